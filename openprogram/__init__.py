@@ -1,0 +1,34 @@
+"""openprogram: next-step decisions.
+
+An LLM is handed a menu of options (functions, values, schemas to fill), picks one with a small
+JSON object, and the pick resolves straight into the next step's result. Only the standard
+library is imported here; the notebook layer (`openprogram.widgets`) loads when IPython asks.
+"""
+from .agentic_programming import decision
+from .agentic_programming.agent import Agent, agent, bind_context, current_agent
+from .agentic_programming.decision import DecisionError
+from .agentic_programming.options import OptionError
+from .agentic_programming.runtime import (DAG, ModelCallError, ModelResponse, Runtime, ToolCall,
+                                          current_runtime, using_runtime)
+from .agentic_programming.tools import register_toolset
+from .agentic_programming.trace import (ERROR_KINDS, Attempt, DecisionTrace, TraceEvent,
+                                        add_observer, last_trace, observe, remove_observer)
+
+__version__ = "0.1.0"
+
+__all__ = ["Agent", "agent", "decision", "DecisionError", "OptionError", "Runtime", "ToolCall",
+           "ModelResponse", "ModelCallError", "DAG", "DecisionTrace", "Attempt", "TraceEvent",
+           "ERROR_KINDS", "observe", "add_observer", "remove_observer", "last_trace",
+           "current_runtime", "using_runtime", "current_agent", "bind_context",
+           "register_toolset", "load_ipython_extension", "unload_ipython_extension"]
+
+
+def load_ipython_extension(ipython):
+    """`%load_ext openprogram`: registers the magics (imports the notebook layer only now)."""
+    from .widgets.magics import load_ipython_extension as load
+    load(ipython)
+
+
+def unload_ipython_extension(ipython):
+    from .widgets.magics import unload_ipython_extension as unload
+    unload(ipython)

@@ -1,0 +1,1 @@
+"""The mechanism: decision, runtime, agent, trace."""

@@ -1,0 +1,142 @@
+"""`Agent` and `agent()`: binding a Runtime to every method call.
+
+A subclass of `Agent` declares `method_options = {"name": {"tool": True, "input": {...}}}`. Every
+public method call binds a Runtime — the instance's own (`SomeAgent(runtime=rt)`), else the
+caller's — in a context variable, so `decision.make` and `agent()` inside it need no `runtime=`.
+Context variables follow nested calls and asyncio tasks; `bind_context(fn)` (or
+`asyncio.to_thread`) carries them into a worker thread. A `tool: True` method is both a native tool
+and a decision option: the same function, two call paths.
+"""
+from __future__ import annotations
+
+import contextvars
+import functools
+import inspect
+from typing import Any, Callable
+
+from .runtime import Runtime, _current_runtime, resolve_runtime
+
+_current_agent: contextvars.ContextVar[tuple["Agent | None", str | None]] = \
+    contextvars.ContextVar("openprogram_agent", default=(None, None))
+
+
+def current_agent() -> tuple["Agent | None", str | None]:
+    """The Agent whose method is running, and that method's name."""
+    return _current_agent.get()
+
+
+def bind_context(fn: Callable) -> Callable:
+    """`fn` wrapped to run in a copy of the caller's context (its Runtime, Agent and observers),
+    for handing to a thread: `threading.Thread(target=bind_context(work))`."""
+    ctx = contextvars.copy_context()
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        return ctx.copy().run(fn, *args, **kwargs)
+    return run
+
+
+def _bind(name: str, fn: Callable, meta: dict) -> Callable:
+    """Wrap an Agent method so that each call binds the Runtime and is a DAG node."""
+    if inspect.iscoroutinefunction(fn):
+        @functools.wraps(fn)
+        async def async_method(self, *args, **kwargs):
+            rt, tokens = self._enter(name)
+            try:
+                if rt is None:
+                    return await fn(self, *args, **kwargs)
+                with rt.dag.span("agent_method", f"{type(self).__name__}.{name}"):
+                    return await fn(self, *args, **kwargs)
+            finally:
+                self._leave(tokens)
+        wrapper = async_method
+    else:
+        @functools.wraps(fn)
+        def method(self, *args, **kwargs):
+            rt, tokens = self._enter(name)
+            try:
+                if rt is None:
+                    return fn(self, *args, **kwargs)
+                with rt.dag.span("agent_method", f"{type(self).__name__}.{name}"):
+                    return fn(self, *args, **kwargs)
+            finally:
+                self._leave(tokens)
+        wrapper = method
+    wrapper.input_meta = dict(meta.get("input") or {})
+    wrapper.is_tool = bool(meta.get("tool"))
+    wrapper._openprogram_bound = True
+    return wrapper
+
+
+class Agent:
+    """Base class of agents. `SomeAgent(runtime=rt)` configures the Runtime its methods use; with
+    none, a method uses the Runtime of the Agent method that called it."""
+
+    method_options: dict[str, dict] = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        opts = cls.__dict__.get("method_options", {})
+        for name in opts:
+            if not callable(cls.__dict__.get(name)) and not any(
+                    callable(getattr(b, name, None)) for b in cls.__mro__[1:]):
+                raise TypeError(f"{cls.__name__}.method_options names {name!r}, which is not a "
+                                f"method of {cls.__name__}; fix the name")
+            bad = set(opts[name]) - {"tool", "input", "description"}
+            if bad:
+                raise TypeError(f"{cls.__name__}.method_options[{name!r}] has unknown keys "
+                                f"{sorted(bad)}; use 'tool', 'input' and 'description'")
+        for name, fn in list(cls.__dict__.items()):
+            if name.startswith("_") or not inspect.isfunction(fn) or \
+                    getattr(fn, "_openprogram_bound", False):
+                continue
+            meta = cls._options_for(name)
+            wrapped = _bind(name, fn, meta)
+            if meta.get("description"):
+                wrapped.__doc__ = meta["description"]
+            setattr(cls, name, wrapped)
+
+    @classmethod
+    def _options_for(cls, name: str) -> dict:
+        for klass in cls.__mro__:
+            opts = klass.__dict__.get("method_options", {})
+            if name in opts:
+                return opts[name]
+        return {}
+
+    def __init__(self, runtime: Runtime | None = None):
+        if runtime is not None and not isinstance(runtime, Runtime):
+            raise TypeError(f"runtime= must be an openprogram Runtime, got "
+                            f"{type(runtime).__name__}; wrap a model with Runtime(call=fn)")
+        self.runtime = runtime
+
+    def _enter(self, name: str):
+        rt = getattr(self, "runtime", None) or _current_runtime.get()
+        return rt, (_current_runtime.set(rt), _current_agent.set((self, name)))
+
+    @staticmethod
+    def _leave(tokens) -> None:
+        rt_token, agent_token = tokens
+        _current_agent.reset(agent_token)
+        _current_runtime.reset(rt_token)
+
+    def tool_methods(self) -> list[Callable]:
+        """The bound methods declared `tool: True` in method_options."""
+        return [getattr(self, name) for name in dir(type(self))
+                if not name.startswith("_") and getattr(getattr(type(self), name, None),
+                                                        "is_tool", False)]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(runtime={self.runtime!r})"
+
+
+def agent(prompt: Any, *, tools: Any = None, toolset: Any = None, choices: Any = None,
+          response_format: Any = None, runtime: Runtime | None = None,
+          context: dict | None = None, max_iterations: int = 20,
+          timeout_s: float | None = None):
+    """A full turn (E2) on the bound Runtime: reasoning and native tool calls from `tools` /
+    `toolset`. Returns the reply text; with `choices=`, the resolved decision."""
+    rt = resolve_runtime(runtime, "agent()")
+    return rt.exec(prompt, tools=tools, toolset=toolset, choices=choices,
+                   response_format=response_format, max_iterations=max_iterations,
+                   timeout_s=timeout_s, context=context)

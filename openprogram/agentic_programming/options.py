@@ -1,0 +1,477 @@
+"""Option sets: from what the caller writes to a registry, a menu, and validated arguments.
+
+An option set (dict or list form, rules O1-O4) becomes a list of `Option`s, each with its
+parameters described as `Field`s (schemas nest recursively, rules S1-S3; function parameters come
+from the signature, type annotations, defaults and `input_meta`, rule A8). `render_menu` writes the
+menu text (R1-R3); `validate` checks a model-written value against a `Field` (P3).
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+META_KEYS = frozenset({"type", "description", "options", "fields", "items"})
+RUNTIME_PARAM_NAMES = frozenset({"runtime", "exec_runtime", "review_runtime"})
+_SCALARS = {str: "str", int: "int", float: "float", bool: "bool", list: "list", dict: "dict"}
+_PLACEHOLDER = {"str": "<str>", "int": 0, "float": 0.0, "bool": False, "list": [], "dict": {},
+                "any": "<any>"}
+_MISSING = inspect.Parameter.empty
+
+
+class OptionError(ValueError):
+    """An option set that cannot be used; raised before any model call."""
+
+
+class ParseError(Exception):
+    """A reply that could not be turned into a pick. `kind` is one of trace.ERROR_KINDS."""
+
+    def __init__(self, kind: str, message: str, path: str | None = None):
+        super().__init__(message)
+        self.kind, self.message, self.path = kind, message, path
+
+
+@dataclass
+class Field:
+    """One node of a schema: a scalar, a list of `items`, or an object of `fields`."""
+    type: str                                   # str int float bool list dict object any
+    description: str = ""
+    options: list | None = None                 # allowed values (enum)
+    fields: dict[str, "Field"] | None = None    # for type "object"
+    items: "Field | None" = None                # for type "list"
+    nullable: bool = False
+
+    def type_name(self) -> str:
+        if self.type == "list" and self.items is not None:
+            return f"list[{self.items.type_name()}]"
+        name = self.type
+        return f"{name} | null" if self.nullable else name
+
+    def placeholder(self) -> Any:
+        if self.options:
+            return self.options[0]
+        if self.type == "object":
+            return {k: f.placeholder() for k, f in (self.fields or {}).items()}
+        if self.type == "list" and self.items is not None:
+            return [self.items.placeholder()]
+        return _PLACEHOLDER[self.type]
+
+    def json_schema(self) -> dict:
+        """The JSON Schema of this field (for native tool specs)."""
+        base = {"str": "string", "int": "integer", "float": "number", "bool": "boolean",
+                "list": "array", "dict": "object", "object": "object"}.get(self.type)
+        out: dict = {} if base is None else {"type": base}
+        if self.nullable and base:
+            out["type"] = [base, "null"]
+        if self.description:
+            out["description"] = self.description
+        if self.options:
+            out["enum"] = list(self.options)
+        if self.type == "object":
+            out["properties"] = {k: f.json_schema() for k, f in (self.fields or {}).items()}
+            out["required"] = list(self.fields or {})
+        if self.type == "list" and self.items is not None:
+            out["items"] = self.items.json_schema()
+        return out
+
+
+@dataclass
+class Param:
+    name: str
+    field: Field
+    required: bool = True
+    default: Any = _MISSING
+    source: str = "llm"            # "llm", "context" (hidden) or "runtime"
+
+
+@dataclass
+class Option:
+    name: str
+    kind: str                      # "function", "value" or "schema"
+    description: str = ""
+    handler: Callable | None = None
+    value: Any = None
+    params: list[Param] = field(default_factory=list)
+
+    @property
+    def llm_params(self) -> list[Param]:
+        return [p for p in self.params if p.source == "llm"]
+
+    def signature(self) -> str:
+        parts = []
+        for p in self.llm_params:
+            part = f"{p.name}: {p.field.type_name()}"
+            if not p.required:
+                part += f" = {json.dumps(p.default, default=repr)}"
+            parts.append(part)
+        return f"{self.name}({', '.join(parts)})"
+
+    def example(self) -> str:
+        call: dict = {"call": self.name}
+        args = {p.name: p.field.placeholder() for p in self.llm_params}
+        if args:
+            call["args"] = args
+        return json.dumps(call, ensure_ascii=False)
+
+    def info(self) -> dict:
+        """One row of the option table (what `%decision_menu` and `trace.options` show)."""
+        return {
+            "name": self.name, "kind": self.kind, "description": self.description,
+            "params": [{
+                "name": p.name, "type": p.field.type_name(), "required": p.required,
+                "default": None if p.default is _MISSING else repr(p.default),
+                "options": p.field.options, "source": p.source,
+                "hidden": p.source != "llm", "description": p.field.description,
+            } for p in self.params],
+            "signature": self.signature(),
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# Schemas (S1-S3)
+# ---------------------------------------------------------------------------------------------
+
+
+def schema_field(spec: Any, where: str) -> Field:
+    """A schema entry as a `Field`. `where` names it in error messages."""
+    if isinstance(spec, type) and spec in _SCALARS:
+        return Field(_SCALARS[spec])
+    if isinstance(spec, str):
+        return Field("str", description=spec)
+    if isinstance(spec, list):
+        if len(spec) != 1:
+            raise TypeError(f"{where}: a list schema holds exactly one item template, e.g. "
+                            f"[str] or [{{'name': str}}]; got {len(spec)} items {spec!r}")
+        return Field("list", items=schema_field(spec[0], f"{where}[]"))
+    if isinstance(spec, dict):
+        if not spec:
+            raise TypeError(f"{where}: an empty dict is not a schema; give its fields, e.g. "
+                            f"{{'name': str}}, or use dict for a free-form object")
+        if set(spec) <= META_KEYS:
+            return _meta_field(spec, where)
+        return Field("object", fields={str(k): schema_field(v, f"{where}.{k}")
+                                       for k, v in spec.items()})
+    try:
+        return annotation_field(spec, where)
+    except TypeError:
+        raise TypeError(f"{where}: {spec!r} is not a schema. Use a type (str, int, float, bool, "
+                        f"list, dict), a description string, [item_schema], {{field: schema}} or "
+                        f"{{'type': ..., 'description': ..., 'options': [...]}}") from None
+
+
+def _meta_field(spec: dict, where: str) -> Field:
+    if "fields" in spec:
+        f = schema_field(spec["fields"], where)
+        if f.type != "object":
+            raise TypeError(f"{where}: 'fields' must be a dict of field schemas")
+    elif "items" in spec:
+        f = Field("list", items=schema_field(spec["items"], f"{where}[]"))
+    elif "type" in spec:
+        f = schema_field(spec["type"], where)
+    elif spec.get("options"):
+        f = _enum_field(list(spec["options"]))
+    else:
+        f = Field("str")
+    if "description" in spec:
+        f.description = str(spec["description"])
+    if "options" in spec:
+        opts = spec["options"]
+        if not isinstance(opts, (list, tuple)) or not opts:
+            raise TypeError(f"{where}: 'options' must be a non-empty list of allowed values")
+        f.options = list(opts)
+    return f
+
+
+def _enum_field(values: list) -> Field:
+    kinds = {_SCALARS.get(type(v), "any") for v in values}
+    return Field(kinds.pop() if len(kinds) == 1 else "any", options=values)
+
+
+def annotation_field(ann: Any, where: str) -> Field:
+    """A type annotation as a `Field`: str/int/float/bool/list/dict, list[X], dict[K, V],
+    Optional[X], X | None, Literal[...], Annotated[X, "description"]."""
+    if ann is _MISSING or ann is Any:
+        return Field("any")
+    if isinstance(ann, type) and ann in _SCALARS:
+        return Field(_SCALARS[ann])
+    origin = typing.get_origin(ann)
+    args = typing.get_args(ann)
+    if origin is typing.Annotated:
+        f = annotation_field(args[0], where)
+        for extra in args[1:]:
+            if isinstance(extra, str):
+                f.description = extra
+        return f
+    if origin is typing.Literal:
+        return _enum_field(list(args))
+    if origin in (typing.Union, types.UnionType):
+        rest = [a for a in args if a is not type(None)]
+        f = annotation_field(rest[0], where) if len(rest) == 1 else Field("any")
+        f.nullable = len(rest) < len(args)
+        return f
+    if origin in (list, typing.List):
+        return Field("list", items=annotation_field(args[0], f"{where}[]") if args else None)
+    if origin in (dict, typing.Dict):
+        return Field("dict")
+    raise TypeError(f"{where} is annotated {ann!r}; decision options understand str, int, float, "
+                    f"bool, list, dict, list[X], dict[str, X], Optional[X], Literal[...] and "
+                    f"Annotated[X, 'description']: use one of those, or mark it hidden")
+
+
+# ---------------------------------------------------------------------------------------------
+# Options (O1-O4, A8)
+# ---------------------------------------------------------------------------------------------
+
+
+def _is_runtime_annotation(ann: Any) -> bool:
+    from .runtime import Runtime
+    return isinstance(ann, type) and issubclass(ann, Runtime)
+
+
+def function_params(fn: Callable, where: str) -> list[Param]:
+    """The parameters of a function option, from its signature, annotations and `input_meta`."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError) as exc:
+        raise OptionError(f"{where}: cannot read the signature of {fn!r} ({exc}); wrap it in a "
+                          f"def with named parameters") from None
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except Exception:
+        hints = {}
+    meta = getattr(fn, "input_meta", None) or {}
+    if not isinstance(meta, dict):
+        raise OptionError(f"{where}: input_meta must be a dict {{param: {{'description': ..., "
+                          f"'options': [...], 'hidden': True}}}}")
+    unknown = set(meta) - set(sig.parameters)
+    if unknown:
+        raise OptionError(f"{where}: input_meta names {sorted(unknown)}, which are not "
+                          f"parameters of {getattr(fn, '__name__', fn)!r}; fix the names")
+    params = []
+    for p in sig.parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue  # fields outside the signature are dropped (P4), never sent to **kwargs
+        ann = hints.get(p.name, p.annotation)
+        m = meta.get(p.name, {})
+        if p.name in RUNTIME_PARAM_NAMES or _is_runtime_annotation(ann):
+            params.append(Param(p.name, Field("any"), required=False, default=p.default,
+                                source="runtime"))
+            continue
+        if ann is _MISSING and p.default is not _MISSING and type(p.default) in _SCALARS:
+            ann = type(p.default)
+        try:
+            f = annotation_field(ann, f"{where}: parameter {p.name!r}")
+        except TypeError as exc:
+            if m.get("hidden"):
+                f = Field("any")
+            else:
+                raise OptionError(str(exc)) from None
+        if "description" in m:
+            f.description = str(m["description"])
+        if "options" in m:
+            f.options = list(m["options"])
+        source = "context" if m.get("hidden") else "llm"
+        params.append(Param(p.name, f, required=p.default is _MISSING, default=p.default,
+                            source=source))
+    return params
+
+
+def _describe(fn: Callable) -> str:
+    doc = inspect.getdoc(fn) or ""
+    return doc.strip().split("\n\n")[0].replace("\n", " ")
+
+
+def _function_option(name: str, fn: Callable, desc: str | None, where: str) -> Option:
+    return Option(name, "function", desc if desc is not None else _describe(fn), handler=fn,
+                  params=function_params(fn, where))
+
+
+def _schema_option(name: str, desc: str, schema: Any, where: str) -> Option:
+    if not isinstance(schema, dict) or not schema:
+        raise OptionError(f"{where}: a schema option's schema must be a non-empty dict "
+                          f"{{field: type}}, got {schema!r}")
+    params = [Param(k, schema_field(v, f"{where}: field {k!r}")) for k, v in schema.items()]
+    return Option(name, "schema", desc, params=params)
+
+
+def _fn_name(fn: Callable, where: str) -> str:
+    name = getattr(fn, "__name__", None)
+    if not name or name == "<lambda>":
+        raise OptionError(f"{where}: a callable in the list form needs a name ({fn!r} has "
+                          f"none); use the dict form {{'name': fn}} or a def")
+    return name
+
+
+def normalize(options: Any) -> list[Option]:
+    """An option set (dict or list form) as a list of `Option`s; rejects bad sets (O4)."""
+    if isinstance(options, list) and options and all(isinstance(o, Option) for o in options):
+        return options
+    out: list[Option] = []
+    if isinstance(options, dict):
+        for name, handler in options.items():
+            where = f"option {name!r}"
+            if not isinstance(name, str) or not name:
+                raise OptionError(f"option names must be non-empty strings, got {name!r}")
+            out.append(_dict_option(name, handler, where))
+    elif isinstance(options, (list, tuple)):
+        for i, item in enumerate(options):
+            out.append(_list_option(item, f"option #{i} ({item!r:.60})"))
+    else:
+        raise OptionError(f"options must be a dict {{name: handler}} or a list, got "
+                          f"{type(options).__name__}")
+    if not out:
+        raise OptionError("the option set is empty: give at least one option, e.g. "
+                          "{'done': 'DONE'}")
+    seen: set[str] = set()
+    for o in out:
+        if o.name in seen:
+            raise OptionError(f"option name {o.name!r} appears twice; option names must be "
+                              f"unique (rename one, or use the dict form)")
+        seen.add(o.name)
+    return out
+
+
+def _dict_option(name: str, handler: Any, where: str) -> Option:
+    if callable(handler):
+        return _function_option(name, handler, None, where)
+    if isinstance(handler, tuple):
+        if len(handler) != 2:
+            raise OptionError(f"{where}: a tuple handler is (callable, 'description'), "
+                              f"('description', schema) or (value, 'description'); got "
+                              f"{len(handler)} items. To return a tuple value, wrap it: "
+                              f"(your_tuple, 'description')")
+        a, b = handler
+        if isinstance(a, str) and isinstance(b, dict):
+            return _schema_option(name, a, b, where)
+        if not isinstance(b, str):
+            raise OptionError(f"{where}: the second item of a tuple handler must be the "
+                              f"description string, got {b!r}")
+        if callable(a):
+            return _function_option(name, a, b, where)
+        return Option(name, "value", b, value=a)
+    return Option(name, "value", "", value=handler)
+
+
+def _list_option(item: Any, where: str) -> Option:
+    if isinstance(item, str):
+        return Option(item, "value", "", value=item)
+    if callable(item):
+        return _function_option(_fn_name(item, where), item, None, where)
+    if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], str):
+        a, desc = item
+        if callable(a):
+            return _function_option(_fn_name(a, where), a, desc, where)
+        if isinstance(a, str):
+            return Option(a, "value", desc, value=a)
+    if isinstance(item, tuple) and len(item) == 3 and isinstance(item[0], str) \
+            and isinstance(item[1], str):
+        return _schema_option(item[0], item[1], item[2], where)
+    raise OptionError(f"{where}: a list item is a callable, (callable, 'description'), 'name', "
+                      f"('name', 'description') or ('name', 'description', schema); use the "
+                      f"dict form for value options")
+
+
+def check_context(menu: list[Option], context: dict | None) -> None:
+    """Fail before any model call when a hidden parameter without a default has no value."""
+    if context is not None and not isinstance(context, dict):
+        raise TypeError(f"context= must be a dict, got {type(context).__name__}")
+    for o in menu:
+        for p in o.params:
+            if p.source == "context" and p.required and p.name not in (context or {}):
+                raise OptionError(
+                    f"option {o.name!r}: hidden parameter {p.name!r} has no default and is not "
+                    f"in context; pass context={{{p.name!r}: ...}} or give it a default")
+
+
+# ---------------------------------------------------------------------------------------------
+# The menu (R1-R3)
+# ---------------------------------------------------------------------------------------------
+
+
+def _detail_lines(name: str, f: Field, required: bool, default: Any, indent: str) -> list[str]:
+    bits = [f.type_name(), "required" if required else
+            f"optional, default {json.dumps(default, default=repr)}"]
+    line = f"{indent}- {name} ({', '.join(bits)})"
+    if f.description:
+        line += f": {f.description}"
+    if f.options:
+        line += f"; one of: {', '.join(json.dumps(o, default=repr) for o in f.options)}"
+    lines = [line]
+    if f.type == "object":
+        for k, sub in (f.fields or {}).items():
+            lines += _detail_lines(f"{name}.{k}", sub, True, _MISSING, indent + "  ")
+    elif f.type == "list" and f.items is not None and f.items.type in ("object", "list"):
+        lines += _detail_lines(f"{name}[]", f.items, True, _MISSING, indent + "  ")
+    return lines
+
+
+def render_menu(menu: list[Option]) -> str:
+    lines = ['Options (reply with one JSON object that picks exactly one, as in its "Call:" line):']
+    for o in menu:
+        lines.append("")
+        lines.append(f"- {o.signature()}")
+        if o.description:
+            lines.append(f"  {o.description}")
+        for p in o.llm_params:
+            lines += _detail_lines(p.name, p.field, p.required, p.default, "    ")
+        lines.append(f"  Call: {o.example()}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation (P3)
+# ---------------------------------------------------------------------------------------------
+
+_JSON_NAMES = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array",
+               dict: "object", type(None): "null"}
+
+
+def _describe_value(v: Any) -> str:
+    text = json.dumps(v, default=repr)
+    return f"{_JSON_NAMES.get(type(v), type(v).__name__)} {text[:60]}"
+
+
+def _enum_ok(v: Any, options: list) -> bool:
+    return any(v == o and isinstance(v, bool) == isinstance(o, bool) for o in options)
+
+
+def validate(value: Any, f: Field, path: str, dropped: list[str]) -> Any:
+    """Check `value` against `f`; return it with fields outside the schema dropped (their paths
+    go to `dropped`). Raises ParseError(type_mismatch / enum_violation / missing_required)."""
+    if value is None and f.nullable:
+        return None
+    t = f.type
+    ok = {
+        "any": True,
+        "str": isinstance(value, str),
+        "int": isinstance(value, int) and not isinstance(value, bool),
+        "float": isinstance(value, (int, float)) and not isinstance(value, bool),
+        "bool": isinstance(value, bool),
+        "list": isinstance(value, list),
+        "dict": isinstance(value, dict),
+        "object": isinstance(value, dict),
+    }[t]
+    if not ok:
+        raise ParseError("type_mismatch", f"{path} must be {f.type_name()}, got "
+                                          f"{_describe_value(value)}", path)
+    if f.options is not None and not _enum_ok(value, f.options):
+        allowed = ", ".join(json.dumps(o, default=repr) for o in f.options)
+        raise ParseError("enum_violation", f"{path} must be one of {allowed}; got "
+                                           f"{json.dumps(value, default=repr)[:60]}", path)
+    if t == "float" and isinstance(value, int):
+        return float(value)
+    if t == "list" and f.items is not None:
+        return [validate(v, f.items, f"{path}[{i}]", dropped) for i, v in enumerate(value)]
+    if t == "object":
+        out = {}
+        for k, sub in (f.fields or {}).items():
+            if k not in value:
+                raise ParseError("missing_required", f"{path}.{k} is required ({sub.type_name()})",
+                                 f"{path}.{k}")
+            out[k] = validate(value[k], sub, f"{path}.{k}", dropped)
+        dropped.extend(f"{path}.{k}" for k in value if k not in out)
+        return out
+    return value

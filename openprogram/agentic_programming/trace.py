@@ -1,0 +1,339 @@
+"""The record of a decision, and the events it is built from.
+
+A decision emits events as it runs (started, attempt sent, reply chunk, reply received, extracted,
+validated or failed, tool round, resolved or failed). `DecisionTrace` is the plain-Python record
+those events build; observers (the notebook panel, progress bars, a logger) see the same events as
+they happen. Nothing here imports pandas until `to_frame()` is called.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import itertools
+import threading
+import time
+import warnings
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+#: The stable set of error kinds, each with a sentence a person can act on.
+ERROR_KINDS: dict[str, str] = {
+    "not_text": "The model reply was not text. A Runtime's model call must return a str "
+                "(or native tool calls); check the runtime's call function.",
+    "no_action": "The reply holds no JSON object with a \"call\" key. Ask the model to end its reply "
+                 "with one JSON object such as {\"call\": \"<option>\", \"args\": {...}}.",
+    "bad_args": "The JSON object names an option but its \"call\" or \"args\" has the wrong shape: "
+                "\"call\" must be a string and \"args\" a JSON object.",
+    "unknown_call": "The reply calls an option that is not on the menu. Check the option names, "
+                    "or make the names and descriptions easier to tell apart.",
+    "missing_required": "A required field is missing. Every schema field, and every function "
+                        "parameter without a default, must be given.",
+    "type_mismatch": "A field has the wrong JSON type (bool never counts as int; float accepts int).",
+    "enum_violation": "A field's value is not one of its allowed values.",
+    "timeout": "The decision ran out of time (timeout_s covers the whole decision, re-asks included).",
+    "model_error": "The model call itself failed (network, key, rate limit, server error).",
+}
+
+
+def explain(kind: str) -> str:
+    """The actionable sentence for an error kind (empty for an unknown kind)."""
+    return ERROR_KINDS.get(kind, "")
+
+
+def _now() -> float:
+    return time.time()
+
+
+@dataclass
+class Attempt:
+    """One model call of a decision and what the mechanism made of its reply."""
+    number: int
+    is_last: bool
+    prompt: str
+    reply: str | None = None
+    extracted: dict | None = None
+    found_in: str | None = None        # "fence" or "text"
+    key_alias: str | None = None       # "call", "action", "function" or "tool"
+    candidates: int = 0
+    error_kind: str | None = None
+    error_message: str | None = None
+    error_path: str | None = None      # e.g. "args.steps[0].action"
+    chosen: str | None = None
+    args: dict | None = None           # the model-supplied arguments that were kept
+    dropped: list[str] = field(default_factory=list)
+    injected: list[str] = field(default_factory=list)
+    started_at: float = field(default_factory=_now)
+    duration_s: float | None = None
+    model_call_id: int | None = None
+    usage: dict | None = None          # {"input_tokens": n, "output_tokens": m} when the runtime knows
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is None and self.chosen is not None
+
+    def to_dict(self) -> dict:
+        return {
+            "attempt": self.number, "is_last": self.is_last, "prompt": self.prompt,
+            "reply": self.reply, "extracted": self.extracted, "found_in": self.found_in,
+            "key_alias": self.key_alias, "candidates": self.candidates,
+            "error_kind": self.error_kind, "error_message": self.error_message,
+            "error_path": self.error_path, "chosen": self.chosen, "args": self.args,
+            "dropped": list(self.dropped), "injected": list(self.injected),
+            "started_at": self.started_at, "duration_s": self.duration_s,
+            "model_call_id": self.model_call_id, "usage": self.usage,
+        }
+
+
+@dataclass
+class ToolRound:
+    """One native tool call made during an `agent(..., choices=)` turn."""
+    round: int
+    name: str
+    args: dict
+    result: Any = None
+    error: str | None = None
+    duration_s: float | None = None
+
+    def to_dict(self) -> dict:
+        return {"round": self.round, "tool": self.name, "args": self.args,
+                "result": _safe_repr(self.result), "error": self.error,
+                "duration_s": self.duration_s}
+
+
+_ids = itertools.count(1)
+
+
+@dataclass
+class DecisionTrace:
+    """Everything one decision did: its menu, every attempt, the tool rounds, the outcome."""
+    prompt: str
+    menu: str
+    options: list[dict]
+    entry: str = "make"                # "make", "agent" or "format"
+    max_attempts: int = 2
+    runtime: str | None = None
+    id: int = field(default_factory=lambda: next(_ids))
+    status: str = "running"            # "running", "resolved" or "failed"
+    attempts: list[Attempt] = field(default_factory=list)
+    tool_rounds: list[ToolRound] = field(default_factory=list)
+    result: Any = None
+    error: Exception | None = None
+    started_at: float = field(default_factory=_now)
+    duration_s: float | None = None
+    context_keys: list[str] = field(default_factory=list)
+
+    @property
+    def chosen(self) -> str | None:
+        return self.attempts[-1].chosen if self.attempts and self.status == "resolved" else None
+
+    @property
+    def error_kinds(self) -> list[str]:
+        return [a.error_kind for a in self.attempts if a.error_kind]
+
+    def usage(self) -> dict:
+        total = {"input_tokens": 0, "output_tokens": 0}
+        for a in self.attempts:
+            for k in total:
+                total[k] += (a.usage or {}).get(k) or 0
+        return total
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id, "entry": self.entry, "status": self.status, "prompt": self.prompt,
+            "menu": self.menu, "options": self.options, "runtime": self.runtime,
+            "max_attempts": self.max_attempts, "context_keys": list(self.context_keys),
+            "attempts": [a.to_dict() for a in self.attempts],
+            "tool_rounds": [t.to_dict() for t in self.tool_rounds],
+            "chosen": self.chosen, "result": _safe_repr(self.result),
+            "error": None if self.error is None else {
+                "type": type(self.error).__name__, "kind": getattr(self.error, "kind", None),
+                "message": str(self.error)},
+            "started_at": self.started_at, "duration_s": self.duration_s,
+        }
+
+    def to_frame(self, table: str = "attempts"):
+        """A pandas DataFrame of one of the trace's tables: "attempts" (one row per attempt),
+        "options" (the menu), "tools" (tool rounds) or "summary" (one row)."""
+        import pandas as pd
+        if table == "attempts":
+            rows = [{
+                "attempt": a.number, "last": a.is_last, "chosen": a.chosen,
+                "error_kind": a.error_kind, "error_path": a.error_path,
+                "error_message": a.error_message, "args": a.args, "dropped": a.dropped,
+                "injected": a.injected, "found_in": a.found_in, "key": a.key_alias,
+                "candidates": a.candidates, "reply": a.reply, "duration_s": a.duration_s,
+                "tokens_in": (a.usage or {}).get("input_tokens"),
+                "tokens_out": (a.usage or {}).get("output_tokens"),
+            } for a in self.attempts]
+            return pd.DataFrame(rows, columns=[
+                "attempt", "last", "chosen", "error_kind", "error_path", "error_message", "args",
+                "dropped", "injected", "found_in", "key", "candidates", "reply", "duration_s",
+                "tokens_in", "tokens_out"]).set_index("attempt")
+        if table == "options":
+            return pd.DataFrame(self.options).set_index("name")
+        if table == "tools":
+            return pd.DataFrame([t.to_dict() for t in self.tool_rounds],
+                                columns=["round", "tool", "args", "result", "error", "duration_s"])
+        if table == "summary":
+            d = self.to_dict()
+            return pd.DataFrame([{
+                "id": self.id, "entry": self.entry, "status": self.status, "chosen": self.chosen,
+                "attempts": len(self.attempts), "error_kinds": self.error_kinds,
+                "result": d["result"], "error": (d["error"] or {}).get("message"),
+                "duration_s": self.duration_s, **self.usage()}]).set_index("id")
+        raise ValueError(f"unknown table {table!r}: use 'attempts', 'options', 'tools' or 'summary'")
+
+    def __repr__(self) -> str:
+        outcome = (f"result={_safe_repr(self.result)}" if self.status == "resolved"
+                   else f"error={getattr(self.error, 'kind', None)!r}" if self.status == "failed"
+                   else "running")
+        return (f"<DecisionTrace #{self.id} {self.entry} {self.status}: "
+                f"{len(self.attempts)} attempt(s), {outcome}>")
+
+    def _repr_pretty_(self, p, cycle):  # IPython's plain-text repr (terminal, nbconvert)
+        p.text(self.format_text())
+
+    def format_text(self) -> str:
+        """A readable plain-text rendering of the whole trace."""
+        lines = [repr(self)]
+        for a in self.attempts:
+            state = "ok" if a.ok else (a.error_kind or "pending")
+            lines.append(f"  attempt {a.number}{' (last)' if a.is_last else ''}: {state}")
+            if a.reply is not None:
+                lines.append(f"    reply: {_head(a.reply, 200)!r}")
+            if a.extracted is not None:
+                lines.append(f"    extracted ({a.found_in}, key {a.key_alias!r}, "
+                             f"{a.candidates} candidate(s)): {a.extracted}")
+            if a.error_kind:
+                where = f" at {a.error_path}" if a.error_path else ""
+                lines.append(f"    error {a.error_kind}{where}: {a.error_message}")
+            if a.chosen:
+                lines.append(f"    chosen: {a.chosen} args={a.args} dropped={a.dropped} "
+                             f"injected={a.injected}")
+        for t in self.tool_rounds:
+            lines.append(f"  tool {t.name}({t.args}) -> {_safe_repr(t.result)}"
+                         + (f" error: {t.error}" if t.error else ""))
+        if self.status == "resolved":
+            lines.append(f"  result: {_safe_repr(self.result)}")
+        elif self.status == "failed":
+            lines.append(f"  error: {self.error}")
+        return "\n".join(lines)
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        """In a notebook, a trace shows as the decision panel (when the notebook layer is
+        installed); everywhere else, as text."""
+        bundle = {"text/plain": self.format_text()}
+        try:
+            from openprogram.widgets.panel import trace_html
+        except ImportError:
+            return bundle
+        bundle["text/html"] = trace_html(self)
+        return bundle
+
+
+def _head(text: str, n: int) -> str:
+    return text if len(text) <= n else text[:n] + f"... [{len(text) - n} more chars]"
+
+
+def _safe_repr(value: Any, limit: int = 500) -> str | None:
+    if value is None:
+        return None
+    try:
+        r = repr(value)
+    except Exception as exc:  # a user object whose repr fails must not break the trace
+        r = f"<unrepresentable {type(value).__name__}: {exc}>"
+    return _head(r, limit)
+
+
+# ---------------------------------------------------------------------------------------------
+# Events and observers
+# ---------------------------------------------------------------------------------------------
+
+#: The event kinds, in the order a decision emits them.
+EVENT_KINDS = (
+    "decision_started",   # the menu is built; no model call yet
+    "attempt_sent",       # a prompt went to the model (attempt number, is_last)
+    "reply_chunk",        # a streamed piece of the reply (data["text"]); attempt.reply grows
+    "reply_received",     # the whole reply is in (attempt.reply)
+    "tool_call",          # a native tool ran (data["round"] is the ToolRound)
+    "extracted",          # the JSON object was found (attempt.extracted), or not
+    "validated",          # the pick and its arguments passed (attempt.chosen, attempt.args)
+    "attempt_failed",     # attempt.error_kind / error_message say why
+    "resolved",           # trace.result holds the result
+    "decision_failed",    # trace.error holds the DecisionError
+)
+
+
+@dataclass
+class TraceEvent:
+    kind: str
+    trace: DecisionTrace
+    attempt: Attempt | None = None
+    data: dict = field(default_factory=dict)
+    time: float = field(default_factory=_now)
+
+    @property
+    def attempt_number(self) -> int | None:
+        return self.attempt.number if self.attempt else None
+
+    @property
+    def is_last_attempt(self) -> bool:
+        return bool(self.attempt and self.attempt.is_last)
+
+
+Observer = Callable[[TraceEvent], None]
+
+_global_observers: list[Observer] = []
+_scoped_observers: contextvars.ContextVar[tuple[Observer, ...]] = contextvars.ContextVar(
+    "openprogram_observers", default=())
+_lock = threading.Lock()
+_warned: set[int] = set()
+
+#: The most recent finished traces of this process, newest last.
+history: deque[DecisionTrace] = deque(maxlen=100)
+
+
+def add_observer(fn: Observer) -> Observer:
+    """Let `fn(event)` see every event of every decision in this process. Returns `fn`."""
+    with _lock:
+        _global_observers.append(fn)
+    return fn
+
+
+def remove_observer(fn: Observer) -> None:
+    with _lock:
+        if fn in _global_observers:
+            _global_observers.remove(fn)
+
+
+@contextlib.contextmanager
+def observe(fn: Observer) -> Iterator[Observer]:
+    """Let `fn(event)` see the events of decisions made inside this block (and in threads or
+    tasks that copy this context)."""
+    token = _scoped_observers.set(_scoped_observers.get() + (fn,))
+    try:
+        yield fn
+    finally:
+        _scoped_observers.reset(token)
+
+
+def emit(kind: str, trace: DecisionTrace, attempt: Attempt | None = None, **data) -> None:
+    """Send one event to every observer. An observer that raises is reported once as a warning
+    and never breaks the decision."""
+    if kind in ("resolved", "decision_failed"):
+        history.append(trace)
+    event = TraceEvent(kind, trace, attempt, data)
+    for fn in (*_global_observers, *_scoped_observers.get()):
+        try:
+            fn(event)
+        except Exception as exc:
+            if id(fn) not in _warned:
+                _warned.add(id(fn))
+                warnings.warn(f"decision observer {fn!r} raised {exc!r}; it is ignored",
+                              RuntimeWarning, stacklevel=2)
+
+
+def last_trace() -> DecisionTrace | None:
+    """The trace of the most recent decision that finished in this process."""
+    return history[-1] if history else None

@@ -1,0 +1,140 @@
+"""`ScriptedRuntime`: the embedded default runtime, a model whose replies are written in advance.
+
+Every notebook, test and demo runs on it without a network or a key. It plays the given replies
+in order — text, native tool calls (`ToolCall` or a list of them), or a callable of the prompt
+text that returns either — or answers every call by a rule. It can stream its text in chunks and
+add a fixed or random latency, so live views, concurrency and benchmarks work offline.
+"""
+from __future__ import annotations
+
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..agentic_programming.runtime import (ModelResponse, Runtime, ToolCall, as_response,
+                                           blocks_text, to_blocks)
+
+
+@dataclass
+class ScriptedCall:
+    """One model call made on a ScriptedRuntime."""
+    prompt: str                    # the text of the last user turn
+    messages: list[dict]
+    tools: list[dict] | None
+    reply: Any = None
+    tool_names: list[str] = field(default_factory=list)
+
+
+class ScriptExhausted(RuntimeError):
+    pass
+
+
+class ScriptedRuntime(Runtime):
+    """`ScriptedRuntime(["reply 1", ToolCall("search", {"q": "x"}), "reply 3"])` plays replies
+    in order; `ScriptedRuntime(rule=fn)` answers every call with `fn(prompt_text)`.
+
+    `latency` (seconds, or a (low, high) range drawn at random) is slept before each reply;
+    `stream_chunk=n` streams the text n characters at a time, spreading the latency over the
+    chunks. `usage=True` reports word counts as token usage."""
+
+    streams = True
+
+    def __init__(self, replies: list | None = None, *, rule: Callable[[str], Any] | None = None,
+                 latency: float | tuple[float, float] = 0.0, stream_chunk: int | None = None,
+                 seed: int | None = None, usage: bool = True, name: str = "scripted",
+                 model: str = "scripted"):
+        super().__init__(name=name, model=model)
+        if replies is None and rule is None:
+            raise TypeError("ScriptedRuntime needs replies=[...] (played in order) or rule=fn "
+                            "(called with each prompt's text)")
+        if replies is not None and not isinstance(replies, (list, tuple)):
+            raise TypeError(f"replies must be a list, got {type(replies).__name__}; for one "
+                            f"reply write [reply]")
+        self.replies = list(replies or [])
+        self.rule = rule
+        self.latency = latency
+        self.stream_chunk = stream_chunk
+        self.usage = usage
+        self.calls: list[ScriptedCall] = []
+        self._lock = threading.Lock()
+        self._next = 0
+        self._random = random.Random(seed)
+
+    def __repr__(self) -> str:
+        return (f"ScriptedRuntime({len(self.replies)} replies, {self._next} used"
+                + (", rule" if self.rule else "") + ")")
+
+    @property
+    def remaining(self) -> int:
+        return len(self.replies) - self._next
+
+    def _delay(self) -> float:
+        if isinstance(self.latency, (tuple, list)):
+            lo, hi = self.latency
+            with self._lock:
+                return self._random.uniform(lo, hi)
+        return float(self.latency or 0)
+
+    def complete(self, messages, *, tools=None, on_text=None, timeout=None) -> ModelResponse:
+        prompt = _last_user_text(messages)
+        record = ScriptedCall(prompt, list(messages), tools)
+        with self._lock:
+            self.calls.append(record)
+            if self._next < len(self.replies):
+                item = self.replies[self._next]
+                self._next += 1
+            elif self.rule is not None:
+                item = self.rule
+            else:
+                n = len(self.calls)
+                raise ScriptExhausted(
+                    f"ScriptedRuntime ran out of replies: {len(self.replies)} given, call "
+                    f"#{n} asked for one more. Add a reply for this call (a re-ask after a bad "
+                    f"reply, or a tool round, needs one too); its prompt began: {prompt[:120]!r}")
+        out = item(prompt) if callable(item) else item
+        resp = as_response(out)
+        record.reply = resp.text
+        record.tool_names = [t.name for t in resp.tool_calls]
+        delay = self._delay()
+        if timeout is not None and delay > timeout:
+            time.sleep(max(timeout, 0))
+            from ..agentic_programming.runtime import ModelCallError
+            raise ModelCallError(f"the scripted model took longer than the {timeout:.3f}s left",
+                                 kind="timeout")
+        text = resp.text
+        if isinstance(text, str) and self.stream_chunk and on_text is not None and text:
+            pieces = [text[i:i + self.stream_chunk] for i in range(0, len(text),
+                                                                   self.stream_chunk)]
+            for piece in pieces:
+                if delay:
+                    time.sleep(delay / len(pieces))
+                on_text(piece)
+        elif delay:
+            time.sleep(delay)
+        if self.usage and resp.usage is None:
+            resp.usage = {"input_tokens": len(_all_text(messages).split()),
+                          "output_tokens": len(text.split()) if isinstance(text, str) else 0}
+        return resp
+
+
+def _last_user_text(messages: list[dict]) -> str:
+    for m in reversed(messages):
+        if m.get("role") == "user":
+            return blocks_text(to_blocks(m["content"]))
+    return ""
+
+
+def _all_text(messages: list[dict]) -> str:
+    parts = []
+    for m in messages:
+        c = m.get("content")
+        if isinstance(c, str):
+            parts.append(c)
+        elif isinstance(c, list):
+            parts.append(blocks_text(to_blocks(c)))
+    return " ".join(parts)
+
+
+__all__ = ["ScriptedRuntime", "ScriptedCall", "ScriptExhausted", "ToolCall"]
