@@ -161,7 +161,11 @@ def find_action(text: str, *, require_key: bool = True) -> Extraction:
                 problem = (f"the JSON object starting at character {s} is not valid JSON: "
                            f"{reason} at character {at}")
             scanned = at - s
-            if scanned <= rescan_budget:
+            if at >= n or reason.startswith("JSON nested deeper"):
+                # Nothing new starts inside what was read: every object in it that closed is
+                # recorded, and the rest is cut by the end of the reply or the depth limit.
+                pos = max(at, s + 1)
+            elif scanned <= rescan_budget:
                 # Rescan from just after this start: an object may begin inside what looked
                 # like a string or a broken object. Drop what this run found; the rescan finds
                 # it again.
