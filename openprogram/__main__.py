@@ -1,0 +1,46 @@
+"""`python -m openprogram tour`: the mechanism in a terminal, on the scripted model.
+
+One decision that fails validation and recovers on the re-ask, printed as its trace; no Jupyter,
+no key, no network.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def tour() -> int:
+    from . import decision
+    from .runtimes import ScriptedRuntime
+
+    def analyze(text: str, depth: int = 1) -> str:
+        """Analyze the sentiment of the message."""
+        return f"analysis of {text!r} at depth {depth}: positive"
+
+    options = {
+        "analyze": analyze,
+        "done": ("CONVERSATION_OVER", "pick when there is nothing left to do"),
+        "escalate": ("Hand the message to a person.", {"reason": str, "urgency": {
+            "type": str, "options": ["low", "high"]}}),
+    }
+    runtime = ScriptedRuntime([
+        'I will analyze it: {"call": "analyze", "args": {"text": "I love it", "depth": "two"}}',
+        '```json\n{"call": "analyze", "args": {"text": "I love it", "depth": 2}}\n```',
+    ])
+    prompt = "Pick one way to handle this message: 'I love it'"
+    print(f"Prompt and menu sent to the model:\n\n{prompt}\n\n{decision.render_options(options)}\n")
+    result = decision.make(prompt, options, runtime=runtime)
+    print(decision.last_trace().format_text())
+    print(f"\nThe decision resolved to: {result!r}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m openprogram")
+    parser.add_argument("command", choices=["tour"], help="tour: one scripted decision, traced")
+    args = parser.parse_args(argv)
+    return {"tour": tour}[args.command]()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
