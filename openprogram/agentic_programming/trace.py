@@ -75,7 +75,11 @@ class Attempt:
     def to_dict(self) -> dict:
         return {
             "attempt": self.number, "is_last": self.is_last, "prompt": self.prompt,
-            "reply": self.reply, "extracted": self.extracted, "found_in": self.found_in,
+            # A reply that is not text (bytes, a dict from a broken runtime) is kept as its repr,
+            # so the export always survives json.dumps.
+            "reply": self.reply if self.reply is None or isinstance(self.reply, str)
+            else repr(self.reply),
+            "extracted": self.extracted, "found_in": self.found_in,
             "key_alias": self.key_alias, "candidates": self.candidates,
             "error_kind": self.error_kind, "error_message": self.error_message,
             "error_path": self.error_path, "chosen": self.chosen, "args": self.args,
