@@ -152,6 +152,17 @@ def using_runtime(runtime: "Runtime") -> Iterator["Runtime"]:
 def resolve_runtime(runtime: "Runtime | None", what: str) -> "Runtime":
     rt = runtime if runtime is not None else _current_runtime.get()
     if rt is None:
+        from .agent import current_agent  # late: agent.py imports this module
+        ag, method = current_agent()
+        if ag is not None:
+            # Inside an Agent method, "call it inside an Agent method" would be no help.
+            cls = type(ag).__name__
+            raise RuntimeError(
+                f"{what} in {cls}.{method}() has no Runtime: this {cls} has none of its own and "
+                f"no Agent method that called it has one. Create it with "
+                f"{cls}(runtime=...), e.g. runtime=ScriptedRuntime([...]) from "
+                f"openprogram.runtimes or Runtime(call=your_model_function); call it from a "
+                f"method of an Agent that has a Runtime; or pass runtime=... to {what}.")
         raise RuntimeError(
             f"{what} has no Runtime: call it inside an Agent method (whose Runtime is bound), "
             f"or pass runtime=..., e.g. runtime=ScriptedRuntime([...]) from openprogram.runtimes "
