@@ -71,7 +71,8 @@ def _records(inputs: Any) -> tuple[list[str], list[Mapping]]:
             raise ValueError(f"the inputs DataFrame has duplicate columns {dup}; rename them so "
                              f"each template field names one column")
         return list(inputs.columns), inputs.to_dict("records")
-    if isinstance(inputs, (str, bytes, Mapping)) or not hasattr(inputs, "__iter__"):
+    if isinstance(inputs, (str, bytes, Mapping)) or not hasattr(inputs, "__iter__") or \
+            hasattr(inputs, "to_frame"):
         hint = (" (for a pandas Series, use series.to_frame())"
                 if hasattr(inputs, "to_frame") else "")
         raise TypeError(f"inputs must be a pandas DataFrame or a list of dicts (one per input), "
@@ -227,7 +228,7 @@ def _run(texts: list[str], menu: list[Option], rt: Runtime, *, concurrency: int,
         for _ in range(n):
             while True:
                 try:  # a timed wait, so Ctrl-C reaches the main thread promptly
-                    f = done.get(timeout=0.25)
+                    f = done.get(timeout=0.1)
                     break
                 except queue.Empty:
                     continue
