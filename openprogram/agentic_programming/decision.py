@@ -186,30 +186,32 @@ class _Decider:
         """Validated arguments plus injected ones; records what was kept, dropped and injected."""
         kwargs: dict = {}
         kept: dict = {}
-        dropped: list[str] = []
-        for p in option.params:
-            path = f"{prefix}.{p.name}"
-            if p.source != "llm":
-                if p.name in args:
-                    dropped.append(path)  # A5: never let the model set a hidden parameter
-                if p.source == "runtime":
-                    kwargs[p.name] = self.runtime
-                    att.injected.append(p.name)
-                elif p.name in self.context:
-                    kwargs[p.name] = self.context[p.name]
-                    att.injected.append(p.name)
-                continue
-            if p.name not in args:
-                if option.kind != "function" or p.required:
-                    att.dropped += dropped
-                    raise ParseError("missing_required",
-                                     f"{path} is required by option {option.name!r} "
-                                     f"({p.field.type_name()})", path)
-                continue
-            kept[p.name] = kwargs[p.name] = validate(args[p.name], p.field, path, dropped)
         names = {p.name for p in option.params}
+        # A5: a model value for a hidden parameter is never used. It is recorded as dropped up
+        # front, so the record holds even when a later field fails the attempt.
+        dropped: list[str] = [f"{prefix}.{p.name}" for p in option.params
+                              if p.source != "llm" and p.name in args]
         dropped += [f"{prefix}.{k}" for k in args if k not in names]
-        att.dropped += dropped
+        try:
+            for p in option.params:
+                path = f"{prefix}.{p.name}"
+                if p.source != "llm":
+                    if p.source == "runtime":
+                        kwargs[p.name] = self.runtime
+                        att.injected.append(p.name)
+                    elif p.name in self.context:
+                        kwargs[p.name] = self.context[p.name]
+                        att.injected.append(p.name)
+                    continue
+                if p.name not in args:
+                    if option.kind != "function" or p.required:
+                        raise ParseError("missing_required",
+                                         f"{path} is required by option {option.name!r} "
+                                         f"({p.field.type_name()})", path)
+                    continue
+                kept[p.name] = kwargs[p.name] = validate(args[p.name], p.field, path, dropped)
+        finally:
+            att.dropped += dropped
         att.args = kept
         return kwargs
 
