@@ -1,7 +1,35 @@
 """Concrete runtimes. `ScriptedRuntime` is the embedded default; the provider runtimes
-(`OpenAIRuntime`, `AnthropicRuntime`) and cassettes import their SDKs only when used."""
+(`OpenAIRuntime` for OpenAI and every OpenAI-compatible server — Ollama, vLLM, llama.cpp,
+LM Studio — and `AnthropicRuntime`) and the cassettes (`RecordingRuntime`, `ReplayRuntime`) are
+loaded on first use, and the SDKs only when a provider runtime is created, so importing this
+package stays standard-library-only. See `openprogram.runtimes.openai_runtime` for pointing
+`base_url` at a local server."""
 from ..agentic_programming.runtime import ModelCallError, ModelResponse, Runtime, ToolCall
 from .scripted import ScriptedCall, ScriptedRuntime, ScriptExhausted
 
+_LAZY = {
+    "OpenAIRuntime": "openai_runtime",
+    "AnthropicRuntime": "anthropic_runtime",
+    "RecordingRuntime": "cassette",
+    "ReplayRuntime": "cassette",
+    "CassetteMismatch": "cassette",
+    "CassetteExhausted": "cassette",
+    "load_cassette": "cassette",
+}
+
 __all__ = ["Runtime", "ToolCall", "ModelResponse", "ModelCallError", "ScriptedRuntime",
-           "ScriptedCall", "ScriptExhausted"]
+           "ScriptedCall", "ScriptExhausted", *_LAZY]
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'openprogram.runtimes' has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

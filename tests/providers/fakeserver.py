@@ -1,0 +1,330 @@
+"""A loopback HTTP server that speaks the OpenAI chat-completions and Anthropic messages protocols.
+
+The provider runtimes are tested through the real SDK clients pointed at this server with
+`base_url`, so what is tested is the bytes on the wire: the JSON the SDK sends (recorded in
+`server.requests`) and the JSON / server-sent events it has to parse. Each test scripts the
+server's replies as a queue (`server.push(...)`); a request with nothing queued gets a 599 error
+whose message says so. Faults are replies too: a status with headers and a body, a slow reply,
+a stream that stalls or whose connection drops mid-way, a malformed body.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    """One scripted reply. `kind` is "message" (a protocol reply: text and/or tool calls, streamed
+    when the request asks for it), "status" (an error status with a JSON body), "raw" (a body sent
+    as-is) or "close" (close the connection without answering)."""
+    kind: str = "message"
+    text: str = ""
+    tool_calls: list[tuple] = field(default_factory=list)   # (id, name, args dict or raw str)
+    usage: tuple[int, int] = (11, 7)
+    model: str | None = None
+    status: int = 200
+    body: Any = None
+    headers: dict = field(default_factory=dict)
+    delay: float = 0.0            # seconds before the reply starts
+    chunk: int = 4                # characters per streamed text delta
+    chunk_delay: float = 0.0      # seconds between streamed events
+    drop_after: int | None = None  # streamed: close the connection after this many text deltas
+    stall_after: int | None = None  # streamed: stop sending (hold the connection) after n deltas
+    truncate: bool = False        # streamed: end the body cleanly but without the final events
+    bad_event: bool = False       # streamed: send a data line that is not JSON
+    err_type: str = "api_error"   # "status": the provider's error type
+
+
+def text(t: str, **kw) -> Reply:
+    return Reply(text=t, **kw)
+
+
+def tools(*calls: tuple, text: str = "", **kw) -> Reply:
+    return Reply(text=text, tool_calls=list(calls), **kw)
+
+
+def status(code: int, message: str = "error", *, headers: dict | None = None,
+           err_type: str = "api_error", provider_body: Any = None) -> Reply:
+    return Reply(kind="status", status=code, body=provider_body, text=message,
+                 headers=dict(headers or {}), err_type=err_type)
+
+
+def raw(body: str, *, content_type: str = "application/json", code: int = 200) -> Reply:
+    return Reply(kind="raw", status=code, body=body, headers={"Content-Type": content_type})
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    headers: dict
+    body: Any
+
+
+class FakeServer:
+    """`FakeServer("openai")` or `FakeServer("anthropic")`; use as a context manager."""
+
+    def __init__(self, provider: str):
+        if provider not in ("openai", "anthropic"):
+            raise ValueError(provider)
+        self.provider = provider
+        self.replies: list[Reply] = []
+        self.requests: list[Request] = []
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # keep test output clean
+                pass
+
+            def do_POST(self):
+                server._handle(self)
+
+            def do_GET(self):
+                server._handle(self)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> "FakeServer":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def base_url(self) -> str:
+        """What the SDK takes as base_url: OpenAI's includes the /v1 prefix, Anthropic's not."""
+        return self.url + "/v1" if self.provider == "openai" else self.url
+
+    def push(self, *replies: Reply) -> "FakeServer":
+        with self._lock:
+            self.replies.extend(replies)
+        return self
+
+    @property
+    def bodies(self) -> list[Any]:
+        return [r.body for r in self.requests]
+
+    # -- one request --------------------------------------------------------------------------
+    def _sleep(self, seconds: float) -> bool:
+        """Sleep unless the server is stopping; True if it is."""
+        return self._stopping.wait(seconds) if seconds > 0 else self._stopping.is_set()
+
+    def _handle(self, h: BaseHTTPRequestHandler) -> None:
+        n = int(h.headers.get("Content-Length") or 0)
+        raw_body = h.rfile.read(n) if n else b""
+        try:
+            body = json.loads(raw_body) if raw_body else None
+        except ValueError:
+            body = raw_body.decode("utf-8", "replace")
+        with self._lock:
+            self.requests.append(Request(h.command, h.path, dict(h.headers), body))
+            reply = self.replies.pop(0) if self.replies else None
+        if reply is None:
+            return self._send_json(h, 599, {"error": {"message": "the fake server has no reply "
+                                                      "queued for this request"}})
+        if self._sleep(reply.delay):
+            return
+        if reply.kind == "close":
+            h.close_connection = True
+            h.connection.shutdown(socket.SHUT_RDWR)
+            return
+        if reply.kind == "raw":
+            data = reply.body.encode()
+            h.send_response(reply.status)
+            for k, v in reply.headers.items():
+                h.send_header(k, v)
+            h.send_header("Content-Length", str(len(data)))
+            h.end_headers()
+            h.wfile.write(data)
+            return
+        if reply.kind == "status":
+            return self._send_json(h, reply.status, self._error_body(reply), reply.headers)
+        stream = isinstance(body, dict) and bool(body.get("stream"))
+        model = reply.model or (body.get("model") if isinstance(body, dict) else None) or "m"
+        if self.provider == "openai":
+            if stream:
+                return self._stream(h, reply, self._openai_events(reply, model, body))
+            return self._send_json(h, 200, self._openai_message(reply, model))
+        if stream:
+            return self._stream(h, reply, self._anthropic_events(reply, model))
+        return self._send_json(h, 200, self._anthropic_message(reply, model))
+
+    def _send_json(self, h, code: int, obj: Any, headers: dict | None = None) -> None:
+        data = json.dumps(obj).encode()
+        h.send_response(code)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            h.send_header(k, v)
+        h.end_headers()
+        h.wfile.write(data)
+
+    def _error_body(self, reply: Reply) -> Any:
+        if reply.body is not None:
+            return reply.body
+        if self.provider == "openai":
+            return {"error": {"message": reply.text, "type": reply.err_type, "param": None,
+                              "code": None}}
+        return {"type": "error", "error": {"type": reply.err_type, "message": reply.text}}
+
+    def _stream(self, h, reply: Reply, events: list[tuple[str | None, str, bool]]) -> None:
+        """Server-sent events in chunked transfer encoding, so that closing the socket early is a
+        dropped connection (an incomplete body), not a clean end."""
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+
+        def send(data: bytes) -> None:
+            h.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            h.wfile.flush()
+
+        deltas = 0
+        for name, data, is_text in events:
+            if is_text:
+                if reply.drop_after is not None and deltas >= reply.drop_after:
+                    h.close_connection = True
+                    h.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                if reply.stall_after is not None and deltas >= reply.stall_after:
+                    self._sleep(3600)
+                    return
+                deltas += 1
+            if self._sleep(reply.chunk_delay):
+                return
+            line = (f"event: {name}\n" if name else "") + f"data: {data}\n\n"
+            send(line.encode())
+        h.wfile.write(b"0\r\n\r\n")
+
+    # -- OpenAI ---------------------------------------------------------------------------------
+    @staticmethod
+    def _args_text(args: Any) -> str:
+        return args if isinstance(args, str) else json.dumps(args)
+
+    def _openai_message(self, reply: Reply, model: str) -> dict:
+        msg: dict = {"role": "assistant", "content": reply.text or None}
+        if reply.tool_calls:
+            msg["tool_calls"] = [{"id": i, "type": "function",
+                                  "function": {"name": n, "arguments": self._args_text(a)}}
+                                 for i, n, a in reply.tool_calls]
+        return {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": model,
+                "choices": [{"index": 0, "message": msg, "logprobs": None,
+                             "finish_reason": "tool_calls" if reply.tool_calls else "stop"}],
+                "usage": {"prompt_tokens": reply.usage[0], "completion_tokens": reply.usage[1],
+                          "total_tokens": sum(reply.usage)}}
+
+    def _openai_events(self, reply: Reply, model: str, body: dict) -> list:
+        def chunk(delta: dict, finish=None, usage=None, choices=True):
+            c = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
+                 "model": model,
+                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
+                 if choices else []}
+            if usage is not None:
+                c["usage"] = usage
+            return json.dumps(c)
+
+        ev = [(None, chunk({"role": "assistant", "content": ""}), False)]
+        for i in range(0, len(reply.text), reply.chunk):
+            ev.append((None, chunk({"content": reply.text[i:i + reply.chunk]}), True))
+            if reply.bad_event and i == 0:
+                ev.append((None, '{"id": "chatcmpl-1", "choices": [', False))
+        for k, (cid, name, args) in enumerate(reply.tool_calls):
+            ev.append((None, chunk({"tool_calls": [{"index": k, "id": cid, "type": "function",
+                                                    "function": {"name": name,
+                                                                 "arguments": ""}}]}), False))
+            a = self._args_text(args)
+            for j in range(0, len(a), 5):
+                ev.append((None, chunk({"tool_calls": [{"index": k, "function": {
+                    "arguments": a[j:j + 5]}}]}), False))
+        if reply.truncate:
+            return ev
+        ev.append((None, chunk({}, "tool_calls" if reply.tool_calls else "stop"), False))
+        if (body.get("stream_options") or {}).get("include_usage"):
+            ev.append((None, chunk({}, usage={"prompt_tokens": reply.usage[0],
+                                              "completion_tokens": reply.usage[1],
+                                              "total_tokens": sum(reply.usage)},
+                                   choices=False), False))
+        ev.append((None, "[DONE]", False))
+        return ev
+
+    # -- Anthropic ------------------------------------------------------------------------------
+    def _anthropic_message(self, reply: Reply, model: str) -> dict:
+        content: list = []
+        if reply.text:
+            content.append({"type": "text", "text": reply.text})
+        for i, n, a in reply.tool_calls:
+            content.append({"type": "tool_use", "id": i, "name": n, "input": a})
+        return {"id": "msg_1", "type": "message", "role": "assistant", "model": model,
+                "content": content, "stop_sequence": None,
+                "stop_reason": "tool_use" if reply.tool_calls else "end_turn",
+                "usage": {"input_tokens": reply.usage[0], "output_tokens": reply.usage[1]}}
+
+    def _anthropic_events(self, reply: Reply, model: str) -> list:
+        def e(name: str, obj: dict, is_text: bool = False):
+            return (name, json.dumps({"type": name, **obj}), is_text)
+
+        ev = [e("message_start", {"message": {
+            "id": "msg_1", "type": "message", "role": "assistant", "model": model, "content": [],
+            "stop_reason": None, "stop_sequence": None,
+            "usage": {"input_tokens": reply.usage[0], "output_tokens": 1}}}),
+            ("ping", json.dumps({"type": "ping"}), False)]
+        index = 0
+        if reply.text:
+            ev.append(e("content_block_start", {"index": 0,
+                                                "content_block": {"type": "text", "text": ""}}))
+            for i in range(0, len(reply.text), reply.chunk):
+                ev.append(e("content_block_delta", {"index": 0, "delta": {
+                    "type": "text_delta", "text": reply.text[i:i + reply.chunk]}}, True))
+                if reply.bad_event and i == 0:
+                    ev.append(("content_block_delta", '{"type": "content_block_delta", ', False))
+            ev.append(e("content_block_stop", {"index": 0}))
+            index = 1
+        for k, (cid, name, args) in enumerate(reply.tool_calls, start=index):
+            ev.append(e("content_block_start", {"index": k, "content_block": {
+                "type": "tool_use", "id": cid, "name": name, "input": {}}}))
+            a = self._args_text(args)
+            for j in range(0, len(a), 5):
+                ev.append(e("content_block_delta", {"index": k, "delta": {
+                    "type": "input_json_delta", "partial_json": a[j:j + 5]}}))
+            ev.append(e("content_block_stop", {"index": k}))
+        if reply.truncate:
+            return ev
+        ev.append(e("message_delta", {"delta": {
+            "stop_reason": "tool_use" if reply.tool_calls else "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": reply.usage[1]}}))
+        ev.append(e("message_stop", {}))
+        return ev
+
+
+def free_port() -> int:
+    """A port nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
