@@ -159,6 +159,258 @@ decision.last_trace().to_frame()[["chosen", "error_kind", "error_path", "args", 
     code("%decision_trace 2"),
 ]
 
+NOTEBOOKS["02-prototyping"] = [
+    md("""
+# Prototyping an option set
+
+Designing an option set means choosing what the model may pick, what it must write for each pick,
+and what it must never write. This notebook builds one step by step and watches the menu and the
+picks change. Everything runs on `ScriptedRuntime`.
+"""),
+    code("""
+%load_ext openprogram
+from typing import Literal
+from openprogram import Agent, decision
+from openprogram.runtimes import ScriptedRuntime
+"""),
+    md("""
+## Parameters the model fills, and parameters it never sees
+
+A function option's parameters come from its signature: type annotations (a `Literal[...]` is an
+enum), defaults, and `input_meta` for descriptions, allowed values and **hidden** parameters. A
+hidden parameter is filled from `context=`, never from the model; a parameter named `runtime` gets
+the Runtime. Neither appears in the menu.
+"""),
+    code('''
+def refund(order_id: str, amount: float, reason: Literal["damaged", "late", "other"] = "other",
+           user_id: str = "", runtime=None) -> str:
+    """Refund part or all of an order."""
+    return f"refunded {amount:.2f} on {order_id} for {user_id} ({reason})"
+
+refund.input_meta = {
+    "order_id": {"description": "the order to refund, e.g. A17"},
+    "amount": {"description": "how much to refund, in euros"},
+    "user_id": {"hidden": True},
+}
+
+options = {
+    "refund": refund,
+    "reply": ("Answer the customer in writing.", {
+        "text": "the message to send",
+        "tone": {"type": str, "options": ["formal", "friendly"]},
+    }),
+    "plan": ("Break the request into steps.", {
+        "steps": [{"action": str, "target": str}],
+        "rationale": str,
+    }),
+    "done": ("NOTHING_TO_DO", "pick when the request needs no action"),
+}
+'''),
+    code("%decision_menu options"),
+    md("""
+The model below tries to set `user_id` itself. The value is **dropped** (and recorded as dropped);
+the hidden parameter comes from the context.
+"""),
+    code("""
+sneaky = ScriptedRuntime(['{"call": "refund", "args": {"order_id": "A17", "amount": 12, "user_id": "admin"}}'])
+ctx = {"user_id": "u-123"}
+"""),
+    code("""
+%%decide options --runtime sneaky --context ctx --as refunded
+The parcel A17 arrived broken. Pick the next step.
+"""),
+    code("""
+attempt = decision.last_trace().attempts[-1]
+print("kept:    ", attempt.args)
+print("dropped: ", attempt.dropped)
+print("injected:", attempt.injected)
+"""),
+    md("""
+## Nested schemas
+
+A schema option's fields nest: `[{"action": str, "target": str}]` is a list whose every element is an
+object with those two fields. Validation recurses, and an error names the exact path.
+"""),
+    code("""
+planner = ScriptedRuntime([
+    '{"call": "plan", "args": {"steps": [{"action": "check"}], "rationale": "first look"}}',
+    '{"call": "plan", "args": {"steps": [{"action": "check", "target": "carrier"}, {"action": "refund", "target": "A17"}], "rationale": "verify, then pay"}}',
+])
+plan = decision.make("The parcel A17 arrived broken. Pick the next step.", options, runtime=planner,
+                     context=ctx)
+first = decision.last_trace().attempts[0]
+print(first.error_kind, "at", first.error_path)
+plan
+"""),
+    md("""
+## An Agent: the same methods as options and as tools
+
+In an `Agent` subclass, `method_options` marks methods as tools and gives their parameters metadata.
+Each method call binds the Agent's Runtime, so `decision.make` inside it needs no `runtime=`.
+"""),
+    code('''
+class Support(Agent):
+    method_options = {
+        "lookup": {"tool": True, "input": {"order_id": {"description": "the order id"}}},
+    }
+
+    def lookup(self, order_id: str) -> dict:
+        """Look up an order."""
+        return {"order_id": order_id, "status": "delivered"}
+
+    def route(self, message: str):
+        return decision.make(f"Pick the next step for: {message}", {
+            "lookup": self.lookup,
+            "done": "NOTHING_TO_DO",
+        })
+
+support = Support(runtime=ScriptedRuntime(['{"call": "lookup", "args": {"order_id": "B2"}}']))
+route = support.route          # a bound method copied out keeps its Agent and Runtime
+route("Where is B2?")
+'''),
+    md("""
+## Descriptions steer the pick
+
+A menu is a prompt. Below, a toy model picks the option whose description shares the most words with
+the message (a stand-in for a real model's reading). Changing one description changes the pick,
+with no change to the code that uses the result.
+"""),
+    code('''
+import re
+
+def word_overlap_model(prompt: str) -> str:
+    """Pick the option whose description shares the most words with the message."""
+    message = set(re.findall(r"[a-z]+", prompt.split("Message:")[1].split("Options")[0].lower()))
+    best, best_score = None, -1
+    for block in prompt.split("\\n- ")[1:]:
+        name = block.split("(")[0]
+        score = len(message & set(re.findall(r"[a-z]+", block.lower())))
+        if score > best_score:
+            best, best_score = name, score
+    return '{"call": "%s"}' % best
+
+def menu(escalate_description: str) -> dict:
+    return {
+        "answer": ("ANSWERED", "answer a question about delivery times"),
+        "escalate": ("ESCALATED", escalate_description),
+    }
+
+message = "My parcel arrived broken and I want my money back"
+model = ScriptedRuntime(rule=word_overlap_model)
+for description in ["hand the conversation to a person",
+                    "hand a broken parcel or a money back request to a person"]:
+    pick = decision.make(f"Message: {message}\\nPick one option.", menu(description), runtime=model)
+    print(f"{description!r:62} -> {pick}")
+'''),
+]
+
+NOTEBOOKS["03-retries"] = [
+    md("""
+# Retries, one error kind at a time
+
+When a reply cannot be used, the mechanism records **why** (a stable error kind, a message, and the
+path of the failing field), re-asks the model with its previous reply, the problem and the menu, and
+— when no attempt is left — raises `DecisionError` with the whole trace.
+"""),
+    code('''
+%load_ext openprogram
+import pandas as pd
+from openprogram import decision, DecisionError, ERROR_KINDS
+from openprogram.runtimes import ScriptedRuntime
+
+def schedule(day: str, hour: int, remind: bool = False) -> str:
+    """Schedule the meeting."""
+    return f"meeting on {day} at {hour}:00" + (" with a reminder" if remind else "")
+
+options = {
+    "schedule": schedule,
+    "decline": ("DECLINED", "pick when no time works"),
+    "propose": ("Propose other times.", {
+        "slots": [{"day": {"type": str, "options": ["mon", "tue", "wed"]}, "hour": int}],
+    }),
+}
+prompt = "Alice asks to meet on Tuesday at 10. Pick the next step."
+'''),
+    md("""
+## The error kinds
+
+Each reply below is wrong in one way. With `max_retries=0` the first failure is final, so the
+`DecisionError` shows exactly what the mechanism made of that one reply.
+"""),
+    code("""
+replies = {
+    "no JSON at all": "Sure, Tuesday works!",
+    "an option that does not exist": '{"call": "reschedule"}',
+    "args that are not an object": '{"call": "schedule", "args": "tuesday at 10"}',
+    "a required field missing": '{"call": "schedule", "args": {"day": "tue"}}',
+    "a field of the wrong type": '{"call": "schedule", "args": {"day": "tue", "hour": "10"}}',
+    "a value outside the enum": '{"call": "propose", "args": {"slots": [{"day": "sun", "hour": 9}]}}',
+}
+
+def first_failure(reply: str) -> dict:
+    try:
+        decision.make(prompt, options, runtime=ScriptedRuntime([reply]), max_retries=0)
+    except DecisionError as err:
+        return {"error_kind": err.kind, "path": err.path, "message": err.message}
+    return {"error_kind": None, "path": None, "message": "resolved"}
+
+pd.set_option("display.max_colwidth", 120)
+pd.DataFrame({what: first_failure(reply) for what, reply in replies.items()}).T
+"""),
+    md("Every kind has a sentence a person can act on:"),
+    code("""
+pd.Series(ERROR_KINDS, name="what to do").to_frame()
+"""),
+    md("""
+## What the re-ask looks like
+
+With the default `max_retries=1`, a bad first reply is followed by a re-ask: the request, the
+previous reply, the problem, and the menu again. The panel shows both attempts; the scripted model's
+`calls` show the exact text the model received the second time.
+"""),
+    code("""
+second_chance = ScriptedRuntime([
+    '{"call": "schedule", "args": {"day": "tue", "hour": "10"}}',
+    '{"call": "schedule", "args": {"day": "tue", "hour": 10, "remind": true}}',
+])
+"""),
+    code("""
+%%decide options --runtime second_chance
+{prompt}
+"""),
+    code("print(second_chance.calls[1].prompt)"),
+    md("""
+## When every attempt fails
+
+The `DecisionError` carries the last error's kind, message and the head of the last reply; its
+`.trace` has every attempt, so the last invalid reply is never lost. Displaying the trace draws it.
+"""),
+    code("""
+no_luck = ScriptedRuntime(['{"call": "schedule", "args": {"day": "tue"}}', 'I give up.'])
+try:
+    decision.make(prompt, options, runtime=no_luck)
+except DecisionError as err:
+    failed = err
+print(failed)
+"""),
+    code("failed.trace"),
+    md("""
+## The trace as DataFrames
+
+`to_frame()` gives the attempts; `"options"`, `"tools"` and `"summary"` are the other tables. The
+runtime's DAG lists every model call (the re-ask included) with its parent.
+"""),
+    code("""
+failed.trace.to_frame()[["chosen", "error_kind", "error_path", "error_message", "reply"]]
+"""),
+    code("""
+failed.trace.to_frame("summary")[["entry", "status", "attempts", "error_kinds"]]
+"""),
+    code("""
+no_luck.dag.to_frame()[["parent", "kind", "name", "status"]]
+"""),
+]
+
 NOTEBOOKS_ORDER = list(NOTEBOOKS)
 
 
