@@ -1,0 +1,259 @@
+"""The magics of `%load_ext openprogram`, run in IPython's InteractiveShell: argument errors,
+name lookups, prompt expansion, --as, the default runtime, the live panel, the menu preview and
+the trace history."""
+import pytest
+from IPython.core.error import UsageError
+
+from openprogram import DecisionError
+from widgethelp import all_html, error_of
+
+OPTIONS_CELL = '''
+def book(city: Literal["Paris", "Rome"], nights: int = 1, user_id: str = "anon"):
+    """Book a hotel."""
+    return {"city": city, "nights": nights, "user": user_id}
+book.input_meta = {"user_id": {"hidden": True}}
+from typing import Literal
+OPTIONS = {"book": book, "wait": ("WAIT", "do nothing yet")}
+city = "Paris"
+'''
+
+GOOD = '{"call": "book", "args": {"city": "Rome", "nights": 2}}'
+
+
+def setup_options(shell):
+    r = shell.run_cell("from typing import Literal\n" + OPTIONS_CELL)
+    assert r.success, error_of(r)
+
+
+def test_loading_twice_keeps_the_magics_and_the_default_runtime(shell):
+    shell.run_cell("%decision_runtime ScriptedRuntime(['{\"call\": \"x\"}'])")
+    r = shell.run_cell("%load_ext openprogram")
+    assert r.success
+    for name in ("decision_menu", "decision_runtime", "decision_trace"):
+        assert name in shell.magics_manager.magics["line"]
+    for name in ("decide", "agent"):
+        assert name in shell.magics_manager.magics["cell"]
+    # a second %load_ext is a no-op; the runtime set before it is still the default
+    r = shell.run_cell("%decision_runtime")
+    assert r.result is not None and r.result.replies == ['{"call": "x"}']
+    # %reload_ext is the way to start afresh
+    assert shell.run_cell("%reload_ext openprogram").success
+    assert shell.run_cell("%decision_runtime").result is None
+    assert "decide" in shell.magics_manager.magics["cell"]
+
+
+def test_decide_returns_the_result_binds_it_and_expands_the_prompt(shell):
+    setup_options(shell)
+    shell.run_cell(f"rt = ScriptedRuntime([{GOOD!r}])")
+    r = shell.run_cell("%%decide OPTIONS --runtime rt --as step --context {'user_id':'u1'}\n"
+                       "Book a stay in {city}. Pick one.\n")
+    assert r.success, error_of(r)
+    assert r.result == {"city": "Rome", "nights": 2, "user": "u1"}
+    assert shell.user_ns["step"] == r.result
+    sent = shell.user_ns["rt"].calls[0].prompt
+    assert sent.startswith("Book a stay in Paris. Pick one.\n\nOptions")
+
+
+def test_decide_takes_python_expressions_for_options_and_runtime(shell):
+    shell.run_cell("""REPLIES = ['{"call": "stop"}']""")
+    r = shell.run_cell("%%decide {'go': 'GO', 'stop': ('STOP', 'halt now')} "
+                       "--runtime 'ScriptedRuntime(REPLIES, latency=0)'\n"
+                       "Pick.\n")
+    assert r.success, error_of(r)
+    assert r.result == "STOP"
+
+
+def test_prompt_with_literal_braces_is_sent_as_written_with_a_note(shell, capsys):
+    shell.run_cell("rt = ScriptedRuntime(['{\"call\": \"go\"}'])")
+    r = shell.run_cell('%%decide {"go": "GO"} -r rt\nAnswer like {"call": "go"} for {city}.\n')
+    assert r.success, error_of(r)
+    assert shell.user_ns["rt"].calls[0].prompt.startswith(
+        'Answer like {"call": "go"} for {city}.')
+    assert "without {name} expansion" in capsys.readouterr().out
+
+
+def test_default_runtime_is_used_shown_and_cleared(shell, capsys):
+    setup_options(shell)
+    r = shell.run_cell(f"%decision_runtime ScriptedRuntime([{GOOD!r}, {GOOD!r}])")
+    assert r.success, error_of(r)
+    rt = r.result
+    assert shell.run_cell("%decision_runtime").result is rt
+    r = shell.run_cell("%%decide OPTIONS -c \"{'user_id': 'u'}\"\nPick.\n")
+    assert r.success, error_of(r)
+    assert len(rt.calls) == 1
+    shell.run_cell("%decision_runtime --clear")
+    capsys.readouterr()
+    assert shell.run_cell("%decision_runtime").result is None
+    assert "no default runtime" in capsys.readouterr().out
+    r = shell.run_cell("%%decide OPTIONS\nPick.\n")
+    err = error_of(r)
+    assert isinstance(err, UsageError)
+    assert "%decision_runtime ScriptedRuntime" in str(err) and "--runtime" in str(err)
+
+
+@pytest.mark.parametrize("cell, needle", [
+    ("%%decide NOPE -r rt\nPick.\n", "name 'NOPE' is not defined in the notebook"),
+    ("%%decide OPTS -r nort\nPick.\n", "name 'nort' is not defined"),
+    ("%%decide OPTS -r 'rt.(' \nPick.\n", "is not a name or a Python expression"),
+    ("%%decide OPTS -r city\nPick.\n", "is a str, not an openprogram Runtime"),
+    ("%%decide OPTS -r rt --context city\nPick.\n", "it must be a dict"),
+    ("%%decide OPTS -r rt --max-retries x\nPick.\n", "invalid int value: 'x'"),
+    ("%%decide OPTS -r rt --max-retries -1\nPick.\n", "give 0 or more"),
+    ("%%decide OPTS -r rt --as 2bad\nPick.\n", "is not a Python name"),
+    ("%%decide OPTS -r rt\n\n   \n", "the cell is empty"),
+    ("%%decide -r rt\nPick.\n", "the following arguments are required: options"),
+    ("%%decide OPTS -r rt --bogus 1\nPick.\n", "unrecognized arguments: --bogus"),
+    ("%%agent OPTS -r rt --tools nothing_here\nPick.\n", "--tools 'nothing_here'"),
+    ("%decision_menu NOPE", "name 'NOPE' is not defined"),
+    ("%decision_menu city", "is not a usable option set"),
+    ("%decision_runtime 42", "is a int, not an openprogram Runtime"),
+])
+def test_argument_errors_say_what_is_wrong(shell, cell, needle):
+    shell.run_cell("OPTS = {'go': 'GO'}\nrt = ScriptedRuntime(['{\"call\": \"go\"}'])\n"
+                   "city = 'Paris'")
+    r = shell.run_cell(cell)
+    err = error_of(r)
+    assert isinstance(err, UsageError), err
+    assert needle in str(err)
+    assert shell.user_ns["rt"].calls == []  # no model call was made
+
+
+def test_help_on_every_magic_prints_usage_and_runs_nothing(shell, capsys):
+    shell.run_cell("OPTS = {'go': 'GO'}\nrt = ScriptedRuntime(['{\"call\": \"go\"}'])")
+    for cell, usage in [("%%decide --help\nPick.\n", "%decide"),
+                        ("%%agent OPTS -h\nPick.\n", "%agent"),
+                        ("%decision_menu --help", "%decision_menu"),
+                        ("%decision_runtime --help", "%decision_runtime"),
+                        ("%decision_trace --help", "%decision_trace")]:
+        r = shell.run_cell(cell)
+        assert r.success, (cell, error_of(r))
+        out = capsys.readouterr().out
+        assert usage in out and "positional arguments" in out, cell
+    assert shell.user_ns["rt"].calls == []
+
+
+def test_failed_decision_raises_decision_error_and_prints_every_attempt(shell, capsys):
+    shell.run_cell("rt = ScriptedRuntime(['no json', '{\"call\": \"nope\"}'])")
+    r = shell.run_cell("%%decide {'go': 'GO'} -r rt --as never\nPick.\n")
+    err = error_of(r)
+    assert isinstance(err, DecisionError) and err.kind == "unknown_call"
+    assert "never" not in shell.user_ns
+    out = capsys.readouterr().out
+    assert "attempt 1: no_action" in out and "attempt 2 (last): unknown_call" in out
+
+
+def test_max_retries_zero_makes_one_attempt(shell):
+    shell.run_cell("rt = ScriptedRuntime(['no json', '{\"call\": \"go\"}'])")
+    r = shell.run_cell("%%decide {'go': 'GO'} -r rt --max-retries 0\nPick.\n")
+    err = error_of(r)
+    assert isinstance(err, DecisionError) and len(err.trace.attempts) == 1
+    assert shell.user_ns["rt"].remaining == 1
+
+
+def test_in_a_kernel_the_panel_is_shown_live_and_keeps_the_failure(live_shell):
+    sh = live_shell
+    sh.run_cell("rt = ScriptedRuntime(['<b>no</b> json', '{\"call\": \"nope\"}'], "
+                "stream_chunk=4)")
+    r = sh.run_cell("%%decide {'go': 'GO'} -r rt\nPick.\n")
+    assert isinstance(error_of(r), DecisionError)
+    (panel,) = sh.panels
+    assert panel.trace is error_of(r).trace
+    views = panel.attempts_box.children
+    assert [("op-attempt-failed" in v._dom_classes) for v in views] == [True, True]
+    assert "op-final-error" in panel.outcome.value and "unknown_call" in panel.outcome.value
+    assert "&lt;b&gt;no&lt;/b&gt; json" in all_html(panel)
+
+
+def test_a_bad_option_set_fails_before_any_panel_is_shown(live_shell):
+    sh = live_shell
+    sh.run_cell("rt = ScriptedRuntime(['{\"call\": \"go\"}'])")
+    r = sh.run_cell("%%decide {} -r rt\nPick.\n")
+    assert "the option set is empty" in str(error_of(r))
+    assert sh.panels == []
+
+
+def test_agent_runs_tools_and_shows_the_rounds(live_shell):
+    sh = live_shell
+    sh.run_cell('''
+def lookup(q: str) -> str:
+    """Look something up."""
+    return "found " + q
+rt = ScriptedRuntime([ToolCall("lookup", {"q": "trains"}), '{"call": "go"}'])
+''')
+    r = sh.run_cell("%%agent {'go': 'GO', 'stay': 'STAY'} -r rt --tools lookup --as out\n"
+                    "Check the trains, then pick.\n")
+    assert r.success, error_of(r)
+    assert r.result == "GO" and sh.user_ns["out"] == "GO"
+    (panel,) = sh.panels
+    assert panel.trace.entry == "agent"
+    assert "lookup" in panel.tools.value and "found trains" in panel.tools.value
+    # the turn's prompt carries the finish instruction and the menu
+    assert "Check the trains, then pick." in sh.user_ns["rt"].calls[0].prompt
+    assert "Call: {\"call\": \"go\"}" in sh.user_ns["rt"].calls[0].prompt
+
+
+def test_agent_toolset_by_registered_name(shell):
+    shell.run_cell('''
+from openprogram import register_toolset
+def clock() -> str:
+    """The time."""
+    return "noon"
+register_toolset("widgets_test_tools", [clock])
+rt = ScriptedRuntime([ToolCall("clock", {}), '{"call": "go"}'])
+''')
+    r = shell.run_cell("%%agent {'go': 'GO'} -r rt --toolset widgets_test_tools\nPick.\n")
+    assert r.success, error_of(r)
+    from openprogram import last_trace
+    assert [t.name for t in last_trace().tool_rounds] == ["clock"]
+
+
+def test_decision_menu_prints_the_menu_and_returns_the_option_table(shell, capsys):
+    setup_options(shell)
+    r = shell.run_cell("%decision_menu OPTIONS")
+    assert r.success, error_of(r)
+    out = capsys.readouterr().out
+    assert out.startswith("Options (reply with one JSON object")
+    assert "- book(city: str, nights: int = 1)" in out
+    df = r.result
+    rows = {(row.option, row.parameter): row for row in df.itertuples()}
+    assert rows[("book", "city")].allowed == ["Paris", "Rome"]
+    assert rows[("book", "city")].required
+    assert rows[("book", "nights")].default == "1"
+    assert rows[("book", "user_id")].hidden and rows[("book", "user_id")].source == "context"
+    assert rows[("wait", "")].kind == "value"
+    assert rows[("wait", "")].description == "do nothing yet"
+
+
+def test_decision_trace_shows_the_last_or_nth_decision(shell):
+    from openprogram.agentic_programming import trace as T
+    from openprogram.widgets import DecisionPanel
+    shell.run_cell("rt = ScriptedRuntime(['{\"call\": \"a\"}', '{\"call\": \"b\"}'])")
+    shell.run_cell("%%decide {'a': 1, 'b': 2} -r rt\nPick.\n")
+    first = T.history[-1]
+    shell.run_cell("%%decide {'a': 1, 'b': 2} -r rt\nPick.\n")
+    second = T.history[-1]
+    last = shell.run_cell("%decision_trace").result
+    assert isinstance(last, DecisionPanel) and last.trace is second
+    assert shell.run_cell(f"%decision_trace {first.id}").result.trace is first
+    assert shell.run_cell("%decision_trace -2").result.trace is first
+    r = shell.run_cell("%decision_trace 999999")
+    assert "decision #999999 is not kept" in str(error_of(r))
+    r = shell.run_cell(f"%decision_trace -{len(T.history) + 1}")
+    assert "goes back too far" in str(error_of(r))
+
+
+def test_unload_removes_the_magics(shell):
+    shell.run_cell("%unload_ext openprogram")
+    assert "decide" not in shell.magics_manager.magics["cell"]
+    assert "decision_menu" not in shell.magics_manager.magics["line"]
+    shell.run_cell("%load_ext openprogram")
+    assert "decide" in shell.magics_manager.magics["cell"]
+
+
+def test_expressions_arrive_exactly_as_written_and_flags_may_come_first(shell):
+    r = shell.run_cell("%decision_runtime ScriptedRuntime(['{\"call\":   \"go\"}  -r x'])")
+    assert r.success, error_of(r)
+    assert r.result.replies == ['{"call":   "go"}  -r x']
+    r = shell.run_cell("%%decide --as picked {'go': ('GO', 'a -- b'), 'stop': 'STOP'}\nPick.\n")
+    assert r.success, error_of(r)
+    assert shell.user_ns["picked"] == "GO"

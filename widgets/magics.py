@@ -1,0 +1,395 @@
+"""The IPython magics of `%load_ext openprogram`.
+
+`%%decide OPTIONS` runs `decision.make` with the cell as the prompt and shows the decision panel
+live; `%%agent OPTIONS` does the same through `agent(..., choices=OPTIONS)` with tools;
+`%decision_menu OPTIONS` previews an option set without a model; `%decision_runtime [EXPR]`
+shows or sets the notebook's default runtime; `%decision_trace [N]` shows a past decision again.
+Arguments that name options, runtimes, contexts or tools are names of the notebook's variables or
+Python expressions evaluated in its namespace (quote an expression that holds spaces). Every
+magic has `--help`.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class, no_var_expand
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.display import display
+
+__all__ = ["DecisionMagics", "load_ipython_extension", "unload_ipython_extension"]
+
+_SET_RUNTIME_HINT = ("set the notebook's default with %decision_runtime ScriptedRuntime([...]) "
+                     "(from openprogram.runtimes) or any Runtime(call=your_model), or pass "
+                     "--runtime NAME")
+
+
+def _unquote(text: str) -> str:
+    # IPython's argument splitter keeps the quotes around a quoted argument.
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+def _first_flag(line: str, flags: list[str]) -> int:
+    """Where the first option flag starts (outside quotes and brackets), else len(line)."""
+    depth, quote, i = 0, None, 0
+    while i < len(line):
+        c = line[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = None
+        elif c in "'\"":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == "-" and depth <= 0 and (i == 0 or line[i - 1].isspace()):
+            word = line[i:].split(None, 1)[0].split("=", 1)[0]
+            if word in flags:
+                return i
+        i += 1
+    return len(line)
+
+
+@magics_class
+class DecisionMagics(Magics):
+    """The decision magics. The notebook's default runtime lives on this object."""
+
+    def __init__(self, shell):
+        super().__init__(shell)
+        self.default_runtime = None
+
+    # -- helpers ------------------------------------------------------------------------------
+    @staticmethod
+    def _parse(func, line: str):
+        """The parsed arguments, or None after printing the help for --help / -h.
+
+        A leading positional expression (OPTIONS, or the runtime of %decision_runtime) is taken
+        from the raw line, up to the first option flag outside quotes and brackets, so that
+        `{'a': 1, 'b': 2}` or `ScriptedRuntime(['x  y'])` arrive exactly as written."""
+        from IPython.utils.process import arg_split
+        if {"--help", "-h"} & set(arg_split(line, strict=False)):
+            print(func.parser.format_help())
+            return None
+        flags = [s for a in func.parser._actions for s in a.option_strings]
+        positional = next((a.dest for a in func.parser._actions
+                           if not a.option_strings and a.dest in ("options", "runtime")), None)
+        expr = None
+        if positional and line.strip() and not line.lstrip().startswith("-"):
+            cut = _first_flag(line, flags)
+            expr, line = line[:cut].strip(), "_ " + line[cut:]
+        args = parse_argstring(func, line)
+        if positional:
+            value = getattr(args, positional)
+            if expr is not None:
+                value = expr
+            elif isinstance(value, list):  # flags came first: the words after them, rejoined
+                value = " ".join(value) if value else None
+            setattr(args, positional, value)
+        return args
+
+    def _eval(self, expr: str, what: str) -> Any:
+        expr = _unquote(expr.strip())
+        if not expr:
+            raise UsageError(f"{what} is empty: give a variable name or a Python expression")
+        try:
+            return self.shell.ev(expr)
+        except NameError as exc:
+            raise UsageError(f"{what} {expr!r}: {exc} in the notebook. Define it in a cell "
+                             f"above, or write a Python expression (quote it if it has spaces)"
+                             ) from None
+        except SyntaxError as exc:
+            raise UsageError(f"{what} {expr!r} is not a name or a Python expression "
+                             f"({exc.msg}); quote an expression that holds spaces, e.g. "
+                             f"\"{{'a': 1, 'b': 2}}\"") from None
+        except Exception as exc:
+            raise UsageError(f"{what} {expr!r} raised {type(exc).__name__}: {exc}") from None
+
+    def _runtime(self, expr: str | None):
+        from openprogram import Runtime
+        rt = self._eval(expr, "--runtime") if expr is not None else self.default_runtime
+        if rt is None:
+            raise UsageError(f"no runtime for this decision: {_SET_RUNTIME_HINT}")
+        if not isinstance(rt, Runtime):
+            raise UsageError(f"--runtime {expr!r} is a {type(rt).__name__}, not an openprogram "
+                             f"Runtime; wrap a model function with Runtime(call=fn) or use "
+                             f"ScriptedRuntime([...])")
+        return rt
+
+    def _context(self, expr: str | None):
+        if expr is None:
+            return None
+        ctx = self._eval(expr, "--context")
+        if not isinstance(ctx, dict):
+            raise UsageError(f"--context {expr!r} is a {type(ctx).__name__}; it must be a dict "
+                             f"of the hidden parameters' values")
+        return ctx
+
+    def _prompt(self, cell: str) -> str:
+        """The cell with {name} (and $name) expanded from the user namespace, as IPython does
+        for `!` commands; a cell that does not format is left as written, with a warning."""
+        from IPython.utils.text import DollarFormatter
+        try:
+            # shell.var_expand would also read this method's own locals; only the notebook's
+            # names belong in a prompt.
+            text = DollarFormatter().vformat(cell, args=[], kwargs=self.shell.user_ns.copy())
+        except Exception as exc:
+            if "{" in cell or "$" in cell:
+                print(f"note: the prompt was sent as written, without {{name}} expansion "
+                      f"({type(exc).__name__}: {exc}); write {{{{ and }}}} for literal braces")
+            text = cell
+        text = text.strip("\n")
+        if not text.strip():
+            raise UsageError("the cell is empty: the cell body is the prompt, e.g.\n"
+                             "%%decide OPTIONS\nPick the next step for {task}.")
+        return text
+
+    def _bind(self, name: str | None, value: Any) -> None:
+        if name is not None:
+            self.shell.user_ns[name] = value
+
+    def _check_as(self, name: str | None) -> None:
+        if name is not None and not name.isidentifier():
+            raise UsageError(f"--as {name!r} is not a Python name; write e.g. --as next_step")
+
+    def _run(self, panel_options: Any, options_expr: str, call) -> Any:
+        from .panel import DecisionPanel
+        panel = DecisionPanel(options=panel_options, options_expr=_unquote(options_expr))
+        # In a kernel the panel shows as soon as the decision starts and updates live; a
+        # terminal shows the finished trace as text.
+        live = getattr(self.shell, "kernel", None) is not None
+        with panel.live(show=display if live else None):
+            try:
+                return call()
+            finally:
+                if not live and panel.trace is not None:
+                    print(panel.trace.format_text())
+
+    # -- %%decide -----------------------------------------------------------------------------
+    @no_var_expand
+    @magic_arguments()
+    @argument("options", nargs="+", help="the option set: a variable name or a Python expression")
+    @argument("--runtime", "-r", default=None,
+              help="the Runtime to call (default: the one set with %%decision_runtime)")
+    @argument("--context", "-c", default=None,
+              help="a dict with the values of hidden parameters")
+    @argument("--max-retries", type=int, default=1,
+              help="re-asks after a bad reply (default 1; 0 turns them off)")
+    @argument("--timeout", type=float, default=None,
+              help="seconds for the whole decision, re-asks included")
+    @argument("--as", dest="as_name", default=None, metavar="NAME",
+              help="also bind the result to this variable")
+    @cell_magic
+    def decide(self, line, cell):
+        """Run `decision.make` with the cell as the prompt and show the decision panel.
+
+        The cell body is the prompt; {name} is replaced by the notebook variable `name`. The
+        prompt must ask the model to pick: the menu is appended to it. The resolved result is
+        the cell's value. A failed decision shows every attempt in the panel and raises
+        DecisionError.
+
+            %%decide OPTIONS --as step
+            The order {order_id} is late. Pick the next step.
+        """
+        args = self._parse(self.decide, line)
+        if args is None:
+            return None
+        self._check_as(args.as_name)
+        if args.max_retries < 0:
+            raise UsageError(f"--max-retries {args.max_retries}: give 0 or more (0 turns "
+                             f"re-asks off)")
+        prompt = self._prompt(cell)
+        options = self._eval(args.options, "OPTIONS")
+        rt = self._runtime(args.runtime)
+        ctx = self._context(args.context)
+        from openprogram import decision
+        result = self._run(options, args.options, lambda: decision.make(
+            prompt, options, runtime=rt, context=ctx, max_retries=args.max_retries,
+            timeout_s=args.timeout))
+        self._bind(args.as_name, result)
+        return result
+
+    # -- %%agent ------------------------------------------------------------------------------
+    @no_var_expand
+    @magic_arguments()
+    @argument("options", nargs="+",
+              help="the option set the turn ends with: a variable name or expression")
+    @argument("--tools", "-t", default=None,
+              help="the tools: a function, a list of them, or names separated by commas")
+    @argument("--toolset", default=None,
+              help="a toolset: a variable (an Agent, a list) or a registered toolset name")
+    @argument("--runtime", "-r", default=None,
+              help="the Runtime to call (default: the one set with %%decision_runtime)")
+    @argument("--context", "-c", default=None,
+              help="a dict with the values of hidden parameters")
+    @argument("--max-iterations", type=int, default=20,
+              help="model calls allowed in the tool loop (default 20)")
+    @argument("--timeout", type=float, default=None, help="seconds for the whole turn")
+    @argument("--as", dest="as_name", default=None, metavar="NAME",
+              help="also bind the result to this variable")
+    @cell_magic
+    def agent(self, line, cell):
+        """Run a full turn, `agent(prompt, tools=..., choices=OPTIONS)`, and show the panel.
+
+        The model may call the tools first (each round shows in the panel); its final reply
+        picks one option and is resolved like %%decide. The re-pick count on this path is fixed
+        at one by the mechanism, so there is no --max-retries.
+
+            %%agent OPTIONS --tools search,fetch --as answer
+            Find out whether {city} has a direct train to Rome, then pick.
+        """
+        args = self._parse(self.agent, line)
+        if args is None:
+            return None
+        self._check_as(args.as_name)
+        prompt = self._prompt(cell)
+        options = self._eval(args.options, "OPTIONS")
+        rt = self._runtime(args.runtime)
+        ctx = self._context(args.context)
+        tools = self._eval(args.tools, "--tools") if args.tools else None
+        toolset = None
+        if args.toolset:
+            name = _unquote(args.toolset.strip())
+            # A bare name that is not a notebook variable is a registered toolset's name.
+            toolset = name if name.isidentifier() and name not in self.shell.user_ns \
+                else self._eval(name, "--toolset")
+        from openprogram import agent
+        result = self._run(options, args.options, lambda: agent(
+            prompt, tools=tools, toolset=toolset, choices=options, runtime=rt, context=ctx,
+            max_iterations=args.max_iterations, timeout_s=args.timeout))
+        self._bind(args.as_name, result)
+        return result
+
+    # -- %decision_menu -----------------------------------------------------------------------
+    @no_var_expand
+    @magic_arguments()
+    @argument("options", nargs="+", help="the option set: a variable name or a Python expression")
+    @argument("--text-only", action="store_true", help="print the menu text, no table")
+    @line_magic
+    def decision_menu(self, line):
+        """Preview an option set without calling a model: print the menu text the model would
+        see, and return a table of the options (one row per parameter: type, default, allowed
+        values, whether it is hidden).
+
+            %decision_menu OPTIONS
+        """
+        args = self._parse(self.decision_menu, line)
+        if args is None:
+            return None
+        options = self._eval(args.options, "OPTIONS")
+        from openprogram.agentic_programming.options import OptionError, normalize, render_menu
+        try:
+            menu = normalize(options)
+        except (OptionError, TypeError) as exc:
+            raise UsageError(f"OPTIONS {args.options!r} is not a usable option set: {exc}") \
+                from None
+        print(render_menu(menu))
+        if args.text_only:
+            return None
+        return menu_frame(menu)
+
+    # -- %decision_runtime --------------------------------------------------------------------
+    @no_var_expand
+    @magic_arguments()
+    @argument("runtime", nargs="*", default=None,
+              help="a Runtime: a variable name or an expression such as ScriptedRuntime([...])")
+    @argument("--clear", action="store_true", help="forget the default runtime")
+    @line_magic
+    def decision_runtime(self, line):
+        """Show or set the notebook's default runtime, used by %%decide and %%agent when they
+        are not given --runtime.
+
+            %decision_runtime ScriptedRuntime(['{"call": "done"}'])
+            %decision_runtime            # show it
+            %decision_runtime --clear
+        """
+        args = self._parse(self.decision_runtime, line)
+        if args is None:
+            return None
+        if args.clear:
+            self.default_runtime = None
+            return None
+        if args.runtime is None:
+            if self.default_runtime is None:
+                print(f"no default runtime: {_SET_RUNTIME_HINT}")
+            return self.default_runtime
+        self.default_runtime = self._runtime(args.runtime)
+        return self.default_runtime
+
+    # -- %decision_trace ----------------------------------------------------------------------
+    @no_var_expand
+    @magic_arguments()
+    @argument("n", nargs="?", type=int, default=None,
+              help="the decision's number (#N in its panel); negative counts back from the "
+                   "last (-1 is the last)")
+    @line_magic
+    def decision_trace(self, line):
+        """Show the panel of the last decision of this kernel again, or of decision #N.
+
+            %decision_trace        # the last one
+            %decision_trace 3      # decision #3
+            %decision_trace -2     # the one before the last
+        """
+        from openprogram.agentic_programming import trace as _trace
+        from .panel import DecisionPanel
+        args = self._parse(self.decision_trace, line)
+        if args is None:
+            return None
+        kept = list(_trace.history)
+        if not kept:
+            raise UsageError("no decision has finished in this kernel yet")
+        ids = f"#{kept[0].id}–#{kept[-1].id}" if len(kept) > 1 else f"#{kept[0].id}"
+        n = -1 if args.n is None else args.n
+        if n < 0:
+            if -n > len(kept):
+                raise UsageError(f"only {len(kept)} decision(s) are kept ({ids}); {n} goes "
+                                 f"back too far")
+            found = kept[n]
+        else:
+            found = next((t for t in kept if t.id == n), None)
+            if found is None:
+                raise UsageError(f"decision #{n} is not kept: the kernel keeps the last "
+                                 f"{_trace.history.maxlen} ({ids})")
+        return DecisionPanel(found)
+
+
+def menu_frame(menu) -> Any:
+    """The option table of `%decision_menu`: one row per parameter (an option without
+    parameters has one row)."""
+    import pandas as pd
+    rows = []
+    for o in menu:
+        info = o.info()
+        base = {"option": o.name, "kind": o.kind, "description": o.description}
+        if not info["params"]:
+            rows.append({**base, "parameter": "", "type": "", "required": None,
+                         "default": None, "allowed": None, "hidden": None, "source": ""})
+        for p in info["params"]:
+            rows.append({**base, "parameter": p["name"], "type": p["type"],
+                         "required": p["required"], "default": p["default"],
+                         "allowed": p["options"], "hidden": p["hidden"],
+                         "source": p["source"]})
+    return pd.DataFrame(rows, columns=["option", "kind", "description", "parameter", "type",
+                                       "required", "default", "allowed", "hidden", "source"])
+
+
+def load_ipython_extension(ipython) -> None:
+    """Register the magics. Loading twice keeps the first registration (and its default
+    runtime)."""
+    if "DecisionMagics" in ipython.magics_manager.registry:
+        return
+    ipython.register_magics(DecisionMagics)
+
+
+def unload_ipython_extension(ipython) -> None:
+    magics = ipython.magics_manager.registry.pop("DecisionMagics", None)
+    if magics is None:
+        return
+    for kind, names in magics.magics.items():
+        table = ipython.magics_manager.magics[kind]
+        for name in names:
+            table.pop(name, None)
