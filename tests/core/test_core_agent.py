@@ -70,7 +70,8 @@ def test_A8_tool_method_as_decision_option_gets_context():
 
 @pytest.mark.rule("A8")
 def test_A8_tool_method_as_native_tool():
-    rt = ScriptedRuntime([ToolCall("lookup", {"q": "tea"}), ToolCall("scale", {"level": 9}),
+    rt = ScriptedRuntime([ToolCall("lookup", {"q": "tea", "user": "mallory"}),
+                          ToolCall("scale", {"level": 9}),
                           "done"])
     desk = Desk(runtime=rt)
     assert desk.work("Go.", tools=[desk.lookup, desk.scale]) == "done"
@@ -81,7 +82,7 @@ def test_A8_tool_method_as_native_tool():
         "required": ["q"]}
     assert specs["scale"]["parameters"]["properties"]["level"]["enum"] == [1, 2, 3]
     results = [m["content"] for m in rt.calls[2].messages if m["role"] == "tool"]
-    assert results[0] == "anon found tea"                   # the default, not a model value
+    assert results[0] == "anon found tea"   # the default: a model value for a hidden param is unused
     assert results[1].startswith("Error: level must be one of 1, 2, 3")
 
 

@@ -1,0 +1,135 @@
+"""How fast the decision core is, offline: menu rendering, extraction and a whole decision on
+ScriptedRuntime for 10- and 100-option menus, and extraction on hostile replies beside json.loads
+of a valid document of the same size (the A5 "linear time" claim, as a ratio).
+
+Run: .venv/bin/python benchmarks/bench_decision.py   (about 10-20 s on 2 cores)
+Prints figures; asserts nothing about time.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from openprogram import decision  # noqa: E402
+from openprogram.agentic_programming import trace as trace_mod  # noqa: E402
+from openprogram.runtimes import ScriptedRuntime  # noqa: E402
+
+
+def median_time(fn, *, repeat: int, number: int = 1) -> float:
+    """Median seconds per call over `repeat` rounds of `number` calls."""
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        times.append((time.perf_counter() - t0) / number)
+    return statistics.median(times)
+
+
+def menu_of(n: int) -> dict:
+    """n options of every kind: functions with typed and enum parameters, schemas, values."""
+    options: dict = {}
+    for i in range(n):
+        kind = i % 3
+        if kind == 0:
+            def fn(city: str, days: int = 1, fast: bool = False, i=i):
+                return (i, city, days, fast)
+            fn.__doc__ = f"Option {i}: travel somewhere."
+            fn.input_meta = {"city": {"description": "where to go"}, "i": {"hidden": True}}
+            options[f"travel_{i}"] = fn
+        elif kind == 1:
+            options[f"plan_{i}"] = (f"Option {i}: write a plan.",
+                                    {"steps": [{"action": {"type": str, "options": ["a", "b"]},
+                                                "n": int}], "note": "why"})
+        else:
+            options[f"value_{i}"] = (i, f"Option {i}: a value.")
+    return options
+
+
+def reply_for(options: dict) -> str:
+    """A realistic reply: some reasoning, then the pick of the last function option."""
+    name = [k for k in options if k.startswith("travel_")][-1]
+    pick = json.dumps({"call": name, "args": {"city": "Rome", "days": 3, "fast": True}})
+    return "Let me think about the options. " * 20 + f"\n```json\n{pick}\n```"
+
+
+def bench_menus() -> list[tuple]:
+    rows = []
+    for n in (10, 100):
+        options = menu_of(n)
+        reply = reply_for(options)
+        repeat = 30 if n == 10 else 15
+        render = median_time(lambda: decision.render_options(options), repeat=repeat, number=5)
+        extract = median_time(lambda: decision.extract_action(reply), repeat=repeat, number=20)
+
+        def make():
+            rt = ScriptedRuntime([reply])
+            return decision.make("Pick one.", options, runtime=rt)
+
+        assert make()[1] == "Rome"
+        whole = median_time(make, repeat=repeat, number=3)
+        rows.append((n, render, extract, whole, len(decision.render_options(options))))
+    return rows
+
+
+def bench_hostile() -> list[tuple]:
+    hostile = {
+        '1M "{"': "{" * 1_000_000,
+        '{"a": x100k': '{"a":' * 100_000,
+        '{"call": x100k': '{"call":' * 100_000,
+    }
+    rows = []
+    for label, text in hostile.items():
+        assert decision.extract_action(text) is None
+        # a valid JSON document of the same length, for scale: a list of short strings
+        item = '"abcdefgh",'
+        body = item * ((len(text) - 2) // len(item))
+        valid = "[" + body.rstrip(",") + "]"
+        valid += " " * (len(text) - len(valid))
+        json.loads(valid)
+        t_extract = median_time(lambda: decision.extract_action(text), repeat=5)
+        t_json = median_time(lambda: json.loads(valid), repeat=5)
+        rows.append((label, len(text), t_extract, t_json, t_extract / t_json))
+    return rows
+
+
+def bench_scaling() -> list[tuple]:
+    """extract_action on `{"call":` repeated k times: time per character stays flat (linear)."""
+    rows = []
+    for k in (25_000, 50_000, 100_000, 200_000):
+        text = '{"call":' * k
+        t = median_time(lambda: decision.extract_action(text), repeat=3)
+        rows.append((k, len(text), t, t / len(text)))
+    return rows
+
+
+def main() -> None:
+    t_start = time.perf_counter()
+    trace_mod.history.clear()
+    print(f"Python {sys.version.split()[0]}; medians of repeated runs\n")
+    print("Menus (ScriptedRuntime, no latency):")
+    print(f"{'options':>8} {'menu chars':>11} {'render_options':>15} {'extract_action':>15} "
+          f"{'decision.make':>14}")
+    for n, render, extract, whole, chars in bench_menus():
+        print(f"{n:>8} {chars:>11} {render * 1e3:>12.3f} ms {extract * 1e6:>12.1f} us "
+              f"{whole * 1e3:>11.3f} ms")
+    print("\nHostile replies (extract_action) beside json.loads of a valid document of the same "
+          "size:")
+    print(f"{'reply':<16} {'chars':>9} {'extract_action':>15} {'json.loads':>11} {'ratio':>7}")
+    for label, size, t_extract, t_json, ratio in bench_hostile():
+        print(f"{label:<16} {size:>9} {t_extract * 1e3:>12.1f} ms {t_json * 1e3:>8.1f} ms "
+              f"{ratio:>6.1f}x")
+    print('\nLinearity: extract_action on {"call": repeated k times')
+    print(f"{'k':>8} {'chars':>9} {'time':>10} {'per char':>10}")
+    for k, size, t, per in bench_scaling():
+        print(f"{k:>8} {size:>9} {t * 1e3:>7.1f} ms {per * 1e9:>7.0f} ns")
+    print(f"\ntotal run time {time.perf_counter() - t_start:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
