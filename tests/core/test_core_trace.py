@@ -216,3 +216,26 @@ def test_A4_history_keeps_recent_traces():
     for name in ("a", "b"):
         decision.make("Pick.", [name], runtime=ScriptedRuntime([pick(name)]))
     assert [t.chosen for t in list(trace_mod.history)[-2:]] == ["a", "b"]
+
+
+@pytest.mark.rule("A4")
+def test_A4_scoped_observers_follow_bind_context_into_threads():
+    import threading
+
+    from openprogram import bind_context
+
+    seen = []
+
+    def decide():
+        decision.make("Pick.", ["a"], runtime=ScriptedRuntime([pick("a")]))
+
+    with observe(seen.append):
+        t = threading.Thread(target=bind_context(decide))
+        t.start()
+        t.join()
+        bare = threading.Thread(target=decide)  # no context copy: the scope does not follow
+        bare.start()
+        bare.join()
+    kinds = [e.kind for e in seen]
+    assert kinds[0] == "decision_started" and kinds[-1] == "resolved"
+    assert kinds.count("decision_started") == 1  # the bare thread's decision was not seen
