@@ -424,6 +424,25 @@ def _input_frame(columns: list, records: list[Mapping], taken: set[str]):
     return frame.rename(columns={c: f"input_{c}" for c in columns if c in taken})
 
 
+def _shown(key: str, value: Any) -> Any:
+    """A summary figure as it reads best in a table: rates as percentages, times in seconds."""
+    if not isinstance(value, float):
+        return value
+    if math.isnan(value):
+        return "n/a"
+    if key in ("retry_rate", "failure_rate", "accuracy"):
+        return f"{value:.1%}"
+    return f"{value:.3f}"
+
+
+def _shown_summary(table):
+    """The summary (a Series, or a frame with one row per variant) formatted for display."""
+    if hasattr(table, "columns"):
+        return table.apply(lambda col: col.map(lambda v: _shown(col.name, v)))
+    return table.to_frame("value").apply(
+        lambda col: [_shown(k, v) for k, v in col.items()])
+
+
 def _tables_html(title: str, tables: list[tuple[str, Any]]) -> str:
     """Tables side by side, each rendered by pandas (which escapes every cell)."""
     parts = [f'<div class="openprogram-eval"><p>{title}</p>'
@@ -432,6 +451,15 @@ def _tables_html(title: str, tables: list[tuple[str, Any]]) -> str:
         parts.append(f"<div><b>{html.escape(caption)}</b>{table.to_html(escape=True)}</div>")
     parts.append("</div></div>")
     return "".join(parts)
+
+
+def _new_axes(ax):
+    """A fresh figure unless the caller gave axes: pandas draws a Series into the current axes,
+    which would stack a second plot onto the first in the same notebook cell."""
+    if ax is not None:
+        return ax
+    import matplotlib.pyplot as plt
+    return plt.subplots()[1]
 
 
 class EvaluationResult:
@@ -665,7 +693,9 @@ class EvaluationResult:
     def _repr_html_(self) -> str:
         title = (f"<b>evaluate</b>{' ' + html.escape(self.name) if self.name else ''} on "
                  f"{html.escape(str(self.runtime))}: {html.escape(self._headline())}")
-        tables = [("summary", self.summary.to_frame("value")), ("picks", self.picks)]
+        picks = self.picks
+        picks["share"] = [f"{v:.1%}" if v == v else "n/a" for v in picks["share"]]
+        tables = [("summary", _shown_summary(self.summary)), ("picks", picks)]
         errors = self.error_counts
         if len(errors):
             tables.append(("error kinds", errors.to_frame()))
@@ -677,7 +707,7 @@ class EvaluationResult:
         """A bar chart of the pick distribution (pandas plotting); returns the matplotlib axes."""
         kwargs.setdefault("title", f"picks over {self.finished} inputs")
         kwargs.setdefault("rot", 0)
-        ax = self.picks["count"].plot.bar(ax=ax, **kwargs)
+        ax = self.picks["count"].plot.bar(ax=_new_axes(ax), **kwargs)
         ax.set_ylabel("inputs")
         return ax
 
@@ -752,7 +782,7 @@ class ComparisonResult:
         """Grouped bars: the picks of each variant per option; returns the matplotlib axes."""
         kwargs.setdefault("title", "picks per variant")
         kwargs.setdefault("rot", 0)
-        ax = self.picks.plot.bar(ax=ax, **kwargs)
+        ax = self.picks.plot.bar(ax=_new_axes(ax), **kwargs)
         ax.set_ylabel("inputs")
         return ax
 
@@ -770,7 +800,7 @@ class ComparisonResult:
     def _repr_html_(self) -> str:
         title = f"<b>compare</b> {html.escape(', '.join(self.variants))}: " \
                 f"{html.escape(self._headline())}"
-        tables = [("summary", self.summary), ("picks", self.picks)]
+        tables = [("summary", _shown_summary(self.summary)), ("picks", self.picks)]
         diffs = self.differences
         if len(diffs):
             shown = diffs.head(20)

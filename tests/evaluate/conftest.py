@@ -13,3 +13,10 @@ def frame():
                     "garbage in", "typo here"],
         "label": ["refund", "escalate", "ignore", "escalate", "ignore", "ignore"],
     })
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    import matplotlib.pyplot as plt
+    plt.close("all")

@@ -250,6 +250,7 @@ def test_html_view_has_the_summary_tables_and_escapes_names():
     for caption in ("summary", "picks", "confusion"):
         assert f"<b>{caption}" in page
     assert "1 inputs: 1 resolved, 0 failed" in page and "accuracy 0.0%" in page
+    assert "<td>0.0%</td>" in page  # rates read as percentages in the summary table
     assert repr(res).startswith("<EvaluationResult on '<i>rt</i>': 1 inputs")
 
 
@@ -258,6 +259,11 @@ def test_plot_draws_one_bar_per_option(frame):
     ax = res.plot()
     assert [t.get_text() for t in ax.get_xticklabels()] == res.picks.index.tolist()
     assert [p.get_height() for p in ax.patches] == res.picks["count"].tolist()
+    second = res.plot()  # a new figure each time, not bars stacked on the first plot
+    assert second is not ax and len(second.patches) == len(ax.patches)
+    import matplotlib.pyplot as plt
+    _, given = plt.subplots()
+    assert res.plot(ax=given) is given
 
 
 def test_evaluate_and_compare_are_public():
