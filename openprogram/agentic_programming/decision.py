@@ -191,7 +191,7 @@ class _Decider:
         # front, so the record holds even when a later field fails the attempt.
         dropped: list[str] = [f"{prefix}.{p.name}" for p in option.params
                               if p.source != "llm" and p.name in args]
-        dropped += [f"{prefix}.{k}" for k in args if k not in names]
+        unknown = [f"{prefix}.{k}" for k in args if k not in names]
         try:
             for p in option.params:
                 path = f"{prefix}.{p.name}"
@@ -211,7 +211,7 @@ class _Decider:
                     continue
                 kept[p.name] = kwargs[p.name] = validate(args[p.name], p.field, path, dropped)
         finally:
-            att.dropped += dropped
+            att.dropped += dropped + unknown
         att.args = kept
         return kwargs
 
