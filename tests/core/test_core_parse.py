@@ -222,7 +222,7 @@ def test_P5_fields_outside_the_schema_are_dropped():
     att = one_attempt({"x": ("d", {"a": int, "o": {"k": int}})},
                       pick("x", {"a": 1, "zz": 2, "o": {"k": 1, "junk": 0}}))
     assert att.error_kind is None and att.args == {"a": 1, "o": {"k": 1}}
-    assert sorted(att.dropped) == ["args.o.junk", "args.zz"]
+    assert att.dropped == ["args.o.junk", "args.zz"]  # nested drops as met, then stray fields
     assert decision.last_trace().result == {"decision": "x", "a": 1, "o": {"k": 1}}
 
 
