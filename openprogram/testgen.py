@@ -177,6 +177,13 @@ def trace_to_pytest(trace, options_expr: str = "OPTIONS", module: str | None = N
     if setup is not None:
         out += ["", "# --- setup: defines " + (", ".join(names) or "what the test uses") + " ---",
                 textwrap.dedent(setup).strip("\n"), "# --- end of setup ---"]
+    if "fails" in helpers:
+        out += ["", "",
+                "def _model_call_fails(kind, message, partial=''):",
+                '    """A recorded model call that failed (timeout or model error)."""',
+                "    def reply(prompt):",
+                "        raise ModelCallError(message, partial=partial, kind=kind)",
+                "    return reply", ""]
     out += ["", f"PROMPT = {trace.prompt!r}", "", "# The model's replies, in the order they came.",
             "REPLIES = ["]
     out += [f"    {r}," for r in replies] + ["]"]
@@ -186,13 +193,6 @@ def trace_to_pytest(trace, options_expr: str = "OPTIONS", module: str | None = N
         out.append("EXPECTED_ARGS = " + args_src + "  # the arguments the model gave that were kept")
     if trace.tool_rounds:
         out.append("EXPECTED_TOOLS = " + repr([t.name for t in trace.tool_rounds]))
-    if "fails" in helpers:
-        out += ["", "",
-                "def _model_call_fails(kind, message, partial=''):",
-                '    """A recorded model call that failed (timeout or model error)."""',
-                "    def reply(prompt):",
-                "        raise ModelCallError(message, partial=partial, kind=kind)",
-                "    return reply"]
 
     if trace.entry == "make":
         call = (f"decision.make(PROMPT, {options_expr}, runtime=runtime, "

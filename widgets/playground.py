@@ -76,7 +76,7 @@ class Playground(W.VBox):
         self.reply.add_class("op-playground-reply")
         self.run_button = W.Button(description="Run", button_style="primary", icon="play")
         self.run_button.add_class("op-playground-run")
-        self.reset_button = W.Button(description="Start over", icon="undo")
+        self.reset_button = W.Button(description="Reset", icon="undo")
         self.status = W.HTML()
         self.status.add_class("op-playground-status")
         self.panel = DecisionPanel(options=options)
@@ -94,7 +94,7 @@ class Playground(W.VBox):
         """Answer the pending model call with `reply` (default: the text box) and replay the
         decision up to the next model call it needs. Returns the new state."""
         if self.state in ("resolved", "failed"):
-            self._show_status("This decision is over; press “Start over” to play it again.")
+            self._show_status("This decision is over; press Reset to play it again.")
             return self.state
         text = self.reply.value if reply is None else reply
         if not text.strip():

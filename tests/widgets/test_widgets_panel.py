@@ -1,0 +1,197 @@
+"""The decision panel's content from a trace, its live updates from observer events, the
+escaping of everything a model (or an option set) wrote, and the "pytest test" button."""
+import html
+import subprocess
+import sys
+
+import ipywidgets as W
+import pytest
+
+from openprogram import DecisionError, decision, observe
+from openprogram.runtimes import ScriptedRuntime
+from openprogram.widgets.panel import DecisionPanel, trace_html
+from widgethelp import all_html
+
+PAYLOADS = ["<script>window.__pwned=1</script>", "<img src=x onerror=window.__pwned=1>",
+            "<b onmouseover=alert(1)>bold</b>", "\"'><svg/onload=alert(1)>"]
+
+
+def book(city: str, nights: int = 1):
+    """Book a hotel."""
+    return {"city": city, "nights": nights}
+
+
+OPTIONS = {"book": book, "wait": ("WAIT", "do nothing yet")}
+
+
+def two_attempt_trace():
+    rt = ScriptedRuntime(['{"call": "book", "args": {"city": "Rome", "nights": "two"}}',
+                          '```json\n{"call": "book", "args": {"city": "Rome", "nights": 2}}\n```'])
+    decision.make("Where to? Pick.", OPTIONS, runtime=rt)
+    return decision.last_trace()
+
+
+def test_a_panel_from_a_trace_shows_every_attempt_and_the_result():
+    trace = two_attempt_trace()
+    panel = DecisionPanel(trace)
+    first, second = panel.attempts_box.children
+    assert "op-attempt-failed" in first._dom_classes and "op-attempt-ok" in second._dom_classes
+    assert first.layout.border_left != second.layout.border_left  # red vs green
+    # attempt 1: raw reply, extracted JSON, the validation error with its kind, path, message
+    body = first.body.value
+    assert html.escape('"nights": "two"') in body
+    assert "<b>type_mismatch</b> at args.nights" in body
+    assert "args.nights must be int, got string" in body
+    assert "Extracted JSON (found in the text" in body
+    # the prompt of attempt 2 is the re-ask, with the previous reply and the menu
+    assert "re-ask" in second.prompt.value and "Your previous reply could not be used" \
+        in second.prompt.value
+    # attempt 2: pretty-printed extraction and the chosen option with its arguments
+    assert "Chosen option: book" in second.body.value
+    assert html.escape('{\n  "city": "Rome",\n  "nights": 2\n}') in second.body.value
+    assert "found in a fence" in second.body.value
+    # the outcome box is the green result; the header says resolved
+    assert "op-result" in panel.outcome.value and "&#x27;nights&#x27;" not in panel.outcome.value
+    assert html.escape('"nights": 2') in panel.outcome.value
+    assert "resolved" in panel.header.value and f"#{trace.id}" in panel.header.value
+
+
+def test_the_tables_are_the_trace_frames():
+    trace = two_attempt_trace()
+    panel = DecisionPanel(trace)
+    attempts, options, tools, summary = (w.value for w in panel.tables.children)
+    assert list(panel.tables.titles) == ["attempts", "options", "tools", "summary"]
+    frame = trace.to_frame("attempts")
+    for col in frame.columns:
+        assert f"<th>{col}</th>" in attempts
+    assert "<td>type_mismatch</td>" in attempts and "<td>args.nights</td>" in attempts
+    assert "<th>book</th>" in options and "city: str" in options and "nights: int = 1" in options
+    assert "no tools" in tools
+    assert "<td>resolved</td>" in summary
+
+
+def test_a_failed_decision_shows_the_final_error_distinctly():
+    rt = ScriptedRuntime(["no json at all", '{"call": "fly"}'])
+    with pytest.raises(DecisionError) as info:
+        decision.make("Pick.", OPTIONS, runtime=rt)
+    panel = DecisionPanel(info.value.trace)
+    assert all("op-attempt-failed" in v._dom_classes for v in panel.attempts_box.children)
+    assert "op-final-error" in panel.outcome.value and "[unknown_call]" in panel.outcome.value
+    assert "Extracted JSON: none (0 candidate(s))" in panel.attempts_box.children[0].body.value
+    assert "failed" in panel.header.value
+
+
+def test_hidden_params_dropped_and_injected_fields_are_shown():
+    def pay(amount: int, user_id: str = ""):
+        """Pay."""
+        return amount
+    pay.input_meta = {"user_id": {"hidden": True}}
+    rt = ScriptedRuntime(['{"call": "pay", "args": {"amount": 3, "user_id": "root", "x": 1}}'])
+    decision.make("Pick.", {"pay": pay}, runtime=rt, context={"user_id": "u1"})
+    panel = DecisionPanel(decision.last_trace())
+    body = panel.attempts_box.children[0].body.value
+    assert "dropped (never used): args.user_id, args.x" in body
+    assert "injected: user_id" in body
+    assert "user_id: str = '' [hidden: from context]" in panel.tables.children[1].value
+
+
+@pytest.mark.parametrize("payload", PAYLOADS)
+def test_replies_option_names_and_descriptions_are_escaped_everywhere(payload):
+    options = {payload: (payload, payload), "ok": ("OK", payload)}
+    rt = ScriptedRuntime([f'{payload} {{"call": "{payload}x"}}', '{"call": "ok"}'])
+    decision.make(f"Pick. {payload}", options, runtime=rt)
+    trace = decision.last_trace()
+    panel = DecisionPanel(trace)
+    views = [all_html(panel), trace_html(trace), trace._repr_mimebundle_()["text/html"]]
+    for text in views:
+        assert payload not in text
+        assert html.escape(payload) in text
+        for raw in ("<script", "<img", "<svg", "<b onmouse"):
+            assert raw not in text
+
+
+def test_the_panel_updates_live_and_throttles_reply_chunks():
+    reply = '{"call": "book", "args": {"city": "Oslo"}}'
+
+    def seen_bodies(min_interval):
+        panel = DecisionPanel(min_interval=min_interval)
+        bodies = []
+
+        def watch(event):  # runs after the panel's observer: what the front end got so far
+            if event.kind == "reply_chunk":
+                bodies.append(panel.attempts_box.children[0].body.value)
+        with observe(panel.observer), observe(watch):
+            decision.make("Pick.", OPTIONS, runtime=ScriptedRuntime([reply], stream_chunk=5))
+        return panel, bodies
+
+    panel, bodies = seen_bodies(0.0)
+    # each chunk redrew the reply: it grows one chunk at a time while the decision runs
+    for n, body in enumerate(bodies, 1):
+        assert html.escape(reply[:5 * n]) + "</pre>" in body
+    assert len(bodies) == -(-len(reply) // 5)
+    assert panel.trace.status == "resolved" and "op-result" in panel.outcome.value
+    # with a long interval the chunks do not redraw; the whole reply is drawn once it is in
+    panel, bodies = seen_bodies(3600.0)
+    assert all(html.escape(reply) not in b for b in bodies)
+    assert html.escape(reply) in panel.attempts_box.children[0].body.value
+
+
+def test_a_panel_follows_only_the_first_decision_it_sees():
+    panel = DecisionPanel()
+    with observe(panel.observer):
+        decision.make("one", {"a": 1}, runtime=ScriptedRuntime(['{"call": "a"}']))
+        first = panel.trace
+        decision.make("two", {"b": 2}, runtime=ScriptedRuntime(['{"call": "b"}']))
+    assert panel.trace is first and first.prompt == "one"
+    assert "Result (option a)" in panel.outcome.value
+
+
+def test_views_are_updated_in_place_not_rebuilt():
+    panel = DecisionPanel()
+    ids = []
+
+    def watch(event):
+        if panel.attempts_box.children:
+            ids.append(id(panel.attempts_box.children[0].body))
+    with observe(panel.observer), observe(watch):
+        decision.make("p", OPTIONS, runtime=ScriptedRuntime(["x", '{"call": "wait"}']))
+    assert len(set(ids)) == 1
+    assert len(panel.attempts_box.children) == 2
+
+
+def test_the_test_button_writes_a_test_that_passes(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    trace = two_attempt_trace()
+    panel = DecisionPanel(trace, options=OPTIONS, options_expr="OPTIONS")
+    box = panel.test_box
+    assert not box.button.disabled
+    box.button.click()
+    code = box.code.value
+    assert code.startswith('"""Replays decision #') and "def book(city: str, nights: int = 1)" \
+        in code
+    assert box.details.layout.display == "flex"
+    box.save.click()
+    saved = tmp_path / f"test_decision_{trace.id}.py"
+    assert saved.read_text() == code
+    assert html.escape(str(saved)) in box.status.value
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          str(saved)], cwd=tmp_path, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "1 passed" in run.stdout
+
+
+def test_the_test_button_explains_when_it_cannot_write_the_test():
+    trace = two_attempt_trace()
+    panel = DecisionPanel(trace)              # the panel was not given the option set
+    panel.test_box.button.click()
+    assert "name the module that defines it" in panel.test_box.status.value
+    panel.test_box.module.value = "my.options"
+    panel.test_box.button.click()
+    assert "from my.options import OPTIONS" in panel.test_box.code.value
+
+
+def test_a_running_panel_disables_the_test_button():
+    panel = DecisionPanel()
+    assert panel.test_box.button.disabled
+    assert isinstance(panel.tables, W.Tab)
+    assert repr(panel) == "<DecisionPanel: no decision yet>"
