@@ -243,6 +243,27 @@ class ProviderRuntime(Runtime):
     def _example_model(self) -> str:
         return "model-name"
 
+    def _create(self) -> Callable:
+        """The SDK method that sends one request."""
+        raise NotImplementedError
+
+    def _fit(self, kwargs: dict) -> dict:
+        """Request fields the SDK's method has no parameter for (an option of a newer API, or
+        of a compatible server, such as `top_k=` or `temperature=`) go in `extra_body`, which
+        the SDK sends as-is."""
+        accepted = getattr(self, "_accepted", None)
+        if accepted is None:
+            import inspect
+            try:
+                accepted = set(inspect.signature(self._create()).parameters)
+            except (TypeError, ValueError):
+                accepted = set(kwargs)
+            self._accepted = accepted
+        extra = {k: kwargs.pop(k) for k in list(kwargs) if k not in accepted}
+        if extra:
+            kwargs["extra_body"] = {**extra, **(kwargs.get("extra_body") or {})}
+        return kwargs
+
     # -- shared -------------------------------------------------------------------------------
     def _import_sdk(self):
         import importlib
@@ -288,7 +309,7 @@ class ProviderRuntime(Runtime):
         token = _deadline.set(deadline)
         failure: ModelCallError | None = None
         try:
-            kwargs = self._request(messages, tools)
+            kwargs = self._fit(self._request(messages, tools))
             if per_call is not None:
                 kwargs["timeout"] = per_call
             if self.stream:

@@ -57,6 +57,9 @@ class AnthropicRuntime(ProviderRuntime):
         return sdk.Anthropic(api_key=api_key, base_url=base_url, max_retries=max_retries,
                              default_headers=default_headers, http_client=http_client)
 
+    def _create(self):
+        return self._client.messages.create
+
     # -- the request --------------------------------------------------------------------------
     def _request(self, messages: list[dict], tools: list[dict] | None) -> dict:
         kwargs: dict = {"max_tokens": self.max_tokens, **self.request_options,
@@ -71,7 +74,7 @@ class AnthropicRuntime(ProviderRuntime):
 
     # -- the reply ----------------------------------------------------------------------------
     def _complete_once(self, kwargs: dict) -> ModelResponse:
-        r = self._client.messages.create(**kwargs)
+        r = self._create()(**kwargs)
         content = getattr(r, "content", None)
         if content is None:
             raise _Malformed("the response has no content")
@@ -83,7 +86,7 @@ class AnthropicRuntime(ProviderRuntime):
 
     def _complete_stream(self, kwargs: dict, emit: Callable[[str], None],
                          deadline: float | None) -> ModelResponse:
-        stream = self._client.messages.create(**kwargs)
+        stream = self._create()(**kwargs)
         emit("")  # the server answered: a failure from here on is mid-reply
         text: list[str] = []
         blocks: dict[int, dict] = {}

@@ -62,6 +62,9 @@ class OpenAIRuntime(ProviderRuntime):
         return sdk.OpenAI(api_key=api_key, base_url=base_url, max_retries=max_retries,
                           default_headers=default_headers, http_client=http_client)
 
+    def _create(self):
+        return self._client.chat.completions.create
+
     # -- the request --------------------------------------------------------------------------
     def _request(self, messages: list[dict], tools: list[dict] | None) -> dict:
         out: list[dict] = [{"role": "system", "content": self.system}] if self.system else []
@@ -77,7 +80,7 @@ class OpenAIRuntime(ProviderRuntime):
 
     # -- the reply ----------------------------------------------------------------------------
     def _complete_once(self, kwargs: dict) -> ModelResponse:
-        r = self._client.chat.completions.create(**kwargs)
+        r = self._create()(**kwargs)
         choices = getattr(r, "choices", None)
         if not choices or getattr(choices[0], "message", None) is None:
             raise _Malformed("the response has no choices[0].message")
@@ -91,7 +94,7 @@ class OpenAIRuntime(ProviderRuntime):
     def _complete_stream(self, kwargs: dict, emit: Callable[[str], None],
                          deadline: float | None) -> ModelResponse:
         import time
-        stream = self._client.chat.completions.create(**kwargs)
+        stream = self._create()(**kwargs)
         emit("")  # the server answered: a failure from here on is mid-reply
         text: list[str] = []
         calls: dict[int, dict] = {}

@@ -1,0 +1,39 @@
+"""Fixtures for the provider runtimes: a loopback fake server per test, and a factory that makes
+the matching runtime pointed at it through `base_url` (the real SDK client, never patched)."""
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fakeserver import FakeServer  # noqa: E402
+
+#: A distinctive fake key: tests look for it (and for pieces of it) everywhere it must not be.
+FAKE_KEY = "sk-op-test-Q7xW9zK2mP4vR8tY6uJ3"
+
+
+@pytest.fixture(params=["openai", "anthropic"])
+def provider(request):
+    return request.param
+
+
+@pytest.fixture
+def server(provider):
+    with FakeServer(provider) as s:
+        yield s
+
+
+@pytest.fixture
+def make_runtime(provider, server):
+    """`make_runtime(**kw)`: the provider's runtime on the fake server; short retries."""
+    from openprogram.runtimes import AnthropicRuntime, OpenAIRuntime
+    cls = OpenAIRuntime if provider == "openai" else AnthropicRuntime
+
+    def make(**kw):
+        kw.setdefault("model", "test-model")
+        kw.setdefault("base_url", server.base_url)
+        kw.setdefault("api_key", FAKE_KEY)
+        kw.setdefault("max_retries", 0)
+        return cls(**kw)
+    return make
