@@ -294,8 +294,10 @@ def evaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime | None 
     A failing input (no valid pick, a model error, or an exception in a picked function) is
     recorded on its row and never stops the run.
 
-    Ctrl-C (or interrupting the kernel) stops the run: rows not yet started are cancelled, rows in
-    flight make no further model calls, and finished rows are kept. With `on_interrupt="return"`
+    Ctrl-C (or interrupting the kernel) stops the run at once: rows not yet started are
+    cancelled, finished rows are kept, and rows in flight are marked "cancelled" too — their
+    current model call ends in the background (a thread cannot be killed) but they make no
+    further model call. With `on_interrupt="return"`
     (the default, so a notebook keeps what finished) the partial result is returned with
     `.interrupted` set and status "cancelled" on unfinished rows; with `"raise"` the
     KeyboardInterrupt is re-raised carrying the partial result as `.result`.

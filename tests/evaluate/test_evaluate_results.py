@@ -230,6 +230,13 @@ def test_panel_uses_the_decision_panel_when_the_notebook_layer_has_one(frame, mo
     assert res.panel(-1).trace is res.traces[5]
 
 
+def test_panel_is_the_notebook_layers_decision_panel(frame):
+    from openprogram.widgets.panel import DecisionPanel
+    res, _ = run(frame)
+    panel = res.panel(4)
+    assert isinstance(panel, DecisionPanel) and panel.trace is res.traces[4]
+
+
 def test_panel_falls_back_to_the_trace(frame, monkeypatch):
     res, _ = run(frame)
     monkeypatch.setitem(sys.modules, "openprogram.widgets.panel", None)  # import fails
