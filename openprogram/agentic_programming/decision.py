@@ -359,6 +359,15 @@ def resolve_decision(chosen: Any, kwargs: dict, options: Any = None) -> Any:
     raise KeyError(f"{chosen!r} is not an option of this option set")
 
 
+def _append_text(blocks: list[dict], text: str) -> list[dict]:
+    """The turn with `text` after its prompt: `prompt + "\\n\\n" + text` when the turn ends with
+    a text block, else a text block of its own."""
+    if blocks and blocks[-1].get("type") == "text":
+        last = dict(blocks[-1], text=blocks[-1].get("text", "") + "\n\n" + text)
+        return blocks[:-1] + [last]
+    return blocks + [{"type": "text", "text": text}]
+
+
 def run_agent_decision(rt: Runtime, blocks: list[dict], choices: Any, tools: list,
                        *, context: dict | None, max_iterations: int, deadline: float | None):
     """`exec(choices=)` (E2): one turn with tools, then the last reply is the decision; one
@@ -367,8 +376,7 @@ def run_agent_decision(rt: Runtime, blocks: list[dict], choices: Any, tools: lis
     check_context(menu, context)
     menu_text = render_menu(menu)
     request = blocks_text(blocks)
-    turn = blocks + [{"type": "text", "text": "\n\n" + DECISION_FINISH_INSTRUCTION + "\n\n"
-                      + menu_text}]
+    turn = _append_text(blocks, DECISION_FINISH_INSTRUCTION + "\n\n" + menu_text)
     with rt.dag.span("decision", "agent(choices=)"):
         d = _Decider(rt, menu, request=request, context=context, max_attempts=2, entry="agent",
                      deadline=deadline, menu_text=menu_text)
@@ -411,7 +419,7 @@ def run_format(rt: Runtime, blocks: list[dict], response_format: Any, tools: lis
                  + "\n".join(render_menu([option]).splitlines()[4:-1]) + "\n  Example: "
                  + json.dumps(schema.placeholder(), ensure_ascii=False))
     request = blocks_text(blocks)
-    turn = blocks + [{"type": "text", "text": "\n\n" + menu_text}]
+    turn = _append_text(blocks, menu_text)
     with rt.dag.span("decision", "exec(response_format=)"):
         d = _Decider(rt, [option], request=request, context=None, max_attempts=2,
                      entry="format", deadline=deadline, menu_text=menu_text)

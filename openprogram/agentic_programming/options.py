@@ -20,6 +20,8 @@ _SCALARS = {str: "str", int: "int", float: "float", bool: "bool", list: "list", 
 _PLACEHOLDER = {"str": "<str>", "int": 0, "float": 0.0, "bool": False, "list": [], "dict": {},
                 "any": "<any>"}
 _MISSING = inspect.Parameter.empty
+_TYPE_NAMES = {**{v: v for v in _SCALARS.values()}, "string": "str", "integer": "int",
+               "number": "float", "boolean": "bool", "array": "list", "object": "dict"}
 
 
 class OptionError(ValueError):
@@ -170,7 +172,11 @@ def _meta_field(spec: dict, where: str) -> Field:
     elif "items" in spec:
         f = Field("list", items=schema_field(spec["items"], f"{where}[]"))
     elif "type" in spec:
-        f = schema_field(spec["type"], where)
+        t = spec["type"]
+        # In a meta-spec, a string names a type ("int", or JSON Schema's "integer"); elsewhere
+        # a string is a described str field.
+        f = Field(_TYPE_NAMES[t]) if isinstance(t, str) and t in _TYPE_NAMES else \
+            schema_field(t, where)
     elif spec.get("options"):
         f = _enum_field(list(spec["options"]))
     else:
