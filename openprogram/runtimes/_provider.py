@@ -55,10 +55,32 @@ class _Secret:
                         "process (it reads the key from the environment)")
 
 
-_TOKEN = re.compile(r"[A-Za-z0-9_\-\.~+/=]{8,}")
 _KEYLIKE = re.compile(r"(?i)\b(sk-(?:ant-|proj-)?[A-Za-z0-9_\-\*]{6,}|bearer\s+[^\s'\",}]+|"
                       r"(x-api-key|api[_-]?key|authorization)(['\"]?\s*[:=]\s*['\"]?)"
                       r"(?=[^\s'\",}]*\d)[^\s'\",}]{8,})")
+
+
+def _mask_pieces(text: str, secret: str, n: int = 8) -> str:
+    """Mask every stretch of `text` made of n-character pieces of `secret`."""
+    hit = bytearray(len(text))
+    for i in range(len(secret) - n + 1):
+        piece = secret[i:i + n]
+        at = text.find(piece)
+        while at != -1:
+            hit[at:at + n] = b"\1" * n
+            at = text.find(piece, at + 1)
+    if not any(hit):
+        return text
+    out, i = [], 0
+    while i < len(text):
+        if hit[i]:
+            while i < len(text) and hit[i]:
+                i += 1
+            out.append("[redacted]")
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
 
 
 def redact(text: Any, secrets: tuple[str, ...] = ()) -> Any:
@@ -66,12 +88,11 @@ def redact(text: Any, secrets: tuple[str, ...] = ()) -> Any:
     echo part of a bad key), and anything shaped like a key or an auth header masked."""
     if not isinstance(text, str) or not text:
         return text
-    for s in secrets:
-        if s:
-            text = text.replace(s, "[redacted]")
-    if secrets:
-        text = _TOKEN.sub(lambda m: "[redacted]" if any(len(s) >= 8 and m.group(0) in s
-                                                         for s in secrets) else m.group(0), text)
+    for secret in secrets:
+        if secret and len(secret) >= 8:
+            text = _mask_pieces(text, secret)
+        elif secret:
+            text = text.replace(secret, "[redacted]")
 
     def mask(m: re.Match) -> str:
         if m.group(2):
