@@ -367,6 +367,12 @@ class ProviderRuntime(Runtime):
             return ModelCallError(f"{what} did not finish its reply within {budget} (the time "
                                   f"left of the decision's timeout_s, or the runtime's timeout)."
                                   + kept, partial=partial, kind="timeout")
+        if isinstance(exc, sdk.APIError) and started and \
+                not isinstance(exc, sdk.APIConnectionError):
+            # an error event inside a stream that had begun (e.g. overloaded mid-reply)
+            return ModelCallError(f"{what} reported an error in the middle of the reply "
+                                  f"({_server_message(exc)}); run again." + kept,
+                                  partial=partial, kind="model_error")
         if isinstance(exc, sdk.APIStatusError):
             return ModelCallError(self._status_message(exc, what) + kept, partial=partial,
                                   kind="model_error")

@@ -38,6 +38,7 @@ class Reply:
     stall_after: int | None = None  # streamed: stop sending (hold the connection) after n deltas
     truncate: bool = False        # streamed: end the body cleanly but without the final events
     bad_event: bool = False       # streamed: send a data line that is not JSON
+    error_after: int | None = None  # streamed: send the provider's error event after n deltas
     err_type: str = "api_error"   # "status": the provider's error type
 
 
@@ -221,6 +222,13 @@ class FakeServer:
                     return
                 if reply.stall_after is not None and deltas >= reply.stall_after:
                     self._sleep(3600)
+                    return
+                if reply.error_after is not None and deltas >= reply.error_after:
+                    err = {"type": "overloaded_error", "message": "Overloaded"}
+                    send((f"data: {json.dumps({'error': err})}\n\n" if self.provider == "openai"
+                          else "event: error\ndata: " + json.dumps({"type": "error", "error": err})
+                          + "\n\n").encode())
+                    h.wfile.write(b"0\r\n\r\n")
                     return
                 deltas += 1
             if self._sleep(reply.chunk_delay):

@@ -114,6 +114,15 @@ def test_dropped_connection_mid_stream_keeps_the_partial_text(provider, server, 
     assert node.status == "error" and "dropped" in node.error
 
 
+def test_error_event_mid_stream(provider, server, make_runtime):
+    rt = make_runtime()
+    server.push(text("Let me think about", chunk=4, error_after=2))
+    err = fail(rt)
+    att = err.trace.attempts[0]
+    assert "reported an error in the middle of the reply (Overloaded)" in att.error_message
+    assert att.reply == "Let me t"
+
+
 def test_truncated_stream_is_an_error_not_a_short_reply(provider, server, make_runtime):
     rt = make_runtime()
     server.push(text('{"call": "a"}', truncate=True))

@@ -45,8 +45,9 @@ def test_non_streaming_mode(provider, server, make_runtime):
     rt = make_runtime(stream=False)
     assert rt.streams is False
     server.push(text("Plain answer", usage=(5, 2)))
-    resp = rt.complete([{"role": "user", "content": "q"}])
-    assert resp.text == "Plain answer"
+    chunks = []
+    resp = rt.complete([{"role": "user", "content": "q"}], on_text=chunks.append)
+    assert resp.text == "Plain answer" and chunks == ["Plain answer"]
     assert resp.usage == {"input_tokens": 5, "output_tokens": 2}
     assert resp.model == "test-model"
     assert not server.requests[0].body.get("stream")
