@@ -302,6 +302,63 @@ for description in ["hand the conversation to a person",
     pick = decision.make(f"Message: {message}\\nPick one option.", menu(description), runtime=model)
     print(f"{description!r:62} -> {pick}")
 '''),
+    md("""
+## Many inputs at once: `decision.evaluate`
+
+One decision shows how the mechanism works; an option set is designed well only once it has run over
+many inputs. `decision.evaluate` fills the prompt template from each row of a DataFrame, runs the
+decisions concurrently (with a progress bar), and returns one row per input plus summaries: the pick
+distribution, the retry and failure rates, and — with `expected=` — accuracy and a confusion table.
+The toy model answers after a random 10–30 ms, like a small real one.
+"""),
+    code('''
+import pandas as pd
+
+messages = pd.DataFrame({
+    "message": [
+        "When will my parcel arrive?",
+        "How long does delivery take to Berlin?",
+        "My parcel arrived broken, I want my money back",
+        "The box was broken and the vase inside too",
+        "I want my money back, the order never came",
+        "Is delivery faster on weekdays?",
+        "Please hand me to a person, this is urgent",
+        "What are your delivery times for Sundays?",
+    ],
+    "label": ["answer", "answer", "escalate", "escalate", "escalate", "answer", "escalate", "answer"],
+})
+slow_model = ScriptedRuntime(rule=word_overlap_model, latency=(0.01, 0.03), seed=7)
+template = "Message: {message}\\nPick one option."
+v1 = menu("hand the conversation to a person")
+v2 = menu("hand a broken parcel or a money back request to a person")
+'''),
+    code('''
+run = decision.evaluate(template, v1, messages, runtime=slow_model, concurrency=4, expected="label")
+run.to_frame()[["message", "chosen", "expected", "correct", "attempts", "status"]]
+'''),
+    code("""
+# mean_duration_s and wall_s are in the summary too; they change from run to run, so they are
+# left out here to keep this notebook's outputs comparable.
+run.summary.drop(["mean_duration_s", "wall_s"])
+"""),
+    code("run.confusion"),
+    code("_ = run.plot()"),
+    md("""
+`compare` runs two or more option sets (or runtimes) over the same inputs and lines their picks up
+side by side; `.differences` keeps the inputs where they disagree.
+"""),
+    code('''
+from openprogram import compare
+
+versions = compare(template, {"v1": v1, "v2": v2}, messages, runtime=slow_model, concurrency=4,
+                   expected="label")
+versions.differences
+'''),
+    code("""
+versions.summary.drop(columns=["mean_duration_s", "wall_s"])
+"""),
+    md("Any row opens in the decision panel:"),
+    code("run.panel(2)"),
 ]
 
 NOTEBOOKS["03-retries"] = [
