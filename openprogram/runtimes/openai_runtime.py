@@ -7,14 +7,19 @@ is created. The key comes from `api_key=` or the `OPENAI_API_KEY` environment va
     from openprogram.runtimes import OpenAIRuntime
     rt = OpenAIRuntime(model="gpt-4o-mini")                     # api.openai.com, OPENAI_API_KEY
 
-Local and self-hosted servers speak the same protocol; point `base_url` at their `/v1` root:
+Local and self-hosted servers speak the same protocol; point `base_url` at their `/v1` root
+(no key needed):
 
-    OpenAIRuntime(model="llama3.2", base_url="http://localhost:11434/v1")      # Ollama (`ollama serve`; `ollama pull llama3.2`)
-    OpenAIRuntime(model="Qwen/Qwen2.5-7B-Instruct",
-                  base_url="http://localhost:8000/v1")                          # vLLM (`vllm serve Qwen/Qwen2.5-7B-Instruct`)
-    OpenAIRuntime(model="local", base_url="http://localhost:8080/v1")           # llama.cpp (`llama-server -m model.gguf`)
-    OpenAIRuntime(model="<id from LM Studio>", base_url="http://localhost:1234/v1")  # LM Studio's local server
-    OpenAIRuntime(model="...", base_url="https://<service>/v1", api_key="...")  # any hosted OpenAI-compatible API
+    # Ollama: `ollama serve`, `ollama pull llama3.2`
+    OpenAIRuntime(model="llama3.2", base_url="http://localhost:11434/v1")
+    # vLLM: `vllm serve Qwen/Qwen2.5-7B-Instruct`
+    OpenAIRuntime(model="Qwen/Qwen2.5-7B-Instruct", base_url="http://localhost:8000/v1")
+    # llama.cpp: `llama-server -m model.gguf --port 8080` (it serves whichever model it loaded)
+    OpenAIRuntime(model="local", base_url="http://localhost:8080/v1")
+    # LM Studio: start its local server; the model id is the one LM Studio shows
+    OpenAIRuntime(model="<model id>", base_url="http://localhost:1234/v1")
+    # any hosted OpenAI-compatible API
+    OpenAIRuntime(model="...", base_url="https://<service>/v1", api_key="...")
 
 Native tool calls (`agent(tools=...)`) need a model and server with function calling (Ollama and
 vLLM support it for models whose template declares tools; vLLM needs `--enable-auto-tool-choice
@@ -25,8 +30,9 @@ trace and the notebook panel show the reply growing. Token usage is asked for wi
 `stream_options={"include_usage": True}`; a server that rejects that option can be used with
 `stream_usage=False` (usage is then unknown). `max_retries` (default 2) is the SDK's own retry
 policy for 408/409/429/5xx and connection errors, with its backoff; the decision's `timeout_s`
-bounds the whole call, retries included. Extra keyword arguments (`temperature=`,
-`max_completion_tokens=`, `seed=`, ...) are sent with every request; `system=` adds a system message.
+bounds the whole call, retries included. Extra keyword arguments (`temperature=`, `seed=`,
+`max_completion_tokens=`, ...) are sent with every request; `system=` adds a system message.
+To record a session and replay it offline, wrap the runtime: see `openprogram.runtimes.cassette`.
 """
 from __future__ import annotations
 

@@ -100,8 +100,8 @@ class FakeServer:
 
         self._httpd = _QuietServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True,
+                                        kwargs={"poll_interval": 0.02})
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> "FakeServer":
