@@ -539,7 +539,149 @@ print("dropped:", demo.panel.trace.attempts[-1].dropped)
 '''),
 ]
 
+NOTEBOOKS["05-real-models"] = [
+    md("""
+# Real models
+
+The same option sets, magics and panel work on real models. Three ways to reach one:
+
+| where | runtime |
+|---|---|
+| OpenAI, or any hosted OpenAI-compatible API | `OpenAIRuntime(model="gpt-4o-mini")` (key from `OPENAI_API_KEY`) |
+| Anthropic | `AnthropicRuntime(model="claude-3-5-haiku-latest")` (key from `ANTHROPIC_API_KEY`) |
+| a local server: Ollama, vLLM, llama.cpp's server, LM Studio | `OpenAIRuntime(model="llama3.2", base_url="http://localhost:11434/v1")` |
+
+Replies stream into the panel as the model writes. Every call can be **recorded** to a JSON cassette
+(`RecordingRuntime(live, path)`) and **replayed** offline (`ReplayRuntime(path)`) — on Binder, in CI,
+in a classroom without keys. Keys never reach a trace, a cassette, a repr or an output.
+
+This notebook uses a live model only when you ask for one: set `OPENPROGRAM_LIVE=1` plus a key
+(`OPENAI_API_KEY` or `ANTHROPIC_API_KEY`) or a local server (`OPENPROGRAM_BASE_URL`), and optionally
+`OPENPROGRAM_MODEL`. Otherwise it replays `cassettes/05-real-models.json`, which was recorded
+through the real `openai` SDK against the project's loopback test server
+(`tests/providers/fakeserver.py`, run by `notebooks/build.py --record-05`), so its replies are
+scripted, not a hosted model's.
+"""),
+    code('''
+%load_ext openprogram
+import os
+from openprogram.runtimes import AnthropicRuntime, OpenAIRuntime, RecordingRuntime, ReplayRuntime
+
+CASSETTE = "cassettes/05-real-models.json"
+
+def live_runtime():
+    """The live model the environment asks for, or None."""
+    if os.environ.get("OPENPROGRAM_LIVE") != "1":
+        return None
+    model = os.environ.get("OPENPROGRAM_MODEL")
+    if os.environ.get("ANTHROPIC_API_KEY") and not os.environ.get("OPENPROGRAM_BASE_URL"):
+        return AnthropicRuntime(model=model or "claude-3-5-haiku-latest")
+    if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENPROGRAM_BASE_URL"):
+        return OpenAIRuntime(model=model or "gpt-4o-mini", base_url=os.environ.get("OPENPROGRAM_BASE_URL"))
+    return None
+
+live = live_runtime()
+if live is None:
+    print("No live model configured (OPENPROGRAM_LIVE=1 with a key or OPENPROGRAM_BASE_URL): "
+          f"skipping the live model and replaying {CASSETTE}.")
+    runtime = ReplayRuntime(CASSETTE)
+elif os.environ.get("OPENPROGRAM_RECORD") == "1":
+    print(f"Recording the live model's calls to {CASSETTE}.")
+    runtime = RecordingRuntime(live, CASSETTE)
+else:
+    print("Using the live model", live)
+    runtime = live
+'''),
+    md("""
+## A decision on the model
+
+The prompt must ask the model to pick (`decision.make` sends only your prompt and the menu).
+"""),
+    code('''
+def summarize(text: str, sentences: int = 1) -> str:
+    """Summarize the message."""
+    return f"summary of {text!r} in {sentences} sentence(s)"
+
+options = {
+    "summarize": summarize,
+    "translate": ("Translate the message.", {"target_language": {"type": str, "options": ["fr", "de", "es"]}}),
+    "ignore": ("IGNORED", "pick when the message is spam"),
+}
+message = "Bonjour! Could you tell my German colleague what this invoice is about?"
+'''),
+    code("""
+%%decide options --runtime runtime
+Message: {message}
+Pick the one next step that helps the sender most, and reply with its JSON.
+"""),
+    md("""
+## Work first, decide last, with a native tool
+
+`%%agent` runs a full turn: the model may call `word_count` through the provider's own tool protocol
+before its final reply, which is the decision.
+"""),
+    code('''
+def word_count(text: str) -> int:
+    """Count the words of a text."""
+    return len(text.split())
+'''),
+    code("""
+%%agent options --tools [word_count] --runtime runtime
+Message: {message}
+If the message is long, summarize it in more sentences. Check its length first.
+"""),
+    md("""
+## Tokens and latency
+
+Every model call is a node of the runtime's DAG, with its tokens; the trace tables have them per
+attempt. (The replay reports the tokens recorded with each call.)
+"""),
+    code("""
+runtime.dag.to_frame().query("kind == 'model_call'")[["parent", "input_tokens", "output_tokens", "status"]]
+"""),
+]
+
 NOTEBOOKS_ORDER = list(NOTEBOOKS)
+
+
+def record_05() -> None:
+    """Re-record the cassette of 05-real-models through the real openai SDK against the loopback
+    test server, whose replies are scripted here."""
+    import os
+    sys.path.insert(0, str(HERE.parent / "tests" / "providers"))
+    from fakeserver import FakeServer, text, tools
+
+    cassette = HERE / "cassettes" / "05-real-models.json"
+    cassette.parent.mkdir(exist_ok=True)
+    cassette.unlink(missing_ok=True)
+    with FakeServer("openai") as server:
+        server.push(
+            text('The sender wants the content explained to a German colleague.\n'
+                 '```json\n{"call": "translate", "args": {"target_language": "de"}}\n```',
+                 usage=(412, 31), model="gpt-4o-mini"),
+            tools(("call_1", "word_count", {"text": "Bonjour! Could you tell my German colleague "
+                                                     "what this invoice is about?"}),
+                  usage=(455, 22), model="gpt-4o-mini"),
+            text('It has 13 words, so one sentence is enough.\n'
+                 '```json\n{"call": "summarize", "args": {"text": "Invoice question for a '
+                 'German colleague", "sentences": 1}}\n```', usage=(490, 40), model="gpt-4o-mini"),
+        )
+        env = {"OPENPROGRAM_LIVE": "1", "OPENPROGRAM_RECORD": "1", "OPENAI_API_KEY": "sk-local-test",
+               "OPENPROGRAM_BASE_URL": server.base_url, "OPENPROGRAM_MODEL": "gpt-4o-mini"}
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            nb = nbformat.v4.new_notebook()
+            nb.cells = NOTEBOOKS["05-real-models"]
+            NotebookClient(nb, timeout=120, kernel_name="python3",
+                           resources={"metadata": {"path": str(HERE)}}).execute()
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+    print("recorded", cassette)
 
 
 def build(name: str) -> Path:
@@ -556,5 +698,10 @@ def build(name: str) -> Path:
 
 
 if __name__ == "__main__":
-    for name in sys.argv[1:] or NOTEBOOKS:
+    names = sys.argv[1:]
+    if "--record-05" in names:
+        names.remove("--record-05")
+        record_05()
+        names = names or ["05-real-models"]
+    for name in names or NOTEBOOKS:
         print("built", build(name))
