@@ -34,10 +34,13 @@ _PRE = ("white-space:pre-wrap;word-break:break-word;margin:2px 0 6px 0;padding:6
         "background:#fff;border:1px solid #ddd;border-radius:3px;font-size:12px;"
         "font-family:var(--jp-code-font-family,monospace);max-height:{h}px;overflow:auto")
 _LABEL = "font-weight:600;font-size:12px;color:#333;margin-top:4px"
-_TABLE_STYLE = ("<style>.op-table table{border-collapse:collapse;font-size:12px}"
+# Headers never break inside a word; cells wrap between words only (overflow-wrap:break-word
+# keeps the columns' minimum widths), and the table scrolls sideways when it is too wide.
+_TABLE_STYLE = ("<style>.op-table table{border-collapse:collapse;font-size:12px;width:max-content}"
                 ".op-table th,.op-table td{border:1px solid #ddd;padding:2px 6px;"
                 "text-align:left;vertical-align:top;max-width:420px;white-space:pre-wrap;"
-                "word-break:break-word}.op-table thead th{background:#f3f3f3}</style>")
+                "word-break:normal;overflow-wrap:break-word}"
+                ".op-table th{white-space:nowrap}.op-table thead th{background:#f3f3f3}</style>")
 
 
 def esc(value: Any) -> str:
@@ -192,7 +195,8 @@ def frame_html(df, cls: str = "") -> str:
     """A DataFrame as an escaped HTML table (pandas escapes cells, headers and the index)."""
     import pandas as pd
     with pd.option_context("display.max_colwidth", 160):
-        table = df.to_html(escape=True, border=0, na_rep="", classes="op-frame")
+        table = df.to_html(escape=True, border=0, na_rep="", classes="op-frame",
+                           float_format="{:.3f}".format)
     return f'<div class="op-table {cls}" style="overflow:auto">{table}</div>'
 
 

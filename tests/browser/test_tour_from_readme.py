@@ -1,0 +1,112 @@
+"""The README's first command, on a fresh clone, serves the tour and the tour runs to the end.
+
+A new user clones the repository and runs the first command of the README. This test does exactly
+that: `git clone` of this checkout's HEAD into a temporary folder, the README's first command run
+there in the background (it builds its own venv from nothing — pip's cache makes that quick — and
+starts JupyterLab), then Debian's chromium opens notebooks/01-tour.ipynb, runs every cell, and
+checks that each ran and that the decision panels were drawn. Only loopback, only the local clone.
+"""
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from labhelp import REPO, JupyterServer, Lab, free_port
+
+
+def readme_commands() -> list[str]:
+    """The commands of the README's first code block (comments stripped)."""
+    text = (REPO / "README.md").read_text()
+    block = re.search(r"```(?:bash|sh)?\n(.*?)```", text, re.S).group(1)
+    return [line.split("#")[0].strip() for line in block.splitlines()
+            if line.split("#")[0].strip()]
+
+
+def test_readme_has_exactly_two_commands_tour_then_test():
+    cmds = readme_commands()
+    assert len(cmds) == 2, cmds
+    assert "tour" in cmds[0] and "test" in cmds[1]
+    assert "dev test" in (REPO / ".ci" / "run").read_text(), ".ci/run must run the README's test"
+
+
+@pytest.mark.slow
+def test_first_readme_command_on_a_fresh_clone_runs_the_tour(tmp_path, browser_context):
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
+    port, token = free_port(), secrets.token_hex(16)
+    home = tmp_path / "home"
+    dirs = {k: tmp_path / k for k in ("config", "data", "runtime", "ipython")}
+    for d in dirs.values():
+        d.mkdir()
+    settings = dirs["config"] / "lab/user-settings/@jupyterlab/apputils-extension"
+    settings.mkdir(parents=True)
+    (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHON",
+                                                                    "JUPYTER", "OPENPROGRAM"))}
+    env.update(HOME=str(home), JUPYTER_CONFIG_DIR=str(dirs["config"]),
+               JUPYTER_DATA_DIR=str(dirs["data"]), JUPYTER_RUNTIME_DIR=str(dirs["runtime"]),
+               IPYTHONDIR=str(dirs["ipython"]),
+               PATH=":".join(p for p in env.get("PATH", "").split(":") if ".venv" not in p))
+    # The README's command, word for word, plus what a test needs: a known port and token, and
+    # the app object exposed so the page can be driven.
+    cmd = readme_commands()[0] + (f" --port={port} --IdentityProvider.token={token}"
+                                  " --LabApp.expose_app_in_browser=True --LabApp.news_url=None"
+                                  " --ServerApp.port_retries=0")
+    log = tmp_path / "tour.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(["bash", "-c", cmd], cwd=clone, env=env, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    server = JupyterServer(proc, f"http://127.0.0.1:{port}", token, clone, env, log)
+    try:
+        deadline = time.monotonic() + 600   # a fresh venv first, then the server
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"the README's first command exited ({proc.returncode}):\n"
+                            f"{server.log_tail()}")
+            try:
+                server.api("GET", "/api/status")
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"JupyterLab did not come up:\n{server.log_tail()}")
+                time.sleep(0.5)
+        assert (clone / ".venv" / "bin" / "python").exists(), "the command built no venv"
+        lab = Lab(server, browser_context)
+        page = lab.open_notebook(clone / "notebooks" / "01-tour.ipynb")
+        try:
+            kernel = page.evaluate("() => window.jupyterapp.shell.currentWidget"
+                                   ".sessionContext.session.kernel.name")
+            assert kernel == "python3"
+            assert lab.run_all_and_wait(page), "a cell of the tour failed:\n" + server.log_tail()
+            cells = page.locator(".jp-Notebook .jp-CodeCell")
+            n = cells.count()
+            assert n >= 10
+            prompts = [cells.nth(i).locator(".jp-InputPrompt").inner_text() for i in range(n)]
+            assert all(re.search(r"\[\d+\]", p) for p in prompts), prompts
+            assert page.locator(".jp-OutputArea-output[data-mime-type="
+                                "'application/vnd.jupyter.stderr']").count() == 0
+            # the decision panels of %%decide / %%agent / %decision_trace, and the failure's
+            # static trace view, are drawn
+            page.wait_for_function("() => document.querySelectorAll('.op-panel').length >= 4",
+                                   timeout=30_000)
+            text = page.locator(".jp-Notebook").inner_text()
+            assert "CONVERSATION_OVER" in text          # the menu of %decision_menu
+            assert "type_mismatch" in text              # the failed first attempt
+            assert "unknown_call" in text               # the decision that ran out of retries
+            assert "lookup_order" in text               # the tool round of %%agent
+        finally:
+            lab.close(page)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
