@@ -45,8 +45,8 @@ def test_stall_mid_stream_times_out_and_keeps_the_partial_reply(provider, server
 def test_budget_covers_reasks(provider, server, make_runtime):
     """The second attempt gets only what the first left of timeout_s."""
     rt = make_runtime()
-    server.push(text("no json here", delay=0.3), text('{"call": "a"}', delay=0.5))
-    err = fail(rt, timeout_s=0.6)
+    server.push(text("no json here", delay=0.4), text('{"call": "a"}', delay=0.8))
+    err = fail(rt, timeout_s=1.0)  # the re-ask alone would fit in 1.0 s; what is left does not
     assert [a.error_kind for a in err.trace.attempts] == ["no_action", "timeout"]
 
 
