@@ -41,7 +41,7 @@ class DecisionError(ValueError):
         self.kind, self.message, self.reply_head = kind, message, reply_head
         self.trace, self.path = trace, path
         n = len(trace.attempts) if trace else 1
-        text = f"no usable decision after {n} attempt(s): [{kind}] {message}."
+        text = f"no usable decision after {n} attempt(s): [{kind}] {message.rstrip('.')}."
         hint = explain(kind)
         if hint:
             text += f" {hint}"
