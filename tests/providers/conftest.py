@@ -7,10 +7,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fakeserver import FakeServer  # noqa: E402
-
-#: A distinctive fake key: tests look for it (and for pieces of it) everywhere it must not be.
-FAKE_KEY = "sk-op-test-Q7xW9zK2mP4vR8tY6uJ3"
+# FAKE_KEY lives in fakeserver, not here: every test folder has a conftest.py, so
+# `from conftest import ...` would get whichever folder's conftest pytest loaded last.
+from fakeserver import FAKE_KEY, FakeServer  # noqa: E402
 
 
 @pytest.fixture(params=["openai", "anthropic"])

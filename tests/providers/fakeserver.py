@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+#: A distinctive fake key: tests look for it (and for pieces of it) everywhere it must not be.
+FAKE_KEY = "sk-op-test-Q7xW9zK2mP4vR8tY6uJ3"
+
 
 @dataclass
 class Reply:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import cassette_program
-from conftest import FAKE_KEY
+from fakeserver import FAKE_KEY
 from fakeserver import text, tools
 
 import openprogram

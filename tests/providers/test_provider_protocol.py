@@ -3,7 +3,7 @@ server: plain turns, decisions, re-asks, native tool rounds, streaming, token ac
 import pytest
 
 from fakeserver import status, text, tools
-from conftest import FAKE_KEY
+from fakeserver import FAKE_KEY
 
 import openprogram
 from openprogram import agent, decision

@@ -7,7 +7,7 @@ import traceback
 
 import pytest
 
-from conftest import FAKE_KEY
+from fakeserver import FAKE_KEY
 from fakeserver import status, text, tools
 
 from openprogram import DecisionError, agent, decision
