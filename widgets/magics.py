@@ -162,10 +162,16 @@ class DecisionMagics(Magics):
         # In a kernel the panel shows as soon as the decision starts and updates live; a
         # terminal shows the finished trace as text.
         live = getattr(self.shell, "kernel", None) is not None
-        with panel.live(show=display if live else None):
+        handles = []
+        show = (lambda p: handles.append(display(p, display_id=True))) if live else None
+        with panel.live(show=show):
             try:
                 return call()
             finally:
+                if handles and handles[0] is not None:
+                    # The widget view is already live; updating the output refreshes its
+                    # text/plain copy (the finished trace) for nbconvert and text front ends.
+                    handles[0].update(panel)
                 if not live and panel.trace is not None:
                     print(panel.trace.format_text())
 

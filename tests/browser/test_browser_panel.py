@@ -36,8 +36,14 @@ STATIC = "display(decision.last_trace())"
 PLAYGROUND = '''pg = Playground(OPTIONS, prompt="A guest asks for a room. Pick.")
 pg'''
 
-CELLS = ["import sys; print(sys.executable)", SETUP, DECIDE, "print('picked:', picked)", XSS,
-         XSS_DECIDE, STATIC, PLAYGROUND]
+SLOW_REPLY = ('The guest wants two nights in Rome, so I book them: '
+              '{"call": "book", "args": {"city": "Rome", "nights": 2}}')
+# a fresh slow model each time the cell runs
+SLOW = f'''%%decide OPTIONS --runtime "ScriptedRuntime(SLOW_REPLIES, latency=2.0, stream_chunk=8)"
+Pick.'''
+
+CELLS = ["import sys; print(sys.executable)", SETUP + f"SLOW_REPLIES = [{SLOW_REPLY!r}]", DECIDE, "print('picked:', picked)", XSS,
+         XSS_DECIDE, STATIC, PLAYGROUND, SLOW]
 
 
 @pytest.fixture(scope="module")
@@ -150,3 +156,26 @@ def test_script_and_markup_in_replies_show_as_text_and_run_nothing(lab, page):
     assert PAYLOAD_IMG in live.locator(".op-table-options table").inner_text()
     assert page.locator("img[src='x']").count() == 0
     assert page.evaluate("() => typeof window.__pwned") == "undefined"
+
+
+def test_a_slow_model_shows_each_stage_as_it_arrives(lab, page):
+    index = CELLS.index(SLOW)
+    page.evaluate("""(i) => { const nb = window.jupyterapp.shell.currentWidget;
+                              nb.content.activeCellIndex = i;
+                              window.jupyterapp.commands.execute('notebook:run-cell'); }""",
+                  index)
+    # while the cell runs: the reply has partly arrived and there is no result yet
+    seen = page.wait_for_function(
+        """(i) => { const cell = document.querySelectorAll('.jp-Notebook .jp-Cell')[i];
+                    const title = cell.querySelector('.op-attempt-running .op-attempt-title');
+                    const reply = cell.querySelector('.op-attempt-running .op-reply');
+                    if (!reply || !reply.textContent || cell.querySelector('.op-result'))
+                        return null;
+                    return [title.textContent, reply.textContent]; }""",
+        arg=index, timeout=60_000).json_value()
+    title, partial = seen
+    assert "reply arriving" in title
+    assert SLOW_REPLY.startswith(partial) and len(partial) < len(SLOW_REPLY)
+    result = lab.cell(page, index).locator(".op-result")
+    result.wait_for(state="visible", timeout=60_000)
+    assert SLOW_REPLY in lab.cell(page, index).locator(".op-reply").inner_text()

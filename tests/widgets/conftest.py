@@ -30,5 +30,18 @@ def live_shell(shell, monkeypatch):
     from openprogram.widgets import magics
     shell.panels = []
     monkeypatch.setattr(shell, "kernel", object(), raising=False)
-    monkeypatch.setattr(magics, "display", lambda obj: shell.panels.append(obj))
+    class Handle:
+        def __init__(self):
+            self.updates = []
+
+        def update(self, obj):
+            self.updates.append(obj)
+
+    def display(obj, display_id=None):
+        shell.panels.append(obj)
+        handle = Handle()
+        shell.handles.append(handle)
+        return handle
+    shell.handles = []
+    monkeypatch.setattr(magics, "display", display)
     return shell

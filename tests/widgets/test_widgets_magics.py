@@ -162,6 +162,9 @@ def test_in_a_kernel_the_panel_is_shown_live_and_keeps_the_failure(live_shell):
     assert [("op-attempt-failed" in v._dom_classes) for v in views] == [True, True]
     assert "op-final-error" in panel.outcome.value and "unknown_call" in panel.outcome.value
     assert "&lt;b&gt;no&lt;/b&gt; json" in all_html(panel)
+    # once the decision is over, the output is refreshed so its text copy is the whole trace
+    assert sh.handles[0].updates == [panel]
+    assert repr(panel).startswith(f"<DecisionTrace #{panel.trace.id} make failed")
 
 
 def test_a_bad_option_set_fails_before_any_panel_is_shown(live_shell):

@@ -1,0 +1,137 @@
+"""Helpers for browser tests: a JupyterLab server handle and a `Lab` that opens notebooks in
+chromium and runs them. The fixtures in conftest.py build them; a test that starts its own server
+(e.g. the README's command on a fresh clone) can use them directly:
+
+    server = JupyterServer(proc, url, token, root, env, log)
+    lab = Lab(server, browser_context)
+    page = lab.open_notebook(root / "notebooks" / "01-tour.ipynb")
+    assert lab.run_all_and_wait(page)
+    lab.close(page)
+"""
+from __future__ import annotations
+
+import json
+import socket
+import urllib.request
+from pathlib import Path
+
+CHROMIUM = "/usr/bin/chromium"
+KERNEL_NAME = "openprogram-test"
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "artifacts"
+# From the recipe: without the background-networking flags chromium keeps dialing out, and the
+# closed network refuses it many times over.
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class JupyterServer:
+    def __init__(self, proc, url, token, root, env, log):
+        self.proc, self.url, self.token, self.root, self.env, self.log = \
+            proc, url, token, root, env, log
+
+    def api(self, method: str, path: str):
+        req = urllib.request.Request(f"{self.url}{path}", method=method,
+                                     headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            body = resp.read()
+        return json.loads(body) if body else None
+
+    def shutdown_kernels(self) -> None:
+        for k in self.api("GET", "/api/kernels") or []:
+            try:
+                self.api("DELETE", f"/api/kernels/{k['id']}")
+            except OSError:
+                pass
+
+    def log_tail(self, n: int = 4000) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-n:]
+        except OSError:
+            return ""
+
+
+class Lab:
+    """Opens notebooks in JupyterLab and runs them."""
+
+    def __init__(self, server: JupyterServer, context):
+        self.server, self.context = server, context
+        self.root: Path = server.root
+
+    def write_notebook(self, name: str, cells: list[str]) -> Path:
+        """A notebook of code cells (a cell starting with '# md' is markdown) in the server
+        root, on this Python's kernel."""
+        import nbformat
+        nb = nbformat.v4.new_notebook()
+        nb.metadata["kernelspec"] = {"name": KERNEL_NAME, "display_name": "openprogram (.venv)",
+                                     "language": "python"}
+        nb.cells = [nbformat.v4.new_markdown_cell(c[4:].lstrip()) if c.startswith("# md")
+                    else nbformat.v4.new_code_cell(c) for c in cells]
+        path = self.root / name
+        nbformat.write(nb, path)
+        return path
+
+    def copy_in(self, path: Path, name: str | None = None) -> Path:
+        """Copy a notebook into the server root (set its kernel to this Python)."""
+        import nbformat
+        nb = nbformat.read(path, as_version=4)
+        nb.metadata["kernelspec"] = {"name": KERNEL_NAME, "display_name": "openprogram (.venv)",
+                                     "language": "python"}
+        target = self.root / (name or Path(path).name)
+        nbformat.write(nb, target)
+        return target
+
+    def open_notebook(self, path: Path, timeout_ms: int = 90_000):
+        """A new page with the notebook open and its kernel idle."""
+        rel = Path(path).resolve().relative_to(self.root.resolve()).as_posix()
+        page = self.context.new_page()
+        page.goto(f"{self.server.url}/lab/tree/{rel}?token={self.server.token}")
+        page.wait_for_function(
+            """() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+                       const k = w && w.sessionContext && w.sessionContext.session
+                                 && w.sessionContext.session.kernel;
+                       return !!(k && k.status === 'idle' && w.content
+                                 && w.content.widgets.length); }""",
+            timeout=timeout_ms)
+        return page
+
+    def kernel_name(self, page) -> str:
+        return page.evaluate("() => window.jupyterapp.shell.currentWidget"
+                             ".sessionContext.session.kernel.name")
+
+    def run_all_and_wait(self, page, timeout_ms: int = 120_000) -> bool:
+        """Run every cell; returns True when all ran without error. Waits for the kernel to be
+        idle again and for widget views to be drawn."""
+        page.set_default_timeout(timeout_ms)
+        ok = page.evaluate("async () => await window.jupyterapp.commands.execute("
+                           "'notebook:run-all-cells')")
+        page.wait_for_function(
+            """() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel
+                     .status === 'idle'""", timeout=timeout_ms)
+        return bool(ok)
+
+    def cell(self, page, index: int):
+        """The locator of the index-th cell (0-based, markdown cells included)."""
+        return page.locator(".jp-Notebook .jp-Cell").nth(index)
+
+    def close(self, page) -> None:
+        """Close the page and shut its kernel down (kernels outlive pages)."""
+        kernel_id = None
+        try:
+            kernel_id = page.evaluate(
+                "() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.id")
+        except Exception:  # a page that never opened a notebook
+            pass
+        page.close()
+        if kernel_id:
+            try:
+                self.server.api("DELETE", f"/api/kernels/{kernel_id}")
+            except OSError:
+                pass
