@@ -299,6 +299,11 @@ def _schema_option(name: str, desc: str, schema: Any, where: str) -> Option:
     if not isinstance(schema, dict) or not schema:
         raise OptionError(f"{where}: a schema option's schema must be a non-empty dict "
                           f"{{field: type}}, got {schema!r}")
+    if "decision" in schema:
+        # The result is {"decision": name, **fields}: the model's value would replace the name.
+        raise OptionError(f"{where}: a schema option cannot have a field 'decision' (the result "
+                          f"{{'decision': {name!r}, ...}} holds the option name there); rename "
+                          f"the field")
     params = [Param(k, schema_field(v, f"{where}: field {k!r}")) for k, v in schema.items()]
     return Option(name, "schema", desc, params=params)
 

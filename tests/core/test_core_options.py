@@ -137,6 +137,10 @@ def test_O3_a_nameless_callable_in_the_list_form_is_rejected():
     (None, r"got NoneType"),
     ({1: "x"}, r"option names must be non-empty strings"),
     ({"": "x"}, r"option names must be non-empty strings"),
+    # the result is {"decision": name, **fields}: a field named "decision" would let the model's
+    # text replace the option name
+    ({"form": ("Fill.", {"decision": str})}, r"'form'.*field 'decision'.*rename"),
+    ([("form", "Fill.", {"n": int, "decision": str})], r"'form'.*field 'decision'"),
 ])
 def test_O4_bad_option_sets_fail_before_any_model_call(options, pattern):
     rt = ScriptedRuntime([pick("a")])
