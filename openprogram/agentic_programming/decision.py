@@ -14,8 +14,8 @@ import time
 from typing import Any, Callable
 
 from .extract import CALL_KEYS, extract_action, find_action
-from .options import (Field, Option, OptionError, Param, ParseError, check_context, normalize,
-                      render_menu, schema_field, validate)
+from .options import (Field, Option, OptionError, Param, ParseError, call_function,
+                      check_context, normalize, render_menu, schema_field, validate)
 from .runtime import ModelCallError, Runtime, resolve_runtime, to_blocks, blocks_text
 from .trace import Attempt, DecisionTrace, ToolRound, emit, explain, last_trace
 from . import tools as _tools
@@ -281,7 +281,7 @@ class _Decider:
 
 def _resolve(option: Option, kwargs: dict) -> Any:
     if option.kind == "function":
-        return option.handler(**kwargs)
+        return call_function(option.handler, kwargs)
     if option.kind == "schema":
         return {"decision": option.name, **kwargs}
     return option.value
@@ -349,7 +349,7 @@ def resolve_decision(chosen: Any, kwargs: dict, options: Any = None) -> Any:
     """Turn a pick into the next step's result (Z1): call a function with the kwargs; look a
     name up in the option set (a value, or `{"decision": name, **kwargs}` for a schema)."""
     if callable(chosen):
-        return chosen(**kwargs)
+        return call_function(chosen, kwargs)
     if options is None:
         raise TypeError("resolve_decision needs the option set to look up the name "
                         f"{chosen!r}: resolve_decision(chosen, kwargs, options)")

@@ -285,6 +285,25 @@ def function_params(fn: Callable, where: str) -> list[Param]:
     return params
 
 
+def call_function(fn: Callable, kwargs: dict) -> Any:
+    """`fn(**kwargs)`, except that positional-only parameters (`def f(x, /)`, many builtins)
+    are passed by position, as they must be."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return fn(**kwargs)
+    head = [p.name for p in params if p.kind is p.POSITIONAL_ONLY]
+    if not head or head[0] not in kwargs:
+        return fn(**kwargs)
+    rest = dict(kwargs)
+    args = []
+    for name in head:  # up to the first one not given: the rest keep their defaults
+        if name not in rest:
+            break
+        args.append(rest.pop(name))
+    return fn(*args, **rest)
+
+
 def _describe(fn: Callable) -> str:
     doc = inspect.getdoc(fn) or ""
     return doc.strip().split("\n\n")[0].replace("\n", " ")

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .options import OptionError, ParseError, function_params, validate
+from .options import OptionError, Param, ParseError, call_function, function_params, validate
 
 
 @dataclass
@@ -107,7 +107,7 @@ def run_tool(tool: Tool, args: Any, runtime: Any) -> tuple[Any, str | None]:
                 kwargs[p.name] = validate(args[p.name], p.field, p.name, dropped)
             elif p.source == "llm" and p.required:
                 return None, f"missing required argument {p.name!r}"
-        return tool.fn(**kwargs), None
+        return call_function(tool.fn, kwargs), None
     except (ParseError, OptionError) as exc:
         return None, str(exc)
     except Exception as exc:

@@ -114,6 +114,18 @@ def test_O3_list_form_items():
 
 
 @pytest.mark.rule("O3")
+def test_O3_functions_with_positional_only_parameters_can_be_picked():
+    def scale(x: int, /, factor: int = 2) -> int:
+        return x * factor
+    options = [(str.title, "Title-case the text."), scale]
+    assert make(options, pick("title", {"self": "ada lovelace"}))[0] == "Ada Lovelace"
+    assert make(options, pick("scale", {"x": 3}))[0] == 6
+    assert make(options, pick("scale", {"x": 3, "factor": 5}))[0] == 15
+    chosen, kwargs = decision.parse_args(pick("scale", {"x": 4}), options)
+    assert decision.resolve_decision(chosen, kwargs) == 8
+
+
+@pytest.mark.rule("O3")
 def test_O3_a_nameless_callable_in_the_list_form_is_rejected():
     rt = ScriptedRuntime([pick("x")])
     with pytest.raises(OptionError, match=r"needs a name.*dict form"):
