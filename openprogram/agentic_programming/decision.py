@@ -226,7 +226,7 @@ class _Decider:
             _tools.tool_loop(self.runtime, [{"role": "user", "content": content}], tools,
                              max_iterations=max_iterations, deadline=self.deadline,
                              call=lambda msgs, specs: self.call(att, msgs, specs),
-                             on_tool=on_tool)
+                             on_tool=on_tool, context=self.context)
         except ModelCallError as exc:
             self._record(att, ParseError(exc.kind, str(exc)))
             self.fail(att, cause=exc)
@@ -407,7 +407,7 @@ def _format_check(d: _Decider, schema: Field):
 
 
 def run_format(rt: Runtime, blocks: list[dict], response_format: Any, tools: list, *,
-               max_iterations: int, deadline: float | None):
+               context: dict | None = None, max_iterations: int, deadline: float | None):
     """`exec(response_format=schema)`: the reply is one JSON object of the schema's form,
     validated like a schema option's fields; one re-ask, fixed."""
     schema = schema_field(response_format, "response_format")
@@ -421,7 +421,7 @@ def run_format(rt: Runtime, blocks: list[dict], response_format: Any, tools: lis
     request = blocks_text(blocks)
     turn = _append_text(blocks, menu_text)
     with rt.dag.span("decision", "exec(response_format=)"):
-        d = _Decider(rt, [option], request=request, context=None, max_attempts=2,
+        d = _Decider(rt, [option], request=request, context=context, max_attempts=2,
                      entry="format", deadline=deadline, menu_text=menu_text)
         att = d.new_attempt(blocks_text(turn))
         d.turn(att, turn, tools, max_iterations)

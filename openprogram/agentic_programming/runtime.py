@@ -295,7 +295,7 @@ class Runtime:
         `response_format=`, the validated object."""
         from . import decision, tools as _tools
         blocks = to_blocks(content)
-        tool_list = _tools.collect(tools, toolset)
+        tool_list = _tools.collect(tools, toolset, context)
         if choices is not None and response_format is not None:
             raise ValueError("exec() takes choices= or response_format=, not both")
         deadline = time.monotonic() + timeout_s if timeout_s is not None else None
@@ -303,10 +303,11 @@ class Runtime:
             return decision.run_agent_decision(self, blocks, choices, tool_list, context=context,
                                                max_iterations=max_iterations, deadline=deadline)
         if response_format is not None:
-            return decision.run_format(self, blocks, response_format, tool_list,
+            return decision.run_format(self, blocks, response_format, tool_list, context=context,
                                        max_iterations=max_iterations, deadline=deadline)
         resp, _ = _tools.tool_loop(self, [{"role": "user", "content": blocks}], tool_list,
-                                   max_iterations=max_iterations, deadline=deadline)
+                                   max_iterations=max_iterations, deadline=deadline,
+                                   context=context)
         return resp.text
 
 

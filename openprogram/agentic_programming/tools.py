@@ -24,10 +24,13 @@ class Tool:
     name: str
     fn: Callable
     description: str
+    params: list[Param] = field(init=False)
+
+    def __post_init__(self):
+        self.params = function_params(self.fn, f"tool {self.name!r}")
 
     def spec(self) -> dict:
-        params = function_params(self.fn, f"tool {self.name!r}")
-        llm = [p for p in params if p.source == "llm"]
+        llm = [p for p in self.params if p.source == "llm"]
         return {
             "name": self.name, "description": self.description,
             "parameters": {"type": "object",
@@ -79,8 +82,9 @@ def _toolset(toolset: Any) -> list[Callable]:
                     f"functions; got {type(toolset).__name__}")
 
 
-def collect(tools: Any, toolset: Any) -> list[Tool]:
-    """The tools of one turn, by name; a name may appear once."""
+def collect(tools: Any, toolset: Any, context: dict | None = None) -> list[Tool]:
+    """The tools of one turn, by name; a name may appear once. A hidden parameter without a
+    default must have its value in `context` (checked here, before any model call)."""
     if tools is not None and not isinstance(tools, (list, tuple)):
         tools = [tools]
     out: dict[str, Tool] = {}
@@ -89,20 +93,30 @@ def collect(tools: Any, toolset: Any) -> list[Tool]:
         if t.name in out and out[t.name].fn != t.fn:
             raise ValueError(f"two different tools are named {t.name!r}; rename one")
         out[t.name] = t
+    for t in out.values():
+        for p in t.params:
+            if p.source == "context" and p.required and p.name not in (context or {}):
+                raise OptionError(
+                    f"tool {t.name!r}: hidden parameter {p.name!r} has no default and is not "
+                    f"in context; pass context={{{p.name!r}: ...}} or give it a default")
     return list(out.values())
 
 
-def run_tool(tool: Tool, args: Any, runtime: Any) -> tuple[Any, str | None]:
-    """Run a tool the model asked for. Bad arguments and exceptions become an error text that
-    goes back to the model (as providers do), never a crash of the turn."""
+def run_tool(tool: Tool, args: Any, runtime: Any,
+             context: dict | None = None) -> tuple[Any, str | None]:
+    """Run a tool the model asked for: its hidden parameters come from `context` (never from
+    the model), its runtime parameters are the Runtime. Bad arguments and exceptions become an
+    error text that goes back to the model (as providers do), never a crash of the turn."""
     if not isinstance(args, dict):
         return None, f"arguments must be a JSON object, got {type(args).__name__}"
     try:
-        params = function_params(tool.fn, f"tool {tool.name!r}")
         kwargs, dropped = {}, []
-        for p in params:
+        for p in tool.params:
             if p.source == "runtime":
                 kwargs[p.name] = runtime
+            elif p.source == "context":
+                if p.name in (context or {}):
+                    kwargs[p.name] = context[p.name]
             elif p.source == "llm" and p.name in args:
                 kwargs[p.name] = validate(args[p.name], p.field, p.name, dropped)
             elif p.source == "llm" and p.required:
@@ -127,7 +141,7 @@ def result_text(result: Any, error: str | None) -> str:
 
 def tool_loop(runtime, messages: list[dict], tools: list[Tool], *, max_iterations: int,
               deadline: float | None, call: Callable | None = None,
-              on_tool: Callable | None = None):
+              on_tool: Callable | None = None, context: dict | None = None):
     """Call the model; while it asks for tools, run them and send their results back.
     Returns (final ModelResponse, number of model calls)."""
     from .runtime import ModelCallError
@@ -151,7 +165,7 @@ def tool_loop(runtime, messages: list[dict], tools: list[Tool], *, max_iteration
                                        f"{sorted(by_name) or 'none'}")
             else:
                 with runtime.dag.span("tool", tc.name):
-                    result, error = run_tool(tool, tc.args, runtime)
+                    result, error = run_tool(tool, tc.args, runtime, context)
             rounds += 1
             if on_tool is not None:
                 on_tool(rounds, tc, result, error, time.perf_counter() - t0)

@@ -87,6 +87,23 @@ def test_A8_tool_method_as_native_tool():
 
 
 @pytest.mark.rule("A8")
+def test_A8_native_tool_hidden_parameter_is_filled_from_context():
+    def lookup(order_id: str, user_id: str) -> str:
+        """Look an order up."""
+        return f"{order_id} of {user_id}"
+    lookup.input_meta = {"user_id": {"hidden": True}}
+    rt = ScriptedRuntime([ToolCall("lookup", {"order_id": "A1", "user_id": "mallory"}),
+                          pick("done")] * 2)
+    assert agent("Go.", tools=[lookup], runtime=rt, context={"user_id": "ada"}) == pick("done")
+    assert rt.calls[1].messages[-1]["content"] == "A1 of ada"
+    assert "user_id" not in rt.calls[0].tools[0]["parameters"]["properties"]
+    # the same on the decision path, where the tool round lands in the trace
+    assert agent("Go.", tools=[lookup], choices=["done"], runtime=rt,
+                 context={"user_id": "ada"}) == "done"
+    assert decision.last_trace().tool_rounds[0].result == "A1 of ada"
+
+
+@pytest.mark.rule("A8")
 def test_A8_toolset_default_and_toolset_agent():
     rt = ScriptedRuntime(["x", "y"])
     desk = Desk(runtime=rt)
