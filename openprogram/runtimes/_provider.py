@@ -102,6 +102,15 @@ def redact(text: Any, secrets: tuple[str, ...] = ()) -> Any:
     return _KEYLIKE.sub(mask, text)
 
 
+def _redact_json(value: Any, redact_text: Callable[[Any], Any]) -> Any:
+    """`value` (decoded JSON) with every string in it, keys included, redacted."""
+    if isinstance(value, dict):
+        return {redact_text(k): _redact_json(v, redact_text) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact_json(v, redact_text) for v in value]
+    return redact_text(value)
+
+
 def safe_url(url: str | None) -> str | None:
     """A base_url as it may be shown: without user:password and without a query string."""
     if not url:
@@ -340,6 +349,8 @@ class ProviderRuntime(Runtime):
                 if on_text is not None and isinstance(resp.text, str) and resp.text:
                     on_text(resp.text)
             resp.text = self.redact(resp.text)
+            for tc in resp.tool_calls:  # arguments are model text too
+                tc.args = _redact_json(tc.args, self.redact)
             return resp
         except ModelCallError as exc:
             failure = exc

@@ -117,3 +117,23 @@ def test_redact_patterns(leak, expect):
 def test_redact_leaves_ordinary_text_alone():
     s = "pass api_key= or set OPENAI_API_KEY; see https://example.com/v1 for the API key docs"
     assert redact(s, (FAKE_KEY,)) == s
+
+
+def test_key_echoed_in_tool_call_arguments_is_redacted(provider, server, make_runtime, tmp_path):
+    path = tmp_path / "c.json"
+    rt = RecordingRuntime(make_runtime(), path)
+    seen = []
+
+    def lookup(q: str, opts: dict) -> str:
+        seen.append((q, opts))
+        return "ok"
+
+    server.push(tools(("id1", "lookup", {"q": f"key {FAKE_KEY}", "opts": {"k": [FAKE_KEY]}})),
+                text('```json\n{"call": "a"}\n```'))
+    assert agent("Look up, then pick.", tools=[lookup], choices=["a"], runtime=rt) == "a"
+    trace = decision.last_trace()
+    assert trace.tool_rounds[0].args["q"] == "key [redacted]"
+    for where, blob in {"tool arguments": repr(seen), "cassette": path.read_text(),
+                        "trace": json.dumps(trace.to_dict(), default=repr),
+                        "tools table": trace.to_frame("tools").to_string()}.items():
+        assert_clean(blob, where)
