@@ -9,6 +9,7 @@ live through observers.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from typing import Any, Callable
@@ -274,6 +275,18 @@ class _Decider:
         emit("resolved", self.trace)
         return result
 
+    @contextlib.contextmanager
+    def running(self):
+        """The decision's body. Whatever ends it early (Ctrl-C, a cancelled evaluate row, a bug)
+        still finishes the trace as failed, so it never stays "running"."""
+        try:
+            yield self
+        except BaseException as exc:
+            if self.trace.status == "running":
+                self._finish("failed", error=exc)
+                emit("decision_failed", self.trace)
+            raise
+
     def _finish(self, status: str, result: Any = None, error: BaseException | None = None):
         self.trace.status, self.trace.result, self.trace.error = status, result, error
         self.trace.duration_s = time.perf_counter() - self._t0
@@ -314,11 +327,12 @@ def make(prompt: str, options: Any, *, runtime: Runtime | None = None,
     with rt.dag.span("decision", "decision.make"):
         d = _Decider(rt, menu, request=prompt, context=context, max_attempts=attempts,
                      entry="make", deadline=deadline, menu_text=menu_text)
-        text = prompt + "\n\n" + menu_text
-        att = d.new_attempt(text)
-        d.call(att, [{"role": "user", "content": text}])
-        option, kwargs = d.settle(att)
-        return d.resolve(option, kwargs)
+        with d.running():
+            text = prompt + "\n\n" + menu_text
+            att = d.new_attempt(text)
+            d.call(att, [{"role": "user", "content": text}])
+            option, kwargs = d.settle(att)
+            return d.resolve(option, kwargs)
 
 
 def parse_args(reply: Any, options: Any, *, runtime: Runtime | None = None,
@@ -336,12 +350,13 @@ def parse_args(reply: Any, options: Any, *, runtime: Runtime | None = None,
         attempts = 1
     d = _Decider(runtime, menu, request=prompt, context=context, max_attempts=attempts,
                  entry="parse")
-    att = d.new_attempt(prompt)
-    att.reply = reply
-    emit("reply_received", d.trace, att)
-    option, kwargs = d.settle(att)
-    d._finish("resolved", result=None)
-    emit("resolved", d.trace)
+    with d.running():
+        att = d.new_attempt(prompt)
+        att.reply = reply
+        emit("reply_received", d.trace, att)
+        option, kwargs = d.settle(att)
+        d._finish("resolved", result=None)
+        emit("resolved", d.trace)
     return (option.handler if option.kind == "function" else option.name), kwargs
 
 
@@ -380,10 +395,11 @@ def run_agent_decision(rt: Runtime, blocks: list[dict], choices: Any, tools: lis
     with rt.dag.span("decision", "agent(choices=)"):
         d = _Decider(rt, menu, request=request, context=context, max_attempts=2, entry="agent",
                      deadline=deadline, menu_text=menu_text)
-        att = d.new_attempt(blocks_text(turn))
-        d.turn(att, turn, tools, max_iterations)
-        option, kwargs = d.settle(att)
-        return d.resolve(option, kwargs)
+        with d.running():
+            att = d.new_attempt(blocks_text(turn))
+            d.turn(att, turn, tools, max_iterations)
+            option, kwargs = d.settle(att)
+            return d.resolve(option, kwargs)
 
 
 def _format_check(d: _Decider, schema: Field):
@@ -423,12 +439,13 @@ def run_format(rt: Runtime, blocks: list[dict], response_format: Any, tools: lis
     with rt.dag.span("decision", "exec(response_format=)"):
         d = _Decider(rt, [option], request=request, context=context, max_attempts=2,
                      entry="format", deadline=deadline, menu_text=menu_text)
-        att = d.new_attempt(blocks_text(turn))
-        d.turn(att, turn, tools, max_iterations)
-        _, value = d.settle(att, _format_check(d, schema))
-        d._finish("resolved", result=value)
-        emit("resolved", d.trace)
-        return value
+        with d.running():
+            att = d.new_attempt(blocks_text(turn))
+            d.turn(att, turn, tools, max_iterations)
+            _, value = d.settle(att, _format_check(d, schema))
+            d._finish("resolved", result=value)
+            emit("resolved", d.trace)
+            return value
 
 # Prototyping at scale (evaluate.py imports make from here, so this import comes last).
 from .evaluate import compare, evaluate  # noqa: E402,F401

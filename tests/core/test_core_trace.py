@@ -129,6 +129,31 @@ def test_A4_tool_call_events_and_tool_rounds(events):
 
 
 @pytest.mark.rule("A4")
+@pytest.mark.parametrize("entry", ["make", "agent", "format"])
+def test_A4_an_interrupted_decision_is_finished_as_failed(events, entry):
+    """Ctrl-C in the middle of a model call (or a cancelled evaluate row) ends the decision:
+    the trace says failed with the interrupt as its error, observers hear decision_failed, and
+    what the model had streamed stays on the attempt."""
+    def model(prompt):
+        raise KeyboardInterrupt()
+    rt = ScriptedRuntime([pick("a") + " and then", model], stream_chunk=4)
+    with pytest.raises(KeyboardInterrupt):
+        if entry == "make":
+            decision.make("Pick.", ["b"], runtime=rt)
+        elif entry == "agent":
+            agent("Pick.", choices=["b"], runtime=rt)
+        else:
+            agent("Fill.", response_format={"n": int}, runtime=rt)
+    t = events[-1].trace
+    assert events[-1].kind == "decision_failed"
+    assert t.status == "failed" and isinstance(t.error, KeyboardInterrupt)
+    assert t.duration_s is not None and decision.last_trace() is t
+    assert [a.number for a in t.attempts] == [1, 2]
+    assert t.attempts[0].reply.endswith(" and then") and t.attempts[0].error_kind
+    assert t.to_dict()["error"]["type"] == "KeyboardInterrupt"
+
+
+@pytest.mark.rule("A4")
 def test_A4_global_observer_and_a_raising_observer():
     seen = []
     fn = add_observer(seen.append)
