@@ -209,13 +209,16 @@ def json_args(raw: Any) -> Any:
 
 
 class ProviderRuntime(Runtime):
-    """Base of the SDK-backed runtimes. Subclasses set `provider`, `env_key`, `sdk_name` and
-    implement `_client_for`, `_request`, `_complete_once` and `_complete_stream`."""
+    """Base of the SDK-backed runtimes. Subclasses set `provider`, `env_key`, `sdk_name`,
+    `client_class`, `end_marker` and implement `_create`, `_request`, `_complete_once` and
+    `_complete_stream`."""
 
     provider = "provider"
     env_key = "API_KEY"
     sdk_name = "sdk"
     extra = "sdk"
+    client_class = "Client"      # the SDK's client class, e.g. openai.OpenAI
+    end_marker = "end"           # the stream event that says the reply is complete
     #: The key used for a local server (base_url given, no key anywhere): local OpenAI-compatible
     #: servers ignore it but the SDK needs a non-empty one.
     local_key = "not-needed"
@@ -250,16 +253,13 @@ class ProviderRuntime(Runtime):
         self.system = system
         self.request_options = request_options
         import httpx2
-        self._client = self._client_for(
-            sdk, api_key=key, base_url=base_url, max_retries=max_retries,
+        self._client = getattr(sdk, self.client_class)(
+            api_key=key, base_url=base_url, max_retries=max_retries,
             default_headers=default_headers,
             http_client=sdk.DefaultHttpxClient(transport=deadline_transport(httpx2)))
         self._sdk = sdk
 
     # -- what subclasses provide ----------------------------------------------------------------
-    def _client_for(self, sdk, **kwargs):
-        raise NotImplementedError
-
     def _request(self, messages: list[dict], tools: list[dict] | None) -> dict:
         raise NotImplementedError
 
@@ -311,6 +311,15 @@ class ProviderRuntime(Runtime):
     def __getstate__(self):
         raise TypeError(f"{type(self).__name__} holds an API key and a network client and "
                         f"cannot be pickled; create it again in the other process")
+
+    def _incomplete(self, text: list[str]) -> ModelCallError:
+        """The error for a stream that ended without its closing event."""
+        received = "".join(text)
+        return ModelCallError(
+            f"the stream from {self.provider} model {self.model!r} at {self.where} ended "
+            f"before the reply was complete (no {self.end_marker})."
+            + (f" The {len(received)} characters received are kept as the partial reply."
+               if received else ""), partial=received, kind="model_error")
 
     def redact(self, text: Any) -> Any:
         return redact(text, (self._key.reveal(),))

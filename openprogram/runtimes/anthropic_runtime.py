@@ -38,6 +38,8 @@ class AnthropicRuntime(ProviderRuntime):
     env_key = "ANTHROPIC_API_KEY"
     sdk_name = "anthropic"
     extra = "anthropic"
+    client_class = "Anthropic"
+    end_marker = "message_stop"
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
                  stream: bool = True, max_retries: int = 2, timeout: float | None = None,
@@ -52,10 +54,6 @@ class AnthropicRuntime(ProviderRuntime):
 
     def _example_model(self) -> str:
         return "claude-sonnet-4-5"
-
-    def _client_for(self, sdk, *, api_key, base_url, max_retries, default_headers, http_client):
-        return sdk.Anthropic(api_key=api_key, base_url=base_url, max_retries=max_retries,
-                             default_headers=default_headers, http_client=http_client)
 
     def _create(self):
         return self._client.messages.create
@@ -122,11 +120,7 @@ class AnthropicRuntime(ProviderRuntime):
                 if deadline is not None and time.monotonic() > deadline:
                     raise DeadlineExceeded()
         if not finished:
-            raise ModelCallError(
-                f"the stream from {self.provider} model {self.model!r} at {self.where} ended "
-                f"before the reply was complete (no message_stop)."
-                + (f" The {len(''.join(text))} characters received are kept as the partial "
-                   f"reply." if text else ""), partial="".join(text), kind="model_error")
+            raise self._incomplete(text)
         return ModelResponse(
             text="".join(text),
             tool_calls=[tool_call(b["name"], b["json"] or {}, b["id"])

@@ -51,6 +51,8 @@ class OpenAIRuntime(ProviderRuntime):
     env_key = "OPENAI_API_KEY"
     sdk_name = "openai"
     extra = "openai"
+    client_class = "OpenAI"
+    end_marker = "finish_reason"
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
                  stream: bool = True, max_retries: int = 2, timeout: float | None = None,
@@ -63,10 +65,6 @@ class OpenAIRuntime(ProviderRuntime):
 
     def _example_model(self) -> str:
         return "gpt-4o-mini"
-
-    def _client_for(self, sdk, *, api_key, base_url, max_retries, default_headers, http_client):
-        return sdk.OpenAI(api_key=api_key, base_url=base_url, max_retries=max_retries,
-                          default_headers=default_headers, http_client=http_client)
 
     def _create(self):
         return self._client.chat.completions.create
@@ -130,11 +128,7 @@ class OpenAIRuntime(ProviderRuntime):
                 if deadline is not None and time.monotonic() > deadline:
                     raise DeadlineExceeded()
         if not finished:
-            raise ModelCallError(
-                f"the stream from {self.provider} model {self.model!r} at {self.where} ended "
-                f"before the reply was complete (no finish_reason)."
-                + (f" The {len(''.join(text))} characters received are kept as the partial "
-                   f"reply." if text else ""), partial="".join(text), kind="model_error")
+            raise self._incomplete(text)
         return ModelResponse(
             text="".join(text),
             tool_calls=[tool_call(c["name"], c["args"], c["id"]) for _, c in sorted(calls.items())],
