@@ -89,17 +89,36 @@ class Lab:
         return target
 
     def open_notebook(self, path: Path, timeout_ms: int = 90_000):
-        """A new page with the notebook open and its kernel idle."""
+        """A new page with the notebook open and its kernel idle. On a timeout the error says
+        what the page showed (a kernel dialog, the kernel's status)."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
         rel = Path(path).resolve().relative_to(self.root.resolve()).as_posix()
         page = self.context.new_page()
         page.goto(f"{self.server.url}/lab/tree/{rel}?token={self.server.token}")
-        page.wait_for_function(
-            """() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
-                       const k = w && w.sessionContext && w.sessionContext.session
-                                 && w.sessionContext.session.kernel;
-                       return !!(k && k.status === 'idle' && w.content
-                                 && w.content.widgets.length); }""",
-            timeout=timeout_ms)
+        try:
+            page.wait_for_function(
+                """() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+                           const k = w && w.sessionContext && w.sessionContext.session
+                                     && w.sessionContext.session.kernel;
+                           return !!(k && k.status === 'idle' && w.content
+                                     && w.content.widgets.length); }""",
+                timeout=timeout_ms)
+        except PlaywrightTimeout:
+            state = page.evaluate(
+                """() => { const app = window.jupyterapp;
+                           const w = app && app.shell.currentWidget;
+                           const s = w && w.sessionContext;
+                           const k = s && s.session && s.session.kernel;
+                           const d = document.querySelector('.jp-Dialog');
+                           return {app: !!app, widget: w ? w.title.label : null,
+                                   kernel: k ? k.name + ' ' + k.status : null,
+                                   kernelPreference: s ? JSON.stringify(s.kernelPreference)
+                                                       : null,
+                                   dialog: d ? d.innerText : null}; }""")
+            page.close()
+            raise AssertionError(f"{rel} did not reach an idle kernel in {timeout_ms / 1000:.0f}"
+                                 f" s; the page showed {state}\nserver log:\n"
+                                 f"{self.server.log_tail(2000)}") from None
         return page
 
     def kernel_name(self, page) -> str:
