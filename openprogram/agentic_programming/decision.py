@@ -148,18 +148,25 @@ class _Decider:
         return resp
 
     # -- checks -------------------------------------------------------------------------------
-    def check(self, att: Attempt) -> tuple[Option, dict]:
-        """Find the pick in `att.reply` and validate it (P1-P5). Fills the attempt."""
-        reply = att.reply
-        if not isinstance(reply, str):
-            raise ParseError("not_text", f"the model reply is {type(reply).__name__}, not text")
-        ex = find_action(reply)
+    def extract(self, att: Attempt, require_key: bool = True):
+        """Find the JSON object in `att.reply` (P1, A6); fills the attempt's extraction fields."""
+        if not isinstance(att.reply, str):
+            raise ParseError("not_text", f"the model reply is {type(att.reply).__name__}, "
+                                         f"not text")
+        ex = find_action(att.reply, require_key=require_key)
         att.candidates = ex.candidates
         if ex.action is None:
             emit("extracted", self.trace, att)
             raise ParseError("no_action", ex.problem)
-        att.extracted, att.found_in, att.key_alias = ex.action, ex.found_in, ex.key
+        att.extracted, att.found_in = ex.action, ex.found_in
+        if require_key:
+            att.key_alias = ex.key
         emit("extracted", self.trace, att)
+        return ex
+
+    def check(self, att: Attempt) -> tuple[Option, dict]:
+        """Find the pick in `att.reply` and validate it (P1-P5). Fills the attempt."""
+        ex = self.extract(att)
         name = ex.action[ex.key]
         if not isinstance(name, str):
             raise ParseError("bad_args", f'"{ex.key}" must be an option name (a string), got '
@@ -404,16 +411,7 @@ def run_agent_decision(rt: Runtime, blocks: list[dict], choices: Any, tools: lis
 
 def _format_check(d: _Decider, schema: Field):
     def check(att: Attempt):
-        if not isinstance(att.reply, str):
-            raise ParseError("not_text", f"the model reply is {type(att.reply).__name__}, "
-                                         f"not text")
-        ex = find_action(att.reply, require_key=False)
-        att.candidates = ex.candidates
-        if ex.action is None:
-            emit("extracted", d.trace, att)
-            raise ParseError("no_action", ex.problem)
-        att.extracted, att.found_in = ex.action, ex.found_in
-        emit("extracted", d.trace, att)
+        ex = d.extract(att, require_key=False)
         dropped: list[str] = []
         value = validate(ex.action, schema, "response", dropped)
         att.dropped += dropped

@@ -409,11 +409,16 @@ def check_context(menu: list[Option], context: dict | None) -> None:
     if context is not None and not isinstance(context, dict):
         raise TypeError(f"context= must be a dict, got {type(context).__name__}")
     for o in menu:
-        for p in o.params:
-            if p.source == "context" and p.required and p.name not in (context or {}):
-                raise OptionError(
-                    f"option {o.name!r}: hidden parameter {p.name!r} has no default and is not "
-                    f"in context; pass context={{{p.name!r}: ...}} or give it a default")
+        check_hidden(f"option {o.name!r}", o.params, context)
+
+
+def check_hidden(where: str, params: list[Param], context: dict | None) -> None:
+    """Fail when one of `params` is hidden, has no default and has no value in `context`."""
+    for p in params:
+        if p.source == "context" and p.required and p.name not in (context or {}):
+            raise OptionError(
+                f"{where}: hidden parameter {p.name!r} has no default and is not in context; "
+                f"pass context={{{p.name!r}: ...}} or give it a default")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,7 +16,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .options import OptionError, Param, ParseError, call_function, function_params, validate
+from .options import (OptionError, Param, ParseError, call_function, check_hidden,
+                      function_params, validate)
 
 
 @dataclass
@@ -94,11 +95,7 @@ def collect(tools: Any, toolset: Any, context: dict | None = None) -> list[Tool]
             raise ValueError(f"two different tools are named {t.name!r}; rename one")
         out[t.name] = t
     for t in out.values():
-        for p in t.params:
-            if p.source == "context" and p.required and p.name not in (context or {}):
-                raise OptionError(
-                    f"tool {t.name!r}: hidden parameter {p.name!r} has no default and is not "
-                    f"in context; pass context={{{p.name!r}: ...}} or give it a default")
+        check_hidden(f"tool {t.name!r}", t.params, context)
     return list(out.values())
 
 
