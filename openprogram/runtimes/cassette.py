@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..agentic_programming.runtime import ModelCallError, ModelResponse, Runtime, ToolCall
+from .scripted import stream_text
 
 FORMAT = "openprogram-cassette"
 VERSION = 1
@@ -230,18 +231,8 @@ class ReplayRuntime(Runtime):
             usage=dict(r["usage"]) if r.get("usage") else None, model=r.get("model"))
 
     def _play(self, text: Any, on_text, entry: dict) -> None:
-        if not isinstance(text, str):
-            return
-        pieces = [text[i:i + self.stream_chunk] for i in range(0, len(text), self.stream_chunk)]
-        pause = (entry.get("duration_s") or 0) / max(len(pieces), 1) if self.realtime else 0
-        for piece in pieces:
-            if pause:
-                time.sleep(pause)
-            if on_text is not None:
-                on_text(piece)
-        if not pieces and pause:
-            time.sleep(entry.get("duration_s") or 0)
-
+        stream_text(text, self.stream_chunk, on_text,
+                    (entry.get("duration_s") or 0) if self.realtime else 0)
 
 __all__ = ["RecordingRuntime", "ReplayRuntime", "CassetteMismatch", "CassetteExhausted",
            "load_cassette"]

@@ -104,19 +104,27 @@ class ScriptedRuntime(Runtime):
             raise ModelCallError(f"the scripted model took longer than the {timeout:.3f}s left",
                                  kind="timeout")
         text = resp.text
-        if isinstance(text, str) and self.stream_chunk and on_text is not None and text:
-            pieces = [text[i:i + self.stream_chunk] for i in range(0, len(text),
-                                                                   self.stream_chunk)]
-            for piece in pieces:
-                if delay:
-                    time.sleep(delay / len(pieces))
-                on_text(piece)
-        elif delay:
-            time.sleep(delay)
+        stream_text(text, self.stream_chunk, on_text, delay)
         if self.usage and resp.usage is None:
             resp.usage = {"input_tokens": len(_all_text(messages).split()),
                           "output_tokens": len(text.split()) if isinstance(text, str) else 0}
         return resp
+
+
+def stream_text(text: Any, chunk: int | None, on_text: Callable[[str], None] | None,
+                seconds: float = 0.0) -> None:
+    """Send `text` to `on_text` in pieces of `chunk` characters spread over `seconds`, as a
+    streaming model would; with nothing to stream, just take the `seconds`."""
+    pieces = ([text[i:i + chunk] for i in range(0, len(text), chunk)]
+              if chunk and on_text is not None and isinstance(text, str) else [])
+    if not pieces:
+        if seconds:
+            time.sleep(seconds)
+        return
+    for piece in pieces:
+        if seconds:
+            time.sleep(seconds / len(pieces))
+        on_text(piece)
 
 
 def _last_user_text(messages: list[dict]) -> str:
