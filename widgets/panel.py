@@ -316,8 +316,16 @@ class DecisionPanel(W.VBox):
         if trace is not None:
             self.set_trace(trace)
 
-    def __repr__(self) -> str:  # plain-text front ends (terminal IPython, nbconvert) see this
+    def __repr__(self) -> str:
         return self.trace.format_text() if self.trace else "<DecisionPanel: no decision yet>"
+
+    def _repr_mimebundle_(self, **kwargs):
+        # ipywidgets cuts text/plain to 110 characters; plain-text front ends (terminal IPython,
+        # nbconvert, a notebook viewer without widget state) should see the whole trace.
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if isinstance(bundle, dict) and "text/plain" in bundle:
+            bundle["text/plain"] = repr(self)
+        return bundle
 
     # -- drawing ------------------------------------------------------------------------------
     def set_trace(self, trace: DecisionTrace) -> None:

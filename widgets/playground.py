@@ -1,51 +1,46 @@
 """The playground: a person plays the model, and watches the mechanism at work.
 
-`Playground(options, prompt="...")` shows the prompt (editable), the menu the model would see, a
-box for "the model's reply", a Run button and a decision panel. Each click on Run answers one model
-call with the typed reply: the real `decision.make` runs again from the start on a runtime whose
-replies are the ones typed so far, so the panel shows how the mechanism extracted, validated and
-(when the reply was bad) re-asked. When `decision.make` asks for a reply that has not been typed
-yet, the runtime stops it (see `_AwaitReply`), and the panel shows the pending attempt with the
-re-ask prompt it would send; the next typed reply answers it. Nothing ever waits for input inside
-the kernel: the work runs in the button's callback and returns.
+`Playground(options, prompt="...")` shows the prompt (editable until the first Run), the menu the
+model would see, a box for "the model's reply", a Run button and a decision panel. Each click on
+Run answers one model call with the typed reply. The decision is one real `decision.make`, run in
+a worker thread on a runtime whose `complete()` hands control back to the button's callback and
+waits for the next typed reply; the callback waits only until the mechanism has dealt with the
+reply (it asks for another one — a re-ask — or it resolved or failed), so every click advances
+exactly one attempt. Nothing ever waits for *input* in the kernel's main thread: between clicks,
+only the worker waits. The panel shows the live trace, status "running" while a reply is awaited.
 """
 from __future__ import annotations
 
+import queue
+import threading
 from typing import Any
 
 import ipywidgets as W
 
-from openprogram.agentic_programming.options import render_menu, normalize
-from openprogram.agentic_programming.runtime import ModelResponse, Runtime
+from openprogram.agentic_programming.options import normalize, render_menu
+from openprogram.agentic_programming.runtime import ModelCallError, ModelResponse, Runtime
 
 from .panel import DecisionPanel, esc
 
 __all__ = ["Playground"]
 
-
-class _AwaitReply(BaseException):
-    """Raised by the typed-reply runtime when the mechanism asks for a reply not typed yet.
-
-    A BaseException on purpose: the core turns every Exception from a model call into a failed
-    attempt and a finished decision; this one must pass through untouched, leaving the trace
-    as it is at that moment: running, with the new attempt sent and its reply pending. Nothing
-    is recorded in the process's history of finished decisions."""
+_RESET = object()
 
 
 class _TypedReplies(Runtime):
-    """A model whose replies are the ones the person typed, in order."""
+    """A model whose replies are typed by a person: `complete()` reports "waiting" to the
+    playground and blocks (in the worker thread) until the next reply arrives."""
 
-    def __init__(self, replies: list[str]):
+    def __init__(self, to_worker: queue.Queue, from_worker: queue.Queue):
         super().__init__(name="you (playground)", model="you")
-        self.replies = list(replies)
-        self.used = 0
+        self.to_worker, self.from_worker = to_worker, from_worker
 
     def complete(self, messages, *, tools=None, on_text=None, timeout=None) -> ModelResponse:
-        if self.used >= len(self.replies):
-            raise _AwaitReply()
-        text = self.replies[self.used]
-        self.used += 1
-        return ModelResponse(text=text, usage=None, model="you")
+        self.from_worker.put(("waiting", None))
+        text = self.to_worker.get()
+        if text is _RESET:
+            raise ModelCallError("the playground was reset before this reply was typed")
+        return ModelResponse(text=text, model="you")
 
 
 class Playground(W.VBox):
@@ -61,6 +56,7 @@ class Playground(W.VBox):
         self.context = context
         self.max_retries = max_retries
         self.replies: list[str] = []
+        self._worker: threading.Thread | None = None
         self.state = "ready"
         self.result: Any = None
         self.error: BaseException | None = None
@@ -91,8 +87,8 @@ class Playground(W.VBox):
 
     # -- steps ----------------------------------------------------------------------------------
     def run(self, reply: str | None = None) -> str:
-        """Answer the pending model call with `reply` (default: the text box) and replay the
-        decision up to the next model call it needs. Returns the new state."""
+        """Answer the pending model call with `reply` (default: the text box) and return once
+        the mechanism has dealt with it. Returns the new state."""
         if self.state in ("resolved", "failed"):
             self._show_status("This decision is over; press Reset to play it again.")
             return self.state
@@ -100,16 +96,25 @@ class Playground(W.VBox):
         if not text.strip():
             self._show_status("Write the model's reply first, then press Run.")
             return self.state
+        if self._worker is None:
+            self._start()
         self.replies.append(text)
-        self._replay()
+        self._to_worker.put(text)
+        self._settle(self._from_worker.get())
         if self.state == "waiting":
             self.reply.value = ""
         return self.state
 
     def reset(self) -> None:
-        """Forget the typed replies and start again (the prompt and the options stay)."""
+        """Forget the typed replies and start again (the prompt and the options stay). A
+        decision still waiting for a reply ends as failed ("the playground was reset")."""
+        if self._worker is not None and self.state == "waiting":
+            self._to_worker.put(_RESET)
+            self._from_worker.get()
+        self._worker = None
         self.replies, self.state, self.result, self.error = [], "ready", None, None
         self.reply.value = ""
+        self.prompt.disabled = False
         self.panel = self._fresh_panel()
         self._show_status()
 
@@ -118,24 +123,36 @@ class Playground(W.VBox):
         self.children = tuple(self.children[:-1]) + (panel,)
         return panel
 
-    def _replay(self) -> None:
-        from openprogram import decision
-        from openprogram.agentic_programming.trace import observe
-        rt = _TypedReplies(self.replies)
-        started = []
-        try:
-            with observe(lambda e: started.append(e.trace) if e.kind == "decision_started"
-                         else None):
-                self.result = decision.make(self.prompt.value, self.options, runtime=rt,
-                                            context=self.context,
-                                            max_retries=self.max_retries)
-            self.state, self.error = "resolved", None
-        except _AwaitReply:
-            self.state = "waiting"
-        except Exception as exc:  # a DecisionError, or an option's function that raised
-            self.state, self.error = "failed", exc
-        if started:
-            self.panel.set_trace(started[0])
+    def _start(self) -> None:
+        """Start the decision in a worker thread and wait until it asks for reply 1."""
+        from openprogram import decision, observe
+        self._to_worker, self._from_worker = queue.Queue(), queue.Queue()
+        rt = _TypedReplies(self._to_worker, self._from_worker)
+        prompt, panel, out = self.prompt.value, self.panel, self._from_worker
+        self.prompt.disabled = True   # a decision's prompt is fixed once it is sent
+
+        def work():
+            with observe(panel.observer):
+                try:
+                    result = decision.make(prompt, self.options, runtime=rt,
+                                           context=self.context, max_retries=self.max_retries)
+                except BaseException as exc:  # reported to the callback, never lost
+                    out.put(("failed", exc))
+                else:
+                    out.put(("resolved", result))
+
+        self._worker = threading.Thread(target=work, name="openprogram-playground",
+                                        daemon=True)
+        self._worker.start()
+        self._settle(self._from_worker.get())
+
+    def _settle(self, message) -> None:
+        state, value = message
+        self.state = state
+        if state == "resolved":
+            self.result, self.error = value, None
+        elif state == "failed":
+            self.error = value
         self._show_status()
 
     def _show_status(self, note: str | None = None) -> None:

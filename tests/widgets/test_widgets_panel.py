@@ -54,6 +54,10 @@ def test_a_panel_from_a_trace_shows_every_attempt_and_the_result():
     assert "op-result" in panel.outcome.value and "&#x27;nights&#x27;" not in panel.outcome.value
     assert html.escape('"nights": 2') in panel.outcome.value
     assert "resolved" in panel.header.value and f"#{trace.id}" in panel.header.value
+    # text front ends see the whole trace, not ipywidgets' 110-character cut
+    bundle = panel._repr_mimebundle_()
+    assert bundle["text/plain"] == trace.format_text()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
 
 
 def test_the_tables_are_the_trace_frames():

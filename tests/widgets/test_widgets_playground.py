@@ -108,3 +108,17 @@ def test_typed_markup_is_shown_as_text():
 def test_a_bad_option_set_is_rejected_before_any_widget():
     with pytest.raises(OptionError, match="the option set is empty"):
         Playground({})
+
+
+def test_between_clicks_only_the_worker_waits_and_reset_ends_its_decision():
+    pg = Playground(OPTIONS, prompt="Pick.")
+    assert pg.run("no idea") == "waiting"
+    worker, trace = pg._worker, pg.panel.trace
+    # the click returned; the decision is still running in its worker, waiting for a reply
+    assert worker.is_alive() and trace.status == "running"
+    assert pg.prompt.disabled  # the prompt was sent: it is fixed for this decision
+    pg.reset()
+    worker.join(timeout=30)
+    assert not worker.is_alive()
+    assert trace.status == "failed" and "the playground was reset" in str(trace.error)
+    assert pg.state == "ready" and not pg.prompt.disabled and pg.panel.trace is None
