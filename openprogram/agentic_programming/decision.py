@@ -16,7 +16,8 @@ from typing import Any, Callable
 
 from .extract import CALL_KEYS, extract_action, find_action
 from .options import (Field, Option, OptionError, Param, ParseError, call_function,
-                      check_context, normalize, render_menu, schema_field, validate)
+                      check_context, normalize, option_infos, render_menu, schema_field,
+                      validate)
 from .runtime import ModelCallError, Runtime, resolve_runtime, to_blocks, blocks_text
 from .trace import Attempt, DecisionTrace, ToolRound, emit, explain, last_trace
 from . import tools as _tools
@@ -104,7 +105,7 @@ class _Decider:
         self.by_name = {o.name: o for o in menu}
         self.menu_text = menu_text if menu_text is not None else render_menu(menu)
         self.trace = DecisionTrace(
-            prompt=request, menu=self.menu_text, options=[o.info() for o in menu], entry=entry,
+            prompt=request, menu=self.menu_text, options=option_infos(menu), entry=entry,
             max_attempts=max_attempts, runtime=getattr(runtime, "name", None),
             context_keys=sorted(self.context))
         self._t0 = time.perf_counter()

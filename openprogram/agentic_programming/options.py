@@ -7,6 +7,7 @@ menu text (R1-R3); `validate` checks a model-written value against a `Field` (P3
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import types
@@ -130,6 +131,26 @@ class Option:
             } for p in self.params],
             "signature": self.signature(),
         }
+
+
+class Menu(tuple):
+    """A normalized option set, as `normalize` returns it: a tuple of `Option`s whose menu text
+    and option table are derived once and kept. A batch run (evaluate) hands one Menu to every
+    decision, and rebuilding these was about half of a decision's own time; a tuple, so what
+    they are derived from cannot change under them."""
+
+    @functools.cached_property
+    def text(self) -> str:
+        return _render_menu(self)
+
+    @functools.cached_property
+    def infos(self) -> tuple[dict, ...]:
+        return tuple(o.info() for o in self)
+
+
+def option_infos(menu: list[Option]) -> list[dict]:
+    """The option table of a menu (one `Option.info()` row per option), a list of its own."""
+    return list(menu.infos) if isinstance(menu, Menu) else [o.info() for o in menu]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -335,10 +356,14 @@ def _fn_name(fn: Callable, where: str) -> str:
     return name
 
 
-def normalize(options: Any) -> list[Option]:
-    """An option set (dict or list form) as a list of `Option`s; rejects bad sets (O4)."""
-    if isinstance(options, list) and options and all(isinstance(o, Option) for o in options):
+def normalize(options: Any) -> Menu:
+    """An option set (dict or list form) as a `Menu` of `Option`s; rejects bad sets (O4). A
+    Menu comes back as it is, so its derived text is reused."""
+    if isinstance(options, Menu):
         return options
+    if isinstance(options, (list, tuple)) and options and \
+            all(isinstance(o, Option) for o in options):
+        return Menu(options)
     out: list[Option] = []
     if isinstance(options, dict):
         for name, handler in options.items():
@@ -361,7 +386,7 @@ def normalize(options: Any) -> list[Option]:
             raise OptionError(f"option name {o.name!r} appears twice; option names must be "
                               f"unique (rename one, or use the dict form)")
         seen.add(o.name)
-    return out
+    return Menu(out)
 
 
 def _dict_option(name: str, handler: Any, where: str) -> Option:
@@ -444,6 +469,11 @@ def _detail_lines(name: str, f: Field, required: bool, default: Any, indent: str
 
 
 def render_menu(menu: list[Option]) -> str:
+    """The menu text of normalized options (R1-R3); a Menu's is rendered once."""
+    return menu.text if isinstance(menu, Menu) else _render_menu(menu)
+
+
+def _render_menu(menu: list[Option]) -> str:
     lines = ['Options (reply with one JSON object that picks exactly one, as in its "Call:" line):']
     for o in menu:
         lines.append("")

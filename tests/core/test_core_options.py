@@ -332,3 +332,21 @@ def test_R3_placeholders_are_native_json_literals():
 def test_R3_enum_placeholder_is_the_first_allowed_value():
     menu = decision.render_options({"x": ("d", {"level": {"type": int, "options": [7, 8]}})})
     assert call_lines(menu) == [{"call": "x", "args": {"level": 7}}]
+
+
+@pytest.mark.rule("R1")
+def test_R1_a_normalized_menu_is_reused_as_is_and_renders_the_same():
+    from openprogram.agentic_programming.options import Menu, normalize
+    options = {"shout": shout, "form": ("Fill.", {"n": int}), "skip": ("SKIP", "Skip it.")}
+    menu = normalize(options)
+    assert isinstance(menu, Menu) and normalize(menu) is menu
+    assert normalize(list(menu)) == menu          # a list of Options becomes a Menu of them
+    assert decision.render_options(menu) == decision.render_options(options)
+    rt = ScriptedRuntime([pick("skip"), pick("form", {"n": 1})])
+    traces = []
+    for _ in range(2):
+        decision.make("Pick.", menu, runtime=rt)
+        traces.append(decision.last_trace())
+    assert traces[0].menu == traces[1].menu == decision.render_options(options)
+    assert traces[0].options == traces[1].options == [o.info() for o in menu]
+    assert traces[0].options is not traces[1].options   # each trace owns its table
