@@ -2,8 +2,6 @@
 loaded, and helpers that walk a widget tree for the HTML it shows."""
 import pytest
 
-pytest.importorskip("ipywidgets", reason="the notebook layer needs the 'notebook' extra")
-
 
 @pytest.fixture
 def shell():
