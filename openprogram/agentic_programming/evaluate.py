@@ -27,7 +27,7 @@ from typing import Any
 
 from .decision import _max_attempts, make
 from .options import Option, check_context, normalize
-from .runtime import Runtime, resolve_runtime
+from .runtime import Runtime, check_timeout, resolve_runtime
 from .trace import DecisionTrace, TraceEvent, _safe_repr, observe
 
 __all__ = ["evaluate", "compare", "EvaluationResult", "ComparisonResult"]
@@ -305,6 +305,7 @@ def evaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime | None 
     _check_on_interrupt(on_interrupt)
     concurrency = _positive_int(concurrency, "concurrency")
     _max_attempts(max_retries)
+    check_timeout(timeout_s)
     menu = normalize(options)
     check_context(menu, context)
     columns, records = _records(inputs)
@@ -370,6 +371,7 @@ def compare(prompt: str, variants: Any, inputs: Any, *, options: Any = None,
     _check_on_interrupt(on_interrupt)
     concurrency = _positive_int(concurrency, "concurrency")
     _max_attempts(max_retries)
+    check_timeout(timeout_s)
     plan = _variants(variants, options, runtime)
     for _, menu, _ in plan:
         check_context(menu, context)

@@ -149,6 +149,28 @@ def using_runtime(runtime: "Runtime") -> Iterator["Runtime"]:
         _current_runtime.reset(token)
 
 
+def check_timeout(timeout_s: Any) -> None:
+    """Reject a time budget that is not a positive number of seconds (None means no budget)."""
+    if timeout_s is not None and (isinstance(timeout_s, bool) or
+                                  not isinstance(timeout_s, (int, float)) or not timeout_s > 0):
+        raise ValueError(f"timeout_s must be a number of seconds > 0 (it covers the whole call, "
+                         f"re-asks and tool rounds included), or None for no limit; got "
+                         f"{timeout_s!r}")
+
+
+def deadline_after(timeout_s: float | None) -> float | None:
+    """The time.monotonic() at which a budget of `timeout_s` seconds, starting now, runs out."""
+    check_timeout(timeout_s)
+    return None if timeout_s is None else time.monotonic() + timeout_s
+
+
+def check_iterations(max_iterations: Any) -> None:
+    if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or \
+            max_iterations < 1:
+        raise ValueError(f"max_iterations must be a whole number >= 1 (the model calls of one "
+                         f"turn, tool rounds included), got {max_iterations!r}")
+
+
 def resolve_runtime(runtime: "Runtime | None", what: str) -> "Runtime":
     rt = runtime if runtime is not None else _current_runtime.get()
     if rt is None:
@@ -294,11 +316,13 @@ class Runtime:
         """Run one turn. Returns the reply text; with `choices=`, the resolved decision; with
         `response_format=`, the validated object."""
         from . import decision, tools as _tools
+        check_iterations(max_iterations)
+        check_timeout(timeout_s)
         blocks = to_blocks(content)
         tool_list = _tools.collect(tools, toolset, context)
         if choices is not None and response_format is not None:
             raise ValueError("exec() takes choices= or response_format=, not both")
-        deadline = time.monotonic() + timeout_s if timeout_s is not None else None
+        deadline = deadline_after(timeout_s)
         if choices is not None:
             return decision.run_agent_decision(self, blocks, choices, tool_list, context=context,
                                                max_iterations=max_iterations, deadline=deadline)

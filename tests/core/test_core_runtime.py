@@ -206,6 +206,30 @@ def test_A2_stream_chunk_and_latency_time_out():
     assert info.value.kind == "timeout"
 
 
+@pytest.mark.rule("A1")
+@pytest.mark.parametrize("kw, pattern", [
+    ({"timeout_s": "5"}, r"timeout_s must be a number of seconds > 0 .*; got '5'"),
+    ({"timeout_s": 0}, r"timeout_s must be a number of seconds > 0 .*; got 0"),
+    ({"timeout_s": -1.5}, r"timeout_s must be a number of seconds > 0"),
+    ({"timeout_s": True}, r"timeout_s must be a number of seconds > 0"),
+    ({"max_iterations": 0}, r"max_iterations must be a whole number >= 1 .*, got 0"),
+    ({"max_iterations": "3"}, r"max_iterations must be a whole number >= 1"),
+])
+def test_A1_bad_budgets_fail_before_any_model_call(kw, pattern):
+    rt = ScriptedRuntime([pick("a")])
+    calls = [lambda: agent("Go.", runtime=rt, **kw),
+             lambda: agent("Go.", choices=["a"], runtime=rt, **kw),
+             lambda: agent("Go.", response_format={"n": int}, runtime=rt, **kw)]
+    if "timeout_s" in kw:
+        calls += [lambda: decision.make("Go.", ["a"], runtime=rt, **kw),
+                  lambda: decision.evaluate("Go {x}.", ["a"], [{"x": 1}], runtime=rt,
+                                            progress=False, **kw)]
+    for call in calls:
+        with pytest.raises(ValueError, match=pattern):
+            call()
+    assert rt.calls == [] and len(rt.dag) == 0
+
+
 # -- A3 ---------------------------------------------------------------------------------------
 
 @pytest.mark.rule("A3")
