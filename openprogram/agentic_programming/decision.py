@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 from .extract import CALL_KEYS, extract_action, find_action
 from .options import (Field, Option, OptionError, Param, ParseError, call_function,
-                      check_context, normalize, option_infos, render_menu, schema_field,
-                      validate)
+                      check_context, normalize, option_infos, param_lines, render_menu,
+                      schema_field, validate)
 from .runtime import (ModelCallError, Runtime, blocks_text, check_timeout, deadline_after,
                       resolve_runtime)
 from .trace import Attempt, DecisionTrace, ToolRound, emit, explain, last_trace
@@ -432,9 +432,10 @@ def run_format(rt: Runtime, blocks: list[dict], response_format: Any, tools: lis
         raise TypeError("response_format must be a dict schema {field: type, ...}")
     option = Option("response", "schema", "the requested JSON object",
                     params=[Param(k, f) for k, f in (schema.fields or {}).items()])
-    menu_text = ("Reply with one JSON object of this form, in a ```json fenced block:\n"
-                 + "\n".join(render_menu([option]).splitlines()[4:-1]) + "\n  Example: "
-                 + json.dumps(schema.placeholder(), ensure_ascii=False))
+    menu_text = "\n".join([
+        "Reply with one JSON object of this form, in a ```json fenced block:",
+        *param_lines(option),
+        "  Example: " + json.dumps(schema.placeholder(), ensure_ascii=False)])
     request = blocks_text(blocks)
     turn = _append_text(blocks, menu_text)
     with rt.dag.span("decision", "exec(response_format=)"):

@@ -468,6 +468,12 @@ def _detail_lines(name: str, f: Field, required: bool, default: Any, indent: str
     return lines
 
 
+def param_lines(option: Option) -> list[str]:
+    """The detail lines of an option's parameters, as the menu shows them (R1)."""
+    return [line for p in option.llm_params
+            for line in _detail_lines(p.name, p.field, p.required, p.default, "    ")]
+
+
 def render_menu(menu: list[Option]) -> str:
     """The menu text of normalized options (R1-R3); a Menu's is rendered once."""
     return menu.text if isinstance(menu, Menu) else _render_menu(menu)
@@ -480,8 +486,7 @@ def _render_menu(menu: list[Option]) -> str:
         lines.append(f"- {o.signature()}")
         if o.description:
             lines.append(f"  {o.description}")
-        for p in o.llm_params:
-            lines += _detail_lines(p.name, p.field, p.required, p.default, "    ")
+        lines += param_lines(o)
         lines.append(f"  Call: {o.example()}")
     return "\n".join(lines)
 
