@@ -14,7 +14,7 @@ import json
 import time
 from typing import Any, Callable
 
-from .extract import CALL_KEYS, extract_action, find_action
+from .extract import extract_action, find_action
 from .options import (Field, Option, OptionError, Param, ParseError, call_function,
                       check_context, normalize, option_infos, param_lines, render_menu,
                       schema_field, validate)
@@ -186,14 +186,14 @@ class _Decider:
                 raise ParseError("bad_args", f'"args" must be a JSON object, got '
                                              f"{type(args).__name__}", "args")
             att.dropped += [k for k in ex.action if k not in (ex.key, "args")]
-            prefix = "args"
-        else:  # the flat form {"call": "x", "field": ...}
+        else:  # the flat form {"call": "x", "field": ...}; its paths still read args.field
             args = {k: v for k, v in ex.action.items() if k != ex.key}
-            prefix = "args"
-        return option, self.bind(option, args, att, prefix)
+        return option, self.bind(option, args, att)
 
-    def bind(self, option: Option, args: dict, att: Attempt, prefix: str) -> dict:
-        """Validated arguments plus injected ones; records what was kept, dropped and injected."""
+    def bind(self, option: Option, args: dict, att: Attempt) -> dict:
+        """Validated arguments plus injected ones; records what was kept, dropped and injected.
+        Paths read `args.<field>` whichever form the reply used."""
+        prefix = "args"
         kwargs: dict = {}
         kept: dict = {}
         names = {p.name for p in option.params}
