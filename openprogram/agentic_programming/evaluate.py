@@ -281,6 +281,24 @@ def _interrupted(result, on_interrupt: str, exc_text: str):
 # ---------------------------------------------------------------------------------------------
 
 
+def _check_run(on_interrupt: Any, concurrency: Any, max_retries: Any, timeout_s: Any) -> int:
+    """The run settings shared by evaluate and compare, checked before anything runs."""
+    _check_on_interrupt(on_interrupt)
+    concurrency = _positive_int(concurrency, "concurrency")
+    _max_attempts(max_retries)
+    check_timeout(timeout_s)
+    return concurrency
+
+
+def _table(prompt: Any, inputs: Any, expected: Any, names: list[str], what: str):
+    """The inputs as (columns, records, filled prompts, expected picks)."""
+    columns, records = _records(inputs)
+    if not records:
+        raise ValueError(f"inputs is empty: give at least one row to {what}")
+    texts = _fill(prompt, columns, records)
+    return columns, records, texts, _expected(expected, columns, records, names)
+
+
 def evaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime | None = None,
              concurrency: int = 8, max_retries: int = 1, expected: Any = None,
              context: dict | None = None, timeout_s: float | None = None,
@@ -302,18 +320,11 @@ def evaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime | None 
     `.interrupted` set and status "cancelled" on unfinished rows; with `"raise"` the
     KeyboardInterrupt is re-raised carrying the partial result as `.result`.
     """
-    _check_on_interrupt(on_interrupt)
-    concurrency = _positive_int(concurrency, "concurrency")
-    _max_attempts(max_retries)
-    check_timeout(timeout_s)
+    concurrency = _check_run(on_interrupt, concurrency, max_retries, timeout_s)
     menu = normalize(options)
     check_context(menu, context)
-    columns, records = _records(inputs)
-    if not records:
-        raise ValueError("inputs is empty: give at least one row to evaluate")
-    texts = _fill(prompt, columns, records)
     names = [o.name for o in menu]
-    exp = _expected(expected, columns, records, names)
+    columns, records, texts, exp = _table(prompt, inputs, expected, names, "evaluate")
     rt = resolve_runtime(runtime, "evaluate")
     rows, wall, interrupted = _run(texts, menu, rt, concurrency=concurrency,
                                    max_retries=max_retries, context=context,
@@ -368,19 +379,12 @@ def compare(prompt: str, variants: Any, inputs: Any, *, options: Any = None,
     `.summary` (retry and failure rates, accuracy, per variant), `.picks`, `.plot()`. Ctrl-C
     behaves as in `evaluate`; variants not yet started are all "cancelled".
     """
-    _check_on_interrupt(on_interrupt)
-    concurrency = _positive_int(concurrency, "concurrency")
-    _max_attempts(max_retries)
-    check_timeout(timeout_s)
+    concurrency = _check_run(on_interrupt, concurrency, max_retries, timeout_s)
     plan = _variants(variants, options, runtime)
     for _, menu, _ in plan:
         check_context(menu, context)
-    columns, records = _records(inputs)
-    if not records:
-        raise ValueError("inputs is empty: give at least one row to compare on")
-    texts = _fill(prompt, columns, records)
     names = list(dict.fromkeys(o.name for _, menu, _ in plan for o in menu))
-    exp = _expected(expected, columns, records, names)
+    columns, records, texts, exp = _table(prompt, inputs, expected, names, "compare on")
     results: dict[str, EvaluationResult] = {}
     interrupted = False
     for name, menu, rt in plan:
