@@ -219,6 +219,7 @@ class ProviderRuntime(Runtime):
     extra = "sdk"
     client_class = "Client"      # the SDK's client class, e.g. openai.OpenAI
     end_marker = "end"           # the stream event that says the reply is complete
+    example_model = "model-name"  # shown when model= is missing
     #: The key used for a local server (base_url given, no key anywhere): local OpenAI-compatible
     #: servers ignore it but the SDK needs a non-empty one.
     local_key = "not-needed"
@@ -229,7 +230,7 @@ class ProviderRuntime(Runtime):
                  default_headers: dict | None = None, **request_options: Any):
         if not isinstance(model, str) or not model.strip():
             raise TypeError(f"{type(self).__name__} needs model='<model name>', e.g. "
-                            f"{self._example_model()!r}; got {model!r}")
+                            f"{self.example_model!r}; got {model!r}")
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise ValueError(f"max_retries must be a whole number >= 0 (the SDK's retries of "
                              f"429 and 5xx replies), got {max_retries!r}")
@@ -269,9 +270,6 @@ class ProviderRuntime(Runtime):
     def _complete_stream(self, kwargs: dict, emit: Callable[[str], None],
                          deadline: float | None) -> ModelResponse:
         raise NotImplementedError
-
-    def _example_model(self) -> str:
-        return "model-name"
 
     def _create(self) -> Callable:
         """The SDK method that sends one request."""

@@ -40,6 +40,7 @@ class AnthropicRuntime(ProviderRuntime):
     extra = "anthropic"
     client_class = "Anthropic"
     end_marker = "message_stop"
+    example_model = "claude-sonnet-4-5"
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
                  stream: bool = True, max_retries: int = 2, timeout: float | None = None,
@@ -51,9 +52,6 @@ class AnthropicRuntime(ProviderRuntime):
         super().__init__(model, base_url=base_url, api_key=api_key, stream=stream,
                          max_retries=max_retries, timeout=timeout, system=system, name=name,
                          **request_options)
-
-    def _example_model(self) -> str:
-        return "claude-sonnet-4-5"
 
     def _create(self):
         return self._client.messages.create

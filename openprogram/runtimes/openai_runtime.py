@@ -53,6 +53,7 @@ class OpenAIRuntime(ProviderRuntime):
     extra = "openai"
     client_class = "OpenAI"
     end_marker = "finish_reason"
+    example_model = "gpt-4o-mini"
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
                  stream: bool = True, max_retries: int = 2, timeout: float | None = None,
@@ -62,9 +63,6 @@ class OpenAIRuntime(ProviderRuntime):
         super().__init__(model, base_url=base_url, api_key=api_key, stream=stream,
                          max_retries=max_retries, timeout=timeout, system=system, name=name,
                          **request_options)
-
-    def _example_model(self) -> str:
-        return "gpt-4o-mini"
 
     def _create(self):
         return self._client.chat.completions.create
