@@ -10,6 +10,7 @@ magic has `--help`.
 """
 from __future__ import annotations
 
+import keyword
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -153,8 +154,13 @@ class DecisionMagics(Magics):
             self.shell.user_ns[name] = value
 
     def _check_as(self, name: str | None) -> None:
-        if name is not None and not name.isidentifier():
+        if name is None:
+            return
+        if not name.isidentifier():
             raise UsageError(f"--as {name!r} is not a Python name; write e.g. --as next_step")
+        if keyword.iskeyword(name):
+            # user_ns would accept it, but no cell could ever read the variable back.
+            raise UsageError(f"--as {name!r} is a Python keyword; write e.g. --as {name}_")
 
     def _run(self, panel_options: Any, options_expr: str, call) -> Any:
         from .panel import DecisionPanel

@@ -100,6 +100,8 @@ def test_default_runtime_is_used_shown_and_cleared(shell, capsys):
     ("%%decide OPTS -r rt --max-retries x\nPick.\n", "invalid int value: 'x'"),
     ("%%decide OPTS -r rt --max-retries -1\nPick.\n", "give 0 or more"),
     ("%%decide OPTS -r rt --as 2bad\nPick.\n", "is not a Python name"),
+    ("%%decide OPTS -r rt --as class\nPick.\n", "is a Python keyword"),
+    ("%%agent OPTS -r rt --as None\nPick.\n", "is a Python keyword"),
     ("%%decide OPTS -r rt\n\n   \n", "the cell is empty"),
     ("%%decide -r rt\nPick.\n", "the following arguments are required: options"),
     ("%%decide OPTS -r rt --bogus 1\nPick.\n", "unrecognized arguments: --bogus"),
