@@ -28,7 +28,7 @@ import re
 import textwrap
 from typing import Any
 
-__all__ = ["trace_to_pytest", "option_set_source"]
+__all__ = ["trace_to_pytest", "option_set_source", "definitions_source"]
 
 _TYPE_NAMES = {str: "str", int: "int", float: "float", bool: "bool", list: "list", dict: "dict",
                type(None): "type(None)"}
@@ -57,6 +57,24 @@ def _names_used(expr: str, what: str) -> list[str]:
                 and not hasattr(builtins, node.id) and node.id not in seen:
             seen.append(node.id)
     return seen
+
+
+def _names_defined(setup: str) -> set[str]:
+    """The names a setup source binds at its top level."""
+    try:
+        tree = ast.parse(textwrap.dedent(setup))
+    except SyntaxError as exc:
+        raise ValueError(f"setup= is not valid Python ({exc.msg}, line {exc.lineno})") from None
+    out: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            for target in getattr(node, "targets", None) or [node.target]:
+                out.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+    return out
 
 
 def _identifier(name: str) -> str:
@@ -168,14 +186,20 @@ def trace_to_pytest(trace, options_expr: str = "OPTIONS", module: str | None = N
         "from openprogram.runtimes import ModelCallError, ScriptedRuntime, ToolCall",
         "",
     ]
+    imported: list[str] = []
     if module is not None:
         if not re.fullmatch(r"[A-Za-z_][\w.]*", module):
             raise ValueError(f"module {module!r} is not a dotted module path such as "
                              f"'pkg.options'")
-        if names:
-            out.append(f"from {module} import {', '.join(names)}")
+        # With both, the option set can come from a package while a notebook's context or
+        # tools are pasted: a name setup= defines is not imported too.
+        defined = _names_defined(setup) if setup is not None else set()
+        imported = [n for n in names if n not in defined]
+        if imported:
+            out.append(f"from {module} import {', '.join(imported)}")
     if setup is not None:
-        out += ["", "# --- setup: defines " + (", ".join(names) or "what the test uses") + " ---",
+        pasted = [n for n in names if n not in imported]
+        out += ["", "# --- setup: defines " + (", ".join(pasted) or "what the test uses") + " ---",
                 textwrap.dedent(setup).strip("\n"), "# --- end of setup ---"]
     if "fails" in helpers:
         out += ["", "",
@@ -250,8 +274,15 @@ def option_set_source(options: Any, name: str = "OPTIONS") -> str:
     values and schemas as literals. Names a function uses from elsewhere (imports, globals) are
     not copied; the common typing names are imported. Raises ValueError for anything that cannot
     be written as source (pass module= to trace_to_pytest instead)."""
-    if not name.isidentifier():
-        raise ValueError(f"name {name!r} is not a Python identifier")
+    return definitions_source({name: options})
+
+
+def definitions_source(values: dict[str, Any]) -> str:
+    """`option_set_source` for several names at once, e.g. `{"OPTIONS": options, "CONTEXT":
+    context, "TOOLS": [search]}`: a function used by more than one of them is written once."""
+    for name in values:
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"name {name!r} is not a Python identifier")
     functions: dict[str, str] = {}
 
     def fn_source(fn) -> str:
@@ -261,10 +292,16 @@ def option_set_source(options: Any, name: str = "OPTIONS") -> str:
                              f"copied; import the option set from a module (module=...)")
         if fname not in functions:
             try:
-                functions[fname] = textwrap.dedent(inspect.getsource(fn))
+                code = textwrap.dedent(inspect.getsource(fn))
             except (OSError, TypeError) as exc:
                 raise ValueError(f"the source of {fname!r} is not available ({exc}); import the "
                                  f"option set from a module (module=...)") from None
+            meta = getattr(fn, "input_meta", None)
+            if meta:
+                # Set after the def, so getsource does not see it; without it a hidden
+                # parameter would be shown to the model and the replay would differ.
+                code = code.rstrip("\n") + f"\n\n\n{fname}.input_meta = {src(meta)}\n"
+            functions[fname] = code
         return fname
 
     def src(v: Any) -> str:
@@ -285,9 +322,9 @@ def option_set_source(options: Any, name: str = "OPTIONS") -> str:
                              f"set from a module (module=...)")
         return lit
 
-    body = src(options)
+    bodies = [f"{name} = {src(value)}" for name, value in values.items()]
     head = []
     if functions:
         head.append("from typing import Annotated, Any, Literal, Optional, Union")
         head += ["", *("\n" + s.rstrip("\n") + "\n" for s in functions.values())]
-    return "\n".join(head + ["", f"{name} = {body}"]).strip("\n") + "\n"
+    return "\n".join(head + ["", *bodies]).strip("\n") + "\n"

@@ -162,9 +162,11 @@ class DecisionMagics(Magics):
             # user_ns would accept it, but no cell could ever read the variable back.
             raise UsageError(f"--as {name!r} is a Python keyword; write e.g. --as {name}_")
 
-    def _run(self, panel_options: Any, options_expr: str, call) -> Any:
+    def _run(self, call, options: Any, options_expr: str, context: dict | None,
+             tools: Any = None) -> Any:
         from .panel import DecisionPanel
-        panel = DecisionPanel(options=panel_options, options_expr=_unquote(options_expr))
+        panel = DecisionPanel(options=options, options_expr=_unquote(options_expr),
+                              context=context, tools=tools)
         # In a kernel the panel shows as soon as the decision starts and updates live; a
         # terminal shows the finished trace as text.
         live = getattr(self.shell, "kernel", None) is not None
@@ -219,9 +221,9 @@ class DecisionMagics(Magics):
         rt = self._runtime(args.runtime)
         ctx = self._context(args.context)
         from openprogram import decision
-        result = self._run(options, args.options, lambda: decision.make(
+        result = self._run(lambda: decision.make(
             prompt, options, runtime=rt, context=ctx, max_retries=args.max_retries,
-            timeout_s=args.timeout))
+            timeout_s=args.timeout), options, args.options, ctx)
         self._bind(args.as_name, result)
         return result
 
@@ -270,9 +272,10 @@ class DecisionMagics(Magics):
             toolset = name if name.isidentifier() and name not in self.shell.user_ns \
                 else self._eval(name, "--toolset")
         from openprogram import agent
-        result = self._run(options, args.options, lambda: agent(
+        result = self._run(lambda: agent(
             prompt, tools=tools, toolset=toolset, choices=options, runtime=rt, context=ctx,
-            max_iterations=args.max_iterations, timeout_s=args.timeout))
+            max_iterations=args.max_iterations, timeout_s=args.timeout),
+            options, args.options, ctx, tools)
         self._bind(args.as_name, result)
         return result
 

@@ -292,12 +292,16 @@ class DecisionPanel(W.VBox):
             decision.make(...)
 
     `options` (the option set object) and `options_expr` (how a test should name it) prefill
-    the "pytest test" box."""
+    the "pytest test" box; `context` and `tools` (what the decision was given) let it write
+    the test of a decision with hidden parameters or tool rounds."""
 
     def __init__(self, trace: DecisionTrace | None = None, *, options: Any = None,
-                 options_expr: str = "OPTIONS", min_interval: float = 0.1):
+                 options_expr: str = "OPTIONS", context: dict | None = None, tools: Any = None,
+                 min_interval: float = 0.1):
         self.trace: DecisionTrace | None = None
         self.options = options
+        self.context = context
+        self.tool_functions = tools
         self.min_interval = min_interval
         self._lock = threading.RLock()
         self._last_draw: dict[int, float] = {}
@@ -448,19 +452,32 @@ class _TestBox(W.VBox):
             self.path.value = f"test_decision_{t.id}.py"
 
     def generate(self) -> str:
-        from openprogram.testgen import option_set_source, trace_to_pytest
+        from openprogram.testgen import definitions_source, trace_to_pytest
+        panel, trace = self.panel, self.panel.trace
         expr = self.options_expr.value.strip() or "OPTIONS"
         module = self.module.value.strip() or None
-        setup = None
+        context_expr = "CONTEXT" if trace.context_keys else None
+        tools_expr = "TOOLS" if trace.tool_rounds else None
+        # What the test needs, by the name it uses; what the panel holds is pasted as source,
+        # the rest is imported from the module.
+        needed = {context_expr: ("context", panel.context),
+                  tools_expr: ("tools", panel.tool_functions)}
         if module is None:
-            if self.panel.options is None:
-                raise ValueError("this panel does not hold the option set: name the module "
-                                 "that defines it in 'from module'")
+            needed[expr] = ("option set", panel.options)
+        needed.pop(None, None)
+        missing = [what for what, value in needed.values() if value is None]
+        if module is None:
+            if missing:
+                them = "it" if len(missing) == 1 else "them"
+                raise ValueError(f"this panel does not hold the {' and the '.join(missing)}: "
+                                 f"name the module that defines {them} in 'from module'")
             if not expr.isidentifier():
                 raise ValueError(f"{expr!r} is an expression: name a module in 'from module', "
                                  f"or use a plain name so the option set's source can be copied")
-            setup = option_set_source(self.panel.options, expr)
-        return trace_to_pytest(self.panel.trace, expr, module, setup=setup)
+        held = {name: value for name, (_, value) in needed.items() if value is not None}
+        setup = definitions_source(held) if held else None
+        return trace_to_pytest(trace, expr, module, setup=setup, context_expr=context_expr,
+                               tools_expr=tools_expr)
 
     def _generate(self, _button=None) -> None:
         try:

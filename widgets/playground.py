@@ -75,7 +75,7 @@ class Playground(W.VBox):
         self.reset_button = W.Button(description="Reset", icon="undo")
         self.status = W.HTML()
         self.status.add_class("op-playground-status")
-        self.panel = DecisionPanel(options=options)
+        self.panel = DecisionPanel(options=options, context=context)
         super().__init__([self.prompt, self.menu_view, W.HTML("<b>The model's reply</b>"),
                           self.reply, W.HBox([self.run_button, self.reset_button]),
                           self.status, self.panel],
@@ -119,7 +119,7 @@ class Playground(W.VBox):
         self._show_status()
 
     def _fresh_panel(self) -> DecisionPanel:
-        panel = DecisionPanel(options=self.options)
+        panel = DecisionPanel(options=self.options, context=self.context)
         self.children = tuple(self.children[:-1]) + (panel,)
         return panel
 

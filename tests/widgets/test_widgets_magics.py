@@ -197,6 +197,37 @@ rt = ScriptedRuntime([ToolCall("lookup", {"q": "trains"}), '{"call": "go"}'])
     assert "Call: {\"call\": \"go\"}" in sh.user_ns["rt"].calls[0].prompt
 
 
+def test_the_panel_of_agent_writes_a_green_test_with_its_context_and_tools(live_shell,
+                                                                            tmp_path):
+    import subprocess
+    import sys
+    sh = live_shell
+    setup_options(sh)
+    sh.user_ns["GOOD"] = GOOD
+    r = sh.run_cell('''
+def lookup(q: str) -> str:
+    """Look something up."""
+    return "found " + q
+rt = ScriptedRuntime([ToolCall("lookup", {"q": "trains"}), GOOD])
+ctx = {"user_id": "u9"}
+''')
+    assert r.success, error_of(r)
+    r = sh.run_cell("%%agent OPTIONS -r rt --tools lookup --context ctx\nCheck, then pick.\n")
+    assert r.success, error_of(r)
+    assert r.result == {"city": "Rome", "nights": 2, "user": "u9"}
+    (panel,) = sh.panels
+    assert panel.context == {"user_id": "u9"} and panel.tool_functions is sh.user_ns["lookup"]
+    panel.test_box.button.click()
+    code = panel.test_box.code.value
+    assert "TOOLS = lookup" in code and "CONTEXT = {'user_id': 'u9'}" in code, \
+        panel.test_box.status.value
+    (tmp_path / "test_agent_panel.py").write_text(code)
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          str(tmp_path)], cwd=tmp_path, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "1 passed" in run.stdout
+
+
 def test_agent_toolset_by_registered_name(shell):
     shell.run_cell('''
 from openprogram import register_toolset

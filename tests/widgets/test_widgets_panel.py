@@ -8,7 +8,7 @@ import ipywidgets as W
 import pytest
 
 from openprogram import DecisionError, decision, observe
-from openprogram.runtimes import ScriptedRuntime
+from openprogram.runtimes import ScriptedRuntime, ToolCall
 from openprogram.widgets.panel import DecisionPanel, trace_html
 from widgethelp import all_html
 
@@ -182,6 +182,70 @@ def test_the_test_button_writes_a_test_that_passes(tmp_path, monkeypatch):
                           str(saved)], cwd=tmp_path, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "1 passed" in run.stdout
+
+
+def pay(amount: int, user_id: str = ""):
+    """Pay."""
+    return {"amount": amount, "user": user_id}
+
+
+pay.input_meta = {"user_id": {"hidden": True}}
+
+
+def lookup(q: str) -> str:
+    """Look something up."""
+    return "found " + q
+
+
+PAY_OPTIONS = {"pay": pay, "form": ("Fill a form.", {"name": str, "tags": [str]}),
+               "wait": ("WAIT", "do nothing yet")}
+
+
+def test_the_test_button_writes_green_tests_for_hidden_params_schemas_tools_and_failures(
+        tmp_path):
+    ctx = {"user_id": "u1"}
+    panels = {}
+    decision.make("Pay. Pick.", PAY_OPTIONS, context=ctx, runtime=ScriptedRuntime(
+        ['{"call": "pay", "args": {"amount": "3"}}',
+         '{"call": "pay", "args": {"amount": 3, "user_id": "root"}}']))
+    panels["hidden"] = DecisionPanel(decision.last_trace(), options=PAY_OPTIONS, context=ctx)
+    decision.make("Fill. Pick.", PAY_OPTIONS, context=ctx, runtime=ScriptedRuntime(
+        ['{"call": "form", "args": {"name": "Ada", "tags": ["x"], "extra": 1}}']))
+    panels["schema"] = DecisionPanel(decision.last_trace(), options=PAY_OPTIONS, context=ctx)
+    from openprogram import agent
+    agent("Look, then pick.", tools=[lookup], choices=PAY_OPTIONS, context=ctx,
+          runtime=ScriptedRuntime([ToolCall("lookup", {"q": "a"}), '{"call": "wait"}']))
+    panels["tools"] = DecisionPanel(decision.last_trace(), options=PAY_OPTIONS, context=ctx,
+                                    tools=[lookup])
+    with pytest.raises(DecisionError):
+        decision.make("Pick.", PAY_OPTIONS, context=ctx,
+                      runtime=ScriptedRuntime(["no", '{"call": "fly"}']))
+    panels["failed"] = DecisionPanel(decision.last_trace(), options=PAY_OPTIONS, context=ctx)
+    for name, panel in panels.items():
+        panel.test_box.button.click()
+        code = panel.test_box.code.value
+        assert code, (name, panel.test_box.status.value)
+        assert "CONTEXT = {'user_id': 'u1'}" in code
+        (tmp_path / f"test_{name}.py").write_text(code)
+    assert "pay.input_meta = {'user_id': {'hidden': True}}" in panels["hidden"].test_box.code.value
+    assert "TOOLS = [lookup]" in panels["tools"].test_box.code.value
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          str(tmp_path)], cwd=tmp_path, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"{len(panels)} passed" in run.stdout
+
+    # a panel without the context (or tools) says what to do, and imports it from a module
+    bare = DecisionPanel(panels["tools"].trace, options=PAY_OPTIONS)
+    bare.test_box.button.click()
+    assert "does not hold the context and the tools: name the module that defines them" \
+        in bare.test_box.status.value
+    bare.test_box.module.value = "my.options"
+    bare.test_box.button.click()
+    assert "from my.options import OPTIONS, CONTEXT, TOOLS" in bare.test_box.code.value
+    panels["tools"].test_box.module.value = "my.options"
+    panels["tools"].test_box.button.click()
+    code = panels["tools"].test_box.code.value
+    assert "from my.options import OPTIONS\n" in code and "TOOLS = [lookup]" in code
 
 
 def test_the_test_button_explains_when_it_cannot_write_the_test():
