@@ -150,6 +150,30 @@ def test_a_panel_follows_only_the_first_decision_it_sees():
     assert "Result (option a)" in panel.outcome.value
 
 
+def test_a_live_panel_draws_only_its_own_decision_when_others_run_inside_it():
+    inner = ScriptedRuntime(['{"call": "x"}'] * 6, latency=0.01)
+
+    def survey():
+        """Runs other decisions, some at the same time."""
+        decision.evaluate("evaluated-{q}", {"x": "X", "y": "Y"}, [{"q": i} for i in range(6)],
+                          runtime=inner, concurrency=3, progress=False)
+        decision.make("nested-one", {"z": "Z"}, runtime=ScriptedRuntime(['{"call": "z"}']))
+        return "done"
+
+    shown, seen = [], []
+    panel = DecisionPanel()
+    with panel.live(show=shown.append), observe(lambda e: seen.append(all_html(panel))):
+        assert decision.make("outer", {"survey": survey},
+                             runtime=ScriptedRuntime(['{"call": "survey"}'])) == "done"
+    assert shown == [panel] and panel.trace.prompt.startswith("outer")
+    assert len(panel.attempts_box.children) == 1
+    assert len(seen) > 30 and "Result (option survey)" in seen[-1]
+    # at no point, not only at the end, did the panel show another decision's prompt or reply
+    for text in seen:
+        assert "evaluated-" not in text and "nested-one" not in text
+        assert html.escape('{"call": "x"}') not in text
+
+
 def test_views_are_updated_in_place_not_rebuilt():
     panel = DecisionPanel()
     ids = []
