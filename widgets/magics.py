@@ -25,6 +25,10 @@ _SET_RUNTIME_HINT = ("set the notebook's default with %decision_runtime Scripted
                      "--runtime NAME")
 
 
+def _a(noun: str) -> str:
+    return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
+
+
 def _unquote(text: str) -> str:
     # IPython's argument splitter keeps the quotes around a quoted argument.
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
@@ -110,13 +114,13 @@ class DecisionMagics(Magics):
         except Exception as exc:
             raise UsageError(f"{what} {expr!r} raised {type(exc).__name__}: {exc}") from None
 
-    def _runtime(self, expr: str | None):
+    def _runtime(self, expr: str | None, what: str = "--runtime"):
         from openprogram import Runtime
-        rt = self._eval(expr, "--runtime") if expr is not None else self.default_runtime
+        rt = self._eval(expr, what) if expr is not None else self.default_runtime
         if rt is None:
             raise UsageError(f"no runtime for this decision: {_SET_RUNTIME_HINT}")
         if not isinstance(rt, Runtime):
-            raise UsageError(f"--runtime {expr!r} is a {type(rt).__name__}, not an openprogram "
+            raise UsageError(f"{what} {expr!r} is {_a(type(rt).__name__)}, not an openprogram "
                              f"Runtime; wrap a model function with Runtime(call=fn) or use "
                              f"ScriptedRuntime([...])")
         return rt
@@ -332,7 +336,7 @@ class DecisionMagics(Magics):
             if self.default_runtime is None:
                 print(f"no default runtime: {_SET_RUNTIME_HINT}")
             return self.default_runtime
-        self.default_runtime = self._runtime(args.runtime)
+        self.default_runtime = self._runtime(args.runtime, "%decision_runtime")
         return self.default_runtime
 
     # -- %decision_trace ----------------------------------------------------------------------

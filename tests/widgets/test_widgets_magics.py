@@ -108,7 +108,7 @@ def test_default_runtime_is_used_shown_and_cleared(shell, capsys):
     ("%%agent OPTS -r rt --tools nothing_here\nPick.\n", "--tools 'nothing_here'"),
     ("%decision_menu NOPE", "name 'NOPE' is not defined"),
     ("%decision_menu city", "is not a usable option set"),
-    ("%decision_runtime 42", "is a int, not an openprogram Runtime"),
+    ("%decision_runtime 42", "%decision_runtime '42' is an int, not an openprogram Runtime"),
 ])
 def test_argument_errors_say_what_is_wrong(shell, cell, needle):
     shell.run_cell("OPTS = {'go': 'GO'}\nrt = ScriptedRuntime(['{\"call\": \"go\"}'])\n"
