@@ -18,8 +18,7 @@ from .extract import extract_action, find_action
 from .options import (Field, Option, OptionError, Param, ParseError, call_function,
                       check_context, normalize, option_infos, param_lines, render_menu,
                       schema_field, validate)
-from .runtime import (ModelCallError, Runtime, blocks_text, check_timeout, deadline_after,
-                      resolve_runtime)
+from .runtime import ModelCallError, Runtime, blocks_text, deadline_after, resolve_runtime
 from .trace import Attempt, DecisionTrace, ToolRound, emit, explain, last_trace
 from . import tools as _tools
 
@@ -328,11 +327,10 @@ def make(prompt: str, options: Any, *, runtime: Runtime | None = None,
     if not isinstance(prompt, str):
         raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
     attempts = _max_attempts(max_retries)
-    check_timeout(timeout_s)
+    deadline = deadline_after(timeout_s)
     menu = normalize(options)
     check_context(menu, context)
     rt = resolve_runtime(runtime, "decision.make")
-    deadline = deadline_after(timeout_s)
     menu_text = render_menu(menu)
     with rt.dag.span("decision", "decision.make"):
         d = _Decider(rt, menu, request=prompt, context=context, max_attempts=attempts,

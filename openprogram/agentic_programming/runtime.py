@@ -317,12 +317,11 @@ class Runtime:
         `response_format=`, the validated object."""
         from . import decision, tools as _tools
         check_iterations(max_iterations)
-        check_timeout(timeout_s)
+        deadline = deadline_after(timeout_s)
         blocks = to_blocks(content)
         tool_list = _tools.collect(tools, toolset, context)
         if choices is not None and response_format is not None:
             raise ValueError("exec() takes choices= or response_format=, not both")
-        deadline = deadline_after(timeout_s)
         if choices is not None:
             return decision.run_agent_decision(self, blocks, choices, tool_list, context=context,
                                                max_iterations=max_iterations, deadline=deadline)
