@@ -19,18 +19,16 @@ this folder gets the `browser` marker. Follows shared/recipes/browser-tests.md.
 """
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from labhelp import (ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, KERNEL_NAME, JupyterServer, Lab,
-                     free_port)
+                     free_port, isolated_jupyter)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -44,13 +42,8 @@ def pytest_collection_modifyitems(config, items):
 def jupyter_server(tmp_path_factory):
     """One JupyterLab for the session, stopped at its end."""
     base = tmp_path_factory.mktemp("jupyter")
-    dirs = {name: base / name for name in ("config", "data", "runtime", "ipython", "prefix",
-                                           "root")}
-    for d in dirs.values():
-        d.mkdir()
-    env = dict(os.environ,
-               JUPYTER_CONFIG_DIR=str(dirs["config"]), JUPYTER_DATA_DIR=str(dirs["data"]),
-               JUPYTER_RUNTIME_DIR=str(dirs["runtime"]), IPYTHONDIR=str(dirs["ipython"]),
+    dirs = isolated_jupyter(base, ("config", "data", "runtime", "ipython", "prefix", "root"))
+    env = dict(os.environ, **dirs["env"],
                JUPYTER_PATH=str(dirs["prefix"] / "share" / "jupyter"),
                JUPYTER_PLATFORM_DIRS="1", PYTHONDONTWRITEBYTECODE="1")
     # The kernel must be this Python (the project's .venv): a kernelspec pointing at it, in the
@@ -58,11 +51,6 @@ def jupyter_server(tmp_path_factory):
     subprocess.run([sys.executable, "-m", "ipykernel", "install", "--prefix", str(dirs["prefix"]),
                     "--name", KERNEL_NAME, "--display-name", "openprogram (.venv)"],
                    check=True, env=env, capture_output=True, cwd=dirs["root"])
-    # The "news" toast covers part of the page even with news_url=None (recipe).
-    settings = (dirs["config"] / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension")
-    settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text(
-        json.dumps({"fetchNews": "false", "checkForUpdates": False}))
     port, token = free_port(), secrets.token_hex(16)
     cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
            f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={dirs['root']}",
@@ -77,18 +65,7 @@ def jupyter_server(tmp_path_factory):
                                 stderr=subprocess.STDOUT)
     server = JupyterServer(proc, f"http://127.0.0.1:{port}", token, dirs["root"], env, log)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"JupyterLab exited with code {proc.returncode}:\n{server.log_tail()}")
-            try:
-                server.api("GET", "/api/status")
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"JupyterLab did not answer /api/status in 120 s:\n"
-                                f"{server.log_tail()}")
-                time.sleep(0.25)
+        server.wait_ready(120)
         yield server
     finally:
         try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 import urllib.request
 from pathlib import Path
 
@@ -32,6 +33,24 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def isolated_jupyter(base: Path, names=("config", "data", "runtime", "ipython")) -> dict:
+    """Fresh Jupyter and IPython folders under `base` (so a test never reads or writes the
+    user's), with the "news" toast turned off: it covers part of the page even with
+    news_url=None (recipe). Returns the folders and `env`, the variables that select them."""
+    dirs = {name: base / name for name in names}
+    for d in dirs.values():
+        d.mkdir(parents=True, exist_ok=True)
+    settings = dirs["config"] / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True, exist_ok=True)
+    (settings / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    dirs["env"] = {"JUPYTER_CONFIG_DIR": str(dirs["config"]),
+                   "JUPYTER_DATA_DIR": str(dirs["data"]),
+                   "JUPYTER_RUNTIME_DIR": str(dirs["runtime"]),
+                   "IPYTHONDIR": str(dirs["ipython"])}
+    return dirs
+
+
 class JupyterServer:
     def __init__(self, proc, url, token, root, env, log):
         self.proc, self.url, self.token, self.root, self.env, self.log = \
@@ -50,6 +69,23 @@ class JupyterServer:
                 self.api("DELETE", f"/api/kernels/{k['id']}")
             except OSError:
                 pass
+
+    def wait_ready(self, timeout_s: float, what: str = "JupyterLab") -> None:
+        """Poll /api/status until the server answers; fail at once if its process exited
+        (a server that exited would leave the poll waiting forever)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            code = self.proc.poll()
+            if code is not None:
+                raise AssertionError(f"{what} exited with code {code}:\n{self.log_tail()}")
+            try:
+                self.api("GET", "/api/status")
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"{what} did not answer /api/status in {timeout_s:.0f} "
+                                         f"s:\n{self.log_tail()}") from None
+                time.sleep(0.25)
 
     def log_tail(self, n: int = 4000) -> str:
         try:

@@ -14,12 +14,11 @@ import re
 import secrets
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
-from labhelp import REPO, JupyterServer, Lab, free_port
+from labhelp import REPO, JupyterServer, Lab, free_port, isolated_jupyter
 
 
 def readme_commands() -> list[str]:
@@ -42,18 +41,10 @@ def test_first_readme_command_on_a_fresh_clone_runs_the_tour(tmp_path, browser_c
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
     port, token = free_port(), secrets.token_hex(16)
-    home = tmp_path / "home"
-    dirs = {k: tmp_path / k for k in ("config", "data", "runtime", "ipython")}
-    for d in dirs.values():
-        d.mkdir()
-    settings = dirs["config"] / "lab/user-settings/@jupyterlab/apputils-extension"
-    settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
+    dirs = isolated_jupyter(tmp_path)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHON",
                                                                     "JUPYTER", "OPENPROGRAM"))}
-    env.update(HOME=str(home), JUPYTER_CONFIG_DIR=str(dirs["config"]),
-               JUPYTER_DATA_DIR=str(dirs["data"]), JUPYTER_RUNTIME_DIR=str(dirs["runtime"]),
-               IPYTHONDIR=str(dirs["ipython"]),
+    env.update(dirs["env"], HOME=str(tmp_path / "home"),
                PATH=":".join(p for p in env.get("PATH", "").split(":") if ".venv" not in p))
     # The README's command, word for word, plus what a test needs: a known port and token, and
     # the app object exposed so the page can be driven.
@@ -67,25 +58,12 @@ def test_first_readme_command_on_a_fresh_clone_runs_the_tour(tmp_path, browser_c
     # Given a notebook path, JupyterLab serves its folder (notebooks/) and opens it there.
     server = JupyterServer(proc, f"http://127.0.0.1:{port}", token, clone / "notebooks", env, log)
     try:
-        deadline = time.monotonic() + 600   # a fresh venv first, then the server
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"the README's first command exited ({proc.returncode}):\n"
-                            f"{server.log_tail()}")
-            try:
-                server.api("GET", "/api/status")
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"JupyterLab did not come up:\n{server.log_tail()}")
-                time.sleep(0.5)
+        server.wait_ready(600, "the README's first command")   # a fresh venv, then the lab
         assert (clone / ".venv" / "bin" / "python").exists(), "the command built no venv"
         lab = Lab(server, browser_context)
         page = lab.open_notebook(clone / "notebooks" / "01-tour.ipynb")
         try:
-            kernel = page.evaluate("() => window.jupyterapp.shell.currentWidget"
-                                   ".sessionContext.session.kernel.name")
-            assert kernel == "python3"
+            assert lab.kernel_name(page) == "python3"
             assert lab.run_all_and_wait(page), "a cell of the tour failed:\n" + server.log_tail()
             # Read the notebook's model (JupyterLab draws only the cells in view).
             cells = page.evaluate("""() => window.jupyterapp.shell.currentWidget.content.widgets
