@@ -125,8 +125,6 @@ def _scan_object(text: str, s: int, spans: list, record_all: bool = False) -> tu
             if not stack:
                 return i, saw_key
             expect = _AFTER_VALUE
-    except _ScanError:
-        raise
     except IndexError:  # defensive: never let a tokenizer slip become an uncaught error
         raise _ScanError(i, "malformed JSON", saw_key)
 
