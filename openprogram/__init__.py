@@ -6,18 +6,21 @@ library is imported here; the notebook layer (`openprogram.widgets`) loads when 
 """
 from .agentic_programming import decision
 from .agentic_programming.agent import Agent, agent, bind_context, current_agent
-from .agentic_programming.decision import DecisionError
+from .agentic_programming.errors import (ERROR_KINDS, DecisionError, ModelCallError,
+                                         OpenProgramError, OptionError)
 from .agentic_programming.evaluate import compare
-from .agentic_programming.options import OptionError
-from .agentic_programming.runtime import (DAG, ModelCallError, ModelResponse, Runtime, ToolCall,
-                                          current_runtime, using_runtime)
+from .agentic_programming.options import Option, register_option_kind
+from .agentic_programming.runtime import (DAG, ModelResponse, Runtime, ToolCall, current_runtime,
+                                          using_runtime)
 from .agentic_programming.tools import register_toolset
-from .agentic_programming.trace import (ERROR_KINDS, Attempt, DecisionTrace, TraceEvent,
-                                        add_observer, last_trace, observe, remove_observer)
+from .agentic_programming.trace import (Attempt, DecisionTrace, TraceEvent, add_observer,
+                                        last_trace, observe, register_trace_view,
+                                        remove_observer)
 
 __version__ = "0.1.0"
 
-__all__ = ["Agent", "agent", "decision", "DecisionError", "OptionError", "Runtime", "ToolCall",
+__all__ = ["Agent", "agent", "decision", "DecisionError", "OptionError", "OpenProgramError",
+           "Option", "register_option_kind", "register_trace_view", "Runtime", "ToolCall",
            "ModelResponse", "ModelCallError", "DAG", "DecisionTrace", "Attempt", "TraceEvent",
            "ERROR_KINDS", "observe", "add_observer", "remove_observer", "last_trace",
            "current_runtime", "using_runtime", "current_agent", "bind_context",

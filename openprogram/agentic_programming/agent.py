@@ -14,15 +14,10 @@ import functools
 import inspect
 from typing import Any, Callable
 
-from .runtime import Runtime, _current_runtime, resolve_runtime
+from .model import _current_agent, _current_runtime, current_agent, resolve_runtime
+from .runtime import Runtime
 
-_current_agent: contextvars.ContextVar[tuple["Agent | None", str | None]] = \
-    contextvars.ContextVar("openprogram_agent", default=(None, None))
-
-
-def current_agent() -> tuple["Agent | None", str | None]:
-    """The Agent whose method is running, and that method's name."""
-    return _current_agent.get()
+__all__ = ["Agent", "agent", "bind_context", "current_agent"]
 
 
 def bind_context(fn: Callable) -> Callable:

@@ -25,10 +25,10 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from .decision import _max_attempts, make
+from .loop import make, max_attempts as _max_attempts
+from .model import ModelCaller as Runtime, check_timeout, resolve_runtime
 from .options import Option, check_context, normalize
-from .runtime import Runtime, check_timeout, resolve_runtime
-from .trace import DecisionTrace, TraceEvent, _safe_repr, observe
+from .trace import DecisionTrace, TraceEvent, _safe_repr, observe, trace_view
 
 __all__ = ["evaluate", "compare", "EvaluationResult", "ComparisonResult"]
 
@@ -529,14 +529,10 @@ class EvaluationResult:
         return row.trace
 
     def panel(self, i: int):
-        """The decision panel of input `i` (the trace itself, which displays as HTML, when the
-        notebook layer is not installed)."""
-        trace = self._trace(i)
-        try:
-            from openprogram.widgets.panel import DecisionPanel
-        except ImportError:
-            return trace
-        return DecisionPanel(trace)
+        """The decision panel of input `i`: the view registered with `register_trace_view`
+        (the notebook layer registers its panel when it loads), else the trace itself, which
+        displays as HTML."""
+        return trace_view(self._trace(i))
 
     # -- the table ----------------------------------------------------------------------------
     @property

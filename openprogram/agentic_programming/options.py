@@ -1,19 +1,28 @@
 """Option sets: from what the caller writes to a registry, a menu, and validated arguments.
 
-An option set (dict or list form, rules O1-O4) becomes a list of `Option`s, each with its
-parameters described as `Field`s (schemas nest recursively, rules S1-S3; function parameters come
-from the signature, type annotations, defaults and `input_meta`, rule A8). `render_menu` writes the
-menu text (R1-R3); `validate` checks a model-written value against a `Field` (P3).
+An option set (dict or list form, rules O1-O4) becomes a `Menu` of `Option`s. Each option kind is a
+class (`FunctionOption`, `ValueOption`, `SchemaOption`, and any kind registered with
+`register_option_kind`) that owns its menu lines, the JSON Schema of its payload, the validation
+of a pick's arguments (`bind`) and `resolve()`: the decision loop calls those methods and never
+asks which kind it holds. Parameters are described as `Field`s (schemas nest recursively, rules
+S1-S3; function parameters come from the signature, type annotations, defaults and `input_meta`,
+rule A8). `render_menu` writes the menu text (R1-R3); `validate` checks a model-written value
+against a `Field` (P3).
 """
 from __future__ import annotations
 
 import functools
 import inspect
 import json
+import math
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
+
+from .errors import OptionError, ParseError
+from .jsonable import to_jsonable
+from .model import ModelCaller
 
 META_KEYS = frozenset({"type", "description", "options", "fields", "items"})
 RUNTIME_PARAM_NAMES = frozenset({"runtime", "exec_runtime", "review_runtime"})
@@ -25,16 +34,6 @@ _TYPE_NAMES = {**{v: v for v in _SCALARS.values()}, "string": "str", "integer": 
                "number": "float", "boolean": "bool", "array": "list", "object": "dict"}
 
 
-class OptionError(ValueError):
-    """An option set that cannot be used; raised before any model call."""
-
-
-class ParseError(Exception):
-    """A reply that could not be turned into a pick. `kind` is one of trace.ERROR_KINDS."""
-
-    def __init__(self, kind: str, message: str, path: str | None = None):
-        super().__init__(message)
-        self.kind, self.message, self.path = kind, message, path
 
 
 @dataclass
@@ -90,19 +89,37 @@ class Param:
     source: str = "llm"            # "llm", "context" (hidden) or "runtime"
 
 
-@dataclass
 class Option:
-    name: str
-    kind: str                      # "function", "value" or "schema"
-    description: str = ""
+    """One entry of the menu. Subclasses are the option kinds; each owns what the menu says about
+    it (`menu_lines`), the JSON Schema of its payload (`json_schema`), the validation of a pick's
+    arguments (`bind`) and what a pick resolves to (`resolve`).
+
+    A new kind plugs in with `register_option_kind(cls)`: `cls.from_handler(name, handler,
+    description, where)` returns an option for a handler it recognises, or None.
+    """
+    kind: ClassVar[str] = "option"
     handler: Callable | None = None
     value: Any = None
-    params: list[Param] = field(default_factory=list)
+
+    def __init__(self, name: str, description: str = "", params: list[Param] | None = None):
+        self.name, self.description = name, description
+        self.params = list(params or [])
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+    @classmethod
+    def from_handler(cls, name: str, handler: Any, description: str | None,
+                     where: str) -> "Option | None":
+        """The option for `handler` if this kind recognises it, else None (for kinds plugged in
+        with `register_option_kind`)."""
+        return None
 
     @property
     def llm_params(self) -> list[Param]:
         return [p for p in self.params if p.source == "llm"]
 
+    # -- what the model is shown ---------------------------------------------------------------
     def signature(self) -> str:
         parts = []
         for p in self.llm_params:
@@ -119,18 +136,166 @@ class Option:
             call["args"] = args
         return json.dumps(call, ensure_ascii=False)
 
+    def menu_lines(self) -> list[str]:
+        """This option's block of the menu (R1): signature, description, one line per
+        parameter, and the `Call:` example."""
+        lines = [f"- {self.signature()}"]
+        if self.description:
+            lines.append(f"  {self.description}")
+        lines += param_lines(self)
+        lines.append(f"  Call: {self.example()}")
+        return lines
+
+    def json_schema(self) -> dict:
+        """The JSON Schema of this option's payload (its `args` object): what the menu
+        describes in text, for native tools and structured output."""
+        props = {p.name: p.field.json_schema() for p in self.llm_params}
+        out: dict = {"type": "object", "properties": props,
+                     "required": [p.name for p in self.llm_params if p.required],
+                     "additionalProperties": False}
+        if self.description:
+            out["description"] = self.description
+        return out
+
+    def pick_schema(self) -> dict:
+        """The JSON Schema of a whole pick of this option: `{"call": name, "args": {...}}`."""
+        args = self.json_schema()
+        args.pop("description", None)
+        return {"type": "object", "properties": {"call": {"const": self.name}, "args": args},
+                "required": ["call", "args"], "additionalProperties": False}
+
     def info(self) -> dict:
         """One row of the option table (what `%decision_menu` and `trace.options` show)."""
         return {
             "name": self.name, "kind": self.kind, "description": self.description,
             "params": [{
                 "name": p.name, "type": p.field.type_name(), "required": p.required,
-                "default": None if p.default is _MISSING else repr(p.default),
-                "options": p.field.options, "source": p.source,
-                "hidden": p.source != "llm", "description": p.field.description,
+                "default": None if p.default is _MISSING else to_jsonable(p.default),
+                "options": None if p.field.options is None else to_jsonable(p.field.options),
+                "source": p.source, "hidden": p.source != "llm",
+                "description": p.field.description,
             } for p in self.params],
             "signature": self.signature(),
         }
+
+    # -- what a pick becomes -------------------------------------------------------------------
+    def bind(self, args: dict, *, runtime: Any, context: dict, dropped: list[str],
+             injected: list[str], prefix: str = "args") -> tuple[dict, dict]:
+        """Validate the model's `args` (P3-P5) into `(kwargs, kept)`: the keyword arguments
+        for `resolve` (injected ones included) and the model-supplied ones that were kept.
+        Paths into `dropped` and the names in `injected` are recorded even when a field
+        fails, so the record holds up to the failure."""
+        kwargs: dict = {}
+        kept: dict = {}
+        names = {p.name for p in self.params}
+        # A5: a model value for a hidden parameter is never used. It is recorded as dropped up
+        # front, so the record holds even when a later field fails the attempt.
+        dropped += [f"{prefix}.{p.name}" for p in self.params
+                    if p.source != "llm" and p.name in args]
+        unknown = [f"{prefix}.{k}" for k in args if k not in names]
+        try:
+            for p in self.params:
+                path = f"{prefix}.{p.name}"
+                if p.source == "runtime":
+                    kwargs[p.name] = runtime
+                    injected.append(p.name)
+                elif p.source == "context":
+                    if p.name in context:
+                        kwargs[p.name] = context[p.name]
+                        injected.append(p.name)
+                elif p.name in args:
+                    kept[p.name] = kwargs[p.name] = validate(args[p.name], p.field, path,
+                                                              dropped)
+                elif p.required:
+                    raise ParseError("missing_required",
+                                     f"{path} is required by option {self.name!r} "
+                                     f"({p.field.type_name()})", path)
+        finally:
+            dropped += unknown
+        return kwargs, kept
+
+    def resolve(self, kwargs: dict) -> Any:
+        """The next step's result for a validated pick (Z1)."""
+        raise NotImplementedError
+
+    def chosen(self) -> Any:
+        """What `parse_args` returns as the pick (P6): the name, for most kinds."""
+        return self.name
+
+
+class FunctionOption(Option):
+    """Picked → the function runs with the validated and injected arguments (O1)."""
+    kind = "function"
+
+    def __init__(self, name: str, fn: Callable, description: str | None, where: str):
+        super().__init__(name, description if description is not None else _describe(fn),
+                         function_params(fn, where))
+        self.handler = fn
+
+    def resolve(self, kwargs: dict) -> Any:
+        return call_function(self.handler, kwargs)
+
+    def chosen(self) -> Any:
+        return self.handler
+
+
+class ValueOption(Option):
+    """Picked → the value itself (O1)."""
+    kind = "value"
+
+    def __init__(self, name: str, value: Any, description: str = ""):
+        super().__init__(name, description)
+        self.value = value
+
+    def resolve(self, kwargs: dict) -> Any:
+        return self.value
+
+
+class SchemaOption(Option):
+    """The model fills the declared fields → `{"decision": name, **fields}` (O1, Z1). Every
+    field is required (P5)."""
+    kind = "schema"
+
+    def __init__(self, name: str, description: str, params: list[Param]):
+        super().__init__(name, description, params)
+
+    @classmethod
+    def from_schema(cls, name: str, desc: str, schema: Any, where: str) -> "SchemaOption":
+        if not isinstance(schema, dict) or not schema:
+            raise OptionError(f"{where}: a schema option's schema must be a non-empty dict "
+                              f"{{field: type}}, got {schema!r}")
+        if "decision" in schema:
+            # The result is {"decision": name, **fields}: the model's value would replace the name.
+            raise OptionError(f"{where}: a schema option cannot have a field 'decision' (the "
+                              f"result {{'decision': {name!r}, ...}} holds the option name "
+                              f"there); rename the field")
+        params = [Param(k, schema_field(v, f"{where}: field {k!r}")) for k, v in schema.items()]
+        return cls(name, desc, params)
+
+    def resolve(self, kwargs: dict) -> Any:
+        return {"decision": self.name, **kwargs}
+
+
+_option_kinds: list[type[Option]] = []
+
+
+def register_option_kind(cls: type[Option]) -> type[Option]:
+    """Plug in a new option kind: `cls.from_handler(name, handler, description, where)` is
+    asked first (the latest registered first) for every handler of every option set, and returns
+    an `Option` for a handler it recognises, or None. Usable as a class decorator."""
+    if not (isinstance(cls, type) and issubclass(cls, Option)):
+        raise TypeError(f"register_option_kind takes a subclass of Option, got {cls!r}")
+    if cls not in _option_kinds:
+        _option_kinds.insert(0, cls)
+    return cls
+
+
+def _plugged(name: str, handler: Any, description: str | None, where: str) -> Option | None:
+    for cls in _option_kinds:
+        option = cls.from_handler(name, handler, description, where)
+        if option is not None:
+            return option
+    return None
 
 
 class Menu(tuple):
@@ -254,8 +419,7 @@ def annotation_field(ann: Any, where: str) -> Field:
 
 
 def _is_runtime_annotation(ann: Any) -> bool:
-    from .runtime import Runtime
-    return isinstance(ann, type) and issubclass(ann, Runtime)
+    return isinstance(ann, type) and issubclass(ann, ModelCaller)
 
 
 def function_params(fn: Callable, where: str) -> list[Param]:
@@ -330,24 +494,6 @@ def _describe(fn: Callable) -> str:
     return doc.strip().split("\n\n")[0].replace("\n", " ")
 
 
-def _function_option(name: str, fn: Callable, desc: str | None, where: str) -> Option:
-    return Option(name, "function", desc if desc is not None else _describe(fn), handler=fn,
-                  params=function_params(fn, where))
-
-
-def _schema_option(name: str, desc: str, schema: Any, where: str) -> Option:
-    if not isinstance(schema, dict) or not schema:
-        raise OptionError(f"{where}: a schema option's schema must be a non-empty dict "
-                          f"{{field: type}}, got {schema!r}")
-    if "decision" in schema:
-        # The result is {"decision": name, **fields}: the model's value would replace the name.
-        raise OptionError(f"{where}: a schema option cannot have a field 'decision' (the result "
-                          f"{{'decision': {name!r}, ...}} holds the option name there); rename "
-                          f"the field")
-    params = [Param(k, schema_field(v, f"{where}: field {k!r}")) for k, v in schema.items()]
-    return Option(name, "schema", desc, params=params)
-
-
 def _fn_name(fn: Callable, where: str) -> str:
     name = getattr(fn, "__name__", None)
     if not name or name == "<lambda>":
@@ -390,8 +536,15 @@ def normalize(options: Any) -> Menu:
 
 
 def _dict_option(name: str, handler: Any, where: str) -> Option:
+    plugged = _plugged(name, handler, None, where)
+    if plugged is not None:
+        return plugged
+    if isinstance(handler, tuple) and len(handler) == 2 and isinstance(handler[1], str):
+        plugged = _plugged(name, handler[0], handler[1], where)
+        if plugged is not None:
+            return plugged
     if callable(handler):
-        return _function_option(name, handler, None, where)
+        return FunctionOption(name, handler, None, where)
     if isinstance(handler, tuple):
         if len(handler) != 2:
             raise OptionError(f"{where}: a tuple handler is (callable, 'description'), "
@@ -400,30 +553,35 @@ def _dict_option(name: str, handler: Any, where: str) -> Option:
                               f"(your_tuple, 'description')")
         a, b = handler
         if isinstance(a, str) and isinstance(b, dict):
-            return _schema_option(name, a, b, where)
+            return SchemaOption.from_schema(name, a, b, where)
+        if isinstance(a, str):
+            plugged = _plugged(name, b, a, where)   # ("description", a class of a plugged kind)
+            if plugged is not None:
+                return plugged
         if not isinstance(b, str):
             raise OptionError(f"{where}: the second item of a tuple handler must be the "
                               f"description string, got {b!r}")
         if callable(a):
-            return _function_option(name, a, b, where)
-        return Option(name, "value", b, value=a)
-    return Option(name, "value", "", value=handler)
+            return FunctionOption(name, a, b, where)
+        return ValueOption(name, a, b)
+    return ValueOption(name, handler)
 
 
 def _list_option(item: Any, where: str) -> Option:
     if isinstance(item, str):
-        return Option(item, "value", "", value=item)
-    if callable(item):
-        return _function_option(_fn_name(item, where), item, None, where)
+        return ValueOption(item, item)
     if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], str):
         a, desc = item
-        if callable(a):
-            return _function_option(_fn_name(a, where), a, desc, where)
-        if isinstance(a, str):
-            return Option(a, "value", desc, value=a)
+    else:
+        a, desc = item, None
+    if callable(a):
+        name = _fn_name(a, where)
+        return _plugged(name, a, desc, where) or FunctionOption(name, a, desc, where)
+    if isinstance(a, str) and desc is not None:
+        return ValueOption(a, a, desc)
     if isinstance(item, tuple) and len(item) == 3 and isinstance(item[0], str) \
             and isinstance(item[1], str):
-        return _schema_option(item[0], item[1], item[2], where)
+        return SchemaOption.from_schema(item[0], item[1], item[2], where)
     raise OptionError(f"{where}: a list item is a callable, (callable, 'description'), 'name', "
                       f"('name', 'description') or ('name', 'description', schema); use the "
                       f"dict form for value options")
@@ -483,11 +641,7 @@ def _render_menu(menu: list[Option]) -> str:
     lines = ['Options (reply with one JSON object that picks exactly one, as in its "Call:" line):']
     for o in menu:
         lines.append("")
-        lines.append(f"- {o.signature()}")
-        if o.description:
-            lines.append(f"  {o.description}")
-        lines += param_lines(o)
-        lines.append(f"  Call: {o.example()}")
+        lines += o.menu_lines()
     return "\n".join(lines)
 
 
@@ -506,6 +660,37 @@ def _describe_value(v: Any) -> str:
 
 def _enum_ok(v: Any, options: list) -> bool:
     return any(v == o and isinstance(v, bool) == isinstance(o, bool) for o in options)
+
+
+def _bad_json_value(value: Any) -> str | None:
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"must be a finite number, got {value!r} (write numbers JSON can hold)"
+    if isinstance(value, str) and not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return (f"is not valid Unicode text (a lone surrogate at character {exc.start}); "
+                    f"write plain text")
+    return None
+
+
+def _check_json_value(value: Any, path: str, deep: bool = False) -> None:
+    """A reply may hold only what JSON means: finite numbers and valid Unicode. Python's json
+    module lets through `1e400` (as inf), `NaN`, `Infinity` and lone surrogates (`"\\ud800"`);
+    a value of those never reaches a function, whatever its declared type says. Iterative, so
+    the deepest structure json accepted is checked without recursion."""
+    stack = [(value, path)]
+    while stack:
+        v, where = stack.pop()
+        problem = _bad_json_value(v)
+        if problem:
+            raise ParseError("invalid_value", f"{where} {problem}", where)
+        if deep and isinstance(v, list):
+            stack.extend((x, f"{where}[{i}]") for i, x in enumerate(v))
+        elif deep and isinstance(v, dict):
+            for k, x in v.items():
+                stack.append((k, f"{where} (a key)"))
+                stack.append((x, f"{where}.{k}"))
 
 
 def validate(value: Any, f: Field, path: str, dropped: list[str]) -> Any:
@@ -527,6 +712,10 @@ def validate(value: Any, f: Field, path: str, dropped: list[str]) -> Any:
     if not ok:
         raise ParseError("type_mismatch", f"{path} must be {f.type_name()}, got "
                                           f"{_describe_value(value)}", path)
+    if t in ("str", "int", "float"):
+        _check_json_value(value, path)
+    elif t in ("any", "dict") or (t == "list" and f.items is None):
+        _check_json_value(value, path, deep=True)
     if f.options is not None and not _enum_ok(value, f.options):
         allowed = ", ".join(json.dumps(o, default=repr) for o in f.options)
         raise ParseError("enum_violation", f"{path} must be one of {allowed}; got "

@@ -4,6 +4,8 @@
 loop (`tools=` / `toolset=`), a decision at the end of the turn (`choices=`), or a reply parsed
 against a schema (`response_format=`). Every model call and every Agent method call is a node of
 the runtime's DAG. Concrete runtimes (scripted, OpenAI, Anthropic, cassettes) override `complete()`.
+A new runtime plugs in by subclassing `Runtime` and overriding `complete()` (see
+docs/architecture.md).
 """
 from __future__ import annotations
 
@@ -11,45 +13,26 @@ import contextlib
 import contextvars
 import inspect
 import itertools
+import json
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-# ---------------------------------------------------------------------------------------------
-# What a model call returns
-# ---------------------------------------------------------------------------------------------
+from . import tools as _tools
+from .errors import ModelCallError, ParseError
+from .loop import DECISION_FINISH_INSTRUCTION, Decider
+from .model import (ModelCaller, ModelResponse, ToolCall, blocks_text, check_iterations,
+                    check_timeout, current_runtime, deadline_after, resolve_runtime, to_blocks,
+                    using_runtime, _current_runtime)
+from .options import Param, SchemaOption, check_context, normalize, param_lines, render_menu
+from .options import schema_field, validate
+from .records import ToolRound, replace
+from .trace import emit
 
-
-@dataclass
-class ToolCall:
-    """A native tool call the model asked for."""
-    name: str
-    args: dict = field(default_factory=dict)
-    id: str | None = None
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "args": self.args, "id": self.id}
-
-
-@dataclass
-class ModelResponse:
-    """One model call's answer: its text, the native tool calls it asked for, token usage."""
-    text: Any = ""
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    usage: dict | None = None     # {"input_tokens": n, "output_tokens": m}
-    model: str | None = None
-
-
-class ModelCallError(RuntimeError):
-    """A model call failed (network, key, rate limit, server error, timeout). `partial` holds the
-    text received before the failure, so nothing that arrived is lost."""
-
-    def __init__(self, message: str, *, partial: str = "", kind: str = "model_error"):
-        super().__init__(message)
-        self.partial = partial
-        self.kind = kind
-
+__all__ = ["Runtime", "DAG", "Node", "ToolCall", "ModelResponse", "ModelCallError",
+           "as_response", "to_blocks", "blocks_text", "current_runtime", "using_runtime",
+           "resolve_runtime", "check_timeout", "deadline_after", "check_iterations"]
 
 # ---------------------------------------------------------------------------------------------
 # The DAG
@@ -126,122 +109,11 @@ class DAG:
 
 
 # ---------------------------------------------------------------------------------------------
-# The Runtime bound to the current Agent call
-# ---------------------------------------------------------------------------------------------
-
-_current_runtime: contextvars.ContextVar["Runtime | None"] = contextvars.ContextVar(
-    "openprogram_runtime", default=None)
-
-
-def current_runtime() -> "Runtime | None":
-    """The Runtime bound by the enclosing Agent method call, if any."""
-    return _current_runtime.get()
-
-
-@contextlib.contextmanager
-def using_runtime(runtime: "Runtime") -> Iterator["Runtime"]:
-    """Bind `runtime` for `decision.make` / `agent()` calls inside the block (as an Agent method
-    call does)."""
-    token = _current_runtime.set(runtime)
-    try:
-        yield runtime
-    finally:
-        _current_runtime.reset(token)
-
-
-def check_timeout(timeout_s: Any) -> None:
-    """Reject a time budget that is not a positive number of seconds (None means no budget)."""
-    if timeout_s is not None and (isinstance(timeout_s, bool) or
-                                  not isinstance(timeout_s, (int, float)) or not timeout_s > 0):
-        raise ValueError(f"timeout_s must be a number of seconds > 0 (it covers the whole call, "
-                         f"re-asks and tool rounds included), or None for no limit; got "
-                         f"{timeout_s!r}")
-
-
-def deadline_after(timeout_s: float | None) -> float | None:
-    """The time.monotonic() at which a budget of `timeout_s` seconds, starting now, runs out."""
-    check_timeout(timeout_s)
-    return None if timeout_s is None else time.monotonic() + timeout_s
-
-
-def check_iterations(max_iterations: Any) -> None:
-    if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or \
-            max_iterations < 1:
-        raise ValueError(f"max_iterations must be a whole number >= 1 (the model calls of one "
-                         f"turn, tool rounds included), got {max_iterations!r}")
-
-
-def resolve_runtime(runtime: "Runtime | None", what: str) -> "Runtime":
-    rt = runtime if runtime is not None else _current_runtime.get()
-    if rt is None:
-        from .agent import current_agent  # late: agent.py imports this module
-        ag, method = current_agent()
-        if ag is not None:
-            # Inside an Agent method, "call it inside an Agent method" would be no help.
-            cls = type(ag).__name__
-            raise RuntimeError(
-                f"{what} in {cls}.{method}() has no Runtime: this {cls} has none of its own and "
-                f"no Agent method that called it has one. Create it with "
-                f"{cls}(runtime=...), e.g. runtime=ScriptedRuntime([...]) from "
-                f"openprogram.runtimes or Runtime(call=your_model_function); call it from a "
-                f"method of an Agent that has a Runtime; or pass runtime=... to {what}.")
-        raise RuntimeError(
-            f"{what} has no Runtime: call it inside an Agent method (whose Runtime is bound), "
-            f"or pass runtime=..., e.g. runtime=ScriptedRuntime([...]) from openprogram.runtimes "
-            f"or Runtime(call=your_model_function).")
-    if not isinstance(rt, Runtime):
-        raise TypeError(f"runtime= must be an openprogram Runtime, got {type(rt).__name__}; "
-                        f"wrap a model function with Runtime(call=fn).")
-    return rt
-
-
-# ---------------------------------------------------------------------------------------------
-# Content helpers
-# ---------------------------------------------------------------------------------------------
-
-
-def to_blocks(content: Any) -> list[dict]:
-    """A turn's content as a list of content blocks; a plain string becomes one text block."""
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    if isinstance(content, dict):
-        content = [content]
-    if isinstance(content, (list, tuple)):
-        blocks = []
-        for b in content:
-            if isinstance(b, str):
-                blocks.append({"type": "text", "text": b})
-            elif isinstance(b, dict) and "type" in b:
-                blocks.append(b)
-            else:
-                raise TypeError(f"content block {b!r} is not a str or a dict with a 'type' key; "
-                                f"use {{'type': 'text', 'text': ...}}")
-        return blocks
-    raise TypeError(f"content must be a str or a list of content blocks, got "
-                    f"{type(content).__name__}")
-
-
-def blocks_text(blocks: list[dict]) -> str:
-    """The text of a list of content blocks (other block types are shown by their type)."""
-    parts = []
-    for b in blocks:
-        if b.get("type") == "text":
-            parts.append(b.get("text", ""))
-        elif b.get("type") == "tool_result":
-            parts.append(f"[tool result {b.get('name', '')}: {b.get('content', '')}]")
-        elif b.get("type") == "tool_use":
-            parts.append(f"[tool call {b.get('name', '')}({b.get('input', {})})]")
-        else:
-            parts.append(f"[{b.get('type')}]")
-    return "\n".join(parts)
-
-
-# ---------------------------------------------------------------------------------------------
 # Runtime
 # ---------------------------------------------------------------------------------------------
 
 
-class Runtime:
+class Runtime(ModelCaller):
     """Wraps a model. `Runtime(call=fn, model="name")` where `fn(content, **kwargs)` gets the
     turn's content blocks and returns the reply text (or `ToolCall`s when `tools=` were offered;
     it receives `tools=` and `messages=` only if its signature accepts them).
@@ -315,7 +187,6 @@ class Runtime:
              max_iterations: int = 20, timeout_s: float | None = None, context: dict | None = None):
         """Run one turn. Returns the reply text; with `choices=`, the resolved decision; with
         `response_format=`, the validated object."""
-        from . import decision, tools as _tools
         check_iterations(max_iterations)
         deadline = deadline_after(timeout_s)
         blocks = to_blocks(content)
@@ -323,10 +194,10 @@ class Runtime:
         if choices is not None and response_format is not None:
             raise ValueError("exec() takes choices= or response_format=, not both")
         if choices is not None:
-            return decision.run_agent_decision(self, blocks, choices, tool_list, context=context,
+            return run_agent_decision(self, blocks, choices, tool_list, context=context,
                                                max_iterations=max_iterations, deadline=deadline)
         if response_format is not None:
-            return decision.run_format(self, blocks, response_format, tool_list, context=context,
+            return run_format(self, blocks, response_format, tool_list, context=context,
                                        max_iterations=max_iterations, deadline=deadline)
         resp, _ = _tools.tool_loop(self, [{"role": "user", "content": blocks}], tool_list,
                                    max_iterations=max_iterations, deadline=deadline,
@@ -374,3 +245,88 @@ def _accepted_kwargs(fn: Callable) -> set[str]:
     if any(p.kind is p.VAR_KEYWORD for p in params):
         return {"tools", "messages", "timeout"}
     return {p.name for p in params}
+
+
+# ---------------------------------------------------------------------------------------------
+# Turns that end in a decision (E2): a whole turn with tools, then its last reply is checked
+# ---------------------------------------------------------------------------------------------
+
+
+def _append_text(blocks: list[dict], text: str) -> list[dict]:
+    """The turn with `text` after its prompt: `prompt + "\\n\\n" + text` when the turn ends with
+    a text block, else a text block of its own."""
+    if blocks and blocks[-1].get("type") == "text":
+        last = dict(blocks[-1], text=blocks[-1].get("text", "") + "\n\n" + text)
+        return blocks[:-1] + [last]
+    return blocks + [{"type": "text", "text": text}]
+
+
+def _turn(d: Decider, content: list[dict], tools: list, max_iterations: int) -> None:
+    """Attempt 1 of an exec() decision: a whole turn, tool rounds included."""
+    def on_tool(n, tc, result, error, seconds):
+        emit("tool_call", d.trace, d.att,
+             round=ToolRound(n, tc.name, dict(tc.args) if isinstance(tc.args, dict)
+                             else tc.args, result, error, seconds))
+
+    try:
+        _tools.tool_loop(d.runtime, [{"role": "user", "content": content}], tools,
+                         max_iterations=max_iterations, deadline=d.deadline,
+                         call=lambda msgs, specs: d.call(msgs, specs),
+                         on_tool=on_tool, context=d.context)
+    except ModelCallError as exc:
+        d.fail_with(ParseError(exc.kind, str(exc)), cause=exc)
+
+
+def run_agent_decision(rt: Runtime, blocks: list[dict], choices: Any, tools: list,
+                       *, context: dict | None, max_iterations: int, deadline: float | None):
+    """`exec(choices=)` (E2): one turn with tools, then the last reply is the decision; one
+    re-pick, fixed."""
+    menu = normalize(choices)
+    check_context(menu, context)
+    menu_text = render_menu(menu)
+    request = blocks_text(blocks)
+    turn = _append_text(blocks, DECISION_FINISH_INSTRUCTION + "\n\n" + menu_text)
+    with rt.dag.span("decision", "agent(choices=)"):
+        d = Decider(rt, menu, request=request, context=context, max_attempts=2, entry="agent",
+                    deadline=deadline, menu_text=menu_text)
+        with d.running():
+            d.new_attempt(blocks_text(turn))
+            _turn(d, turn, tools, max_iterations)
+            option, kwargs = d.settle()
+            return d.resolve(option, kwargs)
+
+
+def run_format(rt: Runtime, blocks: list[dict], response_format: Any, tools: list, *,
+               context: dict | None = None, max_iterations: int, deadline: float | None):
+    """`exec(response_format=schema)`: the reply is one JSON object of the schema's form,
+    validated like a schema option's fields; one re-ask, fixed."""
+    schema = schema_field(response_format, "response_format")
+    if schema.type != "object":
+        raise TypeError("response_format must be a dict schema {field: type, ...}")
+    option = SchemaOption("response", "the requested JSON object",
+                          [Param(k, f) for k, f in (schema.fields or {}).items()])
+    menu_text = "\n".join([
+        "Reply with one JSON object of this form, in a ```json fenced block:",
+        *param_lines(option),
+        "  Example: " + json.dumps(schema.placeholder(), ensure_ascii=False)])
+    request = blocks_text(blocks)
+    turn = _append_text(blocks, menu_text)
+
+    def check():
+        ex = d.extract(require_key=False)
+        dropped: list[str] = []
+        try:
+            value = validate(ex.action, schema, "response", dropped)
+        finally:
+            d.att = replace(d.att, dropped=list(dropped))
+        d.att = replace(d.att, chosen="response", args=value)
+        return option, value
+
+    with rt.dag.span("decision", "exec(response_format=)"):
+        d = Decider(rt, [option], request=request, context=context, max_attempts=2,
+                    entry="format", deadline=deadline, menu_text=menu_text)
+        with d.running():
+            d.new_attempt(blocks_text(turn))
+            _turn(d, turn, tools, max_iterations)
+            _, value = d.settle(check)
+            return d.finish("resolved", result=value)

@@ -16,8 +16,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .options import (OptionError, Param, ParseError, call_function, check_hidden,
-                      function_params, validate)
+from .errors import ModelCallError, OptionError, ParseError
+from .model import current_agent
+from .options import Param, call_function, check_hidden, function_params, validate
 
 
 @dataclass
@@ -63,7 +64,6 @@ def _as_tool(fn: Any) -> Tool:
 
 
 def _toolset(toolset: Any) -> list[Callable]:
-    from .agent import Agent, current_agent
     if toolset is None:
         return []
     if isinstance(toolset, str):
@@ -75,7 +75,7 @@ def _toolset(toolset: Any) -> list[Callable]:
                              f" (register one with register_toolset(name, tools), or pass "
                              f"'default', an Agent or a list of functions)")
         return _toolsets[toolset]
-    if isinstance(toolset, Agent):
+    if callable(getattr(toolset, "tool_methods", None)):  # an Agent (a layer above this one)
         return toolset.tool_methods()
     if isinstance(toolset, (list, tuple)):
         return list(toolset)
@@ -141,7 +141,6 @@ def tool_loop(runtime, messages: list[dict], tools: list[Tool], *, max_iteration
               on_tool: Callable | None = None, context: dict | None = None):
     """Call the model; while it asks for tools, run them and send their results back.
     Returns (final ModelResponse, number of model calls)."""
-    from .runtime import ModelCallError
     specs = [t.spec() for t in tools] or None
     by_name = {t.name: t for t in tools}
     call = call or (lambda msgs, specs: runtime.call_model(msgs, tools=specs,

@@ -1,9 +1,11 @@
-"""The record of a decision, and the events it is built from.
+"""The decision trace: what one decision did, assembled from the events it emitted.
 
-A decision emits events as it runs (started, attempt sent, reply chunk, reply received, extracted,
-validated or failed, tool round, resolved or failed). `DecisionTrace` is the plain-Python record
-those events build; observers (the notebook panel, progress bars, a logger) see the same events as
-they happen. Nothing here imports pandas until `to_frame()` is called.
+The decision loop emits one event per step (decision started, attempt sent, reply chunk, reply
+received, extracted, validated or failed, tool round, resolved or failed), each carrying an
+immutable record (`records.Attempt`, `records.ToolRound`). `DecisionTrace` is assembled from
+those events and nothing else (`DecisionTrace._apply`); observers (the notebook panel, progress
+bars, a logger) see the same events as they happen, after the trace has taken them in. Nothing here
+imports pandas until `to_frame()` is called.
 """
 from __future__ import annotations
 
@@ -17,92 +19,18 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-#: The stable set of error kinds, each with a sentence a person can act on.
-ERROR_KINDS: dict[str, str] = {
-    "not_text": "The model reply was not text. A Runtime's model call must return a str "
-                "(or native tool calls); check the runtime's call function.",
-    "no_action": "The reply holds no JSON object with a \"call\" key. Ask the model to end its reply "
-                 "with one JSON object such as {\"call\": \"<option>\", \"args\": {...}}.",
-    "bad_args": "The JSON object names an option but its \"call\" or \"args\" has the wrong shape: "
-                "\"call\" must be a string and \"args\" a JSON object.",
-    "unknown_call": "The reply calls an option that is not on the menu. Check the option names, "
-                    "or make the names and descriptions easier to tell apart.",
-    "missing_required": "A required field is missing. Every schema field, and every function "
-                        "parameter without a default, must be given.",
-    "type_mismatch": "A field has the wrong JSON type (bool never counts as int; float accepts int).",
-    "enum_violation": "A field's value is not one of its allowed values.",
-    "timeout": "The decision ran out of time (timeout_s covers the whole decision, re-asks included).",
-    "model_error": "The model call itself failed (network, key, rate limit, server error).",
-}
+from .errors import ERROR_KINDS, explain
+from .jsonable import to_jsonable
+from .records import Attempt, ToolRound
+from .view import trace_html
 
-
-def explain(kind: str) -> str:
-    """The actionable sentence for an error kind (empty for an unknown kind)."""
-    return ERROR_KINDS.get(kind, "")
+__all__ = ["ERROR_KINDS", "explain", "Attempt", "ToolRound", "DecisionTrace", "TraceEvent",
+           "EVENT_KINDS", "add_observer", "remove_observer", "observe", "emit", "last_trace",
+           "history", "register_trace_view", "trace_view"]
 
 
 def _now() -> float:
     return time.time()
-
-
-@dataclass
-class Attempt:
-    """One model call of a decision and what the mechanism made of its reply."""
-    number: int
-    is_last: bool
-    prompt: str
-    reply: str | None = None
-    extracted: dict | None = None
-    found_in: str | None = None        # "fence" or "text"
-    key_alias: str | None = None       # "call", "action", "function" or "tool"
-    candidates: int = 0
-    error_kind: str | None = None
-    error_message: str | None = None
-    error_path: str | None = None      # e.g. "args.steps[0].action"
-    chosen: str | None = None
-    args: dict | None = None           # the model-supplied arguments that were kept
-    dropped: list[str] = field(default_factory=list)
-    injected: list[str] = field(default_factory=list)
-    started_at: float = field(default_factory=_now)
-    duration_s: float | None = None
-    model_call_id: int | None = None
-    usage: dict | None = None          # {"input_tokens": n, "output_tokens": m} when the runtime knows
-
-    @property
-    def ok(self) -> bool:
-        return self.error_kind is None and self.chosen is not None
-
-    def to_dict(self) -> dict:
-        return {
-            "attempt": self.number, "is_last": self.is_last, "prompt": self.prompt,
-            # A reply that is not text (bytes, a dict from a broken runtime) is kept as its repr,
-            # so the export always survives json.dumps.
-            "reply": self.reply if self.reply is None or isinstance(self.reply, str)
-            else repr(self.reply),
-            "extracted": self.extracted, "found_in": self.found_in,
-            "key_alias": self.key_alias, "candidates": self.candidates,
-            "error_kind": self.error_kind, "error_message": self.error_message,
-            "error_path": self.error_path, "chosen": self.chosen, "args": self.args,
-            "dropped": list(self.dropped), "injected": list(self.injected),
-            "started_at": self.started_at, "duration_s": self.duration_s,
-            "model_call_id": self.model_call_id, "usage": self.usage,
-        }
-
-
-@dataclass
-class ToolRound:
-    """One native tool call made during an `agent(..., choices=)` turn."""
-    round: int
-    name: str
-    args: dict
-    result: Any = None
-    error: str | None = None
-    duration_s: float | None = None
-
-    def to_dict(self) -> dict:
-        return {"round": self.round, "tool": self.name, "args": self.args,
-                "result": _safe_repr(self.result), "error": self.error,
-                "duration_s": self.duration_s}
 
 
 _ids = itertools.count(1)
@@ -149,12 +77,29 @@ class DecisionTrace:
             "max_attempts": self.max_attempts, "context_keys": list(self.context_keys),
             "attempts": [a.to_dict() for a in self.attempts],
             "tool_rounds": [t.to_dict() for t in self.tool_rounds],
-            "chosen": self.chosen, "result": _safe_repr(self.result),
+            "chosen": self.chosen, "result": to_jsonable(self.result),
             "error": None if self.error is None else {
                 "type": type(self.error).__name__, "kind": getattr(self.error, "kind", None),
                 "message": str(self.error)},
             "started_at": self.started_at, "duration_s": self.duration_s,
         }
+
+    def _apply(self, event: "TraceEvent") -> None:
+        """Take in one event: the only way a trace changes. A new or updated attempt record
+        replaces the one with its number in a new list, so a list of attempts that a view
+        already holds is never changed under it."""
+        if event.attempt is not None:
+            att = event.attempt
+            if self.attempts and self.attempts[-1].number == att.number:
+                self.attempts = [*self.attempts[:-1], att]
+            else:
+                self.attempts = [*self.attempts, att]
+        if event.kind == "tool_call":
+            self.tool_rounds = [*self.tool_rounds, event.data["round"]]
+        elif event.kind in ("resolved", "decision_failed"):
+            self.status = "resolved" if event.kind == "resolved" else "failed"
+            self.result, self.error = event.data.get("result"), event.data.get("error")
+            self.duration_s = event.data.get("duration_s")
 
     def to_frame(self, table: str = "attempts"):
         """A pandas DataFrame of one of the trace's tables: "attempts" (one row per attempt),
@@ -184,7 +129,7 @@ class DecisionTrace:
             return pd.DataFrame([{
                 "id": self.id, "entry": self.entry, "status": self.status, "chosen": self.chosen,
                 "attempts": len(self.attempts), "error_kinds": self.error_kinds,
-                "result": d["result"], "error": (d["error"] or {}).get("message"),
+                "result": _safe_repr(self.result), "error": (d["error"] or {}).get("message"),
                 "duration_s": self.duration_s, **self.usage()}]).set_index("id")
         raise ValueError(f"unknown table {table!r}: use 'attempts', 'options', 'tools' or 'summary'")
 
@@ -225,15 +170,10 @@ class DecisionTrace:
         return "\n".join(lines)
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        """In a notebook, a trace shows as the decision panel (when the notebook layer is
-        installed); everywhere else, as text."""
-        bundle = {"text/plain": self.format_text()}
-        try:
-            from openprogram.widgets.panel import trace_html
-        except ImportError:
-            return bundle
-        bundle["text/html"] = trace_html(self)
-        return bundle
+        """In a notebook (or a static export of one), a trace shows as the decision's tables;
+        everywhere else, as text. Plain HTML from the standard library: the core never imports
+        the notebook layer."""
+        return {"text/plain": self.format_text(), "text/html": trace_html(self)}
 
 
 def _head(text: str, n: int) -> str:
@@ -258,19 +198,22 @@ def _safe_repr(value: Any, limit: int = 500) -> str | None:
 EVENT_KINDS = (
     "decision_started",   # the menu is built; no model call yet
     "attempt_sent",       # a prompt went to the model (attempt number, is_last)
-    "reply_chunk",        # a streamed piece of the reply (data["text"]); attempt.reply grows
+    "reply_chunk",        # a streamed piece of the reply: data["text"] is only the new text
     "reply_received",     # the whole reply is in (attempt.reply)
-    "tool_call",          # a native tool ran (data["round"] is the ToolRound)
+    "tool_call",          # a native tool ran (data["round"] is the frozen ToolRound)
     "extracted",          # the JSON object was found (attempt.extracted), or not
     "validated",          # the pick and its arguments passed (attempt.chosen, attempt.args)
     "attempt_failed",     # attempt.error_kind / error_message say why
-    "resolved",           # trace.result holds the result
-    "decision_failed",    # trace.error holds the DecisionError
+    "resolved",           # data["result"]; trace.result holds it too
+    "decision_failed",    # data["error"]: the DecisionError (or what ended the decision)
 )
 
 
-@dataclass
+@dataclass(frozen=True)
 class TraceEvent:
+    """One step of one decision. `attempt` is the frozen record of the attempt as of this step;
+    `data` holds what the step adds: the new text of a `reply_chunk` (never the whole reply so
+    far), the `ToolRound` of a `tool_call`, the result or error of the outcome."""
     kind: str
     trace: DecisionTrace
     attempt: Attempt | None = None
@@ -325,9 +268,10 @@ def observe(fn: Observer) -> Iterator[Observer]:
 def emit(kind: str, trace: DecisionTrace, attempt: Attempt | None = None, **data) -> None:
     """Send one event to every observer. An observer that raises is reported once as a warning
     and never breaks the decision."""
+    event = TraceEvent(kind, trace, attempt, data)
+    trace._apply(event)
     if kind in ("resolved", "decision_failed"):
         history.append(trace)
-    event = TraceEvent(kind, trace, attempt, data)
     for fn in (*_global_observers, *_scoped_observers.get()):
         try:
             fn(event)
@@ -336,6 +280,21 @@ def emit(kind: str, trace: DecisionTrace, attempt: Attempt | None = None, **data
                 _warned.add(id(fn))
                 warnings.warn(f"decision observer {fn!r} raised {exc!r}; it is ignored",
                               RuntimeWarning, stacklevel=2)
+
+
+_trace_view: Callable[[DecisionTrace], Any] | None = None
+
+
+def register_trace_view(factory: Callable[[DecisionTrace], Any] | None) -> None:
+    """Plug in the view that shows one finished trace (`EvaluationResult.panel(i)`,
+    `%decision_trace`): the notebook layer registers its panel when it loads. None unregisters."""
+    global _trace_view
+    _trace_view = factory
+
+
+def trace_view(trace: DecisionTrace) -> Any:
+    """The registered view of `trace`, or the trace itself (which displays as HTML)."""
+    return trace if _trace_view is None else _trace_view(trace)
 
 
 def last_trace() -> DecisionTrace | None:

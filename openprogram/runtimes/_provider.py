@@ -19,6 +19,7 @@ import time
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
+from ..agentic_programming.errors import OpenProgramError
 from ..agentic_programming.runtime import ModelCallError, ModelResponse, Runtime, ToolCall
 
 #: The deadline (time.monotonic()) of the model call running in this context, read by the HTTP
@@ -31,7 +32,7 @@ DEADLINE_HEADER = "x-openprogram-deadline"
 _SDK_FIRST_BACKOFF = 0.375   # the SDKs sleep 0.5 s * 2**n, minus up to 25% jitter, between retries
 
 
-class DeadlineExceeded(Exception):
+class DeadlineExceeded(OpenProgramError):
     """Raised between streamed events when the time budget is spent."""
 
 

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..agentic_programming.errors import ModelCallError, OpenProgramError
 from ..agentic_programming.runtime import (ModelResponse, Runtime, ToolCall, as_response,
                                            blocks_text, to_blocks)
 
@@ -27,8 +28,8 @@ class ScriptedCall:
     tool_names: list[str] = field(default_factory=list)
 
 
-class ScriptExhausted(RuntimeError):
-    pass
+class ScriptExhausted(OpenProgramError, RuntimeError):
+    """A ScriptedRuntime was asked for more replies than it was given."""
 
 
 class ScriptedRuntime(Runtime):
@@ -100,7 +101,6 @@ class ScriptedRuntime(Runtime):
         delay = self._delay()
         if timeout is not None and delay > timeout:
             time.sleep(max(timeout, 0))
-            from ..agentic_programming.runtime import ModelCallError
             raise ModelCallError(f"the scripted model took longer than the {timeout:.3f}s left",
                                  kind="timeout")
         text = resp.text

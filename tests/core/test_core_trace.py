@@ -186,7 +186,7 @@ def test_A4_to_dict_round_trips_through_json():
     assert again == d
     assert [a["error_kind"] for a in again["attempts"]] == ["not_text", "not_text", None]
     assert again["attempts"][0]["reply"] == "b'bytes reply'"
-    assert again["status"] == "resolved" and again["chosen"] == "run" and again["result"] == "1"
+    assert again["status"] == "resolved" and again["chosen"] == "run" and again["result"] == 1
     assert again["context_keys"] == ["user"]
     # a failed trace too
     with pytest.raises(DecisionError) as info:
@@ -214,7 +214,7 @@ def test_A4_to_frame_tables():
     options = t.to_frame("options")
     assert list(options.index) == ["plan", "run", "stop"]
     tools = t.to_frame("tools")
-    assert list(tools["tool"]) == ["look"] and list(tools["result"]) == ["'z'"]
+    assert list(tools["tool"]) == ["look"] and list(tools["result"]) == ["z"]
     summary = t.to_frame("summary")
     assert summary.iloc[0]["status"] == "resolved" and summary.iloc[0]["attempts"] == 2
     with pytest.raises(ValueError, match="unknown table 'steps'"):

@@ -216,18 +216,22 @@ def test_progress_bar_counts_every_decision(capsys):
     assert "evaluate" in err and "3/3" in err and "failed=1" in err
 
 
-def test_panel_uses_the_decision_panel_when_the_notebook_layer_has_one(frame, monkeypatch):
+def test_panel_uses_the_registered_trace_view(frame):
+    import openprogram
+    from openprogram.agentic_programming import trace as trace_mod
     res, _ = run(frame)
-    fake = types.ModuleType("openprogram.widgets.panel")
 
     class DecisionPanel:
         def __init__(self, trace):
             self.trace = trace
-    fake.DecisionPanel = DecisionPanel
-    monkeypatch.setitem(sys.modules, "openprogram.widgets.panel", fake)
-    panel = res.panel(4)
-    assert isinstance(panel, DecisionPanel) and panel.trace is res.traces[4]
-    assert res.panel(-1).trace is res.traces[5]
+    before = trace_mod._trace_view
+    openprogram.register_trace_view(DecisionPanel)
+    try:
+        panel = res.panel(4)
+        assert isinstance(panel, DecisionPanel) and panel.trace is res.traces[4]
+        assert res.panel(-1).trace is res.traces[5]
+    finally:
+        openprogram.register_trace_view(before)
 
 
 def test_panel_is_the_notebook_layers_decision_panel(frame):
@@ -238,8 +242,9 @@ def test_panel_is_the_notebook_layers_decision_panel(frame):
 
 
 def test_panel_falls_back_to_the_trace(frame, monkeypatch):
+    from openprogram.agentic_programming import trace as trace_mod
     res, _ = run(frame)
-    monkeypatch.setitem(sys.modules, "openprogram.widgets.panel", None)  # import fails
+    monkeypatch.setattr(trace_mod, "_trace_view", None)  # no notebook layer loaded
     assert res.panel(1) is res.traces[1]
     with pytest.raises(IndexError, match="row 6 is out of range: there are 6 inputs"):
         res.panel(6)

@@ -207,9 +207,10 @@ def test_stream_chunks_reach_observers_as_reply_chunks(provider, server, make_ru
     chunks = [(t, r) for k, t, r in events if k == "reply_chunk"]
     assert len(chunks) == len(range(0, len(reply), 5))
     assert "".join(t for t, _ in chunks) == reply
-    # attempt.reply grows with each chunk, as a live panel shows it
-    grown = [r for _, r in chunks]
-    assert all(grown[i] == "".join(t for t, _ in chunks[:i + 1]) for i in range(len(grown)))
+    # A chunk event carries only its new text; the attempt record it holds is the one sent
+    # (frozen, never grown), and the whole reply arrives with reply_received.
+    assert all(r is None for _, r in chunks)
+    assert [r for k, _, r in events if k == "reply_received"] == [reply]
     kinds = [k for k, _, _ in events]
     assert kinds.index("attempt_sent") < kinds.index("reply_chunk") < \
         kinds.index("reply_received")

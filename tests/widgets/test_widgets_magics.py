@@ -254,7 +254,7 @@ def test_decision_menu_prints_the_menu_and_returns_the_option_table(shell, capsy
     rows = {(row.option, row.parameter): row for row in df.itertuples()}
     assert rows[("book", "city")].allowed == ["Paris", "Rome"]
     assert rows[("book", "city")].required
-    assert rows[("book", "nights")].default == "1"
+    assert rows[("book", "nights")].default == 1
     assert rows[("book", "user_id")].hidden and rows[("book", "user_id")].source == "context"
     assert rows[("wait", "")].kind == "value"
     assert rows[("wait", "")].description == "do nothing yet"

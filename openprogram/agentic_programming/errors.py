@@ -1,0 +1,110 @@
+"""The mechanism's errors: one family, and the stable list of error kinds.
+
+Every exception this library raises on purpose derives from `OpenProgramError`, so
+`except openprogram.OpenProgramError` catches "anything openprogram raised", and each also keeps
+the builtin base users already catch (`DecisionError` is a `ValueError`, `ModelCallError` a
+`RuntimeError`, ...). `ERROR_KINDS` names every way an attempt can fail, each with a sentence a
+person can act on; the trace, the panel, the re-ask and `DecisionError` all read it from here.
+This module is the bottom layer: it imports nothing else of the package.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+#: The stable set of error kinds, each with a sentence a person can act on.
+ERROR_KINDS: dict[str, str] = {
+    "not_text": "The model reply was not text. A Runtime's model call must return a str "
+                "(or native tool calls); check the runtime's call function.",
+    "no_action": "The reply holds no JSON object with a \"call\" key. Ask the model to end its reply "
+                 "with one JSON object such as {\"call\": \"<option>\", \"args\": {...}}.",
+    "bad_args": "The JSON object names an option but its \"call\" or \"args\" has the wrong shape: "
+                "\"call\" must be a string and \"args\" a JSON object.",
+    "unknown_call": "The reply calls an option that is not on the menu. Check the option names, "
+                    "or make the names and descriptions easier to tell apart.",
+    "missing_required": "A required field is missing. Every schema field, and every function "
+                        "parameter without a default, must be given.",
+    "type_mismatch": "A field has the wrong JSON type (bool never counts as int; float accepts int).",
+    "enum_violation": "A field's value is not one of its allowed values.",
+    "invalid_value": "A field has the right JSON type but a value its declared type refuses (a "
+                     "number JSON cannot hold such as 1e400 or NaN, text that is not valid "
+                     "Unicode, or a constraint or validator of the option's own). Say in the "
+                     "field's description what values are allowed.",
+    "rejected": "A rule of the caller's (validate=, or the option raising openprogram.Retry) "
+                "rejected the pick; its message says why and was sent back to the model.",
+    "multiple_calls": "The model asked for several options at once; exactly one must be picked.",
+    "refused": "The provider reported that the model refused to answer; rephrase the request "
+               "or check it against the provider's policies.",
+    "truncated": "The reply was cut off at the token limit before the pick was complete; raise "
+                 "max_tokens or ask for a shorter reply.",
+    "timeout": "The decision ran out of time (timeout_s covers the whole decision, re-asks included).",
+    "model_error": "The model call itself failed (network, key, rate limit, server error).",
+}
+
+
+def explain(kind: str) -> str:
+    """The actionable sentence for an error kind (empty for an unknown kind)."""
+    return ERROR_KINDS.get(kind, "")
+
+
+class OpenProgramError(Exception):
+    """Base of every exception openprogram raises on purpose."""
+
+
+class OptionError(OpenProgramError, ValueError):
+    """An option set that cannot be used; raised before any model call."""
+
+
+class ParseError(OpenProgramError, ValueError):
+    """One attempt's reply could not be turned into a usable pick. `kind` is one of
+    ERROR_KINDS; `path` points into the arguments (`args.items[0].qty`) when it can."""
+
+    def __init__(self, kind: str, message: str, path: str | None = None):
+        super().__init__(message)
+        self.kind, self.message, self.path = kind, message, path
+
+
+class ModelCallError(OpenProgramError, RuntimeError):
+    """A model call failed (network, key, rate limit, server error, timeout). `partial` holds the
+    text received before the failure, so nothing that arrived is lost."""
+
+    def __init__(self, message: str, *, partial: str = "", kind: str = "model_error"):
+        super().__init__(message)
+        self.partial = partial
+        self.kind = kind
+
+
+_REPLY_HEAD = 300
+
+
+def reply_head(text: Any, n: int = _REPLY_HEAD) -> str | None:
+    """The beginning of a reply, for error messages."""
+    if text is None:
+        return None
+    s = text if isinstance(text, str) else repr(text)
+    return s if len(s) <= n else s[:n] + "..."
+
+
+class DecisionError(OpenProgramError, ValueError):
+    """The model never produced a usable pick. `kind`, `message` and `reply_head` describe the
+    last failure; `trace` holds every attempt (so the last invalid reply is never lost)."""
+
+    def __init__(self, kind: str, message: str, reply_head: str | None,
+                 trace: Any = None, path: str | None = None):
+        self.kind, self.message, self.reply_head = kind, message, reply_head
+        self.trace, self.path = trace, path
+        n = len(trace.attempts) if trace else 1
+        text = f"no usable decision after {n} attempt(s): [{kind}] {message.rstrip('.')}."
+        hint = explain(kind)
+        if hint:
+            text += f" {hint}"
+        if reply_head is not None:
+            text += f" The last reply began: {reply_head!r}."
+        text += " Every attempt is on err.trace."
+        super().__init__(text)
+
+    def __reduce__(self):  # picklable for process pools; the trace travels as a dict
+        return (_rebuild_error, (self.kind, self.message, self.reply_head, self.path))
+
+
+def _rebuild_error(kind, message, reply_head, path):
+    return DecisionError(kind, message, reply_head, None, path)

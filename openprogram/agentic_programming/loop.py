@@ -1,0 +1,312 @@
+"""The decision loop: options → menu → reply → pick → result.
+
+`make(prompt, options)` sends the prompt and the rendered menu in one model call, finds the pick in
+the reply, validates its arguments, re-asks on a bad reply, and resolves the pick into the result
+(rules E1, P1-P8, Z1). `parse_args` and `resolve_decision` are its two halves on their own. The
+loop talks to the model only through the `ModelCaller` protocol and to option kinds only through
+their methods; each step makes a new frozen `Attempt` record and emits it, and the trace is
+assembled from those events. Entry points that run a whole turn first (`agent(choices=)`,
+`exec(response_format=)`) live one layer up, in runtime.py, and drive the same `Decider`.
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any, Callable
+
+from .errors import DecisionError, ModelCallError, ParseError, explain, reply_head
+from .extract import extract_action, find_action
+from .model import ModelCaller, current_runtime, deadline_after, resolve_runtime
+from .options import Option, call_function, check_context, normalize, option_infos, render_menu
+from .records import Attempt, replace
+from .trace import DecisionTrace, emit
+
+__all__ = ["make", "render_options", "extract_action", "parse_args", "resolve_decision",
+           "DECISION_FINISH_INSTRUCTION", "Decider", "reask_prompt"]
+
+DECISION_FINISH_INSTRUCTION = (
+    "Do the work the request needs first (reason, call tools). Then finish: end your reply with "
+    "your decision, one JSON object in a ```json fenced block that picks exactly one of the "
+    "options below, written as in its \"Call:\" line. Write nothing after it.")
+
+_REASK_REPLY_LIMIT = 4000
+
+
+def render_options(options: Any) -> str:
+    """The menu text for an option set (rules R1-R3)."""
+    return render_menu(normalize(options))
+
+
+def _bounded(text: str, n: int = _REASK_REPLY_LIMIT) -> str:
+    if len(text) <= n:
+        return text
+    half = n // 2
+    return f"{text[:half]}\n[... {len(text) - n} characters left out ...]\n{text[-half:]}"
+
+
+def reask_prompt(request: str, reply: Any, err: ParseError, menu_text: str) -> str:
+    """The re-ask (P7): the request, the previous reply, the problem, and the menu again."""
+    where = f" at {err.path}" if err.path else ""
+    shown = reply if isinstance(reply, str) else repr(reply)
+    return (
+        "Your previous reply could not be used as a decision.\n\n"
+        f"The request was:\n{request}\n\n"
+        f"Your previous reply was:\n<<<\n{_bounded(shown)}\n>>>\n\n"
+        f"The problem ({err.kind}{where}): {err.message}\n{explain(err.kind)}\n\n"
+        "Reply again, ending with exactly one JSON object that picks one option, written as in "
+        "its \"Call:\" line.\n\n"
+        f"{menu_text}")
+
+
+class Decider:
+    """One decision in progress. It holds the current attempt as a frozen record and moves it
+    forward with `_step`, which makes the next record and emits it; nothing else changes a
+    record or the trace."""
+
+    def __init__(self, runtime: ModelCaller | None, menu: list[Option], *, request: str,
+                 context: dict | None, max_attempts: int, entry: str,
+                 deadline: float | None = None, menu_text: str | None = None):
+        self.runtime, self.menu, self.request = runtime, menu, request
+        self.context = dict(context or {})
+        self.deadline = deadline
+        self.by_name = {o.name: o for o in menu}
+        self.menu_text = menu_text if menu_text is not None else render_menu(menu)
+        self.trace = DecisionTrace(
+            prompt=request, menu=self.menu_text, options=option_infos(menu), entry=entry,
+            max_attempts=max_attempts, runtime=getattr(runtime, "name", None),
+            context_keys=sorted(self.context))
+        self.att: Attempt | None = None
+        self._t0 = time.perf_counter()
+        emit("decision_started", self.trace)
+
+    def _step(self, kind: str, **changes) -> Attempt:
+        """The next record of the current attempt, emitted as event `kind`."""
+        self.att = replace(self.att, **changes)
+        emit(kind, self.trace, self.att)
+        return self.att
+
+    # -- model calls --------------------------------------------------------------------------
+    def new_attempt(self, prompt: str) -> Attempt:
+        n = len(self.trace.attempts) + 1
+        self.att = Attempt(number=n, is_last=n >= self.trace.max_attempts, prompt=prompt)
+        emit("attempt_sent", self.trace, self.att)
+        return self.att
+
+    def call(self, messages: list[dict], specs: list[dict] | None = None):
+        """One model call for the current attempt. Streamed text reaches observers as chunk
+        events carrying only the new text; the record gets the whole reply when it is in (in a
+        turn with tool rounds, the last round's)."""
+        parts: list[str] = []
+        t0 = time.perf_counter()
+        trace, att = self.trace, self.att
+
+        def on_text(chunk: str) -> None:
+            parts.append(chunk)
+            emit("reply_chunk", trace, att, text=chunk)
+
+        try:
+            resp, node = self.runtime.call_model(messages, tools=specs, on_text=on_text,
+                                                 deadline=self.deadline)
+        except ModelCallError as exc:
+            self.att = replace(self.att, reply=exc.partial or "".join(parts),
+                               duration_s=self._elapsed(t0))
+            self.fail_with(ParseError(exc.kind, str(exc)), cause=exc)
+        except Exception as exc:
+            self.att = replace(self.att, reply="".join(parts),
+                               duration_s=self._elapsed(t0))
+            self.fail_with(ParseError("model_error", f"{type(exc).__name__}: {exc}"), cause=exc)
+        usage = dict(resp.usage) if resp.usage else self.att.usage
+        self._step("reply_received", reply=resp.text, model_call_id=node.id, usage=usage,
+                   duration_s=self._elapsed(t0))
+        return resp
+
+    def _elapsed(self, t0: float) -> float:
+        return (self.att.duration_s or 0) + time.perf_counter() - t0
+
+    def received(self, reply: Any) -> Attempt:
+        """A reply that came from elsewhere (parse_args): record it as received."""
+        return self._step("reply_received", reply=reply)
+
+    # -- checks -------------------------------------------------------------------------------
+    def extract(self, require_key: bool = True):
+        """Find the JSON object in the reply (P1, A6); records the extraction."""
+        att = self.att
+        if not isinstance(att.reply, str):
+            raise ParseError("not_text", f"the model reply is {type(att.reply).__name__}, "
+                                         f"not text")
+        ex = find_action(att.reply, require_key=require_key)
+        if ex.action is None:
+            self._step("extracted", candidates=ex.candidates)
+            raise ParseError("no_action", ex.problem)
+        self._step("extracted", candidates=ex.candidates, extracted=ex.action,
+                   found_in=ex.found_in, key_alias=ex.key if require_key else None)
+        return ex
+
+    def check(self) -> tuple[Option, dict]:
+        """Find the pick in the reply and validate it (P1-P5)."""
+        ex = self.extract()
+        name = ex.action[ex.key]
+        if not isinstance(name, str):
+            raise ParseError("bad_args", f'"{ex.key}" must be an option name (a string), got '
+                                         f"{type(name).__name__}", ex.key)
+        option = self.by_name.get(name)
+        if option is None:
+            raise ParseError("unknown_call", f"{name!r} is not an option; the options are "
+                                             f"{', '.join(self.by_name)}", ex.key)
+        dropped: list[str] = []
+        if "args" in ex.action:
+            args = ex.action["args"]
+            if args is None:
+                args = {}
+            if not isinstance(args, dict):
+                self.att = replace(self.att, chosen=name)
+                raise ParseError("bad_args", f'"args" must be a JSON object, got '
+                                             f"{type(args).__name__}", "args")
+            dropped += [k for k in ex.action if k not in (ex.key, "args")]
+        else:  # the flat form {"call": "x", "field": ...}; its paths still read args.field
+            args = {k: v for k, v in ex.action.items() if k != ex.key}
+        return option, self.bind(option, args, dropped)
+
+    def bind(self, option: Option, args: dict, dropped: list[str]) -> dict:
+        """The option's validated arguments plus injected ones; what was kept, dropped and
+        injected goes into the record, also when a field fails."""
+        injected: list[str] = []
+        try:
+            kwargs, kept = option.bind(args, runtime=self.runtime, context=self.context,
+                                       dropped=dropped, injected=injected)
+        finally:
+            self.att = replace(self.att, chosen=option.name, dropped=list(dropped),
+                               injected=list(injected))
+        self.att = replace(self.att, args=kept)
+        return kwargs
+
+    def record_failure(self, err: ParseError) -> None:
+        self._step("attempt_failed", error_kind=err.kind, error_message=err.message,
+                   error_path=err.path)
+
+    # -- the loop -----------------------------------------------------------------------------
+    def settle(self, check: Callable[[], Any] | None = None):
+        """Check attempts, re-asking until one passes or none are left (P7, P8)."""
+        check = check or self.check
+        while True:
+            try:
+                picked = check()
+            except ParseError as err:
+                self.record_failure(err)
+                if self.att.is_last:
+                    self.fail()
+                prompt = reask_prompt(self.request, self.att.reply, err, self.menu_text)
+                self.new_attempt(prompt)
+                self.call([{"role": "user", "content": prompt}])
+                continue
+            self._step("validated")
+            return picked
+
+    def fail_with(self, err: ParseError, cause: BaseException | None = None):
+        self.record_failure(err)
+        self.fail(cause)
+
+    def fail(self, cause: BaseException | None = None):
+        att = self.att
+        err = DecisionError(att.error_kind or "model_error", att.error_message or "",
+                            reply_head(att.reply), self.trace, att.error_path)
+        self.finish("decision_failed", error=err)
+        raise err from cause
+
+    def resolve(self, option: Option, kwargs: dict) -> Any:
+        try:
+            result = option.resolve(kwargs)
+        except BaseException as exc:
+            self.finish("decision_failed", error=exc)
+            if hasattr(exc, "add_note"):
+                exc.add_note(f"raised by option {option.name!r} of decision #{self.trace.id}; "
+                             f"its trace: decision.last_trace()")
+            raise
+        return self.finish("resolved", result=result)
+
+    @contextlib.contextmanager
+    def running(self):
+        """The decision's body. Whatever ends it early (Ctrl-C, a cancelled evaluate row, a bug)
+        still finishes the trace as failed, so it never stays "running"."""
+        try:
+            yield self
+        except BaseException as exc:
+            if self.trace.status == "running":
+                self.finish("decision_failed", error=exc)
+            raise
+
+    def finish(self, kind: str, result: Any = None, error: BaseException | None = None):
+        emit(kind, self.trace, result=result, error=error,
+             duration_s=time.perf_counter() - self._t0)
+        return result
+
+
+def max_attempts(max_retries: Any) -> int:
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        raise ValueError(f"max_retries must be a whole number >= 0 (0 turns re-asks off), got "
+                         f"{max_retries!r}")
+    return max_retries + 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Public entry points
+# ---------------------------------------------------------------------------------------------
+
+
+def make(prompt: str, options: Any, *, runtime: ModelCaller | None = None,
+         context: dict | None = None, max_retries: int = 1, timeout_s: float | None = None):
+    """Pure decision (E1): send `prompt + "\\n\\n" + menu` in one model call and return the
+    resolved result of the model's pick. Your prompt must ask the model to pick."""
+    if not isinstance(prompt, str):
+        raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
+    attempts = max_attempts(max_retries)
+    deadline = deadline_after(timeout_s)
+    menu = normalize(options)
+    check_context(menu, context)
+    rt = resolve_runtime(runtime, "decision.make")
+    menu_text = render_menu(menu)
+    with rt.dag.span("decision", "decision.make"):
+        d = Decider(rt, menu, request=prompt, context=context, max_attempts=attempts,
+                    entry="make", deadline=deadline, menu_text=menu_text)
+        with d.running():
+            text = prompt + "\n\n" + menu_text
+            d.new_attempt(text)
+            d.call([{"role": "user", "content": text}])
+            option, kwargs = d.settle()
+            return d.resolve(option, kwargs)
+
+
+def parse_args(reply: Any, options: Any, *, runtime: ModelCaller | None = None,
+               context: dict | None = None, max_retries: int = 1, prompt: str = ""):
+    """Parse and validate a reply (P1-P7) into `(chosen, kwargs)`: the function for a function
+    option, the name for a value or schema option. On a bad reply, re-asks through the runtime
+    (`max_retries` times); with no runtime, a bad reply raises DecisionError at once."""
+    attempts = max_attempts(max_retries)
+    menu = normalize(options)
+    check_context(menu, context)
+    if runtime is None:
+        runtime = current_runtime()
+    if runtime is None:
+        attempts = 1
+    d = Decider(runtime, menu, request=prompt, context=context, max_attempts=attempts,
+                entry="parse")
+    with d.running():
+        d.new_attempt(prompt)
+        d.received(reply)
+        option, kwargs = d.settle()
+        d.finish("resolved", result=None)
+    return option.chosen(), kwargs
+
+
+def resolve_decision(chosen: Any, kwargs: dict, options: Any = None) -> Any:
+    """Turn a pick into the next step's result (Z1): call a function with the kwargs; look a
+    name up in the option set (a value, or `{"decision": name, **kwargs}` for a schema)."""
+    if callable(chosen):
+        return call_function(chosen, kwargs)
+    if options is None:
+        raise TypeError("resolve_decision needs the option set to look up the name "
+                        f"{chosen!r}: resolve_decision(chosen, kwargs, options)")
+    for o in normalize(options):
+        if o.name == chosen:
+            return o.resolve(kwargs)
+    raise KeyError(f"{chosen!r} is not an option of this option set")

@@ -1,0 +1,81 @@
+"""Immutable records of what one decision did, step by step.
+
+The decision loop never edits a record: each step (attempt sent, reply received, extracted,
+validated or failed) makes a new frozen `Attempt` from the previous one with
+`dataclasses.replace`, hands it to the trace and to every observer, and moves on. An observer (the
+live panel, a logger, an OpenTelemetry exporter) may keep any record it was given: it never
+changes afterwards. The lists inside a record are fresh for every record and never mutated.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .jsonable import to_jsonable
+
+__all__ = ["Attempt", "ToolRound", "replace"]
+
+
+def _now() -> float:
+    return time.time()
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One model call of a decision and what the mechanism made of its reply."""
+    number: int
+    is_last: bool
+    prompt: str
+    reply: str | None = None
+    extracted: dict | None = None
+    found_in: str | None = None        # "fence" or "text"
+    key_alias: str | None = None       # "call", "action", "function" or "tool"
+    candidates: int = 0
+    error_kind: str | None = None
+    error_message: str | None = None
+    error_path: str | None = None      # e.g. "args.steps[0].action"
+    chosen: str | None = None
+    args: dict | None = None           # the model-supplied arguments that were kept
+    dropped: list[str] = field(default_factory=list)
+    injected: list[str] = field(default_factory=list)
+    started_at: float = field(default_factory=_now)
+    duration_s: float | None = None
+    model_call_id: int | None = None
+    usage: dict | None = None          # {"input_tokens": n, "output_tokens": m} when the runtime knows
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is None and self.chosen is not None
+
+    def to_dict(self) -> dict:
+        return {
+            "attempt": self.number, "is_last": self.is_last, "prompt": self.prompt,
+            # A reply that is not text (bytes, a dict from a broken runtime) is kept as its repr,
+            # so the export always survives json.dumps.
+            "reply": self.reply if self.reply is None or isinstance(self.reply, str)
+            else repr(self.reply),
+            "extracted": to_jsonable(self.extracted), "found_in": self.found_in,
+            "key_alias": self.key_alias, "candidates": self.candidates,
+            "error_kind": self.error_kind, "error_message": self.error_message,
+            "error_path": self.error_path, "chosen": self.chosen, "args": to_jsonable(self.args),
+            "dropped": list(self.dropped), "injected": list(self.injected),
+            "started_at": self.started_at, "duration_s": self.duration_s,
+            "model_call_id": self.model_call_id, "usage": self.usage,
+        }
+
+
+@dataclass(frozen=True)
+class ToolRound:
+    """One native tool call made during an `agent(..., choices=)` turn."""
+    round: int
+    name: str
+    args: dict
+    result: Any = None
+    error: str | None = None
+    duration_s: float | None = None
+
+    def to_dict(self) -> dict:
+        return {"round": self.round, "tool": self.name, "args": to_jsonable(self.args),
+                "result": to_jsonable(self.result), "error": self.error,
+                "duration_s": self.duration_s}
