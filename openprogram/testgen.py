@@ -28,6 +28,8 @@ import re
 import textwrap
 from typing import Any
 
+from .agentic_programming.errors import DecisionError
+
 __all__ = ["trace_to_pytest", "option_set_source", "definitions_source"]
 
 _TYPE_NAMES = {str: "str", int: "int", float: "float", bool: "bool", list: "list", dict: "dict",
@@ -233,7 +235,7 @@ def trace_to_pytest(trace, options_expr: str = "OPTIONS", module: str | None = N
             "    with observe(lambda e: started.append(e.trace) if e.kind == 'decision_started' "
             "else None):"]
     err = trace.error
-    from .agentic_programming.decision import DecisionError
+
     if trace.status == "resolved":
         out.append(f"        result = {call}")
     elif isinstance(err, DecisionError):
