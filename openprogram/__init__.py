@@ -5,7 +5,7 @@ JSON object, and the pick resolves straight into the next step's result. Only th
 library is imported here; the notebook layer (`openprogram.widgets`) loads when IPython asks.
 """
 from .agentic_programming import decision
-from .agentic_programming.agent import Agent, agent, bind_context, current_agent
+from .agentic_programming.agent import Agent, aagent, agent, bind_context, current_agent
 from .agentic_programming.errors import (ERROR_KINDS, DecisionError, ModelCallError,
                                          OpenProgramError, OptionError)
 from .agentic_programming.evaluate import compare
@@ -19,7 +19,7 @@ from .agentic_programming.trace import (Attempt, DecisionTrace, TraceEvent, add_
 
 __version__ = "0.1.0"
 
-__all__ = ["Agent", "agent", "decision", "DecisionError", "OptionError", "OpenProgramError",
+__all__ = ["Agent", "agent", "aagent", "decision", "DecisionError", "OptionError", "OpenProgramError",
            "Option", "register_option_kind", "register_trace_view", "Runtime", "ToolCall",
            "ModelResponse", "ModelCallError", "DAG", "DecisionTrace", "Attempt", "TraceEvent",
            "ERROR_KINDS", "observe", "add_observer", "remove_observer", "last_trace",

@@ -17,7 +17,7 @@ from typing import Any, Callable
 from .model import _current_agent, _current_runtime, current_agent, resolve_runtime
 from .runtime import Runtime
 
-__all__ = ["Agent", "agent", "bind_context", "current_agent"]
+__all__ = ["Agent", "agent", "aagent", "bind_context", "current_agent"]
 
 
 def bind_context(fn: Callable) -> Callable:
@@ -135,3 +135,14 @@ def agent(prompt: Any, *, tools: Any = None, toolset: Any = None, choices: Any =
     return rt.exec(prompt, tools=tools, toolset=toolset, choices=choices,
                    response_format=response_format, max_iterations=max_iterations,
                    timeout_s=timeout_s, context=context)
+
+
+async def aagent(prompt: Any, *, tools: Any = None, toolset: Any = None, choices: Any = None,
+                 response_format: Any = None, runtime: Runtime | None = None,
+                 context: dict | None = None, max_iterations: int = 20,
+                 timeout_s: float | None = None):
+    """`agent()`, awaitable (`Runtime.aexec`): async models, tools and options are awaited."""
+    rt = resolve_runtime(runtime, "aagent()")
+    return await rt.aexec(prompt, tools=tools, toolset=toolset, choices=choices,
+                          response_format=response_format, max_iterations=max_iterations,
+                          timeout_s=timeout_s, context=context)

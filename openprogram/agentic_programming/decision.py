@@ -1,6 +1,6 @@
 """`openprogram.decision`: the public face of the next-step decision (rule E4).
 
-`from openprogram import decision` gives this module: `decision.make`, `render_options`,
+`from openprogram import decision` gives this module: `decision.make` (and `amake`), `render_options`,
 `extract_action`, `parse_args`, `resolve_decision`, `DecisionError`,
 `DECISION_FINISH_INSTRUCTION`, `last_trace`, and the prototyping tools `evaluate` / `compare`.
 It only re-exports: the loop lives in loop.py, evaluation in evaluate.py. Being a facade at the
@@ -12,10 +12,10 @@ from __future__ import annotations
 from .errors import DecisionError, OptionError
 from .evaluate import compare, evaluate
 from .extract import extract_action
-from .loop import (DECISION_FINISH_INSTRUCTION, make, parse_args, reask_prompt, render_options,
+from .loop import (DECISION_FINISH_INSTRUCTION, amake, make, parse_args, reask_prompt, render_options,
                    resolve_decision)
 from .trace import last_trace
 
-__all__ = ["make", "render_options", "extract_action", "parse_args", "resolve_decision",
+__all__ = ["make", "amake", "render_options", "extract_action", "parse_args", "resolve_decision",
            "DecisionError", "DECISION_FINISH_INSTRUCTION", "last_trace", "OptionError",
            "evaluate", "compare", "reask_prompt"]

@@ -16,12 +16,13 @@ from typing import Any, Callable
 
 from .errors import DecisionError, ModelCallError, ParseError, explain, reply_head
 from .extract import extract_action, find_action
-from .model import ModelCaller, current_runtime, deadline_after, resolve_runtime
+from .model import (ModelCaller, current_runtime, deadline_after, resolve_runtime, run_sync,
+                    settle_value)
 from .options import Option, call_function, check_context, normalize, option_infos, render_menu
 from .records import Attempt, replace
 from .trace import DecisionTrace, emit
 
-__all__ = ["make", "render_options", "extract_action", "parse_args", "resolve_decision",
+__all__ = ["make", "amake", "render_options", "extract_action", "parse_args", "resolve_decision",
            "DECISION_FINISH_INSTRUCTION", "Decider", "reask_prompt"]
 
 DECISION_FINISH_INSTRUCTION = (
@@ -65,8 +66,10 @@ class Decider:
 
     def __init__(self, runtime: ModelCaller | None, menu: list[Option], *, request: str,
                  context: dict | None, max_attempts: int, entry: str,
-                 deadline: float | None = None, menu_text: str | None = None):
+                 deadline: float | None = None, menu_text: str | None = None,
+                 sync: bool = True):
         self.runtime, self.menu, self.request = runtime, menu, request
+        self.sync = sync  # how to call the model and finish the user's awaitables
         self.context = dict(context or {})
         self.deadline = deadline
         self.by_name = {o.name: o for o in menu}
@@ -92,7 +95,7 @@ class Decider:
         emit("attempt_sent", self.trace, self.att)
         return self.att
 
-    def call(self, messages: list[dict], specs: list[dict] | None = None):
+    async def call(self, messages: list[dict], specs: list[dict] | None = None):
         """One model call for the current attempt. Streamed text reaches observers as chunk
         events carrying only the new text; the record gets the whole reply when it is in (in a
         turn with tool rounds, the last round's)."""
@@ -105,8 +108,13 @@ class Decider:
             emit("reply_chunk", trace, att, text=chunk)
 
         try:
-            resp, node = self.runtime.call_model(messages, tools=specs, on_text=on_text,
-                                                 deadline=self.deadline)
+            if self.sync:
+                resp, node = self.runtime.call_model(messages, tools=specs, on_text=on_text,
+                                                     deadline=self.deadline)
+            else:
+                resp, node = await self.runtime.acall_model(messages, tools=specs,
+                                                            on_text=on_text,
+                                                            deadline=self.deadline)
         except ModelCallError as exc:
             self.att = replace(self.att, reply=exc.partial or "".join(parts),
                                duration_s=self._elapsed(t0))
@@ -185,7 +193,7 @@ class Decider:
                    error_path=err.path)
 
     # -- the loop -----------------------------------------------------------------------------
-    def settle(self, check: Callable[[], Any] | None = None):
+    async def settle(self, check: Callable[[], Any] | None = None):
         """Check attempts, re-asking until one passes or none are left (P7, P8)."""
         check = check or self.check
         while True:
@@ -197,7 +205,7 @@ class Decider:
                     self.fail()
                 prompt = reask_prompt(self.request, self.att.reply, err, self.menu_text)
                 self.new_attempt(prompt)
-                self.call([{"role": "user", "content": prompt}])
+                await self.call([{"role": "user", "content": prompt}])
                 continue
             self._step("validated")
             return picked
@@ -213,9 +221,9 @@ class Decider:
         self.finish("decision_failed", error=err)
         raise err from cause
 
-    def resolve(self, option: Option, kwargs: dict) -> Any:
+    async def resolve(self, option: Option, kwargs: dict) -> Any:
         try:
-            result = option.resolve(kwargs)
+            result = await settle_value(option.resolve(kwargs), self.sync)
         except BaseException as exc:
             self.finish("decision_failed", error=exc)
             if hasattr(exc, "add_note"):
@@ -253,27 +261,47 @@ def max_attempts(max_retries: Any) -> int:
 # ---------------------------------------------------------------------------------------------
 
 
-def make(prompt: str, options: Any, *, runtime: ModelCaller | None = None,
-         context: dict | None = None, max_retries: int = 1, timeout_s: float | None = None):
-    """Pure decision (E1): send `prompt + "\\n\\n" + menu` in one model call and return the
-    resolved result of the model's pick. Your prompt must ask the model to pick."""
+async def _make(prompt: str, options: Any, *, runtime: ModelCaller | None, context: dict | None,
+                max_retries: int, timeout_s: float | None, sync: bool, entry: str):
     if not isinstance(prompt, str):
         raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
     attempts = max_attempts(max_retries)
     deadline = deadline_after(timeout_s)
     menu = normalize(options)
     check_context(menu, context)
-    rt = resolve_runtime(runtime, "decision.make")
+    rt = resolve_runtime(runtime, entry)
     menu_text = render_menu(menu)
-    with rt.dag.span("decision", "decision.make"):
+    with rt.dag.span("decision", entry):
         d = Decider(rt, menu, request=prompt, context=context, max_attempts=attempts,
-                    entry="make", deadline=deadline, menu_text=menu_text)
+                    entry="make", deadline=deadline, menu_text=menu_text, sync=sync)
         with d.running():
             text = prompt + "\n\n" + menu_text
             d.new_attempt(text)
-            d.call([{"role": "user", "content": text}])
-            option, kwargs = d.settle()
-            return d.resolve(option, kwargs)
+            await d.call([{"role": "user", "content": text}])
+            option, kwargs = await d.settle()
+            return await d.resolve(option, kwargs)
+
+
+def make(prompt: str, options: Any, *, runtime: ModelCaller | None = None,
+         context: dict | None = None, max_retries: int = 1, timeout_s: float | None = None):
+    """Pure decision (E1): send `prompt + "\\n\\n" + menu` in one model call and return the
+    resolved result of the model's pick. Your prompt must ask the model to pick. Works with
+    async models and async options too, also inside a running event loop (a notebook cell):
+    they are finished before the result comes back."""
+    return run_sync(_make(prompt, options, runtime=runtime, context=context,
+                          max_retries=max_retries, timeout_s=timeout_s, sync=True,
+                          entry="decision.make"))
+
+
+async def amake(prompt: str, options: Any, *, runtime: ModelCaller | None = None,
+                context: dict | None = None, max_retries: int = 1,
+                timeout_s: float | None = None):
+    """`make`, awaitable: the model call goes through the runtime's async path
+    (`acall_model`), async options are awaited, and many `amake`s run concurrently on one
+    event loop. Cancelling the task finishes its trace as failed."""
+    return await _make(prompt, options, runtime=runtime, context=context,
+                       max_retries=max_retries, timeout_s=timeout_s, sync=False,
+                       entry="decision.amake")
 
 
 def parse_args(reply: Any, options: Any, *, runtime: ModelCaller | None = None,
@@ -293,7 +321,7 @@ def parse_args(reply: Any, options: Any, *, runtime: ModelCaller | None = None,
     with d.running():
         d.new_attempt(prompt)
         d.received(reply)
-        option, kwargs = d.settle()
+        option, kwargs = run_sync(d.settle())
         d.finish("resolved", result=None)
     return option.chosen(), kwargs
 

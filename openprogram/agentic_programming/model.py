@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import inspect
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -19,7 +21,8 @@ from .errors import ModelCallError
 
 __all__ = ["ToolCall", "ModelResponse", "ModelCaller", "ModelCallError", "current_runtime",
            "using_runtime", "current_agent", "resolve_runtime", "check_timeout",
-           "deadline_after", "check_iterations", "to_blocks", "blocks_text"]
+           "deadline_after", "check_iterations", "to_blocks", "blocks_text", "run_sync",
+           "run_blocking", "settle_value"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -59,6 +62,68 @@ class ModelCaller:
                    on_text: Callable[[str], None] | None = None,
                    deadline: float | None = None, label: str = "model_call"):
         raise NotImplementedError
+
+    async def acall_model(self, messages: list[dict], *, tools: list[dict] | None = None,
+                          on_text: Callable[[str], None] | None = None,
+                          deadline: float | None = None, label: str = "model_call"):
+        raise NotImplementedError
+
+
+# ---------------------------------------------------------------------------------------------
+# One loop for sync and async callers
+# ---------------------------------------------------------------------------------------------
+# The decision loop is written once, as coroutines. An async caller awaits them; a sync caller
+# drives them with run_sync(), which is possible because on the sync path nothing inside ever
+# suspends: model calls and options are called directly, and anything async the user handed in
+# (an async model function, an async option or tool) is finished with run_blocking().
+
+
+def run_sync(coro):
+    """Run a coroutine that never suspends (the sync path of the loop) and return its value."""
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    coro.close()
+    raise RuntimeError("internal error: a synchronous decision tried to suspend")
+
+
+def run_blocking(awaitable):
+    """Finish an awaitable from synchronous code. With no event loop running in this thread,
+    asyncio.run; inside a running loop (every notebook cell), a worker thread runs it on a loop
+    of its own while this thread waits, since the running loop cannot be re-entered. Context
+    variables (the bound runtime, observers) travel with it."""
+    import asyncio
+
+    async def main():
+        return await awaitable
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(main())
+    ctx = contextvars.copy_context()
+    box: dict = {}
+
+    def work():
+        try:
+            box["value"] = ctx.run(asyncio.run, main())
+        except BaseException as exc:  # handed to the waiting thread as is
+            box["error"] = exc
+    t = threading.Thread(target=work, name="openprogram-sync-await", daemon=True)
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+async def settle_value(value: Any, sync: bool) -> Any:
+    """A user callable's return value, finished: an awaitable (an async option, tool or model
+    function) is awaited on the async path and run to completion on the sync path, so a
+    coroutine is never taken for a result."""
+    if inspect.isawaitable(value):
+        return run_blocking(value) if sync else await value
+    return value
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,8 +23,8 @@ from . import tools as _tools
 from .errors import ModelCallError, ParseError
 from .loop import DECISION_FINISH_INSTRUCTION, Decider
 from .model import (ModelCaller, ModelResponse, ToolCall, blocks_text, check_iterations,
-                    check_timeout, current_runtime, deadline_after, resolve_runtime, to_blocks,
-                    using_runtime, _current_runtime)
+                    check_timeout, current_runtime, deadline_after, resolve_runtime, run_blocking,
+                    run_sync, to_blocks, using_runtime)
 from .options import Param, SchemaOption, check_context, normalize, param_lines, render_menu
 from .options import schema_field, validate
 from .records import ToolRound, replace
@@ -144,11 +144,28 @@ class Runtime(ModelCaller):
                  timeout: float | None = None) -> ModelResponse:
         """One model call. `messages` is a list of {"role": "user"|"assistant"|"tool", ...}:
         user messages carry "content" (blocks), assistant messages "content" (text) and
-        "tool_calls", tool messages "tool_call_id", "name" and "content"."""
+        "tool_calls", tool messages "tool_call_id", "name" and "content". An async model
+        function is run to completion here (see `model.run_blocking`)."""
+        out = self._invoke(messages, tools, timeout)
+        return as_response(run_blocking(out) if inspect.isawaitable(out) else out)
+
+    async def acomplete(self, messages: list[dict], *, tools: list[dict] | None = None,
+                        on_text: Callable[[str], None] | None = None,
+                        timeout: float | None = None) -> ModelResponse:
+        """`complete()` for async callers. An async model function is awaited on the caller's
+        loop; a synchronous one (or a subclass that only overrides `complete`) runs in a worker
+        thread so the loop keeps going. Runtimes with a native async client override this."""
+        if self._call is not None and _is_async_callable(self._call):
+            out = self._invoke(messages, tools, timeout)
+            return as_response(await out if inspect.isawaitable(out) else out)
+        import asyncio
+        return await asyncio.to_thread(self.complete, messages, tools=tools, on_text=on_text,
+                                       timeout=timeout)
+
+    def _invoke(self, messages: list[dict], tools: list[dict] | None, timeout: float | None):
         if self._call is None:
             raise NotImplementedError(f"{type(self).__name__} has no model: pass "
                                       f"Runtime(call=fn) or override complete()")
-        content = _flatten(messages)
         kwargs = {}
         if "tools" in self._accepts and tools is not None:
             kwargs["tools"] = tools
@@ -156,8 +173,7 @@ class Runtime(ModelCaller):
             kwargs["messages"] = messages
         if "timeout" in self._accepts and timeout is not None:
             kwargs["timeout"] = timeout
-        out = self._call(content, **kwargs)
-        return as_response(out)
+        return self._call(_flatten(messages), **kwargs)
 
     # -- calls made by the mechanism ------------------------------------------------------------
     def call_model(self, messages: list[dict], *, tools: list[dict] | None = None,
@@ -165,28 +181,38 @@ class Runtime(ModelCaller):
                    deadline: float | None = None, label: str = "model_call"
                    ) -> tuple[ModelResponse, Node]:
         """`complete()` as a DAG node, with the time left before `deadline`."""
-        timeout = None
-        if deadline is not None:
-            timeout = deadline - time.monotonic()
-            if timeout <= 0:
-                raise ModelCallError("the time budget (timeout_s) ran out before this model call",
-                                     kind="timeout")
-        prompt = blocks_text(to_blocks(messages[-1]["content"])) if messages and \
-            messages[-1].get("role") == "user" else None
+        timeout, prompt = _call_budget(messages, deadline)
         with self.dag.span("model_call", label, prompt=prompt) as node:
             resp = self.complete(messages, tools=tools, on_text=on_text, timeout=timeout)
-            if not isinstance(resp, ModelResponse):
-                resp = as_response(resp)
-            node.reply = resp.text if isinstance(resp.text, str) else repr(resp.text)
-            if resp.usage:
-                node.input_tokens = resp.usage.get("input_tokens")
-                node.output_tokens = resp.usage.get("output_tokens")
-        return resp, node
+            return _record_reply(node, resp), node
+
+    async def acall_model(self, messages: list[dict], *, tools: list[dict] | None = None,
+                          on_text: Callable[[str], None] | None = None,
+                          deadline: float | None = None, label: str = "model_call"
+                          ) -> tuple[ModelResponse, Node]:
+        """`acomplete()` as a DAG node, with the time left before `deadline`."""
+        timeout, prompt = _call_budget(messages, deadline)
+        with self.dag.span("model_call", label, prompt=prompt) as node:
+            resp = await self.acomplete(messages, tools=tools, on_text=on_text, timeout=timeout)
+            return _record_reply(node, resp), node
 
     def exec(self, content, *, tools=None, toolset=None, choices=None, response_format=None,
              max_iterations: int = 20, timeout_s: float | None = None, context: dict | None = None):
         """Run one turn. Returns the reply text; with `choices=`, the resolved decision; with
         `response_format=`, the validated object."""
+        return run_sync(self._exec(content, tools, toolset, choices, response_format,
+                                   max_iterations, timeout_s, context, sync=True))
+
+    async def aexec(self, content, *, tools=None, toolset=None, choices=None,
+                    response_format=None, max_iterations: int = 20,
+                    timeout_s: float | None = None, context: dict | None = None):
+        """`exec()` for async callers: model calls through `acall_model`, async tools and
+        options awaited."""
+        return await self._exec(content, tools, toolset, choices, response_format,
+                                max_iterations, timeout_s, context, sync=False)
+
+    async def _exec(self, content, tools, toolset, choices, response_format, max_iterations,
+                    timeout_s, context, *, sync: bool):
         check_iterations(max_iterations)
         deadline = deadline_after(timeout_s)
         blocks = to_blocks(content)
@@ -194,15 +220,44 @@ class Runtime(ModelCaller):
         if choices is not None and response_format is not None:
             raise ValueError("exec() takes choices= or response_format=, not both")
         if choices is not None:
-            return run_agent_decision(self, blocks, choices, tool_list, context=context,
-                                               max_iterations=max_iterations, deadline=deadline)
+            return await run_agent_decision(self, blocks, choices, tool_list, context=context,
+                                            max_iterations=max_iterations, deadline=deadline,
+                                            sync=sync)
         if response_format is not None:
-            return run_format(self, blocks, response_format, tool_list, context=context,
-                                       max_iterations=max_iterations, deadline=deadline)
-        resp, _ = _tools.tool_loop(self, [{"role": "user", "content": blocks}], tool_list,
-                                   max_iterations=max_iterations, deadline=deadline,
-                                   context=context)
+            return await run_format(self, blocks, response_format, tool_list, context=context,
+                                    max_iterations=max_iterations, deadline=deadline, sync=sync)
+        resp, _ = await _tools.tool_loop(self, [{"role": "user", "content": blocks}], tool_list,
+                                         max_iterations=max_iterations, deadline=deadline,
+                                         context=context, sync=sync)
         return resp.text
+
+
+def _call_budget(messages: list[dict], deadline: float | None) -> tuple[float | None, str | None]:
+    """The seconds left before `deadline` (an error when none are), and the prompt text."""
+    timeout = None
+    if deadline is not None:
+        timeout = deadline - time.monotonic()
+        if timeout <= 0:
+            raise ModelCallError("the time budget (timeout_s) ran out before this model call",
+                                 kind="timeout")
+    prompt = blocks_text(to_blocks(messages[-1]["content"])) if messages and \
+        messages[-1].get("role") == "user" else None
+    return timeout, prompt
+
+
+def _record_reply(node: Node, resp: Any) -> ModelResponse:
+    if not isinstance(resp, ModelResponse):
+        resp = as_response(resp)
+    node.reply = resp.text if isinstance(resp.text, str) else repr(resp.text)
+    if resp.usage:
+        node.input_tokens = resp.usage.get("input_tokens")
+        node.output_tokens = resp.usage.get("output_tokens")
+    return resp
+
+
+def _is_async_callable(fn: Callable) -> bool:
+    return inspect.iscoroutinefunction(fn) or \
+        inspect.iscoroutinefunction(getattr(fn, "__call__", None))
 
 
 def as_response(out: Any) -> ModelResponse:
@@ -261,7 +316,7 @@ def _append_text(blocks: list[dict], text: str) -> list[dict]:
     return blocks + [{"type": "text", "text": text}]
 
 
-def _turn(d: Decider, content: list[dict], tools: list, max_iterations: int) -> None:
+async def _turn(d: Decider, content: list[dict], tools: list, max_iterations: int) -> None:
     """Attempt 1 of an exec() decision: a whole turn, tool rounds included."""
     def on_tool(n, tc, result, error, seconds):
         emit("tool_call", d.trace, d.att,
@@ -269,16 +324,16 @@ def _turn(d: Decider, content: list[dict], tools: list, max_iterations: int) -> 
                              else tc.args, result, error, seconds))
 
     try:
-        _tools.tool_loop(d.runtime, [{"role": "user", "content": content}], tools,
-                         max_iterations=max_iterations, deadline=d.deadline,
-                         call=lambda msgs, specs: d.call(msgs, specs),
-                         on_tool=on_tool, context=d.context)
+        await _tools.tool_loop(d.runtime, [{"role": "user", "content": content}], tools,
+                               max_iterations=max_iterations, deadline=d.deadline, call=d.call,
+                               on_tool=on_tool, context=d.context, sync=d.sync)
     except ModelCallError as exc:
         d.fail_with(ParseError(exc.kind, str(exc)), cause=exc)
 
 
-def run_agent_decision(rt: Runtime, blocks: list[dict], choices: Any, tools: list,
-                       *, context: dict | None, max_iterations: int, deadline: float | None):
+async def run_agent_decision(rt: Runtime, blocks: list[dict], choices: Any, tools: list,
+                             *, context: dict | None, max_iterations: int,
+                             deadline: float | None, sync: bool = True):
     """`exec(choices=)` (E2): one turn with tools, then the last reply is the decision; one
     re-pick, fixed."""
     menu = normalize(choices)
@@ -288,16 +343,17 @@ def run_agent_decision(rt: Runtime, blocks: list[dict], choices: Any, tools: lis
     turn = _append_text(blocks, DECISION_FINISH_INSTRUCTION + "\n\n" + menu_text)
     with rt.dag.span("decision", "agent(choices=)"):
         d = Decider(rt, menu, request=request, context=context, max_attempts=2, entry="agent",
-                    deadline=deadline, menu_text=menu_text)
+                    deadline=deadline, menu_text=menu_text, sync=sync)
         with d.running():
             d.new_attempt(blocks_text(turn))
-            _turn(d, turn, tools, max_iterations)
-            option, kwargs = d.settle()
-            return d.resolve(option, kwargs)
+            await _turn(d, turn, tools, max_iterations)
+            option, kwargs = await d.settle()
+            return await d.resolve(option, kwargs)
 
 
-def run_format(rt: Runtime, blocks: list[dict], response_format: Any, tools: list, *,
-               context: dict | None = None, max_iterations: int, deadline: float | None):
+async def run_format(rt: Runtime, blocks: list[dict], response_format: Any, tools: list, *,
+                     context: dict | None = None, max_iterations: int,
+                     deadline: float | None, sync: bool = True):
     """`exec(response_format=schema)`: the reply is one JSON object of the schema's form,
     validated like a schema option's fields; one re-ask, fixed."""
     schema = schema_field(response_format, "response_format")
@@ -324,9 +380,9 @@ def run_format(rt: Runtime, blocks: list[dict], response_format: Any, tools: lis
 
     with rt.dag.span("decision", "exec(response_format=)"):
         d = Decider(rt, [option], request=request, context=context, max_attempts=2,
-                    entry="format", deadline=deadline, menu_text=menu_text)
+                    entry="format", deadline=deadline, menu_text=menu_text, sync=sync)
         with d.running():
             d.new_attempt(blocks_text(turn))
-            _turn(d, turn, tools, max_iterations)
-            _, value = d.settle(check)
+            await _turn(d, turn, tools, max_iterations)
+            _, value = await d.settle(check)
             return d.finish("resolved", result=value)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .errors import ModelCallError, OptionError, ParseError
-from .model import current_agent
+from .model import current_agent, settle_value
 from .options import Param, call_function, check_hidden, function_params, validate
 
 
@@ -99,8 +99,8 @@ def collect(tools: Any, toolset: Any, context: dict | None = None) -> list[Tool]
     return list(out.values())
 
 
-def run_tool(tool: Tool, args: Any, runtime: Any,
-             context: dict | None = None) -> tuple[Any, str | None]:
+async def run_tool(tool: Tool, args: Any, runtime: Any, context: dict | None = None,
+                   sync: bool = True) -> tuple[Any, str | None]:
     """Run a tool the model asked for: its hidden parameters come from `context` (never from
     the model), its runtime parameters are the Runtime. Bad arguments and exceptions become an
     error text that goes back to the model (as providers do), never a crash of the turn."""
@@ -118,7 +118,7 @@ def run_tool(tool: Tool, args: Any, runtime: Any,
                 kwargs[p.name] = validate(args[p.name], p.field, p.name, dropped)
             elif p.source == "llm" and p.required:
                 return None, f"missing required argument {p.name!r}"
-        return call_function(tool.fn, kwargs), None
+        return await settle_value(call_function(tool.fn, kwargs), sync), None
     except (ParseError, OptionError) as exc:
         return None, str(exc)
     except Exception as exc:
@@ -136,18 +136,24 @@ def result_text(result: Any, error: str | None) -> str:
         return repr(result)
 
 
-def tool_loop(runtime, messages: list[dict], tools: list[Tool], *, max_iterations: int,
-              deadline: float | None, call: Callable | None = None,
-              on_tool: Callable | None = None, context: dict | None = None):
+async def tool_loop(runtime, messages: list[dict], tools: list[Tool], *, max_iterations: int,
+                    deadline: float | None, call: Callable | None = None,
+                    on_tool: Callable | None = None, context: dict | None = None,
+                    sync: bool = True):
     """Call the model; while it asks for tools, run them and send their results back.
-    Returns (final ModelResponse, number of model calls)."""
+    Returns (final ModelResponse, number of model calls). `call(messages, specs)` is a
+    coroutine function making one model call (the runtime's, by default); `sync` says how."""
     specs = [t.spec() for t in tools] or None
     by_name = {t.name: t for t in tools}
-    call = call or (lambda msgs, specs: runtime.call_model(msgs, tools=specs,
-                                                          deadline=deadline)[0])
+
+    async def default_call(msgs, specs):
+        if sync:
+            return runtime.call_model(msgs, tools=specs, deadline=deadline)[0]
+        return (await runtime.acall_model(msgs, tools=specs, deadline=deadline))[0]
+    call = call or default_call
     rounds = 0
     for n in range(1, max_iterations + 1):
-        resp = call(messages, specs)
+        resp = await call(messages, specs)
         if not resp.tool_calls:
             return resp, n
         messages.append({"role": "assistant", "content": resp.text if isinstance(resp.text, str)
@@ -161,7 +167,7 @@ def tool_loop(runtime, messages: list[dict], tools: list[Tool], *, max_iteration
                                        f"{sorted(by_name) or 'none'}")
             else:
                 with runtime.dag.span("tool", tc.name):
-                    result, error = run_tool(tool, tc.args, runtime, context)
+                    result, error = await run_tool(tool, tc.args, runtime, context, sync)
             rounds += 1
             if on_tool is not None:
                 on_tool(rounds, tc, result, error, time.perf_counter() - t0)

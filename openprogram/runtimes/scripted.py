@@ -79,6 +79,31 @@ class ScriptedRuntime(Runtime):
         return float(self.latency or 0)
 
     def complete(self, messages, *, tools=None, on_text=None, timeout=None) -> ModelResponse:
+        resp, delay = self._take(messages, tools, timeout)
+        if timeout is not None and delay > timeout:
+            time.sleep(max(timeout, 0))
+            raise self._too_slow(timeout)
+        stream_text(resp.text, self.stream_chunk, on_text, delay)
+        return self._count(resp, messages)
+
+    async def acomplete(self, messages, *, tools=None, on_text=None,
+                        timeout=None) -> ModelResponse:
+        """The same script on the caller's event loop: latency is `asyncio.sleep`, so many
+        async decisions overlap without a thread each."""
+        import asyncio
+        resp, delay = self._take(messages, tools, timeout)
+        if timeout is not None and delay > timeout:
+            await asyncio.sleep(max(timeout, 0))
+            raise self._too_slow(timeout)
+        for piece, wait in _pieces(resp.text, self.stream_chunk, on_text, delay):
+            if wait:
+                await asyncio.sleep(wait)
+            if piece is not None:
+                on_text(piece)
+        return self._count(resp, messages)
+
+    def _take(self, messages, tools, timeout) -> tuple[ModelResponse, float]:
+        """The next scripted reply (recorded in `calls`) and the latency to play it with."""
         prompt = _last_user_text(messages)
         record = ScriptedCall(prompt, list(messages), tools)
         with self._lock:
@@ -98,33 +123,40 @@ class ScriptedRuntime(Runtime):
         resp = as_response(out)
         record.reply = resp.text
         record.tool_names = [t.name for t in resp.tool_calls]
-        delay = self._delay()
-        if timeout is not None and delay > timeout:
-            time.sleep(max(timeout, 0))
-            raise ModelCallError(f"the scripted model took longer than the {timeout:.3f}s left",
-                                 kind="timeout")
-        text = resp.text
-        stream_text(text, self.stream_chunk, on_text, delay)
+        return resp, self._delay()
+
+    @staticmethod
+    def _too_slow(timeout: float) -> ModelCallError:
+        return ModelCallError(f"the scripted model took longer than the {timeout:.3f}s left",
+                              kind="timeout")
+
+    def _count(self, resp: ModelResponse, messages) -> ModelResponse:
         if self.usage and resp.usage is None:
+            text = resp.text
             resp.usage = {"input_tokens": len(_all_text(messages).split()),
                           "output_tokens": len(text.split()) if isinstance(text, str) else 0}
         return resp
+
+
+def _pieces(text: Any, chunk: int | None, on_text, seconds: float):
+    """(piece, wait before it) pairs that stream `text` in `chunk`-character pieces over
+    `seconds`; with nothing to stream, one wait and no piece."""
+    pieces = ([text[i:i + chunk] for i in range(0, len(text), chunk)]
+              if chunk and on_text is not None and isinstance(text, str) else [])
+    if not pieces:
+        return [(None, seconds)]
+    return [(p, seconds / len(pieces)) for p in pieces]
 
 
 def stream_text(text: Any, chunk: int | None, on_text: Callable[[str], None] | None,
                 seconds: float = 0.0) -> None:
     """Send `text` to `on_text` in pieces of `chunk` characters spread over `seconds`, as a
     streaming model would; with nothing to stream, just take the `seconds`."""
-    pieces = ([text[i:i + chunk] for i in range(0, len(text), chunk)]
-              if chunk and on_text is not None and isinstance(text, str) else [])
-    if not pieces:
-        if seconds:
-            time.sleep(seconds)
-        return
-    for piece in pieces:
-        if seconds:
-            time.sleep(seconds / len(pieces))
-        on_text(piece)
+    for piece, wait in _pieces(text, chunk, on_text, seconds):
+        if wait:
+            time.sleep(wait)
+        if piece is not None:
+            on_text(piece)
 
 
 def _last_user_text(messages: list[dict]) -> str:
