@@ -128,21 +128,22 @@ class Agent:
 def agent(prompt: Any, *, tools: Any = None, toolset: Any = None, choices: Any = None,
           response_format: Any = None, runtime: Runtime | None = None,
           context: dict | None = None, max_iterations: int = 20,
-          timeout_s: float | None = None):
+          timeout_s: float | None = None, validate: Callable | None = None, reask: Any = None):
     """A full turn (E2) on the bound Runtime: reasoning and native tool calls from `tools` /
     `toolset`. Returns the reply text; with `choices=`, the resolved decision."""
     rt = resolve_runtime(runtime, "agent()")
     return rt.exec(prompt, tools=tools, toolset=toolset, choices=choices,
                    response_format=response_format, max_iterations=max_iterations,
-                   timeout_s=timeout_s, context=context)
+                   timeout_s=timeout_s, context=context, validate=validate, reask=reask)
 
 
 async def aagent(prompt: Any, *, tools: Any = None, toolset: Any = None, choices: Any = None,
                  response_format: Any = None, runtime: Runtime | None = None,
                  context: dict | None = None, max_iterations: int = 20,
-                 timeout_s: float | None = None):
+                 timeout_s: float | None = None, validate: Callable | None = None,
+                 reask: Any = None):
     """`agent()`, awaitable (`Runtime.aexec`): async models, tools and options are awaited."""
     rt = resolve_runtime(runtime, "aagent()")
     return await rt.aexec(prompt, tools=tools, toolset=toolset, choices=choices,
                           response_format=response_format, max_iterations=max_iterations,
-                          timeout_s=timeout_s, context=context)
+                          timeout_s=timeout_s, context=context, validate=validate, reask=reask)

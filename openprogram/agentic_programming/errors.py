@@ -63,6 +63,16 @@ class ParseError(OpenProgramError, ValueError):
         self.kind, self.message, self.path = kind, message, path
 
 
+class Retry(OpenProgramError, ValueError):
+    """Raise `Retry("why")` from a `validate=` rule or from inside a function option to reject
+    the pick: the attempt fails with kind `rejected`, "why" is sent back to the model in the
+    re-ask, and nothing of the pick runs (or, from inside an option, its result is dropped)."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
 class ModelCallError(OpenProgramError, RuntimeError):
     """A model call failed (network, key, rate limit, server error, timeout). `partial` holds the
     text received before the failure, so nothing that arrived is lost."""

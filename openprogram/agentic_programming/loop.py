@@ -11,19 +11,21 @@ assembled from those events. Entry points that run a whole turn first (`agent(ch
 from __future__ import annotations
 
 import contextlib
+import string
 import time
 from typing import Any, Callable
 
-from .errors import DecisionError, ModelCallError, ParseError, explain, reply_head
+from .errors import DecisionError, ModelCallError, ParseError, Retry, explain, reply_head
 from .extract import extract_action, find_action
 from .model import (ModelCaller, current_runtime, deadline_after, resolve_runtime, run_sync,
                     settle_value)
 from .options import Option, call_function, check_context, normalize, option_infos, render_menu
-from .records import Attempt, replace
+from .records import Attempt, Pick, Reask, replace
 from .trace import DecisionTrace, emit
 
 __all__ = ["make", "amake", "render_options", "extract_action", "parse_args", "resolve_decision",
-           "DECISION_FINISH_INSTRUCTION", "Decider", "reask_prompt"]
+           "DECISION_FINISH_INSTRUCTION", "DEFAULT_REASK", "Decider", "reask_prompt",
+           "check_reask"]
 
 DECISION_FINISH_INSTRUCTION = (
     "Do the work the request needs first (reason, call tools). Then finish: end your reply with "
@@ -45,18 +47,54 @@ def _bounded(text: str, n: int = _REASK_REPLY_LIMIT) -> str:
     return f"{text[:half]}\n[... {len(text) - n} characters left out ...]\n{text[-half:]}"
 
 
-def reask_prompt(request: str, reply: Any, err: ParseError, menu_text: str) -> str:
-    """The re-ask (P7): the request, the previous reply, the problem, and the menu again."""
-    where = f" at {err.path}" if err.path else ""
-    shown = reply if isinstance(reply, str) else repr(reply)
-    return (
-        "Your previous reply could not be used as a decision.\n\n"
-        f"The request was:\n{request}\n\n"
-        f"Your previous reply was:\n<<<\n{_bounded(shown)}\n>>>\n\n"
-        f"The problem ({err.kind}{where}): {err.message}\n{explain(err.kind)}\n\n"
-        "Reply again, ending with exactly one JSON object that picks one option, written as in "
-        "its \"Call:\" line.\n\n"
-        f"{menu_text}")
+DEFAULT_REASK = (
+    "Your previous reply could not be used as a decision.\n\n"
+    "The request was:\n{request}\n\n"
+    "Your previous reply was:\n<<<\n{reply}\n>>>\n\n"
+    "The problem ({kind}{at_path}): {error}\n{advice}\n\n"
+    "Reply again, ending with exactly one JSON object that picks one option, written as in "
+    "its \"Call:\" line.\n\n"
+    "{menu}")
+
+REASK_FIELDS = tuple(Reask.__dataclass_fields__)
+
+
+def check_reask(reask: Any) -> Callable[[Reask], str] | None:
+    """`reask=` as a function of a `Reask`: None (the default text), a format template naming
+    only the fields of `Reask`, or a callable. Checked before any model call."""
+    if reask is None or callable(reask):
+        return reask
+    if not isinstance(reask, str):
+        raise TypeError(f"reask= takes a format template (str) or a callable of the failure, got "
+                        f"{type(reask).__name__}")
+    try:
+        names = {f for _, f, _, _ in string.Formatter().parse(reask) if f is not None}
+    except ValueError as exc:
+        raise ValueError(f"reask= template is not a valid format string ({exc}); write fields "
+                         f"as {{error}} and a literal brace as {{{{") from None
+    bad = sorted(n for n in names if n.split(".")[0].split("[")[0] not in REASK_FIELDS or not n)
+    if bad:
+        raise ValueError(f"reask= template names unknown field(s) {', '.join(map(repr, bad))}; "
+                         f"the fields are {', '.join('{' + f + '}' for f in REASK_FIELDS)}")
+    return lambda r: reask.format(**{f: getattr(r, f) for f in REASK_FIELDS})
+
+
+def reask_prompt(request: str, reply: Any, err: ParseError, menu_text: str,
+                 reask: Callable[[Reask], str] | None = None, attempt: int = 1) -> str:
+    """The re-ask (P7): by default the request, the previous reply, the problem, and the menu
+    again; `reask` (from `check_reask`) writes the user's own text from the same facts."""
+    shown = _bounded(reply if isinstance(reply, str) else repr(reply))
+    facts = Reask(request=request, reply=shown, kind=err.kind, error=err.message,
+                  path=err.path or "", menu=menu_text, attempt=attempt)
+    if reask is not None:
+        text = reask(facts)
+        if not isinstance(text, str):
+            raise TypeError(f"reask= callable returned {type(text).__name__}; it must return "
+                            f"the text to send (a str)")
+        return text
+    return DEFAULT_REASK.format(request=request, reply=shown, kind=err.kind, error=err.message,
+                               menu=menu_text, advice=explain(err.kind),
+                               at_path=f" at {err.path}" if err.path else "")
 
 
 class Decider:
@@ -67,9 +105,14 @@ class Decider:
     def __init__(self, runtime: ModelCaller | None, menu: list[Option], *, request: str,
                  context: dict | None, max_attempts: int, entry: str,
                  deadline: float | None = None, menu_text: str | None = None,
-                 sync: bool = True):
+                 sync: bool = True, validate: Callable | None = None,
+                 reask: Callable[[Reask], str] | None = None):
         self.runtime, self.menu, self.request = runtime, menu, request
         self.sync = sync  # how to call the model and finish the user's awaitables
+        if validate is not None and not callable(validate):
+            raise TypeError(f"validate= takes a callable of the pick (raise openprogram.Retry "
+                            f"to reject it), got {type(validate).__name__}")
+        self.validate, self.reask = validate, reask
         self.context = dict(context or {})
         self.deadline = deadline
         self.by_name = {o.name: o for o in menu}
@@ -193,22 +236,36 @@ class Decider:
                    error_path=err.path)
 
     # -- the loop -----------------------------------------------------------------------------
-    async def settle(self, check: Callable[[], Any] | None = None):
-        """Check attempts, re-asking until one passes or none are left (P7, P8)."""
+    async def settle(self, check: Callable[[], Any] | None = None, run: bool = True):
+        """Check attempts, re-asking until one passes or none are left (P7, P8); then the
+        caller's rule (`validate=`) and, with `run`, the option itself. A `Retry` from either
+        fails the attempt as `rejected` and re-asks like any other failure. Returns the result,
+        or `(option, kwargs)` when not `run`."""
         check = check or self.check
         while True:
             try:
-                picked = check()
+                option, kwargs = check()
+                if self.validate is not None:
+                    await self._rule(option)
+                self._step("validated")
+                if not run:
+                    return option, kwargs
+                return await self.resolve(option, kwargs)
             except ParseError as err:
                 self.record_failure(err)
                 if self.att.is_last:
                     self.fail()
-                prompt = reask_prompt(self.request, self.att.reply, err, self.menu_text)
+                prompt = reask_prompt(self.request, self.att.reply, err, self.menu_text,
+                                      self.reask, self.att.number)
                 self.new_attempt(prompt)
                 await self.call([{"role": "user", "content": prompt}])
-                continue
-            self._step("validated")
-            return picked
+
+    async def _rule(self, option: Option) -> None:
+        pick = Pick(option.name, dict(self.att.args or {}), option)
+        try:
+            await settle_value(self.validate(pick), self.sync)
+        except Retry as r:
+            raise ParseError("rejected", r.message) from None
 
     def fail_with(self, err: ParseError, cause: BaseException | None = None):
         self.record_failure(err)
@@ -224,6 +281,8 @@ class Decider:
     async def resolve(self, option: Option, kwargs: dict) -> Any:
         try:
             result = await settle_value(option.resolve(kwargs), self.sync)
+        except Retry as r:  # the option itself rejected the pick: re-ask (settle catches it)
+            raise ParseError("rejected", r.message) from None
         except BaseException as exc:
             self.finish("decision_failed", error=exc)
             if hasattr(exc, "add_note"):
@@ -262,9 +321,11 @@ def max_attempts(max_retries: Any) -> int:
 
 
 async def _make(prompt: str, options: Any, *, runtime: ModelCaller | None, context: dict | None,
-                max_retries: int, timeout_s: float | None, sync: bool, entry: str):
+                max_retries: int, timeout_s: float | None, sync: bool, entry: str,
+                validate: Callable | None, reask: Any):
     if not isinstance(prompt, str):
         raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
+    reask = check_reask(reask)
     attempts = max_attempts(max_retries)
     deadline = deadline_after(timeout_s)
     menu = normalize(options)
@@ -273,43 +334,52 @@ async def _make(prompt: str, options: Any, *, runtime: ModelCaller | None, conte
     menu_text = render_menu(menu)
     with rt.dag.span("decision", entry):
         d = Decider(rt, menu, request=prompt, context=context, max_attempts=attempts,
-                    entry="make", deadline=deadline, menu_text=menu_text, sync=sync)
+                    entry="make", deadline=deadline, menu_text=menu_text, sync=sync,
+                    validate=validate, reask=reask)
         with d.running():
             text = prompt + "\n\n" + menu_text
             d.new_attempt(text)
             await d.call([{"role": "user", "content": text}])
-            option, kwargs = await d.settle()
-            return await d.resolve(option, kwargs)
+            return await d.settle()
 
 
 def make(prompt: str, options: Any, *, runtime: ModelCaller | None = None,
-         context: dict | None = None, max_retries: int = 1, timeout_s: float | None = None):
+         context: dict | None = None, max_retries: int = 1, timeout_s: float | None = None,
+         validate: Callable | None = None, reask: Any = None):
     """Pure decision (E1): send `prompt + "\\n\\n" + menu` in one model call and return the
     resolved result of the model's pick. Your prompt must ask the model to pick. Works with
     async models and async options too, also inside a running event loop (a notebook cell):
-    they are finished before the result comes back."""
+    they are finished before the result comes back.
+
+    `validate=rule` is called with the `Pick` before anything runs; raising
+    `openprogram.Retry("why")` rejects it (kind `rejected`, "why" goes to the model in the
+    re-ask). `reask=` replaces the re-ask text: a format template with the fields of `Reask`
+    ({request}, {reply}, {kind}, {error}, {path}, {menu}, {attempt}) or a callable of a `Reask`."""
     return run_sync(_make(prompt, options, runtime=runtime, context=context,
                           max_retries=max_retries, timeout_s=timeout_s, sync=True,
-                          entry="decision.make"))
+                          entry="decision.make", validate=validate, reask=reask))
 
 
 async def amake(prompt: str, options: Any, *, runtime: ModelCaller | None = None,
                 context: dict | None = None, max_retries: int = 1,
-                timeout_s: float | None = None):
+                timeout_s: float | None = None, validate: Callable | None = None,
+                reask: Any = None):
     """`make`, awaitable: the model call goes through the runtime's async path
     (`acall_model`), async options are awaited, and many `amake`s run concurrently on one
     event loop. Cancelling the task finishes its trace as failed."""
     return await _make(prompt, options, runtime=runtime, context=context,
                        max_retries=max_retries, timeout_s=timeout_s, sync=False,
-                       entry="decision.amake")
+                       entry="decision.amake", validate=validate, reask=reask)
 
 
 def parse_args(reply: Any, options: Any, *, runtime: ModelCaller | None = None,
-               context: dict | None = None, max_retries: int = 1, prompt: str = ""):
+               context: dict | None = None, max_retries: int = 1, prompt: str = "",
+               validate: Callable | None = None, reask: Any = None):
     """Parse and validate a reply (P1-P7) into `(chosen, kwargs)`: the function for a function
     option, the name for a value or schema option. On a bad reply, re-asks through the runtime
     (`max_retries` times); with no runtime, a bad reply raises DecisionError at once."""
     attempts = max_attempts(max_retries)
+    reask = check_reask(reask)
     menu = normalize(options)
     check_context(menu, context)
     if runtime is None:
@@ -317,11 +387,11 @@ def parse_args(reply: Any, options: Any, *, runtime: ModelCaller | None = None,
     if runtime is None:
         attempts = 1
     d = Decider(runtime, menu, request=prompt, context=context, max_attempts=attempts,
-                entry="parse")
+                entry="parse", validate=validate, reask=reask)
     with d.running():
         d.new_attempt(prompt)
         d.received(reply)
-        option, kwargs = run_sync(d.settle())
+        option, kwargs = run_sync(d.settle(run=False))
         d.finish("resolved", result=None)
     return option.chosen(), kwargs
 

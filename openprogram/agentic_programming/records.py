@@ -14,7 +14,7 @@ from typing import Any
 
 from .jsonable import to_jsonable
 
-__all__ = ["Attempt", "ToolRound", "replace"]
+__all__ = ["Attempt", "ToolRound", "Pick", "Reask", "replace"]
 
 
 def _now() -> float:
@@ -79,3 +79,26 @@ class ToolRound:
         return {"round": self.round, "tool": self.name, "args": to_jsonable(self.args),
                 "result": to_jsonable(self.result), "error": self.error,
                 "duration_s": self.duration_s}
+
+
+@dataclass(frozen=True)
+class Pick:
+    """What a `validate=` rule is handed: the picked option's name (`call`), its arguments as
+    validated (`args`), and the `option` itself (its `kind`, `description`, `params`)."""
+    call: str
+    args: dict
+    option: Any
+
+
+@dataclass(frozen=True)
+class Reask:
+    """What a `reask=` callable is handed (and the fields a `reask=` template may name): the
+    original request, the previous reply, the error's kind, message and path, the menu, and the
+    number of the attempt that failed."""
+    request: str
+    reply: str
+    kind: str
+    error: str
+    path: str
+    menu: str
+    attempt: int

@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator
 
 from . import tools as _tools
 from .errors import ModelCallError, ParseError
-from .loop import DECISION_FINISH_INSTRUCTION, Decider
+from .loop import DECISION_FINISH_INSTRUCTION, Decider, check_reask
 from .model import (ModelCaller, ModelResponse, ToolCall, blocks_text, check_iterations,
                     check_timeout, current_runtime, deadline_after, resolve_runtime, run_blocking,
                     run_sync, to_blocks, using_runtime)
@@ -197,23 +197,28 @@ class Runtime(ModelCaller):
             return _record_reply(node, resp), node
 
     def exec(self, content, *, tools=None, toolset=None, choices=None, response_format=None,
-             max_iterations: int = 20, timeout_s: float | None = None, context: dict | None = None):
-        """Run one turn. Returns the reply text; with `choices=`, the resolved decision; with
+             max_iterations: int = 20, timeout_s: float | None = None, context: dict | None = None,
+             validate: Callable | None = None, reask: Any = None):
+        """Run one turn. Returns the reply text; with `choices=`, the resolved decision (a
+        `validate=` rule and a `reask=` text apply as in `decision.make`); with
         `response_format=`, the validated object."""
         return run_sync(self._exec(content, tools, toolset, choices, response_format,
-                                   max_iterations, timeout_s, context, sync=True))
+                                   max_iterations, timeout_s, context, validate, reask,
+                                   sync=True))
 
     async def aexec(self, content, *, tools=None, toolset=None, choices=None,
                     response_format=None, max_iterations: int = 20,
-                    timeout_s: float | None = None, context: dict | None = None):
+                    timeout_s: float | None = None, context: dict | None = None,
+                    validate: Callable | None = None, reask: Any = None):
         """`exec()` for async callers: model calls through `acall_model`, async tools and
         options awaited."""
         return await self._exec(content, tools, toolset, choices, response_format,
-                                max_iterations, timeout_s, context, sync=False)
+                                max_iterations, timeout_s, context, validate, reask, sync=False)
 
     async def _exec(self, content, tools, toolset, choices, response_format, max_iterations,
-                    timeout_s, context, *, sync: bool):
+                    timeout_s, context, validate, reask, *, sync: bool):
         check_iterations(max_iterations)
+        reask = check_reask(reask)
         deadline = deadline_after(timeout_s)
         blocks = to_blocks(content)
         tool_list = _tools.collect(tools, toolset, context)
@@ -222,10 +227,11 @@ class Runtime(ModelCaller):
         if choices is not None:
             return await run_agent_decision(self, blocks, choices, tool_list, context=context,
                                             max_iterations=max_iterations, deadline=deadline,
-                                            sync=sync)
+                                            sync=sync, validate=validate, reask=reask)
         if response_format is not None:
             return await run_format(self, blocks, response_format, tool_list, context=context,
-                                    max_iterations=max_iterations, deadline=deadline, sync=sync)
+                                    max_iterations=max_iterations, deadline=deadline, sync=sync,
+                                    reask=reask)
         resp, _ = await _tools.tool_loop(self, [{"role": "user", "content": blocks}], tool_list,
                                          max_iterations=max_iterations, deadline=deadline,
                                          context=context, sync=sync)
@@ -333,7 +339,8 @@ async def _turn(d: Decider, content: list[dict], tools: list, max_iterations: in
 
 async def run_agent_decision(rt: Runtime, blocks: list[dict], choices: Any, tools: list,
                              *, context: dict | None, max_iterations: int,
-                             deadline: float | None, sync: bool = True):
+                             deadline: float | None, sync: bool = True,
+                             validate: Callable | None = None, reask: Callable | None = None):
     """`exec(choices=)` (E2): one turn with tools, then the last reply is the decision; one
     re-pick, fixed."""
     menu = normalize(choices)
@@ -343,17 +350,18 @@ async def run_agent_decision(rt: Runtime, blocks: list[dict], choices: Any, tool
     turn = _append_text(blocks, DECISION_FINISH_INSTRUCTION + "\n\n" + menu_text)
     with rt.dag.span("decision", "agent(choices=)"):
         d = Decider(rt, menu, request=request, context=context, max_attempts=2, entry="agent",
-                    deadline=deadline, menu_text=menu_text, sync=sync)
+                    deadline=deadline, menu_text=menu_text, sync=sync, validate=validate,
+                    reask=reask)
         with d.running():
             d.new_attempt(blocks_text(turn))
             await _turn(d, turn, tools, max_iterations)
-            option, kwargs = await d.settle()
-            return await d.resolve(option, kwargs)
+            return await d.settle()
 
 
 async def run_format(rt: Runtime, blocks: list[dict], response_format: Any, tools: list, *,
                      context: dict | None = None, max_iterations: int,
-                     deadline: float | None, sync: bool = True):
+                     deadline: float | None, sync: bool = True,
+                     reask: Callable | None = None):
     """`exec(response_format=schema)`: the reply is one JSON object of the schema's form,
     validated like a schema option's fields; one re-ask, fixed."""
     schema = schema_field(response_format, "response_format")
@@ -380,9 +388,10 @@ async def run_format(rt: Runtime, blocks: list[dict], response_format: Any, tool
 
     with rt.dag.span("decision", "exec(response_format=)"):
         d = Decider(rt, [option], request=request, context=context, max_attempts=2,
-                    entry="format", deadline=deadline, menu_text=menu_text, sync=sync)
+                    entry="format", deadline=deadline, menu_text=menu_text, sync=sync,
+                    reask=reask)
         with d.running():
             d.new_attempt(blocks_text(turn))
             await _turn(d, turn, tools, max_iterations)
-            _, value = await d.settle(check)
+            _, value = await d.settle(check, run=False)
             return d.finish("resolved", result=value)
