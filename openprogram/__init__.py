@@ -8,6 +8,7 @@ from .agentic_programming import decision
 from .agentic_programming.agent import Agent, agent, bind_context, current_agent
 from .agentic_programming.decision import DecisionError
 from .agentic_programming.evaluate import compare
+from .agentic_programming.function import agentic_function
 from .agentic_programming.options import OptionError
 from .agentic_programming.runtime import (DAG, ModelCallError, ModelResponse, Runtime, ToolCall,
                                           current_runtime, using_runtime)
@@ -21,7 +22,8 @@ __all__ = ["Agent", "agent", "decision", "DecisionError", "OptionError", "Runtim
            "ModelResponse", "ModelCallError", "DAG", "DecisionTrace", "Attempt", "TraceEvent",
            "ERROR_KINDS", "observe", "add_observer", "remove_observer", "last_trace",
            "current_runtime", "using_runtime", "current_agent", "bind_context",
-           "register_toolset", "compare", "load_ipython_extension", "unload_ipython_extension"]
+           "register_toolset", "compare", "agentic_function", "load_ipython_extension",
+           "unload_ipython_extension"]
 
 
 def load_ipython_extension(ipython):
