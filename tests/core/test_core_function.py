@@ -235,7 +235,7 @@ def test_E3_async_functions_keep_their_runtime_across_awaits_and_tasks():
         asyncio.run(async_route("w"))
 
 
-# -- the DAG ----------------------------------------------------------------------------------------
+# -- the DAG --------------------------------------------------------------------------------------
 
 @pytest.mark.rule("A3")
 def test_A3_each_decorated_call_is_a_node_unless_hidden():
