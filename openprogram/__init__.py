@@ -10,6 +10,7 @@ from .agentic_programming.errors import (ERROR_KINDS, DecisionError, ModelCallEr
                                          OpenProgramError, OptionError, Retry)
 from .agentic_programming.records import Pick, Reask
 from .agentic_programming.evaluate import compare
+from .agentic_programming.function import agentic_function
 from .agentic_programming.options import Option, register_option_kind
 from .agentic_programming.runtime import (DAG, ModelResponse, Runtime, ToolCall, current_runtime,
                                           using_runtime)
@@ -20,12 +21,14 @@ from .agentic_programming.trace import (Attempt, DecisionTrace, TraceEvent, add_
 
 __version__ = "0.1.0"
 
-__all__ = ["Agent", "agent", "aagent", "Retry", "Pick", "Reask", "decision", "DecisionError", "OptionError", "OpenProgramError",
+__all__ = ["Agent", "agent", "aagent", "Retry", "Pick", "Reask", "decision", "DecisionError",
+           "OptionError", "OpenProgramError",
            "Option", "register_option_kind", "register_trace_view", "Runtime", "ToolCall",
            "ModelResponse", "ModelCallError", "DAG", "DecisionTrace", "Attempt", "TraceEvent",
            "ERROR_KINDS", "observe", "add_observer", "remove_observer", "last_trace",
            "current_runtime", "using_runtime", "current_agent", "bind_context",
-           "register_toolset", "compare", "load_ipython_extension", "unload_ipython_extension"]
+           "register_toolset", "compare", "agentic_function", "load_ipython_extension",
+           "unload_ipython_extension"]
 
 
 def load_ipython_extension(ipython):

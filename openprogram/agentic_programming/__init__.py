@@ -1,1 +1,4 @@
 """The mechanism: decision, runtime, agent, trace."""
+from .function import agentic_function
+
+__all__ = ["agentic_function"]

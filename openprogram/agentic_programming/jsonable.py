@@ -1,13 +1,183 @@
-"""PLACEHOLDER (replaced by the docsfn branch): values as JSON."""
+"""Any Python value as a JSON value, for exports that must survive `json.dumps`.
+
+A trace's results, arguments and defaults are whatever the user's functions return and accept.
+`to_jsonable(value)` keeps everything JSON can hold as that JSON value — dicts, lists (tuples and
+sets become lists), strings, integers, finite floats, booleans, null — and writes the rest in a
+JSON form: an enum member as its value, a pydantic model (recognised by its `model_dump`, pydantic
+is never imported) as `model_dump(mode="json")`, a dataclass as a dict of its fields, a date or
+time as its ISO text. Anything else, exceptions included, becomes a tagged repr
+`{"repr": "...", "type": "module.Class"}` of bounded length. Non-finite floats, strings with lone
+surrogates, huge integers, reference cycles and very deep nesting are made safe, and the function
+never raises, so `json.dumps(to_jsonable(x), allow_nan=False)` always works.
+"""
 from __future__ import annotations
 
+import dataclasses
+import datetime
+import enum
 import json
+import math
+from collections.abc import Mapping
 from typing import Any
+
+__all__ = ["to_jsonable"]
+
+#: Nesting deeper than this is cut (json.dumps itself fails near the interpreter's recursion limit).
+MAX_DEPTH = 200
+#: The longest text a tagged repr keeps.
+REPR_LIMIT = 1000
+# ~4200 decimal digits: below the interpreter's default limit on int-to-text conversion (4300),
+# beyond which json.dumps raises.
+_SAFE_INT_BITS = 14_000
+_SCALARS = (str, int, float, bool, type(None))
 
 
 def to_jsonable(value: Any) -> Any:
+    """`value` as a JSON value (see the module's text); never raises."""
     try:
-        json.dumps(value)
-        return value
-    except (TypeError, ValueError):
-        return {"repr": repr(value)[:500], "type": type(value).__name__}
+        return _convert(value, set(), 0)
+    except Exception:  # a hook of the value's own failed in a way no branch below foresaw
+        return _tagged(value)
+
+
+def _convert(v: Any, path: set[int], depth: int) -> Any:
+    if v is None or v is True or v is False:
+        return v
+    if isinstance(v, enum.Enum):  # before str/int: IntEnum and StrEnum members are both
+        if isinstance(v.value, (*_SCALARS, list, tuple, dict)):
+            return _convert(v.value, path, depth)
+        return _tagged(v)
+    # Subclasses become the plain type through the base class's own method, whatever the
+    # subclass overrides (numpy.float64 is a float, a str subclass may redefine __str__).
+    if isinstance(v, str):
+        return _text(str.__str__(v))
+    if isinstance(v, int):
+        return _integer(int.__int__(v))
+    if isinstance(v, float):
+        f = float.__float__(v)
+        return f if math.isfinite(f) else _tagged(f)
+    if isinstance(v, (datetime.date, datetime.time)):
+        return _text(v.isoformat())
+    if depth >= MAX_DEPTH:
+        return _tagged(v, f"<{_type_name(v)} nested deeper than {MAX_DEPTH} levels>")
+    if id(v) in path:
+        return _tagged(v, f"<reference cycle: this {_type_name(v)} contains itself>")
+    path.add(id(v))
+    try:
+        return _container(v, path, depth + 1)
+    finally:
+        path.discard(id(v))
+
+
+def _container(v: Any, path: set[int], depth: int) -> Any:
+    """A value that may hold other values."""
+    if isinstance(v, Mapping):
+        return _mapping(v, path, depth)
+    if isinstance(v, (list, tuple)):
+        return [_convert(x, path, depth) for x in v]
+    if isinstance(v, (set, frozenset)):
+        try:
+            items = sorted(v)
+        except Exception:  # mixed or unorderable members: their iteration order
+            items = list(v)
+        return [_convert(x, path, depth) for x in items]
+    if not isinstance(v, type):
+        dump = getattr(v, "model_dump", None)
+        if callable(dump):  # a pydantic model
+            try:
+                return _convert(dump(mode="json"), path, depth)
+            except Exception:
+                return _tagged(v)
+        if dataclasses.is_dataclass(v):
+            # Field by field rather than dataclasses.asdict, which deep-copies every value and
+            # recurses without end on a cycle.
+            try:
+                fields = {f.name: getattr(v, f.name) for f in dataclasses.fields(v)}
+            except Exception:
+                return _tagged(v)
+            return _mapping(fields, path, depth)
+    if hasattr(type(v), "__index__"):  # integer types of other libraries (numpy.int64, ...)
+        try:
+            return _integer(v.__index__())
+        except Exception:
+            pass
+    return _tagged(v)
+
+
+def _mapping(v: Mapping, path: set[int], depth: int) -> Any:
+    try:
+        pairs = list(v.items())
+    except Exception:
+        return _tagged(v)
+    out: dict[str, Any] = {}
+    for key, item in pairs:
+        name = _key(key)
+        if name in out:
+            # Two keys that read the same as JSON object keys (1 and "1"): keep both, as pairs.
+            return {"type": _type_name(v),
+                    "items": [[_convert(k, path, depth), _convert(x, path, depth)]
+                              for k, x in pairs]}
+        out[name] = _convert(item, path, depth)
+    return out
+
+
+def _key(key: Any) -> str:
+    """A mapping key as a JSON object key: a string as itself, a scalar as json.dumps writes it
+    (1 -> "1", None -> "null"), anything else as its bounded repr."""
+    if isinstance(key, enum.Enum) and isinstance(key.value, _SCALARS):
+        key = key.value
+    if isinstance(key, str):
+        return _text(str.__str__(key))
+    if isinstance(key, (int, float, bool, type(None))):
+        try:
+            return json.dumps(key)
+        except Exception:  # an integer too long to write out
+            pass
+    return _tagged(key)["repr"]
+
+
+def _integer(n: int) -> Any:
+    if n.bit_length() <= _SAFE_INT_BITS:
+        return n
+    try:
+        str(n)
+        return n
+    except ValueError:
+        return {"repr": f"<int of {n.bit_length()} bits>", "type": "int"}
+
+
+def _text(s: str) -> str:
+    """`s` with every lone surrogate (not valid Unicode, refused by UTF-8 encoders) replaced by
+    U+FFFD; a surrogate pair written as two code points becomes the character it encodes."""
+    if s.isascii():
+        return s
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def _type_name(v: Any) -> str:
+    cls = type(v)
+    name = str(getattr(cls, "__qualname__", None) or cls.__name__)
+    module = getattr(cls, "__module__", None)
+    return name if module in (None, "builtins") else f"{module}.{name}"
+
+
+def _tagged(v: Any, text: str | None = None) -> dict:
+    """`{"repr": ..., "type": ...}` for a value JSON cannot hold."""
+    try:
+        name = _type_name(v)
+    except Exception:
+        name = "object"
+    if text is None:
+        try:
+            text = repr(v)
+        except Exception as exc:
+            text = f"<{name} object; its repr raised {type(exc).__name__}>"
+        if not isinstance(text, str):
+            text = f"<{name} object>"
+    if len(text) > REPR_LIMIT:
+        text = f"{text[:REPR_LIMIT]}... [{len(text) - REPR_LIMIT} more characters]"
+    return {"repr": _text(text), "type": _text(name)}

@@ -1,22 +1,26 @@
-"""Every rule of the decision contract has at least one test that carries its marker.
+"""Every rule of docs/rules.md has at least one test that carries its marker.
 
-The rule list is copied here from CONTRACT.md because CI may run without the shared folder beside
-the repository. The test modules are read with `ast`, so the check holds however pytest was
-invoked (one file, `-k`, or the whole suite).
+The rule ids are read from docs/rules.md, the repository's own rules document (a line
+`- P7 ...` states rule P7). When the specification this project was built from sits beside the
+repository (../shared/spec/CONTRACT.md), every id it numbers must be in docs/rules.md too. The test
+modules are read with `ast`, so the check holds however pytest was invoked (one file, `-k`, or the
+whole suite).
 """
 import ast
+import re
 from pathlib import Path
 
-RULES = (
-    ["E1", "E2", "E3", "E4"]
-    + ["O1", "O2", "O3", "O4"]
-    + ["S1", "S2", "S3"]
-    + ["R1", "R2", "R3"]
-    + [f"P{i}" for i in range(1, 9)]
-    + ["Z1", "Z2"]
-    + [f"A{i}" for i in range(1, 9)]
-)
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+_RULE_LINE = re.compile(r"^- ([A-Z]\d+) ", flags=re.M)
+
+
+def rule_ids(path: Path) -> list[str]:
+    """The ids of the rules stated in a rules document, in order."""
+    return _RULE_LINE.findall(path.read_text(encoding="utf-8"))
+
+
+RULES = rule_ids(REPO / "docs" / "rules.md")
 
 
 def _rule_ids(decorator):
@@ -43,14 +47,27 @@ def marked_tests():
     return out
 
 
-def test_rule_list_matches_the_contract_when_it_is_present():
-    contract = HERE.parents[2] / "shared" / "spec" / "CONTRACT.md"
-    if not contract.exists():  # CI runs in a clone: the copied list above is what counts
+def test_the_rules_document_numbers_each_group_in_order():
+    assert len(RULES) == len(set(RULES)), f"a rule id appears twice: {RULES}"
+    groups: dict = {}
+    for rule in RULES:
+        groups.setdefault(rule[0], []).append(int(rule[1:]))
+    assert set(groups) == set("EOSRPZA")
+    for letter, numbers in groups.items():
+        assert numbers == list(range(1, len(numbers) + 1)), f"group {letter}: {numbers}"
+
+
+def test_the_rules_document_has_every_rule_of_the_contract_when_it_is_present():
+    # The specification sits beside the checkout (../shared/spec), or beside the folder that
+    # holds a worktree of it; a clone on its own has none, and docs/rules.md is the whole list.
+    found = [p / "shared" / "spec" / "CONTRACT.md" for p in REPO.parents
+             if (p / "shared" / "spec" / "CONTRACT.md").is_file()]
+    if not found:
         return
-    import re
-    text = contract.read_text(encoding="utf-8")
-    in_contract = set(re.findall(r"^- ([A-Z]\d+) ", text, flags=re.M))
-    assert in_contract == set(RULES)
+    contract = found[0]
+    assert rule_ids(contract), f"no '- X1 ...' rule lines found in {contract}"
+    missing = sorted(set(rule_ids(contract)) - set(RULES))
+    assert not missing, f"rules of CONTRACT.md that docs/rules.md does not state: {missing}"
 
 
 def test_every_rule_has_a_marked_test():
@@ -61,7 +78,7 @@ def test_every_rule_has_a_marked_test():
     missing = [r for r in RULES if r not in covered]
     assert not missing, f"rules with no @pytest.mark.rule test: {missing}"
     unknown = sorted(set(covered) - set(RULES))
-    assert not unknown, f"markers naming no contract rule: {unknown}"
+    assert not unknown, f"markers naming no rule of docs/rules.md: {unknown}"
 
 
 def test_every_marked_test_names_its_rules():
@@ -79,3 +96,14 @@ def test_the_markers_reach_pytest(request):
     assert ids <= set(RULES)
     assert "rule(id)" in " ".join(request.config.getini("markers"))
 
+
+
+def test_the_readme_cites_the_rules_and_links_only_to_files_of_the_repository():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)\s]+)\)", readme)
+    assert "docs/rules.md" in targets
+    assert "CONTRACT.md" not in readme  # the specification is not part of a clone
+    local = [t.split("#")[0] for t in targets if not re.match(r"https?://", t)]
+    outside = [t for t in local if not (REPO / t).is_file() or
+               REPO.resolve() not in (REPO / t).resolve().parents]
+    assert not outside, f"README links to files not in the repository: {outside}"
