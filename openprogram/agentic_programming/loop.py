@@ -303,7 +303,9 @@ class Decider:
             raise
 
     def finish(self, kind: str, result: Any = None, error: BaseException | None = None):
-        emit(kind, self.trace, result=result, error=error,
+        # The current attempt's last record goes with the outcome: a pick that a rule or the
+        # option itself ended with an exception of the user's was never emitted otherwise.
+        emit(kind, self.trace, self.att, result=result, error=error,
              duration_s=time.perf_counter() - self._t0)
         return result
 
