@@ -92,7 +92,7 @@ def test_A4_observer_events_in_order_with_attempt_numbers(events):
         ("reply_received", 2, True),
         ("extracted", 2, True),
         ("validated", 2, True),
-        ("resolved", None, False),
+        ("resolved", 2, True),  # the outcome carries the last attempt record
     ]
     chunks = [e for e in events if e.kind == "reply_chunk"]
     assert [c.attempt_number for c in chunks] == [1, 2]
