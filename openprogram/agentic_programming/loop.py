@@ -17,7 +17,8 @@ from typing import Any, Callable
 
 from .errors import DecisionError, ModelCallError, ParseError, Retry, explain, reply_head
 from .extract import extract_action, find_action
-from .model import (ModelCaller, current_runtime, deadline_after, resolve_runtime, run_sync,
+from .modes import MenuMode, Mode, get_mode
+from .model import (ModelCaller, ModelResponse, check_modes, current_runtime, deadline_after, resolve_runtime, run_sync,
                     settle_value)
 from .options import Option, call_function, check_context, normalize, option_infos, render_menu
 from .records import Attempt, Pick, Reask, replace
@@ -33,6 +34,8 @@ DECISION_FINISH_INSTRUCTION = (
     "options below, written as in its \"Call:\" line. Write nothing after it.")
 
 _REASK_REPLY_LIMIT = 4000
+#: Finish reasons that mean the reply hit the token limit (OpenAI's, Anthropic's).
+TRUNCATED = ("length", "max_tokens")
 
 
 def render_options(options: Any) -> str:
@@ -106,8 +109,11 @@ class Decider:
                  context: dict | None, max_attempts: int, entry: str,
                  deadline: float | None = None, menu_text: str | None = None,
                  sync: bool = True, validate: Callable | None = None,
-                 reask: Callable[[Reask], str] | None = None):
+                 reask: Callable[[Reask], str] | None = None, mode: Mode | None = None):
         self.runtime, self.menu, self.request = runtime, menu, request
+        self.mode = mode or MenuMode(menu)
+        self.resp: Any = None        # the last model response, as the mode reads it
+        self.messages: list[dict] = []
         self.sync = sync  # how to call the model and finish the user's awaitables
         if validate is not None and not callable(validate):
             raise TypeError(f"validate= takes a callable of the pick (raise openprogram.Retry "
@@ -117,10 +123,11 @@ class Decider:
         self.deadline = deadline
         self.by_name = {o.name: o for o in menu}
         self.menu_text = menu_text if menu_text is not None else render_menu(menu)
+        self.sent = self.mode.sent()
         self.trace = DecisionTrace(
             prompt=request, menu=self.menu_text, options=option_infos(menu), entry=entry,
             max_attempts=max_attempts, runtime=getattr(runtime, "name", None),
-            context_keys=sorted(self.context))
+            context_keys=sorted(self.context), mode=self.mode.name)
         self.att: Attempt | None = None
         self._t0 = time.perf_counter()
         emit("decision_started", self.trace)
@@ -134,7 +141,8 @@ class Decider:
     # -- model calls --------------------------------------------------------------------------
     def new_attempt(self, prompt: str) -> Attempt:
         n = len(self.trace.attempts) + 1
-        self.att = Attempt(number=n, is_last=n >= self.trace.max_attempts, prompt=prompt)
+        self.att = Attempt(number=n, is_last=n >= self.trace.max_attempts, prompt=prompt,
+                           sent=self.sent)
         emit("attempt_sent", self.trace, self.att)
         return self.att
 
@@ -145,6 +153,8 @@ class Decider:
         parts: list[str] = []
         t0 = time.perf_counter()
         trace, att = self.trace, self.att
+        self.messages = messages
+        extra = self.mode.request() if specs is None else {"tools": specs}
 
         def on_text(chunk: str) -> None:
             parts.append(chunk)
@@ -152,12 +162,11 @@ class Decider:
 
         try:
             if self.sync:
-                resp, node = self.runtime.call_model(messages, tools=specs, on_text=on_text,
-                                                     deadline=self.deadline)
+                resp, node = self.runtime.call_model(messages, on_text=on_text,
+                                                     deadline=self.deadline, **extra)
             else:
-                resp, node = await self.runtime.acall_model(messages, tools=specs,
-                                                            on_text=on_text,
-                                                            deadline=self.deadline)
+                resp, node = await self.runtime.acall_model(messages, on_text=on_text,
+                                                            deadline=self.deadline, **extra)
         except ModelCallError as exc:
             self.att = replace(self.att, reply=exc.partial or "".join(parts),
                                duration_s=self._elapsed(t0))
@@ -167,8 +176,10 @@ class Decider:
                                duration_s=self._elapsed(t0))
             self.fail_with(ParseError("model_error", f"{type(exc).__name__}: {exc}"), cause=exc)
         usage = dict(resp.usage) if resp.usage else self.att.usage
+        self.resp = resp
         self._step("reply_received", reply=resp.text, model_call_id=node.id, usage=usage,
-                   duration_s=self._elapsed(t0))
+                   duration_s=self._elapsed(t0), finish_reason=resp.finish_reason,
+                   tool_calls=[tc.to_dict() for tc in resp.tool_calls] or None)
         return resp
 
     def _elapsed(self, t0: float) -> float:
@@ -176,18 +187,28 @@ class Decider:
 
     def received(self, reply: Any) -> Attempt:
         """A reply that came from elsewhere (parse_args): record it as received."""
+        self.resp = ModelResponse(text=reply)
         return self._step("reply_received", reply=reply)
 
     # -- checks -------------------------------------------------------------------------------
     def extract(self, require_key: bool = True):
-        """Find the JSON object in the reply (P1, A6); records the extraction."""
-        att = self.att
-        if not isinstance(att.reply, str):
+        """Find the action in the response, as the mode reads it (P1, A6); records the
+        extraction. A refusal, and a reply cut off before any action, are their own kinds."""
+        att, resp = self.att, self.resp
+        if getattr(resp, "refusal", None):
+            raise ParseError("refused", f"the provider reports that the model refused: "
+                                        f"{resp.refusal}")
+        if not resp.tool_calls and not isinstance(att.reply, str):
             raise ParseError("not_text", f"the model reply is {type(att.reply).__name__}, "
                                          f"not text")
-        ex = find_action(att.reply, require_key=require_key)
+        ex = (self.mode.action(resp) if require_key
+              else find_action(att.reply, require_key=False))
         if ex.action is None:
             self._step("extracted", candidates=ex.candidates)
+            if resp.finish_reason in TRUNCATED:
+                raise ParseError("truncated", f"the reply was cut off at the token limit "
+                                              f"(finish reason {resp.finish_reason!r}) before "
+                                              f"a complete pick: {ex.problem}")
             raise ParseError("no_action", ex.problem)
         self._step("extracted", candidates=ex.candidates, extracted=ex.action,
                    found_in=ex.found_in, key_alias=ex.key if require_key else None)
@@ -255,10 +276,11 @@ class Decider:
                 self.record_failure(err)
                 if self.att.is_last:
                     self.fail()
-                prompt = reask_prompt(self.request, self.att.reply, err, self.menu_text,
-                                      self.reask, self.att.number)
+                prompt = reask_prompt(self.request, self.att.reply, err,
+                                      self.mode.menu_for_reask(self.menu_text), self.reask,
+                                      self.att.number)
                 self.new_attempt(prompt)
-                await self.call([{"role": "user", "content": prompt}])
+                await self.call(self.mode.reask_messages(self.messages, self.resp, prompt))
 
     async def _rule(self, option: Option) -> None:
         pick = Pick(option.name, dict(self.att.args or {}), option)
@@ -324,22 +346,24 @@ def max_attempts(max_retries: Any) -> int:
 
 async def _make(prompt: str, options: Any, *, runtime: ModelCaller | None, context: dict | None,
                 max_retries: int, timeout_s: float | None, sync: bool, entry: str,
-                validate: Callable | None, reask: Any):
+                validate: Callable | None, reask: Any, mode: Any):
     if not isinstance(prompt, str):
         raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
     reask = check_reask(reask)
+    way = get_mode(mode)
     attempts = max_attempts(max_retries)
     deadline = deadline_after(timeout_s)
     menu = normalize(options)
     check_context(menu, context)
     rt = resolve_runtime(runtime, entry)
+    check_modes(rt, way.name)
     menu_text = render_menu(menu)
     with rt.dag.span("decision", entry):
         d = Decider(rt, menu, request=prompt, context=context, max_attempts=attempts,
                     entry="make", deadline=deadline, menu_text=menu_text, sync=sync,
-                    validate=validate, reask=reask)
+                    validate=validate, reask=reask, mode=way(menu))
         with d.running():
-            text = prompt + "\n\n" + menu_text
+            text = d.mode.prompt(prompt, menu_text)
             d.new_attempt(text)
             await d.call([{"role": "user", "content": text}])
             return await d.settle()
@@ -347,7 +371,7 @@ async def _make(prompt: str, options: Any, *, runtime: ModelCaller | None, conte
 
 def make(prompt: str, options: Any, *, runtime: ModelCaller | None = None,
          context: dict | None = None, max_retries: int = 1, timeout_s: float | None = None,
-         validate: Callable | None = None, reask: Any = None):
+         validate: Callable | None = None, reask: Any = None, mode: str = "menu"):
     """Pure decision (E1): send `prompt + "\\n\\n" + menu` in one model call and return the
     resolved result of the model's pick. Your prompt must ask the model to pick. Works with
     async models and async options too, also inside a running event loop (a notebook cell):
@@ -356,22 +380,24 @@ def make(prompt: str, options: Any, *, runtime: ModelCaller | None = None,
     `validate=rule` is called with the `Pick` before anything runs; raising
     `openprogram.Retry("why")` rejects it (kind `rejected`, "why" goes to the model in the
     re-ask). `reask=` replaces the re-ask text: a format template with the fields of `Reask`
-    ({request}, {reply}, {kind}, {error}, {path}, {menu}, {attempt}) or a callable of a `Reask`."""
+    ({request}, {reply}, {kind}, {error}, {path}, {menu}, {attempt}) or a callable of a `Reask`.
+    `mode=` is the way of asking: "menu" (the text menu, the default), "tools" (one native
+    tool per option) or "json_schema" (the provider's structured output); see modes.py."""
     return run_sync(_make(prompt, options, runtime=runtime, context=context,
                           max_retries=max_retries, timeout_s=timeout_s, sync=True,
-                          entry="decision.make", validate=validate, reask=reask))
+                          entry="decision.make", validate=validate, reask=reask, mode=mode))
 
 
 async def amake(prompt: str, options: Any, *, runtime: ModelCaller | None = None,
                 context: dict | None = None, max_retries: int = 1,
                 timeout_s: float | None = None, validate: Callable | None = None,
-                reask: Any = None):
+                reask: Any = None, mode: str = "menu"):
     """`make`, awaitable: the model call goes through the runtime's async path
     (`acall_model`), async options are awaited, and many `amake`s run concurrently on one
     event loop. Cancelling the task finishes its trace as failed."""
     return await _make(prompt, options, runtime=runtime, context=context,
                        max_retries=max_retries, timeout_s=timeout_s, sync=False,
-                       entry="decision.amake", validate=validate, reask=reask)
+                       entry="decision.amake", validate=validate, reask=reask, mode=mode)
 
 
 def parse_args(reply: Any, options: Any, *, runtime: ModelCaller | None = None,

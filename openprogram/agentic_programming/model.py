@@ -21,7 +21,8 @@ from .errors import ModelCallError
 
 __all__ = ["ToolCall", "ModelResponse", "ModelCaller", "ModelCallError", "current_runtime",
            "using_runtime", "current_agent", "resolve_runtime", "check_timeout",
-           "deadline_after", "check_iterations", "to_blocks", "blocks_text", "run_sync",
+           "deadline_after", "check_iterations", "check_modes", "to_blocks", "blocks_text",
+           "run_sync",
            "run_blocking", "settle_value"]
 
 
@@ -48,6 +49,8 @@ class ModelResponse:
     tool_calls: list[ToolCall] = field(default_factory=list)
     usage: dict | None = None     # {"input_tokens": n, "output_tokens": m}
     model: str | None = None
+    finish_reason: str | None = None  # "stop", "length" / "max_tokens", "tool_calls", ...
+    refusal: str | None = None        # the provider's refusal message, when it reports one
 
 
 class ModelCaller:
@@ -57,6 +60,8 @@ class ModelCaller:
     this one is accepted wherever a runtime is."""
 
     name: str | None = None
+    #: The ways of asking this runtime can carry out (see modes.py).
+    modes: frozenset = frozenset({"menu"})
 
     def call_model(self, messages: list[dict], *, tools: list[dict] | None = None,
                    on_text: Callable[[str], None] | None = None,
@@ -179,6 +184,17 @@ def resolve_runtime(runtime: "ModelCaller | None", what: str) -> "ModelCaller":
         raise TypeError(f"runtime= must be an openprogram Runtime, got {type(rt).__name__}; "
                         f"wrap a model function with Runtime(call=fn).")
     return rt
+
+
+def check_modes(runtime: ModelCaller, mode: str) -> None:
+    """Fail before any model call when `runtime` cannot ask in `mode`."""
+    modes = getattr(runtime, "modes", frozenset({"menu"}))
+    if mode not in modes:
+        raise ValueError(
+            f"{getattr(runtime, 'name', runtime)!r} cannot ask in mode {mode!r}; it can do "
+            f"{', '.join(repr(m) for m in sorted(modes))}. A Runtime(call=fn) can do 'tools' when "
+            f"fn accepts tools= (and returns ToolCalls), and 'json_schema' when fn accepts "
+            f"response_format=.")
 
 
 # ---------------------------------------------------------------------------------------------

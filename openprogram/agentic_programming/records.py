@@ -43,6 +43,9 @@ class Attempt:
     duration_s: float | None = None
     model_call_id: int | None = None
     usage: dict | None = None          # {"input_tokens": n, "output_tokens": m} when the runtime knows
+    sent: dict | None = None           # besides the prompt: the tools or the schema the mode sent
+    tool_calls: list[dict] | None = None  # the reply's native tool calls, if any
+    finish_reason: str | None = None   # why the model stopped, as the provider says
 
     @property
     def ok(self) -> bool:
@@ -62,6 +65,8 @@ class Attempt:
             "dropped": list(self.dropped), "injected": list(self.injected),
             "started_at": self.started_at, "duration_s": self.duration_s,
             "model_call_id": self.model_call_id, "usage": self.usage,
+            "sent": to_jsonable(self.sent), "tool_calls": to_jsonable(self.tool_calls),
+            "finish_reason": self.finish_reason,
         }
 
 

@@ -141,28 +141,38 @@ class Runtime(ModelCaller):
     # -- the one method a concrete runtime implements -----------------------------------------
     def complete(self, messages: list[dict], *, tools: list[dict] | None = None,
                  on_text: Callable[[str], None] | None = None,
-                 timeout: float | None = None) -> ModelResponse:
+                 timeout: float | None = None, **mode_args) -> ModelResponse:
         """One model call. `messages` is a list of {"role": "user"|"assistant"|"tool", ...}:
         user messages carry "content" (blocks), assistant messages "content" (text) and
         "tool_calls", tool messages "tool_call_id", "name" and "content". An async model
         function is run to completion here (see `model.run_blocking`)."""
-        out = self._invoke(messages, tools, timeout)
+        out = self._invoke(messages, tools, timeout, mode_args)
         return as_response(run_blocking(out) if inspect.isawaitable(out) else out)
 
     async def acomplete(self, messages: list[dict], *, tools: list[dict] | None = None,
                         on_text: Callable[[str], None] | None = None,
-                        timeout: float | None = None) -> ModelResponse:
+                        timeout: float | None = None, **mode_args) -> ModelResponse:
         """`complete()` for async callers. An async model function is awaited on the caller's
         loop; a synchronous one (or a subclass that only overrides `complete`) runs in a worker
         thread so the loop keeps going. Runtimes with a native async client override this."""
         if self._call is not None and _is_async_callable(self._call):
-            out = self._invoke(messages, tools, timeout)
+            out = self._invoke(messages, tools, timeout, mode_args)
             return as_response(await out if inspect.isawaitable(out) else out)
         import asyncio
         return await asyncio.to_thread(self.complete, messages, tools=tools, on_text=on_text,
-                                       timeout=timeout)
+                                       timeout=timeout, **mode_args)
 
-    def _invoke(self, messages: list[dict], tools: list[dict] | None, timeout: float | None):
+    @property
+    def modes(self) -> frozenset:
+        """The ways of asking this runtime can do: a model function can do "tools" when it
+        accepts `tools=` and "json_schema" when it accepts `response_format=`."""
+        if self._call is None:
+            return frozenset({"menu"})
+        return frozenset({"menu"} | ({"tools"} if "tools" in self._accepts else set())
+                         | ({"json_schema"} if "response_format" in self._accepts else set()))
+
+    def _invoke(self, messages: list[dict], tools: list[dict] | None, timeout: float | None,
+                mode_args: dict):
         if self._call is None:
             raise NotImplementedError(f"{type(self).__name__} has no model: pass "
                                       f"Runtime(call=fn) or override complete()")
@@ -173,27 +183,35 @@ class Runtime(ModelCaller):
             kwargs["messages"] = messages
         if "timeout" in self._accepts and timeout is not None:
             kwargs["timeout"] = timeout
+        for k, v in mode_args.items():  # tool_choice=, response_format=, when the fn takes them
+            if k in self._accepts:
+                kwargs[k] = v
         return self._call(_flatten(messages), **kwargs)
 
     # -- calls made by the mechanism ------------------------------------------------------------
     def call_model(self, messages: list[dict], *, tools: list[dict] | None = None,
                    on_text: Callable[[str], None] | None = None,
-                   deadline: float | None = None, label: str = "model_call"
-                   ) -> tuple[ModelResponse, Node]:
-        """`complete()` as a DAG node, with the time left before `deadline`."""
+                   deadline: float | None = None, label: str = "model_call",
+                   **mode_args) -> tuple[ModelResponse, Node]:
+        """`complete()` as a DAG node, with the time left before `deadline`. `mode_args` are
+        what a way of asking adds (`tools=` come with `tool_choice=`, or `response_format=`);
+        they reach `complete()` only when given, so a runtime that does only the menu mode
+        needs no parameter for them."""
         timeout, prompt = _call_budget(messages, deadline)
         with self.dag.span("model_call", label, prompt=prompt) as node:
-            resp = self.complete(messages, tools=tools, on_text=on_text, timeout=timeout)
+            resp = self.complete(messages, tools=tools, on_text=on_text, timeout=timeout,
+                                 **_given(mode_args))
             return _record_reply(node, resp), node
 
     async def acall_model(self, messages: list[dict], *, tools: list[dict] | None = None,
                           on_text: Callable[[str], None] | None = None,
-                          deadline: float | None = None, label: str = "model_call"
-                          ) -> tuple[ModelResponse, Node]:
+                          deadline: float | None = None, label: str = "model_call",
+                          **mode_args) -> tuple[ModelResponse, Node]:
         """`acomplete()` as a DAG node, with the time left before `deadline`."""
         timeout, prompt = _call_budget(messages, deadline)
         with self.dag.span("model_call", label, prompt=prompt) as node:
-            resp = await self.acomplete(messages, tools=tools, on_text=on_text, timeout=timeout)
+            resp = await self.acomplete(messages, tools=tools, on_text=on_text, timeout=timeout,
+                                        **_given(mode_args))
             return _record_reply(node, resp), node
 
     def exec(self, content, *, tools=None, toolset=None, choices=None, response_format=None,
@@ -236,6 +254,10 @@ class Runtime(ModelCaller):
                                          max_iterations=max_iterations, deadline=deadline,
                                          context=context, sync=sync)
         return resp.text
+
+
+def _given(mode_args: dict) -> dict:
+    return {k: v for k, v in mode_args.items() if v is not None}
 
 
 def _call_budget(messages: list[dict], deadline: float | None) -> tuple[float | None, str | None]:

@@ -54,6 +54,7 @@ class DecisionTrace:
     started_at: float = field(default_factory=_now)
     duration_s: float | None = None
     context_keys: list[str] = field(default_factory=list)
+    mode: str = "menu"                 # the way of asking: "menu", "tools" or "json_schema"
 
     @property
     def chosen(self) -> str | None:
@@ -72,7 +73,8 @@ class DecisionTrace:
 
     def to_dict(self) -> dict:
         return {
-            "id": self.id, "entry": self.entry, "status": self.status, "prompt": self.prompt,
+            "id": self.id, "entry": self.entry, "mode": self.mode, "status": self.status,
+            "prompt": self.prompt,
             "menu": self.menu, "options": self.options, "runtime": self.runtime,
             "max_attempts": self.max_attempts, "context_keys": list(self.context_keys),
             "attempts": [a.to_dict() for a in self.attempts],

@@ -26,6 +26,7 @@ class ScriptedCall:
     tools: list[dict] | None
     reply: Any = None
     tool_names: list[str] = field(default_factory=list)
+    mode_args: dict = field(default_factory=dict)  # tool_choice= / response_format= sent
 
 
 class ScriptExhausted(OpenProgramError, RuntimeError):
@@ -41,6 +42,8 @@ class ScriptedRuntime(Runtime):
     chunks. `usage=True` reports word counts as token usage."""
 
     streams = True
+    #: A script can hold text, JSON or tool calls, so it plays every way of asking.
+    modes = frozenset({"menu", "tools", "json_schema"})
 
     def __init__(self, replies: list | None = None, *, rule: Callable[[str], Any] | None = None,
                  latency: float | tuple[float, float] = 0.0, stream_chunk: int | None = None,
@@ -78,20 +81,21 @@ class ScriptedRuntime(Runtime):
                 return self._random.uniform(lo, hi)
         return float(self.latency or 0)
 
-    def complete(self, messages, *, tools=None, on_text=None, timeout=None) -> ModelResponse:
-        resp, delay = self._take(messages, tools, timeout)
+    def complete(self, messages, *, tools=None, on_text=None, timeout=None,
+                 **mode_args) -> ModelResponse:
+        resp, delay = self._take(messages, tools, mode_args)
         if timeout is not None and delay > timeout:
             time.sleep(max(timeout, 0))
             raise self._too_slow(timeout)
         stream_text(resp.text, self.stream_chunk, on_text, delay)
         return self._count(resp, messages)
 
-    async def acomplete(self, messages, *, tools=None, on_text=None,
-                        timeout=None) -> ModelResponse:
+    async def acomplete(self, messages, *, tools=None, on_text=None, timeout=None,
+                        **mode_args) -> ModelResponse:
         """The same script on the caller's event loop: latency is `asyncio.sleep`, so many
         async decisions overlap without a thread each."""
         import asyncio
-        resp, delay = self._take(messages, tools, timeout)
+        resp, delay = self._take(messages, tools, mode_args)
         if timeout is not None and delay > timeout:
             await asyncio.sleep(max(timeout, 0))
             raise self._too_slow(timeout)
@@ -102,10 +106,10 @@ class ScriptedRuntime(Runtime):
                 on_text(piece)
         return self._count(resp, messages)
 
-    def _take(self, messages, tools, timeout) -> tuple[ModelResponse, float]:
+    def _take(self, messages, tools, mode_args) -> tuple[ModelResponse, float]:
         """The next scripted reply (recorded in `calls`) and the latency to play it with."""
         prompt = _last_user_text(messages)
-        record = ScriptedCall(prompt, list(messages), tools)
+        record = ScriptedCall(prompt, list(messages), tools, mode_args=dict(mode_args))
         with self._lock:
             self.calls.append(record)
             if self._next < len(self.replies):

@@ -1,0 +1,161 @@
+"""Three ways to ask: the same option set as a text menu, as native tools, or as a JSON schema.
+
+One class per way of asking (rule E1's text menu is `MenuMode`), each owning what it sends and
+how it reads the reply back into an action `{"call": name, "args": {...}}`:
+- `MenuMode` ("menu", the default): the menu text is appended to the prompt; the pick is the
+  last JSON object with a call key in the reply text (rules P1, A6).
+- `ToolsMode` ("tools"): each option is one native tool (its parameters' JSON Schema from the
+  option class), the tool choice forced to "some tool", parallel calls off; the model's tool call
+  is the pick. No tool call is `no_action`, several are `multiple_calls`; a re-ask goes back as
+  the tool call's result, in the provider's own message shapes.
+- `JsonSchemaMode` ("json_schema"): the provider's structured output, with one schema whose
+  alternatives are the options' picks, wrapped in a root object (`{"decision": <pick>}`) since
+  providers require an object at the root; the reply is parsed and validated as in menu mode.
+In the tools and json_schema modes the menu text is not sent: names, descriptions and
+parameters travel in the tools or the schema. The decision loop asks its mode and never
+branches on the mode's name.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar
+
+from .errors import ParseError
+from .extract import Extraction, find_action
+from .options import Option
+
+__all__ = ["MODES", "Mode", "MenuMode", "ToolsMode", "JsonSchemaMode", "get_mode",
+           "decision_schema"]
+
+#: The root key the json_schema mode wraps a pick in.
+ROOT_KEY = "decision"
+
+
+class Mode:
+    """A way of asking. Subclasses say what the first request carries (`prompt`, `request`,
+    `sent`), how a response becomes an action (`action`), and how a re-ask continues the
+    conversation (`reask_messages`)."""
+    name: ClassVar[str]
+
+    def __init__(self, menu: list[Option]):
+        self.menu = menu
+
+    def prompt(self, prompt: str, menu_text: str) -> str:
+        """The text of the first user message."""
+        return prompt
+
+    def menu_for_reask(self, menu_text: str) -> str:
+        """The menu a re-ask repeats (`{menu}` of a re-ask template)."""
+        return ""
+
+    def request(self) -> dict:
+        """What else goes with every model call: tools, tool choice, response format."""
+        return {}
+
+    def sent(self) -> dict | None:
+        """What the trace records as sent besides the prompt (None: nothing)."""
+        req = self.request()
+        return req or None
+
+    def action(self, response: Any) -> Extraction:
+        """The action in a model response, as an `Extraction` (action None: nothing found)."""
+        return find_action(response.text)
+
+    def reask_messages(self, messages: list[dict], response: Any, text: str) -> list[dict]:
+        """The conversation for a re-ask: by default a fresh user message with `text`."""
+        return [{"role": "user", "content": text}]
+
+
+class MenuMode(Mode):
+    name = "menu"
+
+    def prompt(self, prompt: str, menu_text: str) -> str:
+        return prompt + "\n\n" + menu_text
+
+    def menu_for_reask(self, menu_text: str) -> str:
+        return menu_text
+
+
+def option_tool(option: Option) -> dict:
+    """An option as a native tool spec (`name`, `description`, `parameters`)."""
+    params = option.json_schema()
+    desc = params.pop("description", option.description)
+    return {"name": option.name, "description": desc or "", "parameters": params}
+
+
+class ToolsMode(Mode):
+    name = "tools"
+
+    def request(self) -> dict:
+        return {"tools": [option_tool(o) for o in self.menu], "tool_choice": "required"}
+
+    def action(self, response: Any) -> Extraction:
+        calls = response.tool_calls
+        if not calls:
+            return Extraction(None, None, None, 0, problem=(
+                "the reply called no tool; in tools mode the pick is a call of one of the "
+                "tools offered"))
+        if len(calls) > 1:
+            names = ", ".join(repr(c.name) for c in calls)
+            raise ParseError("multiple_calls", f"the reply called {len(calls)} tools ({names}); "
+                                               f"call exactly one")
+        tc = calls[0]
+        return Extraction({"call": tc.name, "args": tc.args}, "call", "tool_call", 1)
+
+    def reask_messages(self, messages: list[dict], response: Any, text: str) -> list[dict]:
+        """The re-ask as the result of the call(s) the model made, so it sees its own call and
+        what was wrong with it; after a text reply, as a user message."""
+        calls = list(response.tool_calls or []) if response is not None else []
+        if not calls:
+            reply = response.text if response is not None and isinstance(response.text, str) \
+                else ""
+            return [*messages, {"role": "assistant", "content": reply},
+                    {"role": "user", "content": text}]
+        for i, tc in enumerate(calls):
+            tc.id = tc.id or f"call_reask_{i}"
+        return [*messages,
+                {"role": "assistant", "content": response.text if isinstance(response.text, str)
+                 else "", "tool_calls": calls},
+                *({"role": "tool", "tool_call_id": tc.id, "name": tc.name, "content": text}
+                  for tc in calls)]
+
+
+def decision_schema(menu: list[Option]) -> dict:
+    """One JSON Schema whose alternatives are the options' picks, under a root object."""
+    picks = [o.pick_schema() for o in menu]
+    return {"type": "object",
+            "properties": {ROOT_KEY: picks[0] if len(picks) == 1 else {"anyOf": picks}},
+            "required": [ROOT_KEY], "additionalProperties": False}
+
+
+class JsonSchemaMode(Mode):
+    name = "json_schema"
+
+    def request(self) -> dict:
+        return {"response_format": {"name": "decision", "schema": decision_schema(self.menu)}}
+
+    def action(self, response: Any) -> Extraction:
+        text = response.text
+        if isinstance(text, str):
+            try:
+                doc = json.loads(text)
+            except ValueError:
+                doc = None
+            if isinstance(doc, dict) and isinstance(doc.get(ROOT_KEY), dict):
+                return Extraction(doc[ROOT_KEY], "call" if "call" in doc[ROOT_KEY] else None,
+                                  "schema", 1)
+        return find_action(text)  # a server that ignored the schema: read it as menu mode
+
+
+MODES: dict[str, type[Mode]] = {m.name: m for m in (MenuMode, ToolsMode, JsonSchemaMode)}
+
+
+def get_mode(mode: Any) -> type[Mode]:
+    """The class of a mode name; a clear error listing the modes otherwise."""
+    if mode is None:
+        return MenuMode
+    cls = MODES.get(mode) if isinstance(mode, str) else None
+    if cls is None:
+        raise ValueError(f"unknown mode {mode!r}: the ways of asking are "
+                         f"{', '.join(repr(m) for m in MODES)}")
+    return cls
