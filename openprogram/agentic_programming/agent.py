@@ -128,22 +128,25 @@ class Agent:
 def agent(prompt: Any, *, tools: Any = None, toolset: Any = None, choices: Any = None,
           response_format: Any = None, runtime: Runtime | None = None,
           context: dict | None = None, max_iterations: int = 20,
-          timeout_s: float | None = None, validate: Callable | None = None, reask: Any = None):
+          timeout_s: float | None = None, validate: Callable | None = None, reask: Any = None,
+          mode: str = "menu"):
     """A full turn (E2) on the bound Runtime: reasoning and native tool calls from `tools` /
     `toolset`. Returns the reply text; with `choices=`, the resolved decision."""
     rt = resolve_runtime(runtime, "agent()")
     return rt.exec(prompt, tools=tools, toolset=toolset, choices=choices,
                    response_format=response_format, max_iterations=max_iterations,
-                   timeout_s=timeout_s, context=context, validate=validate, reask=reask)
+                   timeout_s=timeout_s, context=context, validate=validate, reask=reask,
+                   mode=mode)
 
 
 async def aagent(prompt: Any, *, tools: Any = None, toolset: Any = None, choices: Any = None,
                  response_format: Any = None, runtime: Runtime | None = None,
                  context: dict | None = None, max_iterations: int = 20,
                  timeout_s: float | None = None, validate: Callable | None = None,
-                 reask: Any = None):
+                 reask: Any = None, mode: str = "menu"):
     """`agent()`, awaitable (`Runtime.aexec`): async models, tools and options are awaited."""
     rt = resolve_runtime(runtime, "aagent()")
     return await rt.aexec(prompt, tools=tools, toolset=toolset, choices=choices,
                           response_format=response_format, max_iterations=max_iterations,
-                          timeout_s=timeout_s, context=context, validate=validate, reask=reask)
+                          timeout_s=timeout_s, context=context, validate=validate, reask=reask,
+                   mode=mode)

@@ -16,7 +16,7 @@ import time
 from typing import Any, Callable
 
 from .errors import DecisionError, ModelCallError, ParseError, Retry, explain, reply_head
-from .extract import extract_action, find_action
+from .extract import extract_action
 from .modes import MenuMode, Mode, get_mode
 from .model import (ModelCaller, ModelResponse, check_modes, current_runtime, deadline_after, resolve_runtime, run_sync,
                     settle_value)
@@ -154,7 +154,9 @@ class Decider:
         t0 = time.perf_counter()
         trace, att = self.trace, self.att
         self.messages = messages
-        extra = self.mode.request() if specs is None else {"tools": specs}
+        extra = self.mode.request()
+        if specs is not None:  # a turn's work tools go with the mode's own (tools mode: choices)
+            extra["tools"] = [*specs, *extra.get("tools", [])]
 
         def on_text(chunk: str) -> None:
             parts.append(chunk)
@@ -191,7 +193,7 @@ class Decider:
         return self._step("reply_received", reply=reply)
 
     # -- checks -------------------------------------------------------------------------------
-    def extract(self, require_key: bool = True):
+    def extract(self):
         """Find the action in the response, as the mode reads it (P1, A6); records the
         extraction. A refusal, and a reply cut off before any action, are their own kinds."""
         att, resp = self.att, self.resp
@@ -201,8 +203,7 @@ class Decider:
         if not resp.tool_calls and not isinstance(att.reply, str):
             raise ParseError("not_text", f"the model reply is {type(att.reply).__name__}, "
                                          f"not text")
-        ex = (self.mode.action(resp) if require_key
-              else find_action(att.reply, require_key=False))
+        ex = self.mode.action(resp)
         if ex.action is None:
             self._step("extracted", candidates=ex.candidates)
             if resp.finish_reason in TRUNCATED:
@@ -211,7 +212,7 @@ class Decider:
                                               f"a complete pick: {ex.problem}")
             raise ParseError("no_action", ex.problem)
         self._step("extracted", candidates=ex.candidates, extracted=ex.action,
-                   found_in=ex.found_in, key_alias=ex.key if require_key else None)
+                   found_in=ex.found_in, key_alias=ex.key)
         return ex
 
     def check(self) -> tuple[Option, dict]:

@@ -24,8 +24,8 @@ from .errors import ParseError
 from .extract import Extraction, find_action
 from .options import Option
 
-__all__ = ["MODES", "Mode", "MenuMode", "ToolsMode", "JsonSchemaMode", "get_mode",
-           "decision_schema"]
+__all__ = ["MODES", "Mode", "MenuMode", "ToolsMode", "JsonSchemaMode", "ResponseSchemaMode",
+           "get_mode", "format_mode", "decision_schema", "option_tool"]
 
 #: The root key the json_schema mode wraps a pick in.
 ROOT_KEY = "decision"
@@ -61,6 +61,14 @@ class Mode:
         """The action in a model response, as an `Extraction` (action None: nothing found)."""
         return find_action(response.text)
 
+    def payload(self, action: dict) -> Any:
+        """The object an `exec(response_format=)` reply carries, from its action."""
+        return action
+
+    def ends_turn(self) -> frozenset:
+        """Tool names whose call ends a turn with tool rounds: the picks (tools mode)."""
+        return frozenset()
+
     def reask_messages(self, messages: list[dict], response: Any, text: str) -> list[dict]:
         """The conversation for a re-ask: by default a fresh user message with `text`."""
         return [{"role": "user", "content": text}]
@@ -68,6 +76,14 @@ class Mode:
 
 class MenuMode(Mode):
     name = "menu"
+
+    def __init__(self, menu: list[Option], require_key: bool = True):
+        super().__init__(menu)
+        # exec(response_format=) reads the last JSON object of any keys, not a pick.
+        self.require_key = require_key
+
+    def action(self, response: Any) -> Extraction:
+        return find_action(response.text, require_key=self.require_key)
 
     def prompt(self, prompt: str, menu_text: str) -> str:
         return prompt + "\n\n" + menu_text
@@ -89,6 +105,9 @@ class ToolsMode(Mode):
     def request(self) -> dict:
         return {"tools": [option_tool(o) for o in self.menu], "tool_choice": "required"}
 
+    def ends_turn(self) -> frozenset:
+        return frozenset(o.name for o in self.menu)
+
     def action(self, response: Any) -> Extraction:
         calls = response.tool_calls
         if not calls:
@@ -101,6 +120,9 @@ class ToolsMode(Mode):
                                                f"call exactly one")
         tc = calls[0]
         return Extraction({"call": tc.name, "args": tc.args}, "call", "tool_call", 1)
+
+    def payload(self, action: dict) -> Any:
+        return action.get("args")
 
     def reask_messages(self, messages: list[dict], response: Any, text: str) -> list[dict]:
         """The re-ask as the result of the call(s) the model made, so it sees its own call and
@@ -145,6 +167,35 @@ class JsonSchemaMode(Mode):
                 return Extraction(doc[ROOT_KEY], "call" if "call" in doc[ROOT_KEY] else None,
                                   "schema", 1)
         return find_action(text)  # a server that ignored the schema: read it as menu mode
+
+
+class ResponseSchemaMode(JsonSchemaMode):
+    """`exec(response_format=schema, mode="json_schema")`: the schema is the object's own."""
+
+    def request(self) -> dict:
+        (option,) = self.menu
+        return {"response_format": {"name": option.name, "schema": option.json_schema()}}
+
+    def action(self, response: Any) -> Extraction:
+        text = response.text
+        if isinstance(text, str):
+            try:
+                doc = json.loads(text)
+            except ValueError:
+                doc = None
+            if isinstance(doc, dict):
+                return Extraction(doc, None, "schema", 1)
+        return find_action(text, require_key=False)
+
+
+def format_mode(mode: Any, option: Option) -> Mode:
+    """The way of asking for `exec(response_format=)`: the object as the last JSON object of
+    the reply (menu), as the arguments of one forced tool (tools), or as the structured output
+    itself (json_schema)."""
+    cls = get_mode(mode)
+    if cls is MenuMode:
+        return MenuMode([option], require_key=False)
+    return ResponseSchemaMode([option]) if cls is JsonSchemaMode else cls([option])
 
 
 MODES: dict[str, type[Mode]] = {m.name: m for m in (MenuMode, ToolsMode, JsonSchemaMode)}

@@ -22,8 +22,10 @@ from typing import Any, Callable, Iterator
 from . import tools as _tools
 from .errors import ModelCallError, ParseError
 from .loop import DECISION_FINISH_INSTRUCTION, Decider, check_reask
+from .modes import MenuMode, format_mode, get_mode
 from .model import (ModelCaller, ModelResponse, ToolCall, blocks_text, check_iterations,
-                    check_timeout, current_runtime, deadline_after, resolve_runtime, run_blocking,
+                    check_modes, check_timeout, current_runtime, deadline_after, resolve_runtime,
+                    run_blocking,
                     run_sync, to_blocks, using_runtime)
 from .options import Param, SchemaOption, check_context, normalize, param_lines, render_menu
 from .options import schema_field, validate
@@ -216,25 +218,26 @@ class Runtime(ModelCaller):
 
     def exec(self, content, *, tools=None, toolset=None, choices=None, response_format=None,
              max_iterations: int = 20, timeout_s: float | None = None, context: dict | None = None,
-             validate: Callable | None = None, reask: Any = None):
+             validate: Callable | None = None, reask: Any = None, mode: str = "menu"):
         """Run one turn. Returns the reply text; with `choices=`, the resolved decision (a
         `validate=` rule and a `reask=` text apply as in `decision.make`); with
         `response_format=`, the validated object."""
         return run_sync(self._exec(content, tools, toolset, choices, response_format,
-                                   max_iterations, timeout_s, context, validate, reask,
+                                   max_iterations, timeout_s, context, validate, reask, mode,
                                    sync=True))
 
     async def aexec(self, content, *, tools=None, toolset=None, choices=None,
                     response_format=None, max_iterations: int = 20,
                     timeout_s: float | None = None, context: dict | None = None,
-                    validate: Callable | None = None, reask: Any = None):
+                    validate: Callable | None = None, reask: Any = None, mode: str = "menu"):
         """`exec()` for async callers: model calls through `acall_model`, async tools and
         options awaited."""
         return await self._exec(content, tools, toolset, choices, response_format,
-                                max_iterations, timeout_s, context, validate, reask, sync=False)
+                                max_iterations, timeout_s, context, validate, reask, mode,
+                                sync=False)
 
     async def _exec(self, content, tools, toolset, choices, response_format, max_iterations,
-                    timeout_s, context, validate, reask, *, sync: bool):
+                    timeout_s, context, validate, reask, mode, *, sync: bool):
         check_iterations(max_iterations)
         reask = check_reask(reask)
         deadline = deadline_after(timeout_s)
@@ -245,11 +248,12 @@ class Runtime(ModelCaller):
         if choices is not None:
             return await run_agent_decision(self, blocks, choices, tool_list, context=context,
                                             max_iterations=max_iterations, deadline=deadline,
-                                            sync=sync, validate=validate, reask=reask)
+                                            sync=sync, validate=validate, reask=reask,
+                                            mode=mode)
         if response_format is not None:
             return await run_format(self, blocks, response_format, tool_list, context=context,
                                     max_iterations=max_iterations, deadline=deadline, sync=sync,
-                                    reask=reask)
+                                    reask=reask, mode=mode)
         resp, _ = await _tools.tool_loop(self, [{"role": "user", "content": blocks}], tool_list,
                                          max_iterations=max_iterations, deadline=deadline,
                                          context=context, sync=sync)
@@ -345,7 +349,9 @@ def _append_text(blocks: list[dict], text: str) -> list[dict]:
 
 
 async def _turn(d: Decider, content: list[dict], tools: list, max_iterations: int) -> None:
-    """Attempt 1 of an exec() decision: a whole turn, tool rounds included."""
+    """Attempt 1 of an exec() decision: a whole turn, tool rounds included. In tools mode the
+    choices are tools too: a reply that calls one ends the turn, and the mode reads the pick
+    from it (a choice that is also a work tool counts as the choice)."""
     def on_tool(n, tc, result, error, seconds):
         emit("tool_call", d.trace, d.att,
              round=ToolRound(n, tc.name, dict(tc.args) if isinstance(tc.args, dict)
@@ -354,7 +360,8 @@ async def _turn(d: Decider, content: list[dict], tools: list, max_iterations: in
     try:
         await _tools.tool_loop(d.runtime, [{"role": "user", "content": content}], tools,
                                max_iterations=max_iterations, deadline=d.deadline, call=d.call,
-                               on_tool=on_tool, context=d.context, sync=d.sync)
+                               on_tool=on_tool, context=d.context, sync=d.sync,
+                               stop_on=d.mode.ends_turn())
     except ModelCallError as exc:
         d.fail_with(ParseError(exc.kind, str(exc)), cause=exc)
 
@@ -362,18 +369,23 @@ async def _turn(d: Decider, content: list[dict], tools: list, max_iterations: in
 async def run_agent_decision(rt: Runtime, blocks: list[dict], choices: Any, tools: list,
                              *, context: dict | None, max_iterations: int,
                              deadline: float | None, sync: bool = True,
-                             validate: Callable | None = None, reask: Callable | None = None):
+                             validate: Callable | None = None, reask: Callable | None = None,
+                             mode: Any = None):
     """`exec(choices=)` (E2): one turn with tools, then the last reply is the decision; one
-    re-pick, fixed."""
+    re-pick, fixed. In menu mode the finish instruction and the menu end the prompt; in the
+    other modes the choices travel as tools or as the schema."""
     menu = normalize(choices)
     check_context(menu, context)
+    way = get_mode(mode)(menu)
+    check_modes(rt, way.name)
     menu_text = render_menu(menu)
     request = blocks_text(blocks)
-    turn = _append_text(blocks, DECISION_FINISH_INSTRUCTION + "\n\n" + menu_text)
+    turn = _append_text(blocks, DECISION_FINISH_INSTRUCTION + "\n\n" + menu_text) \
+        if isinstance(way, MenuMode) else blocks
     with rt.dag.span("decision", "agent(choices=)"):
         d = Decider(rt, menu, request=request, context=context, max_attempts=2, entry="agent",
                     deadline=deadline, menu_text=menu_text, sync=sync, validate=validate,
-                    reask=reask)
+                    reask=reask, mode=way)
         with d.running():
             d.new_attempt(blocks_text(turn))
             await _turn(d, turn, tools, max_iterations)
@@ -383,9 +395,10 @@ async def run_agent_decision(rt: Runtime, blocks: list[dict], choices: Any, tool
 async def run_format(rt: Runtime, blocks: list[dict], response_format: Any, tools: list, *,
                      context: dict | None = None, max_iterations: int,
                      deadline: float | None, sync: bool = True,
-                     reask: Callable | None = None):
+                     reask: Callable | None = None, mode: Any = None):
     """`exec(response_format=schema)`: the reply is one JSON object of the schema's form,
-    validated like a schema option's fields; one re-ask, fixed."""
+    validated like a schema option's fields; one re-ask, fixed. `mode` asks for it as text
+    (menu), as one forced tool (tools) or as the provider's structured output (json_schema)."""
     schema = schema_field(response_format, "response_format")
     if schema.type != "object":
         raise TypeError("response_format must be a dict schema {field: type, ...}")
@@ -395,14 +408,16 @@ async def run_format(rt: Runtime, blocks: list[dict], response_format: Any, tool
         "Reply with one JSON object of this form, in a ```json fenced block:",
         *param_lines(option),
         "  Example: " + json.dumps(schema.placeholder(), ensure_ascii=False)])
+    way = format_mode(mode, option)
+    check_modes(rt, way.name)
     request = blocks_text(blocks)
-    turn = _append_text(blocks, menu_text)
+    turn = _append_text(blocks, menu_text) if isinstance(way, MenuMode) else blocks
 
     def check():
-        ex = d.extract(require_key=False)
+        ex = d.extract()
         dropped: list[str] = []
         try:
-            value = validate(ex.action, schema, "response", dropped)
+            value = validate(way.payload(ex.action), schema, "response", dropped)
         finally:
             d.att = replace(d.att, dropped=list(dropped))
         d.att = replace(d.att, chosen="response", args=value)
@@ -411,7 +426,7 @@ async def run_format(rt: Runtime, blocks: list[dict], response_format: Any, tool
     with rt.dag.span("decision", "exec(response_format=)"):
         d = Decider(rt, [option], request=request, context=context, max_attempts=2,
                     entry="format", deadline=deadline, menu_text=menu_text, sync=sync,
-                    reask=reask)
+                    reask=reask, mode=way)
         with d.running():
             d.new_attempt(blocks_text(turn))
             await _turn(d, turn, tools, max_iterations)

@@ -139,10 +139,11 @@ def result_text(result: Any, error: str | None) -> str:
 async def tool_loop(runtime, messages: list[dict], tools: list[Tool], *, max_iterations: int,
                     deadline: float | None, call: Callable | None = None,
                     on_tool: Callable | None = None, context: dict | None = None,
-                    sync: bool = True):
+                    sync: bool = True, stop_on: frozenset = frozenset()):
     """Call the model; while it asks for tools, run them and send their results back.
     Returns (final ModelResponse, number of model calls). `call(messages, specs)` is a
-    coroutine function making one model call (the runtime's, by default); `sync` says how."""
+    coroutine function making one model call (the runtime's, by default); `sync` says how.
+    A reply that calls any tool named in `stop_on` ends the loop (the caller reads it)."""
     specs = [t.spec() for t in tools] or None
     by_name = {t.name: t for t in tools}
 
@@ -154,7 +155,7 @@ async def tool_loop(runtime, messages: list[dict], tools: list[Tool], *, max_ite
     rounds = 0
     for n in range(1, max_iterations + 1):
         resp = await call(messages, specs)
-        if not resp.tool_calls:
+        if not resp.tool_calls or any(tc.name in stop_on for tc in resp.tool_calls):
             return resp, n
         messages.append({"role": "assistant", "content": resp.text if isinstance(resp.text, str)
                          else "", "tool_calls": resp.tool_calls})

@@ -118,3 +118,38 @@ def test_a_model_function_that_takes_tools_can_do_tools_mode():
     assert rt.modes == {"menu", "tools"}
     assert decision.make("Pick.", OPTIONS, runtime=rt, mode="tools") == "DONE"
     assert seen == {"tools": ["greet", "done", "note"], "tool_choice": "required"}
+
+
+def test_agent_in_tools_mode_sends_work_tools_and_choices_and_a_choice_call_ends_the_turn():
+    from openprogram import agent
+
+    def lookup(order: int) -> str:
+        """Look an order up."""
+        return f"order {order}: delayed"
+
+    rt = ScriptedRuntime([ToolCall("lookup", {"order": 5}), ToolCall("done")])
+    assert agent("Handle order 5.", tools=[lookup], choices=OPTIONS, runtime=rt,
+                 mode="tools") == "DONE"
+    first = rt.calls[0]
+    assert first.prompt == "Handle order 5."  # no finish instruction, no menu
+    assert [t["name"] for t in first.tools] == ["lookup", "greet", "done", "note"]
+    t = decision.last_trace()
+    assert [r.name for r in t.tool_rounds] == ["lookup"] and t.chosen == "done"
+    assert rt.calls[1].messages[-1]["content"] == "order 5: delayed"
+
+
+def test_exec_response_format_in_each_mode():
+    schema = {"city": str, "days": int}
+    rt = ScriptedRuntime([ToolCall("response", {"city": "Oslo", "days": 2})])
+    assert rt.exec("Plan.", response_format=schema, mode="tools") == {"city": "Oslo", "days": 2}
+    assert [t["name"] for t in rt.calls[0].tools] == ["response"]
+
+    rt = ScriptedRuntime(['{"city": "Rome", "days": 3}'])
+    assert rt.exec("Plan.", response_format=schema, mode="json_schema") == \
+        {"city": "Rome", "days": 3}
+    fmt = rt.calls[0].mode_args["response_format"]
+    assert fmt["name"] == "response" and fmt["schema"]["required"] == ["city", "days"]
+
+    rt = ScriptedRuntime(['Here: ```json\n{"city": "Nice", "days": 1}\n```'])
+    assert rt.exec("Plan.", response_format=schema) == {"city": "Nice", "days": 1}
+    assert "Reply with one JSON object of this form" in rt.calls[0].prompt
