@@ -14,8 +14,9 @@ from .evaluate import compare, evaluate
 from .extract import extract_action
 from .loop import (DECISION_FINISH_INSTRUCTION, amake, make, parse_args, reask_prompt, render_options,
                    resolve_decision)
+from .revalidate import revalidate
 from .trace import last_trace
 
 __all__ = ["make", "amake", "render_options", "extract_action", "parse_args", "resolve_decision",
            "DecisionError", "DECISION_FINISH_INSTRUCTION", "last_trace", "OptionError",
-           "evaluate", "compare", "reask_prompt"]
+           "evaluate", "compare", "reask_prompt", "revalidate"]

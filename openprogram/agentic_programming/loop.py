@@ -22,7 +22,7 @@ from .model import (ModelCaller, ModelResponse, check_modes, current_runtime, de
                     settle_value)
 from .options import Option, call_function, check_context, normalize, option_infos, render_menu
 from .records import Attempt, Pick, Reask, replace
-from .trace import DecisionTrace, emit
+from .trace import DecisionTrace, emit, record
 
 __all__ = ["make", "amake", "render_options", "extract_action", "parse_args", "resolve_decision",
            "DECISION_FINISH_INSTRUCTION", "DEFAULT_REASK", "Decider", "reask_prompt",
@@ -109,8 +109,10 @@ class Decider:
                  context: dict | None, max_attempts: int, entry: str,
                  deadline: float | None = None, menu_text: str | None = None,
                  sync: bool = True, validate: Callable | None = None,
-                 reask: Callable[[Reask], str] | None = None, mode: Mode | None = None):
+                 reask: Callable[[Reask], str] | None = None, mode: Mode | None = None,
+                 quiet: bool = False):
         self.runtime, self.menu, self.request = runtime, menu, request
+        self._emit = record if quiet else emit  # quiet: the trace only, no observers
         self.mode = mode or MenuMode(menu)
         self.resp: Any = None        # the last model response, as the mode reads it
         self.messages: list[dict] = []
@@ -130,12 +132,12 @@ class Decider:
             context_keys=sorted(self.context), mode=self.mode.name)
         self.att: Attempt | None = None
         self._t0 = time.perf_counter()
-        emit("decision_started", self.trace)
+        self._emit("decision_started", self.trace)
 
     def _step(self, kind: str, **changes) -> Attempt:
         """The next record of the current attempt, emitted as event `kind`."""
         self.att = replace(self.att, **changes)
-        emit(kind, self.trace, self.att)
+        self._emit(kind, self.trace, self.att)
         return self.att
 
     # -- model calls --------------------------------------------------------------------------
@@ -143,7 +145,7 @@ class Decider:
         n = len(self.trace.attempts) + 1
         self.att = Attempt(number=n, is_last=n >= self.trace.max_attempts, prompt=prompt,
                            sent=self.sent)
-        emit("attempt_sent", self.trace, self.att)
+        self._emit("attempt_sent", self.trace, self.att)
         return self.att
 
     async def call(self, messages: list[dict], specs: list[dict] | None = None):
@@ -160,7 +162,7 @@ class Decider:
 
         def on_text(chunk: str) -> None:
             parts.append(chunk)
-            emit("reply_chunk", trace, att, text=chunk)
+            self._emit("reply_chunk", trace, att, text=chunk)
 
         try:
             if self.sync:
@@ -328,7 +330,7 @@ class Decider:
     def finish(self, kind: str, result: Any = None, error: BaseException | None = None):
         # The current attempt's last record goes with the outcome: a pick that a rule or the
         # option itself ended with an exception of the user's was never emitted otherwise.
-        emit(kind, self.trace, self.att, result=result, error=error,
+        self._emit(kind, self.trace, self.att, result=result, error=error,
              duration_s=time.perf_counter() - self._t0)
         return result
 

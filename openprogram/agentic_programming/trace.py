@@ -284,6 +284,12 @@ def emit(kind: str, trace: DecisionTrace, attempt: Attempt | None = None, **data
                               RuntimeWarning, stacklevel=2)
 
 
+def record(kind: str, trace: DecisionTrace, attempt: Attempt | None = None, **data) -> None:
+    """Apply one event to its trace without publishing it: for decisions that are only
+    re-checked (`decision.revalidate`), which observers and `last_trace()` must not see."""
+    trace._apply(TraceEvent(kind, trace, attempt, data))
+
+
 _trace_view: Callable[[DecisionTrace], Any] | None = None
 
 
