@@ -16,6 +16,7 @@ import json
 import os
 import re
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
@@ -208,18 +209,52 @@ def json_args(raw: Any) -> Any:
     return value
 
 
-class ProviderRuntime(Runtime):
-    """Base of the SDK-backed runtimes. Subclasses set `provider`, `env_key`, `sdk_name`,
-    `client_class`, `end_marker` and implement `_create`, `_request`, `_complete_once` and
-    `_complete_stream`."""
+class StreamedReply:
+    """What a stream has delivered so far, filled in by a provider's `_read_event`: the text
+    (each piece also goes to `emit`), the tool calls by their index in the reply (id, name and
+    the arguments' JSON text, which arrive in pieces), token usage, the model that answered,
+    and whether the closing event came."""
 
-    provider = "provider"
-    env_key = "API_KEY"
-    sdk_name = "sdk"
-    extra = "sdk"
-    client_class = "Client"      # the SDK's client class, e.g. openai.OpenAI
-    end_marker = "end"           # the stream event that says the reply is complete
-    example_model = "model-name"  # shown when model= is missing
+    def __init__(self, emit: Callable[[str], None]):
+        self._emit = emit
+        self.text: list[str] = []
+        self.calls: dict[int, dict] = {}
+        self.usage: dict = {}
+        self.model: str | None = None
+        self.finished = False
+
+    def add_text(self, piece: str) -> None:
+        self.text.append(piece)
+        self._emit(piece)
+
+    def tool(self, index: int, id: str | None = None, name: str = "") -> dict:
+        """The tool call at `index`, started with `id` and `name` if it is new."""
+        return self.calls.setdefault(index, {"id": id, "name": name, "args": ""})
+
+    def response(self, default_model: str) -> ModelResponse:
+        return ModelResponse(
+            text="".join(self.text),
+            tool_calls=[tool_call(c["name"], c["args"], c["id"])
+                        for _, c in sorted(self.calls.items())],
+            usage=self.usage or None, model=self.model or default_model)
+
+
+@dataclass(frozen=True)
+class ProviderAPI:
+    """The facts that tell one provider's runtime from another's."""
+    name: str            # how messages name the provider, e.g. "Anthropic"
+    env_key: str         # the environment variable that holds the key
+    sdk: str             # the SDK's import name, which is also the extra that installs it
+    client_class: str    # the SDK's client class, e.g. "OpenAI" for openai.OpenAI
+    end_marker: str      # the stream event that says the reply is complete
+    example_model: str   # shown when model= is missing
+
+
+class ProviderRuntime(Runtime):
+    """Base of the SDK-backed runtimes. Subclasses set `api` and implement `_create`,
+    `_request`, `_complete_once` and `_read_event`."""
+
+    api = ProviderAPI("provider", "API_KEY", "sdk", "Client", "end", "model-name")
     #: The key used for a local server (base_url given, no key anywhere): local OpenAI-compatible
     #: servers ignore it but the SDK needs a non-empty one.
     local_key = "not-needed"
@@ -230,7 +265,7 @@ class ProviderRuntime(Runtime):
                  default_headers: dict | None = None, **request_options: Any):
         if not isinstance(model, str) or not model.strip():
             raise TypeError(f"{type(self).__name__} needs model='<model name>', e.g. "
-                            f"{self.example_model!r}; got {model!r}")
+                            f"{self.api.example_model!r}; got {model!r}")
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise ValueError(f"max_retries must be a whole number >= 0 (the SDK's retries of "
                              f"429 and 5xx replies), got {max_retries!r}")
@@ -238,10 +273,11 @@ class ProviderRuntime(Runtime):
             raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
         super().__init__(model=model, name=name or model)
         sdk = self._import_sdk()
-        key = api_key or os.environ.get(self.env_key) or (self.local_key if base_url else None)
+        key = api_key or os.environ.get(self.api.env_key) or \
+            (self.local_key if base_url else None)
         if not key:
             raise ModelCallError(
-                f"{type(self).__name__} has no API key: set the {self.env_key} environment "
+                f"{type(self).__name__} has no API key: set the {self.api.env_key} environment "
                 f"variable or pass api_key=...; for a local server pass base_url=... (no key "
                 f"needed). To run without a model, use ScriptedRuntime or ReplayRuntime.",
                 kind="model_error")
@@ -254,7 +290,7 @@ class ProviderRuntime(Runtime):
         self.system = system
         self.request_options = request_options
         import httpx2
-        self._client = getattr(sdk, self.client_class)(
+        self._client = getattr(sdk, self.api.client_class)(
             api_key=key, base_url=base_url, max_retries=max_retries,
             default_headers=default_headers,
             http_client=sdk.DefaultHttpxClient(transport=deadline_transport(httpx2)))
@@ -267,8 +303,8 @@ class ProviderRuntime(Runtime):
     def _complete_once(self, kwargs: dict) -> ModelResponse:
         raise NotImplementedError
 
-    def _complete_stream(self, kwargs: dict, emit: Callable[[str], None],
-                         deadline: float | None) -> ModelResponse:
+    def _read_event(self, event: Any, reply: StreamedReply) -> None:
+        """Add one streamed event of the provider's protocol to `reply`."""
         raise NotImplementedError
 
     def _create(self) -> Callable:
@@ -293,13 +329,27 @@ class ProviderRuntime(Runtime):
         return kwargs
 
     # -- shared -------------------------------------------------------------------------------
+    def _complete_stream(self, kwargs: dict, emit: Callable[[str], None],
+                         deadline: float | None) -> ModelResponse:
+        stream = self._create()(**kwargs)
+        emit("")  # the server answered: a failure from here on is mid-reply
+        reply = StreamedReply(emit)
+        with stream:
+            for event in stream:
+                self._read_event(event, reply)
+                if deadline is not None and time.monotonic() > deadline:
+                    raise DeadlineExceeded()
+        if not reply.finished:
+            raise self._incomplete(reply.text)
+        return reply.response(self.model)
+
     def _import_sdk(self):
         import importlib
         try:
-            return importlib.import_module(self.sdk_name)
+            return importlib.import_module(self.api.sdk)
         except ImportError:
-            raise ImportError(f"{type(self).__name__} needs the {self.sdk_name!r} package: "
-                              f"pip install 'openprogram[{self.extra}]'") from None
+            raise ImportError(f"{type(self).__name__} needs the {self.api.sdk!r} package: "
+                              f"pip install 'openprogram[{self.api.sdk}]'") from None
 
     def __repr__(self) -> str:
         where = f", base_url={self.base_url!r}" if self.base_url else ""
@@ -314,8 +364,8 @@ class ProviderRuntime(Runtime):
         """The error for a stream that ended without its closing event."""
         received = "".join(text)
         return ModelCallError(
-            f"the stream from {self.provider} model {self.model!r} at {self.where} ended "
-            f"before the reply was complete (no {self.end_marker})."
+            f"the stream from {self.api.name} model {self.model!r} at {self.where} ended "
+            f"before the reply was complete (no {self.api.end_marker})."
             + (f" The {len(received)} characters received are kept as the partial reply."
                if received else ""), partial=received, kind="model_error")
 
@@ -324,7 +374,7 @@ class ProviderRuntime(Runtime):
 
     @property
     def where(self) -> str:
-        return self.base_url or f"the {self.provider} API"
+        return self.base_url or f"the {self.api.name} API"
 
     def complete(self, messages, *, tools=None, on_text=None, timeout=None) -> ModelResponse:
         if timeout is not None and timeout <= 0:
@@ -376,7 +426,7 @@ class ProviderRuntime(Runtime):
         sdk = self._sdk
         kept = (f" The {len(partial)} characters received before it are kept as the partial "
                 f"reply." if partial else "")
-        what = f"{self.provider} model {self.model!r} at {self.where}"
+        what = f"{self.api.name} model {self.model!r} at {self.where}"
         spent = isinstance(exc, sdk.APIStatusError) and \
             exc.response.headers.get(DEADLINE_HEADER) is not None
         if spent or isinstance(exc, (DeadlineExceeded, sdk.APITimeoutError)) or \
@@ -408,7 +458,7 @@ class ProviderRuntime(Runtime):
                             _Malformed)):
             return ModelCallError(f"{what} sent a malformed reply that could not be read "
                                   f"({type(exc).__name__}: {exc}). Check that base_url points "
-                                  f"at a {self.provider}-compatible endpoint." + kept,
+                                  f"at a {self.api.name}-compatible endpoint." + kept,
                                   partial=partial, kind="model_error")
         return ModelCallError(f"the call to {what} failed: {type(exc).__name__}: {exc}" + kept,
                               partial=partial, kind="model_error")
@@ -418,7 +468,7 @@ class ProviderRuntime(Runtime):
         detail = _server_message(exc)
         retried = f" (after {self.max_retries} retries)" if self.max_retries else ""
         if code == 401:
-            return (f"{what} rejected the API key (401: {detail}). Check the {self.env_key} "
+            return (f"{what} rejected the API key (401: {detail}). Check the {self.api.env_key} "
                     f"environment variable or the api_key= argument.")
         if code == 403:
             return (f"{what} refused the request (403: {detail}); the key lacks permission "

@@ -218,7 +218,7 @@ def test_stream_chunks_reach_observers_as_reply_chunks(provider, server, make_ru
 def test_key_from_environment_reaches_only_the_server(provider, server, monkeypatch):
     from openprogram.runtimes import AnthropicRuntime, OpenAIRuntime
     cls = OpenAIRuntime if provider == "openai" else AnthropicRuntime
-    monkeypatch.setenv(cls.env_key, FAKE_KEY)
+    monkeypatch.setenv(cls.api.env_key, FAKE_KEY)
     rt = cls(model="m", base_url=server.base_url, max_retries=0)
     server.push(text("hi"))
     rt.complete([{"role": "user", "content": "q"}])
@@ -229,10 +229,10 @@ def test_key_from_environment_reaches_only_the_server(provider, server, monkeypa
 def test_missing_key_says_where_to_put_it(provider, monkeypatch):
     from openprogram.runtimes import AnthropicRuntime, OpenAIRuntime
     cls = OpenAIRuntime if provider == "openai" else AnthropicRuntime
-    monkeypatch.delenv(cls.env_key, raising=False)
+    monkeypatch.delenv(cls.api.env_key, raising=False)
     with pytest.raises(ModelCallError) as info:
         cls(model="m")
-    assert cls.env_key in str(info.value) and "api_key=" in str(info.value)
+    assert cls.api.env_key in str(info.value) and "api_key=" in str(info.value)
 
 
 def test_local_server_needs_no_key(monkeypatch):
