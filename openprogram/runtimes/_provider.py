@@ -2,7 +2,9 @@
 
 A provider runtime is a `Runtime` whose `complete()` sends the conversation through an official
 SDK. This module holds everything that is not protocol: finding the API key (argument, then the
-provider's environment variable) and keeping it out of every repr, error and trace; enforcing the
+provider's environment variable) and redacting it (with `_secrets`) from every string the server
+sends back before anything else sees it — each streamed chunk, the reply, tool calls, errors —
+and from every repr; the stream-reading loop the protocols share; enforcing the
 decision's time budget across the SDK's own retries (an HTTP transport that clamps each attempt's
 timeout to the time left and vetoes a retry that would start after it); and turning every SDK or
 network failure into a `ModelCallError` whose message says what happened and what to do, with
@@ -14,13 +16,13 @@ from __future__ import annotations
 import contextvars
 import json
 import os
-import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
 from ..agentic_programming.runtime import ModelCallError, ModelResponse, Runtime, ToolCall
+from ._secrets import StreamRedactor, _Secret, redact, redact_json
 
 #: The deadline (time.monotonic()) of the model call running in this context, read by the HTTP
 #: transport on every attempt the SDK makes, retries included.
@@ -34,82 +36,6 @@ _SDK_FIRST_BACKOFF = 0.375   # the SDKs sleep 0.5 s * 2**n, minus up to 25% jitt
 
 class DeadlineExceeded(Exception):
     """Raised between streamed events when the time budget is spent."""
-
-
-class _Secret:
-    """An API key that does not show itself: its repr, str and pickled form are masked."""
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str):
-        self._value = value
-
-    def reveal(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "<secret>"
-
-    __str__ = __repr__
-
-    def __reduce__(self):
-        raise TypeError("an API key cannot be pickled; create the runtime again in the other "
-                        "process (it reads the key from the environment)")
-
-
-_KEYLIKE = re.compile(r"(?i)\b(sk-(?:ant-|proj-)?[A-Za-z0-9_\-\*]{6,}|bearer\s+[^\s'\",}]+|"
-                      r"(x-api-key|api[_-]?key|authorization)(['\"]?\s*[:=]\s*['\"]?)"
-                      r"(?=[^\s'\",}]*\d)[^\s'\",}]{8,})")
-
-
-def _mask_pieces(text: str, secret: str, n: int = 8) -> str:
-    """Mask every stretch of `text` made of n-character pieces of `secret`."""
-    hit = bytearray(len(text))
-    for i in range(len(secret) - n + 1):
-        piece = secret[i:i + n]
-        at = text.find(piece)
-        while at != -1:
-            hit[at:at + n] = b"\1" * n
-            at = text.find(piece, at + 1)
-    if not any(hit):
-        return text
-    out, i = [], 0
-    while i < len(text):
-        if hit[i]:
-            while i < len(text) and hit[i]:
-                i += 1
-            out.append("[redacted]")
-        else:
-            out.append(text[i])
-            i += 1
-    return "".join(out)
-
-
-def redact(text: Any, secrets: tuple[str, ...] = ()) -> Any:
-    """`text` with every secret, every run of 8+ characters taken from a secret (servers often
-    echo part of a bad key), and anything shaped like a key or an auth header masked."""
-    if not isinstance(text, str) or not text:
-        return text
-    for secret in secrets:
-        if secret and len(secret) >= 8:
-            text = _mask_pieces(text, secret)
-        elif secret:
-            text = text.replace(secret, "[redacted]")
-
-    def mask(m: re.Match) -> str:
-        if m.group(2):
-            return m.group(2) + m.group(3) + "[redacted]"
-        return m.group(0).split()[0] + " [redacted]" if m.group(0).lower().startswith(
-            "bearer") else "sk-[redacted]"
-    return _KEYLIKE.sub(mask, text)
-
-
-def _redact_json(value: Any, redact_text: Callable[[Any], Any]) -> Any:
-    """`value` (decoded JSON) with every string in it, keys included, redacted."""
-    if isinstance(value, dict):
-        return {redact_text(k): _redact_json(v, redact_text) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_redact_json(v, redact_text) for v in value]
-    return redact_text(value)
 
 
 def safe_url(url: str | None) -> str | None:
@@ -282,7 +208,7 @@ class ProviderRuntime(Runtime):
                 f"needed). To run without a model, use ScriptedRuntime or ReplayRuntime.",
                 kind="model_error")
         self._key = _Secret(key)
-        self.base_url = safe_url(base_url)
+        self.base_url = self.redact(safe_url(base_url))  # some gateways take the key in the path
         self.stream = bool(stream)
         self.streams = self.stream
         self.max_retries = max_retries
@@ -353,8 +279,8 @@ class ProviderRuntime(Runtime):
 
     def __repr__(self) -> str:
         where = f", base_url={self.base_url!r}" if self.base_url else ""
-        return (f"{type(self).__name__}(model={self.model!r}{where}, stream={self.stream}, "
-                f"max_retries={self.max_retries})")
+        return self.redact(f"{type(self).__name__}(model={self.model!r}{where}, "
+                           f"stream={self.stream}, max_retries={self.max_retries})")
 
     def __getstate__(self):
         raise TypeError(f"{type(self).__name__} holds an API key and a network client and "
@@ -385,13 +311,15 @@ class ProviderRuntime(Runtime):
         deadline = time.monotonic() + per_call if per_call is not None else None
         received: list[str] = []
         state = {"started": False}
+        # observers (the live panel) get each chunk only once it is redacted
+        shown = StreamRedactor((self._key.reveal(),), on_text) if on_text is not None else None
 
         def emit(chunk: str) -> None:
             state["started"] = True
             if chunk:
                 received.append(chunk)
-                if on_text is not None:
-                    on_text(chunk)
+                if shown is not None:
+                    shown.feed(chunk)
 
         token = _deadline.set(deadline)
         failure: ModelCallError | None = None
@@ -403,12 +331,11 @@ class ProviderRuntime(Runtime):
                 resp = self._complete_stream(kwargs, emit, deadline)
             else:
                 resp = self._complete_once(kwargs)
-                if on_text is not None and isinstance(resp.text, str) and resp.text:
-                    on_text(resp.text)
-            resp.text = self.redact(resp.text)
-            for tc in resp.tool_calls:  # arguments are model text too
-                tc.args = _redact_json(tc.args, self.redact)
-            return resp
+                if isinstance(resp.text, str):
+                    emit(resp.text)
+            if shown is not None:
+                shown.close()
+            return self._redacted(resp)
         except ModelCallError as exc:
             failure = exc
         except Exception as exc:  # every SDK / network failure becomes a ModelCallError
@@ -420,6 +347,17 @@ class ProviderRuntime(Runtime):
         failure.partial = self.redact(failure.partial or "".join(received))
         failure.args = (self.redact(str(failure)),)
         raise failure
+
+    def _redacted(self, resp: ModelResponse) -> ModelResponse:
+        """`resp` with every string the server chose redacted: text, tool calls (their names
+        and ids too, not only the arguments), the model's name and the usage figures."""
+        resp.text = self.redact(resp.text)
+        for tc in resp.tool_calls:
+            tc.name, tc.id = self.redact(tc.name), self.redact(tc.id)
+            tc.args = redact_json(tc.args, self.redact)
+        resp.model = self.redact(resp.model)
+        resp.usage = redact_json(resp.usage, self.redact)
+        return resp
 
     def _failure(self, exc: BaseException, partial: str, timeout: float | None,
                  started: bool) -> ModelCallError:
@@ -439,7 +377,7 @@ class ProviderRuntime(Runtime):
                 not isinstance(exc, sdk.APIConnectionError):
             # an error event inside a stream that had begun (e.g. overloaded mid-reply)
             return ModelCallError(f"{what} reported an error in the middle of the reply "
-                                  f"({_server_message(exc)}); run again." + kept,
+                                  f"({_server_message(exc, self.redact)}); run again." + kept,
                                   partial=partial, kind="model_error")
         if isinstance(exc, sdk.APIStatusError):
             return ModelCallError(self._status_message(exc, what) + kept, partial=partial,
@@ -447,10 +385,10 @@ class ProviderRuntime(Runtime):
         if isinstance(exc, sdk.APIConnectionError) or _is_transport_error(exc):
             if started:
                 return ModelCallError(f"the connection to {what} dropped in the middle of the "
-                                      f"reply ({_cause_text(exc)})." + kept, partial=partial,
+                                      f"reply ({_cause_text(exc, self.redact)})." + kept, partial=partial,
                                       kind="model_error")
             return ModelCallError(
-                f"could not reach {what} ({_cause_text(exc)}) after {self.max_retries} "
+                f"could not reach {what} ({_cause_text(exc, self.redact)}) after {self.max_retries} "
                 f"retries. Is the server running and is base_url right? (a local OpenAI-"
                 f"compatible server usually listens on http://localhost:<port>/v1)",
                 partial=partial, kind="model_error")
@@ -465,7 +403,7 @@ class ProviderRuntime(Runtime):
 
     def _status_message(self, exc: Any, what: str) -> str:
         code = getattr(exc, "status_code", None)
-        detail = _server_message(exc)
+        detail = _server_message(exc, self.redact)
         retried = f" (after {self.max_retries} retries)" if self.max_retries else ""
         if code == 401:
             return (f"{what} rejected the API key (401: {detail}). Check the {self.api.env_key} "
@@ -492,14 +430,16 @@ class _Malformed(ValueError):
     """A reply that parsed as JSON but is not the provider's shape."""
 
 
-def _server_message(exc: Any) -> str:
+def _server_message(exc: Any, redact_text: Callable[[str], str]) -> str:
+    """The server's own words about an error, shortened; redacted before it is shortened (a
+    cut through the key would keep a stretch too short to be recognised)."""
     body = getattr(exc, "body", None)
+    msg = getattr(exc, "message", None) or str(exc)
     if isinstance(body, dict):
         err = body.get("error", body)
         if isinstance(err, dict) and isinstance(err.get("message"), str):
-            return err["message"][:300]
-    msg = getattr(exc, "message", None) or str(exc)
-    return str(msg)[:300]
+            msg = err["message"]
+    return redact_text(str(msg))[:300]
 
 
 def _chain(exc: BaseException):
@@ -527,13 +467,14 @@ def _is_transport_error(exc: BaseException) -> bool:
     return any(isinstance(e, (httpx2.TransportError, ConnectionError)) for e in _chain(exc))
 
 
-def _cause_text(exc: BaseException) -> str:
-    """The innermost readable cause, e.g. "ConnectError: [Errno 111] Connection refused"."""
+def _cause_text(exc: BaseException, redact_text: Callable[[str], str]) -> str:
+    """The innermost readable cause, e.g. "ConnectError: [Errno 111] Connection refused",
+    redacted, then shortened."""
     last = exc
     for e in _chain(exc):
         last = e
     text = str(last) or type(last).__name__
-    return f"{type(last).__name__}: {text}"[:200]
+    return redact_text(f"{type(last).__name__}: {text}")[:200]
 
 
 def tc_parts(tc: Any) -> tuple[str | None, str, Any]:
