@@ -23,6 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..agentic_programming.runtime import ModelCallError, ModelResponse, Runtime, ToolCall
 from ._secrets import StreamRedactor, _Secret, redact, redact_json
+from ._unicode import sendable
 
 #: The deadline (time.monotonic()) of the model call running in this context, read by the HTTP
 #: transport on every attempt the SDK makes, retries included.
@@ -324,7 +325,9 @@ class ProviderRuntime(Runtime):
         token = _deadline.set(deadline)
         failure: ModelCallError | None = None
         try:
-            kwargs = self._fit(self._request(messages, tools))
+            # a reply can hold text UTF-8 cannot encode; the request that carries it back
+            # must still go out (and the SDK encodes the body as UTF-8)
+            kwargs = sendable(self._fit(self._request(messages, tools)))
             if per_call is not None:
                 kwargs["timeout"] = per_call
             if self.stream:
@@ -383,12 +386,13 @@ class ProviderRuntime(Runtime):
             return ModelCallError(self._status_message(exc, what) + kept, partial=partial,
                                   kind="model_error")
         if isinstance(exc, sdk.APIConnectionError) or _is_transport_error(exc):
+            cause = _cause_text(exc, self.redact)
             if started:
                 return ModelCallError(f"the connection to {what} dropped in the middle of the "
-                                      f"reply ({_cause_text(exc, self.redact)})." + kept, partial=partial,
+                                      f"reply ({cause})." + kept, partial=partial,
                                       kind="model_error")
             return ModelCallError(
-                f"could not reach {what} ({_cause_text(exc, self.redact)}) after {self.max_retries} "
+                f"could not reach {what} ({cause}) after {self.max_retries} "
                 f"retries. Is the server running and is base_url right? (a local OpenAI-"
                 f"compatible server usually listens on http://localhost:<port>/v1)",
                 partial=partial, kind="model_error")
@@ -396,7 +400,7 @@ class ProviderRuntime(Runtime):
                             _Malformed)):
             return ModelCallError(f"{what} sent a malformed reply that could not be read "
                                   f"({type(exc).__name__}: {exc}). Check that base_url points "
-                                  f"at a {self.api.name}-compatible endpoint." + kept,
+                                  f"at an endpoint of the {self.api.name} API." + kept,
                                   partial=partial, kind="model_error")
         return ModelCallError(f"the call to {what} failed: {type(exc).__name__}: {exc}" + kept,
                               partial=partial, kind="model_error")
