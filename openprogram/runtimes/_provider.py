@@ -276,7 +276,7 @@ class ProviderRuntime(Runtime):
             return importlib.import_module(self.api.sdk)
         except ImportError:
             raise ImportError(f"{type(self).__name__} needs the {self.api.sdk!r} package: "
-                              f"pip install 'openprogram[{self.api.sdk}]'") from None
+                              f"pip install 'openprogram-decisions[{self.api.sdk}]'") from None
 
     def __repr__(self) -> str:
         where = f", base_url={self.base_url!r}" if self.base_url else ""

@@ -280,3 +280,22 @@ def test_import_stays_standard_library_only():
                          timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("cls_name, sdk", [("OpenAIRuntime", "openai"),
+                                           ("AnthropicRuntime", "anthropic")])
+def test_missing_sdk_names_the_distribution_and_its_extra(cls_name, sdk):
+    """`openprogram` on the package index is another project: the hint names this one's
+    distribution. (A None entry in sys.modules is how Python itself marks a module that
+    cannot be imported.)"""
+    import subprocess
+    import sys
+    code = (f"import sys; sys.modules[{sdk!r}] = None\n"
+            f"from openprogram.runtimes import {cls_name}\n"
+            f"try:\n    {cls_name}(model='m', api_key='k')\n"
+            f"except ImportError as exc:\n    print(exc)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert f"pip install 'openprogram-decisions[{sdk}]'" in out.stdout
+    assert f"needs the {sdk!r} package" in out.stdout
