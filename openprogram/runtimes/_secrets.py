@@ -12,6 +12,7 @@ without ever showing it.
 """
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Callable
 
@@ -62,17 +63,31 @@ def _mask_keylike(m: re.Match) -> str:
         "bearer") else "sk-" + MASK
 
 
+@functools.lru_cache(maxsize=16)
+def _pieces(secret: str) -> frozenset[str]:
+    n = min(_PIECE, len(secret))
+    return frozenset(secret[i:i + n] for i in range(len(secret) - n + 1))
+
+
 def _hits(text: str, secrets: tuple[str, ...]) -> bytearray:
     """For each character of `text`, whether it lies in an occurrence of a piece of a secret."""
     hit = bytearray(len(text))
     for secret in secrets:
-        n = min(_PIECE, len(secret))
-        for piece in {secret[i:i + n] for i in range(len(secret) - n + 1)}:
-            at = text.find(piece)
-            while at != -1:
-                hit[at:at + n] = b"\1" * n
-                at = text.find(piece, at + 1)
+        n, pieces = min(_PIECE, len(secret)), _pieces(secret)
+        if len(text) < 2 * len(pieces):  # a stream's window: look at each place once
+            starts = (i for i in range(len(text) - n + 1) if text[i:i + n] in pieces)
+        else:                            # a whole reply: str.find each piece
+            starts = (at for piece in pieces for at in _find_all(text, piece))
+        for at in starts:
+            hit[at:at + n] = b"\1" * n
     return hit
+
+
+def _find_all(text: str, piece: str):
+    at = text.find(piece)
+    while at != -1:
+        yield at
+        at = text.find(piece, at + 1)
 
 
 def _masked(text: str, hit: bytearray, start: int = 0, end: int | None = None) -> str:
