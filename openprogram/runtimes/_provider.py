@@ -1,15 +1,16 @@
-"""What the OpenAI and Anthropic runtimes share: keys, the time budget, faults, and secrets.
+"""What the OpenAI and Anthropic runtimes share: the key, the stream loop, the time budget, faults.
 
 A provider runtime is a `Runtime` whose `complete()` sends the conversation through an official
 SDK. This module holds everything that is not protocol: finding the API key (argument, then the
 provider's environment variable) and redacting it (with `_secrets`) from every string the server
 sends back before anything else sees it — each streamed chunk, the reply, tool calls, errors —
-and from every repr; the stream-reading loop the protocols share; enforcing the
-decision's time budget across the SDK's own retries (an HTTP transport that clamps each attempt's
-timeout to the time left and vetoes a retry that would start after it); and turning every SDK or
-network failure into a `ModelCallError` whose message says what happened and what to do, with
-the text received before the failure kept in `partial`. The SDKs and httpx2 are imported only
-when a runtime is created, so importing `openprogram.runtimes` stays standard-library-only.
+and from every repr; the stream-reading loop both protocols use (each supplies `_read_event`);
+enforcing the decision's time budget across the SDK's own retries (an HTTP transport that clamps
+each attempt's timeout to the time left and vetoes a retry that would start after it); and
+turning every SDK or network failure into a `ModelCallError` whose message says what happened
+and what to do, with the text received before the failure kept in `partial`. The SDKs and
+httpx2 are imported only when a runtime is created, so importing `openprogram.runtimes` stays
+standard-library-only.
 """
 from __future__ import annotations
 
