@@ -1,26 +1,31 @@
-"""What the OpenAI and Anthropic runtimes share: keys, the time budget, faults, and secrets.
+"""What the OpenAI and Anthropic runtimes share: the key, the stream loop, the time budget, faults.
 
 A provider runtime is a `Runtime` whose `complete()` sends the conversation through an official
 SDK. This module holds everything that is not protocol: finding the API key (argument, then the
-provider's environment variable) and keeping it out of every repr, error and trace; enforcing the
-decision's time budget across the SDK's own retries (an HTTP transport that clamps each attempt's
-timeout to the time left and vetoes a retry that would start after it); and turning every SDK or
-network failure into a `ModelCallError` whose message says what happened and what to do, with
-the text received before the failure kept in `partial`. The SDKs and httpx2 are imported only
-when a runtime is created, so importing `openprogram.runtimes` stays standard-library-only.
+provider's environment variable) and redacting it (with `_secrets`) from every string the server
+sends back before anything else sees it — each streamed chunk, the reply, tool calls, errors —
+and from every repr; the stream-reading loop both protocols use (each supplies `_read_event`);
+enforcing the decision's time budget across the SDK's own retries (an HTTP transport that clamps
+each attempt's timeout to the time left and vetoes a retry that would start after it); and
+turning every SDK or network failure into a `ModelCallError` whose message says what happened
+and what to do, with the text received before the failure kept in `partial`. The SDKs and
+httpx2 are imported only when a runtime is created, so importing `openprogram.runtimes` stays
+standard-library-only.
 """
 from __future__ import annotations
 
 import contextvars
 import json
 import os
-import re
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
 from ..agentic_programming.errors import OpenProgramError
 from ..agentic_programming.runtime import ModelCallError, ModelResponse, Runtime, ToolCall
+from ._secrets import StreamRedactor, _Secret, redact, redact_json
+from ._unicode import sendable
 
 #: The deadline (time.monotonic()) of the model call running in this context, read by the HTTP
 #: transport on every attempt the SDK makes, retries included.
@@ -34,82 +39,6 @@ _SDK_FIRST_BACKOFF = 0.375   # the SDKs sleep 0.5 s * 2**n, minus up to 25% jitt
 
 class DeadlineExceeded(OpenProgramError):
     """Raised between streamed events when the time budget is spent."""
-
-
-class _Secret:
-    """An API key that does not show itself: its repr, str and pickled form are masked."""
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str):
-        self._value = value
-
-    def reveal(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "<secret>"
-
-    __str__ = __repr__
-
-    def __reduce__(self):
-        raise TypeError("an API key cannot be pickled; create the runtime again in the other "
-                        "process (it reads the key from the environment)")
-
-
-_KEYLIKE = re.compile(r"(?i)\b(sk-(?:ant-|proj-)?[A-Za-z0-9_\-\*]{6,}|bearer\s+[^\s'\",}]+|"
-                      r"(x-api-key|api[_-]?key|authorization)(['\"]?\s*[:=]\s*['\"]?)"
-                      r"(?=[^\s'\",}]*\d)[^\s'\",}]{8,})")
-
-
-def _mask_pieces(text: str, secret: str, n: int = 8) -> str:
-    """Mask every stretch of `text` made of n-character pieces of `secret`."""
-    hit = bytearray(len(text))
-    for i in range(len(secret) - n + 1):
-        piece = secret[i:i + n]
-        at = text.find(piece)
-        while at != -1:
-            hit[at:at + n] = b"\1" * n
-            at = text.find(piece, at + 1)
-    if not any(hit):
-        return text
-    out, i = [], 0
-    while i < len(text):
-        if hit[i]:
-            while i < len(text) and hit[i]:
-                i += 1
-            out.append("[redacted]")
-        else:
-            out.append(text[i])
-            i += 1
-    return "".join(out)
-
-
-def redact(text: Any, secrets: tuple[str, ...] = ()) -> Any:
-    """`text` with every secret, every run of 8+ characters taken from a secret (servers often
-    echo part of a bad key), and anything shaped like a key or an auth header masked."""
-    if not isinstance(text, str) or not text:
-        return text
-    for secret in secrets:
-        if secret and len(secret) >= 8:
-            text = _mask_pieces(text, secret)
-        elif secret:
-            text = text.replace(secret, "[redacted]")
-
-    def mask(m: re.Match) -> str:
-        if m.group(2):
-            return m.group(2) + m.group(3) + "[redacted]"
-        return m.group(0).split()[0] + " [redacted]" if m.group(0).lower().startswith(
-            "bearer") else "sk-[redacted]"
-    return _KEYLIKE.sub(mask, text)
-
-
-def _redact_json(value: Any, redact_text: Callable[[Any], Any]) -> Any:
-    """`value` (decoded JSON) with every string in it, keys included, redacted."""
-    if isinstance(value, dict):
-        return {redact_text(k): _redact_json(v, redact_text) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_redact_json(v, redact_text) for v in value]
-    return redact_text(value)
 
 
 def safe_url(url: str | None) -> str | None:
@@ -209,18 +138,52 @@ def json_args(raw: Any) -> Any:
     return value
 
 
-class ProviderRuntime(Runtime):
-    """Base of the SDK-backed runtimes. Subclasses set `provider`, `env_key`, `sdk_name`,
-    `client_class`, `end_marker` and implement `_create`, `_request`, `_complete_once` and
-    `_complete_stream`."""
+class StreamedReply:
+    """What a stream has delivered so far, filled in by a provider's `_read_event`: the text
+    (each piece also goes to `emit`), the tool calls by their index in the reply (id, name and
+    the arguments' JSON text, which arrive in pieces), token usage, the model that answered,
+    and whether the closing event came."""
 
-    provider = "provider"
-    env_key = "API_KEY"
-    sdk_name = "sdk"
-    extra = "sdk"
-    client_class = "Client"      # the SDK's client class, e.g. openai.OpenAI
-    end_marker = "end"           # the stream event that says the reply is complete
-    example_model = "model-name"  # shown when model= is missing
+    def __init__(self, emit: Callable[[str], None]):
+        self._emit = emit
+        self.text: list[str] = []
+        self.calls: dict[int, dict] = {}
+        self.usage: dict = {}
+        self.model: str | None = None
+        self.finished = False
+
+    def add_text(self, piece: str) -> None:
+        self.text.append(piece)
+        self._emit(piece)
+
+    def tool(self, index: int, id: str | None = None, name: str = "") -> dict:
+        """The tool call at `index`, started with `id` and `name` if it is new."""
+        return self.calls.setdefault(index, {"id": id, "name": name, "args": ""})
+
+    def response(self, default_model: str) -> ModelResponse:
+        return ModelResponse(
+            text="".join(self.text),
+            tool_calls=[tool_call(c["name"], c["args"], c["id"])
+                        for _, c in sorted(self.calls.items())],
+            usage=self.usage or None, model=self.model or default_model)
+
+
+@dataclass(frozen=True)
+class ProviderAPI:
+    """The facts that tell one provider's runtime from another's."""
+    name: str            # how messages name the provider, e.g. "Anthropic"
+    env_key: str         # the environment variable that holds the key
+    sdk: str             # the SDK's import name, which is also the extra that installs it
+    client_class: str    # the SDK's client class, e.g. "OpenAI" for openai.OpenAI
+    end_marker: str      # the stream event that says the reply is complete
+    example_model: str   # shown when model= is missing
+
+
+class ProviderRuntime(Runtime):
+    """Base of the SDK-backed runtimes. Subclasses set `api` and implement `_create`,
+    `_request`, `_complete_once` and `_read_event`."""
+
+    api = ProviderAPI("provider", "API_KEY", "sdk", "Client", "end", "model-name")
     #: The key used for a local server (base_url given, no key anywhere): local OpenAI-compatible
     #: servers ignore it but the SDK needs a non-empty one.
     local_key = "not-needed"
@@ -231,7 +194,7 @@ class ProviderRuntime(Runtime):
                  default_headers: dict | None = None, **request_options: Any):
         if not isinstance(model, str) or not model.strip():
             raise TypeError(f"{type(self).__name__} needs model='<model name>', e.g. "
-                            f"{self.example_model!r}; got {model!r}")
+                            f"{self.api.example_model!r}; got {model!r}")
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise ValueError(f"max_retries must be a whole number >= 0 (the SDK's retries of "
                              f"429 and 5xx replies), got {max_retries!r}")
@@ -239,15 +202,16 @@ class ProviderRuntime(Runtime):
             raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
         super().__init__(model=model, name=name or model)
         sdk = self._import_sdk()
-        key = api_key or os.environ.get(self.env_key) or (self.local_key if base_url else None)
+        key = api_key or os.environ.get(self.api.env_key) or \
+            (self.local_key if base_url else None)
         if not key:
             raise ModelCallError(
-                f"{type(self).__name__} has no API key: set the {self.env_key} environment "
+                f"{type(self).__name__} has no API key: set the {self.api.env_key} environment "
                 f"variable or pass api_key=...; for a local server pass base_url=... (no key "
                 f"needed). To run without a model, use ScriptedRuntime or ReplayRuntime.",
                 kind="model_error")
         self._key = _Secret(key)
-        self.base_url = safe_url(base_url)
+        self.base_url = self.redact(safe_url(base_url))  # some gateways take the key in the path
         self.stream = bool(stream)
         self.streams = self.stream
         self.max_retries = max_retries
@@ -255,7 +219,7 @@ class ProviderRuntime(Runtime):
         self.system = system
         self.request_options = request_options
         import httpx2
-        self._client = getattr(sdk, self.client_class)(
+        self._client = getattr(sdk, self.api.client_class)(
             api_key=key, base_url=base_url, max_retries=max_retries,
             default_headers=default_headers,
             http_client=sdk.DefaultHttpxClient(transport=deadline_transport(httpx2)))
@@ -268,8 +232,8 @@ class ProviderRuntime(Runtime):
     def _complete_once(self, kwargs: dict) -> ModelResponse:
         raise NotImplementedError
 
-    def _complete_stream(self, kwargs: dict, emit: Callable[[str], None],
-                         deadline: float | None) -> ModelResponse:
+    def _read_event(self, event: Any, reply: StreamedReply) -> None:
+        """Add one streamed event of the provider's protocol to `reply`."""
         raise NotImplementedError
 
     def _create(self) -> Callable:
@@ -294,18 +258,32 @@ class ProviderRuntime(Runtime):
         return kwargs
 
     # -- shared -------------------------------------------------------------------------------
+    def _complete_stream(self, kwargs: dict, emit: Callable[[str], None],
+                         deadline: float | None) -> ModelResponse:
+        stream = self._create()(**kwargs)
+        emit("")  # the server answered: a failure from here on is mid-reply
+        reply = StreamedReply(emit)
+        with stream:
+            for event in stream:
+                self._read_event(event, reply)
+                if deadline is not None and time.monotonic() > deadline:
+                    raise DeadlineExceeded()
+        if not reply.finished:
+            raise self._incomplete(reply.text)
+        return reply.response(self.model)
+
     def _import_sdk(self):
         import importlib
         try:
-            return importlib.import_module(self.sdk_name)
+            return importlib.import_module(self.api.sdk)
         except ImportError:
-            raise ImportError(f"{type(self).__name__} needs the {self.sdk_name!r} package: "
-                              f"pip install 'openprogram[{self.extra}]'") from None
+            raise ImportError(f"{type(self).__name__} needs the {self.api.sdk!r} package: "
+                              f"pip install 'openprogram-decisions[{self.api.sdk}]'") from None
 
     def __repr__(self) -> str:
         where = f", base_url={self.base_url!r}" if self.base_url else ""
-        return (f"{type(self).__name__}(model={self.model!r}{where}, stream={self.stream}, "
-                f"max_retries={self.max_retries})")
+        return self.redact(f"{type(self).__name__}(model={self.model!r}{where}, "
+                           f"stream={self.stream}, max_retries={self.max_retries})")
 
     def __getstate__(self):
         raise TypeError(f"{type(self).__name__} holds an API key and a network client and "
@@ -315,8 +293,8 @@ class ProviderRuntime(Runtime):
         """The error for a stream that ended without its closing event."""
         received = "".join(text)
         return ModelCallError(
-            f"the stream from {self.provider} model {self.model!r} at {self.where} ended "
-            f"before the reply was complete (no {self.end_marker})."
+            f"the stream from {self.api.name} model {self.model!r} at {self.where} ended "
+            f"before the reply was complete (no {self.api.end_marker})."
             + (f" The {len(received)} characters received are kept as the partial reply."
                if received else ""), partial=received, kind="model_error")
 
@@ -325,7 +303,7 @@ class ProviderRuntime(Runtime):
 
     @property
     def where(self) -> str:
-        return self.base_url or f"the {self.provider} API"
+        return self.base_url or f"the {self.api.name} API"
 
     def complete(self, messages, *, tools=None, on_text=None, timeout=None) -> ModelResponse:
         if timeout is not None and timeout <= 0:
@@ -336,30 +314,33 @@ class ProviderRuntime(Runtime):
         deadline = time.monotonic() + per_call if per_call is not None else None
         received: list[str] = []
         state = {"started": False}
+        # observers (the live panel) get each chunk only once it is redacted
+        shown = StreamRedactor((self._key.reveal(),), on_text) if on_text is not None else None
 
         def emit(chunk: str) -> None:
             state["started"] = True
             if chunk:
                 received.append(chunk)
-                if on_text is not None:
-                    on_text(chunk)
+                if shown is not None:
+                    shown.feed(chunk)
 
         token = _deadline.set(deadline)
         failure: ModelCallError | None = None
         try:
-            kwargs = self._fit(self._request(messages, tools))
+            # a reply can hold text UTF-8 cannot encode; the request that carries it back
+            # must still go out (and the SDK encodes the body as UTF-8)
+            kwargs = sendable(self._fit(self._request(messages, tools)))
             if per_call is not None:
                 kwargs["timeout"] = per_call
             if self.stream:
                 resp = self._complete_stream(kwargs, emit, deadline)
             else:
                 resp = self._complete_once(kwargs)
-                if on_text is not None and isinstance(resp.text, str) and resp.text:
-                    on_text(resp.text)
-            resp.text = self.redact(resp.text)
-            for tc in resp.tool_calls:  # arguments are model text too
-                tc.args = _redact_json(tc.args, self.redact)
-            return resp
+                if isinstance(resp.text, str):
+                    emit(resp.text)
+            if shown is not None:
+                shown.close()
+            return self._redacted(resp)
         except ModelCallError as exc:
             failure = exc
         except Exception as exc:  # every SDK / network failure becomes a ModelCallError
@@ -372,12 +353,23 @@ class ProviderRuntime(Runtime):
         failure.args = (self.redact(str(failure)),)
         raise failure
 
+    def _redacted(self, resp: ModelResponse) -> ModelResponse:
+        """`resp` with every string the server chose redacted: text, tool calls (their names
+        and ids too, not only the arguments), the model's name and the usage figures."""
+        resp.text = self.redact(resp.text)
+        for tc in resp.tool_calls:
+            tc.name, tc.id = self.redact(tc.name), self.redact(tc.id)
+            tc.args = redact_json(tc.args, self.redact)
+        resp.model = self.redact(resp.model)
+        resp.usage = redact_json(resp.usage, self.redact)
+        return resp
+
     def _failure(self, exc: BaseException, partial: str, timeout: float | None,
                  started: bool) -> ModelCallError:
         sdk = self._sdk
         kept = (f" The {len(partial)} characters received before it are kept as the partial "
                 f"reply." if partial else "")
-        what = f"{self.provider} model {self.model!r} at {self.where}"
+        what = f"{self.api.name} model {self.model!r} at {self.where}"
         spent = isinstance(exc, sdk.APIStatusError) and \
             exc.response.headers.get(DEADLINE_HEADER) is not None
         if spent or isinstance(exc, (DeadlineExceeded, sdk.APITimeoutError)) or \
@@ -390,18 +382,19 @@ class ProviderRuntime(Runtime):
                 not isinstance(exc, sdk.APIConnectionError):
             # an error event inside a stream that had begun (e.g. overloaded mid-reply)
             return ModelCallError(f"{what} reported an error in the middle of the reply "
-                                  f"({_server_message(exc)}); run again." + kept,
+                                  f"({_server_message(exc, self.redact)}); run again." + kept,
                                   partial=partial, kind="model_error")
         if isinstance(exc, sdk.APIStatusError):
             return ModelCallError(self._status_message(exc, what) + kept, partial=partial,
                                   kind="model_error")
         if isinstance(exc, sdk.APIConnectionError) or _is_transport_error(exc):
+            cause = _cause_text(exc, self.redact)
             if started:
                 return ModelCallError(f"the connection to {what} dropped in the middle of the "
-                                      f"reply ({_cause_text(exc)})." + kept, partial=partial,
+                                      f"reply ({cause})." + kept, partial=partial,
                                       kind="model_error")
             return ModelCallError(
-                f"could not reach {what} ({_cause_text(exc)}) after {self.max_retries} "
+                f"could not reach {what} ({cause}) after {self.max_retries} "
                 f"retries. Is the server running and is base_url right? (a local OpenAI-"
                 f"compatible server usually listens on http://localhost:<port>/v1)",
                 partial=partial, kind="model_error")
@@ -409,17 +402,17 @@ class ProviderRuntime(Runtime):
                             _Malformed)):
             return ModelCallError(f"{what} sent a malformed reply that could not be read "
                                   f"({type(exc).__name__}: {exc}). Check that base_url points "
-                                  f"at a {self.provider}-compatible endpoint." + kept,
+                                  f"at an endpoint of the {self.api.name} API." + kept,
                                   partial=partial, kind="model_error")
         return ModelCallError(f"the call to {what} failed: {type(exc).__name__}: {exc}" + kept,
                               partial=partial, kind="model_error")
 
     def _status_message(self, exc: Any, what: str) -> str:
         code = getattr(exc, "status_code", None)
-        detail = _server_message(exc)
+        detail = _server_message(exc, self.redact)
         retried = f" (after {self.max_retries} retries)" if self.max_retries else ""
         if code == 401:
-            return (f"{what} rejected the API key (401: {detail}). Check the {self.env_key} "
+            return (f"{what} rejected the API key (401: {detail}). Check the {self.api.env_key} "
                     f"environment variable or the api_key= argument.")
         if code == 403:
             return (f"{what} refused the request (403: {detail}); the key lacks permission "
@@ -443,14 +436,16 @@ class _Malformed(ValueError):
     """A reply that parsed as JSON but is not the provider's shape."""
 
 
-def _server_message(exc: Any) -> str:
+def _server_message(exc: Any, redact_text: Callable[[str], str]) -> str:
+    """The server's own words about an error, shortened; redacted before it is shortened (a
+    cut through the key would keep a stretch too short to be recognised)."""
     body = getattr(exc, "body", None)
+    msg = getattr(exc, "message", None) or str(exc)
     if isinstance(body, dict):
         err = body.get("error", body)
         if isinstance(err, dict) and isinstance(err.get("message"), str):
-            return err["message"][:300]
-    msg = getattr(exc, "message", None) or str(exc)
-    return str(msg)[:300]
+            msg = err["message"]
+    return redact_text(str(msg))[:300]
 
 
 def _chain(exc: BaseException):
@@ -478,13 +473,14 @@ def _is_transport_error(exc: BaseException) -> bool:
     return any(isinstance(e, (httpx2.TransportError, ConnectionError)) for e in _chain(exc))
 
 
-def _cause_text(exc: BaseException) -> str:
-    """The innermost readable cause, e.g. "ConnectError: [Errno 111] Connection refused"."""
+def _cause_text(exc: BaseException, redact_text: Callable[[str], str]) -> str:
+    """The innermost readable cause, e.g. "ConnectError: [Errno 111] Connection refused",
+    redacted, then shortened."""
     last = exc
     for e in _chain(exc):
         last = e
     text = str(last) or type(last).__name__
-    return f"{type(last).__name__}: {text}"[:200]
+    return redact_text(f"{type(last).__name__}: {text}")[:200]
 
 
 def tc_parts(tc: Any) -> tuple[str | None, str, Any]:

@@ -1,7 +1,8 @@
 """`AnthropicRuntime`: Claude models through the Anthropic messages API.
 
-Built on the official `anthropic` SDK (`pip install 'openprogram[anthropic]'`), imported when a
-runtime is created. The key comes from `api_key=` or the `ANTHROPIC_API_KEY` environment variable.
+Built on the official `anthropic` SDK (`pip install 'openprogram-decisions[anthropic]'`),
+imported when a runtime is created. The key comes from `api_key=` or the `ANTHROPIC_API_KEY`
+environment variable.
 
     from openprogram.runtimes import AnthropicRuntime
     rt = AnthropicRuntime(model="claude-sonnet-4-5")              # api.anthropic.com
@@ -23,35 +24,26 @@ SDK's retry policy (429, 5xx, overloaded, connection errors), bounded by the dec
 """
 from __future__ import annotations
 
-import time
-from typing import Any, Callable
+from typing import Any
 
 from ..agentic_programming.runtime import ModelCallError, ModelResponse, to_blocks
-from ._provider import DeadlineExceeded, ProviderRuntime, _Malformed, json_args, tc_parts, tool_call
+from ._provider import (ProviderAPI, ProviderRuntime, StreamedReply, _Malformed, json_args,
+                        tc_parts, tool_call)
 
 
 class AnthropicRuntime(ProviderRuntime):
     """`AnthropicRuntime(model="claude-sonnet-4-5", base_url=None, api_key=None, stream=True,
     max_retries=2, timeout=None, system=None, max_tokens=4096, **request_options)`."""
 
-    provider = "Anthropic"
-    env_key = "ANTHROPIC_API_KEY"
-    sdk_name = "anthropic"
-    extra = "anthropic"
-    client_class = "Anthropic"
-    end_marker = "message_stop"
-    example_model = "claude-sonnet-4-5"
+    api = ProviderAPI(name="Anthropic", env_key="ANTHROPIC_API_KEY", sdk="anthropic",
+                      client_class="Anthropic", end_marker="message_stop",
+                      example_model="claude-sonnet-4-5")
 
-    def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
-                 stream: bool = True, max_retries: int = 2, timeout: float | None = None,
-                 system: str | None = None, max_tokens: int = 4096, name: str | None = None,
-                 **request_options: Any):
+    def __init__(self, model: str, *, max_tokens: int = 4096, **options: Any):
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ValueError(f"max_tokens must be a whole number >= 1, got {max_tokens!r}")
         self.max_tokens = max_tokens
-        super().__init__(model, base_url=base_url, api_key=api_key, stream=stream,
-                         max_retries=max_retries, timeout=timeout, system=system, name=name,
-                         **request_options)
+        super().__init__(model, **options)
 
     def _create(self):
         return self._client.messages.create
@@ -80,50 +72,30 @@ class AnthropicRuntime(ProviderRuntime):
         return ModelResponse(text=text, tool_calls=calls, usage=_usage(getattr(r, "usage", None)),
                              model=getattr(r, "model", None) or self.model)
 
-    def _complete_stream(self, kwargs: dict, emit: Callable[[str], None],
-                         deadline: float | None) -> ModelResponse:
-        stream = self._create()(**kwargs)
-        emit("")  # the server answered: a failure from here on is mid-reply
-        text: list[str] = []
-        blocks: dict[int, dict] = {}
-        usage: dict = {}
-        model = None
-        finished = False
-        with stream:
-            for event in stream:
-                kind = getattr(event, "type", None)
-                if kind == "message_start":
-                    model = getattr(event.message, "model", None)
-                    usage.update(_usage(event.message.usage) or {})
-                elif kind == "content_block_start":
-                    b = event.content_block
-                    if b.type == "tool_use":
-                        blocks[event.index] = {"id": b.id, "name": b.name, "json": ""}
-                elif kind == "content_block_delta":
-                    d = event.delta
-                    if d.type == "text_delta":
-                        text.append(d.text)
-                        emit(d.text)
-                    elif d.type == "input_json_delta" and event.index in blocks:
-                        blocks[event.index]["json"] += d.partial_json
-                elif kind == "message_delta":
-                    u = getattr(event, "usage", None)
-                    if u is not None:  # cumulative counts: the latest wins
-                        if getattr(u, "output_tokens", None) is not None:
-                            usage["output_tokens"] = u.output_tokens
-                        if getattr(u, "input_tokens", None) is not None:
-                            usage["input_tokens"] = _input_tokens(u)
-                elif kind == "message_stop":
-                    finished = True
-                if deadline is not None and time.monotonic() > deadline:
-                    raise DeadlineExceeded()
-        if not finished:
-            raise self._incomplete(text)
-        return ModelResponse(
-            text="".join(text),
-            tool_calls=[tool_call(b["name"], b["json"] or {}, b["id"])
-                        for _, b in sorted(blocks.items())],
-            usage=usage or None, model=model or self.model)
+    def _read_event(self, event: Any, reply: StreamedReply) -> None:
+        kind = getattr(event, "type", None)
+        if kind == "message_start":
+            reply.model = getattr(event.message, "model", None)
+            reply.usage.update(_usage(event.message.usage) or {})
+        elif kind == "content_block_start":
+            b = event.content_block
+            if b.type == "tool_use":
+                reply.tool(event.index, b.id, b.name)
+        elif kind == "content_block_delta":
+            d = event.delta
+            if d.type == "text_delta":
+                reply.add_text(d.text)
+            elif d.type == "input_json_delta" and event.index in reply.calls:
+                reply.calls[event.index]["args"] += d.partial_json
+        elif kind == "message_delta":
+            u = getattr(event, "usage", None)
+            if u is not None:  # cumulative counts: the latest wins
+                if getattr(u, "output_tokens", None) is not None:
+                    reply.usage["output_tokens"] = u.output_tokens
+                if getattr(u, "input_tokens", None) is not None:
+                    reply.usage["input_tokens"] = _input_tokens(u)
+        elif kind == "message_stop":
+            reply.finished = True
 
 
 def _input_tokens(u: Any) -> int | None:

@@ -5,7 +5,12 @@
 tool specs), the reply (text, tool calls), token usage, the model that answered, the latency, and
 a failed call's error and partial text. The file is plain JSON with an indent, meant to be read,
 diffed and committed next to a notebook; it holds no key or header (only what the runtime's
-`complete()` sees, and error texts that the provider runtimes have already redacted).
+`complete()` sees, and error texts that the provider runtimes have already redacted). Nothing a
+reply holds can spoil it: text that UTF-8 cannot encode (a lone surrogate) is stored as its JSON
+escape and reads back the same, any other value as its repr; each write goes to a temporary file
+that replaces the cassette only once it is whole, and is removed if the write fails or is
+interrupted, so the file on disk is always a whole cassette. A write that fails (a full disk)
+warns and does not fail the model call; the next call writes every call again.
 
 `ReplayRuntime(path)` answers the same calls in the same order with no network and no key — on
 Binder, in CI, in a classroom. Each replayed reply streams through `on_text` in small chunks (so a
@@ -23,13 +28,15 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import secrets
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 from ..agentic_programming.runtime import ModelCallError, ModelResponse, Runtime, ToolCall
+from ._unicode import escape_surrogates
 from .scripted import stream_text
 
 FORMAT = "openprogram-cassette"
@@ -65,6 +72,36 @@ def request_record(messages: list[dict], tools: list[dict] | None) -> dict:
     return {"messages": _plain(messages), "tools": _plain(tools)}
 
 
+def dumps(data: Any) -> str:
+    """`data` as indented JSON that UTF-8 can encode: non-ASCII text stays readable, and the one
+    kind of text UTF-8 cannot encode (surrogates, see _unicode) is written as its escape."""
+    return escape_surrogates(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace `path` with `text`: written to a temporary file beside it, which replaces `path`
+    only once it is whole and flushed to disk, and which is removed whatever stops the write
+    (an error, a full disk, Ctrl-C)."""
+    data = text.encode("utf-8")
+    # the name is chosen before the file exists, so the cleanup knows it however early the
+    # write is stopped
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    replaced = False
+    try:
+        with open(tmp, "xb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        replaced = True
+    finally:
+        if not replaced:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:  # never created, or stopped just after the replace
+                pass
+
+
 class RecordingRuntime(Runtime):
     """Passes every call to `inner` and writes it to the cassette at `path` (created or
     overwritten; the file is rewritten after each call, so a crash keeps what was recorded)."""
@@ -79,7 +116,11 @@ class RecordingRuntime(Runtime):
         self.streams = inner.streams
         self.calls: list[dict] = []
         self._lock = threading.Lock()
-        self._write()
+        try:
+            self._write()
+        except OSError as exc:
+            raise OSError(f"RecordingRuntime cannot write the cassette {str(self.path)!r} "
+                          f"({exc.strerror or exc}); pass a path in a writable folder") from None
 
     def __repr__(self) -> str:
         return f"RecordingRuntime({self.inner!r}, {str(self.path)!r}, {len(self.calls)} calls)"
@@ -90,8 +131,8 @@ class RecordingRuntime(Runtime):
         try:
             resp = self.inner.complete(messages, tools=tools, on_text=on_text, timeout=timeout)
         except ModelCallError as exc:
-            entry["error"] = {"type": type(exc).__name__, "kind": exc.kind,
-                              "message": str(exc), "partial": exc.partial}
+            entry["error"] = _plain({"type": type(exc).__name__, "kind": exc.kind,
+                                     "message": str(exc), "partial": exc.partial})
             self._add(entry, t0)
             raise
         if not isinstance(resp, ModelResponse):
@@ -99,7 +140,7 @@ class RecordingRuntime(Runtime):
             resp = as_response(resp)
         entry["response"] = {"text": _plain(resp.text),
                              "tool_calls": [_plain(t) for t in resp.tool_calls],
-                             "usage": _plain(resp.usage), "model": resp.model}
+                             "usage": _plain(resp.usage), "model": _plain(resp.model)}
         self._add(entry, t0)
         return resp
 
@@ -108,40 +149,102 @@ class RecordingRuntime(Runtime):
         with self._lock:
             entry["call"] = len(self.calls) + 1
             self.calls.append(entry)
-            self._write()
+            try:
+                self._write()
+            except OSError as exc:
+                # The reply is good and the calls are kept: failing the model call for a full
+                # disk would lose the reply too. The next call writes them all again.
+                warnings.warn(f"RecordingRuntime could not write the cassette "
+                              f"{str(self.path)!r} ({exc.strerror or exc}); the file keeps the "
+                              f"calls of its last whole write. The {len(self.calls)} calls "
+                              f"recorded so far are kept and are written with the next call.",
+                              RuntimeWarning, stacklevel=3)
 
     def _write(self) -> None:
-        data = {"format": FORMAT, "version": VERSION, "runtime": self.name,
-                "model": self.model, "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
-                                                                  time.gmtime()),
+        data = {"format": FORMAT, "version": VERSION, "runtime": _plain(self.name),
+                "model": _plain(self.model), "recorded_at": time.strftime(
+                    "%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "calls": self.calls}
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name, suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, ensure_ascii=False)
-            f.write("\n")
-        os.replace(tmp, self.path)
+        write_atomically(self.path, dumps(data) + "\n")
 
 
 def load_cassette(path: str | os.PathLike) -> dict:
+    """The cassette at `path` as data, checked: a file that is not one, half of one, one of
+    another format version, or one with a damaged call raises a ValueError that says which and
+    what to do (a FileNotFoundError when there is no file)."""
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"no cassette at {str(p)!r}: record one with "
                                 f"RecordingRuntime(inner_runtime, {str(p)!r})")
+    redo = f"re-record it with RecordingRuntime(inner_runtime, {str(p)!r})"
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise ValueError(f"{str(p)!r} is not a JSON cassette ({exc}); re-record it with "
-                         f"RecordingRuntime") from None
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{str(p)!r} is not a cassette: it is not UTF-8 text ({exc.reason} at "
+                         f"byte {exc.start}); {redo}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
+            # the text ends before the JSON does (an unterminated string runs to the end)
+            raise ValueError(f"{str(p)!r} was cut short: its JSON ends at character "
+                             f"{len(text)} before it is complete (it was half-written or "
+                             f"half-copied; RecordingRuntime itself never leaves one). Restore "
+                             f"it from version control or {redo}.") from None
+        raise ValueError(f"{str(p)!r} is not a JSON cassette ({exc}); {redo}") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT or \
             not isinstance(data.get("calls"), list):
         raise ValueError(f"{str(p)!r} is not an openprogram cassette (it needs "
-                         f'"format": "{FORMAT}" and a "calls" list); re-record it with '
-                         f"RecordingRuntime")
-    if data.get("version", VERSION) > VERSION:
-        raise ValueError(f"{str(p)!r} is a cassette of format version {data['version']}; this "
-                         f"openprogram reads version {VERSION}. Upgrade openprogram.")
+                         f'"format": "{FORMAT}" and a "calls" list); {redo}')
+    _check_version(data, str(p), redo)
+    for n, entry in enumerate(data["calls"], 1):
+        problem = _entry_problem(entry)
+        if problem:
+            raise ValueError(f"call #{n} of the cassette {str(p)!r} {problem}: the file was cut "
+                             f"or edited by hand; {redo}")
     return data
+
+
+def _check_version(data: dict, where: str, redo: str) -> None:
+    if "version" not in data:
+        raise ValueError(f'{where!r} has no "version" field, which every cassette '
+                         f"RecordingRuntime writes (this release writes version {VERSION}); "
+                         f"{redo}")
+    v = data["version"]
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(f'{where!r} has "version": {json.dumps(v)}, which is not a format '
+                         f"version (a whole number; this release reads {VERSION}); {redo}")
+    if v < VERSION:
+        raise ValueError(f"{where!r} is a cassette of format version {v}, older than this "
+                         f"release reads (version {VERSION}); {redo}")
+    if v > VERSION:
+        raise ValueError(f"{where!r} is a cassette of format version {v}, written by a newer "
+                         f"release (this one reads version {VERSION}). Upgrade: "
+                         f"pip install -U openprogram-decisions")
+
+
+def _entry_problem(entry: Any) -> str | None:
+    """What is wrong with one recorded call, or None."""
+    if not isinstance(entry, dict):
+        return "is not an object"
+    request = entry.get("request")
+    if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
+        return "has no request (an object with a \"messages\" list)"
+    if "error" in entry:
+        if not isinstance(entry["error"], dict):
+            return "has an error that is not an object"
+        return None
+    if "response" not in entry:
+        return "has no response and no error"
+    response = entry["response"]
+    if not isinstance(response, dict):
+        return "has a response that is not an object"
+    calls = response.get("tool_calls") or []
+    if not isinstance(calls, list) or not all(
+            isinstance(t, dict) and isinstance(t.get("name"), str) for t in calls):
+        return "has a tool call without a name (each is an object with a \"name\")"
+    return None
 
 
 def _head(value: Any, n: int = 240) -> str:

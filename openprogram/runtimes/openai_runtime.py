@@ -1,8 +1,9 @@
 """`OpenAIRuntime`: OpenAI and every server that speaks the chat-completions protocol.
 
-Built on the official `openai` SDK (`pip install 'openprogram[openai]'`), imported when a runtime
-is created. The key comes from `api_key=` or the `OPENAI_API_KEY` environment variable; when
-`base_url=` is given and no key is anywhere, a placeholder is sent (local servers ignore it).
+Built on the official `openai` SDK (`pip install 'openprogram-decisions[openai]'`), imported
+when a runtime is created. The key comes from `api_key=` or the `OPENAI_API_KEY` environment
+variable; when `base_url=` is given and no key is anywhere, a placeholder is sent (local servers
+ignore it).
 
     from openprogram.runtimes import OpenAIRuntime
     rt = OpenAIRuntime(model="gpt-4o-mini")                     # api.openai.com, OPENAI_API_KEY
@@ -37,32 +38,23 @@ To record a session and replay it offline, wrap the runtime: see `openprogram.ru
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from typing import Any
 
 from ..agentic_programming.runtime import ModelCallError, ModelResponse, to_blocks
-from ._provider import DeadlineExceeded, ProviderRuntime, _Malformed, tc_parts, tool_call
+from ._provider import ProviderAPI, ProviderRuntime, StreamedReply, _Malformed, tc_parts, tool_call
 
 
 class OpenAIRuntime(ProviderRuntime):
     """`OpenAIRuntime(model="gpt-4o-mini", base_url=None, api_key=None, stream=True,
     max_retries=2, timeout=None, system=None, stream_usage=True, **request_options)`."""
 
-    provider = "OpenAI-compatible"
-    env_key = "OPENAI_API_KEY"
-    sdk_name = "openai"
-    extra = "openai"
-    client_class = "OpenAI"
-    end_marker = "finish_reason"
-    example_model = "gpt-4o-mini"
+    api = ProviderAPI(name="OpenAI-compatible", env_key="OPENAI_API_KEY", sdk="openai",
+                      client_class="OpenAI", end_marker="finish_reason",
+                      example_model="gpt-4o-mini")
 
-    def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
-                 stream: bool = True, max_retries: int = 2, timeout: float | None = None,
-                 system: str | None = None, stream_usage: bool = True, name: str | None = None,
-                 **request_options: Any):
+    def __init__(self, model: str, *, stream_usage: bool = True, **options: Any):
         self.stream_usage = stream_usage
-        super().__init__(model, base_url=base_url, api_key=api_key, stream=stream,
-                         max_retries=max_retries, timeout=timeout, system=system, name=name,
-                         **request_options)
+        super().__init__(model, **options)
 
     def _create(self):
         return self._client.chat.completions.create
@@ -93,44 +85,24 @@ class OpenAIRuntime(ProviderRuntime):
         return ModelResponse(text=text, tool_calls=calls, usage=_usage(getattr(r, "usage", None)),
                              model=getattr(r, "model", None) or self.model)
 
-    def _complete_stream(self, kwargs: dict, emit: Callable[[str], None],
-                         deadline: float | None) -> ModelResponse:
-        import time
-        stream = self._create()(**kwargs)
-        emit("")  # the server answered: a failure from here on is mid-reply
-        text: list[str] = []
-        calls: dict[int, dict] = {}
-        usage = None
-        model = None
-        finished = False
-        with stream:
-            for chunk in stream:
-                model = getattr(chunk, "model", None) or model
-                if getattr(chunk, "usage", None) is not None:
-                    usage = _usage(chunk.usage)
-                for choice in getattr(chunk, "choices", None) or []:
-                    if getattr(choice, "index", 0) != 0:
-                        continue
-                    delta = choice.delta
-                    if delta is not None and delta.content:
-                        text.append(delta.content)
-                        emit(delta.content)
-                    for tc in (getattr(delta, "tool_calls", None) or []):
-                        slot = calls.setdefault(tc.index, {"id": None, "name": "", "args": ""})
-                        slot["id"] = tc.id or slot["id"]
-                        if tc.function is not None:
-                            slot["name"] += tc.function.name or ""
-                            slot["args"] += tc.function.arguments or ""
-                    if choice.finish_reason:
-                        finished = True
-                if deadline is not None and time.monotonic() > deadline:
-                    raise DeadlineExceeded()
-        if not finished:
-            raise self._incomplete(text)
-        return ModelResponse(
-            text="".join(text),
-            tool_calls=[tool_call(c["name"], c["args"], c["id"]) for _, c in sorted(calls.items())],
-            usage=usage, model=model or self.model)
+    def _read_event(self, chunk: Any, reply: StreamedReply) -> None:
+        reply.model = getattr(chunk, "model", None) or reply.model
+        if getattr(chunk, "usage", None) is not None:
+            reply.usage = _usage(chunk.usage)
+        for choice in getattr(chunk, "choices", None) or []:
+            if getattr(choice, "index", 0) != 0:
+                continue
+            delta = choice.delta
+            if delta is not None and delta.content:
+                reply.add_text(delta.content)
+            for tc in (getattr(delta, "tool_calls", None) or []):
+                slot = reply.tool(tc.index)
+                slot["id"] = tc.id or slot["id"]
+                if tc.function is not None:
+                    slot["name"] += tc.function.name or ""
+                    slot["args"] += tc.function.arguments or ""
+            if choice.finish_reason:
+                reply.finished = True
 
 
 def _usage(u: Any) -> dict | None:

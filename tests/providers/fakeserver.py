@@ -43,6 +43,8 @@ class Reply:
     bad_event: bool = False       # streamed: send a data line that is not JSON
     error_after: int | None = None  # streamed: send the provider's error event after n deltas
     err_type: str = "api_error"   # "status": the provider's error type
+    raw_utf8: bool = False        # send JSON text unescaped, a lone surrogate as its raw bytes
+                                  # (ED A0 80 for \ud800: not valid UTF-8, as a buggy server would)
 
 
 def text(t: str, **kw) -> Reply:
@@ -166,7 +168,7 @@ class FakeServer:
             h.connection.shutdown(socket.SHUT_RDWR)
             return
         if reply.kind == "raw":
-            data = reply.body.encode()
+            data = reply.body.encode("utf-8", "surrogatepass")
             h.send_response(reply.status)
             for k, v in reply.headers.items():
                 h.send_header(k, v)
@@ -175,19 +177,25 @@ class FakeServer:
             h.wfile.write(data)
             return
         if reply.kind == "status":
-            return self._send_json(h, reply.status, self._error_body(reply), reply.headers)
+            return self._send_json(h, reply.status, self._error_body(reply), reply.headers,
+                                   reply)
         stream = isinstance(body, dict) and bool(body.get("stream"))
         model = reply.model or (body.get("model") if isinstance(body, dict) else None) or "m"
         if self.provider == "openai":
             if stream:
                 return self._stream(h, reply, self._openai_events(reply, model, body))
-            return self._send_json(h, 200, self._openai_message(reply, model))
+            return self._send_json(h, 200, self._openai_message(reply, model), reply=reply)
         if stream:
             return self._stream(h, reply, self._anthropic_events(reply, model))
-        return self._send_json(h, 200, self._anthropic_message(reply, model))
+        return self._send_json(h, 200, self._anthropic_message(reply, model), reply=reply)
 
-    def _send_json(self, h, code: int, obj: Any, headers: dict | None = None) -> None:
-        data = json.dumps(obj).encode()
+    @staticmethod
+    def _json(obj: Any, reply: Reply | None = None) -> str:
+        return json.dumps(obj, ensure_ascii=not (reply and reply.raw_utf8))
+
+    def _send_json(self, h, code: int, obj: Any, headers: dict | None = None,
+                   reply: Reply | None = None) -> None:
+        data = self._json(obj, reply).encode("utf-8", "surrogatepass")
         h.send_response(code)
         h.send_header("Content-Type", "application/json")
         h.send_header("Content-Length", str(len(data)))
@@ -237,7 +245,7 @@ class FakeServer:
             if self._sleep(reply.chunk_delay):
                 return
             line = (f"event: {name}\n" if name else "") + f"data: {data}\n\n"
-            send(line.encode())
+            send(line.encode("utf-8", "surrogatepass"))
         h.wfile.write(b"0\r\n\r\n")
 
     # -- OpenAI ---------------------------------------------------------------------------------
@@ -265,7 +273,7 @@ class FakeServer:
                  if choices else []}
             if usage is not None:
                 c["usage"] = usage
-            return json.dumps(c)
+            return self._json(c, reply)
 
         ev = [(None, chunk({"role": "assistant", "content": ""}), False)]
         for i in range(0, len(reply.text), reply.chunk):
@@ -305,7 +313,7 @@ class FakeServer:
 
     def _anthropic_events(self, reply: Reply, model: str) -> list:
         def e(name: str, obj: dict, is_text: bool = False):
-            return (name, json.dumps({"type": name, **obj}), is_text)
+            return (name, self._json({"type": name, **obj}, reply), is_text)
 
         ev = [e("message_start", {"message": {
             "id": "msg_1", "type": "message", "role": "assistant", "model": model, "content": [],

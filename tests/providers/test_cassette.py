@@ -1,6 +1,7 @@
 """Record against the loopback server, replay offline: in a fresh process with the server
 stopped the program gives the same results, traces and DAG; a changed program fails clearly."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -154,3 +155,226 @@ def test_replay_runtime_takes_the_recorded_name_and_model(tmp_path):
     rt = ReplayRuntime(path)
     assert (rt.name, rt.model) == ("my-model", "gpt-x")
     assert repr(rt) == f"ReplayRuntime({str(path)!r}, 1 calls, 0 replayed)"
+
+
+# -- nothing a reply holds, and nothing that happens while writing, poisons a recording ----------
+
+def _tmp_files(folder):
+    return [n for n in os.listdir(folder) if n.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("raw_utf8, stream", [(False, True), (False, False), (True, False)])
+def test_a_lone_surrogate_poisons_neither_the_runtime_nor_the_recording(
+        provider, server, make_runtime, tmp_path, raw_utf8, stream):
+    """A reply holding U+D800 — JSON-escaped ("\\ud800"), or as the raw bytes ED A0 80, which a
+    non-streamed body decodes to the same lone surrogate — is recorded escaped, not dropped;
+    the re-ask that carries it back to the server is sent (with U+FFFD in its place, since a
+    lone surrogate cannot be encoded), and every later call works and is recorded."""
+    path = tmp_path / "c.json"
+    rec = RecordingRuntime(make_runtime(stream=stream), path)
+    odd = "odd \ud800 reply"
+    server.push(text(odd, raw_utf8=raw_utf8), text('{"call": "a"}'), text("fine"))
+    assert decision.make("Pick.", ["a", "b"], runtime=rec) == "a"
+    assert [a.error_kind for a in decision.last_trace().attempts] == ["no_action", None]
+    assert "odd \ufffd reply" in json.dumps(server.requests[1].body, ensure_ascii=False)
+    assert agent("hi", runtime=rec) == "fine"
+    data = load_cassette(path)
+    assert [c["call"] for c in data["calls"]] == [1, 2, 3]
+    assert data["calls"][0]["response"]["text"] == odd       # kept as it came
+    assert odd in json.dumps(data["calls"][1]["request"], ensure_ascii=False)  # the re-ask
+    assert "odd \\ud800 reply" in path.read_text(encoding="utf-8")  # stored escaped
+    assert _tmp_files(tmp_path) == []
+    # and it replays: the same requests match, the same reply comes back
+    assert decision.make("Pick.", ["a", "b"], runtime=ReplayRuntime(path)) == "a"
+    assert decision.last_trace().attempts[0].reply == odd
+
+
+def test_an_unserialisable_value_from_a_custom_runtime_does_not_poison_the_recording(tmp_path):
+    """A runtime is any object with complete(); one that names its model with an object (or
+    raises an error whose partial text is not a string) used to fail the write of every later
+    call and leave a temporary file behind."""
+    from openprogram import Runtime
+    from openprogram.runtimes import ModelResponse
+
+    class Custom(Runtime):
+        def __init__(self):
+            super().__init__(model="custom")
+            self.n = 0
+
+        def complete(self, messages, *, tools=None, on_text=None, timeout=None):
+            self.n += 1
+            if self.n == 2:
+                raise ModelCallError("flaky", partial=object(), kind="model_error")
+            return ModelResponse(text=f"reply {self.n}", model=object())
+
+    path = tmp_path / "c.json"
+    rec = RecordingRuntime(Custom(), path)
+    q = [{"role": "user", "content": "q"}]
+    assert rec.complete(q).text == "reply 1"
+    with pytest.raises(ModelCallError, match="flaky"):
+        rec.complete(q)
+    assert rec.complete(q).text == "reply 3"
+    calls = load_cassette(path)["calls"]
+    assert [c["call"] for c in calls] == [1, 2, 3]
+    assert calls[0]["response"]["model"].startswith("<object object at")
+    assert _tmp_files(tmp_path) == []
+
+
+_INTERRUPTED = r'''
+import json, os, sys
+from pathlib import Path
+from openprogram.runtimes import RecordingRuntime, ScriptedRuntime, load_cassette
+
+path = Path(sys.argv[1])
+rec = RecordingRuntime(ScriptedRuntime(rule=lambda prompt: "reply to " + prompt), path)
+q = lambda n: [{"role": "user", "content": f"call {n}"}]
+rec.complete(q(0))
+
+# Interrupt one model call at its n-th audited operation (creating, opening, renaming a file,
+# ...), for every n a call goes through. (json's id() calls are not counted: their number grows
+# with the cassette, so the loop would never reach the end of a call.)
+state = {"left": None, "events": 0}
+def hook(event, args):
+    if state["left"] is None or event == "builtins.id":
+        return
+    state["events"] += 1
+    state["left"] -= 1
+    if state["left"] == 0:
+        state["left"] = None
+        raise KeyboardInterrupt(event)
+sys.addaudithook(hook)
+
+report, n = [], 0
+while n < 100:
+    n += 1
+    state["left"], state["events"] = n, 0
+    try:
+        rec.complete(q(n))
+        interrupted = None
+    except KeyboardInterrupt as exc:
+        interrupted = str(exc)
+    state["left"] = None
+    leftover = [f for f in os.listdir(path.parent) if f.endswith(".tmp")]
+    on_disk = len(load_cassette(path)["calls"])   # always a whole cassette
+    report.append({"n": n, "at": interrupted, "tmp": leftover, "on_disk": on_disk})
+    if interrupted is None:
+        break
+rec.complete(q("last"))
+print(json.dumps({"report": report, "kept": len(rec.calls),
+                  "final": len(load_cassette(path)["calls"])}))
+'''
+
+
+def test_interrupted_writes_leave_no_temporary_file_and_a_whole_cassette(tmp_path):
+    """Ctrl-C can land anywhere in a write: the cassette on disk is always the previous whole one
+    or the new whole one, no temporary file is left, and the calls recorded in memory are
+    all written by the next call."""
+    import subprocess
+    import sys
+    path = tmp_path / "rec" / "c.json"
+    proc = subprocess.run([sys.executable, "-c", _INTERRUPTED, str(path)], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    report = out["report"]
+    where = {r["at"] for r in report if r["at"]}
+    assert {"open", "os.rename"} <= where, where   # it did land inside the write
+    assert [r for r in report if r["tmp"]] == []
+    # every call that got as far as being recorded (here all: the scripted model does nothing
+    # audited before it answers) is on disk at the end: the first, each interrupted one, the last
+    assert out["final"] == out["kept"] == len(report) + 2
+
+
+_FULL_DISK = r'''
+import json, os, resource, signal, sys, warnings
+from pathlib import Path
+from openprogram.runtimes import RecordingRuntime, ScriptedRuntime, load_cassette
+
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # a write past the limit fails with EFBIG
+path = Path(sys.argv[1])
+rec = RecordingRuntime(ScriptedRuntime(["short", "x" * 200_000, "short again"]), path)
+q = [{"role": "user", "content": "q"}]
+rec.complete(q)
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, hard))
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    big = rec.complete(q).text
+tmp_after_failure = [f for f in os.listdir(path.parent) if f.endswith(".tmp")]
+on_disk = len(load_cassette(path)["calls"])
+resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+rec.complete(q)
+print(json.dumps({"big": len(big), "warnings": [str(w.message) for w in caught],
+                  "tmp": tmp_after_failure, "on_disk": on_disk,
+                  "final": len(load_cassette(path)["calls"])}))
+'''
+
+
+def test_a_failed_write_warns_keeps_the_calls_and_leaves_no_temporary_file(tmp_path):
+    """A write that fails (here the file-size limit, as a full disk would) does not fail the
+    model call: the reply is returned, a warning names the cassette and the cause, the file
+    on disk stays the last whole one, and the next write holds every call."""
+    import subprocess
+    import sys
+    path = tmp_path / "c.json"
+    proc = subprocess.run([sys.executable, "-c", _FULL_DISK, str(path)], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["big"] == 200_000
+    (warning,) = out["warnings"]
+    assert str(path) in warning and "could not write" in warning and "2 calls" in warning
+    assert out["tmp"] == [] and out["on_disk"] == 1 and out["final"] == 3
+
+
+def test_a_half_written_cassette_says_so(tmp_path):
+    path = _record_one(tmp_path)
+    whole = path.read_text()
+    path.write_text(whole[:len(whole) // 2])
+    with pytest.raises(ValueError) as info:
+        ReplayRuntime(path)
+    msg = str(info.value)
+    assert "cut short" in msg and "re-record" in msg and str(path) in msg
+
+
+@pytest.mark.parametrize("change, expect", [
+    ({"version": 0}, "format version 0, older than"),
+    ({"version": "1"}, "not a format version"),
+    ({"version": None}, "not a format version"),
+    ({"version": 99}, "pip install -U openprogram-decisions"),
+])
+def test_a_cassette_of_another_format_version_says_what_to_do(tmp_path, change, expect):
+    path = _record_one(tmp_path)
+    data = json.loads(path.read_text())
+    data.update(change)
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=expect) as info:
+        ReplayRuntime(path)
+    assert ("re-record" in str(info.value)) == (change["version"] != 99)
+
+
+def test_a_cassette_without_a_version_is_refused(tmp_path):
+    path = _record_one(tmp_path)
+    data = json.loads(path.read_text())
+    del data["version"]
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match='no "version"'):
+        load_cassette(path)
+
+
+@pytest.mark.parametrize("damage, expect", [
+    (lambda c: c.pop("response"), "call #1 .* has no response and no error"),
+    (lambda c: c.pop("request"), "call #1 .* has no request"),
+    (lambda c: c["response"].update(tool_calls=[{"args": {}}]), "call #1 .* tool call"),
+    (lambda c: c.update(response="text"), "call #1 .* a response that is not an object"),
+])
+def test_a_damaged_call_entry_is_named(tmp_path, damage, expect):
+    """A cassette cut or merged by hand fails when it is loaded, naming the call, instead of
+    replaying an empty reply or raising a KeyError in the middle of a program."""
+    path = _record_one(tmp_path)
+    data = json.loads(path.read_text())
+    damage(data["calls"][0])
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=expect) as info:
+        ReplayRuntime(path, strict=False)
+    assert "re-record" in str(info.value)

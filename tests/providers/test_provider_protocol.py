@@ -219,7 +219,7 @@ def test_stream_chunks_reach_observers_as_reply_chunks(provider, server, make_ru
 def test_key_from_environment_reaches_only_the_server(provider, server, monkeypatch):
     from openprogram.runtimes import AnthropicRuntime, OpenAIRuntime
     cls = OpenAIRuntime if provider == "openai" else AnthropicRuntime
-    monkeypatch.setenv(cls.env_key, FAKE_KEY)
+    monkeypatch.setenv(cls.api.env_key, FAKE_KEY)
     rt = cls(model="m", base_url=server.base_url, max_retries=0)
     server.push(text("hi"))
     rt.complete([{"role": "user", "content": "q"}])
@@ -230,10 +230,10 @@ def test_key_from_environment_reaches_only_the_server(provider, server, monkeypa
 def test_missing_key_says_where_to_put_it(provider, monkeypatch):
     from openprogram.runtimes import AnthropicRuntime, OpenAIRuntime
     cls = OpenAIRuntime if provider == "openai" else AnthropicRuntime
-    monkeypatch.delenv(cls.env_key, raising=False)
+    monkeypatch.delenv(cls.api.env_key, raising=False)
     with pytest.raises(ModelCallError) as info:
         cls(model="m")
-    assert cls.env_key in str(info.value) and "api_key=" in str(info.value)
+    assert cls.api.env_key in str(info.value) and "api_key=" in str(info.value)
 
 
 def test_local_server_needs_no_key(monkeypatch):
@@ -281,3 +281,22 @@ def test_import_stays_standard_library_only():
                          timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("cls_name, sdk", [("OpenAIRuntime", "openai"),
+                                           ("AnthropicRuntime", "anthropic")])
+def test_missing_sdk_names_the_distribution_and_its_extra(cls_name, sdk):
+    """`openprogram` on the package index is another project: the hint names this one's
+    distribution. (A None entry in sys.modules is how Python itself marks a module that
+    cannot be imported.)"""
+    import subprocess
+    import sys
+    code = (f"import sys; sys.modules[{sdk!r}] = None\n"
+            f"from openprogram.runtimes import {cls_name}\n"
+            f"try:\n    {cls_name}(model='m', api_key='k')\n"
+            f"except ImportError as exc:\n    print(exc)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert f"pip install 'openprogram-decisions[{sdk}]'" in out.stdout
+    assert f"needs the {sdk!r} package" in out.stdout

@@ -7,12 +7,14 @@ import traceback
 
 import pytest
 
+import openprogram
+
 from fakeserver import FAKE_KEY
 from fakeserver import status, text, tools
 
 from openprogram import DecisionError, agent, decision
 from openprogram.runtimes import ModelCallError, RecordingRuntime
-from openprogram.runtimes._provider import redact
+from openprogram.runtimes._secrets import redact
 
 SECRET_PART = FAKE_KEY[len("sk-op-test-"):]
 
@@ -137,3 +139,160 @@ def test_key_echoed_in_tool_call_arguments_is_redacted(provider, server, make_ru
                         "trace": json.dumps(trace.to_dict(), default=repr),
                         "tools table": trace.to_frame("tools").to_string()}.items():
         assert_clean(blob, where)
+
+
+def assert_no_fragment(blob: str, where: str, n: int = 7) -> None:
+    """Not even a stretch of `n` characters of the key (a cut that keeps 7 of them is a leak
+    that the 8-character check above cannot see)."""
+    leaked = {FAKE_KEY[i:i + n] for i in range(len(FAKE_KEY) - n + 1)} & \
+        {blob[i:i + n] for i in range(len(blob) - n + 1)}
+    assert not leaked, f"pieces of the key {sorted(leaked)} are in {where}"
+
+
+@pytest.mark.parametrize("chunk, stream", [(3, True), (16, True), (40, False)])
+def test_streamed_chunks_are_redacted_before_observers_see_them(provider, server, make_runtime,
+                                                               chunk, stream):
+    """Every piece of text an observer (the live panel) is handed is already redacted, even
+    when the key is cut across chunks: with 16-character chunks the first holds `sk-op-t`,
+    too short to be recognised alone; with 3-character chunks no chunk holds 8."""
+    rt = make_runtime(stream=stream)
+    reply = f'The key: {FAKE_KEY} end. {{"call": "a"}}'
+    server.push(text(reply, chunk=chunk))
+    seen, grown = [], []
+
+    def watch(event):
+        if event.kind == "reply_chunk":
+            seen.append(event.data["text"])
+            grown.append(event.attempt.reply)
+    with openprogram.observe(watch):
+        assert decision.make("Pick.", ["a", "b"], runtime=rt) == "a"
+    final = decision.last_trace().attempts[0].reply
+    assert final == 'The key: [redacted] end. {"call": "a"}'
+    # the chunks add up to the final (redacted) text, and the reply grew through them
+    assert "".join(seen) == final
+    for where, blob in {"chunks": "\n".join(seen), "growing reply": "\n".join(grown)}.items():
+        assert_clean(blob, where)
+        assert_no_fragment(blob, where)
+    if stream:  # held-back tails are short: the text still flows chunk by chunk
+        assert len(seen) >= len(reply) // chunk - len(FAKE_KEY) // chunk - 2
+
+
+def test_key_split_across_chunks_with_on_text(provider, server, make_runtime):
+    rt = make_runtime()
+    server.push(text(f"a{FAKE_KEY}b{FAKE_KEY}", chunk=5))
+    pieces = []
+    resp = rt.complete([{"role": "user", "content": "q"}], on_text=pieces.append)
+    assert resp.text == "a[redacted]b[redacted]" == "".join(pieces)
+
+
+def test_key_echoed_in_a_tool_calls_name_id_and_model_is_redacted(provider, server,
+                                                                  make_runtime, tmp_path):
+    path = tmp_path / "c.json"
+    rt = RecordingRuntime(make_runtime(), path)
+
+    def lookup(q: str) -> str:
+        return "found " + q
+
+    server.push(tools((f"call_{FAKE_KEY}", f"lookup{FAKE_KEY}", {"q": "x"}),
+                      model=f"model-{FAKE_KEY}"),
+                text('```json\n{"call": "a"}\n```'))
+    assert agent("Look x up, then pick.", tools=[lookup], choices=["a"], runtime=rt) == "a"
+    trace = decision.last_trace()
+    (round_,) = trace.tool_rounds
+    assert round_.name == "lookup[redacted]"
+    # the unknown tool's answer, sent back to the server, names the redacted call too
+    second = json.dumps(server.requests[1].body)
+    blobs = {"cassette": path.read_text(), "answer sent back": second,
+             "trace": json.dumps(trace.to_dict(), default=repr),
+             "trace text": trace.format_text() + repr(trace),
+             "tools table": trace.to_frame("tools").to_string(),
+             "dag": json.dumps([n.to_dict() for n in rt.dag.nodes], default=repr)}
+    for where, blob in blobs.items():
+        assert_clean(blob, where)
+    assert "call_[redacted]" in blobs["cassette"] and "model-[redacted]" in blobs["cassette"]
+
+
+def test_key_in_a_long_error_body_is_redacted_before_it_is_shortened(provider, server,
+                                                                     make_runtime):
+    """Error details are cut to 300 characters; cutting first kept `sk-op-t`, 7 characters of
+    the key, which no rule recognises on their own."""
+    rt = make_runtime()
+    long_body = "x" * 293 + FAKE_KEY + " and more"
+    server.push(status(400, long_body, headers={"x-echo": FAKE_KEY}),
+                status(500, long_body, headers={"x-echo": FAKE_KEY}),
+                text("partial reply", chunk=4, error_after=2))
+    errors = []
+    for _ in range(2):
+        with pytest.raises(ModelCallError) as info:
+            rt.complete([{"role": "user", "content": "q"}])
+        errors.append(info.value)
+    assert "rejected the request (400: xxx" in str(errors[0])
+    assert "server error (500: xxx" in str(errors[1])
+    for i, e in enumerate(errors):
+        blob = str(e) + repr(e) + e.partial + "".join(traceback.format_exception(e))
+        assert_clean(blob, f"error {i}")
+        assert_no_fragment(blob, f"error {i}")
+
+
+def test_key_in_the_base_url_path_is_not_shown(provider, server, make_runtime):
+    """Some gateways take the key in the URL path; safe_url drops a query and a password, but
+    a path is kept, so the runtime's repr and its errors redact it."""
+    rt = make_runtime(base_url=f"{server.base_url}/{FAKE_KEY}")
+    server.push(status(404, "no such model"))
+    with pytest.raises(ModelCallError) as info:
+        rt.complete([{"role": "user", "content": "q"}])
+    assert server.requests[0].path.startswith(f"/{FAKE_KEY}/") or \
+        f"/{FAKE_KEY}/" in server.requests[0].path  # the key did reach the server
+    for where, blob in {"repr": repr(rt), "vars": repr(vars(rt)),
+                        "error": str(info.value)}.items():
+        assert_clean(blob, where)
+    assert "[redacted]" in repr(rt)
+
+
+STREAMED = [f"The key: {FAKE_KEY} end.", f"a{FAKE_KEY}b{FAKE_KEY}", FAKE_KEY * 3,
+            f"{FAKE_KEY[:12]} and {FAKE_KEY[-10:]} and {FAKE_KEY[5:20]}{FAKE_KEY[3:15]}",
+            "Authorization: Bearer abc123456789 ok; is bearer bearer model",
+            '{"api_key": "tok_9a8b7c6d5e4f"} and sk-proj-AbCdEf0123456789xyz now',
+            f"x{FAKE_KEY[:7]}", "plain words: sk, be, api, x-api, author"]
+
+
+@pytest.mark.parametrize("whole", STREAMED)
+def test_stream_redactor_adds_up_to_redact_of_the_whole_text(whole):
+    """However the text is cut into pieces, what is passed on adds up to `redact` of the whole,
+    and no prefix of it ever holds more of the key than the whole redacted text does."""
+    import random
+    from openprogram.runtimes._secrets import StreamRedactor
+    want = redact(whole, (FAKE_KEY,))
+    rng = random.Random(7)
+    splits = [[i] for i in range(1, len(whole))]  # every two-piece cut, then random ones
+    splits += [sorted(rng.sample(range(1, len(whole)), rng.randint(2, min(9, len(whole) - 1))))
+               for _ in range(200)]
+    for cuts in splits:
+        pieces = [whole[i:j] for i, j in zip([0, *cuts], [*cuts, len(whole)])]
+        out = []
+        r = StreamRedactor((FAKE_KEY,), out.append)
+        for piece in pieces:
+            r.feed(piece)
+            assert want.startswith("".join(out)), pieces
+        r.close()
+        assert "".join(out) == want, pieces
+
+
+def test_stream_redactor_keeps_the_text_flowing():
+    """Text without a key is held back by at most a key's length, even when its words begin
+    like a key, an auth header or a stretch of the key."""
+    import random
+    from openprogram.runtimes._secrets import StreamRedactor
+    rng = random.Random(3)
+    words = ["the", "model", "sk", "s", "api", "bear", "x-api", "author", "op-test", "Q7x",
+             '{"call":', '"a"}', "tY6", "key:"]
+    whole = " ".join(rng.choice(words) for _ in range(3000))
+    out, fed = [], 0
+    r = StreamRedactor((FAKE_KEY,), out.append)
+    for i in range(0, len(whole), 4):
+        r.feed(whole[i:i + 4])
+        fed = i + len(whole[i:i + 4])
+        assert fed - len("".join(out)) <= len(FAKE_KEY)
+    r.close()
+    assert "".join(out) == whole
+    assert len(out) >= 0.75 * (len(whole) / 4)
