@@ -142,6 +142,16 @@ class ToolsMode(Mode):
                   for tc in calls)]
 
 
+def _document(text: Any) -> Any:
+    """A structured-output reply is one JSON document; None when it is not."""
+    if not isinstance(text, str):
+        return None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
 def decision_schema(menu: list[Option]) -> dict:
     """One JSON Schema whose alternatives are the options' picks, under a root object."""
     picks = [o.pick_schema() for o in menu]
@@ -157,16 +167,11 @@ class JsonSchemaMode(Mode):
         return {"response_format": {"name": "decision", "schema": decision_schema(self.menu)}}
 
     def action(self, response: Any) -> Extraction:
-        text = response.text
-        if isinstance(text, str):
-            try:
-                doc = json.loads(text)
-            except ValueError:
-                doc = None
-            if isinstance(doc, dict) and isinstance(doc.get(ROOT_KEY), dict):
-                return Extraction(doc[ROOT_KEY], "call" if "call" in doc[ROOT_KEY] else None,
-                                  "schema", 1)
-        return find_action(text)  # a server that ignored the schema: read it as menu mode
+        doc = _document(response.text)
+        if isinstance(doc, dict) and isinstance(doc.get(ROOT_KEY), dict):
+            return Extraction(doc[ROOT_KEY], "call" if "call" in doc[ROOT_KEY] else None,
+                              "schema", 1)
+        return find_action(response.text)  # a server that ignored the schema: as menu mode
 
 
 class ResponseSchemaMode(JsonSchemaMode):
@@ -177,15 +182,10 @@ class ResponseSchemaMode(JsonSchemaMode):
         return {"response_format": {"name": option.name, "schema": option.json_schema()}}
 
     def action(self, response: Any) -> Extraction:
-        text = response.text
-        if isinstance(text, str):
-            try:
-                doc = json.loads(text)
-            except ValueError:
-                doc = None
-            if isinstance(doc, dict):
-                return Extraction(doc, None, "schema", 1)
-        return find_action(text, require_key=False)
+        doc = _document(response.text)
+        if isinstance(doc, dict):
+            return Extraction(doc, None, "schema", 1)
+        return find_action(response.text, require_key=False)
 
 
 def format_mode(mode: Any, option: Option) -> Mode:

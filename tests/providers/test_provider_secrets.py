@@ -158,18 +158,19 @@ def test_streamed_chunks_are_redacted_before_observers_see_them(provider, server
     rt = make_runtime(stream=stream)
     reply = f'The key: {FAKE_KEY} end. {{"call": "a"}}'
     server.push(text(reply, chunk=chunk))
-    seen, grown = [], []
+    seen = []
 
     def watch(event):
         if event.kind == "reply_chunk":
             seen.append(event.data["text"])
-            grown.append(event.attempt.reply)
     with openprogram.observe(watch):
         assert decision.make("Pick.", ["a", "b"], runtime=rt) == "a"
     final = decision.last_trace().attempts[0].reply
     assert final == 'The key: [redacted] end. {"call": "a"}'
-    # the chunks add up to the final (redacted) text, and the reply grew through them
+    # the chunks (each event carries only its new text) add up to the final, redacted text;
+    # every prefix of them is what a live view shows while the reply grows
     assert "".join(seen) == final
+    grown = ["".join(seen[:i + 1]) for i in range(len(seen))]
     for where, blob in {"chunks": "\n".join(seen), "growing reply": "\n".join(grown)}.items():
         assert_clean(blob, where)
         assert_no_fragment(blob, where)
