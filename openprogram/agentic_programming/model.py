@@ -51,6 +51,8 @@ class ModelResponse:
     model: str | None = None
     finish_reason: str | None = None  # "stop", "length" / "max_tokens", "tool_calls", ...
     refusal: str | None = None        # the provider's refusal message, when it reports one
+    raw: dict | None = None           # {"request": ..., "response": ...} as sent and received,
+                                      # keys redacted, bounded (provider runtimes fill it)
 
 
 class ModelCaller:

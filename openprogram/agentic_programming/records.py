@@ -46,6 +46,7 @@ class Attempt:
     sent: dict | None = None           # besides the prompt: the tools or the schema the mode sent
     tool_calls: list[dict] | None = None  # the reply's native tool calls, if any
     finish_reason: str | None = None   # why the model stopped, as the provider says
+    raw: dict | None = None            # the raw request and response of the model call, if known
 
     @property
     def ok(self) -> bool:
@@ -66,7 +67,7 @@ class Attempt:
             "started_at": self.started_at, "duration_s": self.duration_s,
             "model_call_id": self.model_call_id, "usage": self.usage,
             "sent": to_jsonable(self.sent), "tool_calls": to_jsonable(self.tool_calls),
-            "finish_reason": self.finish_reason,
+            "finish_reason": self.finish_reason, "raw": to_jsonable(self.raw),
         }
 
 
