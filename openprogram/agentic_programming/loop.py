@@ -129,7 +129,8 @@ class Decider:
         self.trace = DecisionTrace(
             prompt=request, menu=self.menu_text, options=option_infos(menu), entry=entry,
             max_attempts=max_attempts, runtime=getattr(runtime, "name", None),
-            context_keys=sorted(self.context), mode=self.mode.name)
+            context_keys=sorted(self.context), mode=self.mode.name,
+            model=getattr(runtime, "model", None), provider=getattr(runtime, "provider", None))
         self.att: Attempt | None = None
         self._t0 = time.perf_counter()
         self._emit("decision_started", self.trace)

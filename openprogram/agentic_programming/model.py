@@ -62,6 +62,9 @@ class ModelCaller:
     this one is accepted wherever a runtime is."""
 
     name: str | None = None
+    model: str | None = None
+    #: Who serves the model, as OpenTelemetry's gen_ai.provider.name says it ("openai", ...).
+    provider: str | None = None
     #: The ways of asking this runtime can carry out (see modes.py).
     modes: frozenset = frozenset({"menu"})
 

@@ -26,7 +26,8 @@ from .view import trace_html
 
 __all__ = ["ERROR_KINDS", "explain", "Attempt", "ToolRound", "DecisionTrace", "TraceEvent",
            "EVENT_KINDS", "add_observer", "remove_observer", "observe", "emit", "last_trace",
-           "history", "register_trace_view", "trace_view"]
+           "history", "register_trace_view", "trace_view", "register_batch_hook", "batch",
+           "record"]
 
 
 def _now() -> float:
@@ -55,6 +56,8 @@ class DecisionTrace:
     duration_s: float | None = None
     context_keys: list[str] = field(default_factory=list)
     mode: str = "menu"                 # the way of asking: "menu", "tools" or "json_schema"
+    model: str | None = None           # the runtime's model name, when it has one
+    provider: str | None = None        # the runtime's provider ("openai", "anthropic", ...)
 
     @property
     def chosen(self) -> str | None:
@@ -288,6 +291,29 @@ def record(kind: str, trace: DecisionTrace, attempt: Attempt | None = None, **da
     """Apply one event to its trace without publishing it: for decisions that are only
     re-checked (`decision.revalidate`), which observers and `last_trace()` must not see."""
     trace._apply(TraceEvent(kind, trace, attempt, data))
+
+
+_batch_hooks: list[Callable[..., Any]] = []
+
+
+def register_batch_hook(fn: Callable[..., Any], remove: bool = False) -> None:
+    """Plug in something that wraps each batch of decisions (an `evaluate` or `compare` run):
+    `fn(kind, name, attrs)` returns a context manager entered around the run, in the caller's
+    context (OpenTelemetry's parent span is one)."""
+    if remove:
+        if fn in _batch_hooks:
+            _batch_hooks.remove(fn)
+    elif fn not in _batch_hooks:
+        _batch_hooks.append(fn)
+
+
+@contextlib.contextmanager
+def batch(kind: str, name: str | None = None, **attrs) -> Iterator[None]:
+    """Run a batch of decisions inside every registered batch hook's context manager."""
+    with contextlib.ExitStack() as stack:
+        for fn in list(_batch_hooks):
+            stack.enter_context(fn(kind, name, attrs))
+        yield
 
 
 _trace_view: Callable[[DecisionTrace], Any] | None = None

@@ -184,6 +184,12 @@ class ProviderRuntime(Runtime):
     `_request`, `_complete_once` and `_read_event`."""
 
     api = ProviderAPI("provider", "API_KEY", "sdk", "Client", "end", "model-name")
+
+    @property
+    def provider(self) -> str:
+        """OpenTelemetry's gen_ai.provider.name for this runtime: the SDK's name ("openai",
+        "anthropic"), which is what the conventions use."""
+        return self.api.sdk
     #: The key used for a local server (base_url given, no key anywhere): local OpenAI-compatible
     #: servers ignore it but the SDK needs a non-empty one.
     local_key = "not-needed"
