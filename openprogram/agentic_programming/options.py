@@ -11,6 +11,7 @@ against a `Field` (P3).
 """
 from __future__ import annotations
 
+import enum
 import functools
 import inspect
 import json
@@ -45,24 +46,40 @@ class Field:
     fields: dict[str, "Field"] | None = None    # for type "object"
     items: "Field | None" = None                # for type "list"
     nullable: bool = False
+    # The Python values behind `options` where they are not JSON (Enum members, dates): the
+    # model is shown and writes the JSON value, the function receives the Python one.
+    values: list | None = None
+    # A type of the user's (usertypes.py: a pydantic model, dataclass, TypedDict) describes and
+    # validates itself: type_name(), placeholder(), json_schema(), notes(), nested_lines(name,
+    # indent) and validate(value, path, dropped) take the place of the plain logic below.
+    user: Any = None
 
     def type_name(self) -> str:
         if self.type == "list" and self.items is not None:
             return f"list[{self.items.type_name()}]"
-        name = self.type
+        name = self.type if self.user is None else self.user.type_name()
         return f"{name} | null" if self.nullable else name
 
     def placeholder(self) -> Any:
         if self.options:
             return self.options[0]
+        if self.user is not None:
+            return self.user.placeholder()
         if self.type == "object":
             return {k: f.placeholder() for k, f in (self.fields or {}).items()}
         if self.type == "list" and self.items is not None:
             return [self.items.placeholder()]
         return _PLACEHOLDER[self.type]
 
-    def json_schema(self) -> dict:
-        """The JSON Schema of this field (for native tool specs)."""
+    def json_schema(self, defs: dict | None = None) -> dict:
+        """The JSON Schema of this field (for native tool specs). The user's types inside it
+        are written out in place, or, given a `defs` dict, put there and referred to by
+        `$ref` (the form a recursive type needs)."""
+        if self.user is not None:
+            out = self.user.json_schema(defs)
+            if self.description:
+                out["description"] = self.description
+            return {"anyOf": [out, {"type": "null"}]} if self.nullable else out
         base = {"str": "string", "int": "integer", "float": "number", "bool": "boolean",
                 "list": "array", "dict": "object", "object": "object"}.get(self.type)
         out: dict = {} if base is None else {"type": base}
@@ -73,10 +90,10 @@ class Field:
         if self.options:
             out["enum"] = list(self.options)
         if self.type == "object":
-            out["properties"] = {k: f.json_schema() for k, f in (self.fields or {}).items()}
+            out["properties"] = {k: f.json_schema(defs) for k, f in (self.fields or {}).items()}
             out["required"] = list(self.fields or {})
         if self.type == "list" and self.items is not None:
-            out["items"] = self.items.json_schema()
+            out["items"] = self.items.json_schema(defs)
         return out
 
 
@@ -124,8 +141,8 @@ class Option:
         parts = []
         for p in self.llm_params:
             part = f"{p.name}: {p.field.type_name()}"
-            if not p.required:
-                part += f" = {json.dumps(p.default, default=repr)}"
+            if not p.required:  # a default made by a factory has no value to show
+                part += " = ..." if p.default is _MISSING else f" = {shown(p.default)}"
             parts.append(part)
         return f"{self.name}({', '.join(parts)})"
 
@@ -378,8 +395,25 @@ def _meta_field(spec: dict, where: str) -> Field:
 
 
 def _enum_field(values: list) -> Field:
-    kinds = {_SCALARS.get(type(v), "any") for v in values}
-    return Field(kinds.pop() if len(kinds) == 1 else "any", options=values)
+    """A field whose value is one of `values`. Values JSON cannot hold (Enum members, dates) are
+    shown and checked as their JSON value and map back to themselves (`Field.values`)."""
+    shown_values = [to_jsonable(v) for v in values]
+    kinds = {_SCALARS.get(type(v), "any") for v in shown_values}
+    f = Field(kinds.pop() if len(kinds) == 1 else "any", options=shown_values)
+    if any(type(a) is not type(b) or a != b for a, b in zip(values, shown_values)):
+        f.values = list(values)
+    return f
+
+
+_annotation_hooks: list[Callable[[Any, str], "Field | None"]] = []
+
+
+def register_annotation_hook(hook: Callable[[Any, str], "Field | None"]) -> None:
+    """Let `hook(annotation, where)` describe annotations before the plain logic does: it returns
+    a `Field` (usually one with `user` set) for an annotation it claims, else None. usertypes.py
+    plugs in the user's own classes this way."""
+    if hook not in _annotation_hooks:
+        _annotation_hooks.insert(0, hook)
 
 
 def annotation_field(ann: Any, where: str) -> Field:
@@ -389,6 +423,12 @@ def annotation_field(ann: Any, where: str) -> Field:
         return Field("any")
     if isinstance(ann, type) and ann in _SCALARS:
         return Field(_SCALARS[ann])
+    for hook in _annotation_hooks:
+        f = hook(ann, where)
+        if f is not None:
+            return f
+    if isinstance(ann, type) and issubclass(ann, enum.Enum):
+        return _enum_field(list(ann))
     origin = typing.get_origin(ann)
     args = typing.get_args(ann)
     if origin is typing.Annotated:
@@ -463,7 +503,8 @@ def function_params(fn: Callable, where: str) -> list[Param]:
         if "description" in m:
             f.description = str(m["description"])
         if "options" in m:
-            f.options = list(m["options"])
+            choice = _enum_field(list(m["options"]))
+            f.options, f.values = choice.options, choice.values
         source = "context" if m.get("hidden") else "llm"
         params.append(Param(p.name, f, required=p.default is _MISSING, default=p.default,
                             source=source))
@@ -609,16 +650,37 @@ def check_hidden(where: str, params: list[Param], context: dict | None) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+def shown(value: Any) -> str:
+    """A default or an allowed value as the menu shows it: its JSON text (an Enum member as its
+    value, a date as ISO text), or its repr when JSON has no form for it."""
+    j = to_jsonable(value)
+    if isinstance(j, dict) and set(j) == {"repr", "type"}:
+        j = j["repr"]
+    return json.dumps(j)
+
+
+def field_line(name: str, type_name: str, required: bool, default: Any, description: str,
+               notes: list[str], indent: str) -> str:
+    """One line of the menu for a field: `- name (type, required): description; note; ...`."""
+    if required:
+        state = "required"
+    else:
+        state = "optional" if default is _MISSING else f"optional, default {shown(default)}"
+    line = f"{indent}- {name} ({type_name}, {state})"
+    if description:
+        line += f": {description}"
+    return "".join([line, *(f"; {n}" for n in notes)])
+
+
 def _detail_lines(name: str, f: Field, required: bool, default: Any, indent: str) -> list[str]:
-    bits = [f.type_name(), "required" if required else
-            f"optional, default {json.dumps(default, default=repr)}"]
-    line = f"{indent}- {name} ({', '.join(bits)})"
-    if f.description:
-        line += f": {f.description}"
-    if f.options:
-        line += f"; one of: {', '.join(json.dumps(o, default=repr) for o in f.options)}"
-    lines = [line]
-    if f.type == "object":
+    notes = [f"one of: {', '.join(json.dumps(o, default=repr) for o in f.options)}"] \
+        if f.options else []
+    if f.user is not None:
+        notes += f.user.notes()
+    lines = [field_line(name, f.type_name(), required, default, f.description, notes, indent)]
+    if f.user is not None:
+        lines += f.user.nested_lines(name, indent + "  ")
+    elif f.type == "object":
         for k, sub in (f.fields or {}).items():
             lines += _detail_lines(f"{name}.{k}", sub, True, _MISSING, indent + "  ")
     elif f.type == "list" and f.items is not None and f.items.type in ("object", "list"):
@@ -658,8 +720,11 @@ def _describe_value(v: Any) -> str:
     return f"{_JSON_NAMES.get(type(v), type(v).__name__)} {text[:60]}"
 
 
-def _enum_ok(v: Any, options: list) -> bool:
-    return any(v == o and isinstance(v, bool) == isinstance(o, bool) for o in options)
+def _enum_index(v: Any, options: list) -> int | None:
+    for i, o in enumerate(options):
+        if v == o and isinstance(v, bool) == isinstance(o, bool):
+            return i
+    return None
 
 
 def _bad_json_value(value: Any) -> str | None:
@@ -674,15 +739,16 @@ def _bad_json_value(value: Any) -> str | None:
     return None
 
 
-def _check_json_value(value: Any, path: str, deep: bool = False) -> None:
+def _check_json_value(value: Any, path: str, deep: bool = False, numbers: bool = True) -> None:
     """A reply may hold only what JSON means: finite numbers and valid Unicode. Python's json
     module lets through `1e400` (as inf), `NaN`, `Infinity` and lone surrogates (`"\\ud800"`);
-    a value of those never reaches a function, whatever its declared type says. Iterative, so
-    the deepest structure json accepted is checked without recursion."""
+    a value of those never reaches a function, whatever its declared type says (`numbers=False`
+    leaves numbers to a pydantic type's own `allow_inf_nan`). Iterative, so the deepest
+    structure json accepted is checked without recursion."""
     stack = [(value, path)]
     while stack:
         v, where = stack.pop()
-        problem = _bad_json_value(v)
+        problem = _bad_json_value(v) if numbers or isinstance(v, str) else None
         if problem:
             raise ParseError("invalid_value", f"{where} {problem}", where)
         if deep and isinstance(v, list):
@@ -698,6 +764,8 @@ def validate(value: Any, f: Field, path: str, dropped: list[str]) -> Any:
     go to `dropped`). Raises ParseError(type_mismatch / enum_violation / missing_required)."""
     if value is None and f.nullable:
         return None
+    if f.user is not None and f.options is None:
+        return f.user.validate(value, path, dropped)
     t = f.type
     ok = {
         "any": True,
@@ -716,10 +784,14 @@ def validate(value: Any, f: Field, path: str, dropped: list[str]) -> Any:
         _check_json_value(value, path)
     elif t in ("any", "dict") or (t == "list" and f.items is None):
         _check_json_value(value, path, deep=True)
-    if f.options is not None and not _enum_ok(value, f.options):
-        allowed = ", ".join(json.dumps(o, default=repr) for o in f.options)
-        raise ParseError("enum_violation", f"{path} must be one of {allowed}; got "
-                                           f"{json.dumps(value, default=repr)[:60]}", path)
+    if f.options is not None:
+        i = _enum_index(value, f.options)
+        if i is None:
+            allowed = ", ".join(json.dumps(o, default=repr) for o in f.options)
+            raise ParseError("enum_violation", f"{path} must be one of {allowed}; got "
+                                               f"{json.dumps(value, default=repr)[:60]}", path)
+        if f.values is not None:
+            return f.values[i]
     if t == "float" and isinstance(value, int):
         return float(value)
     if t == "list" and f.items is not None:
