@@ -13,6 +13,8 @@ Prints figures; asserts only that each reply gives the pick it was built to give
 from __future__ import annotations
 
 import json
+import os
+import platform
 import re
 import signal
 import sys
@@ -117,38 +119,43 @@ def pick(name="x", **args):
     return json.dumps({"call": name, "args": args} if args else {"call": name})
 
 
-def shapes() -> list[tuple[str, str, dict | None]]:
-    """(label, reply, the pick the reply should give)."""
+def shapes() -> list[tuple[str, str, dict | None, str | None]]:
+    """(label, reply, the pick it should give (None: nothing, or not checked), and for a reply
+    whose JSON alone costs json.loads more than the reference: that JSON, as one document)."""
     prose = ('The user asks "what next?" and I\'ll weigh it: if (ready) { go(); } else { wait(); }'
              ' -- options {a, b} and a set {1, 2}; see the notes. ')
-    distinct = "".join(f'Option {i} looks fine.\n```json\n{pick(f"opt_{i}", n=i)}\n```\n'
-                       for i in range(20_000))
-    out = [
-        ("valid JSON (the reference)", json.dumps({"call": "x", "args": {"k": "a" * SIZE}}),
-         {"call": "x", "args": {"k": "a" * SIZE}}),
+    picks = [pick(f"opt_{i}", n=i, why="it fits") for i in range(5_000)]
+    distinct = "".join(f"Option {i} looks fine, as the notes say; it is cheap and it is quick to "
+                       f"check, which matters here.\n```json\n{p}\n```\n"
+                       for i, p in enumerate(picks))
+    valid = json.dumps({"call": "x", "args": {"k": "a" * SIZE}})
+    repeated_key = "{" + fill('"call": "x", ')[:-2] + "}"
+    wide = json.dumps({"call": "x", "args": {"k": fill('é中\n"\\ab\t')[:SIZE // 2]}},
+                      ensure_ascii=False)
+    return [
+        ("valid JSON (the reference)", valid, {"call": "x", "args": {"k": "a" * SIZE}}, None),
         ("prose, then a fenced pick", fill(prose) + f"\n```json\n{pick(q=1)}\n```",
-         {"call": "x", "args": {"q": 1}}),
+         {"call": "x", "args": {"q": 1}}, None),
         ("```json fences, repeated", fill(f"```json\n{pick(n=1)}\n```\n"),
-         {"call": "x", "args": {"n": 1}}),
-        ("20,000 distinct fenced picks", distinct[:SIZE - 200] if len(distinct) > SIZE
-         else distinct, None),
-        ('{"call": "x"} repeated', fill(pick() + " "), {"call": "x"}),
-        ('{"call": repeated', fill('{"call":'), None),
-        ('{"call": repeated, then }', fill('{"call":')[:-1] + "}", None),
-        ('{"call": "x" (unclosed) repeated', fill('{"call": "x"') + "}", {"call": "x"}),
-        ("1M {", "{" * SIZE, None),
-        ("1M {, then a pick", "{" * SIZE + pick(), {"call": "x"}),
-        ("'{ ' repeated, then a pick", fill("{ ") + pick(), {"call": "x"}),
+         {"call": "x", "args": {"n": 1}}, None),
+        ("5,000 different fenced picks", distinct, json.loads(picks[-1]),
+         "[" + ",".join(picks) + "]"),
+        ('{"call": "x"} repeated', fill(pick() + " "), {"call": "x"}, None),
+        ('{"call": repeated', fill('{"call":'), None, None),
+        ('{"call": repeated, then }', fill('{"call":')[:-1] + "}", None, None),
+        ('{"call": "x" (unclosed) repeated', fill('{"call": "x"') + "}", {"call": "x"}, None),
+        ("a pick, a broken object, repeated", fill('{"call": "a"} {"a": [1, 2 oops '),
+         {"call": "a"}, None),
+        ("1M {", "{" * SIZE, None, None),
+        ("1M {, then a pick", "{" * SIZE + pick(), {"call": "x"}, None),
+        ("'{ ' repeated, then a pick", fill("{ ") + pick(), {"call": "x"}, None),
         ("deep nesting in a pick", '{"call": "x", "args": ' + "[" * (SIZE // 2 - 20)
-         + "]" * (SIZE // 2 - 20) + "}", None),
-        ("one object, a key repeated", "{" + fill('"call": "x", ')[:-2] + "}", {"call": "x"}),
-        ("long string, escapes and non-ASCII",
-         json.dumps({"call": "x", "args": {"k": fill('é中\n"\\ab\t')[:SIZE // 2]}},
-                    ensure_ascii=False), None),
+         + "]" * (SIZE // 2 - 20) + "}", None, None),
+        ("one object, a key repeated", repeated_key, {"call": "x"}, repeated_key),
+        ("long string, escapes and non-ASCII", wide, json.loads(wide), wide),
         ("truncated pick (no closing quote)",
-         '{"call": "x", "args": {"text": "' + "a" * SIZE, None),
+         '{"call": "x", "args": {"text": "' + "a" * SIZE, None, None),
     ]
-    return out
 
 
 # -- timing -------------------------------------------------------------------------------------
@@ -194,32 +201,38 @@ def time_original(text: str) -> float | str:
 def main() -> None:
     t_start = time.perf_counter()
     reference = json.dumps({"call": "x", "args": {"k": "a" * SIZE}})
-    print(f"Python {sys.version.split()[0]}; fastest of 15 runs, each beside a run of the reference. Reference: json.loads of "
-          f"a {len(reference):,}-character document, {{\"call\": \"x\", \"args\": {{\"k\": "
-          f"\"<1,000,000 ASCII characters>\"}}}}.")
-    print(f"The original approach (openprogram 0.5.0) runs once per shape, stopped after "
-          f"{ORIGINAL_LIMIT_S:.0f} s.\n")
-    header = (f"{'reply shape':<36} {'chars':>9} {'found':>6} {'extract':>10} {'ratio':>7}   "
-              f"{'original':>10} {'ratio':>8}")
+    print(f"Python {sys.version.split()[0]} on {platform.machine()}, {os.cpu_count()} CPUs, load "
+          f"average {os.getloadavg()[0]:.1f}. Each figure: the fastest of 15 runs, each run beside")
+    print(f"a run of the reference, json.loads of {{\"call\": \"x\", \"args\": {{\"k\": "
+          f"\"<1,000,000 ASCII characters>\"}}}} ({len(reference):,} characters). The original")
+    print(f"approach (openprogram 0.5.0) runs once per shape and is stopped after "
+          f"{ORIGINAL_LIMIT_S:.0f} s. 'json alone': json.loads of just the JSON")
+    print("the reply holds, as one document, where that alone costs more than the reference.\n")
+    header = (f"{'reply shape':<36} {'chars':>9} {'found':>6} {'extract':>9} {'ratio':>7} "
+              f"{'json alone':>10}   {'original':>9} {'ratio':>7}")
     print(header)
     print("-" * len(header))
     worst = 0.0
-    for label, text, want in shapes():
+    for label, text, want, alone in shapes():
         ex = find_action(text)
-        if want is not None:
-            assert ex.action == want, label
+        assert ex.action == want, label
         t, t_ref = paired_times(lambda: find_action(text), lambda: json.loads(reference), 15)
         ratio = t / t_ref
         worst = max(worst, ratio)
+        floor = "-"
+        if alone is not None:
+            t_alone, t_ref2 = paired_times(lambda: json.loads(alone),
+                                           lambda: json.loads(reference), 15)
+            floor = f"{t_alone / t_ref2:.1f}x"
         t_orig = time_original(text)
-        orig = (f"{t_orig * 1e3:>7.1f} ms {t_orig / t_ref:>7.0f}x"
-                if not isinstance(t_orig, str) else f"{t_orig:>19}")
-        print(f"{label:<36} {len(text):>9,} {ex.candidates:>6} {t * 1e3:>7.2f} ms "
-              f"{ratio:>6.1f}x   {orig}")
-    print(f"\nworst ratio {worst:.1f}x of json.loads of the reference; "
-          f"json.loads of the reference itself took {t_ref * 1e3:.2f} ms")
-    print("'found' is Extraction.candidates. The original approach returns the first candidate, "
-          "not the last, and counts none.")
+        orig = (f"{t_orig * 1e3:>6.1f} ms {t_orig / t_ref:>6.1f}x"
+                if not isinstance(t_orig, str) else f"{t_orig:>17}")
+        print(f"{label:<36} {len(text):>9,} {ex.candidates:>6} {t * 1e3:>6.2f} ms "
+              f"{ratio:>6.1f}x {floor:>10}   {orig}")
+    print(f"\nworst ratio {worst:.1f}x; json.loads of the reference took {t_ref * 1e3:.2f} ms "
+          f"(last measure)")
+    print("'found' is Extraction.candidates. The original approach returns the first candidate "
+          "(not the last) and counts none.")
     print(f"total run time {time.perf_counter() - t_start:.0f} s")
 
 

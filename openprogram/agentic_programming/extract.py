@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import deque
 from dataclasses import dataclass
 
 #: Accepted names of the key that names the option, by precedence.
@@ -180,8 +181,9 @@ def find_action(text: str, *, require_key: bool = True) -> Extraction:
     failed = None      # (start, at, reason) of the last object that failed and held a call key
     budget = n + 65536  # characters the decoder may read again after failures
     pos = 0
-    steps: list[tuple] = []  # the last steps, to notice text that repeats
+    steps: deque = deque(maxlen=2 * _BLOCK)  # the last steps, to notice text that repeats
     quiet_until = -1   # a repeat was looked for and not found up to here
+    wait = waited = 0  # steps until the next look for a repeat, after looks that found none
     while pos <= stop:
         s = next_start(pos)
         if s < 0:
@@ -224,9 +226,11 @@ def find_action(text: str, *, require_key: bool = True) -> Extraction:
             last = rec
         kind = (nxt - pos, s - pos, found, rec is not None, reason, spent)
         steps.append((pos, kind, found, rec, fail if fail is failed else None, spent, window, s))
-        if len(steps) > 2 * _BLOCK:
-            del steps[0]
-        block = _repeating(text, steps, nxt) if pos >= quiet_until else None
+        block = None
+        if pos >= quiet_until and waited >= wait:
+            block = _repeating(text, steps, nxt)
+            wait, waited = (0 if block else min(2 * wait + 1, 64)), 0
+        waited += 1
         if block is not None:
             # The same steps on the same text as just before: the blocks of steps that follow on
             # the same text again do the same, so they are counted by comparing text.
@@ -255,23 +259,22 @@ def find_action(text: str, *, require_key: bool = True) -> Extraction:
     if last is None and failed is None and stop + 1 < n:
         # Nothing after the last `}` can close, so it was not decoded above; the object there
         # that holds a call key is most likely the pick the reply was cut off in.
-        m = (_START if require_key else _START_ANY).search(text, stop + 1)
-        if m is not None and (not require_key or _KEY_RE.search(text, m.start())):
-            _, at, reason, _ = _decode(text, m.start())
+        s = _start_finder(text, n - 1, require_key)(stop + 1)
+        if s >= 0 and (not require_key or _KEY_RE.search(text, s)):
+            _, at, reason, _ = _decode(text, s)
             if reason is _TOO_DEEP:
-                at = _past_deep(text, m.start())[0]
-            failed = (m.start(), at, reason) if reason else None
+                at = _past_deep(text, s)[0]
+            failed = (s, at, reason) if reason else None
     return _result(text, count, last, failed, require_key)
 
 
-def _repeating(text: str, steps: list, nxt: int):
+def _repeating(text: str, steps: deque, nxt: int):
     """(period, the last j steps) when the last j steps did what the j before them did, on text
     that repeats from one block to the next; None otherwise."""
-    kind = steps[-1][1]
+    steps = list(steps)
+    kinds = [st[1] for st in steps]
     for j in range(1, len(steps) // 2 + 1):
-        if steps[-1 - j][1] != kind:
-            continue
-        if any(steps[-i][1] != steps[-i - j][1] for i in range(2, j + 1)):
+        if kinds[-j:] != kinds[-2 * j:-j]:
             continue
         a, b = steps[-2 * j][0], steps[-j][0]
         if nxt - b == b - a and text.startswith(text[a:b], b):

@@ -1,6 +1,6 @@
 """Everything the model writes is untrusted (A5, A6): values for hidden parameters, hostile or
 huge replies, replies that are not text, several candidates; and bad option sets that must fail
-before any model call. Speed is measured in benchmarks/bench_decision.py, not asserted here."""
+before any model call. Speed is measured in benchmarks/bench_extract.py, not asserted here."""
 import json
 import random
 from typing import Any

@@ -79,10 +79,10 @@ EXPECTED = {  # name -> (candidates per repeat or in all, pick)
 @pytest.mark.rule("A5")
 @pytest.mark.parametrize("name", sorted(REPEATED))
 def test_A5_decoder_entries_do_not_grow_with_the_repeats(name, decoder):
-    """Each shape at 2,000 and at 32,000 repeats: the same results, and the decoder is entered
-    a handful of times, not once per candidate or per brace."""
+    """Each shape at 2,000, 32,000 and 128,000 repeats: the same results, and the decoder is
+    entered a few times, not once per candidate or per brace."""
     entries = {}
-    for n in (2_000, 32_000):
+    for n in (2_000, 32_000, 128_000):
         text = REPEATED[name](n)
         decoder.entries = decoder.read = 0
         ex = find_action(text)
@@ -90,7 +90,7 @@ def test_A5_decoder_entries_do_not_grow_with_the_repeats(name, decoder):
         assert (ex.candidates, ex.action) == (count(n), want)
         assert decoder.read <= 2 * len(text) + 10_000
         entries[n] = decoder.entries
-    assert entries[32_000] <= entries[2_000] + 3 and entries[32_000] <= 32, entries
+    assert max(entries.values()) <= 32 and entries[128_000] <= entries[32_000] + 2, entries
 
 
 @pytest.mark.rule("A6")
