@@ -1,19 +1,19 @@
 """Finding the model's pick in its reply: the last JSON object with a `call` key.
 
-The reply is untrusted text of any size and shape, so the reading is left to the json module's C
-decoder (`scan_once`) and Python steps only from one place an object can start to the next (a `{`
-and a quoted key, before the last `}`), found by plain substring search. A decoded object is
-skipped whole (one without a call key that holds one is searched inside); one that fails is
-retried from just after its start, within a budget of about one extra pass, since an object can
-begin inside what looked like a string; a failed nest of openers is settled by decoding its
-innermost level; a nest deeper than the decoder allows is passed a few hundred levels at a time.
-The decoder reads slices just long enough to settle each object, because its error counts the
-lines before the error's position. A model stuck in a loop writes the same text again and again:
-when a step of the search is followed by the same text, the steps that repeat it are counted by
-comparing text, not decoded, so the decoder never re-reads the reply once per candidate. The pick
-comes back with the option's name under `call` whichever alias named it (the original project's
-`_normalize_action`). `value_span` finds, after a failure, where the value an error path names
-sits in the raw reply.
+The reply is untrusted text of any size and shape, so the json module's C decoder (`scan_once`)
+does the reading and Python only steps from one place an object can start (a `{` and a quoted
+key, before the last `}`, found by substring search) to the next. A decoded object is skipped
+whole, or searched inside when it holds a call key without having one; a failed one is retried
+from just after its start, within a budget of about one extra pass, because an object can begin
+inside what looked like a string; a failed nest of openers is settled by decoding its innermost
+level; a nest deeper than the decoder allows is passed a few hundred levels at a time. Each object
+is decoded from a slice just long enough to settle it, because the decoder's error counts the
+lines before its position. A model stuck in a loop writes the same text over and over: when a
+block of steps does what the block before it did, on text that repeats, the blocks that follow
+on the same text are counted by comparing text rather than decoded, so no reply makes the
+decoder re-read it once per candidate. The pick comes back with the option's name under `call`
+whichever alias named it (the original project's `_normalize_action`); `value_span` finds, after a
+failure, where the value an error path names sits in the raw reply.
 """
 from __future__ import annotations
 
@@ -34,14 +34,14 @@ _START_ANY = re.compile(r'\{[ \t\r\n]*["}]')
 # object level. (Greedy, not possessive: re in 3.11 mis-reports groups of possessive repeats.)
 _LEVEL = rf"\{{{_WS}{_STRING}{_WS}:{_WS}|\[{_WS}"
 _NEST = re.compile(rf"(?:(\{{{_WS}{_STRING}{_WS}:{_WS})|\[{_WS})+")
-# A nest deeper than the decoder allows is passed this many levels at a time (as the tokenizer
-# before this one did); group 1 of _DEEP_LEVELS is the last level passed.
+# A nest deeper than the decoder allows is passed this many levels at a time; group 1 of
+# _DEEP_LEVELS is the last level passed.
 _DEEP_STEP = 512
 _BLOCK = 8  # repeats are noticed in blocks of up to this many steps
 _TOO_DEEP = "it is nested deeper than the JSON decoder allows"
 _DEEP_LEVELS = re.compile(rf"(?:({_LEVEL})){{1,{_DEEP_STEP}}}")
 _DEEP_BRACKETS = re.compile(rf"(?:[^{{\[]*+[{{\[]){{1,{_DEEP_STEP}}}+")
-_DIGITS = re.compile(r"[0-9]{1000,}")
+_NOT_JSON = re.compile(r"[0-9]{1000,}|-?Infinity|NaN")
 _PATH_PART = re.compile(r"\.?([^.\[\]]+)|\[([0-9]+)\]")
 _NO_KEY = ('the reply holds no JSON object with a "call" key (nor "action", "function" or '
            '"tool")')
@@ -52,14 +52,20 @@ _SLICE_CAP = 1 << 24
 _FIRST_SLICE = 256  # most objects a model writes fit; the decoder stops at the object's end
 _SLICE_STEP = 4096
 
-_DECODER = json.JSONDecoder(strict=False)  # models write raw newlines inside strings
+
+def _not_json(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+# strict=False: models write raw newlines inside strings. NaN and Infinity are Python's, not JSON.
+_DECODER = json.JSONDecoder(strict=False, parse_constant=_not_json)
 _scan = _DECODER.scan_once  # the C scanner: (value, end) for the JSON value starting at an index
 
 
 @dataclass
 class Extraction:
     """The pick found in a reply, and how it was found."""
-    action: dict | None         # the JSON object, the option's name under "call" (None: nothing usable)
+    action: dict | None         # the JSON object, the option's name under "call" (None: none)
     key: str | None             # which alias named the option, as the model wrote it
     found_in: str | None        # "fence" (inside a ``` block) or "text"
     candidates: int             # how many objects with a call key the reply holds
@@ -337,11 +343,12 @@ def _failure(text: str, s: int, err: Exception) -> tuple[int, str, int]:
     if isinstance(err, StopIteration):  # the C scanner's "no value here", at err.value
         at = err.value if isinstance(err.value, int) else s
         return at, "expecting value", min(at + 8, n)
-    # int() refuses a number with too many digits (sys.set_int_max_str_digits)
-    m = _DIGITS.search(text, s)
+    # NaN or Infinity, or a number with more digits than int() takes (sys.set_int_max_str_digits)
+    m = _NOT_JSON.search(text, s)
     if m is None:
         return s, str(err), n
-    return m.start(), "a number with too many digits", min(m.end() + 8, n)
+    what = "a number with too many digits" if m.group()[-1].isdigit() else f"{m.group()} (not JSON)"
+    return m.start(), what, min(m.end() + 8, n)
 
 
 def _past_deep(text: str, s: int) -> tuple[int, int]:

@@ -165,6 +165,24 @@ def test_A5_memory_beside_a_20_mb_reply_stays_bounded(reply):
     assert peak < 8_000_000, peak
 
 
+@pytest.mark.rule("P1")
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity"])
+def test_P1_nan_and_infinity_are_not_json(value):
+    ex = find_action('{"call": "a", "args": {"v": %s}} then {"call": "b"}' % value)
+    assert ex.action == {"call": "b"} and ex.candidates == 1
+    ex = find_action('{"call": "a", "args": {"v": %s}}' % value)
+    assert ex.action is None and f"{value} (not JSON) at character 28" in ex.problem
+
+
+@pytest.mark.rule("A5")
+def test_A5_a_pick_nested_within_the_decoders_depth_is_found_and_a_deeper_one_is_not():
+    ex = find_action('{"call": "x", "args": ' + "[" * 300 + "]" * 300 + "}")
+    assert ex.action["call"] == "x"
+    ex = find_action('{"call": "x", "args": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    assert ex.action is None and ex.candidates == 0
+    assert "nested deeper than the JSON decoder allows" in ex.problem
+
+
 # -- where the value an error path names sits in the raw reply ------------------------------------
 
 def marked(text, path):
