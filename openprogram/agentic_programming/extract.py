@@ -98,20 +98,24 @@ def _start_finder(text: str, stop: int, require_key: bool):
     substring search does most of the work: it skips runs of braces and long strings that a
     regular expression would try one position at a time."""
     find, end = text.find, stop + 1
-    closers = '"' if require_key else '"}'
     search = (_START if require_key else _START_ANY).search
-    hits = [-2] * len(closers)  # the next `{"` (and `{}`) found, -1 when there is none
+    hit = [-2, -2]  # the next `{"` and `{}` found, -1 when there is none
+
+    def plain(pos: int) -> int:
+        """The next `{"` (or `{}`): an object starts just before a quote, so jump to one first."""
+        if -1 != hit[0] < pos:
+            mark = find('"', pos + 1, end)
+            hit[0] = find('{"', mark - 1, end) if mark > 0 else -1
+        if require_key:
+            return hit[0]
+        if -1 != hit[1] < pos:
+            hit[1] = find("{}", pos, end)
+        return min(hit) if min(hit) >= 0 else max(hit)
 
     def next_start(pos: int) -> int:
-        q = end
-        for k, closer in enumerate(closers):
-            at = hits[k]
-            if -1 != at < pos:
-                # an object starts just before a quote (or a `}`): jump to the next one first
-                mark = find(closer, pos + 1, end)
-                at = hits[k] = find("{" + closer, mark - 1, end) if mark > 0 else -1
-            if 0 <= at < q:
-                q = at
+        q = plain(pos)
+        if q < 0:
+            q = end
         # A start with whitespace after its `{` lies before q only if a `{` does, and after it
         # a quote (or a `}`).
         f = find("{", pos, q)
@@ -230,13 +234,18 @@ def find_action(text: str, *, require_key: bool = True) -> Extraction:
         count += found
         if rec is not None:
             last = rec
+        waited += 1
+        if waited + 2 * _BLOCK < wait:  # no look for a repeat soon: keep no record
+            pos = nxt
+            continue
         kind = (nxt - pos, s - pos, found, rec is not None, reason, spent)
         steps.append((pos, kind, found, rec, fail if fail is failed else None, spent, window, s))
         block = None
-        if pos >= quiet_until and waited >= wait:
+        if pos >= quiet_until and waited > wait:
             block = _repeating(text, steps, nxt)
             wait, waited = (0 if block else min(2 * wait + 1, 64)), 0
-        waited += 1
+            if wait > 2 * _BLOCK:
+                steps.clear()
         if block is not None:
             # The same steps on the same text as just before: the blocks of steps that follow on
             # the same text again do the same, so they are counted by comparing text.
@@ -294,17 +303,15 @@ def _decode(text: str, s: int) -> tuple:
     for a nest deeper than the decoder allows). The decoder gets the shortest slice that settles
     the object, because a JSONDecodeError counts the lines before its position: on the whole
     reply, every failure would cost a pass over the reply."""
-    n = len(text)
     close = text.find("}", s + _FIRST_SLICE, s + _SLICE_STEP)  # nothing closes before a `}`
     size = close + 1 - s if close >= 0 else _FIRST_SLICE
     while True:
-        if s == 0 or size > _SLICE_CAP:
-            piece, i, size = text, s, n - s
+        if s and size <= _SLICE_CAP:
+            piece, shift = text[s:s + size], s
         else:
-            piece, i = text[s:s + size], 0
-        shift = s - i
+            piece, shift, size = text, 0, len(text) - s
         try:
-            value, end = _scan(piece, i)
+            value, end = _scan(piece, s - shift)
             return value, end + shift, None, end + shift
         except RecursionError:
             # how far it read before giving up: the shortest doubling slice on which it gives up
@@ -322,9 +329,9 @@ def _decode(text: str, s: int) -> tuple:
                     break
             return None, s, _TOO_DEEP, reach
         except (ValueError, StopIteration) as err:
-            at, reason, read_to = _failure(piece, i, err)
-            if read_to < len(piece) or s + size >= n:
-                if at + shift >= n:
+            at, reason, read_to = _failure(piece, s - shift, err)
+            if read_to < len(piece) or s + size >= len(text):
+                if at + shift >= len(text):
                     reason = "the reply ends inside a JSON object"
                 return None, at + shift, reason, read_to + shift
         more = text.find("}", s + 2 * size - 1, s + 4 * size)  # twice as much, up to a `}`
