@@ -1,8 +1,8 @@
-"""How fast the decision core is, offline: menu rendering, extraction and a whole decision on
-ScriptedRuntime for 10- and 100-option menus, and extraction on hostile replies beside json.loads
-of a valid document of the same size (the A5 "linear time" claim, as a ratio).
+"""How fast the decision core is, offline: menu rendering, extraction of a realistic reply and a
+whole decision on ScriptedRuntime for 10- and 100-option menus. Extraction on hostile replies is
+measured in bench_extract.py.
 
-Run: .venv/bin/python benchmarks/bench_decision.py   (about 10-20 s on 2 cores)
+Run: .venv/bin/python benchmarks/bench_decision.py   (a few seconds)
 Prints figures; asserts nothing about time.
 """
 from __future__ import annotations
@@ -84,37 +84,6 @@ def bench_menus() -> list[tuple]:
     return rows
 
 
-def bench_hostile() -> list[tuple]:
-    hostile = {
-        '1M "{"': "{" * 1_000_000,
-        '{"a": x100k': '{"a":' * 100_000,
-        '{"call": x100k': '{"call":' * 100_000,
-    }
-    rows = []
-    for label, text in hostile.items():
-        assert decision.extract_action(text) is None
-        # a valid JSON document of the same length, for scale: a list of short strings
-        item = '"abcdefgh",'
-        body = item * ((len(text) - 2) // len(item))
-        valid = "[" + body.rstrip(",") + "]"
-        valid += " " * (len(text) - len(valid))
-        json.loads(valid)
-        t_extract = median_time(lambda: decision.extract_action(text), repeat=5)
-        t_json = median_time(lambda: json.loads(valid), repeat=5)
-        rows.append((label, len(text), t_extract, t_json, t_extract / t_json))
-    return rows
-
-
-def bench_scaling() -> list[tuple]:
-    """extract_action on `{"call":` repeated k times: time per character stays flat (linear)."""
-    rows = []
-    for k in (25_000, 50_000, 100_000, 200_000):
-        text = '{"call":' * k
-        t = median_time(lambda: decision.extract_action(text), repeat=3)
-        rows.append((k, len(text), t, t / len(text)))
-    return rows
-
-
 def main() -> None:
     t_start = time.perf_counter()
     trace_mod.history.clear()
@@ -127,16 +96,6 @@ def main() -> None:
               f"{whole * 1e3:>11.3f} ms {reused * 1e3:>12.3f} ms")
     print("(decision.make normalises the option set on every call; 'make, one Menu' reuses "
           "one normalised set, as evaluate does)")
-    print("\nHostile replies (extract_action) beside json.loads of a valid document of the same "
-          "size:")
-    print(f"{'reply':<16} {'chars':>9} {'extract_action':>15} {'json.loads':>11} {'ratio':>7}")
-    for label, size, t_extract, t_json, ratio in bench_hostile():
-        print(f"{label:<16} {size:>9} {t_extract * 1e3:>12.1f} ms {t_json * 1e3:>8.1f} ms "
-              f"{ratio:>6.1f}x")
-    print('\nLinearity: extract_action on {"call": repeated k times')
-    print(f"{'k':>8} {'chars':>9} {'time':>10} {'per char':>10}")
-    for k, size, t, per in bench_scaling():
-        print(f"{k:>8} {size:>9} {t * 1e3:>7.1f} ms {per * 1e9:>7.0f} ns")
     print(f"\ntotal run time {time.perf_counter() - t_start:.1f} s")
 
 

@@ -1,0 +1,245 @@
+"""How fast the pick is found in a reply, per reply shape, as a ratio to json.loads of a fixed
+reference document of the same size, beside the original project's approach on the same input.
+
+The reference is json.loads of {"call": "x", "args": {"k": "<1,000,000-character ASCII string>"}}.
+Every reply is about 1 MB. The original approach is openprogram 0.5.0's extract_action (the
+package of that name on the package index), reproduced below; it stops at the first candidate
+and rescans from every `{`, so on some shapes it runs for minutes: it gets a time limit and is
+reported as stopped there.
+
+Run: .venv/bin/python benchmarks/bench_extract.py   (about half a minute on 2 shared cores)
+Prints figures; asserts only that each reply gives the pick it was built to give.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import signal
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from openprogram.agentic_programming.extract import find_action  # noqa: E402
+
+SIZE = 1_000_000
+ORIGINAL_LIMIT_S = 3.0
+
+
+# -- the original project's approach ------------------------------------------------------------
+# From openprogram 0.5.0 (PyPI), openprogram/agentic_programming/decision.py: _iter_json_objects,
+# _has_call_key, _normalize_action and extract_action, unchanged but for names.
+
+_ORIGINAL_ALIASES = ("call", "action", "function", "tool")
+
+
+def _original_iter_json_objects(text):
+    start = text.find("{")
+    while start != -1:
+        depth = 0
+        in_string = False
+        escape = False
+        for i in range(start, len(text)):
+            c = text[i]
+            if escape:
+                escape = False
+                continue
+            if c == "\\":
+                escape = True
+                continue
+            if c == '"' and not escape:
+                in_string = not in_string
+                continue
+            if in_string:
+                continue
+            if c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+                if depth == 0:
+                    try:
+                        yield json.loads(text[start:i + 1])
+                    except json.JSONDecodeError:
+                        pass
+                    break
+        start = text.find("{", start + 1)
+
+
+def _original_has_call_key(obj):
+    if not isinstance(obj, dict):
+        return None
+    for k in _ORIGINAL_ALIASES:
+        if k in obj:
+            return k
+    return None
+
+
+def _original_normalize_action(obj, matched_key):
+    if matched_key == "call":
+        return obj
+    out = {"call": obj[matched_key]}
+    for k, v in obj.items():
+        if k != matched_key:
+            out[k] = v
+    return out
+
+
+def original_extract_action(text):
+    if not text:
+        return None
+    for fence in re.findall(r"```(?:json)?\s*\n?(.*?)\n?\s*```", text, re.DOTALL):
+        try:
+            obj = json.loads(fence)
+        except json.JSONDecodeError:
+            for obj in _original_iter_json_objects(fence):
+                key = _original_has_call_key(obj)
+                if key:
+                    return _original_normalize_action(obj, key)
+            continue
+        key = _original_has_call_key(obj)
+        if key:
+            return _original_normalize_action(obj, key)
+    for obj in _original_iter_json_objects(text):
+        key = _original_has_call_key(obj)
+        if key:
+            return _original_normalize_action(obj, key)
+    return None
+
+
+# -- reply shapes -------------------------------------------------------------------------------
+
+def fill(unit: str, size: int = SIZE) -> str:
+    return unit * (size // len(unit))
+
+
+def pick(name="x", **args):
+    return json.dumps({"call": name, "args": args} if args else {"call": name})
+
+
+def shapes() -> list[tuple[str, str, dict | None, str | None]]:
+    """(label, reply, the pick it should give (None: nothing, or not checked), and for a reply
+    whose JSON alone costs json.loads more than the reference: that JSON, as one document)."""
+    prose = ('The user asks "what next?" and I\'ll weigh it: if (ready) { go(); } else { wait(); }'
+             ' -- options {a, b} and a set {1, 2}; see the notes. ')
+    picks = [pick(f"opt_{i}", n=i, why="it fits") for i in range(5_000)]
+    distinct = "".join(f"Option {i} looks fine, as the notes say; it is cheap and it is quick to "
+                       f"check, which matters here.\n```json\n{p}\n```\n"
+                       for i, p in enumerate(picks))
+    valid = json.dumps({"call": "x", "args": {"k": "a" * SIZE}})
+    repeated_key = "{" + fill('"call": "x", ')[:-2] + "}"
+    wide = json.dumps({"call": "x", "args": {"k": fill('é中\n"\\ab\t')[:SIZE // 2]}},
+                      ensure_ascii=False)
+    return [
+        ("valid JSON (the reference)", valid, {"call": "x", "args": {"k": "a" * SIZE}}, None),
+        ("prose, then a fenced pick", fill(prose) + f"\n```json\n{pick(q=1)}\n```",
+         {"call": "x", "args": {"q": 1}}, None),
+        ("```json fences, repeated", fill(f"```json\n{pick(n=1)}\n```\n"),
+         {"call": "x", "args": {"n": 1}}, None),
+        ("5,000 different fenced picks", distinct, json.loads(picks[-1]),
+         "[" + ",".join(picks) + "]"),
+        ('{"call": "x"} repeated', fill(pick() + " "), {"call": "x"}, None),
+        ('{"call": repeated', fill('{"call":'), None, None),
+        ('{"call": repeated, then }', fill('{"call":')[:-1] + "}", None, None),
+        ('{"call": "x" (unclosed) repeated', fill('{"call": "x"') + "}", {"call": "x"}, None),
+        ("a pick, a broken object, repeated", fill('{"call": "a"} {"a": [1, 2 oops '),
+         {"call": "a"}, None),
+        ("1M {", "{" * SIZE, None, None),
+        ("1M {, then a pick", "{" * SIZE + pick(), {"call": "x"}, None),
+        ("'{ ' repeated, then a pick", fill("{ ") + pick(), {"call": "x"}, None),
+        ("deep nesting in a pick", '{"call": "x", "args": ' + "[" * (SIZE // 2 - 20)
+         + "]" * (SIZE // 2 - 20) + "}", None, None),
+        ("one object, a key repeated", repeated_key, {"call": "x"}, repeated_key),
+        ("long string, escapes and non-ASCII", wide, json.loads(wide), wide),
+        ("truncated pick (no closing quote)",
+         '{"call": "x", "args": {"text": "' + "a" * SIZE, None, None),
+    ]
+
+
+# -- timing -------------------------------------------------------------------------------------
+
+def paired_times(fn, reference, rounds: int) -> tuple[float, float]:
+    """Least CPU time of `fn` and of `reference`, run in turns. CPU time of this process, not
+    wall time: the machine these figures come from is shared, and wall time there measures the
+    other users as much as this code."""
+    best, best_ref = float("inf"), float("inf")
+    for _ in range(rounds):
+        t0 = time.process_time()
+        reference()
+        t1 = time.process_time()
+        fn()
+        t2 = time.process_time()
+        best_ref, best = min(best_ref, t1 - t0), min(best, t2 - t1)
+    return best, best_ref
+
+
+class _Stopped(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise _Stopped
+
+
+def time_original(text: str) -> float | str:
+    """CPU seconds for one run of the original approach, or why there is no figure."""
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, ORIGINAL_LIMIT_S)
+    try:
+        t0 = time.process_time()
+        original_extract_action(text)
+        return time.process_time() - t0
+    except _Stopped:
+        return f"stopped at {ORIGINAL_LIMIT_S:.0f} s"
+    except RecursionError:
+        return "RecursionError"
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def main() -> None:
+    t_start = time.perf_counter()
+    reference = json.dumps({"call": "x", "args": {"k": "a" * SIZE}})
+    print(f"Python {sys.version.split()[0]} on {platform.machine()}, {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.1f}.")
+    print("Each figure: the least CPU time of 15 runs, each beside a run of the reference, "
+          "json.loads of")
+    print(f"{{\"call\": \"x\", \"args\": {{\"k\": \"<1,000,000 ASCII characters>\"}}}} "
+          f"({len(reference):,} characters). The original approach")
+    print(f"(openprogram 0.5.0) runs once per shape, stopped after {ORIGINAL_LIMIT_S:.0f} s. "
+          "'json alone': json.loads of just the")
+    print("JSON the reply holds, as one document, where that alone costs more than the "
+          "reference.\n")
+    header = (f"{'reply shape':<36} {'chars':>9} {'found':>6} {'extract':>9} {'ratio':>7} "
+              f"{'json alone':>10}   {'original':>9} {'ratio':>7}")
+    print(header)
+    print("-" * len(header))
+    worst = 0.0
+    for label, text, want, alone in shapes():
+        ex = find_action(text)
+        assert ex.action == want, label
+        t, t_ref = paired_times(lambda: find_action(text), lambda: json.loads(reference), 15)
+        ratio = t / t_ref
+        worst = max(worst, ratio)
+        floor = "-"
+        if alone is not None:
+            t_alone, t_ref2 = paired_times(lambda: json.loads(alone),
+                                           lambda: json.loads(reference), 15)
+            floor = f"{t_alone / t_ref2:.1f}x"
+        t_orig = time_original(text)
+        orig = (f"{t_orig * 1e3:>6.1f} ms {t_orig / t_ref:>6.1f}x"
+                if not isinstance(t_orig, str) else f"{t_orig:>17}")
+        print(f"{label:<36} {len(text):>9,} {ex.candidates:>6} {t * 1e3:>6.2f} ms "
+              f"{ratio:>6.1f}x {floor:>10}   {orig}")
+    print(f"\nworst ratio {worst:.1f}x; json.loads of the reference took {t_ref * 1e3:.2f} ms "
+          f"(last measure)")
+    print("'found' is Extraction.candidates. The original approach returns the first candidate "
+          "(not the last) and counts none.")
+    print(f"total run time {time.perf_counter() - t_start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
