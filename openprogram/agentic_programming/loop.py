@@ -16,7 +16,7 @@ import time
 from typing import Any, Callable
 
 from .errors import DecisionError, ModelCallError, ParseError, Retry, explain, reply_head
-from .extract import extract_action
+from .extract import extract_action, value_span
 from .modes import MenuMode, Mode, get_mode
 from .model import (ModelCaller, ModelResponse, check_modes, current_runtime, deadline_after, resolve_runtime, run_sync,
                     settle_value)
@@ -215,20 +215,20 @@ class Decider:
                                               f"a complete pick: {ex.problem}")
             raise ParseError("no_action", ex.problem)
         self._step("extracted", candidates=ex.candidates, extracted=ex.action,
-                   found_in=ex.found_in, key_alias=ex.key)
+                   found_in=ex.found_in, key_alias=ex.key, span=ex.span)
         return ex
 
     def check(self) -> tuple[Option, dict]:
         """Find the pick in the reply and validate it (P1-P5)."""
         ex = self.extract()
-        name = ex.action[ex.key]
+        name = ex.action["call"]  # whichever alias the model wrote; ex.key keeps that alias
         if not isinstance(name, str):
             raise ParseError("bad_args", f'"{ex.key}" must be an option name (a string), got '
-                                         f"{type(name).__name__}", ex.key)
+                                         f"{type(name).__name__}", "call")
         option = self.by_name.get(name)
         if option is None:
             raise ParseError("unknown_call", f"{name!r} is not an option; the options are "
-                                             f"{', '.join(self.by_name)}", ex.key)
+                                             f"{', '.join(self.by_name)}", "call")
         dropped: list[str] = []
         if "args" in ex.action:
             args = ex.action["args"]
@@ -238,9 +238,9 @@ class Decider:
                 self.att = replace(self.att, chosen=name)
                 raise ParseError("bad_args", f'"args" must be a JSON object, got '
                                              f"{type(args).__name__}", "args")
-            dropped += [k for k in ex.action if k not in (ex.key, "args")]
+            dropped += [k for k in ex.action if k not in ("call", "args")]
         else:  # the flat form {"call": "x", "field": ...}; its paths still read args.field
-            args = {k: v for k, v in ex.action.items() if k != ex.key}
+            args = {k: v for k, v in ex.action.items() if k != "call"}
         return option, self.bind(option, args, dropped)
 
     def bind(self, option: Option, args: dict, dropped: list[str]) -> dict:
@@ -257,8 +257,14 @@ class Decider:
         return kwargs
 
     def record_failure(self, err: ParseError) -> None:
+        # Where the offending value sits in the raw reply: looked for only now, off the path
+        # of a decision that succeeds.
+        att = self.att
+        where = None
+        if err.path and att.span is not None and isinstance(att.reply, str):
+            where = value_span(att.reply, att.span, err.path)
         self._step("attempt_failed", error_kind=err.kind, error_message=err.message,
-                   error_path=err.path)
+                   error_path=err.path, error_span=where)
 
     # -- the loop -----------------------------------------------------------------------------
     async def settle(self, check: Callable[[], Any] | None = None, run: bool = True):

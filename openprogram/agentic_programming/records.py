@@ -29,7 +29,9 @@ class Attempt:
     prompt: str
     reply: str | None = None
     extracted: dict | None = None
-    found_in: str | None = None        # "fence" or "text"
+    found_in: str | None = None        # "fence", "text", "tool_call" or "schema"
+    span: tuple[int, int] | None = None        # where the extracted JSON sits in the reply
+    error_span: tuple[int, int] | None = None  # where the value at error_path sits in it
     key_alias: str | None = None       # "call", "action", "function" or "tool"
     candidates: int = 0
     error_kind: str | None = None
@@ -60,6 +62,8 @@ class Attempt:
             "reply": self.reply if self.reply is None or isinstance(self.reply, str)
             else repr(self.reply),
             "extracted": to_jsonable(self.extracted), "found_in": self.found_in,
+            "span": None if self.span is None else list(self.span),
+            "error_span": None if self.error_span is None else list(self.error_span),
             "key_alias": self.key_alias, "candidates": self.candidates,
             "error_kind": self.error_kind, "error_message": self.error_message,
             "error_path": self.error_path, "chosen": self.chosen, "args": to_jsonable(self.args),

@@ -59,9 +59,6 @@ def test_P1_aliases_of_call_come_back_under_call(alias):
 
 @pytest.mark.rule("P1")
 @pytest.mark.parametrize("alias", ["action", "function", "tool"])
-@pytest.mark.xfail(raises=KeyError, strict=True,
-                   reason="decision.py's check() still reads the name at ex.action[ex.key]; with "
-                          "the pick normalised it must read ex.action['call'] (the lead's file)")
 def test_P1_aliases_of_call_decide(alias):
     att = one_attempt(OPTIONS, json.dumps({alias: "go", "args": {"city": "Oslo"}}))
     assert att.key_alias == alias and att.chosen == "go" and att.args == {"city": "Oslo"}
@@ -417,3 +414,13 @@ def test_P8_decision_error_pickles():
     assert isinstance(copy, DecisionError)
     assert (copy.kind, copy.message, copy.reply_head) == ("no_action", info.value.message,
                                                           "nothing")
+
+
+def test_an_attempt_records_where_the_json_and_the_bad_value_sit_in_the_reply():
+    reply = 'Plan: ```json\n{"call": "go", "args": {"city": 42}}\n```'
+    att = one_attempt(OPTIONS, reply)
+    assert att.error_kind == "type_mismatch" and att.error_path == "args.city"
+    s, e = att.span
+    assert reply[s:e] == '{"call": "go", "args": {"city": 42}}'
+    s, e = att.error_span
+    assert reply[s:e] == "42"
