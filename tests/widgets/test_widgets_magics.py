@@ -164,8 +164,13 @@ def test_in_a_kernel_the_panel_is_shown_live_and_keeps_the_failure(live_shell):
     assert [("op-attempt-failed" in v._dom_classes) for v in views] == [True, True]
     assert "op-final-error" in panel.outcome.value and "unknown_call" in panel.outcome.value
     assert "&lt;b&gt;no&lt;/b&gt; json" in all_html(panel)
-    # once the decision is over, the output is refreshed so its text copy is the whole trace
-    assert sh.handles[0].updates == [panel]
+    # once the decision is over, the output is refreshed: its text and HTML copies are the
+    # final state (what nbconvert and a saved notebook keep), not the running one
+    ((updated, bundle),) = sh.handles[0].updates
+    assert updated is panel
+    assert bundle["text/plain"] == panel.trace.format_text()
+    assert "op-final-error" in bundle["text/html"] and "running" not in bundle["text/html"]
+    assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == panel.model_id
     assert repr(panel).startswith(f"<DecisionTrace #{panel.trace.id} make failed")
 
 

@@ -96,7 +96,8 @@ def test_hidden_params_dropped_and_injected_fields_are_shown():
     body = panel.attempts_box.children[0].body.value
     assert "dropped (never used): args.user_id, args.x" in body
     assert "injected: user_id" in body
-    assert "user_id: str = '' [hidden: from context]" in panel.tables.children[1].value
+    assert html.escape("user_id: str = '' [hidden: from context]") in \
+        panel.tables.children[1].value
 
 
 @pytest.mark.parametrize("payload", PAYLOADS)
