@@ -320,6 +320,7 @@ class _TestBox(W.VBox):
         try:
             code = self.generate()
         except Exception as exc:  # whatever was typed, the reason shows here, not in a log
+            self.code.value = ""      # a test of the earlier settings must not be saved now
             self.status.value = error_html("Cannot write the test", exc)
             self.details.layout.display = "flex"
             return False
