@@ -132,10 +132,12 @@ class DecisionPanel(StaticCopy, W.VBox):
         return self.trace.format_text() if self.trace else "<DecisionPanel: no decision yet>"
 
     def static_html(self) -> str:
-        """The decision as it stands, as static HTML (what the panel's output carries)."""
+        """The decision as it stands, as static HTML (what the panel's output carries). Its
+        class `op-widget-copy` tells a notebook test (nbval) that this copy was refreshed after
+        it was first shown, so a re-run sees an earlier state of it."""
         if self.trace is None:
-            return view.wrap(view.header_html(None), "op-panel op-static")
-        return trace_html(self.trace)
+            return view.wrap(view.header_html(None), "op-panel op-static op-widget-copy")
+        return trace_html(self.trace, "op-widget-copy")
 
     def show(self) -> None:
         """Display the panel here; when its decision ends, the output's text and HTML copies

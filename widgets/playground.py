@@ -103,7 +103,7 @@ class Playground(StaticCopy, W.VBox):
             + view.label("The options the model can pick")
             + view.options_table_html([o.info() for o in self.menu])
             + self.status.value + (view.trace_html(trace) if trace is not None else ""),
-            "op-playground op-static")
+            "op-playground op-static op-widget-copy")
 
     def _click(self, action) -> None:
         """A button's handler: whatever goes wrong shows in the status line, never in the

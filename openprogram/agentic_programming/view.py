@@ -242,8 +242,9 @@ def tools_html(trace: DecisionTrace | None) -> str:
             + _table(*_tools_rows(trace), cls="op-tools"))
 
 
-def trace_html(trace: DecisionTrace) -> str:
-    """The whole decision as static, escaped HTML (what `display(trace)` and exports show)."""
+def trace_html(trace: DecisionTrace, cls: str = "") -> str:
+    """The whole decision as static, escaped HTML (what `display(trace)` and exports show);
+    `cls` adds classes to the outer element."""
     parts = [header_html(trace)]
     parts += [attempt_html(a, trace) for a in trace.attempts]
     parts.append(tools_html(trace))
@@ -251,7 +252,7 @@ def trace_html(trace: DecisionTrace) -> str:
     for table in ("attempts", "options"):
         parts.append(f'<details><summary style="{LABEL_STYLE};cursor:pointer">Table: {table}'
                      f"</summary>{table_html(trace, table)}</details>")
-    return wrap(_TABLE_STYLE + "".join(parts), "op-panel op-static")
+    return wrap(_TABLE_STYLE + "".join(parts), f"op-panel op-static {cls}".strip())
 
 
 # ---------------------------------------------------------------------------------------------
