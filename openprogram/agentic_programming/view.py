@@ -117,7 +117,7 @@ def wrap(body: str, cls: str = "") -> str:
 # ---------------------------------------------------------------------------------------------
 
 def attempt_state(att: Attempt) -> str:
-    """"failed", "ok" (its pick passed) or "running"."""
+    """The state an attempt is drawn in: "failed", "ok" (its pick passed) or "running"."""
     if att.error_kind:
         return "failed"
     return "ok" if att.ok else "running"
