@@ -117,7 +117,12 @@ def injected(page) -> dict:
     and the flag a payload that ran would have set."""
     return page.evaluate(
         """(selector) => {
-             const outs = [...document.querySelectorAll('.jp-OutputArea-output')]
+             // this notebook only (JupyterLab may restore other open notebooks in the page);
+             // an exported page has only this one
+             const app = window.jupyterapp;
+             const notebookRoot = () => app ? app.shell.currentWidget.node : document.body;
+             const root = notebookRoot();
+             const outs = [...root.querySelectorAll('.jp-OutputArea-output')]
                           .filter(o => !o.querySelector('.mj-control'));
              const all = sel => outs.flatMap(o => [...o.querySelectorAll(sel)]);
              const show = e => e.outerHTML.slice(0, 160);
@@ -134,8 +139,14 @@ def injected(page) -> dict:
 
 
 def open_all_details(page) -> None:
-    page.evaluate("() => document.querySelectorAll('.jp-OutputArea-output details')"
+    page.evaluate("() => (window.jupyterapp ? window.jupyterapp.shell.currentWidget.node "
+                  ": document).querySelectorAll('.jp-OutputArea-output details')"
                   ".forEach(d => { d.open = true; })")
+
+
+def page_text(page) -> str:
+    return page.evaluate("() => (window.jupyterapp ? window.jupyterapp.shell.currentWidget"
+                         ".node : document.body).innerText")
 
 
 def assert_payloads_shown_as_text(text: str, places=PLACES) -> None:
@@ -155,32 +166,35 @@ def ran(lab):
     page.set_viewport_size({"width": 1400, "height": 24_000})
     try:
         lab.run_all_and_wait(page)     # the last cell fails on purpose (the option raises)
-        page.locator(".op-playground").wait_for(state="visible")
-        yield page, path
+        # this notebook's own panel (JupyterLab may also restore notebooks other tests opened)
+        notebook = page.locator("[id='%s']" % page.evaluate(
+            "() => window.jupyterapp.shell.currentWidget.id"))
+        notebook.locator(".op-playground").wait_for(state="visible")
+        yield page, path, notebook
     finally:
         lab.close(page)
 
 
 def test_no_payload_runs_or_makes_markup_live(lab, ran):
-    page, _ = ran
+    page, _, notebook = ran
     page.wait_for_function("() => window.__control === 1")
-    page.locator(".mj-control mjx-container").first.wait_for(state="attached", timeout=30_000)
+    notebook.locator(".mj-control mjx-container").first.wait_for(state="attached", timeout=30_000)
     # the playground: its prompt holds a payload, and a reply holding another is typed in
-    pg = page.locator(".op-playground")
+    pg = notebook.locator(".op-playground")
     pg.locator(".op-playground-reply textarea").fill(P[15] + ' {"call": "value"}')
     pg.locator("button.op-playground-run").click()
     pg.locator(".op-result").wait_for(state="visible")
     # 4 magics, %decision_trace, display(trace), the playground's
-    assert page.locator(".op-panel").count() == 7
+    assert notebook.locator(".op-panel").count() == 7
     open_all_details(page)
     page.wait_for_timeout(500)     # a bounded settle, for ontoggle / onfocus handlers
-    assert_payloads_shown_as_text(page.locator(".jp-Notebook").inner_text())
+    assert_payloads_shown_as_text(page_text(page))
     found = injected(page)
     assert found == CLEAN, found
 
 
 def test_no_payload_runs_or_makes_markup_in_an_nbconvert_export(lab, ran, tmp_path):
-    page, path = ran
+    page, path, _ = ran
     page.evaluate("async () => await window.jupyterapp.commands.execute('docmanager:save')")
     page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty")
     out = tmp_path / "export"
@@ -199,7 +213,7 @@ def test_no_payload_runs_or_makes_markup_in_an_nbconvert_export(lab, ran, tmp_pa
         view.wait_for_timeout(500)
         # (not what was typed into the playground, nor the progress bars: a widget's output
         # keeps the copy made when it was shown, and the bars have none)
-        assert_payloads_shown_as_text(view.locator("body").inner_text(),
+        assert_payloads_shown_as_text(page_text(view),
                                       set(PLACES) - {15, 17})
         found = injected(view)
         assert found == CLEAN, found
