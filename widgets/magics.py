@@ -10,13 +10,13 @@ magic has `--help`.
 """
 from __future__ import annotations
 
+import functools
 import keyword
 from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
-from IPython.display import display
 
 __all__ = ["DecisionMagics", "load_ipython_extension", "unload_ipython_extension"]
 
@@ -58,6 +58,21 @@ def _first_flag(line: str, flags: list[str]) -> int:
                 return i
         i += 1
     return len(line)
+
+
+def _decision_flags(func):
+    """The flags %%decide and %%agent share: --runtime, --context, --timeout, --as."""
+    for flag in reversed([
+            argument("--runtime", "-r", default=None,
+                     help="the Runtime to call (default: the one set with %%decision_runtime)"),
+            argument("--context", "-c", default=None,
+                     help="a dict with the values of hidden parameters"),
+            argument("--timeout", type=float, default=None,
+                     help="seconds for the whole decision, re-asks and tool rounds included"),
+            argument("--as", dest="as_name", default=None, metavar="NAME",
+                     help="also bind the result to this variable")]):
+        func = flag(func)
+    return func
 
 
 @magics_class
@@ -171,36 +186,42 @@ class DecisionMagics(Magics):
         from .panel import DecisionPanel
         panel = DecisionPanel(options=options, options_expr=_unquote(options_expr),
                               context=context, tools=tools)
-        # In a kernel the panel shows as soon as the decision starts and updates live; a
-        # terminal shows the finished trace as text.
+        # In a kernel the panel shows as soon as the decision starts, updates live, and
+        # refreshes its output's text and HTML copies when the decision ends (what nbconvert
+        # and a saved notebook keep); a terminal shows the finished trace as text.
         live = getattr(self.shell, "kernel", None) is not None
-        handles = []
-        show = (lambda p: handles.append(display(p, display_id=True))) if live else None
-        with panel.live(show=show):
+        with panel.live(show=DecisionPanel.show if live else None):
             try:
                 return call()
             finally:
-                if handles and handles[0] is not None:
-                    # The widget view is already live; updating the output refreshes its
-                    # text/plain copy (the finished trace) for nbconvert and text front ends.
-                    handles[0].update(panel)
                 if not live and panel.trace is not None:
                     print(panel.trace.format_text())
+
+    def _decision_cell(self, magic, line: str, cell: str, start) -> Any:
+        """What %%decide and %%agent share: read the flags, look the names up, make the
+        decision with its panel live, bind --as. `start(args, prompt, options, runtime,
+        context)` checks the magic's own flags and returns the call that makes the decision
+        and the tools the panel's test needs."""
+        args = self._parse(magic, line)
+        if args is None:
+            return None
+        self._check_as(args.as_name)
+        prompt = self._prompt(cell)
+        options = self._eval(args.options, "OPTIONS")
+        rt = self._runtime(args.runtime)
+        ctx = self._context(args.context)
+        call, tools = start(args, prompt, options, rt, ctx)
+        result = self._run(call, options, args.options, ctx, tools)
+        self._bind(args.as_name, result)
+        return result
 
     # -- %%decide -----------------------------------------------------------------------------
     @no_var_expand
     @magic_arguments()
     @argument("options", nargs="+", help="the option set: a variable name or a Python expression")
-    @argument("--runtime", "-r", default=None,
-              help="the Runtime to call (default: the one set with %%decision_runtime)")
-    @argument("--context", "-c", default=None,
-              help="a dict with the values of hidden parameters")
     @argument("--max-retries", type=int, default=1,
               help="re-asks after a bad reply (default 1; 0 turns them off)")
-    @argument("--timeout", type=float, default=None,
-              help="seconds for the whole decision, re-asks included")
-    @argument("--as", dest="as_name", default=None, metavar="NAME",
-              help="also bind the result to this variable")
+    @_decision_flags
     @cell_magic
     def decide(self, line, cell):
         """Run `decision.make` with the cell as the prompt and show the decision panel.
@@ -213,23 +234,15 @@ class DecisionMagics(Magics):
             %%decide OPTIONS --as step
             The order {order_id} is late. Pick the next step.
         """
-        args = self._parse(self.decide, line)
-        if args is None:
-            return None
-        self._check_as(args.as_name)
-        if args.max_retries < 0:
-            raise UsageError(f"--max-retries {args.max_retries}: give 0 or more (0 turns "
-                             f"re-asks off)")
-        prompt = self._prompt(cell)
-        options = self._eval(args.options, "OPTIONS")
-        rt = self._runtime(args.runtime)
-        ctx = self._context(args.context)
-        from openprogram import decision
-        result = self._run(lambda: decision.make(
-            prompt, options, runtime=rt, context=ctx, max_retries=args.max_retries,
-            timeout_s=args.timeout), options, args.options, ctx)
-        self._bind(args.as_name, result)
-        return result
+        def start(args, prompt, options, rt, ctx):
+            if args.max_retries < 0:
+                raise UsageError(f"--max-retries {args.max_retries}: give 0 or more (0 turns "
+                                 f"re-asks off)")
+            from openprogram import decision
+            return (lambda: decision.make(prompt, options, runtime=rt, context=ctx,
+                                          max_retries=args.max_retries,
+                                          timeout_s=args.timeout)), None
+        return self._decision_cell(self.decide, line, cell, start)
 
     # -- %%agent ------------------------------------------------------------------------------
     @no_var_expand
@@ -240,15 +253,9 @@ class DecisionMagics(Magics):
               help="the tools: a function, a list of them, or names separated by commas")
     @argument("--toolset", default=None,
               help="a toolset: a variable (an Agent, a list) or a registered toolset name")
-    @argument("--runtime", "-r", default=None,
-              help="the Runtime to call (default: the one set with %%decision_runtime)")
-    @argument("--context", "-c", default=None,
-              help="a dict with the values of hidden parameters")
     @argument("--max-iterations", type=int, default=20,
               help="model calls allowed in the tool loop (default 20)")
-    @argument("--timeout", type=float, default=None, help="seconds for the whole turn")
-    @argument("--as", dest="as_name", default=None, metavar="NAME",
-              help="also bind the result to this variable")
+    @_decision_flags
     @cell_magic
     def agent(self, line, cell):
         """Run a full turn, `agent(prompt, tools=..., choices=OPTIONS)`, and show the panel.
@@ -260,28 +267,19 @@ class DecisionMagics(Magics):
             %%agent OPTIONS --tools search,fetch --as answer
             Find out whether {city} has a direct train to Rome, then pick.
         """
-        args = self._parse(self.agent, line)
-        if args is None:
-            return None
-        self._check_as(args.as_name)
-        prompt = self._prompt(cell)
-        options = self._eval(args.options, "OPTIONS")
-        rt = self._runtime(args.runtime)
-        ctx = self._context(args.context)
-        tools = self._eval(args.tools, "--tools") if args.tools else None
-        toolset = None
-        if args.toolset:
-            name = _unquote(args.toolset.strip())
-            # A bare name that is not a notebook variable is a registered toolset's name.
-            toolset = name if name.isidentifier() and name not in self.shell.user_ns \
-                else self._eval(name, "--toolset")
-        from openprogram import agent
-        result = self._run(lambda: agent(
-            prompt, tools=tools, toolset=toolset, choices=options, runtime=rt, context=ctx,
-            max_iterations=args.max_iterations, timeout_s=args.timeout),
-            options, args.options, ctx, tools)
-        self._bind(args.as_name, result)
-        return result
+        def start(args, prompt, options, rt, ctx):
+            tools = self._eval(args.tools, "--tools") if args.tools else None
+            toolset = None
+            if args.toolset:
+                name = _unquote(args.toolset.strip())
+                # A bare name that is not a notebook variable is a registered toolset's name.
+                toolset = name if name.isidentifier() and name not in self.shell.user_ns \
+                    else self._eval(name, "--toolset")
+            from openprogram import agent
+            return (lambda: agent(prompt, tools=tools, toolset=toolset, choices=options,
+                                  runtime=rt, context=ctx, max_iterations=args.max_iterations,
+                                  timeout_s=args.timeout)), tools
+        return self._decision_cell(self.agent, line, cell, start)
 
     # -- %decision_menu -----------------------------------------------------------------------
     @no_var_expand
@@ -379,11 +377,10 @@ class DecisionMagics(Magics):
 def menu_frame(menu) -> Any:
     """The option table of `%decision_menu`: one row per parameter (an option without
     parameters has one row)."""
-    import pandas as pd
     rows = []
-    for o in menu:
-        info = o.info()
-        base = {"option": o.name, "kind": o.kind, "description": o.description}
+    for info in (o.info() for o in menu):
+        base = {"option": info["name"], "kind": info["kind"],
+                "description": info["description"]}
         if not info["params"]:
             rows.append({**base, "parameter": "", "type": "", "required": None,
                          "default": None, "allowed": None, "hidden": None, "source": ""})
@@ -392,8 +389,22 @@ def menu_frame(menu) -> Any:
                          "required": p["required"], "default": p["default"],
                          "allowed": p["options"], "hidden": p["hidden"],
                          "source": p["source"]})
-    return pd.DataFrame(rows, columns=["option", "kind", "description", "parameter", "type",
-                                       "required", "default", "allowed", "hidden", "source"])
+    return _frame_class()(rows, columns=["option", "kind", "description", "parameter", "type",
+                                         "required", "default", "allowed", "hidden", "source"])
+
+
+@functools.cache
+def _frame_class():
+    """A DataFrame whose HTML view MathJax leaves alone: an option's description is the
+    author's text, and `$...$` in it must show as written, not as typeset math or a link."""
+    import pandas as pd
+
+    class MenuFrame(pd.DataFrame):
+        def _repr_html_(self):
+            with pd.option_context("display.html.use_mathjax", False):
+                return super()._repr_html_()
+
+    return MenuFrame
 
 
 def load_ipython_extension(ipython) -> None:

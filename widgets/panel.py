@@ -3,253 +3,61 @@
 `DecisionPanel(trace)` draws one decision with ipywidgets' standard widgets only (no front-end
 build): per attempt the prompt with its menu, the raw reply, the extracted JSON, the validation
 error, the chosen option and its arguments; then the tool rounds, the resolved result or the final
-error, and the trace's tables (the DataFrames of `trace.to_frame()`), plus a button that turns the
-decision into a pytest test. `DecisionPanel()` without a trace attaches to the next decision whose
-events its `observer` sees, and redraws as they arrive (reply chunks at most every `min_interval`
-seconds). `trace_html(trace)` is the same content as static HTML, for `display(trace)`.
-Everything a model wrote and every option name or description is passed through `html.escape`
-before it reaches any HTML: a reply can never run script or add markup.
+error, and the trace's tables, plus a button that turns the decision into a pytest test. Every
+part is drawn by `openprogram.agentic_programming.view`, the same escaped HTML that
+`display(trace)` and static exports show; the panel only places the parts into widgets and keeps
+them current. `DecisionPanel()` without a trace attaches to the next decision whose events its
+`observer` sees, and redraws as they arrive: it adds up the streamed reply from the `reply_chunk`
+events itself (at most one redraw every `min_interval` seconds) and draws every other event from
+the attempt and trace records that event carries. Its output also carries a `text/html` copy of
+the decision — refreshed with the final state when the decision ends, for a panel shown with
+`show()` — so notebook viewers without widgets (GitHub, nbconvert) show the decision too.
+Buttons never raise into the kernel's log: what goes wrong is said in the panel.
 """
 from __future__ import annotations
 
 import contextlib
-import html
-import json
+import pathlib
 import threading
 import time
 from typing import Any
 
 import ipywidgets as W
+from IPython.display import display
 
-from openprogram.agentic_programming.trace import Attempt, DecisionTrace, TraceEvent, explain
+from openprogram.agentic_programming import view
+from openprogram.agentic_programming.trace import Attempt, DecisionTrace, TraceEvent
+from openprogram.agentic_programming.view import esc, trace_html
 
-__all__ = ["DecisionPanel", "trace_html", "attempt_html"]
+__all__ = ["DecisionPanel", "StaticCopy", "trace_html", "error_html"]
 
-# Colours: a failed attempt is red, a passed one green, one in progress grey; the outcome box
-# repeats the colour so the end of a decision reads at a glance.
-_OK, _OK_BG = "#2e7d32", "#eef7ee"
-_BAD, _BAD_BG = "#c62828", "#fdeeee"
-_RUN, _RUN_BG = "#757575", "#f6f6f6"
-_PRE = ("white-space:pre-wrap;word-break:break-word;margin:2px 0 6px 0;padding:6px;"
-        "background:#fff;border:1px solid #ddd;border-radius:3px;font-size:12px;"
-        "font-family:var(--jp-code-font-family,monospace);max-height:{h}px;overflow:auto")
-_LABEL = "font-weight:600;font-size:12px;color:#333;margin-top:4px"
-# Headers never break inside a word; cells wrap between words only (overflow-wrap:break-word
-# keeps the columns' minimum widths), and the table scrolls sideways when it is too wide.
-_TABLE_STYLE = ("<style>.op-table table{border-collapse:collapse;font-size:12px;width:max-content}"
-                ".op-table th,.op-table td{border:1px solid #ddd;padding:2px 6px;"
-                "text-align:left;vertical-align:top;max-width:420px;white-space:pre-wrap;"
-                "word-break:normal;overflow-wrap:break-word}"
-                ".op-table th{white-space:nowrap}.op-table thead th{background:#f3f3f3}</style>")
+_BAD = view.COLOURS["failed"][0]
+# The events after which the whole panel is redrawn from the trace (the others touch one part).
+_SETTLING = ("attempt_failed", "validated", "resolved", "decision_failed")
 
 
-def esc(value: Any) -> str:
-    """Escaped text of any value (quotes included, so it is safe in attributes too)."""
-    return html.escape(value if isinstance(value, str) else str(value), quote=True)
+def error_html(what: str, exc: BaseException | str) -> str:
+    """A red line saying what could not be done and why (escaped)."""
+    why = exc if isinstance(exc, str) else f"{type(exc).__name__}: {view.safe_str(exc)}"
+    return f'<span style="color:{_BAD}">{esc(what)}: {esc(view.clip(why, 2000))}</span>'
 
 
-def _pre(text: Any, height: int = 260, cls: str = "") -> str:
-    return (f'<pre class="{cls}" style="{_PRE.format(h=height)}">{esc(text)}</pre>')
+class StaticCopy:
+    """Mixed into a widget whose output should read well without it: beside the widget view,
+    the output carries the whole `repr` as text (ipywidgets would cut it to 110 characters) and
+    `static_html()`, for front ends that cannot draw widgets (nbconvert, GitHub). The root
+    element opts out of math typesetting, as every view does."""
 
+    def _repr_mimebundle_(self, **kwargs):
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if isinstance(bundle, dict):
+            bundle["text/plain"] = repr(self)
+            bundle["text/html"] = self.static_html()
+        return bundle
 
-def _label(text: str) -> str:
-    return f'<div style="{_LABEL}">{esc(text)}</div>'
-
-
-def _json(obj: Any) -> str:
-    return json.dumps(obj, indent=2, ensure_ascii=False, default=repr)
-
-
-def _state(att: Attempt, trace: DecisionTrace) -> str:
-    if att.error_kind:
-        return "failed"
-    return "ok" if att.ok else "running"
-
-
-def attempt_title(att: Attempt, trace: DecisionTrace) -> str:
-    state = _state(att, trace)
-    colour = {"ok": _OK, "failed": _BAD}.get(state, _RUN)
-    what = {"ok": f"picked {att.chosen}", "failed": f"failed: {att.error_kind}"}.get(
-        state, "waiting for the reply" if not att.reply else "reply arriving")
-    bits = [f"attempt {att.number} of {trace.max_attempts}"]
-    if att.is_last and trace.max_attempts > 1:
-        bits.append("last")
-    if att.duration_s is not None:
-        bits.append(f"{att.duration_s:.2f}s")
-    if att.usage:
-        bits.append(f"{att.usage.get('input_tokens') or 0} in / "
-                    f"{att.usage.get('output_tokens') or 0} out tokens")
-    return (f'<div class="op-attempt-title" style="font-weight:600;color:{colour}">'
-            f"{esc(' · '.join(bits))} — {esc(what)}</div>")
-
-
-def attempt_prompt_html(att: Attempt) -> str:
-    first = "prompt and menu" if att.number == 1 else "re-ask: the previous reply, the problem, the menu"
-    return (f'<details class="op-prompt"><summary style="{_LABEL};cursor:pointer">'
-            f"Sent to the model ({esc(first)}; {len(att.prompt)} characters)</summary>"
-            f"{_pre(att.prompt, 320)}</details>")
-
-
-def attempt_body_html(att: Attempt) -> str:
-    """The reply and what the mechanism made of it."""
-    parts = [_label("Raw reply" + ("" if att.reply is not None else " (none yet)"))]
-    reply = att.reply if isinstance(att.reply, str) else ("" if att.reply is None
-                                                          else repr(att.reply))
-    parts.append(_pre(reply, 240, "op-reply"))
-    if att.extracted is not None:
-        how = f"found in a {att.found_in}" if att.found_in == "fence" else f"found in the {att.found_in}"
-        parts.append(_label(f"Extracted JSON ({how}, key \"{att.key_alias}\", "
-                            f"{att.candidates} candidate(s); the last one is the pick)"))
-        parts.append(_pre(_json(att.extracted), 200, "op-extracted"))
-    elif att.error_kind == "no_action":
-        parts.append(_label(f"Extracted JSON: none ({att.candidates} candidate(s))"))
-    if att.error_kind:
-        where = f" at {att.error_path}" if att.error_path else ""
-        parts.append(
-            f'<div class="op-error" style="margin:4px 0;padding:6px;border-radius:3px;'
-            f'background:#fff;border:1px solid {_BAD};color:{_BAD}">'
-            f"<b>{esc(att.error_kind)}</b>{esc(where)}: {esc(att.error_message or '')}"
-            f'<div style="color:#555;font-size:12px">{esc(explain(att.error_kind))}</div></div>')
-    if att.chosen and not att.error_kind:
-        parts.append(_label(f"Chosen option: {att.chosen}"))
-        parts.append(_pre(_json(att.args if att.args is not None else {}), 160, "op-args"))
-        extras = []
-        if att.dropped:
-            extras.append(f"dropped (never used): {', '.join(att.dropped)}")
-        if att.injected:
-            extras.append(f"injected: {', '.join(att.injected)}")
-        if extras:
-            parts.append(f'<div style="font-size:12px;color:#555">{esc("; ".join(extras))}</div>')
-    return "".join(parts)
-
-
-def attempt_html(att: Attempt, trace: DecisionTrace) -> str:
-    """One attempt as a box: red when it failed, green when its pick passed."""
-    state = _state(att, trace)
-    colour, bg = {"ok": (_OK, _OK_BG), "failed": (_BAD, _BAD_BG)}.get(state, (_RUN, _RUN_BG))
-    return (f'<div class="op-attempt op-attempt-{state}" style="border-left:4px solid {colour};'
-            f'background:{bg};padding:4px 8px;margin:4px 0">'
-            + attempt_title(att, trace) + attempt_prompt_html(att) + attempt_body_html(att)
-            + "</div>")
-
-
-def header_html(trace: DecisionTrace | None) -> str:
-    if trace is None:
-        return ('<div class="op-header" style="font-weight:600">Decision: waiting for it to '
-                "start…</div>")
-    colour = {"resolved": _OK, "failed": _BAD}.get(trace.status, _RUN)
-    entry = {"make": "decision.make", "agent": "agent(choices=)", "format": "response_format",
-             "parse": "parse_args"}.get(trace.entry, trace.entry)
-    bits = [f"{len(trace.options)} option(s)", f"{len(trace.attempts)} attempt(s)"]
-    if trace.runtime:
-        bits.append(f"runtime {trace.runtime}")
-    if trace.duration_s is not None:
-        bits.append(f"{trace.duration_s:.2f}s")
-    u = trace.usage()
-    if u["input_tokens"] or u["output_tokens"]:
-        bits.append(f"{u['input_tokens']} in / {u['output_tokens']} out tokens")
-    return (f'<div class="op-header" style="font-weight:600">Decision #{trace.id} · '
-            f"{esc(entry)} · "
-            f'<span class="op-status" style="color:{colour}">{esc(trace.status)}</span>'
-            f' <span style="font-weight:400;color:#555">({esc(", ".join(bits))})</span></div>')
-
-
-def outcome_html(trace: DecisionTrace | None) -> str:
-    if trace is None or trace.status == "running":
-        return ""
-    if trace.status == "resolved":
-        return (f'<div class="op-outcome op-result" style="border:2px solid {_OK};background:'
-                f'{_OK_BG};padding:6px 8px;margin:6px 0;border-radius:4px">'
-                f'<div style="font-weight:700;color:{_OK}">Result (option '
-                f"{esc(trace.chosen)})</div>{_pre(_result_text(trace.result), 200, 'op-result-value')}"
-                "</div>")
-    err = trace.error
-    kind = getattr(err, "kind", None)
-    title = f"{type(err).__name__}" + (f" [{kind}]" if kind else "")
-    return (f'<div class="op-outcome op-final-error" style="border:2px solid {_BAD};background:'
-            f'{_BAD_BG};padding:6px 8px;margin:6px 0;border-radius:4px">'
-            f'<div style="font-weight:700;color:{_BAD}">Failed: {esc(title)}</div>'
-            f"{_pre(str(err), 200)}</div>")
-
-
-def _result_text(value: Any) -> str:
-    if isinstance(value, (dict, list)):
-        try:
-            return json.dumps(value, indent=2, ensure_ascii=False)
-        except (TypeError, ValueError):
-            pass
-    try:
-        return repr(value)
-    except Exception as exc:  # a user object whose repr fails must not break the panel
-        return f"<unrepresentable {type(value).__name__}: {exc}>"
-
-
-def tools_html(trace: DecisionTrace | None) -> str:
-    if trace is None or not trace.tool_rounds:
-        return ""
-    return (_label(f"Tool rounds ({len(trace.tool_rounds)})")
-            + frame_html(trace.to_frame("tools"), "op-tools"))
-
-
-def frame_html(df, cls: str = "") -> str:
-    """A DataFrame as an escaped HTML table (pandas escapes cells, headers and the index)."""
-    import pandas as pd
-    with pd.option_context("display.max_colwidth", 160):
-        table = df.to_html(escape=True, border=0, na_rep="", classes="op-frame",
-                           float_format="{:.3f}".format)
-    return f'<div class="op-table {cls}" style="overflow:auto">{table}</div>'
-
-
-_TABLES = ("attempts", "options", "tools", "summary")
-
-
-def table_html(trace: DecisionTrace, table: str) -> str:
-    df = trace.to_frame(table)
-    if table == "options":
-        df = _options_view(df)
-    if df.empty:
-        return f'<div style="color:#777">no {esc(table)}</div>'
-    return _TABLE_STYLE + frame_html(df, f"op-table-{table}")
-
-
-def _options_view(df):
-    """The options table with parameters written out (type, default, allowed values, hidden)."""
-    df = df.copy()
-    df["params"] = [param_summary(ps) for ps in df["params"]]
-    return df
-
-
-def param_summary(params: list[dict]) -> str:
-    out = []
-    for p in params:
-        s = f"{p['name']}: {p['type']}"
-        if p.get("default") is not None:
-            s += f" = {p['default']}"
-        if p.get("options"):
-            s += f" (one of {', '.join(map(repr, p['options']))})"
-        if p.get("hidden") or p.get("source") != "llm":
-            s += f" [hidden: from {p.get('source')}]"
-        out.append(s)
-    return "\n".join(out)
-
-
-def trace_html(trace: DecisionTrace) -> str:
-    """The whole trace as static, escaped HTML (what `display(trace)` shows)."""
-    parts = [f'<div class="op-panel op-static" style="font-family:var(--jp-ui-font-family,'
-             f'sans-serif);font-size:13px;max-width:1000px">', header_html(trace)]
-    parts += [attempt_html(a, trace) for a in trace.attempts]
-    parts.append(tools_html(trace))
-    parts.append(outcome_html(trace))
-    for table in ("attempts", "options"):
-        parts.append(f'<details><summary style="{_LABEL};cursor:pointer">Table: {table}</summary>'
-                     f"{table_html(trace, table)}</details>")
-    parts.append("</div>")
-    return "".join(parts)
-
-
-# ---------------------------------------------------------------------------------------------
-# The widget
-# ---------------------------------------------------------------------------------------------
+    def _root_classes(self, cls: str) -> None:
+        for name in (cls, *view.NO_MATH.split()):
+            self.add_class(name)
 
 
 class _AttemptView(W.VBox):
@@ -266,28 +74,26 @@ class _AttemptView(W.VBox):
         self._state = None
         self._prompt_len = -1
 
-    def draw(self, att: Attempt, trace: DecisionTrace, body: bool = True) -> None:
-        state = _state(att, trace)
+    def draw(self, att: Attempt, trace: DecisionTrace, reply: str | None = None) -> None:
+        state = view.attempt_state(att)
         if state != self._state:
             if self._state:
                 self.remove_class(f"op-attempt-{self._state}")
             self.add_class(f"op-attempt-{state}")
-            colour = {"ok": _OK, "failed": _BAD}.get(state, _RUN)
-            self.layout.border_left = f"4px solid {colour}"
+            self.layout.border_left = f"4px solid {view.COLOURS[state][0]}"
             self._state = state
-        self.title.value = attempt_title(att, trace)
+        self.title.value = view.attempt_title(att, trace, reply)
         if len(att.prompt) != self._prompt_len:
-            self.prompt.value = attempt_prompt_html(att)
+            self.prompt.value = view.attempt_prompt_html(att)
             self._prompt_len = len(att.prompt)
-        if body:
-            self.body.value = attempt_body_html(att)
+        self.body.value = view.attempt_body_html(att, reply)
 
 
-class DecisionPanel(W.VBox):
+class DecisionPanel(StaticCopy, W.VBox):
     """A live view of one decision. `DecisionPanel(trace)` draws a finished (or running) trace;
     `DecisionPanel()` attaches to the first decision its `observer` sees:
 
-        panel = DecisionPanel(); display(panel)
+        panel = DecisionPanel(); panel.show()
         with openprogram.observe(panel.observer):
             decision.make(...)
 
@@ -305,31 +111,44 @@ class DecisionPanel(W.VBox):
         self.min_interval = min_interval
         self._lock = threading.RLock()
         self._last_draw: dict[int, float] = {}
+        self._streamed: dict[int, str] = {}     # attempt number -> reply text streamed so far
         self._attempt_views: list[_AttemptView] = []
-        self.header = W.HTML(header_html(None))
+        self._displays: list = []               # handles of the outputs show() made
+        self.header = W.HTML(view.header_html(None))
         self.attempts_box = W.VBox()
         self.tools = W.HTML()
         self.outcome = W.HTML()
-        self.tables = W.Tab(children=[W.HTML() for _ in _TABLES], titles=list(_TABLES))
+        self.tables = W.Tab(children=[W.HTML() for _ in view.TABLES], titles=list(view.TABLES))
         self.test_box = _TestBox(self, options_expr)
         super().__init__([self.header, self.attempts_box, self.tools, self.outcome,
                           W.Accordion(children=[self.tables], titles=["Tables"]),
                           self.test_box],
                          layout=W.Layout(border="1px solid #ccc", padding="6px", width="100%"))
-        self.add_class("op-panel")
+        self._root_classes("op-panel")
         if trace is not None:
             self.set_trace(trace)
 
     def __repr__(self) -> str:
         return self.trace.format_text() if self.trace else "<DecisionPanel: no decision yet>"
 
-    def _repr_mimebundle_(self, **kwargs):
-        # ipywidgets cuts text/plain to 110 characters; plain-text front ends (terminal IPython,
-        # nbconvert, a notebook viewer without widget state) should see the whole trace.
-        bundle = super()._repr_mimebundle_(**kwargs)
-        if isinstance(bundle, dict) and "text/plain" in bundle:
-            bundle["text/plain"] = repr(self)
-        return bundle
+    def static_html(self) -> str:
+        """The decision as it stands, as static HTML (what the panel's output carries). Its
+        class `op-widget-copy` tells a notebook test (nbval) that this copy was refreshed after
+        it was first shown, so a re-run sees an earlier state of it."""
+        if self.trace is None:
+            return view.wrap(view.header_html(None), "op-panel op-static op-widget-copy")
+        return trace_html(self.trace, "op-widget-copy")
+
+    def show(self) -> None:
+        """Display the panel here; when its decision ends, the output's text and HTML copies
+        are refreshed to the final state (what a saved or exported notebook keeps)."""
+        handle = display(self, display_id=True)
+        if handle is not None:
+            self._displays.append(handle)
+
+    def _refresh_displays(self) -> None:
+        for handle in self._displays:
+            handle.update(self)
 
     # -- drawing ------------------------------------------------------------------------------
     def set_trace(self, trace: DecisionTrace) -> None:
@@ -338,6 +157,7 @@ class DecisionPanel(W.VBox):
             self.trace = trace
             self._attempt_views = []
             self._last_draw.clear()
+            self._streamed.clear()
             with self.hold_sync():
                 self.attempts_box.children = ()
                 self.redraw()
@@ -345,75 +165,91 @@ class DecisionPanel(W.VBox):
     def redraw(self) -> None:
         """Redraw every part from the trace."""
         with self._lock, self.hold_sync():
-            self._draw_attempts(body=True)
+            for att in list(self.trace.attempts if self.trace else []):
+                self._draw_attempt(att)
             self._draw_end()
 
-    def _view(self, att: Attempt) -> _AttemptView:
-        while len(self._attempt_views) < att.number:
+    def _view(self, number: int) -> _AttemptView:
+        while len(self._attempt_views) < number:
             self._attempt_views.append(_AttemptView())
             self.attempts_box.children = tuple(self._attempt_views)
-        return self._attempt_views[att.number - 1]
+        return self._attempt_views[number - 1]
 
-    def _draw_attempts(self, body: bool) -> None:
-        for att in list(self.trace.attempts if self.trace else []):
-            self._view(att).draw(att, self.trace, body)
-            self._last_draw[att.number] = time.monotonic()
+    def _draw_attempt(self, att: Attempt) -> None:
+        self._view(att.number).draw(att, self.trace, self._streamed.get(att.number))
+        self._last_draw[att.number] = time.monotonic()
 
     def _draw_end(self) -> None:
         t = self.trace
-        self.header.value = header_html(t)
-        self.tools.value = tools_html(t)
-        self.outcome.value = outcome_html(t)
+        self.header.value = view.header_html(t)
+        self.tools.value = view.tools_html(t)
+        self.outcome.value = view.outcome_html(t)
         if t is not None:
-            for w, table in zip(self.tables.children, _TABLES):
-                w.value = table_html(t, table)
+            for w, table in zip(self.tables.children, view.TABLES):
+                w.value = view.table_html(t, table)
         self.test_box.update_state()
 
     # -- live updates ---------------------------------------------------------------------------
     def observer(self, event: TraceEvent) -> None:
         """Give this to `openprogram.observe` / `add_observer`: the panel follows the first
-        decision it sees (or the trace it was made with) and ignores the others."""
+        decision it sees (or the trace it was made with) and ignores the others. Each event's
+        records are what it draws; it never reads an attempt that is still being written."""
         with self._lock:
             if self.trace is None:
                 if event.kind != "decision_started":
                     return
-                self.trace = event.trace
-            if event.trace is not self.trace:
+            elif event.trace.id != self.trace.id:
                 return
-            att = event.attempt
-            kind = event.kind
-            if kind == "reply_chunk":
-                # Throttled: a fast stream must not flood the front end with redraws; the
-                # reply_received that follows draws the complete text.
-                if att is None or time.monotonic() - self._last_draw.get(att.number, 0.0) \
-                        < self.min_interval:
-                    return
-            with self.hold_sync():
-                if att is not None:
-                    self._view(att).draw(att, self.trace)
-                    self._last_draw[att.number] = time.monotonic()
-                    if kind == "tool_call":
-                        self.tools.value = tools_html(self.trace)
-                if kind in ("decision_started", "attempt_sent"):
-                    self.header.value = header_html(self.trace)
-                if kind in ("attempt_failed", "validated", "resolved", "decision_failed"):
-                    self._draw_attempts(body=True)
-                    self._draw_end()
+            self.trace = event.trace
+            try:
+                self._follow(event)
+            except Exception as exc:  # a view must never break the decision it shows
+                self.header.value = error_html("The panel could not draw this decision", exc)
+
+    def _follow(self, event: TraceEvent) -> None:
+        kind, att = event.kind, event.attempt
+        if kind == "reply_chunk":
+            self._add_chunk(event)
+            return
+        if kind == "reply_received" and att is not None:
+            self._streamed.pop(att.number, None)   # the record holds the whole reply now
+        with self.hold_sync():
+            if att is not None:
+                self._draw_attempt(att)
+            if kind == "tool_call":
+                self.tools.value = view.tools_html(self.trace)
+            if kind in ("decision_started", "attempt_sent"):
+                self.header.value = view.header_html(self.trace)
+            if kind in _SETTLING:
+                self.redraw()
+        if kind in ("resolved", "decision_failed"):
+            self._streamed.clear()
+            self._refresh_displays()
+
+    def _add_chunk(self, event: TraceEvent) -> None:
+        """Add a streamed piece of the reply (the event carries only the new text) to what its
+        attempt — the decision's latest — has received so far; redraw that attempt at most
+        every min_interval (the reply_received that follows draws the whole reply)."""
+        att = event.attempt or (self.trace.attempts[-1] if self.trace.attempts else None)
+        if att is None:
+            return
+        n = att.number
+        self._streamed[n] = self._streamed.get(n, "") + event.data.get("text", "")
+        if time.monotonic() - self._last_draw.get(n, 0.0) >= self.min_interval:
+            self._draw_attempt(att)
 
     @contextlib.contextmanager
     def live(self, show=None):
-        """Observe the decisions made inside the block; `show()` is called once, when the
+        """Observe the decisions made inside the block; `show(panel)` is called once, when the
         first decision starts (so a bad option set leaves no empty panel behind)."""
         shown = [False]
 
         def observer(event: TraceEvent) -> None:
-            if show is not None and not shown[0] and event.kind == "decision_started" \
-                    and self.trace is None:
-                shown[0] = True
-                self.observer(event)
-                show(self)
-                return
+            first = not shown[0] and event.kind == "decision_started" and self.trace is None
             self.observer(event)
+            if first and show is not None:
+                shown[0] = True
+                show(self)
 
         from openprogram import observe
         with observe(observer):
@@ -436,7 +272,9 @@ class _TestBox(W.VBox):
         self.code.add_class("op-test-code")
         self.path = W.Text(description="save as", layout=W.Layout(width="60%"))
         self.save = W.Button(description="Save", icon="save")
+        self.save.add_class("op-test-save")
         self.status = W.HTML()
+        self.status.add_class("op-test-status")
         self.details = W.VBox([W.HBox([self.options_expr, self.module]), self.code,
                                W.HBox([self.path, self.save]), self.status],
                               layout=W.Layout(display="none"))
@@ -479,28 +317,42 @@ class _TestBox(W.VBox):
         return trace_to_pytest(trace, expr, module, setup=setup, context_expr=context_expr,
                                tools_expr=tools_expr)
 
-    def _generate(self, _button=None) -> None:
+    def _generate(self, _button=None) -> bool:
+        """The button's handler: write the test into the box, or say why it cannot."""
         try:
             code = self.generate()
-        except Exception as exc:
-            self.status.value = (f'<span style="color:{_BAD}">Cannot write the test: '
-                                 f"{esc(exc)}</span>")
+        except Exception as exc:  # whatever was typed, the reason shows here, not in a log
+            self.code.value = ""      # a test of the earlier settings must not be saved now
+            self.status.value = error_html("Cannot write the test", exc)
             self.details.layout.display = "flex"
-            return
+            return False
         with self.hold_sync():
             self.code.value = code
             self.status.value = ('<span style="color:#555">Run it with pytest; it replays the '
                                  "recorded replies on ScriptedRuntime.</span>")
             self.details.layout.display = "flex"
+        return True
 
     def _save(self, _button=None) -> None:
-        import pathlib
-        path = pathlib.Path(self.path.value.strip() or "test_decision.py")
-        try:
-            if not self.code.value:
-                self._generate()
-            path.write_text(self.code.value, encoding="utf-8")
-        except OSError as exc:
-            self.status.value = f'<span style="color:{_BAD}">Not saved: {esc(exc)}</span>'
+        """The Save button's handler: write the box's code to the typed path."""
+        name = self.path.value.strip() or "test_decision.py"
+        if "\x00" in name:
+            self.status.value = error_html(
+                "Not saved", f"the file name {name!r} holds a NUL byte (\\x00), which no file "
+                             f"system accepts; retype the name")
             return
-        self.status.value = f"Saved to <code>{esc(path.resolve())}</code>"
+        try:
+            if not self.code.value and not self._generate():
+                return              # the reason is already in the status line
+            path = pathlib.Path(name)
+            path.write_text(self.code.value, encoding="utf-8")
+            where = path.resolve()
+        except OSError as exc:
+            self.status.value = error_html(
+                "Not saved", f"{name!r}: {exc.strerror or exc}; give a path in a folder you "
+                             f"can write to")
+            return
+        except Exception as exc:    # e.g. a name the platform rejects: say so, never raise
+            self.status.value = error_html(f"Not saved to {name!r}", exc)
+            return
+        self.status.value = f"Saved to <code>{esc(where)}</code>"

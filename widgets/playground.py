@@ -8,6 +8,9 @@ waits for the next typed reply; the callback waits only until the mechanism has 
 reply (it asks for another one — a re-ask — or it resolved or failed), so every click advances
 exactly one attempt. Nothing ever waits for *input* in the kernel's main thread: between clicks,
 only the worker waits. The panel shows the live trace, status "running" while a reply is awaited.
+Like the panel, the playground's output also carries a static HTML copy (the prompt, the option
+table, the status and the decision so far), and its buttons never raise into the kernel's log:
+what goes wrong is said in its status line.
 """
 from __future__ import annotations
 
@@ -20,7 +23,10 @@ import ipywidgets as W
 from openprogram.agentic_programming.options import normalize, render_menu
 from openprogram.agentic_programming.runtime import ModelCallError, ModelResponse, Runtime
 
-from .panel import DecisionPanel, esc
+from openprogram.agentic_programming import view
+from openprogram.agentic_programming.view import esc
+
+from .panel import DecisionPanel, StaticCopy, error_html
 
 __all__ = ["Playground"]
 
@@ -43,7 +49,7 @@ class _TypedReplies(Runtime):
         return ModelResponse(text=text, model="you")
 
 
-class Playground(W.VBox):
+class Playground(StaticCopy, W.VBox):
     """Type the model's replies yourself and see the decision unfold, one model call per click.
 
     `state` is "ready" (no reply typed yet), "waiting" (the mechanism re-asked and waits for
@@ -80,10 +86,33 @@ class Playground(W.VBox):
                           self.reply, W.HBox([self.run_button, self.reset_button]),
                           self.status, self.panel],
                          layout=W.Layout(border="1px solid #bbb", padding="6px"))
-        self.add_class("op-playground")
-        self.run_button.on_click(lambda _b: self.run())
-        self.reset_button.on_click(lambda _b: self.reset())
+        self._root_classes("op-playground")
+        self.run_button.on_click(lambda _b: self._click(self.run))
+        self.reset_button.on_click(lambda _b: self._click(self.reset))
         self._show_status()
+
+    def __repr__(self) -> str:
+        return f"<Playground: {self.state}, {len(self.replies)} reply(ies) typed>"
+
+    def static_html(self) -> str:
+        """The playground as it stands, as static HTML: the prompt, the options the model can
+        pick, the status line and the decision so far."""
+        trace = self.panel.trace
+        return view.wrap(
+            view.label("Prompt") + view.pre(self.prompt.value, 160)
+            + view.label("The options the model can pick")
+            + view.options_table_html([o.info() for o in self.menu])
+            + self.status.value + (view.trace_html(trace) if trace is not None else ""),
+            "op-playground op-static op-widget-copy")
+
+    def _click(self, action) -> None:
+        """A button's handler: whatever goes wrong shows in the status line, never in the
+        kernel's log."""
+        try:
+            action()
+        except Exception as exc:
+            self._show_status()
+            self.status.value += f"<div>{error_html('That did not work', exc)}</div>"
 
     # -- steps ----------------------------------------------------------------------------------
     def run(self, reply: str | None = None) -> str:
@@ -165,9 +194,11 @@ class Playground(W.VBox):
             "resolved": "Resolved: the pick passed and became the result (see the panel).",
             "failed": "No usable decision: every attempt failed (see the panel)."
                       if self.error is None or type(self.error).__name__ == "DecisionError"
-                      else f"The chosen option raised {type(self.error).__name__}: {self.error}",
+                      else f"The chosen option raised {type(self.error).__name__}: "
+                           f"{view.safe_str(self.error)}",
         }[self.state]
-        colour = {"resolved": "#2e7d32", "failed": "#c62828"}.get(self.state, "#333")
+        colour = {"resolved": view.COLOURS["ok"][0],
+                  "failed": view.COLOURS["failed"][0]}.get(self.state, "#333")
         html = f'<div style="color:{colour}">{esc(text)}</div>'
         if note:
             html += f'<div style="color:#555">{esc(note)}</div>'

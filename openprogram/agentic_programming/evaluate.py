@@ -198,7 +198,12 @@ def _progress_bar(total: int, progress: Any, desc: str | None):
     if not progress:
         return None
     from tqdm.auto import tqdm  # a widget in notebooks, text on a terminal
-    return tqdm(total=total, desc=desc, unit="decision", leave=True)
+    bar = tqdm(total=total, unit="decision", leave=True)
+    if desc:
+        # Never as the first `desc`: tqdm's notebook bar shows that one unescaped (as HTML), and
+        # a label is the user's text (a compare() variant name). set_description_str escapes.
+        bar.set_description_str(f"{desc}: ")
+    return bar
 
 
 def _run(texts: list[str], menu: list[Option], rt: Runtime, *, concurrency: int,

@@ -87,7 +87,7 @@ class DAG:
         try:
             yield node
         except BaseException as exc:
-            node.status, node.error = "error", f"{type(exc).__name__}: {exc}"
+            node.status, node.error = "error", _describe_error(exc)
             raise
         else:
             node.status = "ok"
@@ -258,6 +258,14 @@ class Runtime(ModelCaller):
                                          max_iterations=max_iterations, deadline=deadline,
                                          context=context, sync=sync)
         return resp.text
+
+
+def _describe_error(exc: BaseException) -> str:
+    """`Type: message`, even for an exception whose __str__ itself raises (a user's)."""
+    try:
+        return f"{type(exc).__name__}: {exc}"
+    except Exception:
+        return f"{type(exc).__name__}: <str() of it failed>"
 
 
 def _given(mode_args: dict) -> dict:

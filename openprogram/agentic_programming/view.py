@@ -1,8 +1,349 @@
-"""PLACEHOLDER (replaced by the widgets branch): the HTML view of a trace."""
+"""The HTML view of a decision: plain, escaped HTML made with the standard library only.
+
+`trace_html(trace)` draws one decision — a header, every attempt (the prompt with its menu, the
+raw reply, the extracted JSON, the validation error, the chosen option and its arguments), the tool
+rounds, the outcome, and the attempts / options / tools / summary tables as hand-built `<table>`s —
+as HTML that needs no script, no stylesheet of the page and no library. `display(trace)`, static
+exports (nbconvert, GitHub, nbviewer) and the notebook panel, which puts each part into its own
+widget, all draw with these functions, so every view of a decision shows the same thing. Everything
+a model, a server or an option set wrote goes through `html.escape`; every view sits in a wrapper
+that MathJax skips (`mathjax_ignore`, `tex2jax_ignore`), so a reply can neither run script nor add
+markup, a link or typeset math; very long texts are cut, so a huge reply cannot flood a page. No
+function here raises on what a trace holds: a result or an error whose repr or str fails is shown as
+such.
+"""
 from __future__ import annotations
 
 import html
+import json
+from typing import Any
+
+# The explanation of an error kind is the only thing taken from the layers below; the Attempt
+# and DecisionTrace named in annotations are read by attribute only (trace.py imports this).
+from .errors import explain
+
+__all__ = ["trace_html", "attempt_html", "table_html", "options_table_html", "wrap", "esc",
+           "TABLES", "COLOURS"]
+
+#: What a view's outer element carries: MathJax 3 (JupyterLab) skips `mathjax_ignore`, MathJax 2
+#: (the classic notebook, older exports) skips `tex2jax_ignore`.
+NO_MATH = "mathjax_ignore tex2jax_ignore"
+#: The tables a trace has, in the order the panel shows them.
+TABLES = ("attempts", "options", "tools", "summary")
+#: Per attempt state, the colour of its text and border and of its background: a failed attempt
+#: is red, a passed one green, one in progress grey; the outcome box repeats the colour so the end
+#: of a decision reads at a glance.
+COLOURS = {"ok": ("#2e7d32", "#eef7ee"), "failed": ("#c62828", "#fdeeee"),
+           "running": ("#757575", "#f6f6f6")}
+_OK, _BAD = COLOURS["ok"][0], COLOURS["failed"][0]
+# A text block longer than this is cut (with a note of how much is left out): a reply of many
+# megabytes must not become a page of many megabytes, once per redraw.
+MAX_CHARS = 50_000
+_CELL_CHARS = 300
+_PRE = ("white-space:pre-wrap;word-break:break-word;margin:2px 0 6px 0;padding:6px;"
+        "background:#fff;border:1px solid #ddd;border-radius:3px;font-size:12px;"
+        "font-family:var(--jp-code-font-family,monospace);max-height:{h}px;overflow:auto")
+LABEL_STYLE = "font-weight:600;font-size:12px;color:#333;margin-top:4px"
+# Headers never break inside a word; cells wrap between words only (overflow-wrap:break-word
+# keeps the columns' minimum widths), and the table scrolls sideways when it is too wide.
+_TABLE_STYLE = ("<style>.op-table table{border-collapse:collapse;font-size:12px;width:max-content}"
+                ".op-table th,.op-table td{border:1px solid #ddd;padding:2px 6px;"
+                "text-align:left;vertical-align:top;max-width:420px;white-space:pre-wrap;"
+                "word-break:normal;overflow-wrap:break-word}"
+                ".op-table th{white-space:nowrap}.op-table thead th{background:#f3f3f3}</style>")
 
 
-def trace_html(trace) -> str:
-    return f'<div class="mathjax_ignore tex2jax_ignore"><pre>{html.escape(trace.format_text())}</pre></div>'
+# ---------------------------------------------------------------------------------------------
+# Text
+# ---------------------------------------------------------------------------------------------
+
+def esc(value: Any) -> str:
+    """Escaped text of any value (quotes included, so it is safe in attributes too)."""
+    return html.escape(value if isinstance(value, str) else safe_str(value), quote=True)
+
+
+def safe_str(value: Any) -> str:
+    """`str(value)`, or a note saying it failed: a view never breaks on a user's object."""
+    try:
+        return str(value)
+    except Exception as exc:
+        return f"<{type(value).__name__} whose str() raised {type(exc).__name__}>"
+
+
+def safe_repr(value: Any) -> str:
+    try:
+        return repr(value)
+    except Exception as exc:
+        return f"<unrepresentable {type(value).__name__}: {safe_str(exc)}>"
+
+
+def clip(text: str, limit: int = MAX_CHARS) -> str:
+    return text if len(text) <= limit else \
+        text[:limit] + f"\n… [{len(text) - limit:,} more characters not shown]"
+
+
+def pre(text: Any, height: int = 260, cls: str = "") -> str:
+    return f'<pre class="{cls}" style="{_PRE.format(h=height)}">{esc(clip(safe_str(text)))}</pre>'
+
+
+def label(text: str) -> str:
+    return f'<div style="{LABEL_STYLE}">{esc(text)}</div>'
+
+
+def pretty_json(obj: Any) -> str:
+    return json.dumps(obj, indent=2, ensure_ascii=False, default=safe_repr)
+
+
+def result_text(value: Any) -> str:
+    """A result as a person reads it: JSON for dicts and lists, else its repr."""
+    if isinstance(value, (dict, list)):
+        try:
+            return json.dumps(value, indent=2, ensure_ascii=False)
+        except (TypeError, ValueError):
+            pass
+    return safe_repr(value)
+
+
+def wrap(body: str, cls: str = "") -> str:
+    """`body` inside the outer element every view has: MathJax leaves it alone."""
+    return (f'<div class="{f"op-view {NO_MATH} {cls}".strip()}" style="font-family:'
+            f'var(--jp-ui-font-family,sans-serif);font-size:13px;max-width:1000px">{body}</div>')
+
+
+# ---------------------------------------------------------------------------------------------
+# Attempts
+# ---------------------------------------------------------------------------------------------
+
+def attempt_state(att: Attempt) -> str:
+    """The state an attempt is drawn in: "failed", "ok" (its pick passed) or "running"."""
+    if att.error_kind:
+        return "failed"
+    return "ok" if att.ok else "running"
+
+
+def attempt_title(att: Attempt, trace: DecisionTrace, reply: str | None = None) -> str:
+    """One line: attempt n of m, last, seconds, tokens — and what became of it. `reply` is the
+    text streamed so far when the attempt record does not hold it yet."""
+    state = attempt_state(att)
+    reply = att.reply if reply is None else reply
+    what = {"ok": f"picked {att.chosen}", "failed": f"failed: {att.error_kind}"}.get(
+        state, "waiting for the reply" if not reply else "reply arriving")
+    bits = [f"attempt {att.number} of {trace.max_attempts}"]
+    if att.is_last and trace.max_attempts > 1:
+        bits.append("last")
+    if att.duration_s is not None:
+        bits.append(f"{att.duration_s:.2f}s")
+    if att.usage:
+        bits.append(f"{att.usage.get('input_tokens') or 0} in / "
+                    f"{att.usage.get('output_tokens') or 0} out tokens")
+    return (f'<div class="op-attempt-title" style="font-weight:600;color:{COLOURS[state][0]}">'
+            f"{esc(' · '.join(bits))} — {esc(what)}</div>")
+
+
+def attempt_prompt_html(att: Attempt) -> str:
+    first = "prompt and menu" if att.number == 1 else "re-ask: the previous reply, the problem, the menu"
+    return (f'<details class="op-prompt"><summary style="{LABEL_STYLE};cursor:pointer">'
+            f"Sent to the model ({esc(first)}; {len(att.prompt)} characters)</summary>"
+            f"{pre(att.prompt, 320)}</details>")
+
+
+def attempt_body_html(att: Attempt, reply: str | None = None) -> str:
+    """The reply and what the mechanism made of it (`reply`: the text streamed so far)."""
+    reply = att.reply if reply is None else reply
+    parts = [label("Raw reply" + ("" if reply is not None else " (none yet)")),
+             pre(reply if isinstance(reply, str) else "" if reply is None else safe_repr(reply),
+                 240, "op-reply")]
+    if att.extracted is not None:
+        how = f"found in a {att.found_in}" if att.found_in == "fence" else f"found in the {att.found_in}"
+        parts.append(label(f"Extracted JSON ({how}, key \"{att.key_alias}\", "
+                           f"{att.candidates} candidate(s); the last one is the pick)"))
+        parts.append(pre(pretty_json(att.extracted), 200, "op-extracted"))
+    elif att.error_kind == "no_action":
+        parts.append(label(f"Extracted JSON: none ({att.candidates} candidate(s))"))
+    if att.error_kind:
+        where = f" at {att.error_path}" if att.error_path else ""
+        parts.append(
+            f'<div class="op-error" style="margin:4px 0;padding:6px;border-radius:3px;'
+            f'background:#fff;border:1px solid {_BAD};color:{_BAD}">'
+            f"<b>{esc(att.error_kind)}</b>{esc(where)}: {esc(clip(att.error_message or ''))}"
+            f'<div style="color:#555;font-size:12px">{esc(explain(att.error_kind))}</div></div>')
+    if att.chosen and not att.error_kind:
+        parts.append(label(f"Chosen option: {att.chosen}"))
+        parts.append(pre(pretty_json(att.args if att.args is not None else {}), 160, "op-args"))
+        extras = []
+        if att.dropped:
+            extras.append(f"dropped (never used): {', '.join(att.dropped)}")
+        if att.injected:
+            extras.append(f"injected: {', '.join(att.injected)}")
+        if extras:
+            parts.append(f'<div style="font-size:12px;color:#555">{esc("; ".join(extras))}</div>')
+    return "".join(parts)
+
+
+def attempt_html(att: Attempt, trace: DecisionTrace) -> str:
+    """One attempt as a box: red when it failed, green when its pick passed."""
+    state = attempt_state(att)
+    colour, bg = COLOURS[state]
+    return (f'<div class="op-attempt op-attempt-{state}" style="border-left:4px solid {colour};'
+            f'background:{bg};padding:4px 8px;margin:4px 0">'
+            + attempt_title(att, trace) + attempt_prompt_html(att) + attempt_body_html(att)
+            + "</div>")
+
+
+# ---------------------------------------------------------------------------------------------
+# The decision
+# ---------------------------------------------------------------------------------------------
+
+def header_html(trace: DecisionTrace | None) -> str:
+    if trace is None:
+        return ('<div class="op-header" style="font-weight:600">Decision: waiting for it to '
+                "start…</div>")
+    colour = {"resolved": _OK, "failed": _BAD}.get(trace.status, COLOURS["running"][0])
+    entry = {"make": "decision.make", "agent": "agent(choices=)", "format": "response_format",
+             "parse": "parse_args"}.get(trace.entry, trace.entry)
+    bits = [f"{len(trace.options)} option(s)", f"{len(trace.attempts)} attempt(s)"]
+    if trace.runtime:
+        bits.append(f"runtime {trace.runtime}")
+    if trace.duration_s is not None:
+        bits.append(f"{trace.duration_s:.2f}s")
+    u = trace.usage()
+    if u["input_tokens"] or u["output_tokens"]:
+        bits.append(f"{u['input_tokens']} in / {u['output_tokens']} out tokens")
+    return (f'<div class="op-header" style="font-weight:600">Decision #{esc(trace.id)} · '
+            f"{esc(entry)} · "
+            f'<span class="op-status" style="color:{colour}">{esc(trace.status)}</span>'
+            f' <span style="font-weight:400;color:#555">({esc(", ".join(bits))})</span></div>')
+
+
+def outcome_html(trace: DecisionTrace | None) -> str:
+    """The result in a green box, or the final error in a red one ("" while it runs)."""
+    if trace is None or trace.status == "running":
+        return ""
+    box = ('<div class="op-outcome {cls}" style="border:2px solid {fg};background:{bg};'
+           'padding:6px 8px;margin:6px 0;border-radius:4px">'
+           '<div style="font-weight:700;color:{fg}">{title}</div>{body}</div>')
+    if trace.status == "resolved":
+        return box.format(cls="op-result", fg=_OK, bg=COLOURS["ok"][1],
+                          title=f"Result (option {esc(trace.chosen)})",
+                          body=pre(result_text(trace.result), 200, "op-result-value"))
+    err = trace.error
+    kind = getattr(err, "kind", None)
+    title = type(err).__name__ + (f" [{kind}]" if kind else "")
+    return box.format(cls="op-final-error", fg=_BAD, bg=COLOURS["failed"][1],
+                      title=f"Failed: {esc(title)}", body=pre(safe_str(err), 200))
+
+
+def tools_html(trace: DecisionTrace | None) -> str:
+    if trace is None or not trace.tool_rounds:
+        return ""
+    return (label(f"Tool rounds ({len(trace.tool_rounds)})")
+            + _table(*_tools_rows(trace), cls="op-tools"))
+
+
+def trace_html(trace: DecisionTrace, cls: str = "") -> str:
+    """The whole decision as static, escaped HTML (what `display(trace)` and exports show);
+    `cls` adds classes to the outer element."""
+    parts = [header_html(trace)]
+    parts += [attempt_html(a, trace) for a in trace.attempts]
+    parts.append(tools_html(trace))
+    parts.append(outcome_html(trace))
+    for table in ("attempts", "options"):
+        parts.append(f'<details><summary style="{LABEL_STYLE};cursor:pointer">Table: {table}'
+                     f"</summary>{table_html(trace, table)}</details>")
+    return wrap(_TABLE_STYLE + "".join(parts), f"op-panel op-static {cls}".strip())
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables
+# ---------------------------------------------------------------------------------------------
+
+def table_html(trace: DecisionTrace, table: str) -> str:
+    """One of the trace's tables ("attempts", "options", "tools", "summary") as an escaped
+    `<table>`; the same rows as `trace.to_frame(table)`, without pandas."""
+    rows = {"attempts": _attempt_rows, "options": lambda t: _option_rows(t.options),
+            "tools": _tools_rows, "summary": _summary_rows}.get(table)
+    if rows is None:
+        raise ValueError(f"unknown table {table!r}: use one of {', '.join(TABLES)}")
+    columns, body = rows(trace)
+    if not body:
+        return f'<div style="color:#777">no {esc(table)}</div>'
+    return _TABLE_STYLE + _table(columns, body, cls=f"op-table-{table}")
+
+
+def options_table_html(infos: list[dict]) -> str:
+    """The option table of a menu (`Option.info()` rows) — what the model can pick."""
+    return _TABLE_STYLE + _table(*_option_rows(infos), cls="op-table-options")
+
+
+def param_summary(params: list[dict]) -> str:
+    """A function's or schema's parameters, one a line: type, default, allowed values, hidden."""
+    out = []
+    for p in params:
+        s = f"{p['name']}: {p['type']}"
+        if not p.get("required", True):  # the default as JSON, as the menu writes it
+            s += f" = {json.dumps(p.get('default'), ensure_ascii=False, default=safe_repr)}"
+        if p.get("options"):
+            s += f" (one of {', '.join(map(safe_repr, p['options']))})"
+        if p.get("hidden") or p.get("source") != "llm":
+            s += f" [hidden: from {p.get('source')}]"
+        out.append(s)
+    return "\n".join(out)
+
+
+def _attempt_rows(trace: DecisionTrace):
+    columns = ["attempt", "last", "chosen", "error_kind", "error_path", "error_message", "args",
+               "dropped", "injected", "found_in", "key", "candidates", "reply", "duration_s",
+               "tokens_in", "tokens_out"]
+    return columns, [[a.number, a.is_last, a.chosen, a.error_kind, a.error_path,
+                      a.error_message, a.args, a.dropped, a.injected, a.found_in, a.key_alias,
+                      a.candidates, a.reply, a.duration_s, (a.usage or {}).get("input_tokens"),
+                      (a.usage or {}).get("output_tokens")] for a in trace.attempts]
+
+
+def _option_rows(infos: list[dict]):
+    columns = ["name", "kind", "description", "params", "signature"]
+    return columns, [[o.get("name"), o.get("kind"), o.get("description"),
+                      param_summary(o.get("params") or []), o.get("signature")] for o in infos]
+
+
+def _tools_rows(trace: DecisionTrace):
+    columns = ["round", "tool", "args", "result", "error", "duration_s"]
+    return columns, [[t.round, t.name, t.args, _short(result_text(t.result)), t.error,
+                      t.duration_s] for t in trace.tool_rounds]
+
+
+def _summary_rows(trace: DecisionTrace):
+    columns = ["id", "entry", "status", "chosen", "attempts", "error_kinds", "result", "error",
+               "duration_s", "input_tokens", "output_tokens"]
+    u = trace.usage()
+    result = _short(result_text(trace.result)) if trace.status == "resolved" else None
+    error = safe_str(trace.error) if trace.error is not None else None
+    return columns, [[trace.id, trace.entry, trace.status, trace.chosen, len(trace.attempts),
+                      trace.error_kinds, result, error, trace.duration_s, u["input_tokens"],
+                      u["output_tokens"]]]
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= _CELL_CHARS else text[:_CELL_CHARS] + "…"
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    if isinstance(value, (dict, list, tuple)):
+        try:
+            value = json.dumps(value, ensure_ascii=False, default=safe_repr)
+        except (TypeError, ValueError):
+            value = safe_repr(value)
+    return esc(_short(value if isinstance(value, str) else safe_str(value)))
+
+
+def _table(columns: list[str], rows: list[list], cls: str = "") -> str:
+    """An HTML table whose first column is the row's name (a `<th>`, like a frame's index)."""
+    head = "".join(f"<th>{esc(c)}</th>" for c in columns)
+    body = "".join("<tr>" + f"<th>{_cell(r[0])}</th>"
+                   + "".join(f"<td>{_cell(v)}</td>" for v in r[1:]) + "</tr>" for r in rows)
+    return (f'<div class="op-table {cls}" style="overflow:auto"><table class="op-frame">'
+            f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")

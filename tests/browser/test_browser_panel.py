@@ -121,6 +121,8 @@ def test_the_playground_run_button_adds_attempts(lab, page):
     run = pg.locator("button.op-playground-run")
     reply.fill("I'd say Paris.")
     run.click()
+    # attempt 1 shows as running until its failure reaches the page: wait for that first
+    pg.locator(".op-attempt-failed").wait_for(state="visible")
     pending = pg.locator(".op-attempt-running")
     pending.wait_for(state="visible")
     assert pg.locator(".op-attempt-failed").count() == 1

@@ -24,22 +24,24 @@ def shell():
 @pytest.fixture
 def live_shell(shell, monkeypatch):
     """The shell as if it ran in a kernel: the magics display the panel live. The panels they
-    display are collected in `shell.panels`."""
-    from openprogram.widgets import magics
+    display are collected in `shell.panels`, the display handles (with the bundles each was
+    updated to) in `shell.handles`."""
+    from openprogram.widgets import panel
     shell.panels = []
+    shell.handles = []
     monkeypatch.setattr(shell, "kernel", object(), raising=False)
+
     class Handle:
         def __init__(self):
             self.updates = []
 
         def update(self, obj):
-            self.updates.append(obj)
+            self.updates.append((obj, obj._repr_mimebundle_()))
 
     def display(obj, display_id=None):
         shell.panels.append(obj)
         handle = Handle()
         shell.handles.append(handle)
         return handle
-    shell.handles = []
-    monkeypatch.setattr(magics, "display", display)
+    monkeypatch.setattr(panel, "display", display)
     return shell

@@ -4,6 +4,7 @@ messages, and what a person types in the playground or the test box. Each payloa
 where a model or an option set could put it; every view must hold its escaped form and none of
 its tags or attribute breakouts."""
 import html
+import json
 import re
 
 import pytest
@@ -59,7 +60,8 @@ def assert_inert(text: str, *payloads: str) -> None:
 
 def views(trace):
     return {"panel": all_html(DecisionPanel(trace)), "trace_html": trace_html(trace),
-            "display(trace)": trace._repr_mimebundle_()["text/html"]}
+            "display(trace)": trace._repr_mimebundle_()["text/html"],
+            "the panel output's HTML copy": DecisionPanel(trace)._repr_mimebundle_()["text/html"]}
 
 
 def test_schema_names_descriptions_and_enum_values_are_text_in_every_view():
@@ -78,7 +80,8 @@ def test_a_result_repr_a_tool_round_and_a_failure_message_are_text():
                       Markup)
     trace = decision.last_trace()
     for name, text in views(trace).items():
-        assert_inert(text, IMG + QUOTE, IMG + PRE)
+        # the tool's arguments show as the JSON the model sent (its quotes escaped as \")
+        assert_inert(text, json.dumps(IMG + QUOTE)[1:-1], IMG + PRE)
     assert "op-tools" in all_html(DecisionPanel(trace))
 
     with pytest.raises(RuntimeError):
@@ -95,6 +98,8 @@ def test_a_result_repr_a_tool_round_and_a_failure_message_are_text():
 def test_the_option_table_of_decision_menu_renders_as_text():
     table = menu_frame(normalize(OPTIONS))
     assert_inert(table._repr_html_(), IMG, PRE, QUOTE)
+    # and MathJax leaves it alone: an author's $...$ shows as written
+    assert re.search(r'<table [^>]*class="[^"]*\bmathjax_ignore\b', table._repr_html_())
 
 
 def test_the_playground_shows_the_menu_and_a_failing_option_as_text():
@@ -103,6 +108,7 @@ def test_the_playground_shows_the_menu_and_a_failing_option_as_text():
     pg.run('{"call": "fails"}')
     assert pg.state == "failed"
     assert_inert(pg.status.value, IMG + QUOTE)
+    assert_inert(pg._repr_mimebundle_()["text/html"], IMG, PRE, IMG + QUOTE)
 
 
 def test_the_test_box_shows_errors_about_typed_text_as_text():

@@ -164,8 +164,13 @@ def test_in_a_kernel_the_panel_is_shown_live_and_keeps_the_failure(live_shell):
     assert [("op-attempt-failed" in v._dom_classes) for v in views] == [True, True]
     assert "op-final-error" in panel.outcome.value and "unknown_call" in panel.outcome.value
     assert "&lt;b&gt;no&lt;/b&gt; json" in all_html(panel)
-    # once the decision is over, the output is refreshed so its text copy is the whole trace
-    assert sh.handles[0].updates == [panel]
+    # once the decision is over, the output is refreshed: its text and HTML copies are the
+    # final state (what nbconvert and a saved notebook keep), not the running one
+    ((updated, bundle),) = sh.handles[0].updates
+    assert updated is panel
+    assert bundle["text/plain"] == panel.trace.format_text()
+    assert "op-final-error" in bundle["text/html"] and "running" not in bundle["text/html"]
+    assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == panel.model_id
     assert repr(panel).startswith(f"<DecisionTrace #{panel.trace.id} make failed")
 
 
@@ -192,6 +197,9 @@ rt = ScriptedRuntime([ToolCall("lookup", {"q": "trains"}), '{"call": "go"}'])
     (panel,) = sh.panels
     assert panel.trace.entry == "agent"
     assert "lookup" in panel.tools.value and "found trains" in panel.tools.value
+    # the refreshed output's HTML copy holds the tool round and the result
+    ((_, bundle),) = sh.handles[0].updates
+    assert "found trains" in bundle["text/html"] and "Result (option go)" in bundle["text/html"]
     # the turn's prompt carries the finish instruction and the menu
     assert "Check the trains, then pick." in sh.user_ns["rt"].calls[0].prompt
     assert "Call: {\"call\": \"go\"}" in sh.user_ns["rt"].calls[0].prompt
@@ -270,6 +278,9 @@ def test_decision_trace_shows_the_last_or_nth_decision(shell):
     second = T.history[-1]
     last = shell.run_cell("%decision_trace").result
     assert isinstance(last, DecisionPanel) and last.trace is second
+    # the output carries the decision as static HTML too (for nbconvert, GitHub)
+    static = shell.display_formatter.format(last)[0]["text/html"]
+    assert "Result (option b)" in static and static.count("<table") == 2
     assert shell.run_cell(f"%decision_trace {first.id}").result.trace is first
     assert shell.run_cell("%decision_trace -2").result.trace is first
     r = shell.run_cell("%decision_trace 999999")

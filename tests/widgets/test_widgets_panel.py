@@ -96,7 +96,8 @@ def test_hidden_params_dropped_and_injected_fields_are_shown():
     body = panel.attempts_box.children[0].body.value
     assert "dropped (never used): args.user_id, args.x" in body
     assert "injected: user_id" in body
-    assert "user_id: str = '' [hidden: from context]" in panel.tables.children[1].value
+    assert html.escape('user_id: str = "" [hidden: from context]') in \
+        panel.tables.children[1].value
 
 
 @pytest.mark.parametrize("payload", PAYLOADS)
@@ -287,3 +288,53 @@ def test_a_running_panel_disables_the_test_button():
     assert panel.test_box.button.disabled
     assert isinstance(panel.tables, W.Tab)
     assert repr(panel) == "<DecisionPanel: no decision yet>"
+
+
+def test_a_live_panel_draws_immutable_records_and_chunks_that_carry_only_new_text():
+    """The events as the refactored core sends them: every attempt a snapshot that never
+    changes, a reply_chunk that carries only its new text (the attempt's reply still None),
+    and each event a new trace record of the same decision. Replayed by hand from a real
+    decision's records."""
+    import copy
+    import dataclasses
+
+    from openprogram.agentic_programming.trace import Attempt, TraceEvent
+    reply = '{"call": "book", "args": {"city": "Oslo"}}'
+    decision.make("Pick.", OPTIONS, runtime=ScriptedRuntime([reply]))
+    done = decision.last_trace()
+    (full,) = done.attempts
+    running = dataclasses.replace(done, status="running", attempts=[], result=None,
+                                  duration_s=None)
+    sent = Attempt(number=1, is_last=full.is_last, prompt=full.prompt)
+    received = dataclasses.replace(sent, reply=reply)
+    other = dataclasses.replace(running, id=done.id + 1000, prompt="another decision")
+    chunks = [reply[i:i + 7] for i in range(0, len(reply), 7)]
+    events = [TraceEvent("decision_started", running),
+              TraceEvent("attempt_sent", dataclasses.replace(running, attempts=[sent]), sent)]
+    events += [TraceEvent("reply_chunk", events[-1].trace, sent if i % 2 else None,
+                          {"text": c}) for i, c in enumerate(chunks)]
+    events += [TraceEvent("decision_started", other),
+               TraceEvent("reply_received", dataclasses.replace(running, attempts=[received]),
+                          received),
+               TraceEvent("validated", dataclasses.replace(running, attempts=[full]), full),
+               TraceEvent("resolved", done)]
+    before = copy.deepcopy([(e.trace, e.attempt) for e in events])
+
+    panel = DecisionPanel(min_interval=0.0)
+    seen = []
+    for event in events:
+        panel.observer(event)
+        if event.kind == "reply_chunk":
+            view = panel.attempts_box.children[0]
+            seen.append((view.title.value, view.body.value))
+    # while streaming, the reply shown is the chunks so far, added up by the panel itself
+    assert len(seen) == len(chunks)
+    for n, (title, body) in enumerate(seen, 1):
+        assert html.escape("".join(chunks[:n])) + "</pre>" in body
+        assert "reply arriving" in title
+    # the other decision was ignored; the panel holds the last record of its own
+    assert panel.trace is done and "another decision" not in all_html(panel)
+    assert "Result (option book)" in panel.outcome.value and "resolved" in panel.header.value
+    assert "Chosen option: book" in panel.attempts_box.children[0].body.value
+    # no record was changed by the panel
+    assert [(e.trace, e.attempt) for e in events] == before

@@ -36,7 +36,7 @@ def test_a_bad_reply_waits_for_the_next_one_then_resolves():
     first, pending = trace.attempts
     assert first.error_kind == "no_action"
     # the pending attempt carries the re-ask prompt, with the reply that was typed
-    assert pending.reply == "" and "I think Rome." in pending.prompt
+    assert pending.reply is None and "I think Rome." in pending.prompt  # no reply yet
     assert "attempt 2" in pg.status.value and pg.reply.value == ""
     views = pg.panel.attempts_box.children
     assert "op-attempt-failed" in views[0]._dom_classes
@@ -122,3 +122,15 @@ def test_between_clicks_only_the_worker_waits_and_reset_ends_its_decision():
     assert not worker.is_alive()
     assert trace.status == "failed" and "the playground was reset" in str(trace.error)
     assert pg.state == "ready" and not pg.prompt.disabled and pg.panel.trace is None
+
+
+def test_the_playground_output_carries_a_static_copy_of_where_it_stands():
+    pg = Playground(OPTIONS, prompt="Where to? <b>Pick.</b>")
+    bundle = pg._repr_mimebundle_()
+    assert bundle["text/plain"] == "<Playground: ready, 0 reply(ies) typed>"
+    static = bundle["text/html"]
+    assert "op-table-options" in static and "<th>book</th>" in static
+    assert html.escape("Where to? <b>Pick.</b>") in static and "attempt 1" in static
+    pg.run('{"call": "wait"}')
+    static = pg._repr_mimebundle_()["text/html"]
+    assert "Result (option wait)" in static and "Resolved: the pick passed" in static

@@ -24,3 +24,10 @@ def run(shell, code):
 
 def error_of(result):
     return result.error_in_exec or result.error_before_exec
+
+
+def press(button):
+    """Run a button's click handlers directly, so that a handler that raises fails the test
+    (ipywidgets' own dispatch would catch it and print it to the kernel's log instead)."""
+    for handler in button._click_handlers.callbacks:
+        handler(button)
