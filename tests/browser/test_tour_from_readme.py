@@ -46,7 +46,7 @@ new MutationObserver(records => {
 """
 IDLE = """() => { const s = document.querySelector('#jp-main-statusbar');
                   return !!s && /[|] Idle/.test(s.innerText); }"""
-CURRENT_TAB = "#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current"
+CURRENT_TAB = "#jp-main-dock-panel .lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current"
 
 
 def readme_commands() -> list[str]:
