@@ -29,13 +29,17 @@ from labhelp import REPO, JupyterServer
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 # Recorded from the first script of the page on: every toast or dialog that was ever added, and
-# every tab that was ever marked modified, so a prompt that shows and goes is caught too.
+# every document tab marked modified after it had been clean once (a tab is born "modified" until
+# its file is loaded), so a prompt or a mark that shows and goes is caught too.
 WATCH = """
-window.__popups = []; window.__dirty = [];
+window.__popups = []; window.__dirty = []; const loaded = new Set();
 new MutationObserver(records => {
   for (const r of records) {
-    if (r.type === 'attributes' && r.target.classList && r.target.classList.contains('jp-mod-dirty'))
-      window.__dirty.push(r.target.innerText);
+    const t = r.target;
+    if (r.type === 'attributes' && t.matches('.lm-DockPanel-tabBar .lm-TabBar-tab')) {
+      if (!t.classList.contains('jp-mod-dirty')) loaded.add(t.id);
+      else if (loaded.has(t.id)) window.__dirty.push(t.innerText);
+    }
     for (const n of r.addedNodes || []) {
       if (n.nodeType !== 1) continue;
       for (const e of [n, ...n.querySelectorAll('.Toastify__toast, .jp-Dialog')])
