@@ -140,6 +140,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("-j", "--jobs", type=int, default=2,
                         help="notebooks run at once, each in its own kernel (default: 2)")
     args = parser.parse_args(argv)
+    # The kernel is this Python (the project's venv): its own `python3` spec comes first, before
+    # one the user may have installed for another Python.
+    os.environ["JUPYTER_PATH"] = os.pathsep.join(
+        filter(None, [str(Path(sys.prefix) / "share" / "jupyter"), os.environ.get("JUPYTER_PATH")]))
+    # The committed 05-real-models replays its cassette, whatever model this shell is set up for.
+    for var in ("OPENPROGRAM_LIVE", "OPENPROGRAM_RECORD"):
+        os.environ.pop(var, None)
     names = [n.removesuffix(".py").removesuffix(".ipynb") for n in args.names]
     unknown = sorted(set(names) - set(NAMES))
     if unknown:

@@ -299,7 +299,7 @@ class ProviderRuntime(Runtime):
             return importlib.import_module(self.sdk_name)
         except ImportError:
             raise ImportError(f"{type(self).__name__} needs the {self.sdk_name!r} package: "
-                              f"pip install 'openprogram[{self.extra}]'") from None
+                              f"pip install 'openprogram-decisions[{self.extra}]'") from None
 
     def __repr__(self) -> str:
         where = f", base_url={self.base_url!r}" if self.base_url else ""

@@ -1,7 +1,7 @@
 """`AnthropicRuntime`: Claude models through the Anthropic messages API.
 
-Built on the official `anthropic` SDK (`pip install 'openprogram[anthropic]'`), imported when a
-runtime is created. The key comes from `api_key=` or the `ANTHROPIC_API_KEY` environment variable.
+Built on the official `anthropic` SDK (`pip install 'openprogram-decisions[anthropic]'`),
+imported when a runtime is created. The key comes from `api_key=` or the `ANTHROPIC_API_KEY` environment variable.
 
     from openprogram.runtimes import AnthropicRuntime
     rt = AnthropicRuntime(model="claude-sonnet-4-5")              # api.anthropic.com

@@ -1,8 +1,8 @@
 """`OpenAIRuntime`: OpenAI and every server that speaks the chat-completions protocol.
 
-Built on the official `openai` SDK (`pip install 'openprogram[openai]'`), imported when a runtime
-is created. The key comes from `api_key=` or the `OPENAI_API_KEY` environment variable; when
-`base_url=` is given and no key is anywhere, a placeholder is sent (local servers ignore it).
+Built on the official `openai` SDK (`pip install 'openprogram-decisions[openai]'`), imported when
+a runtime is created. The key comes from `api_key=` or the `OPENAI_API_KEY` environment variable;
+when `base_url=` is given and no key is anywhere, a placeholder is sent (local servers ignore it).
 
     from openprogram.runtimes import OpenAIRuntime
     rt = OpenAIRuntime(model="gpt-4o-mini")                     # api.openai.com, OPENAI_API_KEY

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit, parse_qs
 
 import nbformat
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from labhelp import REPO, JupyterServer
 
@@ -100,8 +101,14 @@ def assert_clean_landing(page, what: str) -> None:
     assert seen["dirty"] == [], f"{what}: the notebook was marked modified"
     assert "jp-mod-dirty" not in page.locator(CURRENT_TAB).get_attribute("class"), what
     # Trusted: the stored widget outputs (the decision panels) are drawn without running anything;
-    # an untrusted notebook shows their plain-text fallback instead.
-    page.wait_for_selector(".op-panel", timeout=30_000)
+    # an untrusted notebook shows their plain-text fallback instead (and a trace's HTML view,
+    # which is not a widget, carries .op-panel too: look for a panel drawn by ipywidgets).
+    try:
+        page.wait_for_selector(".op-panel.jupyter-widgets, .jupyter-widgets .op-panel",
+                               state="attached", timeout=30_000)
+    except PlaywrightTimeout:
+        raise AssertionError(f"{what}: no stored decision panel was drawn (is the notebook "
+                             f"trusted?)") from None
 
 
 def git(clone: Path, *args: str) -> str:
@@ -163,7 +170,7 @@ def test_first_readme_command_on_a_fresh_clone_lands_on_a_clean_trusted_tour(
         page.wait_for_function(IDLE, timeout=60_000)
         # JupyterLab scrolled along with the run: the last cell (%decision_trace 2) is in view,
         # and its panel shows decision 2 with the attempt that failed validation.
-        last_panel = page.locator(".jp-Cell").last.locator(".op-panel")
+        last_panel = page.locator(".jp-Cell").last.locator(".op-panel.jupyter-widgets")
         last_panel.wait_for(timeout=30_000)
         assert "type_mismatch" in last_panel.inner_text()
         assert page.evaluate("() => window.__popups") == [], "a dialog or toast showed"

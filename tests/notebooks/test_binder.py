@@ -1,19 +1,30 @@
-"""Binder opens the notebooks: a fresh venv built from binder/ alone runs every notebook.
+"""Binder opens the notebooks: a fresh venv built from binder/ alone runs every notebook, and its
+JupyterLab opens on the tour, trusted, with the project's settings.
 
 repo2docker reads only binder/ (requirements.txt, runtime.txt, postBuild); this test does what it
 does without Docker: a new venv, `pip install -r binder/requirements.txt` from the repository root
-(so its `-e .` is this checkout), a kernel of that venv, postBuild's IPython profile, and every
-notebook executed with nbclient from its own folder.
+(so its `-e .` is this checkout), a kernel of that venv, postBuild run with that venv first on
+PATH and a fresh home, and every notebook executed with nbclient from its own folder. Then the
+venv's `jupyter lab`, started with no option of ours but a port and a token as Binder starts it,
+is asked over HTTP what a visitor would get: where `/` leads, the news setting, whether the tour's
+cells are trusted, and that jupytext pairs it with its .py source. (Binder itself cannot be
+reached from here.)
 """
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "browser"))
+from labhelp import JupyterServer, free_port  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -45,7 +56,9 @@ def test_binder_requirements_alone_run_every_notebook(tmp_path):
            "JUPYTER_RUNTIME_DIR": str(tmp_path / "jupyter-runtime"),
            "JUPYTER_PATH": str(tmp_path / "jupyter-data")}
     env.pop("PYTHONPATH", None)
-    # postBuild, as repo2docker runs it (it writes the IPython profile under $HOME)
+    env["PATH"] = f"{venv / 'bin'}:{env.get('PATH', '')}"
+    # postBuild, as repo2docker runs it: the image's python and jupyter first on PATH (it writes
+    # the IPython profile and the notebooks' signatures under $HOME, settings into the venv)
     subprocess.run(["bash", str(ROOT / "binder" / "postBuild")], env=env, check=True)
     prefix = tmp_path / "kernel-prefix"
     subprocess.run([str(py), "-m", "ipykernel", "install", "--prefix", str(prefix),
@@ -59,3 +72,29 @@ def test_binder_requirements_alone_run_every_notebook(tmp_path):
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-6000:]
     for nb in NOTEBOOKS:
         assert f"ran {nb}" in out.stdout
+
+    # The image's JupyterLab, serving the repository as Binder does.
+    port, token = free_port(), secrets.token_hex(16)
+    cmd = [str(venv / "bin" / "jupyter"), "lab", "--no-browser", "--ip=127.0.0.1",
+           f"--port={port}", f"--IdentityProvider.token={token}", "--ServerApp.port_retries=0",
+           f"--ServerApp.root_dir={ROOT}"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")
+    log = tmp_path / "lab.log"
+    with open(log, "wb") as sink:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT)
+    server = JupyterServer(proc, f"http://127.0.0.1:{port}", token, ROOT, env, log)
+    try:
+        server.wait_ready(120, "the Binder venv's JupyterLab")
+        # `/` leads to the tour (urllib follows the redirect: the final address is the tour's).
+        req = urllib.request.Request(f"{server.url}/?token={token}")
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            assert resp.url.split("?")[0].endswith("/lab/tree/notebooks/01-tour.ipynb"), resp.url
+        news = server.api("GET", "/lab/api/settings/@jupyterlab/apputils-extension:notification")
+        assert news["composite"]["fetchNews"] == "false", news["composite"]
+        tour = server.api("GET", "/api/contents/notebooks/01-tour.ipynb")["content"]
+        code = [c for c in tour["cells"] if c["cell_type"] == "code"]
+        assert code and all(c["metadata"].get("trusted") for c in code)
+        assert "jupytext" in tour["metadata"], "jupytext's contents manager did not read the pair"
+    finally:
+        server.stop()
