@@ -68,17 +68,7 @@ def jupyter_server(tmp_path_factory):
         server.wait_ready(120)
         yield server
     finally:
-        try:
-            if proc.poll() is None:
-                server.shutdown_kernels()
-        except OSError:
-            pass
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 import time
 import urllib.request
 from pathlib import Path
@@ -86,6 +87,20 @@ class JupyterServer:
                     raise AssertionError(f"{what} did not answer /api/status in {timeout_s:.0f} "
                                          f"s:\n{self.log_tail()}") from None
                 time.sleep(0.25)
+
+    def stop(self) -> None:
+        """Shut its kernels down (they outlive pages), then stop the server."""
+        try:
+            if self.proc.poll() is None:
+                self.shutdown_kernels()
+        except OSError:
+            pass
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
 
     def log_tail(self, n: int = 4000) -> str:
         try:

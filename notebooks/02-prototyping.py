@@ -1,0 +1,210 @@
+# %% [markdown]
+# # Prototyping an option set
+#
+# Designing an option set means choosing what the model may pick, what it must write for each pick,
+# and what it must never write. This notebook builds one step by step and watches the menu and the
+# picks change. Everything runs on `ScriptedRuntime`.
+
+# %%
+# %load_ext openprogram
+from typing import Literal
+from openprogram import Agent, decision
+from openprogram.runtimes import ScriptedRuntime
+
+
+# %% [markdown]
+# ## Parameters the model fills, and parameters it never sees
+#
+# A function option's parameters come from its signature: type annotations (a `Literal[...]` is an
+# enum), defaults, and `input_meta` for descriptions, allowed values and **hidden** parameters. A
+# hidden parameter is filled from `context=`, never from the model; a parameter named `runtime` gets
+# the Runtime. Neither appears in the menu.
+
+# %%
+def refund(order_id: str, amount: float, reason: Literal["damaged", "late", "other"] = "other",
+           user_id: str = "", runtime=None) -> str:
+    """Refund part or all of an order."""
+    return f"refunded {amount:.2f} on {order_id} for {user_id} ({reason})"
+
+refund.input_meta = {
+    "order_id": {"description": "the order to refund, e.g. A17"},
+    "amount": {"description": "how much to refund, in euros"},
+    "user_id": {"hidden": True},
+}
+
+options = {
+    "refund": refund,
+    "reply": ("Answer the customer in writing.", {
+        "text": "the message to send",
+        "tone": {"type": str, "options": ["formal", "friendly"]},
+    }),
+    "plan": ("Break the request into steps.", {
+        "steps": [{"action": str, "target": str}],
+        "rationale": str,
+    }),
+    "done": ("NOTHING_TO_DO", "pick when the request needs no action"),
+}
+
+# %%
+# %decision_menu options
+
+# %% [markdown]
+# The model below tries to set `user_id` itself. The value is **dropped** (and recorded as dropped);
+# the hidden parameter comes from the context.
+
+# %%
+sneaky = ScriptedRuntime(['{"call": "refund", "args": {"order_id": "A17", "amount": 12, "user_id": "admin"}}'])
+ctx = {"user_id": "u-123"}
+
+# %%
+# %%decide options --runtime sneaky --context ctx --as refunded
+The parcel A17 arrived broken. Pick the next step.
+
+# %%
+attempt = decision.last_trace().attempts[-1]
+print("kept:    ", attempt.args)
+print("dropped: ", attempt.dropped)
+print("injected:", attempt.injected)
+
+# %% [markdown]
+# ## Nested schemas
+#
+# A schema option's fields nest: `[{"action": str, "target": str}]` is a list whose every element is an
+# object with those two fields. Validation recurses, and an error names the exact path.
+
+# %%
+planner = ScriptedRuntime([
+    '{"call": "plan", "args": {"steps": [{"action": "check"}], "rationale": "first look"}}',
+    '{"call": "plan", "args": {"steps": [{"action": "check", "target": "carrier"}, {"action": "refund", "target": "A17"}], "rationale": "verify, then pay"}}',
+])
+plan = decision.make("The parcel A17 arrived broken. Pick the next step.", options, runtime=planner,
+                     context=ctx)
+first = decision.last_trace().attempts[0]
+print(first.error_kind, "at", first.error_path)
+plan
+
+
+# %% [markdown]
+# ## An Agent: the same methods as options and as tools
+#
+# In an `Agent` subclass, `method_options` marks methods as tools and gives their parameters metadata.
+# Each method call binds the Agent's Runtime, so `decision.make` inside it needs no `runtime=`.
+
+# %%
+class Support(Agent):
+    method_options = {
+        "lookup": {"tool": True, "input": {"order_id": {"description": "the order id"}}},
+    }
+
+    def lookup(self, order_id: str) -> dict:
+        """Look up an order."""
+        return {"order_id": order_id, "status": "delivered"}
+
+    def route(self, message: str):
+        return decision.make(f"Pick the next step for: {message}", {
+            "lookup": self.lookup,
+            "done": "NOTHING_TO_DO",
+        })
+
+support = Support(runtime=ScriptedRuntime(['{"call": "lookup", "args": {"order_id": "B2"}}']))
+route = support.route          # a bound method copied out keeps its Agent and Runtime
+route("Where is B2?")
+
+# %% [markdown]
+# ## Descriptions steer the pick
+#
+# A menu is a prompt. Below, a toy model picks the option whose description shares the most words with
+# the message (a stand-in for a real model's reading). Changing one description changes the pick,
+# with no change to the code that uses the result.
+
+# %%
+import re
+
+def word_overlap_model(prompt: str) -> str:
+    """Pick the option whose description shares the most words with the message."""
+    message = set(re.findall(r"[a-z]+", prompt.split("Message:")[1].split("Options")[0].lower()))
+    best, best_score = None, -1
+    for block in prompt.split("\n- ")[1:]:
+        name = block.split("(")[0]
+        score = len(message & set(re.findall(r"[a-z]+", block.lower())))
+        if score > best_score:
+            best, best_score = name, score
+    return '{"call": "%s"}' % best
+
+def menu(escalate_description: str) -> dict:
+    return {
+        "answer": ("ANSWERED", "answer a question about delivery times"),
+        "escalate": ("ESCALATED", escalate_description),
+    }
+
+message = "My parcel arrived broken and I want my money back"
+model = ScriptedRuntime(rule=word_overlap_model)
+for description in ["hand the conversation to a person",
+                    "hand a broken parcel or a money back request to a person"]:
+    pick = decision.make(f"Message: {message}\nPick one option.", menu(description), runtime=model)
+    print(f"{description!r:62} -> {pick}")
+
+# %% [markdown]
+# ## Many inputs at once: `decision.evaluate`
+#
+# One decision shows how the mechanism works; an option set is designed well only once it has run over
+# many inputs. `decision.evaluate` fills the prompt template from each row of a DataFrame, runs the
+# decisions concurrently (with a progress bar), and returns one row per input plus summaries: the pick
+# distribution, the retry and failure rates, and — with `expected=` — accuracy and a confusion table.
+# The toy model answers after a random 10–30 ms, like a small real one.
+
+# %%
+import pandas as pd
+
+messages = pd.DataFrame({
+    "message": [
+        "When will my parcel arrive?",
+        "How long does delivery take to Berlin?",
+        "My parcel arrived broken, I want my money back",
+        "The box was broken and the vase inside too",
+        "I want my money back, the order never came",
+        "Is delivery faster on weekdays?",
+        "Please hand me to a person, this is urgent",
+        "What are your delivery times for Sundays?",
+    ],
+    "label": ["answer", "answer", "escalate", "escalate", "escalate", "answer", "escalate", "answer"],
+})
+slow_model = ScriptedRuntime(rule=word_overlap_model, latency=(0.01, 0.03), seed=7)
+template = "Message: {message}\nPick one option."
+v1 = menu("hand the conversation to a person")
+v2 = menu("hand a broken parcel or a money back request to a person")
+
+# %%
+run = decision.evaluate(template, v1, messages, runtime=slow_model, concurrency=4, expected="label")
+run.to_frame()[["message", "chosen", "expected", "correct", "attempts", "status"]]
+
+# %%
+# mean_duration_s and wall_s are in the summary too; they change from run to run, so they are
+# left out here to keep this notebook's outputs comparable.
+run.summary.drop(["mean_duration_s", "wall_s"])
+
+# %%
+run.confusion
+
+# %%
+_ = run.plot()
+
+# %% [markdown]
+# `compare` runs two or more option sets (or runtimes) over the same inputs and lines their picks up
+# side by side; `.differences` keeps the inputs where they disagree.
+
+# %%
+from openprogram import compare
+
+versions = compare(template, {"v1": v1, "v2": v2}, messages, runtime=slow_model, concurrency=4,
+                   expected="label")
+versions.differences
+
+# %%
+versions.summary.drop(columns=["mean_duration_s", "wall_s"])
+
+# %% [markdown]
+# Any row opens in the decision panel:
+
+# %%
+run.panel(2)

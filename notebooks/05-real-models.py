@@ -1,0 +1,101 @@
+# %% [markdown]
+# # Real models
+#
+# The same option sets, magics and panel work on real models. Three ways to reach one:
+#
+# | where | runtime |
+# |---|---|
+# | OpenAI, or any hosted OpenAI-compatible API | `OpenAIRuntime(model="gpt-4o-mini")` (key from `OPENAI_API_KEY`) |
+# | Anthropic | `AnthropicRuntime(model="claude-3-5-haiku-latest")` (key from `ANTHROPIC_API_KEY`) |
+# | a local server: Ollama, vLLM, llama.cpp's server, LM Studio | `OpenAIRuntime(model="llama3.2", base_url="http://localhost:11434/v1")` |
+#
+# Replies stream into the panel as the model writes. Every call can be **recorded** to a JSON cassette
+# (`RecordingRuntime(live, path)`) and **replayed** offline (`ReplayRuntime(path)`) — on Binder, in CI,
+# in a classroom without keys. Keys never reach a trace, a cassette, a repr or an output.
+#
+# This notebook uses a live model only when you ask for one: set `OPENPROGRAM_LIVE=1` plus a key
+# (`OPENAI_API_KEY` or `ANTHROPIC_API_KEY`) or a local server (`OPENPROGRAM_BASE_URL`), and optionally
+# `OPENPROGRAM_MODEL`. Otherwise it replays `cassettes/05-real-models.json`, which was recorded
+# through the real `openai` SDK against the project's loopback test server
+# (`tests/providers/fakeserver.py`, run by `./dev notebooks --record-05`), so its replies are
+# scripted, not a hosted model's.
+
+# %%
+# %load_ext openprogram
+import os
+from openprogram.runtimes import AnthropicRuntime, OpenAIRuntime, RecordingRuntime, ReplayRuntime
+
+CASSETTE = "cassettes/05-real-models.json"
+
+def live_runtime():
+    """The live model the environment asks for, or None."""
+    if os.environ.get("OPENPROGRAM_LIVE") != "1":
+        return None
+    model = os.environ.get("OPENPROGRAM_MODEL")
+    if os.environ.get("ANTHROPIC_API_KEY") and not os.environ.get("OPENPROGRAM_BASE_URL"):
+        return AnthropicRuntime(model=model or "claude-3-5-haiku-latest")
+    if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENPROGRAM_BASE_URL"):
+        return OpenAIRuntime(model=model or "gpt-4o-mini", base_url=os.environ.get("OPENPROGRAM_BASE_URL"))
+    return None
+
+live = live_runtime()
+if live is None:
+    print("No live model configured (OPENPROGRAM_LIVE=1 with a key or OPENPROGRAM_BASE_URL): "
+          f"skipping the live model and replaying {CASSETTE}.")
+    runtime = ReplayRuntime(CASSETTE)
+elif os.environ.get("OPENPROGRAM_RECORD") == "1":
+    print(f"Recording the live model's calls to {CASSETTE}.")
+    runtime = RecordingRuntime(live, CASSETTE)
+else:
+    print("Using the live model", live)
+    runtime = live
+
+
+# %% [markdown]
+# ## A decision on the model
+#
+# The prompt must ask the model to pick (`decision.make` sends only your prompt and the menu).
+
+# %%
+def summarize(text: str, sentences: int = 1) -> str:
+    """Summarize the message."""
+    return f"summary of {text!r} in {sentences} sentence(s)"
+
+options = {
+    "summarize": summarize,
+    "translate": ("Translate the message.", {"target_language": {"type": str, "options": ["fr", "de", "es"]}}),
+    "ignore": ("IGNORED", "pick when the message is spam"),
+}
+message = "Bonjour! Could you tell my German colleague what this invoice is about?"
+
+# %%
+# %%decide options --runtime runtime
+Message: {message}
+Pick the one next step that helps the sender most, and reply with its JSON.
+
+
+# %% [markdown]
+# ## Work first, decide last, with a native tool
+#
+# `%%agent` runs a full turn: the model may call `word_count` through the provider's own tool protocol
+# before its final reply, which is the decision.
+
+# %%
+def word_count(text: str) -> int:
+    """Count the words of a text."""
+    return len(text.split())
+
+
+# %%
+# %%agent options --tools [word_count] --runtime runtime
+Message: {message}
+If the message is long, summarize it in more sentences. Check its length first.
+
+# %% [markdown]
+# ## Tokens and latency
+#
+# Every model call is a node of the runtime's DAG, with its tokens; the trace tables have them per
+# attempt. (The replay reports the tokens recorded with each call.)
+
+# %%
+runtime.dag.to_frame().query("kind == 'model_call'")[["parent", "input_tokens", "output_tokens", "status"]]
