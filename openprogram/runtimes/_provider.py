@@ -76,47 +76,38 @@ def deadline_transport(httpx2: Any, asynchronous: bool = False) -> Any:
     budget. (Raising from here would not work: one SDK wraps any transport exception into a
     retryable connection error.)"""
 
-    def before(request):
-        """The deadline, and the synthetic reply when no time is left (else None)."""
+    async def attempt(request, send):
+        """One attempt through `send` (the inner transport), within the deadline."""
         deadline = _deadline.get()
         if deadline is None:
-            return None, None
+            return await send(request)
         left = deadline - time.monotonic()
         if left <= 0:
-            return deadline, _spent(request)
+            return _spent(request)
         t = dict(request.extensions.get("timeout") or {})
         request.extensions["timeout"] = {
             k: left if t.get(k) is None else min(t[k], left)
             for k in ("connect", "read", "write", "pool")}
-        return deadline, None
-
-    def after(request, response, deadline):
+        try:
+            response = await send(request)
+        except httpx2.TimeoutException:
+            if deadline - time.monotonic() < _SDK_FIRST_BACKOFF:
+                return _spent(request)
+            raise
         if response.status_code in _RETRY_STATUSES or response.status_code >= 500:
             wait = _retry_wait(response.headers, request.headers)
             if time.monotonic() + wait >= deadline:
                 response.headers["x-should-retry"] = "false"
         return response
 
-    def timed_out(request, deadline):
-        """A timed-out attempt: the synthetic reply when no retry fits, else None (re-raise)."""
-        return _spent(request) if deadline - time.monotonic() < _SDK_FIRST_BACKOFF else None
-
     class DeadlineTransport(httpx2.BaseTransport):
         def __init__(self):
             self._inner = httpx2.HTTPTransport()
 
         def handle_request(self, request):
-            deadline, early = before(request)
-            if deadline is None or early is not None:
-                return early or self._inner.handle_request(request)
-            try:
-                response = self._inner.handle_request(request)
-            except httpx2.TimeoutException:
-                spent = timed_out(request, deadline)
-                if spent is None:
-                    raise
-                return spent
-            return after(request, response, deadline)
+            async def send(r):  # never suspends: run_sync drives it without a loop
+                return self._inner.handle_request(r)
+            return run_sync(attempt(request, send))
 
         def close(self):
             self._inner.close()
@@ -126,17 +117,7 @@ def deadline_transport(httpx2: Any, asynchronous: bool = False) -> Any:
             self._inner = httpx2.AsyncHTTPTransport()
 
         async def handle_async_request(self, request):
-            deadline, early = before(request)
-            if deadline is None or early is not None:
-                return early or await self._inner.handle_async_request(request)
-            try:
-                response = await self._inner.handle_async_request(request)
-            except httpx2.TimeoutException:
-                spent = timed_out(request, deadline)
-                if spent is None:
-                    raise
-                return spent
-            return after(request, response, deadline)
+            return await attempt(request, self._inner.handle_async_request)
 
         async def aclose(self):
             await self._inner.aclose()

@@ -45,7 +45,7 @@ optional ones nullable, `additionalProperties: false`, only the keywords strict 
 modes give; a schema strict mode cannot express (a free-form dict, a value of any type, one over
 the size limits) goes with `strict: false`, and the raw record says why. `finish_reason`
 ("length" is a reply cut at the token limit) and `message.refusal` reach the decision as
-`truncated` and `refused`. `acomplete()` (`decision.amake`, `agent` in async code) runs on the
+`truncated` and `refused`. `acomplete()` (`decision.amake`, `aagent`) runs on the
 SDK's `AsyncOpenAI` client, streaming or not; each reply's `raw` holds the request body and the
 response as JSON, keys redacted, each at most 64 KB.
 """

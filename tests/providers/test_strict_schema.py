@@ -3,7 +3,6 @@
 what `to_strict` makes follows them, what cannot follow them is refused with the reason, and a
 reply to the strict schema, its forced nulls removed, is the value the original schema meant."""
 import copy
-import json
 from typing import Literal, Optional
 
 import jsonschema
