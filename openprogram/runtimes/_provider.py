@@ -398,6 +398,7 @@ class ProviderRuntime(Runtime):
         self._client = new_client(False)
         # an async client's connections belong to one event loop: one client per loop
         self._async_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._loop_clients: dict[int, tuple] = {}
         self._sdk = sdk
 
     # -- what subclasses provide ----------------------------------------------------------------
@@ -446,7 +447,14 @@ class ProviderRuntime(Runtime):
     def _async_client(self) -> Any:
         import asyncio
         loop = asyncio.get_running_loop()
-        client = self._async_clients.get(loop)
+        try:
+            client = self._async_clients.get(loop)
+        except TypeError:  # a loop that takes no weak reference (some third-party loops):
+            # kept with its client, so its id is not reused while the client is cached
+            kept = self._loop_clients.get(id(loop))
+            if kept is None:
+                kept = self._loop_clients[id(loop)] = (loop, self._new_client(True))
+            return kept[1]
         if client is None:
             client = self._async_clients[loop] = self._new_client(True)
         return client

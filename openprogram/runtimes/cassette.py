@@ -7,9 +7,10 @@ tool specs, and the way of asking's `tool_choice` / `response_format` when given
 kept), token usage, the model that answered, the latency, a failed call's error and partial
 text, and where the call sits: the decision it belongs to (its id in the runtime's DAG and its
 entry point), the attempt of that decision, and the way of asking (`cassette_decisions` groups
-the calls back into decisions and attempts, to re-check them offline). The file is plain JSON with an indent, meant to be read,
-diffed and committed next to a notebook; it holds no key or header (only what the runtime's
-`complete()` sees, and error texts that the provider runtimes have already redacted). Nothing a
+the calls back into decisions and attempts, to re-check them offline). The file is plain JSON
+with an indent, meant to be read, diffed and committed next to a notebook; it holds no key or
+header (only what the runtime's `complete()` sees, and error texts and raw records that the
+provider runtimes have already redacted). Nothing a
 reply holds can spoil it: text that UTF-8 cannot encode (a lone surrogate) is stored as its JSON
 escape and reads back the same, any other value as its repr; each write goes to a temporary file
 that replaces the cassette only once it is whole, and is removed if the write fails or is

@@ -381,7 +381,7 @@ def test_a_damaged_call_entry_is_named(tmp_path, damage, expect):
     assert "re-record" in str(info.value)
 
 
-# -- the ways of asking, async calls, and where each call sits --------------------------------------
+# -- the ways of asking, async calls, and where each call sits ------------------------------------
 
 def modes_replies(provider):
     """The server's side of cassette_program.run_modes."""

@@ -49,7 +49,7 @@ def schema_reply(provider, pick: dict, call_id="toolu_s1"):
     return tools((call_id, "decision", {"decision": pick}))
 
 
-# -- menu mode -------------------------------------------------------------------------------------
+# -- menu mode ------------------------------------------------------------------------------------
 
 def test_menu_mode_sends_no_tools_and_no_format(provider, server, make_runtime, stream):
     rt = make_runtime(stream=stream)
@@ -61,7 +61,7 @@ def test_menu_mode_sends_no_tools_and_no_format(provider, server, make_runtime, 
     assert decision.last_trace().mode == "menu"
 
 
-# -- tools mode -------------------------------------------------------------------------------------
+# -- tools mode -----------------------------------------------------------------------------------
 
 def test_tools_mode_sends_one_forced_tool_per_option_and_the_call_is_the_pick(
         provider, server, make_runtime, stream):
@@ -167,7 +167,7 @@ def test_a_function_that_is_both_a_tool_and_a_choice_is_sent_once_and_calling_it
     assert trace.tool_rounds == [] and trace.chosen == "lookup" and ran == [7]
 
 
-# -- json_schema mode -------------------------------------------------------------------------------
+# -- json_schema mode -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("provider", ["openai"])
 def test_json_schema_mode_on_openai_is_strict_structured_output(server, make_runtime, stream,
@@ -272,7 +272,7 @@ def test_json_schema_with_work_tools_on_anthropic_lets_any_tool_be_called(server
     assert [r.name for r in decision.last_trace().tool_rounds] == ["lookup"]
 
 
-# -- refusals and replies cut off -------------------------------------------------------------------
+# -- refusals and replies cut off -----------------------------------------------------------------
 
 def test_refusal_and_token_limit_are_refused_and_truncated(provider, server, make_runtime,
                                                            stream):
@@ -321,7 +321,7 @@ def test_json_schema_reply_cut_off_is_truncated(provider, server, make_runtime, 
     assert atts[0].reply == partial
 
 
-# -- the raw request and response -------------------------------------------------------------------
+# -- the raw request and response -----------------------------------------------------------------
 
 def test_raw_record_is_the_body_sent_and_the_response_received(provider, server, make_runtime,
                                                                stream):
@@ -359,7 +359,7 @@ def test_raw_record_holds_no_key_and_is_bounded(provider, server, make_runtime, 
     assert re.search(r"\[\d+ more (characters|items|keys|events) cut\]", whole)
 
 
-# -- async clients ------------------------------------------------------------------------------------
+# -- async clients --------------------------------------------------------------------------------
 
 def _picks_done(provider, mode, n):
     """`n` replies that pick "done" in `mode`."""
@@ -417,3 +417,31 @@ def test_async_call_keeps_the_time_budget(provider, server, make_runtime):
     with pytest.raises(ModelCallError) as info:
         asyncio.run(main())
     assert info.value.kind == "timeout"
+
+
+def test_one_async_client_per_event_loop_even_one_without_weak_references(
+        provider, make_runtime, monkeypatch):
+    """The async client's connections belong to the loop that made them: each loop gets its
+    own client, cached while the loop lives (by weak reference, or kept with its client when
+    the loop takes none)."""
+    rt = make_runtime()
+
+    async def client():
+        return rt._async_client()
+    first = asyncio.run(client())
+    assert first is not rt._client and type(first).__name__.startswith("Async")
+    loop = asyncio.new_event_loop()
+    try:
+        assert loop.run_until_complete(client()) is loop.run_until_complete(client())
+        assert loop.run_until_complete(client()) is not first
+    finally:
+        loop.close()
+
+    class NoWeakLoop:
+        __slots__ = ()
+    odd, other = NoWeakLoop(), NoWeakLoop()
+    monkeypatch.setattr(asyncio, "get_running_loop", lambda: odd)
+    a = rt._async_client()
+    assert rt._async_client() is a
+    monkeypatch.setattr(asyncio, "get_running_loop", lambda: other)
+    assert rt._async_client() is not a

@@ -201,8 +201,8 @@ def _nested(levels: int) -> dict:
     ({"type": "object", "properties": {"e": {"type": "string",
                                              "enum": [f"v{i}" for i in range(1001)]}}},
      "1001 enum values"),
-    ({"type": "object", "properties": {"e": {"type": "string",
-                                             "enum": [f"{i:03d}" + "x" * 60 for i in range(251)]}}},
+    ({"type": "object", "properties": {"e": {
+        "type": "string", "enum": [f"{i:03d}" + "x" * 60 for i in range(251)]}}},
      "characters in one enum of more than 250 values"),
     ({"type": "object", "properties": {f"{i}" + "k" * 200: {"type": "string"}
                                        for i in range(700)}},
