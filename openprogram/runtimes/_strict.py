@@ -156,8 +156,8 @@ class _Strict:
         if "format" in out and out["format"] not in FORMATS:
             del out["format"]
         if "anyOf" in out:
-            out["anyOf"] = [self.node(v, f"{path}.anyOf[{i}]") for i, v in
-                            enumerate(out["anyOf"])]
+            out["anyOf"] = [self.node(v, f"{path}.anyOf[{i}]" if path else f"anyOf[{i}]")
+                            for i, v in enumerate(out["anyOf"])]
         if "object" in types:
             self._object(s, out, path)
         if "array" in types:
