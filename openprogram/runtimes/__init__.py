@@ -15,6 +15,7 @@ _LAZY = {
     "CassetteMismatch": "cassette",
     "CassetteExhausted": "cassette",
     "load_cassette": "cassette",
+    "cassette_decisions": "cassette",
 }
 
 __all__ = ["Runtime", "ToolCall", "ModelResponse", "ModelCallError", "ScriptedRuntime",

@@ -1,16 +1,21 @@
-"""What the OpenAI and Anthropic runtimes share: the key, the stream loop, the time budget, faults.
+"""What the OpenAI and Anthropic runtimes share: the key, the call on either client, the time
+budget, the raw record, faults.
 
-A provider runtime is a `Runtime` whose `complete()` sends the conversation through an official
-SDK. This module holds everything that is not protocol: finding the API key (argument, then the
-provider's environment variable) and redacting it (with `_secrets`) from every string the server
-sends back before anything else sees it — each streamed chunk, the reply, tool calls, errors —
+A provider runtime is a `Runtime` whose `complete()` (the SDK's sync client) and `acomplete()`
+(its async client, one per event loop) send the conversation through an official SDK; both run
+the same coroutine (`_exchange`), which on the sync path never suspends. This module holds
+everything that is not protocol: finding the API key (argument, then the provider's environment
+variable) and redacting it (with `_secrets`) from every string the server sends back before
+anything else sees it — each streamed chunk, the reply, tool calls, errors, the raw record —
 and from every repr; the stream-reading loop both protocols use (each supplies `_read_event`);
-enforcing the decision's time budget across the SDK's own retries (an HTTP transport that clamps
-each attempt's timeout to the time left and vetoes a retry that would start after it); and
-turning every SDK or network failure into a `ModelCallError` whose message says what happened
-and what to do, with the text received before the failure kept in `partial`. The SDKs and
-httpx2 are imported only when a runtime is created, so importing `openprogram.runtimes` stays
-standard-library-only.
+the mode arguments (`tool_choice=`, `response_format=`), which each protocol renders in its own
+request (`_request`) and reply (`_shape`); the raw request and response (`_raw`) attached to
+every reply; enforcing the decision's time budget across the SDK's own retries (an HTTP
+transport that clamps each attempt's timeout to the time left and vetoes a retry that would
+start after it); and turning every SDK or network failure into a `ModelCallError` whose message
+says what happened and what to do, with the text received before the failure kept in `partial`.
+The SDKs and httpx2 are imported only when a runtime is created, so importing
+`openprogram.runtimes` stays standard-library-only.
 """
 from __future__ import annotations
 
@@ -18,12 +23,15 @@ import contextvars
 import json
 import os
 import time
-from dataclasses import dataclass
+import weakref
+from dataclasses import dataclass, field
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
 from ..agentic_programming.errors import OpenProgramError
+from ..agentic_programming.model import run_sync
 from ..agentic_programming.runtime import ModelCallError, ModelResponse, Runtime, ToolCall
+from ._raw import LIMIT, bounded, raw_record, size
 from ._secrets import StreamRedactor, _Secret, redact, redact_json
 from ._unicode import sendable
 
@@ -55,8 +63,9 @@ def safe_url(url: str | None) -> str | None:
     return urlunsplit((p.scheme, host, p.path, "", ""))
 
 
-def deadline_transport(httpx2: Any) -> Any:
-    """An httpx2 transport that enforces the contextual deadline on every attempt the SDK makes.
+def deadline_transport(httpx2: Any, asynchronous: bool = False) -> Any:
+    """An httpx2 transport (the async kind with `asynchronous=True`) that enforces the
+    contextual deadline on every attempt the SDK makes.
 
     Each attempt's timeouts are clamped to the time left. An attempt that would start with no
     time left, or that timed out with too little time left for a retry, is answered with a
@@ -67,35 +76,51 @@ def deadline_transport(httpx2: Any) -> Any:
     budget. (Raising from here would not work: one SDK wraps any transport exception into a
     retryable connection error.)"""
 
+    async def attempt(request, send):
+        """One attempt through `send` (the inner transport), within the deadline."""
+        deadline = _deadline.get()
+        if deadline is None:
+            return await send(request)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return _spent(request)
+        t = dict(request.extensions.get("timeout") or {})
+        request.extensions["timeout"] = {
+            k: left if t.get(k) is None else min(t[k], left)
+            for k in ("connect", "read", "write", "pool")}
+        try:
+            response = await send(request)
+        except httpx2.TimeoutException:
+            if deadline - time.monotonic() < _SDK_FIRST_BACKOFF:
+                return _spent(request)
+            raise
+        if response.status_code in _RETRY_STATUSES or response.status_code >= 500:
+            wait = _retry_wait(response.headers, request.headers)
+            if time.monotonic() + wait >= deadline:
+                response.headers["x-should-retry"] = "false"
+        return response
+
     class DeadlineTransport(httpx2.BaseTransport):
         def __init__(self):
             self._inner = httpx2.HTTPTransport()
 
         def handle_request(self, request):
-            deadline = _deadline.get()
-            if deadline is None:
-                return self._inner.handle_request(request)
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return _spent(request)
-            t = dict(request.extensions.get("timeout") or {})
-            request.extensions["timeout"] = {
-                k: left if t.get(k) is None else min(t[k], left)
-                for k in ("connect", "read", "write", "pool")}
-            try:
-                response = self._inner.handle_request(request)
-            except httpx2.TimeoutException:
-                if deadline - time.monotonic() < _SDK_FIRST_BACKOFF:
-                    return _spent(request)
-                raise
-            if response.status_code in _RETRY_STATUSES or response.status_code >= 500:
-                wait = _retry_wait(response.headers, request.headers)
-                if time.monotonic() + wait >= deadline:
-                    response.headers["x-should-retry"] = "false"
-            return response
+            async def send(r):  # never suspends: run_sync drives it without a loop
+                return self._inner.handle_request(r)
+            return run_sync(attempt(request, send))
 
         def close(self):
             self._inner.close()
+
+    class AsyncDeadlineTransport(httpx2.AsyncBaseTransport):
+        def __init__(self):
+            self._inner = httpx2.AsyncHTTPTransport()
+
+        async def handle_async_request(self, request):
+            return await attempt(request, self._inner.handle_async_request)
+
+        async def aclose(self):
+            await self._inner.aclose()
 
     def _spent(request):
         return httpx2.Response(
@@ -104,7 +129,7 @@ def deadline_transport(httpx2: Any) -> Any:
             json={"type": "error", "error": {"type": "timeout", "message":
                                              "the time budget of the call is spent"}})
 
-    return DeadlineTransport()
+    return AsyncDeadlineTransport() if asynchronous else DeadlineTransport()
 
 
 def _retry_wait(headers: Any, request_headers: Any) -> float:
@@ -138,19 +163,54 @@ def json_args(raw: Any) -> Any:
     return value
 
 
+#: Finish reasons that say the reply was cut off at the token limit.
+CUT_OFF = ("length", "max_tokens")
+
+
+@dataclass
+class Ask:
+    """One request as a provider builds it: the body sent, notes on how a way of asking was
+    carried out, and what turns the reply into the one the core expects (the schema whose
+    forced nulls are removed, the tool whose input is the reply)."""
+    body: dict
+    notes: list[str] = field(default_factory=list)
+    schema: dict | None = None       # OpenAI strict mode: the schema as the mode asked for it
+    text_tool: str | None = None     # json_schema as a forced tool: that tool's name
+    reply_as_sent: str | None = None  # the reply's text before it was made the core's
+
+
+def as_json(obj: Any) -> Any:
+    """An SDK response object (a pydantic model) as JSON data."""
+    to_dict = getattr(obj, "to_dict", None)
+    if callable(to_dict):
+        try:
+            return to_dict(mode="json")
+        except TypeError:
+            return to_dict()
+    return obj
+
+
 class StreamedReply:
     """What a stream has delivered so far, filled in by a provider's `_read_event`: the text
     (each piece also goes to `emit`), the tool calls by their index in the reply (id, name and
-    the arguments' JSON text, which arrive in pieces), token usage, the model that answered,
-    and whether the closing event came."""
+    the arguments' JSON text, which arrive in pieces; the arguments of `text_tool` are the
+    reply's text and stream as text), token usage, the model that answered, the finish reason
+    and refusal, whether the closing event came, and the events as JSON (up to the raw
+    record's bound, then only counted)."""
 
-    def __init__(self, emit: Callable[[str], None]):
+    def __init__(self, emit: Callable[[str], None], text_tool: str | None = None):
         self._emit = emit
+        self.text_tool = text_tool
         self.text: list[str] = []
         self.calls: dict[int, dict] = {}
         self.usage: dict = {}
         self.model: str | None = None
+        self.finish_reason: str | None = None
+        self.refusal: list[str] = []
         self.finished = False
+        self.events: list = []
+        self._event_chars = 0
+        self._events_cut = 0
 
     def add_text(self, piece: str) -> None:
         self.text.append(piece)
@@ -160,12 +220,33 @@ class StreamedReply:
         """The tool call at `index`, started with `id` and `name` if it is new."""
         return self.calls.setdefault(index, {"id": id, "name": name, "args": ""})
 
+    def tool_args(self, index: int, piece: str) -> None:
+        slot = self.tool(index)
+        slot["args"] += piece
+        if piece and self.text_tool is not None and slot["name"] == self.text_tool:
+            self._emit(piece)
+
+    def record(self, event: Any) -> None:
+        if self._event_chars > LIMIT:
+            self._events_cut += 1
+            return
+        data = as_json(event)
+        self._event_chars += size(data)
+        self.events.append(data)
+
+    def raw(self) -> dict:
+        out: dict = {"stream": self.events}
+        if self._events_cut:
+            out["stream"] = [*self.events, f"[{self._events_cut} more events cut]"]
+        return out
+
     def response(self, default_model: str) -> ModelResponse:
         return ModelResponse(
             text="".join(self.text),
             tool_calls=[tool_call(c["name"], c["args"], c["id"])
                         for _, c in sorted(self.calls.items())],
-            usage=self.usage or None, model=self.model or default_model)
+            usage=self.usage or None, model=self.model or default_model,
+            finish_reason=self.finish_reason, refusal="".join(self.refusal) or None)
 
 
 @dataclass(frozen=True)
@@ -174,14 +255,97 @@ class ProviderAPI:
     name: str            # how messages name the provider, e.g. "Anthropic"
     env_key: str         # the environment variable that holds the key
     sdk: str             # the SDK's import name, which is also the extra that installs it
-    client_class: str    # the SDK's client class, e.g. "OpenAI" for openai.OpenAI
+    client_class: str    # the SDK's client class, e.g. "OpenAI" for openai.OpenAI (the async
+                         # one is "Async" + this)
     end_marker: str      # the stream event that says the reply is complete
     example_model: str   # shown when model= is missing
 
 
+def unique_tools(tools: list[dict] | None) -> list[dict]:
+    """Tool specs, one per name (both APIs reject a repeated name): a later spec takes the
+    place of an earlier one of the same name. In tools mode the choices come after the work
+    tools, so a function that is both is offered once, as the choice."""
+    by_name: dict[str, dict] = {}
+    for spec in tools or []:
+        by_name[spec["name"]] = spec
+    return list(by_name.values())
+
+
+def mode_arguments(mode_args: dict) -> tuple[str | None, dict | None]:
+    """`(tool_choice, response_format)` from a call's mode arguments, checked."""
+    unknown = sorted(set(mode_args) - {"tool_choice", "response_format"})
+    if unknown:
+        raise TypeError(f"complete() got unexpected arguments {unknown}; a provider runtime "
+                        f"takes tool_choice= and response_format= (see modes.py)")
+    choice, fmt = mode_args.get("tool_choice"), mode_args.get("response_format")
+    if choice is not None and choice not in ("required", "auto", "none"):
+        raise ValueError(f"tool_choice must be 'required', 'auto' or 'none', got {choice!r}")
+    if fmt is not None and not (isinstance(fmt, dict) and isinstance(fmt.get("schema"), dict)):
+        raise ValueError(f"response_format must be {{'name': ..., 'schema': {{...}}}} with a "
+                         f"JSON Schema object, got {fmt!r}")
+    return choice, fmt
+
+
+class _Call:
+    """One model call in progress: its time budget, the text received so far (a failure's
+    partial reply), and that text passed on to `on_text` redacted."""
+
+    def __init__(self, rt: "ProviderRuntime", on_text: Callable[[str], None] | None,
+                 per_call: float | None):
+        self.rt = rt
+        self.per_call = per_call
+        self.deadline = time.monotonic() + per_call if per_call is not None else None
+        self.received: list[str] = []
+        self.started = False
+        # observers (the live panel) get each chunk only once it is redacted
+        self._shown = StreamRedactor((rt._key.reveal(),), on_text) \
+            if on_text is not None else None
+
+    def emit(self, chunk: str) -> None:
+        self.started = True
+        if chunk:
+            self.received.append(chunk)
+            if self._shown is not None:
+                self._shown.feed(chunk)
+
+    def kwargs(self, ask: Ask) -> dict:
+        return ask.body if self.per_call is None else {**ask.body, "timeout": self.per_call}
+
+    def streaming(self, ask: Ask) -> StreamedReply:
+        self.emit("")  # the server answered: a failure from here on is mid-reply
+        return StreamedReply(self.emit, ask.text_tool)
+
+    def event(self, event: Any, reply: StreamedReply) -> None:
+        self.rt._read_event(event, reply)
+        reply.record(event)
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise DeadlineExceeded()
+
+    def streamed(self, reply: StreamedReply) -> tuple[ModelResponse, Any]:
+        if not reply.finished:
+            raise self.rt._incomplete(reply.text)
+        return reply.response(self.rt.model), reply.raw()
+
+    def once(self, r: Any) -> tuple[ModelResponse, Any]:
+        return self.rt._parse(r), as_json(r)
+
+    def done(self, resp: ModelResponse) -> ModelResponse:
+        if not self.rt.stream and isinstance(resp.text, str):
+            self.emit(resp.text)
+        if self._shown is not None:
+            self._shown.close()
+        return resp
+
+    def failed(self, failure: ModelCallError) -> ModelCallError:
+        failure.partial = self.rt.redact(failure.partial or "".join(self.received))
+        failure.args = (self.rt.redact(str(failure)),)
+        return failure
+
+
 class ProviderRuntime(Runtime):
     """Base of the SDK-backed runtimes. Subclasses set `api` and implement `_create`,
-    `_request`, `_complete_once` and `_read_event`."""
+    `_request`, `_parse`, `_read_event` and, where a way of asking needs it, `_shape` and
+    `_refused`."""
 
     api = ProviderAPI("provider", "API_KEY", "sdk", "Client", "end", "model-name")
 
@@ -193,6 +357,8 @@ class ProviderRuntime(Runtime):
     #: The key used for a local server (base_url given, no key anywhere): local OpenAI-compatible
     #: servers ignore it but the SDK needs a non-empty one.
     local_key = "not-needed"
+    #: Every way of asking: the text menu, native tools, a JSON schema.
+    modes = frozenset({"menu", "tools", "json_schema"})
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
                  stream: bool = True, max_retries: int = 2, timeout: float | None = None,
@@ -225,26 +391,46 @@ class ProviderRuntime(Runtime):
         self.system = system
         self.request_options = request_options
         import httpx2
-        self._client = getattr(sdk, self.api.client_class)(
-            api_key=key, base_url=base_url, max_retries=max_retries,
-            default_headers=default_headers,
-            http_client=sdk.DefaultHttpxClient(transport=deadline_transport(httpx2)))
+
+        def new_client(asynchronous: bool) -> Any:
+            # a closure, so the key and the raw base_url are in no attribute and no repr
+            cls = ("Async" if asynchronous else "") + self.api.client_class
+            http = sdk.DefaultAsyncHttpxClient if asynchronous else sdk.DefaultHttpxClient
+            return getattr(sdk, cls)(
+                api_key=key, base_url=base_url, max_retries=max_retries,
+                default_headers=default_headers,
+                http_client=http(transport=deadline_transport(httpx2, asynchronous)))
+        self._new_client = new_client
+        self._client = new_client(False)
+        # an async client's connections belong to one event loop: one client per loop
+        self._async_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._loop_clients: dict[int, tuple] = {}
         self._sdk = sdk
 
     # -- what subclasses provide ----------------------------------------------------------------
-    def _request(self, messages: list[dict], tools: list[dict] | None) -> dict:
+    def _request(self, messages: list[dict], tools: list[dict] | None,
+                 tool_choice: str | None, response_format: dict | None) -> Ask:
         raise NotImplementedError
 
-    def _complete_once(self, kwargs: dict) -> ModelResponse:
+    def _parse(self, r: Any) -> ModelResponse:
+        """A whole (not streamed) response as a ModelResponse."""
         raise NotImplementedError
 
     def _read_event(self, event: Any, reply: StreamedReply) -> None:
         """Add one streamed event of the provider's protocol to `reply`."""
         raise NotImplementedError
 
-    def _create(self) -> Callable:
-        """The SDK method that sends one request."""
+    def _create(self, client: Any = None) -> Callable:
+        """The SDK method that sends one request, on `client` (default: the sync client)."""
         raise NotImplementedError
+
+    def _shape(self, resp: ModelResponse, ask: Ask) -> ModelResponse:
+        """The reply as the way of asking expects it (by default as it came)."""
+        return resp
+
+    def _refused(self, resp: ModelResponse) -> str | None:
+        """The refusal the provider reports for `resp`, in words."""
+        return resp.refusal
 
     def _fit(self, kwargs: dict) -> dict:
         """Request fields the SDK's method has no parameter for (an option of a newer API, or
@@ -264,19 +450,20 @@ class ProviderRuntime(Runtime):
         return kwargs
 
     # -- shared -------------------------------------------------------------------------------
-    def _complete_stream(self, kwargs: dict, emit: Callable[[str], None],
-                         deadline: float | None) -> ModelResponse:
-        stream = self._create()(**kwargs)
-        emit("")  # the server answered: a failure from here on is mid-reply
-        reply = StreamedReply(emit)
-        with stream:
-            for event in stream:
-                self._read_event(event, reply)
-                if deadline is not None and time.monotonic() > deadline:
-                    raise DeadlineExceeded()
-        if not reply.finished:
-            raise self._incomplete(reply.text)
-        return reply.response(self.model)
+    def _async_client(self) -> Any:
+        import asyncio
+        loop = asyncio.get_running_loop()
+        try:
+            client = self._async_clients.get(loop)
+        except TypeError:  # a loop that takes no weak reference (some third-party loops):
+            # kept with its client, so its id is not reused while the client is cached
+            kept = self._loop_clients.get(id(loop))
+            if kept is None:
+                kept = self._loop_clients[id(loop)] = (loop, self._new_client(True))
+            return kept[1]
+        if client is None:
+            client = self._async_clients[loop] = self._new_client(True)
+        return client
 
     def _import_sdk(self):
         import importlib
@@ -311,63 +498,104 @@ class ProviderRuntime(Runtime):
     def where(self) -> str:
         return self.base_url or f"the {self.api.name} API"
 
-    def complete(self, messages, *, tools=None, on_text=None, timeout=None) -> ModelResponse:
+    def complete(self, messages, *, tools=None, on_text=None, timeout=None,
+                 **mode_args) -> ModelResponse:
+        """One call on the SDK's client. `tool_choice="required"` forces a tool call (one:
+        parallel calls are turned off); `response_format={"name", "schema"}` asks for a JSON
+        document of that schema (see each runtime for how). The reply's `raw` holds the
+        request body and the provider's response as JSON, redacted and bounded."""
+        return run_sync(self._exchange(messages, tools, on_text, timeout, mode_args, self._send))
+
+    async def acomplete(self, messages, *, tools=None, on_text=None, timeout=None,
+                        **mode_args) -> ModelResponse:
+        """`complete()` on the SDK's async client, on the caller's event loop: many calls
+        overlap without a thread each."""
+        return await self._exchange(messages, tools, on_text, timeout, mode_args, self._asend)
+
+    async def _exchange(self, messages, tools, on_text, timeout, mode_args, send) -> ModelResponse:
+        # Written once for both clients: on the sync path `send` never suspends, so
+        # `complete()` drives this coroutine to its end without an event loop.
         if timeout is not None and timeout <= 0:
             raise ModelCallError("the time budget (timeout_s) ran out before this model call",
                                  kind="timeout")
+        tool_choice, response_format = mode_arguments(mode_args)
         per_call = timeout if self.timeout is None else (
             self.timeout if timeout is None else min(self.timeout, timeout))
-        deadline = time.monotonic() + per_call if per_call is not None else None
-        received: list[str] = []
-        state = {"started": False}
-        # observers (the live panel) get each chunk only once it is redacted
-        shown = StreamRedactor((self._key.reveal(),), on_text) if on_text is not None else None
-
-        def emit(chunk: str) -> None:
-            state["started"] = True
-            if chunk:
-                received.append(chunk)
-                if shown is not None:
-                    shown.feed(chunk)
-
-        token = _deadline.set(deadline)
-        failure: ModelCallError | None = None
+        call = _Call(self, on_text, per_call)
+        token = _deadline.set(call.deadline)
         try:
+            ask = self._request(messages, tools, tool_choice, response_format)
             # a reply can hold text UTF-8 cannot encode; the request that carries it back
             # must still go out (and the SDK encodes the body as UTF-8)
-            kwargs = sendable(self._fit(self._request(messages, tools)))
-            if per_call is not None:
-                kwargs["timeout"] = per_call
-            if self.stream:
-                resp = self._complete_stream(kwargs, emit, deadline)
-            else:
-                resp = self._complete_once(kwargs)
-                if isinstance(resp.text, str):
-                    emit(resp.text)
-            if shown is not None:
-                shown.close()
-            return self._redacted(resp)
+            ask.body = sendable(self._fit(ask.body))
+            resp, response_json = await send(ask, call)
+            return call.done(self._finish(resp, ask, response_json))
         except ModelCallError as exc:
             failure = exc
         except Exception as exc:  # every SDK / network failure becomes a ModelCallError
-            failure = self._failure(exc, "".join(received), per_call, state["started"])
+            failure = self._failure(exc, "".join(call.received), per_call, call.started)
         finally:
             _deadline.reset(token)
         # Raised outside the except block: the SDK's exception (whose text may hold the key or
         # an auth header) is not chained onto the error a notebook will print.
-        failure.partial = self.redact(failure.partial or "".join(received))
-        failure.args = (self.redact(str(failure)),)
-        raise failure
+        raise call.failed(failure)
+
+    async def _send(self, ask: Ask, call: _Call) -> tuple[ModelResponse, Any]:
+        """One request on the sync client (never suspends)."""
+        if not self.stream:
+            return call.once(self._create()(**call.kwargs(ask)))
+        stream = self._create()(**call.kwargs(ask))
+        reply = call.streaming(ask)
+        with stream:
+            for event in stream:
+                call.event(event, reply)
+        return call.streamed(reply)
+
+    async def _asend(self, ask: Ask, call: _Call) -> tuple[ModelResponse, Any]:
+        """One request on the async client of the running event loop."""
+        create = self._create(self._async_client())
+        if not self.stream:
+            return call.once(await create(**call.kwargs(ask)))
+        stream = await create(**call.kwargs(ask))
+        reply = call.streaming(ask)
+        async with stream:
+            async for event in stream:
+                call.event(event, reply)
+        return call.streamed(reply)
+
+    def _finish(self, resp: ModelResponse, ask: Ask, response_json: Any) -> ModelResponse:
+        """The reply as the core gets it: shaped for the way of asking, a tool call cut off at
+        the token limit left out, the refusal in words, every string the server chose
+        redacted, and the raw record attached."""
+        resp = self._shape(resp, ask)
+        if resp.finish_reason in CUT_OFF and resp.tool_calls and \
+                not isinstance(resp.tool_calls[-1].args, dict):
+            cut = resp.tool_calls.pop()
+            ask.notes.append(f"the call of tool {cut.name!r} was cut off at the token limit "
+                             f"before its arguments were complete; it is left out of the reply")
+        resp.refusal = self._refused(resp)
+        resp = self._redacted(resp)
+        # the body as it goes on the wire: the SDK sends extra_body's fields at the top level
+        sent = {k: v for k, v in ask.body.items() if k != "extra_body"}
+        sent.update(ask.body.get("extra_body") or {})
+        raw = raw_record(sent, response_json, self.redact, ask.notes)
+        if ask.reply_as_sent is not None:
+            raw["reply"] = bounded(self.redact(ask.reply_as_sent))
+        resp.raw = raw
+        return resp
 
     def _redacted(self, resp: ModelResponse) -> ModelResponse:
         """`resp` with every string the server chose redacted: text, tool calls (their names
-        and ids too, not only the arguments), the model's name and the usage figures."""
+        and ids too, not only the arguments), the model's name, the usage figures, the finish
+        reason and the refusal."""
         resp.text = self.redact(resp.text)
         for tc in resp.tool_calls:
             tc.name, tc.id = self.redact(tc.name), self.redact(tc.id)
             tc.args = redact_json(tc.args, self.redact)
         resp.model = self.redact(resp.model)
         resp.usage = redact_json(resp.usage, self.redact)
+        resp.finish_reason = self.redact(resp.finish_reason)
+        resp.refusal = self.redact(resp.refusal)
         return resp
 
     def _failure(self, exc: BaseException, partial: str, timeout: float | None,

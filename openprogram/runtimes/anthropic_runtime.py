@@ -21,14 +21,27 @@ is required by the API; `system=` sets the system prompt; other keyword argument
 (`temperature=`, `top_p=`, ...) are sent with every request. `max_retries` (default 2) is the
 SDK's retry policy (429, 5xx, overloaded, connection errors), bounded by the decision's
 `timeout_s`.
+
+All three ways of asking (`mode=`, see docs/modes.md): "menu" sends the menu as text and no
+tools; "tools" sends one tool per option with `tool_choice={"type": "any",
+"disable_parallel_tool_use": true}`, and a re-ask goes back as the `tool_result` of the call.
+The messages API has no JSON-schema response format here, so "json_schema" is carried out as a
+single forced tool whose `input_schema` is the schema (`tool_choice={"type": "tool", "name":
+...}`; with work tools offered too, `{"type": "any", ...}` and calling it ends the turn); the
+tool's input, as JSON text, is the reply, and the raw record's notes say so. `stop_reason`
+"max_tokens" and "refusal" reach the decision as `truncated` and `refused`. `acomplete()` runs on
+the SDK's `AsyncAnthropic` client, streaming or not; each reply's `raw` holds the request body
+and the response as JSON, keys redacted, each at most 64 KB.
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..agentic_programming.runtime import ModelCallError, ModelResponse, to_blocks
-from ._provider import (ProviderAPI, ProviderRuntime, StreamedReply, _Malformed, json_args,
-                        tc_parts, tool_call)
+from ._provider import (Ask, ProviderAPI, ProviderRuntime, StreamedReply, _Malformed, json_args,
+                        tc_parts, tool_call, unique_tools)
+from ._strict import api_name
 
 
 class AnthropicRuntime(ProviderRuntime):
@@ -45,24 +58,50 @@ class AnthropicRuntime(ProviderRuntime):
         self.max_tokens = max_tokens
         super().__init__(model, **options)
 
-    def _create(self):
-        return self._client.messages.create
+    def _create(self, client: Any = None):
+        return (client or self._client).messages.create
 
     # -- the request --------------------------------------------------------------------------
-    def _request(self, messages: list[dict], tools: list[dict] | None) -> dict:
-        kwargs: dict = {"max_tokens": self.max_tokens, **self.request_options,
-                        "model": self.model, "messages": to_anthropic_messages(messages)}
+    def _request(self, messages, tools, tool_choice, response_format) -> Ask:
+        body: dict = {"max_tokens": self.max_tokens, **self.request_options,
+                      "model": self.model, "messages": to_anthropic_messages(messages)}
         if self.system:
-            kwargs["system"] = self.system
-        if tools:
-            kwargs["tools"] = [to_anthropic_tool(t) for t in tools]
+            body["system"] = self.system
+        ask = Ask(body)
+        specs = unique_tools(tools)
+        choice = _TOOL_CHOICE.get(tool_choice) if specs else None
+        if response_format is not None:
+            specs, choice = self._output_tool(response_format, specs, ask)
+        if specs:
+            body["tools"] = [to_anthropic_tool(t) for t in specs]
+        if choice is not None:
+            body["tool_choice"] = choice
         if self.stream:
-            kwargs["stream"] = True
-        return kwargs
+            body["stream"] = True
+        return ask
+
+    @staticmethod
+    def _output_tool(fmt: dict, specs: list[dict], ask: Ask) -> tuple[list[dict], dict]:
+        """json_schema as one forced tool whose input schema is the schema. With work tools
+        offered too, any tool may be called (one at a time), and calling this one ends the
+        turn."""
+        taken = {t["name"] for t in specs}
+        name = api_name(fmt.get("name"))
+        while name in taken:
+            name = api_name(name[:57] + "_output")
+        ask.text_tool = name
+        ask.notes.append(
+            f"json_schema is carried out as the forced tool {name!r}: the Anthropic messages "
+            f"API has no JSON-schema response format here, so the schema is the tool's input "
+            f"schema and the tool's input is the reply")
+        tool = {"name": name, "parameters": fmt["schema"],
+                "description": "Give your answer by calling this tool: its input is the answer."}
+        choice = {"type": "tool", "name": name} if not specs else \
+            {"type": "any", "disable_parallel_tool_use": True}
+        return [*specs, tool], choice
 
     # -- the reply ----------------------------------------------------------------------------
-    def _complete_once(self, kwargs: dict) -> ModelResponse:
-        r = self._create()(**kwargs)
+    def _parse(self, r: Any) -> ModelResponse:
         content = getattr(r, "content", None)
         if content is None:
             raise _Malformed("the response has no content")
@@ -70,7 +109,8 @@ class AnthropicRuntime(ProviderRuntime):
         calls = [tool_call(b.name, b.input, b.id) for b in content
                  if getattr(b, "type", None) == "tool_use"]
         return ModelResponse(text=text, tool_calls=calls, usage=_usage(getattr(r, "usage", None)),
-                             model=getattr(r, "model", None) or self.model)
+                             model=getattr(r, "model", None) or self.model,
+                             finish_reason=getattr(r, "stop_reason", None))
 
     def _read_event(self, event: Any, reply: StreamedReply) -> None:
         kind = getattr(event, "type", None)
@@ -86,8 +126,10 @@ class AnthropicRuntime(ProviderRuntime):
             if d.type == "text_delta":
                 reply.add_text(d.text)
             elif d.type == "input_json_delta" and event.index in reply.calls:
-                reply.calls[event.index]["args"] += d.partial_json
+                reply.tool_args(event.index, d.partial_json)
         elif kind == "message_delta":
+            reply.finish_reason = getattr(event.delta, "stop_reason", None) or \
+                reply.finish_reason
             u = getattr(event, "usage", None)
             if u is not None:  # cumulative counts: the latest wins
                 if getattr(u, "output_tokens", None) is not None:
@@ -96,6 +138,28 @@ class AnthropicRuntime(ProviderRuntime):
                     reply.usage["input_tokens"] = _input_tokens(u)
         elif kind == "message_stop":
             reply.finished = True
+
+    def _shape(self, resp: ModelResponse, ask: Ask) -> ModelResponse:
+        """json_schema: the forced tool's input, as JSON text, is the reply."""
+        if ask.text_tool is None:
+            return resp
+        for tc in resp.tool_calls:
+            if tc.name == ask.text_tool:
+                resp.tool_calls.remove(tc)
+                resp.text = json.dumps(tc.args, ensure_ascii=False) \
+                    if isinstance(tc.args, dict) else str(tc.args)
+                break
+        return resp
+
+    def _refused(self, resp: ModelResponse) -> str | None:
+        if resp.finish_reason == "refusal":
+            return resp.text or "the model declined to answer (stop_reason 'refusal')"
+        return resp.refusal
+
+
+#: The core's tool choice in the messages protocol; "required" is one call of some tool.
+_TOOL_CHOICE = {"required": {"type": "any", "disable_parallel_tool_use": True},
+                "auto": {"type": "auto"}, "none": {"type": "none"}}
 
 
 def _input_tokens(u: Any) -> int | None:

@@ -1,11 +1,16 @@
 """Record a runtime's model calls to a JSON cassette, and replay them offline.
 
 `RecordingRuntime(inner, path)` passes every call through to `inner` (an `OpenAIRuntime`, an
-`AnthropicRuntime`, any Runtime) and writes it to `path` as it happens: the request (messages and
-tool specs), the reply (text, tool calls), token usage, the model that answered, the latency, and
-a failed call's error and partial text. The file is plain JSON with an indent, meant to be read,
-diffed and committed next to a notebook; it holds no key or header (only what the runtime's
-`complete()` sees, and error texts that the provider runtimes have already redacted). Nothing a
+`AnthropicRuntime`, any Runtime) and writes it to `path` as it happens: the request (messages,
+tool specs, and the way of asking's `tool_choice` / `response_format` when given), the reply
+(text, tool calls, finish reason, refusal, the raw request and response the provider runtime
+kept), token usage, the model that answered, the latency, a failed call's error and partial
+text, and where the call sits: the decision it belongs to (its id in the runtime's DAG and its
+entry point), the attempt of that decision, and the way of asking (`cassette_decisions` groups
+the calls back into decisions and attempts, to re-check them offline). The file is plain JSON
+with an indent, meant to be read, diffed and committed next to a notebook; it holds no key or
+header (only what the runtime's `complete()` sees, and error texts and raw records that the
+provider runtimes have already redacted). Nothing a
 reply holds can spoil it: text that UTF-8 cannot encode (a lone surrogate) is stored as its JSON
 escape and reads back the same, any other value as its repr; each write goes to a temporary file
 that replaces the cassette only once it is whole, and is removed if the write fails or is
@@ -15,7 +20,9 @@ warns and does not fail the model call; the next call writes every call again.
 `ReplayRuntime(path)` answers the same calls in the same order with no network and no key — on
 Binder, in CI, in a classroom. Each replayed reply streams through `on_text` in small chunks (so a
 notebook panel shows it growing, as it did live), usage and model are the recorded ones, and a
-recorded failure is raised again as the same `ModelCallError`. When the program now sends a
+recorded failure is raised again as the same `ModelCallError`. Both runtimes work the same way
+through `acomplete()` (`decision.amake`, async agents): the recorder awaits the inner runtime's
+async path, the replay answers on the caller's event loop. When the program now sends a
 different request than the one recorded (a prompt, an option, a tool result changed), the
 replay stops with `CassetteMismatch`, naming the call number and showing the expected and actual
 requests where they first differ; re-record with `RecordingRuntime` to refresh the cassette.
@@ -35,12 +42,17 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from ..agentic_programming.model import run_sync
+from ..agentic_programming.modes import MODES
 from ..agentic_programming.runtime import ModelCallError, ModelResponse, Runtime, ToolCall
 from ._unicode import escape_surrogates
-from .scripted import stream_text
+from .scripted import _pieces, stream_text
 
 FORMAT = "openprogram-cassette"
-VERSION = 1
+#: Version 2 records where each call sits (decision, attempt, way of asking), the mode
+#: arguments, finish reason, refusal and raw record; version 1 cassettes still replay.
+VERSION = 2
+OLDEST = 1
 
 
 class CassetteMismatch(ModelCallError):
@@ -68,8 +80,86 @@ def _plain(value: Any) -> Any:
     return repr(value)
 
 
-def request_record(messages: list[dict], tools: list[dict] | None) -> dict:
-    return {"messages": _plain(messages), "tools": _plain(tools)}
+def request_record(messages: list[dict], tools: list[dict] | None,
+                   mode_args: dict | None = None) -> dict:
+    """A request as a cassette holds it; the mode arguments only when given, so a menu-mode
+    call reads as it did in version 1."""
+    out = {"messages": _plain(messages), "tools": _plain(tools)}
+    out.update({k: _plain(v) for k, v in (mode_args or {}).items() if v is not None})
+    return out
+
+
+def response_record(resp: ModelResponse) -> dict:
+    out = {"text": _plain(resp.text), "tool_calls": [_plain(t) for t in resp.tool_calls],
+           "usage": _plain(resp.usage), "model": _plain(resp.model)}
+    for key in ("finish_reason", "refusal", "raw"):
+        if getattr(resp, key) is not None:
+            out[key] = _plain(getattr(resp, key))
+    return out
+
+
+def _mode_of(mode_args: dict) -> str:
+    if mode_args.get("response_format") is not None:
+        return "json_schema"
+    return "tools" if mode_args.get("tool_choice") is not None else "menu"
+
+
+class _Places:
+    """Which decision and which attempt each model call belongs to, read from the runtime's
+    DAG: the decision is the nearest `decision` node above the call's node. The attempt is
+    inferred from how the call follows the decision's previous one: a fresh conversation (the
+    re-ask of the menu and json_schema modes), a previous reply that failed or called no tool,
+    or one that called an offered tool that did not run (a choice, in tools mode: the turn
+    ended), starts the next attempt; a previous reply whose calls ran as tools, or named no
+    offered tool, is a tool round of the same attempt."""
+
+    def __init__(self, dag: Any):
+        self.dag = dag
+        self._last: dict[int, dict] = {}
+        self._lock = threading.Lock()
+
+    def _node(self, node_id: int | None) -> Any:
+        nodes = self.dag.nodes
+        if node_id is not None and 0 < node_id <= len(nodes) and nodes[node_id - 1].id == node_id:
+            return nodes[node_id - 1]
+        return next((n for n in nodes if n.id == node_id), None)
+
+    def place(self, messages: list[dict], tools: list[dict] | None,
+              mode_args: dict) -> tuple[dict | None, int | None]:
+        """`({"id", "entry", "attempt", "mode"} or None outside a decision, the call's node)`."""
+        from ..agentic_programming.runtime import _current_node
+        call = self._node(_current_node.get())
+        node = call
+        while node is not None and node.kind != "decision":
+            node = self._node(node.parent)
+        if node is None:
+            return None, getattr(call, "id", None)
+        with self._lock:
+            last = self._last.get(node.id)
+            attempt = 1 if last is None else last["attempt"] + \
+                (0 if self._same_turn(last, node.id, len(messages)) else 1)
+            self._last[node.id] = {"attempt": attempt, "after": getattr(call, "id", 0) or 0,
+                                   "offered": {t.get("name") for t in tools or []},
+                                   "calls": None}
+        return ({"id": node.id, "entry": node.name, "attempt": attempt,
+                 "mode": _mode_of(mode_args)}, node.id)
+
+    def _same_turn(self, last: dict, decision: int, n_messages: int) -> bool:
+        calls = last["calls"]
+        if n_messages <= 1 or not calls:
+            return False
+        ran = {n.name for n in self.dag.nodes[last["after"]:]
+               if n.kind == "tool" and n.parent == decision}
+        return not any(name in last["offered"] and name not in ran for name in calls)
+
+    def settle(self, decision: int | None, resp: ModelResponse | None) -> None:
+        """Note what the call of `decision` replied (None: it failed)."""
+        if decision is None:
+            return
+        with self._lock:
+            if decision in self._last:
+                self._last[decision]["calls"] = None if resp is None else \
+                    [tc.name for tc in resp.tool_calls]
 
 
 def dumps(data: Any) -> str:
@@ -116,6 +206,7 @@ class RecordingRuntime(Runtime):
         self.streams = inner.streams
         self.calls: list[dict] = []
         self._lock = threading.Lock()
+        self._places = _Places(self.dag)
         try:
             self._write()
         except OSError as exc:
@@ -125,12 +216,34 @@ class RecordingRuntime(Runtime):
     def __repr__(self) -> str:
         return f"RecordingRuntime({self.inner!r}, {str(self.path)!r}, {len(self.calls)} calls)"
 
-    def complete(self, messages, *, tools=None, on_text=None, timeout=None) -> ModelResponse:
-        entry: dict = {"call": None, "request": request_record(messages, tools)}
+    @property
+    def modes(self) -> frozenset:
+        return self.inner.modes
+
+    def complete(self, messages, *, tools=None, on_text=None, timeout=None,
+                 **mode_args) -> ModelResponse:
+        async def send():  # never suspends: complete() drives it without an event loop
+            return self.inner.complete(messages, tools=tools, on_text=on_text, timeout=timeout,
+                                       **mode_args)
+        return run_sync(self._record(messages, tools, mode_args, send))
+
+    async def acomplete(self, messages, *, tools=None, on_text=None, timeout=None,
+                        **mode_args) -> ModelResponse:
+        async def send():
+            return await self.inner.acomplete(messages, tools=tools, on_text=on_text,
+                                              timeout=timeout, **mode_args)
+        return await self._record(messages, tools, mode_args, send)
+
+    async def _record(self, messages, tools, mode_args, send) -> ModelResponse:
+        mode_args = {k: v for k, v in mode_args.items() if v is not None}
+        where, decision = self._places.place(messages, tools, mode_args)
+        entry: dict = {"call": None, "decision": where,
+                       "request": request_record(messages, tools, mode_args)}
         t0 = time.perf_counter()
         try:
-            resp = self.inner.complete(messages, tools=tools, on_text=on_text, timeout=timeout)
+            resp = await send()
         except ModelCallError as exc:
+            self._places.settle(decision, None)
             entry["error"] = _plain({"type": type(exc).__name__, "kind": exc.kind,
                                      "message": str(exc), "partial": exc.partial})
             self._add(entry, t0)
@@ -138,9 +251,8 @@ class RecordingRuntime(Runtime):
         if not isinstance(resp, ModelResponse):
             from ..agentic_programming.runtime import as_response
             resp = as_response(resp)
-        entry["response"] = {"text": _plain(resp.text),
-                             "tool_calls": [_plain(t) for t in resp.tool_calls],
-                             "usage": _plain(resp.usage), "model": _plain(resp.model)}
+        self._places.settle(decision, resp)
+        entry["response"] = response_record(resp)
         self._add(entry, t0)
         return resp
 
@@ -214,13 +326,14 @@ def _check_version(data: dict, where: str, redo: str) -> None:
     v = data["version"]
     if isinstance(v, bool) or not isinstance(v, int):
         raise ValueError(f'{where!r} has "version": {json.dumps(v)}, which is not a format '
-                         f"version (a whole number; this release reads {VERSION}); {redo}")
-    if v < VERSION:
+                         f"version (a whole number; this release reads versions {OLDEST} to "
+                         f"{VERSION}); {redo}")
+    if v < OLDEST:
         raise ValueError(f"{where!r} is a cassette of format version {v}, older than this "
-                         f"release reads (version {VERSION}); {redo}")
+                         f"release reads (versions {OLDEST} to {VERSION}); {redo}")
     if v > VERSION:
         raise ValueError(f"{where!r} is a cassette of format version {v}, written by a newer "
-                         f"release (this one reads version {VERSION}). Upgrade: "
+                         f"release (this one reads versions {OLDEST} to {VERSION}). Upgrade: "
                          f"pip install -U openprogram-decisions")
 
 
@@ -247,6 +360,45 @@ def _entry_problem(entry: Any) -> str | None:
     return None
 
 
+def cassette_decisions(cassette: Any) -> list[dict]:
+    """The calls of a cassette (a path, or the data `load_cassette` returns) grouped into the
+    decisions they belong to, in the order the decisions started:
+    `[{"decision": id, "entry": "decision.make", "mode": "menu", "attempts": [{"attempt": 1,
+    "calls": [<call entry>, ...]}, ...]}, ...]`; an attempt's last call holds the reply that
+    was checked (the ones before it are its tool rounds). Calls made outside a decision (a
+    plain turn) are left out. A cassette of format version 1 does not record where its calls
+    sit: it replays, but grouping it is a ValueError that says to re-record it."""
+    if isinstance(cassette, dict):
+        data, where = cassette, "the cassette"
+    else:
+        data, where = load_cassette(cassette), repr(str(cassette))
+    version = data.get("version")
+    if not isinstance(version, int) or version < 2:
+        raise ValueError(
+            f"{where} is a cassette of format version {version}, which does not record which "
+            f"decision and attempt each model call belongs to; it still replays, but to group "
+            f"its calls (to re-check them offline) re-record it with RecordingRuntime(inner_"
+            f"runtime, path) (this release writes version {VERSION})")
+    out: dict[int, dict] = {}
+    for n, entry in enumerate(data.get("calls") or [], 1):
+        place = entry.get("decision")
+        if place is None:
+            continue
+        if not isinstance(place, dict) or not isinstance(place.get("id"), int) or \
+                not isinstance(place.get("attempt"), int):
+            raise ValueError(f"call #{n} of {where} has a \"decision\" that is not an object "
+                             f"with an id and an attempt number: the file was edited by hand; "
+                             f"re-record it with RecordingRuntime")
+        group = out.setdefault(place["id"], {"decision": place["id"],
+                                             "entry": place.get("entry"),
+                                             "mode": place.get("mode"), "attempts": []})
+        attempts = group["attempts"]
+        if not attempts or attempts[-1]["attempt"] != place["attempt"]:
+            attempts.append({"attempt": place["attempt"], "calls": []})
+        attempts[-1]["calls"].append(entry)
+    return list(out.values())
+
+
 def _head(value: Any, n: int = 240) -> str:
     s = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     return s if len(s) <= n else s[:n] + f"... [{len(s) - n} more chars]"
@@ -268,8 +420,11 @@ def first_difference(expected: dict, actual: dict) -> str:
         start = max(0, k - 60)
         return (f"message {i + 1} ({e.get('role', '?')}), from character {start}:\n"
                 f"  expected: {_head(es[start:])}\n  actual:   {_head(as_[start:])}")
-    return (f"the tools differ:\n  expected: {_head(expected.get('tools'))}\n"
-            f"  actual:   {_head(actual.get('tools'))}")
+    for key in sorted((set(expected) | set(actual)) - {"messages"}):
+        if expected.get(key) != actual.get(key):
+            return (f"the {key} differ:\n  expected: {_head(expected.get(key))}\n"
+                    f"  actual:   {_head(actual.get(key))}")
+    return "the requests differ"
 
 
 class ReplayRuntime(Runtime):
@@ -278,6 +433,8 @@ class ReplayRuntime(Runtime):
     size of the text pieces sent to `on_text`; `realtime=True` sleeps the recorded latency."""
 
     streams = True
+    #: A recording holds text, tool calls or JSON alike: every way of asking replays.
+    modes = frozenset(MODES)
 
     def __init__(self, path: str | os.PathLike, *, strict: bool = True, stream_chunk: int = 8,
                  realtime: bool = False, name: str | None = None):
@@ -299,8 +456,29 @@ class ReplayRuntime(Runtime):
     def remaining(self) -> int:
         return len(self.recorded) - self._next
 
-    def complete(self, messages, *, tools=None, on_text=None, timeout=None) -> ModelResponse:
-        actual = request_record(messages, tools)
+    def complete(self, messages, *, tools=None, on_text=None, timeout=None,
+                 **mode_args) -> ModelResponse:
+        entry = self._take(messages, tools, mode_args)
+        text = self._text(entry)
+        stream_text(text, self.stream_chunk, on_text, self._latency(entry))
+        return self._answer(entry)
+
+    async def acomplete(self, messages, *, tools=None, on_text=None, timeout=None,
+                        **mode_args) -> ModelResponse:
+        """The same replay on the caller's event loop (a recorded latency is `asyncio.sleep`)."""
+        import asyncio
+        entry = self._take(messages, tools, mode_args)
+        for piece, wait in _pieces(self._text(entry), self.stream_chunk, on_text,
+                                   self._latency(entry)):
+            if wait:
+                await asyncio.sleep(wait)
+            if piece is not None:
+                on_text(piece)
+        return self._answer(entry)
+
+    def _take(self, messages, tools, mode_args) -> dict:
+        """The next recorded call, checked against this request when strict."""
+        actual = request_record(messages, tools, mode_args)
         with self._lock:
             n = self._next + 1
             if self._next >= len(self.recorded):
@@ -318,24 +496,33 @@ class ReplayRuntime(Runtime):
                     f"(or ReplayRuntime(..., strict=False) to replay the replies regardless).",
                     call=n, expected=entry.get("request"), actual=actual)
             self._next += 1
+        return entry
+
+    @staticmethod
+    def _text(entry: dict) -> Any:
+        """What streams: the reply's text, or a failure's partial text."""
+        if "error" in entry:
+            return entry["error"].get("partial") or ""
+        return (entry.get("response") or {}).get("text", "")
+
+    def _latency(self, entry: dict) -> float:
+        return (entry.get("duration_s") or 0) if self.realtime else 0
+
+    @staticmethod
+    def _answer(entry: dict) -> ModelResponse:
         if "error" in entry:
             err = entry["error"]
-            partial = err.get("partial") or ""
-            self._play(partial, on_text, entry)
-            raise ModelCallError(err.get("message", "recorded failure"), partial=partial,
+            raise ModelCallError(err.get("message", "recorded failure"),
+                                 partial=err.get("partial") or "",
                                  kind=err.get("kind", "model_error"))
         r = entry.get("response") or {}
-        text = r.get("text", "")
-        self._play(text, on_text, entry)
         return ModelResponse(
-            text=text,
+            text=r.get("text", ""),
             tool_calls=[ToolCall(t["name"], t.get("args", {}), t.get("id"))
                         for t in r.get("tool_calls") or []],
-            usage=dict(r["usage"]) if r.get("usage") else None, model=r.get("model"))
+            usage=dict(r["usage"]) if r.get("usage") else None, model=r.get("model"),
+            finish_reason=r.get("finish_reason"), refusal=r.get("refusal"), raw=r.get("raw"))
 
-    def _play(self, text: Any, on_text, entry: dict) -> None:
-        stream_text(text, self.stream_chunk, on_text,
-                    (entry.get("duration_s") or 0) if self.realtime else 0)
 
 __all__ = ["RecordingRuntime", "ReplayRuntime", "CassetteMismatch", "CassetteExhausted",
-           "load_cassette"]
+           "load_cassette", "cassette_decisions"]

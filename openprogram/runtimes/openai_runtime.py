@@ -34,6 +34,20 @@ policy for 408/409/429/5xx and connection errors, with its backoff; the decision
 bounds the whole call, retries included. Extra keyword arguments (`temperature=`, `seed=`,
 `max_completion_tokens=`, ...) are sent with every request; `system=` adds a system message.
 To record a session and replay it offline, wrap the runtime: see `openprogram.runtimes.cassette`.
+
+All three ways of asking (`mode=`, see docs/modes.md): "menu" sends the menu as text and no
+tools; "tools" sends one function tool per option with `tool_choice="required"` and
+`parallel_tool_calls=false`, and a re-ask goes back as the tool call's `role: "tool"` result;
+"json_schema" sends `response_format={"type": "json_schema", "json_schema": {"name", "schema",
+"strict": true}}` with the schema made to follow strict mode's rules (every property required,
+optional ones nullable, `additionalProperties: false`, only the keywords strict mode knows; see
+`_strict`) and the nulls that forced removed from the reply, so the result is the one the other
+modes give; a schema strict mode cannot express (a free-form dict, a value of any type, one over
+the size limits) goes with `strict: false`, and the raw record says why. `finish_reason`
+("length" is a reply cut at the token limit) and `message.refusal` reach the decision as
+`truncated` and `refused`. `acomplete()` (`decision.amake`, `aagent`) runs on the
+SDK's `AsyncOpenAI` client, streaming or not; each reply's `raw` holds the request body and the
+response as JSON, keys redacted, each at most 64 KB.
 """
 from __future__ import annotations
 
@@ -41,7 +55,9 @@ import json
 from typing import Any
 
 from ..agentic_programming.runtime import ModelCallError, ModelResponse, to_blocks
-from ._provider import ProviderAPI, ProviderRuntime, StreamedReply, _Malformed, tc_parts, tool_call
+from ._provider import (Ask, ProviderAPI, ProviderRuntime, StreamedReply, _Malformed, tc_parts,
+                        tool_call, unique_tools)
+from ._strict import NotStrict, api_name, strip_forced_nulls, to_strict
 
 
 class OpenAIRuntime(ProviderRuntime):
@@ -56,34 +72,56 @@ class OpenAIRuntime(ProviderRuntime):
         self.stream_usage = stream_usage
         super().__init__(model, **options)
 
-    def _create(self):
-        return self._client.chat.completions.create
+    def _create(self, client: Any = None):
+        return (client or self._client).chat.completions.create
 
     # -- the request --------------------------------------------------------------------------
-    def _request(self, messages: list[dict], tools: list[dict] | None) -> dict:
+    def _request(self, messages, tools, tool_choice, response_format) -> Ask:
         out: list[dict] = [{"role": "system", "content": self.system}] if self.system else []
         out += [to_openai_message(m) for m in messages]
-        kwargs: dict = {**self.request_options, "model": self.model, "messages": out}
-        if tools:
-            kwargs["tools"] = [to_openai_tool(t) for t in tools]
+        body: dict = {**self.request_options, "model": self.model, "messages": out}
+        ask = Ask(body)
+        specs = unique_tools(tools)
+        if specs:
+            body["tools"] = [to_openai_tool(t) for t in specs]
+            if tool_choice is not None:
+                body["tool_choice"] = tool_choice
+                if tool_choice == "required":
+                    body["parallel_tool_calls"] = False
+        if response_format is not None:
+            body["response_format"] = self._response_format(response_format, ask)
         if self.stream:
-            kwargs["stream"] = True
+            body["stream"] = True
             if self.stream_usage:
-                kwargs["stream_options"] = {"include_usage": True}
-        return kwargs
+                body["stream_options"] = {"include_usage": True}
+        return ask
+
+    @staticmethod
+    def _response_format(fmt: dict, ask: Ask) -> dict:
+        """Structured output in strict mode, with the schema made to follow its rules; a schema
+        that cannot follow them goes with `strict: false` (the reason is in the raw record)."""
+        try:
+            schema, strict = to_strict(fmt["schema"]), True
+            ask.schema = fmt["schema"]
+        except NotStrict as exc:
+            schema, strict = fmt["schema"], False
+            ask.notes.append(f"strict mode is off for this schema: {exc}")
+        return {"type": "json_schema", "json_schema": {
+            "name": api_name(fmt.get("name")), "schema": schema, "strict": strict}}
 
     # -- the reply ----------------------------------------------------------------------------
-    def _complete_once(self, kwargs: dict) -> ModelResponse:
-        r = self._create()(**kwargs)
+    def _parse(self, r: Any) -> ModelResponse:
         choices = getattr(r, "choices", None)
         if not choices or getattr(choices[0], "message", None) is None:
             raise _Malformed("the response has no choices[0].message")
         msg = choices[0].message
-        text = msg.content if msg.content is not None else (getattr(msg, "refusal", None) or "")
         calls = [tool_call(tc.function.name, tc.function.arguments, tc.id)
                  for tc in (msg.tool_calls or []) if getattr(tc, "function", None)]
-        return ModelResponse(text=text, tool_calls=calls, usage=_usage(getattr(r, "usage", None)),
-                             model=getattr(r, "model", None) or self.model)
+        return ModelResponse(text=msg.content or "", tool_calls=calls,
+                             usage=_usage(getattr(r, "usage", None)),
+                             model=getattr(r, "model", None) or self.model,
+                             finish_reason=choices[0].finish_reason,
+                             refusal=getattr(msg, "refusal", None) or None)
 
     def _read_event(self, chunk: Any, reply: StreamedReply) -> None:
         reply.model = getattr(chunk, "model", None) or reply.model
@@ -95,14 +133,47 @@ class OpenAIRuntime(ProviderRuntime):
             delta = choice.delta
             if delta is not None and delta.content:
                 reply.add_text(delta.content)
+            if delta is not None and getattr(delta, "refusal", None):
+                reply.refusal.append(delta.refusal)
             for tc in (getattr(delta, "tool_calls", None) or []):
                 slot = reply.tool(tc.index)
                 slot["id"] = tc.id or slot["id"]
                 if tc.function is not None:
                     slot["name"] += tc.function.name or ""
-                    slot["args"] += tc.function.arguments or ""
+                    reply.tool_args(tc.index, tc.function.arguments or "")
             if choice.finish_reason:
                 reply.finished = True
+                reply.finish_reason = choice.finish_reason
+
+    def _shape(self, resp: ModelResponse, ask: Ask) -> ModelResponse:
+        """In strict mode, the nulls strict mode forced on optional fields are taken out of the
+        reply (the option then sees them as not given, as in the other modes); the text as it
+        came is kept in the raw record."""
+        if ask.schema is None or not isinstance(resp.text, str):
+            return resp
+        try:
+            doc = json.loads(resp.text)
+        except (ValueError, RecursionError):
+            return resp
+        removed: list[str] = []
+        clean = strip_forced_nulls(doc, ask.schema, removed=removed)
+        if removed:
+            ask.reply_as_sent = resp.text
+            resp.text = json.dumps(clean, ensure_ascii=False)
+            ask.notes.append("the nulls strict mode forced on optional fields were removed "
+                             "from the reply: " + ", ".join(removed))
+        return resp
+
+    def _refused(self, resp: ModelResponse) -> str | None:
+        """`message.refusal`, or the content filter's stop; a refusal with no text is also the
+        reply's text (what a plain turn returns)."""
+        refusal = resp.refusal
+        if refusal is None and resp.finish_reason == "content_filter":
+            refusal = "the provider's content filter stopped the reply (finish reason " \
+                      "'content_filter')"
+        if refusal and not resp.text and not resp.tool_calls:
+            resp.text = refusal
+        return refusal
 
 
 def _usage(u: Any) -> dict | None:

@@ -1,7 +1,10 @@
 """A small program run twice by test_cassette: live against the fake server through a
 RecordingRuntime, then in a fresh process on a ReplayRuntime with the server stopped. `run(rt)`
-returns everything observable (results, errors, traces and DAG without times and ids) as JSON
-data, so the two runs can be compared for equality."""
+(the menu mode) and `run_modes(rt)` (the tools and json_schema modes, an async decision, a
+refusal and a cut-off reply) return everything observable (results, errors, traces with their
+raw records, and the DAG, without times and ids) as JSON data, so the two runs can be compared
+for equality."""
+import asyncio
 import json
 import sys
 
@@ -23,7 +26,9 @@ def lookup(order_id: str) -> str:
     return f"order {order_id}: shipped"
 
 
-def run(rt) -> dict:
+def _observed(rt, steps) -> dict:
+    """Run `steps(out)` counting streamed chunks; everything observable, without times and
+    ids."""
     out = {"results": [], "traces": [], "chunks": 0}
 
     def count(event):
@@ -31,6 +36,14 @@ def run(rt) -> dict:
             out["chunks"] += 1
 
     with observe(count):
+        steps(out)
+    out["dag"] = [{k: v for k, v in n.to_dict().items() if k not in VOLATILE}
+                  for n in rt.dag.nodes]
+    return _stable(out)
+
+
+def run(rt) -> dict:
+    def steps(out):
         out["results"].append(agent("Say hello.", runtime=rt))
         out["results"].append(decision.make("Refund or escalate? Pick one.",
                                             ["refund", "escalate"], runtime=rt))
@@ -44,11 +57,39 @@ def run(rt) -> dict:
         except DecisionError as err:
             out["results"].append({"error": str(err)})
             out["traces"].append(err.trace.to_dict())
-    out["dag"] = [{k: v for k, v in n.to_dict().items() if k not in VOLATILE}
-                  for n in rt.dag.nodes]
-    return _stable(out)
+    return _observed(rt, steps)
+
+
+def greet(name: str, loud: bool = False) -> str:
+    """Greet someone."""
+    return f"hello {name}" + ("!" if loud else "")
+
+
+OPTIONS = {"greet": greet, "done": ("DONE", "nothing left to do"),
+           "note": ("Write a note.", {"text": str})}
+
+
+def run_modes(rt) -> dict:
+    def steps(out):
+        def keep(result):
+            out["results"].append(result)
+            out["traces"].append(decision.last_trace().to_dict())
+        keep(decision.make("Greet Ada.", OPTIONS, runtime=rt, mode="tools"))
+        keep(decision.make("Greet Bo.", OPTIONS, runtime=rt, mode="json_schema"))
+        keep(agent("Where is order 42?", tools=[lookup], choices=OPTIONS, runtime=rt,
+                   mode="tools"))
+        keep(asyncio.run(decision.amake("Anything left?", OPTIONS, runtime=rt,
+                                        mode="json_schema")))
+        try:
+            decision.make("Greet someone.", OPTIONS, runtime=rt, mode="tools")
+        except DecisionError as err:
+            out["results"].append({"error": [a.error_kind for a in err.trace.attempts]})
+            out["traces"].append(err.trace.to_dict())
+        out["results"].append(agent("Say hi.", runtime=rt))
+    return _observed(rt, steps)
 
 
 if __name__ == "__main__":
     from openprogram.runtimes import ReplayRuntime
-    print(json.dumps(run(ReplayRuntime(sys.argv[1]))))
+    program = run_modes if sys.argv[2:] == ["modes"] else run
+    print(json.dumps(program(ReplayRuntime(sys.argv[1]))))

@@ -5,7 +5,10 @@ The provider runtimes are tested through the real SDK clients pointed at this se
 `server.requests`) and the JSON / server-sent events it has to parse. Each test scripts the
 server's replies as a queue (`server.push(...)`); a request with nothing queued gets a 599 error
 whose message says so. Faults are replies too: a status with headers and a body, a slow reply,
-a stream that stalls or whose connection drops mid-way, a malformed body.
+a stream that stalls or whose connection drops mid-way, a malformed body. A reply can also end
+with the provider's own finish reason (a cut at the token limit, a refusal), and can wait until
+a number of requests are in flight at once (`gate=`), so concurrency is shown by counting
+(`server.max_in_flight`), never by timing.
 """
 from __future__ import annotations
 
@@ -45,6 +48,10 @@ class Reply:
     err_type: str = "api_error"   # "status": the provider's error type
     raw_utf8: bool = False        # send JSON text unescaped, a lone surrogate as its raw bytes
                                   # (ED A0 80 for \ud800: not valid UTF-8, as a buggy server would)
+    finish: str | None = None     # the finish / stop reason instead of "stop" / "end_turn" (or
+                                  # the tool-use one): "length", "max_tokens", "refusal", ...
+    refusal: str | None = None    # OpenAI: message.refusal (streamed as delta.refusal)
+    gate: int | None = None       # answer only once this many requests are in flight at once
 
 
 def text(t: str, **kw) -> Reply:
@@ -89,6 +96,9 @@ class FakeServer:
         self.requests: list[Request] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        self._gate = threading.Condition(self._lock)
+        self.in_flight = 0
+        self.max_in_flight = 0
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -149,6 +159,26 @@ class FakeServer:
         return self._stopping.wait(seconds) if seconds > 0 else self._stopping.is_set()
 
     def _handle(self, h: BaseHTTPRequestHandler) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self._gate.notify_all()
+        try:
+            self._answer(h)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def _wait_for(self, n: int) -> None:
+        """Hold this request until `n` have been in flight at once (the most so far, since the
+        first released may finish before the others look again); a client that never sends
+        them (it runs its requests one by one) gets its answer after a safety wait, and the
+        test's count of `max_in_flight` tells."""
+        with self._gate:
+            self._gate.wait_for(lambda: self.max_in_flight >= n or self._stopping.is_set(),
+                                timeout=30)
+
+    def _answer(self, h: BaseHTTPRequestHandler) -> None:
         n = int(h.headers.get("Content-Length") or 0)
         raw_body = h.rfile.read(n) if n else b""
         try:
@@ -161,6 +191,8 @@ class FakeServer:
         if reply is None:
             return self._send_json(h, 599, {"error": {"message": "the fake server has no reply "
                                                       "queued for this request"}})
+        if reply.gate:
+            self._wait_for(reply.gate)
         if self._sleep(reply.delay):
             return
         if reply.kind == "close":
@@ -253,15 +285,24 @@ class FakeServer:
     def _args_text(args: Any) -> str:
         return args if isinstance(args, str) else json.dumps(args)
 
+    @staticmethod
+    def _openai_finish(reply: Reply) -> str:
+        return reply.finish or ("tool_calls" if reply.tool_calls else "stop")
+
+    @staticmethod
+    def _anthropic_stop(reply: Reply) -> str:
+        return reply.finish or ("tool_use" if reply.tool_calls else "end_turn")
+
     def _openai_message(self, reply: Reply, model: str) -> dict:
-        msg: dict = {"role": "assistant", "content": reply.text or None}
+        msg: dict = {"role": "assistant", "content": reply.text or None,
+                     "refusal": reply.refusal}
         if reply.tool_calls:
             msg["tool_calls"] = [{"id": i, "type": "function",
                                   "function": {"name": n, "arguments": self._args_text(a)}}
                                  for i, n, a in reply.tool_calls]
         return {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": model,
                 "choices": [{"index": 0, "message": msg, "logprobs": None,
-                             "finish_reason": "tool_calls" if reply.tool_calls else "stop"}],
+                             "finish_reason": self._openai_finish(reply)}],
                 "usage": {"prompt_tokens": reply.usage[0], "completion_tokens": reply.usage[1],
                           "total_tokens": sum(reply.usage)}}
 
@@ -276,6 +317,9 @@ class FakeServer:
             return self._json(c, reply)
 
         ev = [(None, chunk({"role": "assistant", "content": ""}), False)]
+        if reply.refusal:
+            for i in range(0, len(reply.refusal), reply.chunk):
+                ev.append((None, chunk({"refusal": reply.refusal[i:i + reply.chunk]}), False))
         for i in range(0, len(reply.text), reply.chunk):
             ev.append((None, chunk({"content": reply.text[i:i + reply.chunk]}), True))
             if reply.bad_event and i == 0:
@@ -290,7 +334,7 @@ class FakeServer:
                     "arguments": a[j:j + 5]}}]}), False))
         if reply.truncate:
             return ev
-        ev.append((None, chunk({}, "tool_calls" if reply.tool_calls else "stop"), False))
+        ev.append((None, chunk({}, self._openai_finish(reply)), False))
         if (body.get("stream_options") or {}).get("include_usage"):
             ev.append((None, chunk({}, usage={"prompt_tokens": reply.usage[0],
                                               "completion_tokens": reply.usage[1],
@@ -308,7 +352,7 @@ class FakeServer:
             content.append({"type": "tool_use", "id": i, "name": n, "input": a})
         return {"id": "msg_1", "type": "message", "role": "assistant", "model": model,
                 "content": content, "stop_sequence": None,
-                "stop_reason": "tool_use" if reply.tool_calls else "end_turn",
+                "stop_reason": self._anthropic_stop(reply),
                 "usage": {"input_tokens": reply.usage[0], "output_tokens": reply.usage[1]}}
 
     def _anthropic_events(self, reply: Reply, model: str) -> list:
@@ -342,7 +386,7 @@ class FakeServer:
         if reply.truncate:
             return ev
         ev.append(e("message_delta", {"delta": {
-            "stop_reason": "tool_use" if reply.tool_calls else "end_turn", "stop_sequence": None},
+            "stop_reason": self._anthropic_stop(reply), "stop_sequence": None},
             "usage": {"output_tokens": reply.usage[1]}}))
         ev.append(e("message_stop", {}))
         return ev

@@ -15,7 +15,8 @@ from fakeserver import text, tools
 import openprogram
 from openprogram import DecisionError, agent, decision
 from openprogram.runtimes import (CassetteExhausted, CassetteMismatch, ModelCallError,
-                                  RecordingRuntime, ReplayRuntime, ScriptedRuntime, load_cassette)
+                                  RecordingRuntime, ReplayRuntime, ScriptedRuntime,
+                                  cassette_decisions, load_cassette)
 
 HERE = Path(__file__).resolve().parent
 
@@ -378,3 +379,147 @@ def test_a_damaged_call_entry_is_named(tmp_path, damage, expect):
     with pytest.raises(ValueError, match=expect) as info:
         ReplayRuntime(path, strict=False)
     assert "re-record" in str(info.value)
+
+
+# -- the ways of asking, async calls, and where each call sits ------------------------------------
+
+def modes_replies(provider):
+    """The server's side of cassette_program.run_modes."""
+    cut = "length" if provider == "openai" else "max_tokens"
+
+    def schema(pick, call_id):
+        if provider == "openai":
+            return text(json.dumps({"decision": pick}))
+        return tools((call_id, "decision", {"decision": pick}))
+    bo = {"call": "greet", "args": {"name": "Bo", "loud": None}} if provider == "openai" else \
+        {"call": "greet", "args": {"name": "Bo"}}
+    refusal = text("", refusal="No.") if provider == "openai" else text("No.", finish="refusal")
+    return [
+        tools(("c1", "greet", {"name": 3})), tools(("c2", "greet", {"name": "Ada"})),
+        schema(bo, "t1"),
+        tools(("c3", "lookup", {"order_id": "42"})), tools(("c4", "done", {})),
+        schema({"call": "done", "args": {}}, "t2"),
+        refusal, tools(("c5", "greet", '{"name": "A'), finish=cut),
+        text("hi"),
+    ]
+
+
+def test_every_way_of_asking_and_async_calls_replay_in_a_fresh_process(
+        provider, server, make_runtime, tmp_path):
+    path = tmp_path / "modes.json"
+    server.push(*modes_replies(provider))
+    rec = RecordingRuntime(make_runtime(), path)
+    live = cassette_program.run_modes(rec)
+    assert live["results"] == ["hello Ada", "hello Bo", "DONE", "DONE",
+                               {"error": ["refused", "truncated"]}, "hi"]
+    assert all(t["attempts"][0]["raw"]["request"] for t in live["traces"])
+    server.stop()
+
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(HERE)}
+    proc = subprocess.run([sys.executable, str(HERE / "cassette_program.py"), str(path),
+                           "modes"], capture_output=True, text=True, timeout=120, env=env,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    replayed = json.loads(proc.stdout)
+    assert replayed["results"] == live["results"]
+    assert replayed["traces"] == live["traces"]   # raw records, finish reasons, tool calls
+    assert replayed["dag"] == live["dag"]
+
+    calls = load_cassette(path)["calls"]
+    assert calls[0]["request"]["tool_choice"] == "required"
+    assert calls[2]["request"]["response_format"]["name"] == "decision"
+    assert calls[7]["response"]["finish_reason"] in ("length", "max_tokens")
+    assert calls[6]["response"]["refusal"]
+    assert FAKE_KEY not in path.read_text()
+
+    groups = cassette_decisions(path)
+    assert [(g["entry"], g["mode"], [len(a["calls"]) for a in g["attempts"]])
+            for g in groups] == [
+        ("decision.make", "tools", [1, 1]),          # a bad-arguments re-ask
+        ("decision.make", "json_schema", [1]),
+        ("agent(choices=)", "tools", [2]),           # a tool round, then the choice
+        ("decision.amake", "json_schema", [1]),
+        ("decision.make", "tools", [1, 1]),          # refused, then cut off
+    ]
+    assert [a["attempt"] for a in groups[0]["attempts"]] == [1, 2]
+    assert sum(len(a["calls"]) for g in groups for a in g["attempts"]) == len(calls) - 1
+    assert calls[-1]["decision"] is None      # the plain turn is no decision's
+
+
+def _grouped(tmp_path, program):
+    path = tmp_path / "g.json"
+    program(path)
+    return [(g["mode"], [[c["call"] for c in a["calls"]] for a in g["attempts"]])
+            for g in cassette_decisions(path)]
+
+
+def test_calls_are_grouped_into_decisions_and_attempts(tmp_path):
+    from openprogram import ToolCall
+
+    def lookup(order: int) -> str:
+        """Look an order up."""
+        return "delayed"
+
+    def program(path):
+        rec = RecordingRuntime(ScriptedRuntime([
+            "no pick here", '{"call": "a"}',                                   # make: re-ask
+            ToolCall("lookup", {"order": 1}), "still no pick", '{"call": "b"}',  # agent, menu
+            ToolCall("lookup", {"order": 2}), ToolCall("nope", {}),            # agent, tools:
+            ToolCall("b", {"n": "x"}), ToolCall("b", {"n": 1}),                # two rounds
+            "plain",                                                            # no decision
+        ]), path)
+        decision.make("Pick a or b.", ["a", "b"], runtime=rec)
+        agent("Look, then pick.", tools=[lookup], choices=["a", "b"], runtime=rec)
+        agent("Look, then pick.", tools=[lookup], choices={"a": "A", "b": ("B", {"n": int})},
+              runtime=rec, mode="tools")
+        agent("hello", runtime=rec)
+    assert _grouped(tmp_path, program) == [
+        ("menu", [[1], [2]]),
+        ("menu", [[3, 4], [5]]),
+        # a round that ran a tool, a round that named no offered tool (answered with an
+        # error), the choice called with bad arguments ends the turn; its re-ask
+        ("tools", [[6, 7, 8], [9]]),
+    ]
+
+
+def test_a_version_1_cassette_replays_but_cannot_be_grouped(tmp_path):
+    path = _record_one(tmp_path)
+    data = json.loads(path.read_text())
+    data["version"] = 1
+    for call in data["calls"]:
+        del call["decision"]
+    path.write_text(json.dumps(data))
+    assert decision.make("Pick a or b.", ["a", "b"], runtime=ReplayRuntime(path)) == "a"
+    with pytest.raises(ValueError) as info:
+        cassette_decisions(path)
+    msg = str(info.value)
+    assert "format version 1" in msg and "does not record which decision" in msg
+    assert "re-record it with RecordingRuntime" in msg and "version 2" in msg
+
+
+def test_a_request_in_another_mode_is_a_mismatch_naming_what_differs(tmp_path):
+    from openprogram import ToolCall
+    path = tmp_path / "t.json"
+    rec = RecordingRuntime(ScriptedRuntime([ToolCall("a")]), path)
+    assert decision.make("Pick a or b.", ["a", "b"], runtime=rec, mode="tools") == "a"
+    with pytest.raises(DecisionError) as info:
+        decision.make("Pick a or b.", ["a", "b"], runtime=ReplayRuntime(path),
+                      mode="json_schema")
+    msg = info.value.trace.attempts[0].error_message
+    assert "does not match the cassette" in msg and "differ" in msg
+    assert ReplayRuntime(path).modes == {"menu", "tools", "json_schema"}
+    assert rec.modes == ScriptedRuntime(["x"]).modes
+
+
+def test_async_replay_streams_and_answers_on_the_loop(tmp_path):
+    import asyncio
+    path = _record_one(tmp_path, reply='I pick {"call": "b"}')
+    chunks = []
+    rt = ReplayRuntime(path, stream_chunk=4)
+
+    async def main():
+        with openprogram.observe(lambda e: e.kind == "reply_chunk" and
+                                 chunks.append(e.data["text"])):
+            return await decision.amake("Pick a or b.", ["a", "b"], runtime=rt)
+    assert asyncio.run(main()) == "b"
+    assert chunks[0] == "I pi" and "".join(chunks) == 'I pick {"call": "b"}'
