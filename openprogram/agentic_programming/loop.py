@@ -11,6 +11,7 @@ assembled from those events. Entry points that run a whole turn first (`agent(ch
 from __future__ import annotations
 
 import contextlib
+import json
 import string
 import time
 from typing import Any, Callable
@@ -159,7 +160,9 @@ class Decider:
         self.messages = messages
         extra = self.mode.request()
         if specs is not None:  # a turn's work tools go with the mode's own (tools mode: choices)
-            extra["tools"] = [*specs, *extra.get("tools", [])]
+            own = extra.get("tools", [])
+            taken = {t["name"] for t in own}  # a function that is both goes once, as the choice
+            extra["tools"] = [*(t for t in specs if t["name"] not in taken), *own]
 
         def on_text(chunk: str) -> None:
             parts.append(chunk)
@@ -286,7 +289,7 @@ class Decider:
                 self.record_failure(err)
                 if self.att.is_last:
                     self.fail()
-                prompt = reask_prompt(self.request, self.att.reply, err,
+                prompt = reask_prompt(self.request, _reply_shown(self.att), err,
                                       self.mode.menu_for_reask(self.menu_text), self.reask,
                                       self.att.number)
                 self.new_attempt(prompt)
@@ -340,6 +343,14 @@ class Decider:
         self._emit(kind, self.trace, self.att, result=result, error=error,
              duration_s=time.perf_counter() - self._t0)
         return result
+
+
+def _reply_shown(att: Attempt) -> Any:
+    """The previous reply as a re-ask repeats it: its text, or the tool calls it made."""
+    if att.tool_calls and not (isinstance(att.reply, str) and att.reply.strip()):
+        return "\n".join(f"{c['name']}({json.dumps(c.get('args'), ensure_ascii=False)})"
+                         for c in att.tool_calls)
+    return att.reply
 
 
 def max_attempts(max_retries: Any) -> int:

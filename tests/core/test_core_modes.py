@@ -153,3 +153,17 @@ def test_exec_response_format_in_each_mode():
     rt = ScriptedRuntime(['Here: ```json\n{"city": "Nice", "days": 1}\n```'])
     assert rt.exec("Plan.", response_format=schema) == {"city": "Nice", "days": 1}
     assert "Reply with one JSON object of this form" in rt.calls[0].prompt
+
+
+def test_a_tools_mode_re_ask_repeats_the_call_the_model_made():
+    rt = ScriptedRuntime([ToolCall("greet", {"name": 3}), ToolCall("done")])
+    decision.make("Pick.", OPTIONS, runtime=rt, mode="tools", reask="{reply} | {error}")
+    assert rt.calls[1].prompt == 'greet({"name": 3}) | args.name must be str, got integer 3'
+
+
+def test_a_function_that_is_both_a_work_tool_and_a_choice_is_sent_once_as_the_choice():
+    from openprogram import agent
+    rt = ScriptedRuntime([ToolCall("greet", {"name": "Al"})])
+    assert agent("Hi.", tools=[greet], choices={"greet": greet, "done": "DONE"}, runtime=rt,
+                 mode="tools") == "hello Al"
+    assert [t["name"] for t in rt.calls[0].tools] == ["greet", "done"]
