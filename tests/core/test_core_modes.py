@@ -158,7 +158,9 @@ def test_exec_response_format_in_each_mode():
 def test_a_tools_mode_re_ask_repeats_the_call_the_model_made():
     rt = ScriptedRuntime([ToolCall("greet", {"name": 3}), ToolCall("done")])
     decision.make("Pick.", OPTIONS, runtime=rt, mode="tools", reask="{reply} | {error}")
-    assert rt.calls[1].prompt == 'greet({"name": 3}) | args.name must be str, got integer 3'
+    tool_result = rt.calls[1].messages[-1]
+    assert tool_result["role"] == "tool"
+    assert tool_result["content"] == 'greet({"name": 3}) | args.name must be str, got integer 3'
 
 
 def test_a_function_that_is_both_a_work_tool_and_a_choice_is_sent_once_as_the_choice():
