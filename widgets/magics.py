@@ -4,9 +4,11 @@
 live; `%%agent OPTIONS` does the same through `agent(..., choices=OPTIONS)` with tools;
 `%decision_menu OPTIONS` previews an option set without a model; `%decision_runtime [EXPR]`
 shows or sets the notebook's default runtime; `%decision_trace [N]` shows a past decision again.
-Arguments that name options, runtimes, contexts or tools are names of the notebook's variables or
-Python expressions evaluated in its namespace (quote an expression that holds spaces). Every
-magic has `--help`.
+Arguments that name options, runtimes, contexts, tools, rules (`--validate`) or re-ask texts
+(`--reask`) are names of the notebook's variables or Python expressions evaluated in its namespace
+(quote an expression that holds spaces); `--mode` picks the way of asking. An async runtime works
+as is: the decision finishes inside the kernel's running event loop and the panel follows it
+live. Every magic has `--help`.
 """
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from openprogram.agentic_programming.modes import MODES
 
 __all__ = ["DecisionMagics", "load_ipython_extension", "unload_ipython_extension"]
 
@@ -61,7 +65,8 @@ def _first_flag(line: str, flags: list[str]) -> int:
 
 
 def _decision_flags(func):
-    """The flags %%decide and %%agent share: --runtime, --context, --timeout, --as."""
+    """The flags %%decide and %%agent share: --runtime, --context, --timeout, --mode,
+    --validate, --reask, --as."""
     for flag in reversed([
             argument("--runtime", "-r", default=None,
                      help="the Runtime to call (default: the one set with %%decision_runtime)"),
@@ -69,6 +74,15 @@ def _decision_flags(func):
                      help="a dict with the values of hidden parameters"),
             argument("--timeout", type=float, default=None,
                      help="seconds for the whole decision, re-asks and tool rounds included"),
+            argument("--mode", default="menu", choices=list(MODES),
+                     help="the way of asking: the text menu (default), the options as native "
+                          "tools, or the provider's JSON schema"),
+            argument("--validate", default=None, metavar="NAME",
+                     help="a rule: a function of the pick; raising openprogram.Retry('why') "
+                          "rejects it and re-asks"),
+            argument("--reask", default=None, metavar="NAME",
+                     help="the re-ask text: a template string with {request}, {reply}, "
+                          "{kind}, {error}, {path}, {menu}, {attempt}, or a function of them"),
             argument("--as", dest="as_name", default=None, metavar="NAME",
                      help="also bind the result to this variable")]):
         func = flag(func)
@@ -140,14 +154,19 @@ class DecisionMagics(Magics):
                              f"ScriptedRuntime([...])")
         return rt
 
-    def _context(self, expr: str | None):
+    def _named(self, expr: str | None, flag: str, ok, need: str):
+        """The value `flag` names (None when the flag is not given); a UsageError naming the
+        flag when `ok(value)` is false, saying what it `need`s."""
         if expr is None:
             return None
-        ctx = self._eval(expr, "--context")
-        if not isinstance(ctx, dict):
-            raise UsageError(f"--context {expr!r} is a {type(ctx).__name__}; it must be a dict "
-                             f"of the hidden parameters' values")
-        return ctx
+        value = self._eval(expr, flag)
+        if not ok(value):
+            raise UsageError(f"{flag} {expr!r} is {_a(type(value).__name__)}; {need}")
+        return value
+
+    def _context(self, expr: str | None):
+        return self._named(expr, "--context", lambda v: isinstance(v, dict),
+                           "it must be a dict of the hidden parameters' values")
 
     def _prompt(self, cell: str) -> str:
         """The cell with {name} (and $name) expanded from the user namespace, as IPython does
@@ -167,6 +186,26 @@ class DecisionMagics(Magics):
             raise UsageError("the cell is empty: the cell body is the prompt, e.g.\n"
                              "%%decide OPTIONS\nPick the next step for {task}.")
         return text
+
+    def _validate(self, expr: str | None):
+        return self._named(expr, "--validate", callable, "give a function of the pick that "
+                           "raises openprogram.Retry('why') to reject it")
+
+    def _reask(self, expr: str | None):
+        from openprogram.agentic_programming.loop import check_reask
+        text = self._named(expr, "--reask", lambda v: True, "")
+        try:
+            check_reask(text)   # a template naming an unknown field fails here, before a call
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"--reask {expr!r}: {exc}") from None
+        return text
+
+    def _check_mode(self, rt, mode: str) -> None:
+        from openprogram.agentic_programming.model import check_modes
+        try:
+            check_modes(rt, mode)
+        except ValueError as exc:
+            raise UsageError(f"--mode {mode}: {exc}") from None
 
     def _bind(self, name: str | None, value: Any) -> None:
         if name is not None:
@@ -199,9 +238,10 @@ class DecisionMagics(Magics):
 
     def _decision_cell(self, magic, line: str, cell: str, start) -> Any:
         """What %%decide and %%agent share: read the flags, look the names up, make the
-        decision with its panel live, bind --as. `start(args, prompt, options, runtime,
-        context)` checks the magic's own flags and returns the call that makes the decision
-        and the tools the panel's test needs."""
+        decision with its panel live, bind --as. `start(args, prompt, options, common)` checks
+        the magic's own flags and returns the call that makes the decision and the tools the
+        panel's test needs; `common` holds the keyword arguments both entries take (runtime,
+        context, timeout_s, mode, validate, reask)."""
         args = self._parse(magic, line)
         if args is None:
             return None
@@ -209,8 +249,11 @@ class DecisionMagics(Magics):
         prompt = self._prompt(cell)
         options = self._eval(args.options, "OPTIONS")
         rt = self._runtime(args.runtime)
+        self._check_mode(rt, args.mode)
         ctx = self._context(args.context)
-        call, tools = start(args, prompt, options, rt, ctx)
+        common = dict(runtime=rt, context=ctx, timeout_s=args.timeout, mode=args.mode,
+                      validate=self._validate(args.validate), reask=self._reask(args.reask))
+        call, tools = start(args, prompt, options, common)
         result = self._run(call, options, args.options, ctx, tools)
         self._bind(args.as_name, result)
         return result
@@ -227,21 +270,21 @@ class DecisionMagics(Magics):
         """Run `decision.make` with the cell as the prompt and show the decision panel.
 
         The cell body is the prompt; {name} is replaced by the notebook variable `name`. The
-        prompt must ask the model to pick: the menu is appended to it. The resolved result is
-        the cell's value. A failed decision shows every attempt in the panel and raises
-        DecisionError.
+        prompt must ask the model to pick: the menu is appended to it (with --mode tools or
+        json_schema, the options go as native tools or as a JSON schema instead). The resolved
+        result is the cell's value. A failed decision shows every attempt in the panel and
+        raises DecisionError.
 
-            %%decide OPTIONS --as step
+            %%decide OPTIONS --as step --validate in_stock --reask REASK
             The order {order_id} is late. Pick the next step.
         """
-        def start(args, prompt, options, rt, ctx):
+        def start(args, prompt, options, common):
             if args.max_retries < 0:
                 raise UsageError(f"--max-retries {args.max_retries}: give 0 or more (0 turns "
                                  f"re-asks off)")
             from openprogram import decision
-            return (lambda: decision.make(prompt, options, runtime=rt, context=ctx,
-                                          max_retries=args.max_retries,
-                                          timeout_s=args.timeout)), None
+            return (lambda: decision.make(prompt, options, max_retries=args.max_retries,
+                                          **common)), None
         return self._decision_cell(self.decide, line, cell, start)
 
     # -- %%agent ------------------------------------------------------------------------------
@@ -267,7 +310,7 @@ class DecisionMagics(Magics):
             %%agent OPTIONS --tools search,fetch --as answer
             Find out whether {city} has a direct train to Rome, then pick.
         """
-        def start(args, prompt, options, rt, ctx):
+        def start(args, prompt, options, common):
             tools = self._eval(args.tools, "--tools") if args.tools else None
             toolset = None
             if args.toolset:
@@ -277,8 +320,7 @@ class DecisionMagics(Magics):
                     else self._eval(name, "--toolset")
             from openprogram import agent
             return (lambda: agent(prompt, tools=tools, toolset=toolset, choices=options,
-                                  runtime=rt, context=ctx, max_iterations=args.max_iterations,
-                                  timeout_s=args.timeout)), tools
+                                  max_iterations=args.max_iterations, **common)), tools
         return self._decision_cell(self.agent, line, cell, start)
 
     # -- %decision_menu -----------------------------------------------------------------------

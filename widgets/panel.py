@@ -1,9 +1,11 @@
 """The decision panel: a view of a `DecisionTrace`, live while the decision runs.
 
 `DecisionPanel(trace)` draws one decision with ipywidgets' standard widgets only (no front-end
-build): per attempt the prompt with its menu, the raw reply, the extracted JSON, the validation
-error, the chosen option and its arguments; then the tool rounds, the resolved result or the final
-error, and the trace's tables, plus a button that turns the decision into a pytest test. Every
+build): per attempt the prompt with its menu (or the tools or JSON schema sent in its place), the
+raw reply with the value that broke it marked, the extracted JSON, the validation error, the
+chosen option and its arguments, the raw request and response; then the tool rounds, the resolved
+result or the final error, two attempts side by side ("Compare attempts"), and the trace's tables,
+plus a button that turns the decision into a pytest test. Every
 part is drawn by `openprogram.agentic_programming.view`, the same escaped HTML that
 `display(trace)` and static exports show; the panel only places the parts into widgets and keeps
 them current. `DecisionPanel()` without a trace attaches to the next decision whose events its
@@ -61,18 +63,21 @@ class StaticCopy:
 
 
 class _AttemptView(W.VBox):
-    """One attempt: the prompt is drawn once (so an opened <details> stays open), the body
-    redraws as the reply streams in."""
+    """One attempt: the prompt (with the tools or schema sent) and the raw request and
+    response are drawn once each (so an opened <details> stays open), the body redraws as the
+    reply streams in."""
 
     def __init__(self):
         self.title = W.HTML()
         self.prompt = W.HTML()
         self.body = W.HTML()
-        super().__init__([self.title, self.prompt, self.body],
+        self.raw = W.HTML()
+        super().__init__([self.title, self.prompt, self.body, self.raw],
                          layout=W.Layout(padding="2px 8px", margin="4px 0"))
         self.add_class("op-attempt")
         self._state = None
         self._prompt_len = -1
+        self._raw = None
 
     def draw(self, att: Attempt, trace: DecisionTrace, reply: str | None = None) -> None:
         state = view.attempt_state(att)
@@ -84,9 +89,75 @@ class _AttemptView(W.VBox):
             self._state = state
         self.title.value = view.attempt_title(att, trace, reply)
         if len(att.prompt) != self._prompt_len:
-            self.prompt.value = view.attempt_prompt_html(att)
+            self.prompt.value = view.attempt_prompt_html(att, trace.mode)
             self._prompt_len = len(att.prompt)
         self.body.value = view.attempt_body_html(att, reply)
+        if att.raw is not self._raw:
+            self.raw.value = view.attempt_raw_html(att)
+            self._raw = att.raw
+
+
+class _CompareView(W.VBox):
+    """Two attempts side by side (`view.compare_attempts_html`), picked with two drop-downs;
+    the last two until the user picks others. Drawn only while its section is open: a diff
+    costs more than the rest of a redraw."""
+
+    def __init__(self, lock):
+        self.first = W.Dropdown(description="attempt", layout=W.Layout(width="160px"))
+        self.second = W.Dropdown(description="with", layout=W.Layout(width="160px"))
+        self.html = W.HTML()
+        self.html.add_class("op-compare-html")
+        super().__init__([W.HBox([self.first, self.second]), self.html])
+        self.add_class("op-compare-box")
+        self.trace: DecisionTrace | None = None
+        self.visible = False
+        self._lock = lock
+        self._numbers: tuple = ()
+        self._trace_id = None
+        self._drawn = None      # what was drawn last: trace, its attempt records, the picks
+        self._updating = False
+        for dd in (self.first, self.second):
+            dd.observe(self._picked, "value")
+
+    def _picked(self, _change) -> None:
+        if not self._updating:
+            with self._lock:
+                self.draw()
+
+    def update(self, trace: DecisionTrace | None) -> None:
+        """Follow the trace: its attempts are the choices; a new trace, or a new attempt while
+        the last two were shown, shows the last two."""
+        self.trace = trace
+        numbers = tuple(a.number for a in trace.attempts) if trace is not None else ()
+        tid = trace.id if trace is not None else None
+        if numbers != self._numbers or tid != self._trace_id:
+            picks = (self.first.value, self.second.value)
+            if tid != self._trace_id or len(self._numbers) < 2 or picks == self._numbers[-2:]:
+                picks = numbers[-2:]
+            self._numbers, self._trace_id = numbers, tid
+            self._updating = True
+            try:
+                # new options select the first one: the picks are set again after
+                self.first.options = self.second.options = numbers
+                if len(numbers) >= 2:
+                    self.first.value, self.second.value = picks
+            finally:
+                self._updating = False
+        self.draw()
+
+    def draw(self) -> None:
+        t = self.trace
+        if not self.visible or t is None:
+            return
+        picks = (self.first.value, self.second.value) if len(self._numbers) >= 2 else (None, None)
+        key = (t.id, tuple(t.attempts), picks)
+        if key == self._drawn:
+            return
+        self._drawn = key
+        try:
+            self.html.value = view.compare_attempts_html(t, *picks)
+        except ValueError as exc:   # the same attempt twice: said here, never raised
+            self.html.value = error_html("Cannot compare", exc)
 
 
 class DecisionPanel(StaticCopy, W.VBox):
@@ -119,8 +190,12 @@ class DecisionPanel(StaticCopy, W.VBox):
         self.tools = W.HTML()
         self.outcome = W.HTML()
         self.tables = W.Tab(children=[W.HTML() for _ in view.TABLES], titles=list(view.TABLES))
+        self.compare = _CompareView(self._lock)
+        self.compare_section = W.Accordion(children=[self.compare], titles=["Compare attempts"])
+        self.compare_section.observe(self._compare_toggled, "selected_index")
         self.test_box = _TestBox(self, options_expr)
         super().__init__([self.header, self.attempts_box, self.tools, self.outcome,
+                          self.compare_section,
                           W.Accordion(children=[self.tables], titles=["Tables"]),
                           self.test_box],
                          layout=W.Layout(border="1px solid #ccc", padding="6px", width="100%"))
@@ -187,7 +262,13 @@ class DecisionPanel(StaticCopy, W.VBox):
         if t is not None:
             for w, table in zip(self.tables.children, view.TABLES):
                 w.value = view.table_html(t, table)
+        self.compare.update(t)
         self.test_box.update_state()
+
+    def _compare_toggled(self, change) -> None:
+        with self._lock:
+            self.compare.visible = change["new"] is not None
+            self.compare.draw()
 
     # -- live updates ---------------------------------------------------------------------------
     def observer(self, event: TraceEvent) -> None:

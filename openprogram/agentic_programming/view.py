@@ -1,9 +1,12 @@
 """The HTML view of a decision: plain, escaped HTML made with the standard library only.
 
-`trace_html(trace)` draws one decision — a header, every attempt (the prompt with its menu, the
-raw reply, the extracted JSON, the validation error, the chosen option and its arguments), the tool
-rounds, the outcome, and the attempts / options / tools / summary tables as hand-built `<table>`s —
-as HTML that needs no script, no stylesheet of the page and no library. `display(trace)`, static
+`trace_html(trace)` draws one decision — a header, every attempt (the prompt with its menu, or the
+tools or JSON schema sent in its place; the raw reply with the value that broke it marked, or the
+native tool call it made; the extracted JSON, the validation error, the chosen option and its
+arguments; the raw request and response of the model call), the tool rounds, the outcome, and the
+attempts / options / tools / summary tables as hand-built `<table>`s — as HTML that needs no
+script, no stylesheet of the page and no library. `compare_attempts_html(trace, a, b)` puts two
+attempts side by side, their replies and extracted JSON diffed, with the re-ask between them. `display(trace)`, static
 exports (nbconvert, GitHub, nbviewer) and the notebook panel, which puts each part into its own
 widget, all draw with these functions, so every view of a decision shows the same thing. Everything
 a model, a server or an option set wrote goes through `html.escape`; every view sits in a wrapper
@@ -14,16 +17,18 @@ such.
 """
 from __future__ import annotations
 
+import difflib
 import html
 import json
+import re
 from typing import Any
 
 # The explanation of an error kind is the only thing taken from the layers below; the Attempt
 # and DecisionTrace named in annotations are read by attribute only (trace.py imports this).
 from .errors import explain
 
-__all__ = ["trace_html", "attempt_html", "table_html", "options_table_html", "wrap", "esc",
-           "TABLES", "COLOURS"]
+__all__ = ["trace_html", "attempt_html", "compare_attempts_html", "table_html",
+           "options_table_html", "marked_html", "diff_html", "wrap", "esc", "TABLES", "COLOURS"]
 
 #: What a view's outer element carries: MathJax 3 (JupyterLab) skips `mathjax_ignore`, MathJax 2
 #: (the classic notebook, older exports) skips `tex2jax_ignore`.
@@ -39,7 +44,18 @@ _OK, _BAD = COLOURS["ok"][0], COLOURS["failed"][0]
 # A text block longer than this is cut (with a note of how much is left out): a reply of many
 # megabytes must not become a page of many megabytes, once per redraw.
 MAX_CHARS = 50_000
+#: The raw request and the raw response of a model call are each cut to this many characters of
+#: their JSON: they repeat the whole conversation, tools and schema included.
+RAW_CHARS = 20_000
 _CELL_CHARS = 300
+# Texts up to this long are diffed word by word; longer ones line by line, which stays cheap.
+_WORD_DIFF_CHARS = 2_000
+_WORDS = re.compile(r"\w+|\s+|[^\w\s]")
+_MARK = ('<mark class="op-error-mark" style="background:#ffe082;color:inherit;'
+         f'outline:1px solid {_BAD};border-radius:2px">{{}}</mark>')
+_DEL = ('<del class="op-del" style="background:#ffd7d5;color:inherit">{}</del>')
+_INS = ('<ins class="op-ins" style="background:#ccffd8;color:inherit;text-decoration:none">'
+        '{}</ins>')
 _PRE = ("white-space:pre-wrap;word-break:break-word;margin:2px 0 6px 0;padding:6px;"
         "background:#fff;border:1px solid #ddd;border-radius:3px;font-size:12px;"
         "font-family:var(--jp-code-font-family,monospace);max-height:{h}px;overflow:auto")
@@ -82,16 +98,58 @@ def clip(text: str, limit: int = MAX_CHARS) -> str:
         text[:limit] + f"\n… [{len(text) - limit:,} more characters not shown]"
 
 
-def pre(text: Any, height: int = 260, cls: str = "") -> str:
-    return f'<pre class="{cls}" style="{_PRE.format(h=height)}">{esc(clip(safe_str(text)))}</pre>'
+def pre(text: Any, height: int = 260, cls: str = "", limit: int = MAX_CHARS) -> str:
+    return pre_html(esc(clip(safe_str(text), limit)), height, cls)
+
+
+def pre_html(body: str, height: int = 260, cls: str = "") -> str:
+    """A scrolling block of already escaped HTML (`body`)."""
+    return f'<pre class="{cls}" style="{_PRE.format(h=height)}">{body}</pre>'
+
+
+def text_span(text: Any, span: Any) -> tuple[int, int] | None:
+    """`span` as (start, end) when it is a non-empty range of character offsets inside `text`,
+    else None (a record from elsewhere may hold anything)."""
+    if not isinstance(text, str) or not isinstance(span, (tuple, list)) or len(span) != 2:
+        return None
+    start, end = span
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in span):
+        return None
+    return (start, end) if 0 <= start < end <= len(text) else None
+
+
+def marked_html(text: str, span: Any, limit: int = MAX_CHARS) -> str:
+    """`text` escaped, with the characters at `span` inside a `<mark>` (escaped too: the mark
+    holds no markup of the text's). No mark when `span` is None or not inside `text`. The text
+    is cut to about `limit` characters; a mark beyond that is kept with the text just before
+    it, the characters in between left out (and said so)."""
+    where = text_span(text, span)
+    if where is None:
+        return esc(clip(text, limit))
+    start, end = where
+    if end <= limit:
+        return (esc(text[:start]) + _MARK.format(esc(text[start:end]))
+                + esc(clip(text[end:], limit - end)))
+    keep, around = limit // 2, 500
+    head = min(start, keep)
+    window = max(head, start - around)
+    gap = (f"\n… [{window - head:,} characters not shown] …\n" if window > head else "")
+    return (esc(text[:head]) + esc(gap) + esc(text[window:start])
+            + _MARK.format(esc(clip(text[start:end], keep)))
+            + esc(clip(text[end:], around)))
 
 
 def label(text: str) -> str:
     return f'<div style="{LABEL_STYLE}">{esc(text)}</div>'
 
 
-def pretty_json(obj: Any) -> str:
-    return json.dumps(obj, indent=2, ensure_ascii=False, default=safe_repr)
+def json_text(obj: Any, indent: int | None = 2) -> str:
+    """JSON of anything a record holds (pretty unless `indent` is None); its repr when it is
+    not JSON (a cycle)."""
+    try:
+        return json.dumps(obj, indent=indent, ensure_ascii=False, default=safe_repr)
+    except (TypeError, ValueError, RecursionError):
+        return safe_repr(obj)
 
 
 def result_text(value: Any) -> str:
@@ -140,36 +198,112 @@ def attempt_title(att: Attempt, trace: DecisionTrace, reply: str | None = None) 
             f"{esc(' · '.join(bits))} — {esc(what)}</div>")
 
 
-def attempt_prompt_html(att: Attempt) -> str:
-    first = "prompt and menu" if att.number == 1 else "re-ask: the previous reply, the problem, the menu"
+def sent_summary(sent: Any) -> str:
+    """What a way of asking sent besides the prompt, in a few words ("" when nothing)."""
+    if not sent:
+        return ""
+    tools = sent.get("tools") if isinstance(sent, dict) else None
+    if isinstance(tools, list):
+        return f"{len(tools)} native tool{'' if len(tools) == 1 else 's'}"
+    if isinstance(sent, dict) and "response_format" in sent:
+        return "a JSON schema (structured output)"
+    return "the settings of the way of asking"
+
+
+def attempt_prompt_html(att: Attempt, mode: str | None = None) -> str:
+    """What the attempt sent: the prompt (the menu appended, in the menu mode) and, in the other
+    ways of asking, the tools or the JSON schema that stand in the menu's place."""
+    what = sent_summary(att.sent)
+    if att.number == 1:
+        first = f"prompt and {what}" if what else "prompt and menu"
+    else:
+        first = ("re-ask: the previous reply, the problem" + (f"; {what} again" if what
+                                                                else ", the menu"))
+    sent = ""
+    if what:
+        way = f" ({mode} mode)" if mode else ""
+        sent = (label(f"Sent with it in place of the menu{way}: {what}")
+                + pre(json_text(att.sent), 320, "op-sent"))
     return (f'<details class="op-prompt"><summary style="{LABEL_STYLE};cursor:pointer">'
             f"Sent to the model ({esc(first)}; {len(att.prompt)} characters)</summary>"
-            f"{pre(att.prompt, 320)}</details>")
+            f"{pre(att.prompt, 320)}{sent}</details>")
+
+
+# Why a model stopped, in the words of a reply that ended as it should: anything else is shown.
+_NORMAL_FINISH = frozenset({"stop", "end_turn", "tool_calls", "tool_use", "stop_sequence"})
+
+
+def tool_calls_text(calls: Any) -> str:
+    """Native tool calls as a person reads them, one a line: `name({"arg": value})`."""
+    lines = []
+    for call in calls if isinstance(calls, (list, tuple)) else [calls]:
+        if isinstance(call, dict):
+            lines.append(f"{safe_str(call.get('name'))}({json_text(call.get('args'), None)})")
+        else:
+            lines.append(safe_repr(call))
+    return "\n".join(lines)
+
+
+def reply_text(att: Attempt) -> str:
+    """The reply as text: what the model wrote, then the native tool calls it made, if any."""
+    reply = att.reply
+    text = reply if isinstance(reply, str) else "" if reply is None else safe_repr(reply)
+    if att.tool_calls:
+        text += ("\n" if text else "") + tool_calls_text(att.tool_calls)
+    return text
+
+
+def reply_html(att: Attempt, reply: str | None = None) -> str:
+    """The raw reply. Once the attempt failed on a value inside it, that value is marked; a
+    reply that is a native tool call without text shows as the call. `reply` is the text
+    streamed so far, when the record does not hold it yet (never marked)."""
+    streamed = reply is not None
+    reply = att.reply if reply is None else reply
+    if att.tool_calls and not streamed and (reply is None or reply == ""):
+        n = len(att.tool_calls)
+        title = "Reply: a native tool call" if n == 1 else f"Reply: {n} native tool calls"
+        return label(title) + pre(tool_calls_text(att.tool_calls), 240, "op-reply op-tool-call")
+    where = None if streamed else text_span(reply, att.error_span)
+    title = "Raw reply" + ("" if reply is not None else " (none yet)")
+    if where is not None:
+        title += f" — the value at {att.error_path or 'the error'} is marked"
+    if att.finish_reason and att.finish_reason not in _NORMAL_FINISH:
+        title += f" (finish reason: {att.finish_reason})"
+    if isinstance(reply, str):
+        body = marked_html(reply, where)
+    else:
+        body = "" if reply is None else esc(clip(safe_repr(reply)))
+    parts = [label(title), pre_html(body, 240, "op-reply")]
+    if att.tool_calls and not streamed:
+        parts += [label("and native tool calls"),
+                  pre(tool_calls_text(att.tool_calls), 160, "op-tool-call")]
+    return "".join(parts)
+
+
+def error_box(att: Attempt) -> str:
+    """An attempt's error: kind, path, message and what the kind means."""
+    where = f" at {att.error_path}" if att.error_path else ""
+    return (f'<div class="op-error" style="margin:4px 0;padding:6px;border-radius:3px;'
+            f'background:#fff;border:1px solid {_BAD};color:{_BAD}">'
+            f"<b>{esc(att.error_kind)}</b>{esc(where)}: {esc(clip(att.error_message or ''))}"
+            f'<div style="color:#555;font-size:12px">{esc(explain(att.error_kind))}</div></div>')
 
 
 def attempt_body_html(att: Attempt, reply: str | None = None) -> str:
     """The reply and what the mechanism made of it (`reply`: the text streamed so far)."""
-    reply = att.reply if reply is None else reply
-    parts = [label("Raw reply" + ("" if reply is not None else " (none yet)")),
-             pre(reply if isinstance(reply, str) else "" if reply is None else safe_repr(reply),
-                 240, "op-reply")]
+    parts = [reply_html(att, reply)]
     if att.extracted is not None:
         how = f"found in a {att.found_in}" if att.found_in == "fence" else f"found in the {att.found_in}"
         parts.append(label(f"Extracted JSON ({how}, key \"{att.key_alias}\", "
                            f"{att.candidates} candidate(s); the last one is the pick)"))
-        parts.append(pre(pretty_json(att.extracted), 200, "op-extracted"))
+        parts.append(pre(json_text(att.extracted), 200, "op-extracted"))
     elif att.error_kind == "no_action":
         parts.append(label(f"Extracted JSON: none ({att.candidates} candidate(s))"))
     if att.error_kind:
-        where = f" at {att.error_path}" if att.error_path else ""
-        parts.append(
-            f'<div class="op-error" style="margin:4px 0;padding:6px;border-radius:3px;'
-            f'background:#fff;border:1px solid {_BAD};color:{_BAD}">'
-            f"<b>{esc(att.error_kind)}</b>{esc(where)}: {esc(clip(att.error_message or ''))}"
-            f'<div style="color:#555;font-size:12px">{esc(explain(att.error_kind))}</div></div>')
+        parts.append(error_box(att))
     if att.chosen and not att.error_kind:
         parts.append(label(f"Chosen option: {att.chosen}"))
-        parts.append(pre(pretty_json(att.args if att.args is not None else {}), 160, "op-args"))
+        parts.append(pre(json_text(att.args if att.args is not None else {}), 160, "op-args"))
         extras = []
         if att.dropped:
             extras.append(f"dropped (never used): {', '.join(att.dropped)}")
@@ -180,14 +314,124 @@ def attempt_body_html(att: Attempt, reply: str | None = None) -> str:
     return "".join(parts)
 
 
+def attempt_raw_html(att: Attempt) -> str:
+    """The raw request and response of the attempt's model call, as the runtime recorded them
+    (keys redacted by the runtime), in a collapsed section, each cut to RAW_CHARS characters
+    of JSON; "" when the runtime recorded none."""
+    raw = att.raw
+    if not raw:
+        return ""
+    items = sorted(raw.items(), key=lambda kv: (kv[0] != "request", kv[0] != "response")) \
+        if isinstance(raw, dict) else [("record", raw)]
+    parts = []
+    for key, value in items:
+        known = key in ("request", "response")
+        text = json_text(value)
+        parts.append(label(f"{'Raw ' if known else ''}{safe_str(key)} ({len(text):,} characters "
+                           f"of JSON)"))
+        parts.append(pre(text, 300, f"op-raw-{key}" if known else "op-raw-other", RAW_CHARS))
+    return (f'<details class="op-raw"><summary style="{LABEL_STYLE};cursor:pointer">'
+            f"Raw request and response of the model call</summary>{''.join(parts)}</details>")
+
+
 def attempt_html(att: Attempt, trace: DecisionTrace) -> str:
     """One attempt as a box: red when it failed, green when its pick passed."""
     state = attempt_state(att)
     colour, bg = COLOURS[state]
     return (f'<div class="op-attempt op-attempt-{state}" style="border-left:4px solid {colour};'
             f'background:{bg};padding:4px 8px;margin:4px 0">'
-            + attempt_title(att, trace) + attempt_prompt_html(att) + attempt_body_html(att)
-            + "</div>")
+            + attempt_title(att, trace) + attempt_prompt_html(att, trace.mode)
+            + attempt_body_html(att) + attempt_raw_html(att) + "</div>")
+
+
+# ---------------------------------------------------------------------------------------------
+# Two attempts side by side
+# ---------------------------------------------------------------------------------------------
+
+def diff_html(old: str, new: str) -> tuple[str, str]:
+    """Two texts for side by side reading, escaped: `old` with what `new` no longer has in
+    `<del>`, `new` with what it added in `<ins>`. Short texts are compared word by word, long
+    ones (and each is cut to MAX_CHARS first) line by line."""
+    old, new = clip(old), clip(new)
+    if len(old) <= _WORD_DIFF_CHARS and len(new) <= _WORD_DIFF_CHARS:
+        a, b, junk = _WORDS.findall(old), _WORDS.findall(new), False
+    else:   # difflib's heuristic for frequent lines keeps a long comparison cheap
+        a, b, junk = old.splitlines(keepends=True), new.splitlines(keepends=True), True
+    left, right = [], []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=junk).get_opcodes():
+        x, y = esc("".join(a[i1:i2])), esc("".join(b[j1:j2]))
+        if op == "equal":
+            left.append(x)
+            right.append(y)
+            continue
+        if x:
+            left.append(_DEL.format(x))
+        if y:
+            right.append(_INS.format(y))
+    return "".join(left), "".join(right)
+
+
+def _outcome_of(att: Attempt) -> str:
+    if att.error_kind:
+        return error_box(att)
+    if att.ok:
+        return (label(f"Chosen option: {att.chosen}")
+                + pre(json_text(att.args if att.args is not None else {}), 160))
+    return f'<div style="color:#777">{esc(attempt_state(att))}</div>'
+
+
+def compare_attempts_html(trace: DecisionTrace, first: int | None = None,
+                          second: int | None = None) -> str:
+    """Two attempts of `trace` side by side (by number; the last two by default), the earlier
+    on the left: their replies and extracted JSON diffed — what the later one no longer has
+    struck out on the left, what it added marked on the right —, what became of each, and the
+    re-ask text the later one was sent (its prompt)."""
+    attempts = {a.number: a for a in trace.attempts}
+    numbers = sorted(attempts)
+    if len(numbers) < 2:
+        return wrap(f'<div class="op-compare" style="color:#777">Decision #{esc(trace.id)} has '
+                    f"{len(numbers)} attempt(s): nothing to compare yet.</div>")
+    first = numbers[-2] if first is None else first
+    second = numbers[-1] if second is None else second
+    for n in (first, second):
+        if n not in attempts:
+            raise ValueError(f"attempt {n!r} is not in decision #{trace.id}; its attempts are "
+                             f"{', '.join(map(str, numbers))}")
+    if first == second:
+        raise ValueError(f"attempt {first} is compared with itself: pick two different attempts")
+    a, b = sorted((attempts[first], attempts[second]), key=lambda att: att.number)
+    cols = [(a, *diff_html(reply_text(a), reply_text(b))),
+            (None, *diff_html(_extracted_text(a), _extracted_text(b)))]
+    head = "".join(
+        f'<th style="color:{COLOURS[attempt_state(att)][0]}">{attempt_title_text(att)}</th>'
+        for att in (a, b))
+    cell = '<td style="vertical-align:top">{}</td>'
+    rows = [("reply", cols[0][1], cols[0][2]), ("extracted JSON", cols[1][1], cols[1][2])]
+    body = "".join(f"<tr><th>{esc(name)}</th>" + cell.format(pre_html(left, 240))
+                   + cell.format(pre_html(right, 240)) + "</tr>" for name, left, right in rows)
+    body += ("<tr><th>outcome</th>" + cell.format(_outcome_of(a)) + cell.format(_outcome_of(b))
+             + "</tr>")
+    between = "" if b.number == a.number + 1 else f" (the re-ask after attempt {b.number - 1})"
+    legend = (f'<div style="font-size:12px;color:#555">{_DEL.format("struck out")}: not in '
+              f"attempt {b.number}; {_INS.format('marked')}: new in attempt {b.number}</div>")
+    return wrap(
+        f'<div class="op-compare">{label(f"Attempts {a.number} and {b.number} side by side")}'
+        f"{legend}"
+        '<table style="table-layout:fixed;width:100%;border-collapse:collapse;font-size:12px">'
+        '<colgroup><col style="width:90px"><col><col></colgroup>'
+        f'<thead><tr><th></th>{head}</tr></thead><tbody>{body}</tbody></table>'
+        f"{label(f'Between them: the re-ask sent as attempt {b.number} (its prompt){between}')}"
+        f'{pre(b.prompt, 320, "op-reask")}</div>', "op-compare-view")
+
+
+def attempt_title_text(att: Attempt) -> str:
+    what = {"ok": f"picked {att.chosen}", "failed": f"failed: {att.error_kind}"}.get(
+        attempt_state(att), "in progress")
+    return esc(f"attempt {att.number} — {what}")
+
+
+def _extracted_text(att: Attempt) -> str:
+    return "" if att.extracted is None else json_text(att.extracted)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -201,7 +445,8 @@ def header_html(trace: DecisionTrace | None) -> str:
     colour = {"resolved": _OK, "failed": _BAD}.get(trace.status, COLOURS["running"][0])
     entry = {"make": "decision.make", "agent": "agent(choices=)", "format": "response_format",
              "parse": "parse_args"}.get(trace.entry, trace.entry)
-    bits = [f"{len(trace.options)} option(s)", f"{len(trace.attempts)} attempt(s)"]
+    bits = [f"{len(trace.options)} option(s)", f"mode {trace.mode}",
+            f"{len(trace.attempts)} attempt(s)"]
     if trace.runtime:
         bits.append(f"runtime {trace.runtime}")
     if trace.duration_s is not None:

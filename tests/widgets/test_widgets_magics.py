@@ -304,3 +304,98 @@ def test_expressions_arrive_exactly_as_written_and_flags_may_come_first(shell):
     r = shell.run_cell("%%decide --as picked {'go': ('GO', 'a -- b'), 'stop': 'STOP'}\nPick.\n")
     assert r.success, error_of(r)
     assert shell.user_ns["picked"] == "GO"
+
+
+# -- --validate, --reask, --mode ------------------------------------------------------------------
+
+def test_validate_names_a_rule_that_rejects_a_pick_and_the_model_is_asked_again(shell):
+    setup_options(shell)
+    r = shell.run_cell('''
+from openprogram import Retry
+seen = []
+def only_rome(pick):
+    seen.append((pick.call, dict(pick.args)))
+    if pick.args.get("city") != "Rome":
+        raise Retry("we only book Rome this week")
+rt = ScriptedRuntime(['{"call": "book", "args": {"city": "Paris"}}', GOOD])
+''' .replace("GOOD", repr(GOOD)))
+    assert r.success, error_of(r)
+    r = shell.run_cell("%%decide OPTIONS -r rt --validate only_rome -c \"{'user_id': 'u'}\"\n"
+                       "Pick.\n")
+    assert r.success, error_of(r)
+    assert r.result == {"city": "Rome", "nights": 2, "user": "u"}
+    assert shell.user_ns["seen"] == [("book", {"city": "Paris"}),
+                                     ("book", {"city": "Rome", "nights": 2})]
+    from openprogram import last_trace
+    assert last_trace().attempts[0].error_kind == "rejected"
+    assert "we only book Rome this week" in shell.user_ns["rt"].calls[1].prompt
+
+
+@pytest.mark.parametrize("reask, sent", [
+    ('"Wrong ({kind} at {path}) on attempt {attempt}: {error}"',
+     "Wrong (type_mismatch at args.nights) on attempt 1: args.nights must be int"),
+    ("lambda r: f'again, {r.kind}: {r.reply}'",
+     'again, type_mismatch: {"call": "book", "args": {"city": "Rome", "nights": "two"}}'),
+])
+def test_reask_names_a_template_or_a_function_and_writes_the_text_sent_back(shell, reask, sent):
+    setup_options(shell)
+    shell.user_ns["rt"] = shell.ev(
+        """ScriptedRuntime(['{"call": "book", "args": {"city": "Rome", "nights": "two"}}', """
+        f"{GOOD!r}])")
+    shell.run_cell(f"REASK = {reask}")
+    r = shell.run_cell("%%decide OPTIONS -r rt --reask REASK -c \"{'user_id': 'u'}\"\nPick.\n")
+    assert r.success, error_of(r)
+    assert shell.user_ns["rt"].calls[1].prompt.startswith(sent)
+
+
+def test_mode_sends_the_options_as_tools_in_decide_and_agent(shell):
+    r = shell.run_cell('''
+def lookup(q: str) -> str:
+    """Look something up."""
+    return "found " + q
+seen = []
+def rule(pick):
+    seen.append(pick.call)
+OPTS = {"go": "GO", "stay": ("STAY", "do nothing yet")}
+rt = ScriptedRuntime([ToolCall("stay", {})])
+art = ScriptedRuntime([ToolCall("lookup", {"q": "trains"}), ToolCall("go", {})])
+''')
+    assert r.success, error_of(r)
+    r = shell.run_cell("%%decide OPTS -r rt --mode tools\nPick.\n")
+    assert r.success, error_of(r)
+    assert r.result == "STAY"
+    call = shell.user_ns["rt"].calls[0]
+    assert [t["name"] for t in call.tools] == ["go", "stay"]
+    assert call.mode_args["tool_choice"] == "required" and "Options (" not in call.prompt
+    r = shell.run_cell("%%agent OPTS -r art --tools lookup --mode tools --validate rule\n"
+                       "Check the trains, then pick.\n")
+    assert r.success, error_of(r)
+    assert r.result == "GO" and shell.user_ns["seen"] == ["go"]
+    from openprogram import last_trace
+    trace = last_trace()
+    assert trace.mode == "tools" and [t.name for t in trace.tool_rounds] == ["lookup"]
+    assert {"go", "stay", "lookup"} <= {t["name"] for t in shell.user_ns["art"].calls[0].tools}
+
+
+@pytest.mark.parametrize("flags, needle", [
+    ("--validate nope", "--validate 'nope': name 'nope' is not defined in the notebook"),
+    ("--validate city", "--validate 'city' is a str; give a function of the pick"),
+    ("--reask nope", "--reask 'nope': name 'nope' is not defined in the notebook"),
+    ("--reask BAD_TEMPLATE", "--reask 'BAD_TEMPLATE': reask= template names unknown field(s) "
+                             "'oops'"),
+    ("--reask 42", "--reask '42': reask= takes a format template (str) or a callable"),
+    ("--mode bogus", "argument --mode: invalid choice: 'bogus'"),
+    ("--mode tools -r plain", "--mode tools: 'plain' cannot ask in mode 'tools'"),
+])
+def test_bad_validate_reask_and_mode_flags_name_the_flag(shell, flags, needle):
+    shell.run_cell("OPTS = {'go': 'GO'}\nrt = ScriptedRuntime(['{\"call\": \"go\"}'])\n"
+                   "city = 'Paris'\nBAD_TEMPLATE = 'try again: {oops}'\ncalled = []\n"
+                   "plain = Runtime(call=lambda p: called.append(p) or '{\"call\": \"go\"}',"
+                   " name='plain')")
+    for magic in ("decide", "agent"):
+        runtime = "" if "-r " in flags else "-r rt "
+        r = shell.run_cell(f"%%{magic} OPTS {runtime}{flags}\nPick.\n")
+        err = error_of(r)
+        assert isinstance(err, UsageError), (magic, err)
+        assert needle in str(err), (magic, str(err))
+    assert shell.user_ns["rt"].calls == [] and shell.user_ns["called"] == []
