@@ -21,7 +21,7 @@ import json
 from typing import Any, ClassVar
 
 from .errors import ParseError
-from .extract import Extraction, find_action
+from .extract import Extraction, find_action, value_span
 from .options import Option
 
 __all__ = ["MODES", "Mode", "MenuMode", "ToolsMode", "JsonSchemaMode", "ResponseSchemaMode",
@@ -152,6 +152,14 @@ def _document(text: Any) -> Any:
         return None
 
 
+def _span_of(text: str, path: str) -> tuple[int, int] | None:
+    """Where the object at `path` sits in a one-document reply (so an error in it can be
+    marked): `response` is the document itself."""
+    start = len(text) - len(text.lstrip())
+    whole = (start, len(text.rstrip()))
+    return whole if path == "response" else value_span(text, whole, path)
+
+
 def decision_schema(menu: list[Option]) -> dict:
     """One JSON Schema whose alternatives are the options' picks, under a root object."""
     picks = [o.pick_schema() for o in menu]
@@ -170,7 +178,7 @@ class JsonSchemaMode(Mode):
         doc = _document(response.text)
         if isinstance(doc, dict) and isinstance(doc.get(ROOT_KEY), dict):
             return Extraction(doc[ROOT_KEY], "call" if "call" in doc[ROOT_KEY] else None,
-                              "schema", 1)
+                              "schema", 1, span=_span_of(response.text, f"response.{ROOT_KEY}"))
         return find_action(response.text)  # a server that ignored the schema: as menu mode
 
 
@@ -184,7 +192,7 @@ class ResponseSchemaMode(JsonSchemaMode):
     def action(self, response: Any) -> Extraction:
         doc = _document(response.text)
         if isinstance(doc, dict):
-            return Extraction(doc, None, "schema", 1)
+            return Extraction(doc, None, "schema", 1, span=_span_of(response.text, "response"))
         return find_action(response.text, require_key=False)
 
 

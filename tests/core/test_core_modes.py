@@ -169,3 +169,13 @@ def test_a_function_that_is_both_a_work_tool_and_a_choice_is_sent_once_as_the_ch
     assert agent("Hi.", tools=[greet], choices={"greet": greet, "done": "DONE"}, runtime=rt,
                  mode="tools") == "hello Al"
     assert [t["name"] for t in rt.calls[0].tools] == ["greet", "done"]
+
+
+def test_json_schema_mode_marks_where_the_bad_value_sits():
+    reply = '{"decision": {"call": "greet", "args": {"name": 7}}}'
+    with pytest.raises(DecisionError) as info:
+        decision.make("Pick.", OPTIONS, runtime=ScriptedRuntime([reply]), mode="json_schema",
+                      max_retries=0)
+    att = info.value.trace.attempts[0]
+    assert reply[slice(*att.span)] == '{"call": "greet", "args": {"name": 7}}'
+    assert reply[slice(*att.error_span)] == "7"
