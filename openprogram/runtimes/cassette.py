@@ -68,8 +68,14 @@ def _plain(value: Any) -> Any:
     return repr(value)
 
 
-def request_record(messages: list[dict], tools: list[dict] | None) -> dict:
-    return {"messages": _plain(messages), "tools": _plain(tools)}
+def request_record(messages: list[dict], tools: list[dict] | None,
+                   mode_args: dict | None = None) -> dict:
+    """A request as the cassette holds it; what a way of asking adds (`response_format=`,
+    `tool_choice=`) is kept only when sent, so menu-mode cassettes read as before."""
+    record = {"messages": _plain(messages), "tools": _plain(tools)}
+    if mode_args:
+        record["mode_args"] = _plain(mode_args)
+    return record
 
 
 def dumps(data: Any) -> str:
@@ -125,11 +131,18 @@ class RecordingRuntime(Runtime):
     def __repr__(self) -> str:
         return f"RecordingRuntime({self.inner!r}, {str(self.path)!r}, {len(self.calls)} calls)"
 
-    def complete(self, messages, *, tools=None, on_text=None, timeout=None) -> ModelResponse:
-        entry: dict = {"call": None, "request": request_record(messages, tools)}
+    @property
+    def modes(self) -> frozenset:
+        """The ways of asking of the runtime recorded."""
+        return self.inner.modes
+
+    def complete(self, messages, *, tools=None, on_text=None, timeout=None,
+                 **mode_args) -> ModelResponse:
+        entry: dict = {"call": None, "request": request_record(messages, tools, mode_args)}
         t0 = time.perf_counter()
         try:
-            resp = self.inner.complete(messages, tools=tools, on_text=on_text, timeout=timeout)
+            resp = self.inner.complete(messages, tools=tools, on_text=on_text, timeout=timeout,
+                                       **mode_args)
         except ModelCallError as exc:
             entry["error"] = _plain({"type": type(exc).__name__, "kind": exc.kind,
                                      "message": str(exc), "partial": exc.partial})
@@ -141,6 +154,9 @@ class RecordingRuntime(Runtime):
         entry["response"] = {"text": _plain(resp.text),
                              "tool_calls": [_plain(t) for t in resp.tool_calls],
                              "usage": _plain(resp.usage), "model": _plain(resp.model)}
+        for key in ("finish_reason", "raw"):  # kept when the runtime reports them
+            if getattr(resp, key) is not None:
+                entry["response"][key] = _plain(getattr(resp, key))
         self._add(entry, t0)
         return resp
 
@@ -268,8 +284,10 @@ def first_difference(expected: dict, actual: dict) -> str:
         start = max(0, k - 60)
         return (f"message {i + 1} ({e.get('role', '?')}), from character {start}:\n"
                 f"  expected: {_head(es[start:])}\n  actual:   {_head(as_[start:])}")
-    return (f"the tools differ:\n  expected: {_head(expected.get('tools'))}\n"
-            f"  actual:   {_head(actual.get('tools'))}")
+    key = "tools" if expected.get("tools") != actual.get("tools") else "mode_args"
+    what = "tools" if key == "tools" else "way of asking's arguments (mode=)"
+    return (f"the {what} differ:\n  expected: {_head(expected.get(key))}\n"
+            f"  actual:   {_head(actual.get(key))}")
 
 
 class ReplayRuntime(Runtime):
@@ -278,6 +296,9 @@ class ReplayRuntime(Runtime):
     size of the text pieces sent to `on_text`; `realtime=True` sleeps the recorded latency."""
 
     streams = True
+    #: A cassette can hold replies of every way of asking; in strict replay the mode's
+    #: arguments (the schema, the tool choice) must be the recorded ones too.
+    modes = frozenset({"menu", "tools", "json_schema"})
 
     def __init__(self, path: str | os.PathLike, *, strict: bool = True, stream_chunk: int = 8,
                  realtime: bool = False, name: str | None = None):
@@ -299,8 +320,9 @@ class ReplayRuntime(Runtime):
     def remaining(self) -> int:
         return len(self.recorded) - self._next
 
-    def complete(self, messages, *, tools=None, on_text=None, timeout=None) -> ModelResponse:
-        actual = request_record(messages, tools)
+    def complete(self, messages, *, tools=None, on_text=None, timeout=None,
+                 **mode_args) -> ModelResponse:
+        actual = request_record(messages, tools, mode_args)
         with self._lock:
             n = self._next + 1
             if self._next >= len(self.recorded):
@@ -331,7 +353,8 @@ class ReplayRuntime(Runtime):
             text=text,
             tool_calls=[ToolCall(t["name"], t.get("args", {}), t.get("id"))
                         for t in r.get("tool_calls") or []],
-            usage=dict(r["usage"]) if r.get("usage") else None, model=r.get("model"))
+            usage=dict(r["usage"]) if r.get("usage") else None, model=r.get("model"),
+            finish_reason=r.get("finish_reason"), raw=r.get("raw"))
 
     def _play(self, text: Any, on_text, entry: dict) -> None:
         stream_text(text, self.stream_chunk, on_text,
