@@ -83,10 +83,10 @@ def test_a_menu_decision_trace_records_what_the_model_wrote_and_its_error_kinds(
 
 
 def test_a_reply_cut_at_max_tokens_is_recorded_as_truncated():
-    rt = LlamaCppRuntime(seed=1, max_tokens=4)
+    rt = LlamaCppRuntime(seed=1, max_tokens=3)  # too few for any pick: {"call": "done"}
     trace = _decide(rt, REQUESTS[1])
     assert [a.error_kind for a in trace.attempts] == ["truncated", "truncated"]
-    assert all(a.finish_reason == "length" and a.usage["output_tokens"] == 4
+    assert all(a.finish_reason == "length" and a.usage["output_tokens"] == 3
                for a in trace.attempts)
 
 
@@ -134,15 +134,12 @@ def test_cancelling_an_amake_task_stops_the_generation(end_token):
             with pytest.raises(asyncio.CancelledError):
                 await task
         assert task.cancelled() and len(seen) >= 5
-        # the model is free as soon as the worker has stopped
-        with pytest.raises(DecisionError):
-            await decision.amake(prompt(REQUESTS[1]), OPTIONS, runtime=short, timeout_s=60,
-                                 max_retries=0)
-        return decision.last_trace()
+        # the model is free as soon as the worker has stopped (a minute would be an error)
+        return await short.acomplete([{"role": "user", "content": "Say hello."}], timeout=60)
 
-    trace = asyncio.run(main())
-    assert trace.attempts[0].error_kind == "truncated"  # it ran: 8 tokens, then cut
-    assert 5 <= tokens.sampled < 100
+    reply = asyncio.run(main())
+    assert reply.text and reply.usage["output_tokens"] <= 8
+    assert 5 <= tokens.sampled < 100  # without the cancellation: ~3800
 
 
 def test_a_kernel_interrupt_stops_the_generation(end_token):
@@ -163,7 +160,8 @@ def test_a_kernel_interrupt_stops_the_generation(end_token):
     assert decision.last_trace().status == "failed"
     assert 5 <= tokens.sampled < 100
     short = LlamaCppRuntime(n_ctx=4096, max_tokens=8, seed=0)
-    assert _decide(short, REQUESTS[1], timeout_s=60).attempts[0].error_kind == "truncated"
+    reply = short.complete([{"role": "user", "content": "Say hello."}], timeout=60)
+    assert reply.text and reply.usage["output_tokens"] <= 8
 
 
 def test_many_decisions_share_one_load_and_concurrent_calls_take_turns():
