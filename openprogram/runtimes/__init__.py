@@ -1,15 +1,17 @@
 """Concrete runtimes. `ScriptedRuntime` is the embedded default; the provider runtimes
 (`OpenAIRuntime` for OpenAI and every OpenAI-compatible server — Ollama, vLLM, llama.cpp,
-LM Studio — and `AnthropicRuntime`) and the cassettes (`RecordingRuntime`, `ReplayRuntime`) are
-loaded on first use, and the SDKs only when a provider runtime is created, so importing this
-package stays standard-library-only. See `openprogram.runtimes.openai_runtime` for pointing
-`base_url` at a local server."""
+LM Studio — and `AnthropicRuntime`), `LlamaCppRuntime` (a GGUF model in process, no key) and
+the cassettes (`RecordingRuntime`, `ReplayRuntime`) are loaded on first use, and the SDKs and
+llama.cpp only when such a runtime is created, so importing this package stays
+standard-library-only. See `openprogram.runtimes.openai_runtime` for pointing `base_url` at a
+local server."""
 from ..agentic_programming.runtime import ModelCallError, ModelResponse, Runtime, ToolCall
 from .scripted import ScriptedCall, ScriptedRuntime, ScriptExhausted
 
 _LAZY = {
     "OpenAIRuntime": "openai_runtime",
     "AnthropicRuntime": "anthropic_runtime",
+    "LlamaCppRuntime": "llamacpp",
     "RecordingRuntime": "cassette",
     "ReplayRuntime": "cassette",
     "CassetteMismatch": "cassette",
