@@ -264,3 +264,41 @@ def test_A4_scoped_observers_follow_bind_context_into_threads():
     kinds = [e.kind for e in seen]
     assert kinds[0] == "decision_started" and kinds[-1] == "resolved"
     assert kinds.count("decision_started") == 1  # the bare thread's decision was not seen
+
+
+def test_to_dict_keeps_json_values_and_tags_the_rest():
+    import dataclasses
+    import datetime
+    import enum
+
+    class Color(enum.Enum):
+        RED = "red"
+
+    @dataclasses.dataclass
+    class Box:
+        size: int
+        when: datetime.date
+
+    def make_box(size: int = 1) -> Box:
+        return Box(size, datetime.date(2026, 12, 3))
+
+    rt = ScriptedRuntime(['{"call": "box", "args": {"size": 2}}', '{"call": "color"}',
+                          '{"call": "boom"}', '{"call": "plain"}'])
+    decision.make("Pick.", {"box": make_box}, runtime=rt)
+    box = decision.last_trace().to_dict()
+    assert box["result"] == {"size": 2, "when": "2026-12-03"}
+    assert box["options"][0]["params"][0]["default"] == 1  # a default is its JSON value
+    decision.make("Pick.", {"color": Color.RED}, runtime=rt)
+    assert decision.last_trace().to_dict()["result"] == "red"
+
+    def boom():
+        raise LookupError("nope")
+    with pytest.raises(LookupError):
+        decision.make("Pick.", [boom], runtime=rt)
+    failed = decision.last_trace().to_dict()
+    assert failed["error"]["type"] == "LookupError"
+    decision.make("Pick.", {"plain": {"t": "a", "d": 1}}, runtime=rt)
+    plain = decision.last_trace().to_dict()
+    assert plain["result"] == {"t": "a", "d": 1}
+    for d in (box, failed, plain):
+        assert json.loads(json.dumps(d, allow_nan=False)) == d
