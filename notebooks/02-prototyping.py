@@ -208,3 +208,39 @@ versions.summary.drop(columns=["mean_duration_s", "wall_s"])
 
 # %%
 run.panel(2)
+
+# %% [markdown]
+# ## Edit the option set, re-check offline
+#
+# Each turn of the design loop need not cost a new run of model calls. `decision.revalidate` takes
+# what a run recorded and checks every recorded reply again against the **edited** option set (and
+# rule), in the way of asking it was recorded with: no function runs, no model is called. Below,
+# `escalate` is renamed `handoff` and the refund amount is made an integer: the table says, per
+# input, what the pick was before and after, and the summary counts what got better and worse.
+
+# %%
+recorded_model = ScriptedRuntime([
+    '{"call": "escalate"}', '{"call": "answer"}',
+    'Refund it: {"call": "refund", "args": {"order_id": "A17", "amount": 12.5}}',
+])
+small = {"answer": v1["answer"], "escalate": v1["escalate"], "refund": refund}
+recorded = decision.evaluate("Message: {message}\nPick one option.", small,
+                             messages.iloc[[2, 0, 4]], runtime=recorded_model, concurrency=1,
+                             progress=False, context={"user_id": "u-1"})
+
+def refund_whole_euros(order_id: str, amount: int, user_id: str = "") -> str:
+    """Refund part or all of an order, in whole euros."""
+    return f"refunded {amount} on {order_id}"
+refund_whole_euros.input_meta = {"user_id": {"hidden": True}}
+
+edited = {"answer": v1["answer"], "handoff": v1["escalate"], "refund": refund_whole_euros}
+check = decision.revalidate(recorded, edited)
+print(check)
+check.to_frame()[["input", "before", "after", "changed", "error_path"]]
+
+# %% [markdown]
+# The re-checked decision of the refund shows where in the reply the value that broke it sits
+# (highlighted), beside what was sent:
+
+# %%
+check.after[2]

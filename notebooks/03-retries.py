@@ -107,3 +107,76 @@ failed.trace.to_frame("summary")[["entry", "status", "attempts", "error_kinds"]]
 
 # %%
 no_luck.dag.to_frame()[["parent", "kind", "name", "status"]]
+
+# %% [markdown]
+# ## Your own types, your own rules, your own re-ask
+#
+# A pydantic model is an option of its own: the menu shows its fields, constraints and
+# descriptions, and a pick comes back as an instance. pydantic validates it — a `field_validator`
+# that refuses the first reply fails that attempt as `invalid_value`, with the path and the
+# validator's message, and the model is asked again. A `validate=` rule sees every pick before
+# anything runs; raising `Retry("why")` rejects it (`rejected`). `reask=` writes the text sent back.
+
+# %%
+from pydantic import BaseModel, Field, field_validator
+from openprogram import Retry
+
+class Order(BaseModel):
+    """Place an order for the customer."""
+    item: str = Field(description="what to order")
+    qty: int = Field(ge=1, le=10, description="how many")
+
+    @field_validator("item")
+    @classmethod
+    def known_item(cls, v: str) -> str:
+        if v not in {"tea", "coffee"}:
+            raise ValueError(f"we only sell tea and coffee, not {v!r}")
+        return v
+
+def no_coffee_after_six(pick):
+    if pick.call == "Order" and pick.args["item"] == "coffee":
+        raise Retry("it is after six: offer tea instead")
+
+shop = [Order, ("done", "nothing to order")]
+print(decision.render_options(shop))
+
+# %%
+model = ScriptedRuntime([
+    '{"call": "Order", "args": {"item": "cake", "qty": 2}}',      # the validator refuses it
+    '{"call": "Order", "args": {"item": "coffee", "qty": 2}}',    # the rule rejects it
+    '{"call": "Order", "args": {"item": "tea", "qty": 2}}',
+])
+order = decision.make("Two teas? Or coffee?", shop, runtime=model, max_retries=2,
+                      validate=no_coffee_after_six,
+                      reask="Attempt {attempt} failed ({kind} at {path}): {error}. Pick again.")
+order
+
+# %%
+t = decision.last_trace()
+t.to_frame()[["chosen", "error_kind", "error_path", "error_message"]]
+
+# %%
+print(model.calls[1].prompt)
+
+# %% [markdown]
+# ## An async model
+#
+# `Runtime(call=async_fn)` wraps an async model function. `await decision.amake(...)` works at a
+# cell's top level, many `amake`s run concurrently on the kernel's loop, and the plain
+# `decision.make` finishes an async model too (the cell's loop is already running).
+
+# %%
+import asyncio
+from openprogram import Runtime
+
+async def slow_model(content):
+    await asyncio.sleep(0.05)
+    return '{"call": "decline"}'
+
+async_rt = Runtime(call=slow_model, model="slow")
+results = await asyncio.gather(*(decision.amake(prompt, options, runtime=async_rt)
+                                 for _ in range(10)))
+results
+
+# %%
+decision.make(prompt, options, runtime=async_rt)
