@@ -29,7 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..agentic_programming.runtime import ModelCallError, ModelResponse, Runtime, ToolCall
+from ..agentic_programming.runtime import (DEFAULT_WINDOW, ModelCallError, ModelResponse,
+                                           Runtime, ToolCall, Window)
 from .scripted import stream_text
 
 FORMAT = "openprogram-cassette"
@@ -67,19 +68,32 @@ def request_record(messages: list[dict], tools: list[dict] | None) -> dict:
 
 class RecordingRuntime(Runtime):
     """Passes every call to `inner` and writes it to the cassette at `path` (created or
-    overwritten; the file is rewritten after each call, so a crash keeps what was recorded)."""
+    overwritten; each call is added to the file as it ends, so a crash keeps what was
+    recorded). The file holds every call; `calls` holds the most recent `window` of them
+    (`runtime.window`, None keeps every one)."""
 
-    def __init__(self, inner: Runtime, path: str | os.PathLike, *, name: str | None = None):
+    def __init__(self, inner: Runtime, path: str | os.PathLike, *, name: str | None = None,
+                 window: int | None = DEFAULT_WINDOW):
         if not isinstance(inner, Runtime):
             raise TypeError(f"RecordingRuntime(inner, path) records an openprogram Runtime, got "
                             f"{type(inner).__name__}")
-        super().__init__(model=inner.model, name=name or inner.name)
+        super().__init__(model=inner.model, name=name or inner.name, window=window)
         self.inner = inner
         self.path = Path(path)
         self.streams = inner.streams
-        self.calls: list[dict] = []
+        self.calls: Window = Window(window)
         self._lock = threading.Lock()
         self._write()
+
+    @property
+    def window(self) -> int | None:
+        return self.dag.window
+
+    @window.setter
+    def window(self, window: int | None) -> None:
+        self.dag.window = window
+        with self._lock:
+            self.calls.maxlen = window
 
     def __repr__(self) -> str:
         return f"RecordingRuntime({self.inner!r}, {str(self.path)!r}, {len(self.calls)} calls)"
@@ -106,21 +120,38 @@ class RecordingRuntime(Runtime):
     def _add(self, entry: dict, t0: float) -> None:
         entry["duration_s"] = round(time.perf_counter() - t0, 4)
         with self._lock:
-            entry["call"] = len(self.calls) + 1
+            entry["call"] = len(self.calls) + self.calls.dropped + 1
             self.calls.append(entry)
-            self._write()
+            self._append(entry)
 
     def _write(self) -> None:
+        """The cassette with no calls yet, written whole."""
         data = {"format": FORMAT, "version": VERSION, "runtime": self.name,
                 "model": self.model, "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                   time.gmtime()),
-                "calls": self.calls}
+                "calls": []}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name, suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=2, ensure_ascii=False)
             f.write("\n")
         os.replace(tmp, self.path)
+
+    def _append(self, entry: dict) -> None:
+        """Add one call at the end of the file's "calls" list, laid out as `json.dump(...,
+        indent=2)` lays out the whole cassette. Memory holds only a window of the calls, so
+        the file is extended in place rather than rewritten from them."""
+        item = "\n".join("    " + line for line in
+                         json.dumps(entry, indent=2, ensure_ascii=False).split("\n"))
+        first = entry["call"] == 1
+        tail = _EMPTY_TAIL if first else _TAIL
+        with open(self.path, "r+b") as f:
+            f.seek(-len(tail), os.SEEK_END)
+            f.write(((" [\n" if first else ",\n") + item + "\n  ]\n}\n").encode("utf-8"))
+
+
+_TAIL = b"\n  ]\n}\n"      # how the file ends once it holds a call
+_EMPTY_TAIL = b" []\n}\n"   # and before
 
 
 def load_cassette(path: str | os.PathLike) -> dict:
