@@ -11,7 +11,6 @@ assembled from those events. Entry points that run a whole turn first (`agent(ch
 from __future__ import annotations
 
 import contextlib
-import string
 import time
 from typing import Any, Callable
 
@@ -26,7 +25,7 @@ from .trace import DecisionTrace, emit
 
 __all__ = ["make", "amake", "render_options", "extract_action", "parse_args", "resolve_decision",
            "DECISION_FINISH_INSTRUCTION", "DEFAULT_REASK", "Decider", "reask_prompt",
-           "check_reask"]
+           "check_reask", "check_validate"]
 
 DECISION_FINISH_INSTRUCTION = (
     "Do the work the request needs first (reason, call tools). Then finish: end your reply with "
@@ -68,6 +67,7 @@ def check_reask(reask: Any) -> Callable[[Reask], str] | None:
     if not isinstance(reask, str):
         raise TypeError(f"reask= takes a format template (str) or a callable of the failure, got "
                         f"{type(reask).__name__}")
+    import string
     try:
         names = {f for _, f, _, _ in string.Formatter().parse(reask) if f is not None}
     except ValueError as exc:
@@ -78,6 +78,14 @@ def check_reask(reask: Any) -> Callable[[Reask], str] | None:
         raise ValueError(f"reask= template names unknown field(s) {', '.join(map(repr, bad))}; "
                          f"the fields are {', '.join('{' + f + '}' for f in REASK_FIELDS)}")
     return lambda r: reask.format(**{f: getattr(r, f) for f in REASK_FIELDS})
+
+
+def check_validate(validate: Any) -> Callable | None:
+    """`validate=`: None or a callable of the `Pick`. Checked before any model call."""
+    if validate is not None and not callable(validate):
+        raise TypeError(f"validate= takes a callable of the pick (raise openprogram.Retry "
+                        f"to reject it), got {type(validate).__name__}")
+    return validate
 
 
 def reask_prompt(request: str, reply: Any, err: ParseError, menu_text: str,
@@ -120,10 +128,7 @@ class Decider:
                  reask: Callable[[Reask], str] | None = None):
         self.runtime, self.menu, self.request = runtime, menu, request
         self.sync = sync  # how to call the model and finish the user's awaitables
-        if validate is not None and not callable(validate):
-            raise TypeError(f"validate= takes a callable of the pick (raise openprogram.Retry "
-                            f"to reject it), got {type(validate).__name__}")
-        self.validate, self.reask = validate, reask
+        self.validate, self.reask = check_validate(validate), reask
         self.context = dict(context or {})
         self.deadline = deadline
         self.by_name = menu.by_name if isinstance(menu, Menu) else {o.name: o for o in menu}

@@ -15,6 +15,7 @@ import itertools
 import threading
 import time
 import warnings
+import weakref
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -235,7 +236,9 @@ _global_observers: list[Observer] = []
 _scoped_observers: contextvars.ContextVar[tuple[Observer, ...]] = contextvars.ContextVar(
     "openprogram_observers", default=())
 _lock = threading.Lock()
-_warned: set[int] = set()
+# The observers already reported, held weakly: an id would be reused by a later observer, and a
+# set of them would grow with every failing observer a long-lived kernel ever made.
+_warned: weakref.WeakSet = weakref.WeakSet()
 
 #: The most recent finished traces of this process, newest last.
 history: deque[DecisionTrace] = deque(maxlen=100)
@@ -276,10 +279,19 @@ def emit(kind: str, trace: DecisionTrace, attempt: Attempt | None = None, **data
         try:
             fn(event)
         except Exception as exc:
-            if id(fn) not in _warned:
-                _warned.add(id(fn))
+            if _first_failure(fn):
                 warnings.warn(f"decision observer {fn!r} raised {exc!r}; it is ignored",
                               RuntimeWarning, stacklevel=2)
+
+
+def _first_failure(fn: Observer) -> bool:
+    try:
+        if fn in _warned:
+            return False
+        _warned.add(fn)
+    except TypeError:  # not weakly referenceable: report every time rather than keep it
+        pass
+    return True
 
 
 _trace_view: Callable[[DecisionTrace], Any] | None = None

@@ -7,7 +7,6 @@ add a fixed or random latency, so live views, concurrency and benchmarks work of
 """
 from __future__ import annotations
 
-import random
 import threading
 import time
 from dataclasses import dataclass, field
@@ -64,7 +63,7 @@ class ScriptedRuntime(Runtime):
         self.calls: Window = Window(window)
         self._lock = threading.Lock()
         self._next = 0
-        self._random = random.Random(seed)
+        self._seed, self._random = seed, None
 
     def __repr__(self) -> str:
         return (f"ScriptedRuntime({len(self.replies)} replies, {self._next} used"
@@ -88,6 +87,9 @@ class ScriptedRuntime(Runtime):
         if isinstance(self.latency, (tuple, list)):
             lo, hi = self.latency
             with self._lock:
+                if self._random is None:
+                    import random
+                    self._random = random.Random(self._seed)
                 return self._random.uniform(lo, hi)
         return float(self.latency or 0)
 
