@@ -193,6 +193,10 @@ async def _decide(text: str, menu: list[Option], rt: Runtime, settings: dict,
             row.status, row.error = "failed", exc
         except _Cancelled:
             return None
+        except KeyboardInterrupt:
+            if sync:
+                raise
+            raise _RowInterrupted() from None  # inside a task it would escape the event loop
     row.duration_s = time.perf_counter() - t0
     row.trace = box[0] if box else getattr(row.error, "trace", None)
     return row
@@ -338,18 +342,13 @@ async def _arows(texts: list[str], menu: list[Option], rt: Runtime, settings: di
     loop = asyncio.get_running_loop()
     pending = iter(range(len(texts)))
 
-    async def row(text: str) -> _Row | None:
-        try:
-            return await _decide(text, menu, rt, settings, stop, sync=False)
-        except KeyboardInterrupt:  # inside a task it would escape the whole event loop
-            raise _RowInterrupted() from None
-
     async def worker() -> None:
         for i in pending:
             if stop.is_set():
                 return
             # ctx.run: the task copies the context current at its creation
-            on_row(i, await ctx.run(loop.create_task, row(texts[i])))
+            on_row(i, await ctx.run(loop.create_task,
+                                    _decide(texts[i], menu, rt, settings, stop, sync=False)))
 
     workers = [loop.create_task(worker()) for _ in range(min(concurrency, len(texts)))]
     try:

@@ -111,7 +111,7 @@ class Window(Sequence):
                 f"{list(self._items)!r:.300}>")
 
 
-@dataclass(slots=True)
+@dataclass
 class Node:
     id: int
     parent: int | None
@@ -265,6 +265,7 @@ class Runtime(ModelCaller):
         if call is not None and not callable(call):
             raise TypeError(f"Runtime(call=...) needs a callable, got {type(call).__name__}")
         self._accepts = _accepted_kwargs(call) if call is not None else set()
+        self._async_call = call is not None and _is_async_callable(call)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, model={self.model!r})"
@@ -285,7 +286,7 @@ class Runtime(ModelCaller):
         function (or a subclass that awaits an async client in `acomplete` and says so by
         setting this to True). `evaluate` then runs its rows as tasks on one event loop rather
         than a thread each."""
-        return self._call is not None and _is_async_callable(self._call)
+        return self._async_call
 
     # -- the one method a concrete runtime implements -----------------------------------------
     def complete(self, messages: list[dict], *, tools: list[dict] | None = None,
@@ -304,7 +305,7 @@ class Runtime(ModelCaller):
         """`complete()` for async callers. An async model function is awaited on the caller's
         loop; a synchronous one (or a subclass that only overrides `complete`) runs in a worker
         thread so the loop keeps going. Runtimes with a native async client override this."""
-        if self._call is not None and _is_async_callable(self._call):
+        if self._async_call:
             out = self._invoke(messages, tools, timeout)
             return as_response(await out if inspect.isawaitable(out) else out)
         import asyncio
@@ -395,8 +396,10 @@ def _call_budget(messages: list[dict], deadline: float | None) -> tuple[float | 
         if timeout <= 0:
             raise ModelCallError("the time budget (timeout_s) ran out before this model call",
                                  kind="timeout")
-    prompt = blocks_text(to_blocks(messages[-1]["content"])) if messages and \
-        messages[-1].get("role") == "user" else None
+    prompt = None
+    if messages and messages[-1].get("role") == "user":
+        content = messages[-1]["content"]
+        prompt = content if isinstance(content, str) else blocks_text(to_blocks(content))
     return timeout, prompt
 
 

@@ -23,7 +23,8 @@ def decide(rt, n: int) -> None:
         assert decision.make(f"Pick {i}.", ["yes", "no"], runtime=rt) == "yes"
 
 
-def test_after_many_decisions_the_dag_and_calls_hold_their_window():
+@pytest.mark.rule("A2", "A3")
+def test_A2_A3_after_many_decisions_the_dag_and_calls_hold_their_window():
     rt = ScriptedRuntime(rule=lambda p: PICK, window=50)
     decide(rt, 200)  # two nodes per decision: the decision and its model call
     assert len(rt.dag) == 50 and rt.dag.dropped == 350
@@ -33,7 +34,8 @@ def test_after_many_decisions_the_dag_and_calls_hold_their_window():
     assert len(trace_mod.history) <= trace_mod.history.maxlen == 100
 
 
-def test_the_default_window_is_documented_and_applies_to_every_runtime():
+@pytest.mark.rule("A2", "A3")
+def test_A2_A3_the_default_window_is_documented_and_applies_to_every_runtime():
     assert DEFAULT_WINDOW == 1000
     assert Runtime(call=lambda c: PICK).window == DEFAULT_WINDOW
     rt = ScriptedRuntime(rule=lambda p: PICK)
@@ -42,7 +44,8 @@ def test_the_default_window_is_documented_and_applies_to_every_runtime():
     assert len(rt.calls) == DEFAULT_WINDOW and len(rt.dag) == DEFAULT_WINDOW
 
 
-def test_window_none_keeps_everything_and_can_be_set_later():
+@pytest.mark.rule("A2", "A3")
+def test_A2_A3_window_none_keeps_everything_and_can_be_set_later():
     rt = ScriptedRuntime(rule=lambda p: PICK, window=None)
     decide(rt, 30)
     assert len(rt.dag) == 60 and len(rt.calls) == 30 and rt.dag.dropped == 0
@@ -61,7 +64,8 @@ def test_a_bad_window_is_refused_with_the_fix(bad):
         rt.window = bad
 
 
-def test_a_node_whose_parent_fell_out_of_the_window_shows_as_such():
+@pytest.mark.rule("A3")
+def test_A3_a_node_whose_parent_fell_out_of_the_window_shows_as_such():
     class Desk(Agent):
         def triage(self, n):
             return [decision.make(f"Pick {i}.", ["yes", "no"]) for i in range(n)]
@@ -95,14 +99,16 @@ def test_a_window_reads_like_a_list():
     assert w == [2, 3, 4, 5]
 
 
-def test_the_exhausted_script_counts_calls_that_fell_out():
+@pytest.mark.rule("A2")
+def test_A2_the_exhausted_script_counts_calls_that_fell_out():
     rt = ScriptedRuntime([PICK] * 5, window=2)
     decide(rt, 5)
     with pytest.raises(decision.DecisionError, match=r"5 given, call #6 asked for one more"):
         decision.make("Pick.", ["yes", "no"], runtime=rt)
 
 
-def test_a_recording_writes_every_call_and_holds_only_its_window(tmp_path):
+@pytest.mark.rule("A3")
+def test_A3_a_recording_writes_every_call_and_holds_only_its_window(tmp_path):
     path = tmp_path / "cassette.json"
     rt = RecordingRuntime(ScriptedRuntime(rule=lambda p: PICK), path, window=3)
     decide(rt, 10)
