@@ -2,8 +2,9 @@
 
 One decision shows how the mechanism works; an option set is only designed well once it has been
 run over many inputs. `evaluate` fills a prompt template from each row of a DataFrame (or a list of
-dicts), runs the decisions on a thread pool — each task in its own copy of the caller's context,
-so the bound Runtime and scoped observers hold in every worker — and returns an
+dicts), runs the decisions on a thread pool, or as tasks on one event loop when the model is
+async (`aevaluate` runs them on the caller's own loop) — each row in its own copy of the caller's
+context, so the bound Runtime and scoped observers hold in every row — and returns an
 `EvaluationResult`: one row per input (the pick, its arguments, the result or error, attempts,
 error kinds, time, tokens) and the summaries that judge an option set (pick distribution, retry
 and failure rates, accuracy and a confusion table against expected picks). `compare` runs two or

@@ -238,3 +238,15 @@ def test_cancelling_aevaluate_cancels_rows_in_flight_and_finishes_their_traces()
     traces = [e.trace for e in seen if e.kind == "decision_started"]
     assert len(traces) == 10 and all(t.status == "failed" for t in traces)
     assert model.in_flight == 0 and model.calls == 10
+
+
+def test_evaluate_on_an_async_model_inside_a_running_loop():
+    # A notebook cell runs inside the kernel's event loop: evaluate's own loop is in a thread.
+    model = AsyncRule()
+    rt = Runtime(call=model)
+
+    async def cell():
+        return decision.evaluate(PROMPT, OPTIONS, ROWS, runtime=rt, concurrency=6,
+                                 progress=False)
+    expected_rows(asyncio.run(cell()))
+    assert model.threads == {"openprogram-evaluate-loop"}
