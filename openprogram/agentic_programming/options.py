@@ -561,14 +561,15 @@ def normalize(options: Any) -> Menu:
     if not out:
         raise OptionError("the option set is empty: give at least one option, e.g. "
                           "{'done': 'DONE'}")
-    if len({o.name for o in out}) < len(out):
+    names = tuple([o.name for o in out])
+    if len(set(names)) < len(names):
         seen: set[str] = set()
         for o in out:
             if o.name in seen:
                 raise OptionError(f"option name {o.name!r} appears twice; option names must "
                                   f"be unique (rename one, or use the dict form)")
             seen.add(o.name)
-    return Menu(out)
+    return _cached_menu(names, tuple(out))
 
 
 def _dict_option(name: str, handler: Any, where: str) -> Option:
@@ -635,20 +636,25 @@ def _list_option(item: Any, where: str) -> Option:
 # redefined function is rebuilt and replaces its entry. Entries are keyed by the option's name
 # and the function's qualified name, so a redefinition releases the old function; the cache is
 # a bounded LRU. Other callables (classes, methods, partials) are rebuilt every time: what their
-# option depends on cannot be checked this cheaply.
+# option depends on cannot be checked this cheaply. An option set made only of cached options
+# gets back the same Menu, so its menu text is rendered once.
 
-#: How many function options the normalize cache keeps (least recently used go first).
+#: How many function options the normalize cache keeps (least recently used go first), and how
+#: many option sets made only of those (with their menu text).
 OPTION_CACHE_SIZE = 2048
+MENU_CACHE_SIZE = 32
 
-_cache: OrderedDict[tuple, tuple[tuple, Option]] = OrderedDict()
+_cache: OrderedDict[tuple, tuple[tuple, Option, tuple]] = OrderedDict()
+_menus: OrderedDict[tuple, Menu] = OrderedDict()
 _cache_lock = threading.Lock()
 _NAME = re.compile(r"[A-Za-z_]\w*")
 
 
 def clear_option_cache() -> None:
-    """Forget every cached function option; each is rebuilt from its function on next use."""
+    """Forget every cached function option and option set; each is rebuilt on next use."""
     with _cache_lock:
         _cache.clear()
+        _menus.clear()
 
 
 def _cached_option(name: str | None, handler: Any, position: int | None) -> Option:
@@ -663,27 +669,47 @@ def _cached_option(name: str | None, handler: Any, position: int | None) -> Opti
     if fn is None:
         return _build_option(name, handler, position)
     key = (name, description, fn.__module__, fn.__qualname__)
-    state = _state(fn)
     entry = _cache.get(key)
     try:
-        # `state` holds the live objects and the entry copies of them, so this compares, in C,
-        # the function as it is now with the function as it was.
-        if entry is not None and entry[1].handler is fn and entry[0] == state:
-            with _cache_lock:
-                if key in _cache:
-                    _cache.move_to_end(key)
-            return entry[1]
-        snapshot = _copied(state)
+        if entry is not None:
+            snapshot, option, names = entry
+            # _state() holds the live objects and the entry copies of them, so this compares,
+            # in C, the function as it is now with the function as it was.
+            if option.handler is fn and snapshot == _state(fn, names):
+                with _cache_lock:
+                    if key in _cache:
+                        _cache.move_to_end(key)
+                return option
+        names = tuple(n for a in fn.__annotations__.values() if type(a) is str
+                      for n in _NAME.findall(a))
+        snapshot = _copied(_state(fn, names))
     except Exception:  # a value that cannot be compared or copied: build, do not cache
         return _build_option(name, handler, position)
     option = _build_option(name, handler, position)
     if type(option) is FunctionOption and option.handler is fn:
+        option._cached = True
         with _cache_lock:
-            _cache[key] = (snapshot, option)
+            _cache[key] = (snapshot, option, names)
             _cache.move_to_end(key)
             while len(_cache) > OPTION_CACHE_SIZE:
                 _cache.popitem(last=False)
     return option
+
+
+def _cached_menu(names: tuple[str, ...], options: tuple[Option, ...]) -> Menu:
+    """The Menu of these very option objects, made (and its text rendered) once: a fresh dict of
+    the same functions gives the same cached options, hence the same Menu."""
+    menu = _menus.get(names)
+    if menu is not None and menu == options:  # tuple equality: the same objects
+        return menu
+    menu = Menu(options)
+    if all(o.__dict__.get("_cached") for o in options):
+        with _cache_lock:
+            _menus[names] = menu
+            _menus.move_to_end(names)
+            while len(_menus) > MENU_CACHE_SIZE:
+                _menus.popitem(last=False)
+    return menu
 
 
 def _build_option(name: str | None, handler: Any, position: int | None) -> Option:
@@ -692,18 +718,24 @@ def _build_option(name: str | None, handler: Any, position: int | None) -> Optio
     return _dict_option(name, handler, f"option {name!r}")
 
 
-def _state(fn: types.FunctionType) -> tuple:
-    """Everything a function option is built from, as live objects."""
+def _state(fn: types.FunctionType, names: tuple[str, ...] = ()) -> tuple:
+    """Everything a function option is built from, as live objects. `names` are the globals its
+    string annotations name (`x: "Order"` is read through the globals: a redefined Order
+    counts)."""
     extra = fn.__dict__
     wrapped = extra.get("__wrapped__")
-    annotations = fn.__annotations__
-    named = [a for a in annotations.values() if type(a) is str]
     return (fn.__code__, fn.__name__, fn.__doc__, fn.__defaults__, fn.__kwdefaults__,
-            annotations, extra.get("input_meta"), extra.get("__signature__"),
+            fn.__annotations__, extra.get("input_meta"), extra.get("__signature__"),
             _state(wrapped) if type(wrapped) is types.FunctionType else wrapped,
-            # `x: "Order"` is read through the function's globals: a redefined Order counts
-            named and tuple(fn.__globals__.get(n, _MISSING) for a in named
-                            for n in _NAME.findall(a)))
+            names and tuple([_hint_globals(fn).get(n, _MISSING) for n in names]))
+
+
+def _hint_globals(fn: types.FunctionType) -> dict:
+    """The globals typing.get_type_hints reads a function's string annotations in: those of
+    the function a decorator wrapped."""
+    while type(fn.__dict__.get("__wrapped__")) is types.FunctionType:
+        fn = fn.__dict__["__wrapped__"]
+    return fn.__globals__
 
 
 def _copied(value: Any) -> Any:
