@@ -61,11 +61,12 @@ class Window(Sequence):
     added meanwhile do no harm) and `==` against a list. `dropped` counts the entries that fell
     out; `maxlen` can be changed at any time."""
 
-    __slots__ = ("_items", "dropped")
+    __slots__ = ("_items", "dropped", "_lock")
 
     def __init__(self, maxlen: int | None = DEFAULT_WINDOW):
         self._items: deque = deque(maxlen=check_window(maxlen))
         self.dropped = 0
+        self._lock = threading.Lock()
 
     @property
     def maxlen(self) -> int | None:
@@ -73,19 +74,23 @@ class Window(Sequence):
 
     @maxlen.setter
     def maxlen(self, maxlen: int | None) -> None:
-        kept = deque(self._items, check_window(maxlen))
-        self.dropped += len(self._items) - len(kept)
-        self._items = kept
+        maxlen = check_window(maxlen)
+        with self._lock:
+            kept = deque(self._items, maxlen)
+            self.dropped += len(self._items) - len(kept)
+            self._items = kept
 
     def append(self, item: Any) -> None:
-        items = self._items
-        if len(items) == items.maxlen:
-            self.dropped += 1
-        items.append(item)
+        with self._lock:
+            items = self._items
+            if len(items) == items.maxlen:
+                self.dropped += 1
+            items.append(item)
 
     def clear(self) -> None:
-        self.dropped += len(self._items)
-        self._items.clear()
+        with self._lock:
+            self.dropped += len(self._items)
+            self._items.clear()
 
     def __len__(self) -> int:
         return len(self._items)
@@ -154,8 +159,7 @@ class DAG:
 
     @window.setter
     def window(self, window: int | None) -> None:
-        with self._lock:
-            self.nodes.maxlen = window
+        self.nodes.maxlen = window
 
     @property
     def dropped(self) -> int:
@@ -273,12 +277,16 @@ class Runtime(ModelCaller):
     @property
     def window(self) -> int | None:
         """How many of the most recent DAG nodes this runtime keeps (None: every one); a
-        ScriptedRuntime keeps as many of its `calls`. Settable."""
+        runtime that keeps its `calls` (ScriptedRuntime, RecordingRuntime) keeps as many of
+        them. Settable."""
         return self.dag.window
 
     @window.setter
     def window(self, window: int | None) -> None:
         self.dag.window = window
+        calls = getattr(self, "calls", None)
+        if isinstance(calls, Window):  # a runtime that keeps its calls keeps as many
+            calls.maxlen = window
 
     @property
     def async_native(self) -> bool:

@@ -85,16 +85,6 @@ class RecordingRuntime(Runtime):
         self._lock = threading.Lock()
         self._write()
 
-    @property
-    def window(self) -> int | None:
-        return self.dag.window
-
-    @window.setter
-    def window(self, window: int | None) -> None:
-        self.dag.window = window
-        with self._lock:
-            self.calls.maxlen = window
-
     def __repr__(self) -> str:
         return f"RecordingRuntime({self.inner!r}, {str(self.path)!r}, {len(self.calls)} calls)"
 

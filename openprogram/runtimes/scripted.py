@@ -70,16 +70,6 @@ class ScriptedRuntime(Runtime):
                 + (", rule" if self.rule else "") + ")")
 
     @property
-    def window(self) -> int | None:
-        return self.dag.window
-
-    @window.setter
-    def window(self, window: int | None) -> None:
-        self.dag.window = window
-        with self._lock:
-            self.calls.maxlen = window
-
-    @property
     def remaining(self) -> int:
         return len(self.replies) - self._next
 
