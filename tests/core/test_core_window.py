@@ -1,11 +1,13 @@
 """A long-lived runtime holds a bounded window: after N decisions its DAG, its scripted calls and
 the process's history hold at most their window, a node whose parent fell out says so, and the
-window can be changed or turned off. Bounded by counting entries, never by time or memory."""
+window can be changed or turned off; and importing the package loads no heavier module until it
+is used. Bounded by counting entries and modules, never by time or memory."""
 from __future__ import annotations
 
 import gc
 import json
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -138,3 +140,29 @@ def test_failing_observers_are_reported_once_each_and_not_kept():
         assert [str(w.message).count(f"observer {i} broke") for w in caught] == [1]
     gc.collect()
     assert len(trace_mod._warned) == 0  # nothing is held for observers that are gone
+
+
+def test_importing_loads_no_heavier_module_until_first_use():
+    # Counting the modules loaded, not the milliseconds: the import stays light as long as
+    # these arrive at first use (benchmarks/bench_core.py prints the time).
+    import subprocess
+    import sys
+    heavy = ("concurrent", "asyncio", "queue", "logging", "random", "string", "openai",
+             "anthropic", "pandas", "openprogram.runtimes.openai_runtime",
+             "openprogram.runtimes.anthropic_runtime", "openprogram.runtimes.cassette")
+    code = (f"import sys, openprogram, openprogram.runtimes; "
+            f"print([m for m in {heavy!r} if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-S", "-c", f"import sys; sys.path.insert(0, "
+                          f"{str(Path(openprogram.__file__).parents[1])!r}); {code}"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+    # ... and they do arrive when used
+    used = subprocess.run([sys.executable, "-c", "import sys, asyncio, openprogram; "
+                           "from openprogram import Runtime, decision\n"
+                           "async def model(c): return '{\"call\": \"a\"}'\n"
+                           "r = decision.evaluate('{x}', ['a', 'b'], [{'x': 1}], "
+                           "runtime=Runtime(call=model), progress=False)\n"
+                           "print(r.picks_list)"], capture_output=True, text=True, timeout=60)
+    assert used.returncode == 0, used.stderr
+    assert used.stdout.strip() == "['a']"
