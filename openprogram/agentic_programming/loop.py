@@ -11,6 +11,7 @@ assembled from those events. Entry points that run a whole turn first (`agent(ch
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from typing import Any, Callable
 
@@ -111,8 +112,11 @@ def replace(record: Any, **changes) -> Any:
     `__init__` again (it sets each of an Attempt's twenty fields through `object.__setattr__`,
     which was a tenth of a decision's own time). The loop passes field names only; what is not
     changed is shared with the previous record, as `dataclasses.replace` shares it."""
+    state = getattr(record, "__dict__", None)
+    if state is None:  # a record class with __slots__
+        return dataclasses.replace(record, **changes)
     new = object.__new__(type(record))
-    new.__dict__.update(record.__dict__, **changes)
+    new.__dict__.update(state, **changes)
     return new
 
 
