@@ -9,7 +9,7 @@ from .agentic_programming.agent import Agent, aagent, agent, bind_context, curre
 from .agentic_programming.errors import (ERROR_KINDS, DecisionError, ModelCallError,
                                          OpenProgramError, OptionError, Retry)
 from .agentic_programming.records import Pick, Reask
-from .agentic_programming.evaluate import compare
+from .agentic_programming.evaluate import Variant, compare
 from .agentic_programming.function import agentic_function
 from .agentic_programming.options import Option, register_option_kind
 from .agentic_programming.runtime import (DAG, ModelResponse, Runtime, ToolCall, current_runtime,
@@ -27,7 +27,7 @@ __all__ = ["Agent", "agent", "aagent", "Retry", "Pick", "Reask", "decision", "De
            "ModelResponse", "ModelCallError", "DAG", "DecisionTrace", "Attempt", "TraceEvent",
            "ERROR_KINDS", "observe", "add_observer", "remove_observer", "last_trace",
            "current_runtime", "using_runtime", "current_agent", "bind_context",
-           "register_toolset", "compare", "agentic_function", "load_ipython_extension",
+           "register_toolset", "compare", "Variant", "agentic_function", "load_ipython_extension",
            "unload_ipython_extension"]
 
 

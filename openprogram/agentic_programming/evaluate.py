@@ -2,8 +2,9 @@
 
 One decision shows how the mechanism works; an option set is only designed well once it has been
 run over many inputs. `evaluate` fills a prompt template from each row of a DataFrame (or a list of
-dicts), runs the decisions on a thread pool — each task in its own copy of the caller's context,
-so the bound Runtime and scoped observers hold in every worker — and returns an
+dicts), runs the decisions on a thread pool, or as tasks on one event loop when the model is
+async (`aevaluate` runs them on the caller's own loop) — each row in its own copy of the caller's
+context, so the bound Runtime and scoped observers hold in every row — and returns an
 `EvaluationResult`: one row per input (the pick, its arguments, the result or error, attempts,
 error kinds, time, tokens) and the summaries that judge an option set (pick distribution, retry
 and failure rates, accuracy and a confusion table against expected picks). `compare` runs two or
@@ -13,24 +14,24 @@ functions, so the core stays standard-library-only at import time.
 """
 from __future__ import annotations
 
-import concurrent.futures as cf
 import contextvars
-import html
+import functools
+from dataclasses import dataclass
 import math
-import queue
 import threading
 import time
 import warnings
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Callable
 
-from .loop import make, max_attempts as _max_attempts
-from .model import ModelCaller as Runtime, check_timeout, resolve_runtime
+from .loop import amake, check_reask, check_validate, make, max_attempts as _max_attempts
+from .model import ModelCaller as Runtime, check_modes, check_timeout, resolve_runtime, run_sync
+from .modes import get_mode
 from .options import Option, check_context, normalize
-from .trace import DecisionTrace, TraceEvent, _safe_repr, observe, trace_view
+from .trace import DecisionTrace, TraceEvent, _safe_repr, batch, observe, trace_view
 
-__all__ = ["evaluate", "compare", "EvaluationResult", "ComparisonResult"]
+__all__ = ["evaluate", "aevaluate", "compare", "EvaluationResult", "ComparisonResult"]
 
 #: The pick column's label for a finished row whose model never made a valid pick.
 NO_PICK = "(no pick)"
@@ -160,19 +161,21 @@ def _check_on_interrupt(value: Any) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Running: a thread pool, a copied context per task, a progress bar, a clean Ctrl-C
+# Running: rows on a thread pool or as tasks on an event loop, a copied context per row, a
+# progress bar, a clean Ctrl-C
 # ---------------------------------------------------------------------------------------------
 
 
-def _decide(text: str, menu: list[Option], rt: Runtime, context: dict | None,
-            max_retries: int, timeout_s: float | None, stop: threading.Event) -> _Row | None:
-    """One input's decision, in a worker thread (inside a copy of the caller's context)."""
+async def _decide(text: str, menu: list[Option], rt: Runtime, settings: dict,
+                  stop: threading.Event, sync: bool) -> _Row | None:
+    """One input's decision, in a copy of the caller's context: on a worker thread (`sync`,
+    driven by run_sync) or as a task on an event loop. None when the run stopped first."""
     if stop.is_set():
         return None
     row = _Row()
     box: list[DecisionTrace] = []
 
-    # A scoped observer, not last_trace(): last_trace is process-wide and other workers finish
+    # A scoped observer, not last_trace(): last_trace is process-wide and other rows finish
     # decisions at the same time. The first decision started in this context is this row's own;
     # later ones are nested decisions made by a picked function.
     def capture(event: TraceEvent) -> None:
@@ -184,14 +187,187 @@ def _decide(text: str, menu: list[Option], rt: Runtime, context: dict | None,
     t0 = time.perf_counter()
     with observe(capture):
         try:
-            row.result = make(text, menu, runtime=rt, context=context, max_retries=max_retries,
-                              timeout_s=timeout_s)
+            if sync:
+                row.result = make(text, menu, runtime=rt, **settings)
+            else:
+                row.result = await amake(text, menu, runtime=rt, **settings)
             row.status = "resolved"
         except Exception as exc:  # DecisionError, a picked function's error: this row only
             row.status, row.error = "failed", exc
+        except _Cancelled:
+            return None
+        except KeyboardInterrupt:
+            if sync:
+                raise
+            raise _RowInterrupted() from None  # inside a task it would escape the event loop
     row.duration_s = time.perf_counter() - t0
     row.trace = box[0] if box else getattr(row.error, "trace", None)
     return row
+
+
+class _Board:
+    """Where rows land as they finish, from any thread, and what the progress bar reads. Once
+    closed (the run stopped) a row that finishes late is not taken: its status stays
+    "cancelled", as the result returned at the stop says."""
+
+    def __init__(self, n: int, progress: Any, desc: str | None):
+        self.rows: list[_Row | None] = [None] * n
+        self.finished = self.failed = self._shown = 0
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+        self._lock = threading.Lock()
+        self._closed = False
+        self.bar = _progress_bar(n, progress, desc)
+
+    def put(self, i: int, row: _Row | None) -> None:
+        with self._lock:
+            if self._closed or row is None:
+                return
+            self.rows[i] = row
+            self.finished += 1
+            self.failed += row.status == "failed"
+            if self.finished == len(self.rows):
+                self.done.set()
+
+    def fail(self, exc: BaseException) -> None:
+        """A BaseException out of a row (a KeyboardInterrupt raised inside one included)."""
+        with self._lock:
+            if self.error is None:
+                self.error = exc
+        self.done.set()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+
+    def show(self) -> None:
+        if self.bar is None or self.finished == self._shown:
+            return
+        if self.failed:
+            self.bar.set_postfix(failed=self.failed, refresh=False)
+        self.bar.update(self.finished - self._shown)
+        self._shown = self.finished
+
+
+class _Pool:
+    """Rows on a thread pool, `concurrency` threads: for runtimes whose model is synchronous."""
+
+    def __init__(self, texts, menu, rt, settings, concurrency, stop, board):
+        import concurrent.futures as cf
+        self.pool = cf.ThreadPoolExecutor(max_workers=min(concurrency, len(texts)),
+                                          thread_name_prefix="openprogram-evaluate")
+        for i, text in enumerate(texts):
+            # One copy per row: a Context can be entered by one thread at a time, and each
+            # row must see the caller's Runtime binding, Agent and scoped observers.
+            ctx = contextvars.copy_context()
+            f = self.pool.submit(ctx.run, _thread_row, text, menu, rt, settings, stop)
+            f.add_done_callback(functools.partial(_settled, board, i))
+
+    def stop(self) -> None:
+        # queued rows return at once; in-flight rows stop before their next model call (a
+        # thread cannot be killed, so their current call ends in the background)
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    def finish(self) -> None:
+        self.pool.shutdown(wait=True)
+
+
+def _thread_row(text: str, menu: list[Option], rt: Runtime, settings: dict,
+                stop: threading.Event) -> _Row | None:
+    # The coroutine is made here, in the worker: a queued row cancelled at a stop never runs,
+    # and a coroutine made for it up front would be reported as never awaited.
+    return run_sync(_decide(text, menu, rt, settings, stop, sync=True))
+
+
+def _settled(board: _Board, i: int, f) -> None:
+    if f.cancelled():
+        return
+    exc = f.exception()
+    if exc is not None:
+        board.fail(exc)
+    else:
+        board.put(i, f.result())
+
+
+class _Loop:
+    """Rows as tasks on an event loop of their own, in one worker thread, for runtimes whose
+    model is async: a hundred rows in flight cost a hundred tasks, not a hundred threads. The
+    caller's thread keeps the progress bar and Ctrl-C, exactly as with the pool (and it may be
+    running a loop of its own, as every notebook cell does)."""
+
+    def __init__(self, texts, menu, rt, settings, concurrency, stop, board):
+        self.loop = self.task = None
+        ctx = contextvars.copy_context()
+        self.thread = threading.Thread(
+            target=self._main, name="openprogram-evaluate-loop", daemon=True,
+            args=(texts, menu, rt, settings, concurrency, stop, board, ctx))
+        self.started = threading.Event()
+        self.thread.start()
+        self.started.wait()
+
+    def _main(self, texts, menu, rt, settings, concurrency, stop, board, ctx) -> None:
+        import asyncio
+        self.loop = loop = asyncio.new_event_loop()
+        try:
+            self.task = loop.create_task(
+                _arows(texts, menu, rt, settings, concurrency, stop, ctx, board.put))
+            self.started.set()
+            if loop.run_until_complete(self.task):
+                board.fail(KeyboardInterrupt("a row of evaluate raised KeyboardInterrupt"))
+        except BaseException as exc:  # the task cancelled by stop(), or a bug: never lost
+            board.fail(exc)
+        finally:
+            self.started.set()
+            try:  # an async model may have used asyncio.to_thread
+                loop.run_until_complete(loop.shutdown_default_executor())
+            finally:
+                loop.close()
+
+    def stop(self) -> None:
+        # Cancelling the rows in flight ends their model calls now and finishes their traces
+        # as failed; it takes a moment, so it is waited for.
+        if self.task is not None and not self.task.done():
+            self.loop.call_soon_threadsafe(self.task.cancel)
+        self.thread.join(10)
+
+    def finish(self) -> None:
+        self.thread.join()
+
+
+async def _arows(texts: list[str], menu: list[Option], rt: Runtime, settings: dict,
+                 concurrency: int, stop: threading.Event, ctx: contextvars.Context,
+                 on_row: Callable[[int, _Row | None], None]) -> bool:
+    """Every row as a task on the running loop, at most `concurrency` in flight, each in its
+    own copy of `ctx`; `on_row(i, row)` as each finishes. Returns True when a row raised
+    KeyboardInterrupt (the run stops: rows in flight are cancelled). Cancelling this coroutine
+    cancels the rows in flight, whose traces finish as failed."""
+    import asyncio
+    loop = asyncio.get_running_loop()
+    pending = iter(range(len(texts)))
+
+    async def worker() -> None:
+        for i in pending:
+            if stop.is_set():
+                return
+            # ctx.run: the task copies the context current at its creation
+            on_row(i, await ctx.run(loop.create_task,
+                                    _decide(texts[i], menu, rt, settings, stop, sync=False)))
+
+    workers = [loop.create_task(worker()) for _ in range(min(concurrency, len(texts)))]
+    try:
+        await asyncio.gather(*workers)
+        return False
+    except _RowInterrupted:
+        return True
+    finally:
+        stop.set()
+        for w in workers:
+            w.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+
+
+class _RowInterrupted(Exception):
+    """A row raised KeyboardInterrupt; the run stops as on Ctrl-C."""
 
 
 def _progress_bar(total: int, progress: Any, desc: str | None):
@@ -207,67 +383,48 @@ def _progress_bar(total: int, progress: Any, desc: str | None):
 
 
 def _run(texts: list[str], menu: list[Option], rt: Runtime, *, concurrency: int,
-         max_retries: int, context: dict | None, timeout_s: float | None, progress: Any,
-         desc: str | None) -> tuple[list[_Row | None], float, bool]:
+         settings: dict, progress: Any, desc: str | None
+         ) -> tuple[list[_Row | None], float, bool]:
     """Run every decision; returns the rows (None = cancelled), the wall time, and whether the
-    run was interrupted. KeyboardInterrupt is caught here and reported, never lost."""
-    n = len(texts)
+    run was interrupted. KeyboardInterrupt is caught here and reported, never lost. Rows run as
+    tasks on an event loop when the runtime's model is async (`Runtime.async_native`), else on
+    a thread pool."""
+    board = _Board(len(texts), progress, desc)
     stop = threading.Event()
-    done: queue.SimpleQueue = queue.SimpleQueue()
-    bar = _progress_bar(n, progress, desc)
-    pool = cf.ThreadPoolExecutor(max_workers=min(concurrency, n),
-                                 thread_name_prefix="openprogram-evaluate")
-    futures: list[cf.Future] = []
+    kind = _Loop if getattr(rt, "async_native", False) else _Pool
+    runner: _Pool | _Loop | None = None
     interrupted = False
     t0 = time.perf_counter()
     try:
-        for text in texts:
-            # One copy per task: a Context can be entered by one thread at a time, and each
-            # task must see the caller's Runtime binding, Agent and scoped observers.
-            ctx = contextvars.copy_context()
-            f = pool.submit(ctx.run, _decide, text, menu, rt, context, max_retries, timeout_s,
-                            stop)
-            f.add_done_callback(done.put)
-            futures.append(f)
-        failed = 0
-        for _ in range(n):
-            while True:
-                try:  # a timed wait, so Ctrl-C reaches the main thread promptly
-                    f = done.get(timeout=0.1)
-                    break
-                except queue.Empty:
-                    continue
-            exc = f.exception()
-            if exc is not None:  # only BaseExceptions get out of _decide
-                raise exc
-            if bar is not None:
-                row = f.result()
-                if row is not None and row.status == "failed":
-                    failed += 1
-                    bar.set_postfix(failed=failed, refresh=False)
-                bar.update(1)
+        runner = kind(texts, menu, rt, settings, concurrency, stop, board)
+        while not board.done.wait(0.1):  # a timed wait, so Ctrl-C reaches this thread promptly
+            board.show()
+        if board.error is not None:  # a BaseException out of a row
+            raise board.error
     except KeyboardInterrupt:
         interrupted = True
     except BaseException:
-        stop.set()
-        pool.shutdown(wait=False, cancel_futures=True)
+        _halt(stop, board, runner)
         raise
     finally:
         wall = time.perf_counter() - t0
-        if bar is not None:
-            bar.close()
+        board.show()
+        if board.bar is not None:
+            board.bar.close()
     if interrupted:
-        stop.set()  # queued rows return at once; in-flight rows stop before their next call
-        pool.shutdown(wait=False, cancel_futures=True)
+        _halt(stop, board, runner)
     else:
-        pool.shutdown(wait=True)
-    rows: list[_Row | None] = []
-    for f in futures:
-        ok = f.done() and not f.cancelled() and f.exception() is None
-        rows.append(f.result() if ok else None)
-    if len(futures) < n:
-        rows += [None] * (n - len(futures))
-    return rows, wall, interrupted
+        runner.finish()
+    return board.rows, wall, interrupted
+
+
+def _halt(stop: threading.Event, board: _Board, runner: _Pool | _Loop | None) -> None:
+    """Stop a run: rows not started never start, what finished is kept, the rest is
+    "cancelled"."""
+    stop.set()
+    board.close()
+    if runner is not None:
+        runner.stop()
 
 
 def _interrupted(result, on_interrupt: str, exc_text: str):
@@ -286,13 +443,17 @@ def _interrupted(result, on_interrupt: str, exc_text: str):
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_run(on_interrupt: Any, concurrency: Any, max_retries: Any, timeout_s: Any) -> int:
-    """The run settings shared by evaluate and compare, checked before anything runs."""
+def _settings(on_interrupt: Any, concurrency: Any, max_retries: Any, timeout_s: Any,
+              context: Any, validate: Any, reask: Any, mode: Any = None) -> tuple[int, dict]:
+    """The run settings shared by evaluate, aevaluate and compare, checked before anything
+    runs: the concurrency, and the keyword arguments every row's decision gets."""
     _check_on_interrupt(on_interrupt)
     concurrency = _positive_int(concurrency, "concurrency")
     _max_attempts(max_retries)
     check_timeout(timeout_s)
-    return concurrency
+    return concurrency, {"context": context, "max_retries": max_retries,
+                         "timeout_s": timeout_s, "validate": check_validate(validate),
+                         "reask": check_reask(reask), "mode": get_mode(mode).name}
 
 
 def _table(prompt: Any, inputs: Any, expected: Any, names: list[str], what: str):
@@ -304,36 +465,50 @@ def _table(prompt: Any, inputs: Any, expected: Any, names: list[str], what: str)
     return columns, records, texts, _expected(expected, columns, records, names)
 
 
-def evaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime | None = None,
-             concurrency: int = 8, max_retries: int = 1, expected: Any = None,
-             context: dict | None = None, timeout_s: float | None = None,
-             progress: bool = True, on_interrupt: str = "return") -> "EvaluationResult":
-    """Run the decision `prompt.format_map(row)` over `options` for every row of `inputs` (a
-    pandas DataFrame or a list of dicts) and return an `EvaluationResult`.
-
-    The decisions run `concurrency` at a time on a thread pool, each in a copy of the caller's
-    context, on `runtime` (else the Runtime bound by the enclosing Agent method). `expected` (a
-    column name, or a list of option names, one per input) adds accuracy and a confusion table.
-    A failing input (no valid pick, a model error, or an exception in a picked function) is
-    recorded on its row and never stops the run.
-
-    Ctrl-C (or interrupting the kernel) stops the run at once: rows not yet started are
-    cancelled, finished rows are kept, and rows in flight are marked "cancelled" too — their
-    current model call ends in the background (a thread cannot be killed) but they make no
-    further model call. With `on_interrupt="return"`
-    (the default, so a notebook keeps what finished) the partial result is returned with
-    `.interrupted` set and status "cancelled" on unfinished rows; with `"raise"` the
-    KeyboardInterrupt is re-raised carrying the partial result as `.result`.
-    """
-    concurrency = _check_run(on_interrupt, concurrency, max_retries, timeout_s)
+def _plan(prompt, options, inputs, runtime, expected, context, what: str):
+    """An evaluation's option set, inputs and runtime, checked before any model call."""
     menu = normalize(options)
     check_context(menu, context)
     names = [o.name for o in menu]
-    columns, records, texts, exp = _table(prompt, inputs, expected, names, "evaluate")
-    rt = resolve_runtime(runtime, "evaluate")
-    rows, wall, interrupted = _run(texts, menu, rt, concurrency=concurrency,
-                                   max_retries=max_retries, context=context,
-                                   timeout_s=timeout_s, progress=progress, desc="evaluate")
+    columns, records, texts, exp = _table(prompt, inputs, expected, names, what)
+    return menu, names, columns, records, texts, exp, resolve_runtime(runtime, what)
+
+
+def evaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime | None = None,
+             concurrency: int = 8, max_retries: int = 1, expected: Any = None,
+             context: dict | None = None, timeout_s: float | None = None,
+             progress: bool = True, on_interrupt: str = "return",
+             validate: Callable | None = None, reask: Any = None,
+             mode: str = "menu") -> "EvaluationResult":
+    """Run the decision `prompt.format_map(row)` over `options` for every row of `inputs` (a
+    pandas DataFrame or a list of dicts) and return an `EvaluationResult`.
+
+    The decisions run `concurrency` at a time, each in a copy of the caller's context, on
+    `runtime` (else the Runtime bound by the enclosing Agent method): on a thread pool, or, when
+    the runtime's model is async (`Runtime(call=async_fn)`, `runtime.async_native`), as tasks
+    on one event loop in a worker thread, so a concurrency of hundreds needs no thread per row.
+    `expected` (a column name, or a list of option names, one per input) adds accuracy and a
+    confusion table. `validate=`, `reask=` and `mode=` apply to every decision, as in
+    `decision.make`. A failing input (no valid pick, a model error, or an exception in a picked function) is
+    recorded on its row and never stops the run.
+
+    Ctrl-C (or interrupting the kernel) stops the run at once: rows not yet started are
+    cancelled, finished rows are kept, and rows in flight are marked "cancelled" too — on the
+    pool their current model call ends in the background (a thread cannot be killed) but they
+    make no further model call; on the event loop they are cancelled at once. With
+    `on_interrupt="return"` (the default, so a notebook keeps what finished) the partial result
+    is returned with `.interrupted` set and status "cancelled" on unfinished rows; with
+    `"raise"` the KeyboardInterrupt is re-raised carrying the partial result as `.result`.
+    """
+    concurrency, settings = _settings(on_interrupt, concurrency, max_retries, timeout_s,
+                                      context, validate, reask, mode)
+    menu, names, columns, records, texts, exp, rt = _plan(prompt, options, inputs, runtime,
+                                                          expected, context, "evaluate")
+    check_modes(rt, settings["mode"])
+    with batch("evaluate", None, inputs=len(texts), concurrency=concurrency,
+               mode=settings["mode"]):
+        rows, wall, interrupted = _run(texts, menu, rt, concurrency=concurrency,
+                                       settings=settings, progress=progress, desc="evaluate")
     result = EvaluationResult(prompt=prompt, options=names, columns=columns, records=records,
                               rows=rows, expected=exp, wall_s=wall, concurrency=concurrency,
                               runtime=rt.name, interrupted=interrupted)
@@ -341,6 +516,79 @@ def evaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime | None 
         return _interrupted(result, on_interrupt, f"evaluate was interrupted: {result.finished} "
                             f"of {len(rows)} inputs finished")
     return result
+
+
+async def aevaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime | None = None,
+                    concurrency: int = 8, max_retries: int = 1, expected: Any = None,
+                    context: dict | None = None, timeout_s: float | None = None,
+                    progress: bool = True, on_interrupt: str = "return",
+                    validate: Callable | None = None, reask: Any = None, mode: str = "menu"
+                    ) -> "EvaluationResult":
+    """`evaluate`, awaitable: every row is a `decision.amake` task on the running event loop,
+    at most `concurrency` in flight, each in a copy of the caller's context. Same arguments
+    and the same `EvaluationResult`; with a synchronous model each call runs in a worker thread
+    (see `Runtime.acomplete`), with an async one nothing but the loop is needed.
+
+    A KeyboardInterrupt (raised inside a row, or reaching this coroutine) stops the run as in
+    `evaluate`: rows in flight are cancelled, finished rows are kept, and `on_interrupt` says
+    whether the partial result is returned or raised. Cancelling the task that awaits
+    `aevaluate` cancels every row in flight (each trace finishes as failed) and re-raises the
+    CancelledError, carrying the partial result as `.result`.
+    """
+    import asyncio
+    concurrency, settings = _settings(on_interrupt, concurrency, max_retries, timeout_s,
+                                      context, validate, reask, mode)
+    menu, names, columns, records, texts, exp, rt = _plan(prompt, options, inputs, runtime,
+                                                          expected, context, "aevaluate")
+    check_modes(rt, settings["mode"])
+    board = _Board(len(texts), progress, "evaluate")
+    stop = threading.Event()
+
+    def on_row(i: int, row: _Row | None) -> None:
+        board.put(i, row)
+        board.show()
+
+    def result_of(wall: float, interrupted: bool) -> EvaluationResult:
+        return EvaluationResult(prompt=prompt, options=names, columns=columns, records=records,
+                                rows=board.rows, expected=exp, wall_s=wall,
+                                concurrency=concurrency, runtime=rt.name,
+                                interrupted=interrupted)
+
+    t0 = time.perf_counter()
+    try:
+        with batch("evaluate", None, inputs=len(texts), concurrency=concurrency,
+                   mode=settings["mode"]):
+            interrupted = await _arows(texts, menu, rt, settings, concurrency, stop,
+                                       contextvars.copy_context(), on_row)
+    except KeyboardInterrupt:
+        interrupted = True
+    except asyncio.CancelledError as exc:
+        board.close()
+        exc.result = result_of(time.perf_counter() - t0, True)
+        raise
+    finally:
+        if board.bar is not None:
+            board.bar.close()
+    board.close()
+    result = result_of(time.perf_counter() - t0, interrupted)
+    if interrupted:
+        return _interrupted(result, on_interrupt, f"aevaluate was interrupted: "
+                            f"{result.finished} of {len(texts)} inputs finished")
+    return result
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One column of `compare`: what differs from compare's own arguments. Whatever is left
+    None comes from them — so `{"menu": Variant(mode="menu"), "tools": Variant(mode="tools")}`
+    compares ways of asking on the same options, runtime and inputs."""
+    options: Any = None
+    runtime: Any = None
+    mode: str | None = None
+    prompt: str | None = None
+    max_retries: int | None = None
+    validate: Any = None
+    reask: Any = None
 
 
 def _variants(variants: Any, options: Any, runtime: Runtime | None):
@@ -354,7 +602,23 @@ def _variants(variants: Any, options: Any, runtime: Runtime | None):
     for name, v in variants.items():
         if not isinstance(name, str) or not name:
             raise TypeError(f"variant names must be non-empty strings, got {name!r}")
-        if isinstance(v, Runtime):
+        overrides: dict = {}
+        if isinstance(v, Variant):
+            overrides = {k: getattr(v, k) for k in ("mode", "prompt", "max_retries", "validate",
+                                                    "reask") if getattr(v, k) is not None}
+            if "mode" in overrides:
+                overrides["mode"] = get_mode(overrides["mode"]).name
+            if "max_retries" in overrides:
+                _max_attempts(overrides["max_retries"])
+            if "validate" in overrides:
+                overrides["validate"] = check_validate(overrides["validate"])
+            if "reask" in overrides:
+                overrides["reask"] = check_reask(overrides["reask"])
+            opts = v.options if v.options is not None else options
+            rt = v.runtime if v.runtime is not None else runtime
+            if opts is None:
+                raise ValueError(f"variant {name!r} sets no options, so compare needs options=")
+        elif isinstance(v, Runtime):
             if options is None:
                 raise ValueError(f"variant {name!r} is a Runtime, so compare needs options= "
                                  f"(the option set the runtime variants run)")
@@ -367,42 +631,52 @@ def _variants(variants: Any, options: Any, runtime: Runtime | None):
             menu = normalize(opts)
         except (ValueError, TypeError) as exc:
             raise type(exc)(f"variant {name!r}: {exc}") from None
-        out.append((name, menu, resolve_runtime(rt, f"compare variant {name!r}")))
+        out.append((name, menu, resolve_runtime(rt, f"compare variant {name!r}"), overrides))
     return out
 
 
 def compare(prompt: str, variants: Any, inputs: Any, *, options: Any = None,
             runtime: Runtime | None = None, concurrency: int = 8, max_retries: int = 1,
             expected: Any = None, context: dict | None = None, timeout_s: float | None = None,
-            progress: bool = True, on_interrupt: str = "return") -> "ComparisonResult":
+            progress: bool = True, on_interrupt: str = "return",
+            validate: Callable | None = None, reask: Any = None,
+            mode: str = "menu") -> "ComparisonResult":
     """Run two or more variants over the same inputs and line their picks up side by side.
 
     `variants` maps a name to an option set (run on `runtime`, else the bound Runtime), to a
-    Runtime (running `options=`), or to an `(option set, Runtime)` pair. The variants run one
-    after another, each with `concurrency` workers, exactly as `evaluate` runs them. Returns a
-    `ComparisonResult`: `.to_frame()` (one pick column per variant), `.differences`,
-    `.summary` (retry and failure rates, accuracy, per variant), `.picks`, `.plot()`. Ctrl-C
-    behaves as in `evaluate`; variants not yet started are all "cancelled".
+    Runtime (running `options=`), to an `(option set, Runtime)` pair, or to a `Variant` whose
+    unset fields come from compare's own arguments (ways of asking: `Variant(mode="tools")`). The variants run one
+    after another, each with `concurrency` workers, exactly as `evaluate` runs them (`validate=`
+    and `reask=` included). Returns a `ComparisonResult`: `.to_frame()` (one pick column per
+    variant), `.differences`, `.summary` (retry and failure rates, accuracy, per variant),
+    `.picks`, `.plot()`. Ctrl-C behaves as in `evaluate`; variants not yet started are all
+    "cancelled".
     """
-    concurrency = _check_run(on_interrupt, concurrency, max_retries, timeout_s)
+    concurrency, settings = _settings(on_interrupt, concurrency, max_retries, timeout_s,
+                                      context, validate, reask, mode)
     plan = _variants(variants, options, runtime)
-    for _, menu, _ in plan:
+    for name, menu, rt, overrides in plan:
         check_context(menu, context)
-    names = list(dict.fromkeys(o.name for _, menu, _ in plan for o in menu))
+        check_modes(rt, overrides.get("mode", settings["mode"]))
+    names = list(dict.fromkeys(o.name for _, menu, _, _ in plan for o in menu))
     columns, records, texts, exp = _table(prompt, inputs, expected, names, "compare on")
     results: dict[str, EvaluationResult] = {}
     interrupted = False
-    for name, menu, rt in plan:
-        if interrupted:
-            rows, wall = [None] * len(texts), 0.0
-        else:
-            rows, wall, interrupted = _run(texts, menu, rt, concurrency=concurrency,
-                                           max_retries=max_retries, context=context,
-                                           timeout_s=timeout_s, progress=progress, desc=name)
-        results[name] = EvaluationResult(
-            prompt=prompt, options=[o.name for o in menu], columns=columns, records=records,
-            rows=rows, expected=exp, wall_s=wall, concurrency=concurrency, runtime=rt.name,
-            interrupted=interrupted, name=name)
+    with batch("compare", None, variants=len(plan), inputs=len(texts)):
+        for name, menu, rt, overrides in plan:
+            own = {k: v for k, v in overrides.items() if k != "prompt"}
+            own_prompt = overrides.get("prompt", prompt)
+            rows_text = texts if own_prompt == prompt else _fill(own_prompt, columns, records)
+            if interrupted:
+                rows, wall = [None] * len(texts), 0.0
+            else:
+                rows, wall, interrupted = _run(rows_text, menu, rt, concurrency=concurrency,
+                                               settings={**settings, **own},
+                                               progress=progress, desc=name)
+            results[name] = EvaluationResult(
+                prompt=own_prompt, options=[o.name for o in menu], columns=columns,
+                records=records, rows=rows, expected=exp, wall_s=wall, concurrency=concurrency,
+                runtime=rt.name, interrupted=interrupted, name=name)
     result = ComparisonResult(results, columns=columns, records=records, expected=exp,
                               interrupted=interrupted)
     if interrupted:
@@ -458,6 +732,7 @@ def _shown_summary(table):
 
 def _tables_html(title: str, tables: list[tuple[str, Any]]) -> str:
     """Tables side by side, each rendered by pandas (which escapes every cell)."""
+    import html
     parts = [f'<div class="openprogram-eval"><p>{title}</p>'
              '<div style="display:flex;flex-wrap:wrap;gap:2em;align-items:flex-start">']
     for caption, table in tables:
@@ -700,6 +975,7 @@ class EvaluationResult:
         return f"<EvaluationResult{label} on {self.runtime!r}: {self._headline()}>"
 
     def _repr_html_(self) -> str:
+        import html
         title = (f"<b>evaluate</b>{' ' + html.escape(self.name) if self.name else ''} on "
                  f"{html.escape(str(self.runtime))}: {html.escape(self._headline())}")
         picks = self.picks
@@ -807,6 +1083,7 @@ class ComparisonResult:
         return f"<ComparisonResult {', '.join(map(repr, self.variants))}: {self._headline()}>"
 
     def _repr_html_(self) -> str:
+        import html
         title = f"<b>compare</b> {html.escape(', '.join(self.variants))}: " \
                 f"{html.escape(self._headline())}"
         tables = [("summary", _shown_summary(self.summary)), ("picks", self.picks)]

@@ -11,23 +11,24 @@ assembled from those events. Entry points that run a whole turn first (`agent(ch
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
-import string
 import time
 from typing import Any, Callable
 
 from .errors import DecisionError, ModelCallError, ParseError, Retry, explain, reply_head
 from .extract import extract_action, value_span
 from .modes import MenuMode, Mode, get_mode
-from .model import (ModelCaller, ModelResponse, check_modes, current_runtime, deadline_after, resolve_runtime, run_sync,
-                    settle_value)
-from .options import Option, call_function, check_context, normalize, option_infos, render_menu
-from .records import Attempt, Pick, Reask, replace
+from .model import (ModelCaller, ModelResponse, check_modes, current_runtime, deadline_after,
+                    resolve_runtime, run_sync, settle_value)
+from .options import (Menu, Option, call_function, check_context, normalize, option_infos,
+                      render_menu)
+from .records import Attempt, Pick, Reask
 from .trace import DecisionTrace, emit, record
 
 __all__ = ["make", "amake", "render_options", "extract_action", "parse_args", "resolve_decision",
            "DECISION_FINISH_INSTRUCTION", "DEFAULT_REASK", "Decider", "reask_prompt",
-           "check_reask"]
+           "check_reask", "check_validate"]
 
 DECISION_FINISH_INSTRUCTION = (
     "Do the work the request needs first (reason, call tools). Then finish: end your reply with "
@@ -71,6 +72,8 @@ def check_reask(reask: Any) -> Callable[[Reask], str] | None:
     if not isinstance(reask, str):
         raise TypeError(f"reask= takes a format template (str) or a callable of the failure, got "
                         f"{type(reask).__name__}")
+    import string
+    import string  # at first use: most decisions never write their own re-ask
     try:
         names = {f for _, f, _, _ in string.Formatter().parse(reask) if f is not None}
     except ValueError as exc:
@@ -81,6 +84,14 @@ def check_reask(reask: Any) -> Callable[[Reask], str] | None:
         raise ValueError(f"reask= template names unknown field(s) {', '.join(map(repr, bad))}; "
                          f"the fields are {', '.join('{' + f + '}' for f in REASK_FIELDS)}")
     return lambda r: reask.format(**{f: getattr(r, f) for f in REASK_FIELDS})
+
+
+def check_validate(validate: Any) -> Callable | None:
+    """`validate=`: None or a callable of the `Pick`. Checked before any model call."""
+    if validate is not None and not callable(validate):
+        raise TypeError(f"validate= takes a callable of the pick (raise openprogram.Retry "
+                        f"to reject it), got {type(validate).__name__}")
+    return validate
 
 
 def reask_prompt(request: str, reply: Any, err: ParseError, menu_text: str,
@@ -101,6 +112,19 @@ def reask_prompt(request: str, reply: Any, err: ParseError, menu_text: str,
                                at_path=f" at {err.path}" if err.path else "")
 
 
+def replace(record: Any, **changes) -> Any:
+    """`dataclasses.replace` for the loop's records, without running the frozen dataclass's
+    `__init__` again (it sets each of an Attempt's twenty fields through `object.__setattr__`,
+    which was a tenth of a decision's own time). The loop passes field names only; what is not
+    changed is shared with the previous record, as `dataclasses.replace` shares it."""
+    state = getattr(record, "__dict__", None)
+    if state is None:  # a record class with __slots__
+        return dataclasses.replace(record, **changes)
+    new = object.__new__(type(record))
+    new.__dict__.update(state, **changes)
+    return new
+
+
 class Decider:
     """One decision in progress. It holds the current attempt as a frozen record and moves it
     forward with `_step`, which makes the next record and emits it; nothing else changes a
@@ -118,13 +142,10 @@ class Decider:
         self.resp: Any = None        # the last model response, as the mode reads it
         self.messages: list[dict] = []
         self.sync = sync  # how to call the model and finish the user's awaitables
-        if validate is not None and not callable(validate):
-            raise TypeError(f"validate= takes a callable of the pick (raise openprogram.Retry "
-                            f"to reject it), got {type(validate).__name__}")
-        self.validate, self.reask = validate, reask
+        self.validate, self.reask = check_validate(validate), reask
         self.context = dict(context or {})
         self.deadline = deadline
-        self.by_name = {o.name: o for o in menu}
+        self.by_name = menu.by_name if isinstance(menu, Menu) else {o.name: o for o in menu}
         self.menu_text = menu_text if menu_text is not None else render_menu(menu)
         self.sent = self.mode.sent()
         self.trace = DecisionTrace(

@@ -16,8 +16,11 @@ import functools
 import inspect
 import json
 import math
+import re
+import threading
 import types
 import typing
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
@@ -250,7 +253,10 @@ class FunctionOption(Option):
         self.handler = fn
 
     def resolve(self, kwargs: dict) -> Any:
-        return call_function(self.handler, kwargs)
+        positional = self.__dict__.get("_positional")
+        if positional is None:
+            positional = self._positional = positional_only(self.handler)
+        return call_function(self.handler, kwargs, positional)
 
     def chosen(self) -> Any:
         return self.handler
@@ -304,6 +310,7 @@ def register_option_kind(cls: type[Option]) -> type[Option]:
         raise TypeError(f"register_option_kind takes a subclass of Option, got {cls!r}")
     if cls not in _option_kinds:
         _option_kinds.insert(0, cls)
+        clear_option_cache()  # the new kind may claim a function a cached option was built from
     return cls
 
 
@@ -327,7 +334,26 @@ class Menu(tuple):
 
     @functools.cached_property
     def infos(self) -> tuple[dict, ...]:
-        return tuple(o.info() for o in self)
+        return tuple(_derived(o, "_info", o.info) for o in self)
+
+    @functools.cached_property
+    def by_name(self) -> dict[str, Option]:
+        return {o.name: o for o in self}
+
+    @functools.cached_property
+    def hidden(self) -> tuple[tuple[Option, list[Param]], ...]:
+        """The options with hidden parameters that have no default (checked against context=)."""
+        return tuple((o, h) for o in self if (h := _hidden(o)))
+
+
+def _derived(option: Option, attr: str, make: Callable[[], Any]) -> Any:
+    """What is derived from an option (its menu block, its table row, its hidden parameters),
+    made once per option object: options do not change once built, and a cached function
+    option recurs in every option set that names its function."""
+    value = option.__dict__.get(attr)
+    if value is None:
+        value = option.__dict__[attr] = make()
+    return value
 
 
 def option_infos(menu: list[Option]) -> list[dict]:
@@ -511,14 +537,25 @@ def function_params(fn: Callable, where: str) -> list[Param]:
     return params
 
 
-def call_function(fn: Callable, kwargs: dict) -> Any:
-    """`fn(**kwargs)`, except that positional-only parameters (`def f(x, /)`, many builtins)
-    are passed by position, as they must be."""
+def positional_only(fn: Callable) -> tuple[str, ...]:
+    """The names of `fn`'s positional-only parameters, in order. A plain function's come from
+    its code object, without reading its signature."""
+    if type(fn) is types.FunctionType and "__wrapped__" not in fn.__dict__ \
+            and "__signature__" not in fn.__dict__:
+        code = fn.__code__
+        return code.co_varnames[:code.co_posonlyargcount]
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
-        return fn(**kwargs)
-    head = [p.name for p in params if p.kind is p.POSITIONAL_ONLY]
+        return ()
+    return tuple(p.name for p in params if p.kind is p.POSITIONAL_ONLY)
+
+
+def call_function(fn: Callable, kwargs: dict, positional: tuple[str, ...] | None = None) -> Any:
+    """`fn(**kwargs)`, except that positional-only parameters (`def f(x, /)`, many builtins)
+    are passed by position, as they must be. `positional` is `positional_only(fn)` when the
+    caller has it already."""
+    head = positional_only(fn) if positional is None else positional
     if not head or head[0] not in kwargs:
         return fn(**kwargs)
     rest = dict(kwargs)
@@ -551,29 +588,29 @@ def normalize(options: Any) -> Menu:
     if isinstance(options, (list, tuple)) and options and \
             all(isinstance(o, Option) for o in options):
         return Menu(options)
-    out: list[Option] = []
+    out: list[Option]
     if isinstance(options, dict):
-        for name, handler in options.items():
-            where = f"option {name!r}"
+        for name in options:
             if not isinstance(name, str) or not name:
                 raise OptionError(f"option names must be non-empty strings, got {name!r}")
-            out.append(_dict_option(name, handler, where))
+        out = [_cached_option(name, handler, None) for name, handler in options.items()]
     elif isinstance(options, (list, tuple)):
-        for i, item in enumerate(options):
-            out.append(_list_option(item, f"option #{i} ({item!r:.60})"))
+        out = [_cached_option(None, item, i) for i, item in enumerate(options)]
     else:
         raise OptionError(f"options must be a dict {{name: handler}} or a list, got "
                           f"{type(options).__name__}")
     if not out:
         raise OptionError("the option set is empty: give at least one option, e.g. "
                           "{'done': 'DONE'}")
-    seen: set[str] = set()
-    for o in out:
-        if o.name in seen:
-            raise OptionError(f"option name {o.name!r} appears twice; option names must be "
-                              f"unique (rename one, or use the dict form)")
-        seen.add(o.name)
-    return Menu(out)
+    names = tuple([o.name for o in out])
+    if len(set(names)) < len(names):
+        seen: set[str] = set()
+        for o in out:
+            if o.name in seen:
+                raise OptionError(f"option name {o.name!r} appears twice; option names must "
+                                  f"be unique (rename one, or use the dict form)")
+            seen.add(o.name)
+    return _cached_menu(names, tuple(out))
 
 
 def _dict_option(name: str, handler: Any, where: str) -> Option:
@@ -628,12 +665,149 @@ def _list_option(item: Any, where: str) -> Option:
                       f"dict form for value options")
 
 
+# ---------------------------------------------------------------------------------------------
+# The normalize cache
+# ---------------------------------------------------------------------------------------------
+# Re-running a notebook cell hands `make` a fresh dict of the same functions, and reading their
+# signatures, type hints and docstrings again was most of a decision's own time. So the option
+# built from a plain function is kept, with a fingerprint of everything it was built from: the
+# code, name, docstring, defaults, annotations (and the globals a string annotation names),
+# `input_meta`, `__signature__` and `__wrapped__`. A hit is served only when the very same
+# function object (checked with `is`, never by id) has the same fingerprint; a changed or
+# redefined function is rebuilt and replaces its entry. Entries are keyed by the option's name
+# and the function's qualified name, so a redefinition releases the old function; the cache is
+# a bounded LRU. Other callables (classes, methods, partials) are rebuilt every time: what their
+# option depends on cannot be checked this cheaply. An option set made only of cached options
+# gets back the same Menu, so its menu text is rendered once.
+
+#: How many function options the normalize cache keeps (least recently used go first), and how
+#: many option sets made only of those (with their menu text).
+OPTION_CACHE_SIZE = 2048
+MENU_CACHE_SIZE = 32
+
+_cache: OrderedDict[tuple, tuple[tuple, Option, tuple]] = OrderedDict()
+_menus: OrderedDict[tuple, Menu] = OrderedDict()
+_cache_lock = threading.Lock()
+_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+def clear_option_cache() -> None:
+    """Forget every cached function option and option set; each is rebuilt on next use."""
+    with _cache_lock:
+        _cache.clear()
+        _menus.clear()
+
+
+def _cached_option(name: str | None, handler: Any, position: int | None) -> Option:
+    """The option of one entry of an option set (`name` None: the list form, at `position`),
+    from the cache when its function is unchanged."""
+    fn, description = None, None
+    if type(handler) is types.FunctionType:
+        fn = handler
+    elif type(handler) is tuple and len(handler) == 2 and \
+            type(handler[0]) is types.FunctionType and type(handler[1]) is str:
+        fn, description = handler
+    if fn is None:
+        return _build_option(name, handler, position)
+    key = (name, description, fn.__module__, fn.__qualname__)
+    entry = _cache.get(key)
+    try:
+        if entry is not None:
+            snapshot, option, names = entry
+            # _state() holds the live objects and the entry copies of them, so this compares,
+            # in C, the function as it is now with the function as it was.
+            if option.handler is fn and snapshot == _state(fn, names):
+                with _cache_lock:
+                    if key in _cache:
+                        _cache.move_to_end(key)
+                return option
+        names = tuple(n for a in fn.__annotations__.values() if type(a) is str
+                      for n in _NAME.findall(a))
+        snapshot = _copied(_state(fn, names))
+    except Exception:  # a value that cannot be compared or copied: build, do not cache
+        return _build_option(name, handler, position)
+    option = _build_option(name, handler, position)
+    if type(option) is FunctionOption and option.handler is fn:
+        option._cached = True
+        with _cache_lock:
+            _cache[key] = (snapshot, option, names)
+            _cache.move_to_end(key)
+            while len(_cache) > OPTION_CACHE_SIZE:
+                _cache.popitem(last=False)
+    return option
+
+
+def _cached_menu(names: tuple[str, ...], options: tuple[Option, ...]) -> Menu:
+    """The Menu of these very option objects, made (and its text rendered) once: a fresh dict of
+    the same functions gives the same cached options, hence the same Menu."""
+    menu = _menus.get(names)
+    if menu is not None and menu == options:  # tuple equality: the same objects
+        return menu
+    menu = Menu(options)
+    if all(o.__dict__.get("_cached") for o in options):
+        with _cache_lock:
+            _menus[names] = menu
+            _menus.move_to_end(names)
+            while len(_menus) > MENU_CACHE_SIZE:
+                _menus.popitem(last=False)
+    return menu
+
+
+def _build_option(name: str | None, handler: Any, position: int | None) -> Option:
+    if name is None:
+        return _list_option(handler, f"option #{position} ({handler!r:.60})")
+    return _dict_option(name, handler, f"option {name!r}")
+
+
+def _state(fn: types.FunctionType, names: tuple[str, ...] = ()) -> tuple:
+    """Everything a function option is built from, as live objects. `names` are the globals its
+    string annotations name (`x: "Order"` is read through the globals: a redefined Order
+    counts)."""
+    extra = fn.__dict__
+    wrapped = extra.get("__wrapped__")
+    return (fn.__code__, fn.__name__, fn.__doc__, fn.__defaults__, fn.__kwdefaults__,
+            fn.__annotations__, extra.get("input_meta"), extra.get("__signature__"),
+            _state(wrapped) if type(wrapped) is types.FunctionType else wrapped,
+            names and tuple([_hint_globals(fn).get(n, _MISSING) for n in names]))
+
+
+def _hint_globals(fn: types.FunctionType) -> dict:
+    """The globals typing.get_type_hints reads a function's string annotations in: those of
+    the function a decorator wrapped."""
+    while type(fn.__dict__.get("__wrapped__")) is types.FunctionType:
+        fn = fn.__dict__["__wrapped__"]
+    return fn.__globals__
+
+
+def _copied(value: Any) -> Any:
+    """`value` with its dicts, lists, tuples and sets copied all the way down (the values in
+    them kept as they are), so a later change made in place compares unequal."""
+    t = type(value)
+    if t is dict:
+        return {k: _copied(v) if type(v) in _NESTED else v for k, v in value.items()}
+    if t is list or t is tuple:
+        return t(_copied(v) if type(v) in _NESTED else v for v in value)
+    if t is set:
+        return set(value)
+    return value
+
+
+_NESTED = frozenset({dict, list, tuple, set})
+
+
 def check_context(menu: list[Option], context: dict | None) -> None:
     """Fail before any model call when a hidden parameter without a default has no value."""
     if context is not None and not isinstance(context, dict):
         raise TypeError(f"context= must be a dict, got {type(context).__name__}")
-    for o in menu:
-        check_hidden(f"option {o.name!r}", o.params, context)
+    pairs = menu.hidden if isinstance(menu, Menu) else [(o, _hidden(o)) for o in menu]
+    for o, hidden in pairs:
+        if hidden:
+            check_hidden(f"option {o.name!r}", hidden, context)
+
+
+def _hidden(option: Option) -> list[Param]:
+    return _derived(option, "_hidden", lambda: [p for p in option.params
+                                                if p.source == "context" and p.required])
 
 
 def check_hidden(where: str, params: list[Param], context: dict | None) -> None:
@@ -700,11 +874,9 @@ def render_menu(menu: list[Option]) -> str:
 
 
 def _render_menu(menu: list[Option]) -> str:
-    lines = ['Options (reply with one JSON object that picks exactly one, as in its "Call:" line):']
-    for o in menu:
-        lines.append("")
-        lines += o.menu_lines()
-    return "\n".join(lines)
+    return "\n\n".join([
+        'Options (reply with one JSON object that picks exactly one, as in its "Call:" line):',
+        *[_derived(o, "_block", lambda: "\n".join(o.menu_lines())) for o in menu]])
 
 
 # ---------------------------------------------------------------------------------------------

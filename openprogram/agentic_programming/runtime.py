@@ -9,13 +9,14 @@ docs/architecture.md).
 """
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import inspect
 import itertools
 import json
 import threading
 import time
+from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -32,13 +33,89 @@ from .options import schema_field, validate
 from .records import ToolRound, replace
 from .trace import emit
 
-__all__ = ["Runtime", "DAG", "Node", "ToolCall", "ModelResponse", "ModelCallError",
+__all__ = ["Runtime", "DAG", "Node", "Window", "DEFAULT_WINDOW", "ToolCall", "ModelResponse", "ModelCallError",
            "as_response", "to_blocks", "blocks_text", "current_runtime", "using_runtime",
            "resolve_runtime", "check_timeout", "deadline_after", "check_iterations"]
 
 # ---------------------------------------------------------------------------------------------
 # The DAG
 # ---------------------------------------------------------------------------------------------
+# A runtime lives as long as a notebook kernel or a service, and a record of every call it ever
+# made would grow without bound (about a kilobyte per decision, more with long prompts). So the
+# DAG, and a ScriptedRuntime's list of calls, keep a window of the most recent entries.
+
+#: How many of the most recent DAG nodes (and ScriptedRuntime calls) a runtime keeps unless
+#: told otherwise (`Runtime(window=...)`, `runtime.window = n`; None keeps every one).
+DEFAULT_WINDOW = 1000
+
+
+def check_window(window: Any) -> int | None:
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int)
+                               or window < 1):
+        raise ValueError(f"window must be a whole number >= 1 (how many of the most recent "
+                         f"entries to keep) or None (keep every one), got {window!r}")
+    return window
+
+
+class Window(Sequence):
+    """The most recent `maxlen` entries of a growing record (`maxlen` None keeps all of them),
+    read like a list: `len`, indexing, slices (a list), iteration (over a snapshot, so entries
+    added meanwhile do no harm) and `==` against a list. `dropped` counts the entries that fell
+    out; `maxlen` can be changed at any time."""
+
+    __slots__ = ("_items", "dropped", "_lock")
+
+    def __init__(self, maxlen: int | None = DEFAULT_WINDOW):
+        self._items: deque = deque(maxlen=check_window(maxlen))
+        self.dropped = 0
+        self._lock = threading.Lock()
+
+    @property
+    def maxlen(self) -> int | None:
+        return self._items.maxlen
+
+    @maxlen.setter
+    def maxlen(self, maxlen: int | None) -> None:
+        maxlen = check_window(maxlen)
+        with self._lock:
+            kept = deque(self._items, maxlen)
+            self.dropped += len(self._items) - len(kept)
+            self._items = kept
+
+    def append(self, item: Any) -> None:
+        with self._lock:
+            items = self._items
+            if len(items) == items.maxlen:
+                self.dropped += 1
+            items.append(item)
+
+    def clear(self) -> None:
+        with self._lock:
+            self.dropped += len(self._items)
+            self._items.clear()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return list(self._items)[i]
+        return self._items[i]
+
+    def __iter__(self) -> Iterator:
+        return iter(list(self._items))
+
+    def __eq__(self, other: Any) -> bool:
+        if isinstance(other, (Window, list, tuple)):
+            return list(self._items) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        kept = "every entry" if self.maxlen is None else f"the most recent {self.maxlen}"
+        return (f"<Window of {len(self)} ({kept}; {self.dropped} dropped): "
+                f"{list(self._items)!r:.300}>")
 
 
 @dataclass
@@ -57,20 +134,39 @@ class Node:
     output_tokens: int | None = None
 
     def to_dict(self) -> dict:
-        return dict(self.__dict__)
+        return {f: getattr(self, f) for f in _NODE_FIELDS}
 
+
+_NODE_FIELDS = tuple(Node.__dataclass_fields__)
 
 _current_node: contextvars.ContextVar[int | None] = contextvars.ContextVar(
     "openprogram_dag_node", default=None)
 
 
 class DAG:
-    """Every model call and Agent method call of a Runtime, each with its parent."""
+    """The model calls and Agent method calls of a Runtime, each with its parent: the most
+    recent `window` of them (`DEFAULT_WINDOW`; None keeps every one). Node ids keep counting
+    from 1 across the whole life of the runtime, so a node whose parent fell out of the window
+    still names it; `parent_dropped(node)` tells, and `to_frame()` shows it in a column."""
 
-    def __init__(self):
-        self.nodes: list[Node] = []
+    def __init__(self, window: int | None = DEFAULT_WINDOW):
+        self.nodes: Window = Window(window)
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
+
+    @property
+    def window(self) -> int | None:
+        """How many of the most recent nodes are kept (None: all). Settable."""
+        return self.nodes.maxlen
+
+    @window.setter
+    def window(self, window: int | None) -> None:
+        self.nodes.maxlen = window
+
+    @property
+    def dropped(self) -> int:
+        """How many nodes fell out of the window."""
+        return self.nodes.dropped
 
     def add(self, kind: str, name: str, **fields) -> Node:
         with self._lock:
@@ -78,22 +174,23 @@ class DAG:
             self.nodes.append(node)
         return node
 
-    @contextlib.contextmanager
-    def span(self, kind: str, name: str, **fields) -> Iterator[Node]:
+    def span(self, kind: str, name: str, **fields) -> "_Span":
         """A node that is the parent of everything recorded inside the block."""
-        node = self.add(kind, name, **fields)
-        token = _current_node.set(node.id)
-        t0 = time.perf_counter()
-        try:
-            yield node
-        except BaseException as exc:
-            node.status, node.error = "error", _describe_error(exc)
-            raise
-        else:
-            node.status = "ok"
-        finally:
-            node.duration_s = time.perf_counter() - t0
-            _current_node.reset(token)
+        return _Span(self, kind, name, fields)
+
+    def node(self, node_id: int) -> Node | None:
+        """The node with this id, or None when it fell out of the window (or never was)."""
+        nodes = self.nodes
+        if not nodes:
+            return None
+        i = node_id - nodes[0].id  # ids are consecutive inside the window
+        if 0 <= i < len(nodes):
+            return nodes[i]
+        return None
+
+    def parent_dropped(self, node: Node) -> bool:
+        """Whether `node` has a parent that fell out of the window."""
+        return node.parent is not None and (not self.nodes or node.parent < self.nodes[0].id)
 
     def children(self, node_id: int | None) -> list[Node]:
         return [n for n in self.nodes if n.parent == node_id]
@@ -102,12 +199,47 @@ class DAG:
         return len(self.nodes)
 
     def __iter__(self):
-        return iter(list(self.nodes))
+        return iter(self.nodes)
+
+    def __repr__(self) -> str:
+        kept = "every node" if self.window is None else f"the most recent {self.window}"
+        return f"<DAG: {len(self)} nodes ({kept}; {self.dropped} earlier dropped)>"
 
     def to_frame(self):
+        """One row per node kept, indexed by id; `parent_dropped` marks a node whose parent
+        fell out of the window (its `parent` id is still shown)."""
         import pandas as pd
-        return pd.DataFrame([n.to_dict() for n in self.nodes],
-                            columns=list(Node.__dataclass_fields__)).set_index("id")
+        nodes = list(self.nodes)
+        first = nodes[0].id if nodes else 0
+        rows = [{**n.to_dict(), "parent_dropped": n.parent is not None and n.parent < first}
+                for n in nodes]
+        return pd.DataFrame(rows, columns=[*_NODE_FIELDS, "parent_dropped"]).set_index("id")
+
+
+class _Span:
+    """`DAG.span`: a class rather than a generator-based context manager, since every decision
+    opens two of these."""
+
+    __slots__ = ("dag", "node", "token", "t0", "args")
+
+    def __init__(self, dag: DAG, kind: str, name: str, fields: dict):
+        self.dag, self.args = dag, (kind, name, fields)
+
+    def __enter__(self) -> Node:
+        kind, name, fields = self.args
+        self.node = self.dag.add(kind, name, **fields)
+        self.token = _current_node.set(self.node.id)
+        self.t0 = time.perf_counter()
+        return self.node
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        node = self.node
+        if exc is None:
+            node.status = "ok"
+        else:
+            node.status, node.error = "error", _describe_error(exc)
+        node.duration_s = time.perf_counter() - self.t0
+        _current_node.reset(self.token)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -120,6 +252,9 @@ class Runtime(ModelCaller):
     turn's content blocks and returns the reply text (or `ToolCall`s when `tools=` were offered;
     it receives `tools=` and `messages=` only if its signature accepts them).
 
+    `window` is how many of the most recent DAG nodes the runtime keeps in memory
+    (`DEFAULT_WINDOW`, 1,000; None keeps every one); change it later with `runtime.window = n`.
+
     Subclasses override `complete(messages, *, tools, on_text, timeout)`.
     """
 
@@ -127,18 +262,41 @@ class Runtime(ModelCaller):
     streams = False
 
     def __init__(self, call: Callable | None = None, *, model: str | None = None,
-                 name: str | None = None):
+                 name: str | None = None, window: int | None = DEFAULT_WINDOW):
         self._call = call
         self.model = model
         self.name = name or model or (getattr(call, "__name__", None) if call else None) \
             or type(self).__name__
-        self.dag = DAG()
+        self.dag = DAG(window)
         if call is not None and not callable(call):
             raise TypeError(f"Runtime(call=...) needs a callable, got {type(call).__name__}")
         self._accepts = _accepted_kwargs(call) if call is not None else set()
+        self._async_call = call is not None and _is_async_callable(call)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, model={self.model!r})"
+
+    @property
+    def window(self) -> int | None:
+        """How many of the most recent DAG nodes this runtime keeps (None: every one); a
+        runtime that keeps its `calls` (ScriptedRuntime, RecordingRuntime) keeps as many of
+        them. Settable."""
+        return self.dag.window
+
+    @window.setter
+    def window(self, window: int | None) -> None:
+        self.dag.window = window
+        calls = getattr(self, "calls", None)
+        if isinstance(calls, Window):  # a runtime that keeps its calls keeps as many
+            calls.maxlen = window
+
+    @property
+    def async_native(self) -> bool:
+        """Whether the model is called natively asynchronously: a `Runtime` built from an async
+        function (or a subclass that awaits an async client in `acomplete` and says so by
+        setting this to True). `evaluate` then runs its rows as tasks on one event loop rather
+        than a thread each."""
+        return self._async_call
 
     # -- the one method a concrete runtime implements -----------------------------------------
     def complete(self, messages: list[dict], *, tools: list[dict] | None = None,
@@ -157,7 +315,7 @@ class Runtime(ModelCaller):
         """`complete()` for async callers. An async model function is awaited on the caller's
         loop; a synchronous one (or a subclass that only overrides `complete`) runs in a worker
         thread so the loop keeps going. Runtimes with a native async client override this."""
-        if self._call is not None and _is_async_callable(self._call):
+        if self._async_call:
             out = self._invoke(messages, tools, timeout, mode_args)
             return as_response(await out if inspect.isawaitable(out) else out)
         import asyncio
@@ -280,8 +438,10 @@ def _call_budget(messages: list[dict], deadline: float | None) -> tuple[float | 
         if timeout <= 0:
             raise ModelCallError("the time budget (timeout_s) ran out before this model call",
                                  kind="timeout")
-    prompt = blocks_text(to_blocks(messages[-1]["content"])) if messages and \
-        messages[-1].get("role") == "user" else None
+    prompt = None
+    if messages and messages[-1].get("role") == "user":
+        content = messages[-1]["content"]
+        prompt = content if isinstance(content, str) else blocks_text(to_blocks(content))
     return timeout, prompt
 
 

@@ -129,3 +129,39 @@ def test_views(frame):
     assert [t.get_text() for t in ax.get_xticklabels()] == res.picks.index.tolist()
     heights = [p.get_height() for p in ax.patches]
     assert heights == res.picks["v1"].tolist() + res.picks["<v2>"].tolist()
+
+
+def test_compare_ways_of_asking_with_variants():
+    from openprogram import ToolCall, Variant, compare
+
+    def model(prompt, tools=None, tool_choice=None, response_format=None):
+        if tools:
+            return ToolCall("escalate")
+        if response_format:
+            return '{"decision": {"call": "escalate"}}'
+        return '{"call": "ignore"}'
+    from openprogram import Runtime
+    rt = Runtime(call=model, model="three-way")
+    opts = {"escalate": "ESC", "ignore": "IGN"}
+    res = compare("Msg: {m}", {"menu": Variant(mode="menu"), "tools": Variant(mode="tools"),
+                               "schema": Variant(mode="json_schema")},
+                  [{"m": "a", "label": "escalate"}, {"m": "b", "label": "escalate"}],
+                  options=opts, runtime=rt, expected="label", progress=False)
+    frame = res.to_frame()
+    assert list(frame["menu"]) == ["ignore", "ignore"]
+    assert list(frame["tools"]) == ["escalate", "escalate"]
+    assert list(frame["schema"]) == ["escalate", "escalate"]
+    modes = {name: {t.mode for t in r.traces} for name, r in res.results.items()}
+    assert modes == {"menu": {"menu"}, "tools": {"tools"}, "schema": {"json_schema"}}
+    summary = res.summary
+    assert summary.loc["tools", "accuracy"] == 1.0 and summary.loc["menu", "accuracy"] == 0.0
+
+
+def test_a_variant_in_a_mode_its_runtime_cannot_do_fails_before_any_call():
+    from openprogram import Runtime, Variant, compare
+    calls = []
+    rt = Runtime(call=lambda content: calls.append(content) or '{"call": "a"}')
+    with pytest.raises(ValueError, match="cannot ask in mode 'tools'"):
+        compare("{m}", {"menu": Variant(), "tools": Variant(mode="tools")}, [{"m": "x"}],
+                options=["a", "b"], runtime=rt, progress=False)
+    assert calls == []

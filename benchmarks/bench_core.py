@@ -1,0 +1,210 @@
+"""What the decision core costs of its own, offline, each figure beside its target in one run:
+
+1. `decision.make` on 10 / 100 / 1,000 function options: the first time (nothing cached), on a
+   fresh dict of functions seen before (a re-run notebook cell), on the same dict again, and on
+   one normalised option set (a Menu, as evaluate reuses it). The figure is the core's own time:
+   the wall time of the call minus the time spent inside the scripted model's `complete()`.
+2. Memory: one runtime reused for 30,000 decisions, with the default window and with
+   `window=None` (keep everything), RSS at 5,000 and 30,000 decisions and the growth between.
+3. Import time: `import openprogram, openprogram.runtimes` timed inside a fresh interpreter,
+   started bare (`-S`: no site packages, nothing preloaded) and as installed (site on).
+
+Run: .venv/bin/python benchmarks/bench_core.py   (about a minute on 2 cores)
+Prints figures and ratios; asserts nothing about time.
+"""
+from __future__ import annotations
+
+import gc
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from openprogram import decision  # noqa: E402
+from openprogram.agentic_programming import trace as trace_mod  # noqa: E402
+from openprogram.agentic_programming.options import normalize  # noqa: E402
+from openprogram.runtimes import ScriptedRuntime  # noqa: E402
+
+FRESH_TARGET_MS = 1.0     # a fresh dict of 100 seen functions
+REUSED_TARGET_MS = 0.1    # a reused option set of 100
+MEMORY_TARGET_MB = 2.0    # growth from decision 5,000 to 30,000
+IMPORT_TARGET_MS = 30.0
+
+
+class TimedScript(ScriptedRuntime):
+    """The scripted model, timing itself: its time is the model's, not the core's."""
+    model_s = model_cpu = 0.0
+
+    def complete(self, messages, **kwargs):
+        t0, c0 = time.perf_counter(), time.thread_time()
+        try:
+            return super().complete(messages, **kwargs)
+        finally:
+            TimedScript.model_s += time.perf_counter() - t0
+            TimedScript.model_cpu += time.thread_time() - c0
+
+
+def functions(n: int) -> dict:
+    """n function options with typed, described, defaulted and hidden parameters."""
+    out = {}
+    for i in range(n):
+        def travel(city: str, days: int = 1, fast: bool = False, i=i):
+            return (i, city, days, fast)
+        travel.__doc__ = f"Option {i}: travel somewhere."
+        travel.input_meta = {"city": {"description": "where to go"}, "i": {"hidden": True}}
+        out[f"travel_{i}"] = travel
+    return out
+
+
+def core_ms(call, rounds: int) -> tuple[float, float, float]:
+    """The core's own milliseconds per call: median and minimum of the wall time, and the
+    median of the CPU time of this thread (which other processes on a busy machine inflate
+    far less)."""
+    own, cpu = [], []
+    for _ in range(rounds):
+        TimedScript.model_s = TimedScript.model_cpu = 0.0
+        t0, c0 = time.perf_counter(), time.thread_time()
+        call()
+        own.append(time.perf_counter() - t0 - TimedScript.model_s)
+        cpu.append(time.thread_time() - c0 - TimedScript.model_cpu)
+    return statistics.median(own) * 1e3, min(own) * 1e3, statistics.median(cpu) * 1e3
+
+
+def bench_make() -> list[tuple]:
+    rows = []
+    for n in (10, 100, 1000):
+        fns = functions(n)
+        reply = json.dumps({"call": f"travel_{n - 1}",
+                            "args": {"city": "Rome", "days": 3, "fast": True}})
+        rt = TimedScript(rule=lambda prompt: reply)
+        rounds = {10: 400, 100: 300, 1000: 40}[n]
+
+        def first():
+            decision.clear_option_cache()
+            return decision.make("Pick one.", dict(fns), runtime=rt)
+        same = dict(fns)
+        menu = normalize(fns)
+        cases = [
+            ("first time (nothing cached)", first, max(5, rounds // 10)),
+            ("fresh dict, functions seen", lambda: decision.make("Pick one.", dict(fns),
+                                                                 runtime=rt), rounds),
+            ("the same dict again", lambda: decision.make("Pick one.", same, runtime=rt),
+             rounds),
+            ("one normalised set (Menu)", lambda: decision.make("Pick one.", menu,
+                                                                runtime=rt), rounds),
+        ]
+        for label, call, times in cases:
+            assert call()[1] == "Rome"
+            rows.append((n, label, *core_ms(call, times)))
+    return rows
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def bench_memory(window, n: int = 30_000) -> dict:
+    def route(message: str, priority: int = 1) -> str:
+        return f"routed {message} at {priority}"
+    options = {"route": route, "ignore": ("IGNORED", "Nothing to do"),
+               "escalate": ("Hand to a person", {"team": {"type": str,
+                                                          "options": ["billing", "tech"]}})}
+    reply = json.dumps({"call": "route", "args": {"message": "m", "priority": 2}})
+    rt = ScriptedRuntime(rule=lambda prompt: reply, window=window)
+    marks = {}
+    t0 = time.perf_counter()
+    for i in range(1, n + 1):
+        decision.make(f"Route message number {i}. Pick one.", options, runtime=rt)
+        if i in (5_000, n):
+            gc.collect()
+            marks[i] = rss_mb()
+    return {"growth": marks[n] - marks[5_000], "at_5k": marks[5_000], "at_end": marks[n],
+            "dag": len(rt.dag), "calls": len(rt.calls), "history": len(trace_mod.history),
+            "seconds": time.perf_counter() - t0}
+
+
+def bench_import(runs: int = 15) -> dict:
+    """`import openprogram, openprogram.runtimes` timed inside fresh interpreters, bare
+    (`-S`: no site packages, nothing preloaded) and as installed here (site on); and the
+    process wall time over `python -S -c pass`."""
+    with tempfile.TemporaryDirectory() as cache:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPYCACHEPREFIX"] = cache  # compiled once, then read from cache as usual
+
+        def python(*args: str) -> tuple[float, str]:
+            t0 = time.perf_counter()
+            out = subprocess.run([sys.executable, *args], env=env, check=True,
+                                 capture_output=True, text=True).stdout
+            return time.perf_counter() - t0, out
+        timed = (f"import sys, time; sys.path.insert(0, {str(ROOT)!r}); "
+                 f"t = time.perf_counter(); import openprogram, openprogram.runtimes; "
+                 f"print(time.perf_counter() - t)")
+        python("-S", "-c", timed)  # warm the bytecode cache
+        python("-c", timed)
+        bare, site, import_wall, pass_wall = [], [], [], []
+        for _ in range(runs):
+            wall, out = python("-S", "-c", timed)
+            bare.append(float(out) * 1e3)
+            import_wall.append(wall * 1e3)
+            pass_wall.append(python("-S", "-c", "pass")[0] * 1e3)
+            site.append(float(python("-c", timed)[1]) * 1e3)
+        return {"bare": statistics.median(bare), "bare_min": min(bare),
+                "site": statistics.median(site), "site_min": min(site),
+                "wall_delta": statistics.median(import_wall) - statistics.median(pass_wall)}
+
+
+def main() -> None:
+    t_start = time.perf_counter()
+    print(f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} "
+          f"CPU(s), load average {os.getloadavg()[0]:.1f} at start\n")
+
+    print("decision.make, the core's own time per decision (wall time minus the scripted "
+          "model's), ms:")
+    print(f"{'options':>8}  {'option set':<30} {'median':>8} {'min':>8} {'CPU median':>11}")
+    rows = bench_make()
+    for n, label, med, low, cpu in rows:
+        print(f"{n:>8}  {label:<30} {med:>8.3f} {low:>8.3f} {cpu:>11.3f}")
+    fresh = next(m for n, label, m, _, _ in rows if n == 100 and "seen" in label)
+    reused = next(m for n, label, m, _, _ in rows if n == 100 and "Menu" in label)
+    print(f"target: fresh dict of 100 seen functions <= {FRESH_TARGET_MS} ms -> "
+          f"{fresh:.3f} ms ({fresh / FRESH_TARGET_MS:.2f}x the target); reused set of 100 <= "
+          f"{REUSED_TARGET_MS} ms -> {reused:.3f} ms ({reused / REUSED_TARGET_MS:.2f}x)")
+
+    print("\nMemory of one runtime reused for 30,000 decisions (RSS, MB):")
+    print(f"{'window':>14} {'at 5,000':>9} {'at 30,000':>10} {'growth':>8} {'dag':>7} "
+          f"{'calls':>7} {'history':>8}")
+    for label, window in (("default 1,000", 1000), ("None (all)", None)):
+        m = bench_memory(window)
+        print(f"{label:>14} {m['at_5k']:>9.1f} {m['at_end']:>10.1f} {m['growth']:>8.2f} "
+              f"{m['dag']:>7} {m['calls']:>7} {m['history']:>8}")
+        if window is not None:
+            growth = m["growth"]
+    print(f"target: growth from 5,000 to 30,000 <= {MEMORY_TARGET_MB} MB with the default "
+          f"window -> {growth:.2f} MB ({'met' if growth <= MEMORY_TARGET_MB else 'MISSED'})")
+
+    print("\nImport time of `import openprogram, openprogram.runtimes`, timed inside a fresh "
+          "interpreter (ms):")
+    imp = bench_import()
+    print(f"  bare `python -S` (nothing preloaded):  median {imp['bare']:.1f}, min "
+          f"{imp['bare_min']:.1f}; process wall time over `python -S -c pass`: "
+          f"{imp['wall_delta']:.1f}")
+    print(f"  `python` as installed here (site on):  median {imp['site']:.1f}, min "
+          f"{imp['site_min']:.1f}")
+    print(f"target: <= {IMPORT_TARGET_MS:.0f} ms -> bare {imp['bare']:.1f} ms "
+          f"({imp['bare'] / IMPORT_TARGET_MS:.2f}x), as installed {imp['site']:.1f} ms "
+          f"({imp['site'] / IMPORT_TARGET_MS:.2f}x)")
+    print(f"\nload average {os.getloadavg()[0]:.1f} at the end; total run time "
+          f"{time.perf_counter() - t_start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
