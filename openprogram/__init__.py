@@ -15,6 +15,7 @@ from .agentic_programming.options import Option, register_option_kind
 from .agentic_programming.runtime import (DAG, ModelResponse, Runtime, ToolCall, current_runtime,
                                           using_runtime)
 from .agentic_programming.tools import register_toolset
+from . import runtimes  # noqa: F401  (registers the cassette reader of decision.revalidate)
 from .agentic_programming.trace import (Attempt, DecisionTrace, TraceEvent, add_observer,
                                         last_trace, observe, register_trace_view,
                                         remove_observer)

@@ -11,6 +11,7 @@ might change.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -22,7 +23,7 @@ from .options import normalize, render_menu
 from .records import Pick
 from .trace import DecisionTrace, trace_view
 
-__all__ = ["revalidate", "Revalidation", "RevalidationRow"]
+__all__ = ["revalidate", "Revalidation", "RevalidationRow", "register_recorded_reader"]
 
 _LATER = "answered a re-ask that would no longer be sent"
 _ALL_FAIL = "every recorded reply fails now; a new model call might change this"
@@ -47,19 +48,39 @@ class RevalidationRow:
         return (self.before, self.before_ok) != (self.after, self.after_ok)
 
 
+_readers: list[Callable[[Any], "list[DecisionTrace] | None"]] = []
+
+
+def register_recorded_reader(fn: Callable[[Any], "list[DecisionTrace] | None"]) -> None:
+    """Plug in a reader of recordings `revalidate` takes besides traces: `fn(recorded)` returns
+    the recorded decisions as traces, or None when it does not read that kind of thing (the
+    runtimes package registers the cassette reader)."""
+    if fn not in _readers:
+        _readers.append(fn)
+
+
 def _recorded_traces(recorded: Any) -> list[DecisionTrace]:
     if isinstance(recorded, DecisionTrace):
         return [recorded]
+    for read in _readers:
+        traces = read(recorded)
+        if traces is not None:
+            return traces
+    if isinstance(recorded, (str, os.PathLike)):
+        raise TypeError("revalidate() reads a cassette path once the runtimes are loaded: "
+                        "import openprogram.runtimes first")
     traces = getattr(recorded, "traces", None)  # an EvaluationResult
     if traces is not None:
         return [t for t in traces if t is not None]
     if isinstance(recorded, (list, tuple)) and all(isinstance(t, DecisionTrace) for t in recorded):
         return list(recorded)
     raise TypeError(f"revalidate() takes an evaluation result, a DecisionTrace or a list of "
-                    f"them; got {type(recorded).__name__}")
+                    f"them, or a cassette path; got {type(recorded).__name__}")
 
 
 def _outcome(trace: DecisionTrace) -> tuple[str | None, bool]:
+    if trace.status == "recorded":  # a cassette keeps the replies, not what they resolved to
+        return None, False
     if trace.status == "resolved":
         return trace.chosen, True
     kinds = trace.error_kinds

@@ -48,7 +48,7 @@ class DecisionTrace:
     max_attempts: int = 2
     runtime: str | None = None
     id: int = field(default_factory=lambda: next(_ids))
-    status: str = "running"            # "running", "resolved" or "failed"
+    status: str = "running"            # "running", "resolved", "failed" (or "recorded": read from a cassette)
     attempts: list[Attempt] = field(default_factory=list)
     tool_rounds: list[ToolRound] = field(default_factory=list)
     result: Any = None

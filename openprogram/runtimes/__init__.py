@@ -6,6 +6,7 @@ llama.cpp only when such a runtime is created, so importing this package stays
 standard-library-only. See `openprogram.runtimes.openai_runtime` for pointing `base_url` at a
 local server."""
 from ..agentic_programming.runtime import ModelCallError, ModelResponse, Runtime, ToolCall
+from ..agentic_programming.revalidate import register_recorded_reader as _register_recorded_reader
 from .scripted import ScriptedCall, ScriptedRuntime, ScriptExhausted
 
 _LAZY = {
@@ -17,11 +18,24 @@ _LAZY = {
     "CassetteMismatch": "cassette",
     "CassetteExhausted": "cassette",
     "load_cassette": "cassette",
+    "cassette_traces": "cassette",
     "cassette_decisions": "cassette",
 }
 
 __all__ = ["Runtime", "ToolCall", "ModelResponse", "ModelCallError", "ScriptedRuntime",
            "ScriptedCall", "ScriptExhausted", *_LAZY]
+
+
+def _read_cassette(recorded):
+    """`decision.revalidate("run.json", ...)`: a path is read as a cassette."""
+    import os
+    if not isinstance(recorded, (str, os.PathLike)):
+        return None
+    from .cassette import cassette_traces
+    return cassette_traces(recorded)
+
+
+_register_recorded_reader(_read_cassette)
 
 
 def __getattr__(name: str):

@@ -399,6 +399,35 @@ def cassette_decisions(cassette: Any) -> list[dict]:
     return list(out.values())
 
 
+def cassette_traces(cassette: Any) -> list:
+    """The decisions of a cassette as `DecisionTrace`s of their recorded attempts (what
+    `decision.revalidate` re-checks): each attempt's prompt, and the reply its last call got —
+    text, tool calls, finish reason. What each decision resolved to is not in a cassette, so
+    these traces end with status "recorded"."""
+    from ..agentic_programming.model import blocks_text, to_blocks
+    from ..agentic_programming.records import Attempt
+    from ..agentic_programming.trace import DecisionTrace
+    traces = []
+    for group in cassette_decisions(cassette):
+        attempts = []
+        for a in group["attempts"]:
+            last = a["calls"][-1]
+            users = [m for m in (last["request"].get("messages") or []) if m.get("role") == "user"]
+            prompt = blocks_text(to_blocks(users[-1]["content"])) if users else ""
+            resp = last.get("response") or {}
+            attempts.append(Attempt(
+                number=a["attempt"], is_last=False, prompt=prompt, reply=resp.get("text"),
+                tool_calls=[dict(c) for c in resp.get("tool_calls") or []] or None,
+                finish_reason=resp.get("finish_reason")))
+        first = attempts[0].prompt if attempts else ""
+        trace = DecisionTrace(prompt=first, menu="", options=[], entry=group.get("entry") or "",
+                              max_attempts=len(attempts), mode=group.get("mode") or "menu",
+                              status="recorded")
+        trace.attempts = attempts
+        traces.append(trace)
+    return traces
+
+
 def _head(value: Any, n: int = 240) -> str:
     s = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     return s if len(s) <= n else s[:n] + f"... [{len(s) - n} more chars]"
@@ -525,4 +554,4 @@ class ReplayRuntime(Runtime):
 
 
 __all__ = ["RecordingRuntime", "ReplayRuntime", "CassetteMismatch", "CassetteExhausted",
-           "load_cassette", "cassette_decisions"]
+           "load_cassette", "cassette_decisions", "cassette_traces"]

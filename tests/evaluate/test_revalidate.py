@@ -120,3 +120,34 @@ def test_tools_mode_replies_are_rechecked_as_tool_calls():
 def test_revalidate_rejects_what_it_cannot_read():
     with pytest.raises(TypeError, match="evaluation result, a DecisionTrace or a list"):
         decision.revalidate({"not": "a trace"}, OPTIONS)
+
+
+def test_revalidate_a_cassette_runs_no_function_and_no_model(tmp_path):
+    from openprogram.runtimes import RecordingRuntime
+    path = tmp_path / "run.json"
+    inner = ScriptedRuntime(['{"call": "refund", "args": {"amount": "5"}}',
+                             '{"call": "refund", "args": {"amount": 5}}', '{"call": "ignore"}'])
+    rec = RecordingRuntime(inner, path)
+    decision.make("Msg: refund 5", OPTIONS, runtime=rec)
+    decision.make("Msg: spam", OPTIONS, runtime=rec)
+    runs.clear()
+    calls = len(inner.calls)
+
+    def refund_str(amount: str) -> str:
+        runs.append(amount)
+        return amount
+    rv = decision.revalidate(str(path), {"refund": refund_str, "ignore": "IGNORED"})
+    assert [(r.before, r.after, r.passing_attempt) for r in rv.rows] == \
+        [(None, "refund", 1), (None, "ignore", 1)]
+    assert rv.rows[0].note == "answered a re-ask that would no longer be sent"
+    assert rv.rows[0].input == "Msg: refund 5\n\n" + decision.render_options(OPTIONS)
+    assert runs == [] and len(inner.calls) == calls
+
+
+def test_a_cassette_from_before_decisions_were_recorded_is_a_clear_error(tmp_path):
+    import json
+    import openprogram.runtimes  # noqa: F401
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"format": "openprogram-cassette", "version": 1, "calls": []}))
+    with pytest.raises(ValueError, match="re-record it with RecordingRuntime"):
+        decision.revalidate(str(path), OPTIONS)
