@@ -134,3 +134,7 @@ decision.last_trace().to_frame()[["chosen", "error_kind", "error_path", "args", 
 
 # %%
 # %decision_trace 2
+
+# %% [markdown]
+# Everything here ran on a scripted model. To watch a real one — a 135M-parameter model in this
+# process, no key, no network — open `06-local-model.ipynb` (the text menu against the constrained pick).

@@ -244,3 +244,44 @@ check.to_frame()[["input", "before", "after", "changed", "error_path"]]
 
 # %%
 check.after[2]
+
+# %% [markdown]
+# ## Three ways to ask, side by side
+#
+# The same option set can be asked for as the text menu (`mode="menu"`), as native tools (one per
+# option, `mode="tools"`) or as the provider's structured output (one JSON schema whose
+# alternatives are the picks, `mode="json_schema"`). `compare` with one `Variant` per way of
+# asking runs them over the same inputs; the trace records what each sent. This run replays a
+# cassette recorded through the real OpenAI SDK against a local server that speaks its protocol
+# (`cassettes/record_modes.py`), so it needs no key.
+
+# %%
+import json
+from openprogram import Variant
+from openprogram.runtimes import ReplayRuntime
+
+support = {"refund": ("REFUND", "give the customer their money back"),
+           "answer": ("ANSWER", "answer a question in writing"),
+           "escalate": ("ESCALATE", "hand the conversation to a person")}
+tickets = pd.DataFrame({
+    "message": ["The vase arrived broken, I want my money back", "When does my parcel ship?",
+                "This is the third time, get me a manager", "Can I pay by invoice?"],
+    "label": ["refund", "answer", "escalate", "answer"]})
+ways = compare("Customer message: {message}\nPick one way to handle it.",
+               {"menu": Variant(mode="menu"), "tools": Variant(mode="tools"),
+                "json_schema": Variant(mode="json_schema")}, tickets, options=support,
+               runtime=ReplayRuntime("cassettes/modes.json"), expected="label", concurrency=1,
+               progress=False)
+ways.to_frame()
+
+# %%
+ways.summary[["accuracy", "retry_rate", "failure_rate", "tokens_in", "tokens_out"]]
+
+# %%
+ways.plot();
+
+# %% [markdown]
+# What the tools variant sent in place of the menu (the same option set, as native tools):
+
+# %%
+print(json.dumps(ways.results["tools"].traces[0].attempts[0].sent["tools"], indent=1)[:600])
