@@ -278,7 +278,7 @@ ways.to_frame()
 ways.summary[["accuracy", "retry_rate", "failure_rate", "tokens_in", "tokens_out"]]
 
 # %%
-ways.plot();
+_ = ways.plot()
 
 # %% [markdown]
 # What the tools variant sent in place of the menu (the same option set, as native tools):
