@@ -128,13 +128,12 @@ Handle this ticket: "Where is my order A17?"
 # Every decision leaves a `DecisionTrace`. `decision.last_trace()` returns the most recent one;
 # `to_frame()` gives its attempts as a pandas DataFrame (`"options"`, `"tools"` and `"summary"` are
 # the other tables). `%decision_trace N` shows the panel of an earlier decision again.
+#
+# Everything here runs on a scripted model. To watch a real one — a 135M-parameter model in this
+# process, no key, no network — open `06-local-model.ipynb` (the text menu against the constrained pick).
 
 # %%
 decision.last_trace().to_frame()[["chosen", "error_kind", "error_path", "args", "found_in", "candidates"]]
 
 # %%
 # %decision_trace 2
-
-# %% [markdown]
-# Everything here ran on a scripted model. To watch a real one — a 135M-parameter model in this
-# process, no key, no network — open `06-local-model.ipynb` (the text menu against the constrained pick).
