@@ -107,3 +107,30 @@ def test_uninstrument_stops_reporting():
     otel.uninstrument()
     decision.make("Pick.", ["a"], runtime=ScriptedRuntime(['{"call": "a"}']))
     assert exporter.get_finished_spans() == ()
+
+
+def test_with_an_sdk_instrumentation_active_the_attempt_is_not_a_second_chat_span(spans):
+    # An OpenAI SDK instrumentor (a real BaseInstrumentor, as opentelemetry-instrumentation-
+    # openai-v2 is) that is active: it reports the model call, so ours only groups it.
+    from opentelemetry.instrumentation.instrumentor import BaseInstrumentor
+
+    class OpenAIInstrumentor(BaseInstrumentor):
+        def instrumentation_dependencies(self):
+            return []
+
+        def _instrument(self, **kwargs):
+            pass
+
+        def _uninstrument(self, **kwargs):
+            pass
+    OpenAIInstrumentor.__module__ = "opentelemetry.instrumentation.openai_v2"
+    inst = OpenAIInstrumentor()
+    inst.instrument()
+    try:
+        decision.make("Pick.", ["a"], runtime=ScriptedRuntime(['{"call": "a"}'], model="m"))
+    finally:
+        inst.uninstrument()
+    names = [s.name for s in spans.get_finished_spans()]
+    assert "attempt 1" in names and not any(n.startswith("chat ") for n in names)
+    decision.make("Pick.", ["a"], runtime=ScriptedRuntime(['{"call": "a"}'], model="m"))
+    assert "chat m" in [s.name for s in spans.get_finished_spans()]
