@@ -17,6 +17,7 @@ import inspect
 import json
 import math
 import re
+import sys
 import types
 import typing
 from dataclasses import dataclass, field
@@ -671,9 +672,28 @@ _JSON_NAMES = {str: "string", int: "integer", float: "number", bool: "boolean", 
                dict: "object", type(None): "null"}
 
 
+def _preview(v: Any, depth: int = 0) -> Any:
+    """Enough of `v` to show its start: an error message costs little however large the value."""
+    if isinstance(v, str):
+        return v[:61]
+    if isinstance(v, int) and not isinstance(v, bool) and _too_many_digits(v):
+        return f"<an integer of about {_too_many_digits(v)} digits>"
+    if depth > 3 and isinstance(v, (list, dict)):
+        return "..."
+    if isinstance(v, list):
+        return [_preview(x, depth + 1) for x in v[:8]]
+    if isinstance(v, dict):
+        return {str(k)[:30]: _preview(x, depth + 1) for k, x in list(v.items())[:8]}
+    return v
+
+
+def _json_head(v: Any) -> str:
+    """The start of `v` as JSON text (a lone surrogate escaped), for an error message."""
+    return json.dumps(_preview(v), default=repr)[:60]
+
+
 def _describe_value(v: Any) -> str:
-    text = json.dumps(v, default=repr)
-    return f"{_JSON_NAMES.get(type(v), type(v).__name__)} {text[:60]}"
+    return f"{_JSON_NAMES.get(type(v), type(v).__name__)} {_json_head(v)}"
 
 
 def _enum_match(v: Any, options: list) -> tuple[bool, Any]:
@@ -687,9 +707,22 @@ def _enum_match(v: Any, options: list) -> tuple[bool, Any]:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def _too_many_digits(value: int) -> int | None:
+    """About how many digits `value` has when that is more than Python will print (and json
+    will read or write: 4300 by default), else None."""
+    limit = sys.get_int_max_str_digits()
+    digits = int(value.bit_length() * math.log10(2)) + 1
+    return digits if limit and digits > limit else None
+
+
 def _bad_json_value(value: Any) -> str | None:
     if isinstance(value, float) and not math.isfinite(value):
         return f"must be a finite number, got {value!r} (write numbers JSON can hold)"
+    if isinstance(value, int) and value.bit_length() > 14_000 and _too_many_digits(value):
+        # Not from a reply (json refuses such a literal), but a tool call's arguments may come
+        # from a runtime's own decoding: a number no trace, log or export could print.
+        return (f"must be a number JSON can hold, got an integer of about "
+                f"{_too_many_digits(value)} digits")
     if isinstance(value, str) and not value.isascii():
         bad = _SURROGATE.search(value)  # a search, not an encode: a huge text is not copied
         if bad:
@@ -734,7 +767,7 @@ def _check_enum(value: Any, f: Field, path: str) -> Any:
     if not found:
         allowed = ", ".join(json.dumps(o, default=repr) for o in f.options)
         raise ParseError("enum_violation", f"{path} must be one of {allowed}; got "
-                                           f"{json.dumps(value, default=repr)[:60]}", path)
+                                           f"{_json_head(value)}", path)
     return option
 
 

@@ -10,6 +10,14 @@ from openprogram.agentic_programming import view
 from fuzzhelp import HOSTILE_TAGS, Generated, OptionSpec, fits
 
 
+def show(v, n: int = 200) -> str:
+    """repr(v), cut; a value whose repr fails (an int of more digits than Python prints) too."""
+    try:
+        return repr(v)[:n]
+    except Exception as exc:
+        return f"<{type(v).__name__} whose repr raised {type(exc).__name__}>"
+
+
 def check_received(gen: Generated, spec: OptionSpec, received: dict, runtime) -> None:
     """What a generated function received: each model-filled value fits its declared type (or
     is the default, untouched); hidden ones are the context's value or the default; runtime
@@ -18,24 +26,24 @@ def check_received(gen: Generated, spec: OptionSpec, received: dict, runtime) ->
         v = received[p.name]
         where = f"option {spec.name!r} parameter {p.name!r}"
         if p.source == "runtime":
-            assert v is runtime, f"{where} should hold the runtime, got {v!r}"
+            assert v is runtime, f"{where} should hold the runtime, got {show(v)}"
         elif p.source == "context":
             want = gen.context[p.name] if p.name in gen.context else p.default
-            assert v is want, f"{where} is hidden: it should hold {want!r}, got {v!r}"
+            assert v is want, f"{where} is hidden: it should hold {want!r}, got {show(v)}"
         else:
             assert (p.has_default and v is p.default) or fits(v, p.ty), \
-                f"{where} declares {p.ty} ({p.ann}) but received {v!r:.200}"
+                f"{where} declares {p.ty} ({p.ann}) but received {show(v)}"
     if spec.has_rest:
-        assert received["rest"] == (), f"{spec.name}: *rest got {received['rest']!r:.200}"
+        assert received["rest"] == (), f"{spec.name}: *rest got {show(received['rest'])}"
     if spec.has_extra:
-        assert received["extra"] == {}, f"{spec.name}: **extra got {received['extra']!r:.200}"
+        assert received["extra"] == {}, f"{spec.name}: **extra got {show(received['extra'])}"
 
 
 def check_kwargs(gen: Generated, spec: OptionSpec, kwargs: dict, runtime) -> None:
     """parse_args' keyword arguments, before anything runs: the same promises, with defaults
     left out."""
     if spec.kind == "schema":
-        assert fits(kwargs, spec.ty), f"{spec.name}: {kwargs!r:.300} does not fit {spec.ty}"
+        assert fits(kwargs, spec.ty), f"{spec.name}: {show(kwargs)} does not fit {spec.ty}"
         return
     if spec.kind == "value":
         assert kwargs == {}, kwargs
@@ -46,7 +54,7 @@ def check_kwargs(gen: Generated, spec: OptionSpec, kwargs: dict, runtime) -> Non
     for p in spec.params:
         if p.name not in full:
             assert p.has_default or (p.source == "context" and p.name not in gen.context), \
-                f"{spec.name}: required {p.name!r} missing from {kwargs!r:.200}"
+                f"{spec.name}: required {p.name!r} missing from {show(kwargs)}"
             full[p.name] = p.default
     full.setdefault("rest", ())
     full.setdefault("extra", {})
@@ -63,7 +71,7 @@ def check_result(gen: Generated, result, trace) -> None:
     else:
         assert type(result) is dict and result.get("decision") == spec.name, result
         fields = {k: v for k, v in result.items() if k != "decision"}
-        assert fits(fields, spec.ty), f"{spec.name}: {fields!r:.300} does not fit {spec.ty}"
+        assert fits(fields, spec.ty), f"{spec.name}: {show(fields)} does not fit {spec.ty}"
 
 
 def check_trace(gen: Generated, trace) -> None:
@@ -97,17 +105,40 @@ def check_error(err: DecisionError) -> None:
     (err.reply_head or "").encode("utf-8", "surrogatepass")
 
 
+_VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
+         "track", "wbr"}
+
+
 class _Tags(HTMLParser):
+    """The tags of an HTML text, its comments, and any text MathJax would typeset: text with no
+    enclosing element of class `mathjax_ignore` (style sheets aside)."""
+
     def __init__(self):
         super().__init__(convert_charrefs=True)
         self.tags: list[tuple[str, list]] = []
         self.comments: list[str] = []
+        self.typeset: list[str] = []
+        self._open: list[tuple[str, bool]] = []
 
     def handle_starttag(self, tag, attrs):
         self.tags.append((tag, attrs))
+        if tag not in _VOID:
+            ignored = "mathjax_ignore" in (dict(attrs).get("class") or "").split()
+            self._open.append((tag, ignored))
 
     def handle_startendtag(self, tag, attrs):
         self.tags.append((tag, attrs))
+
+    def handle_endtag(self, tag):
+        for i in range(len(self._open) - 1, -1, -1):
+            if self._open[i][0] == tag:
+                del self._open[i:]
+                break
+
+    def handle_data(self, data):
+        inside = [t for t, _ in self._open]
+        if data.strip() and "style" not in inside and not any(ig for _, ig in self._open):
+            self.typeset.append(data)
 
     def handle_comment(self, data):
         self.comments.append(data)
@@ -118,8 +149,8 @@ class _Tags(HTMLParser):
 
 def check_html(html: str, what: str = "trace_html") -> None:
     """An HTML view shows everything as text: no tag or inline handler of the reply's (or an
-    option author's) markup, no comment it could open, and the whole view opts out of MathJax
-    typesetting (its outermost element carries `mathjax_ignore`)."""
+    option author's) markup, no comment it could open, and no text outside an element that
+    MathJax skips (class `mathjax_ignore`), so `$...$` in a reply is never typeset."""
     parser = _Tags()
     parser.feed(html)
     parser.close()
@@ -128,10 +159,8 @@ def check_html(html: str, what: str = "trace_html") -> None:
     handlers = [(t, a) for t, attrs in parser.tags for a, _ in attrs if a.startswith("on")]
     assert not handlers, f"{what} carries inline handlers: {handlers[:3]}"
     assert not parser.comments, f"{what} holds a comment or declaration: {parser.comments[:2]}"
-    first = parser.tags[0] if parser.tags else ("", [])
-    classes = dict(first[1]).get("class") or ""
-    assert "mathjax_ignore" in classes.split(), \
-        f"{what}: the outermost element {first} does not opt out of MathJax (mathjax_ignore)"
+    assert not parser.typeset, \
+        f"{what} shows text outside a mathjax_ignore element: {parser.typeset[:2]}"
 
 
 def check_views(trace) -> None:

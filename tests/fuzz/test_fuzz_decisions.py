@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from openprogram import DecisionError, agent, decision, last_trace
 from openprogram.runtimes import ScriptedRuntime
 
-from checks import (check_error, check_kwargs, check_received, check_result, check_trace,
-                    check_views, check_writable)
+from checks import (check_error, check_html, check_kwargs, check_received, check_result,
+                    check_trace, check_views, check_writable)
 from fuzzhelp import (PROSE, Generated, UserBoom, budget, dump, fits, hostile_values,
                       object_types, option_sets, replies, schema_spec, schema_types, valid_value)
 
@@ -114,3 +114,15 @@ def test_fuzz_response_format_values_fit_the_schema(data):
         assert fits(value, t), f"{value!r:.300} does not fit {t}"
         trace = last_trace()
     check_views(trace)
+
+
+@pytest.mark.parametrize("html", [
+    '<div class="mathjax_ignore">a</div>$x$',
+    '<div class="mathjax_ignore"><img src=x onerror=alert(1)></div>',
+    '<div class="mathjax_ignore"><opxss>text</opxss></div>',
+    '<div class="mathjax_ignore" onclick="x">a</div>',
+    '<div class="mathjax_ignore"><!-- a --></div>',
+])
+def test_the_html_check_is_not_blind(html):
+    with pytest.raises(AssertionError):
+        check_html(html)

@@ -136,7 +136,25 @@ def test_P3_native_tool_arguments_are_checked_and_the_error_goes_back_to_the_mod
     assert "finite" in sent[0] and "finite" in sent[1] and "lone surrogate" in sent[2]
 
 
-# -- found by the fuzzer (tests/fuzz/test_fuzz_decisions.py) -------------------------------------
+# -- found by the fuzzer (tests/fuzz) ---------------------------------------------------------------
+
+@pytest.mark.rule("P3")
+def test_P3_a_tool_argument_with_more_digits_than_python_prints_is_refused():
+    # Found by the long run of test_fuzz_tools.py. Before: a runtime that builds a tool call's
+    # arguments itself could hand an `Any` parameter an int of 5000 digits, which no repr, log,
+    # trace or export can print (ValueError: Exceeds the limit (4300 digits)).
+    def count(n, items: list):
+        received.append(n)
+
+    rt = ScriptedRuntime([ToolCall("count", {"n": 10**5000, "items": []}),
+                          ToolCall("count", {"n": 1, "items": [-(10**5000)]}), "Done."])
+    assert agent("Go.", tools=[count], runtime=rt) == "Done."
+    assert received == []
+    sent = [m["content"] for m in rt.calls[-1].messages if m.get("role") == "tool"]
+    assert sent == ["Error: n must be a number JSON can hold, got an integer of about 5001 digits",
+                    "Error: items[0] must be a number JSON can hold, got an integer of about "
+                    "5001 digits"]
+
 
 @pytest.mark.rule("P3")
 def test_P3_an_integer_too_large_for_a_float_is_invalid_value_not_an_OverflowError():
