@@ -46,7 +46,7 @@ class Field:
     description: str = ""
     options: list | None = None                 # allowed values (enum)
     fields: dict[str, "Field"] | None = None    # for type "object"
-    items: "Field | None" = None                # the item type of a "list", the value type of a "dict"
+    items: "Field | None" = None                # a "list"'s item type, a "dict"'s value type
     nullable: bool = False
     alts: "list[Field] | None" = None           # for type "union": the first that fits wins
 

@@ -204,7 +204,8 @@ def valid_value(t: Ty) -> st.SearchStrategy[Any]:
     if k == "int":
         return st.one_of(st.integers(-10**6, 10**6), st.integers(-10**300, 10**300))
     if k == "float":
-        return st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.integers(-10**6, 10**6))
+        return st.one_of(st.floats(allow_nan=False, allow_infinity=False),
+                         st.integers(-10**6, 10**6))
     if k == "bool":
         return st.booleans()
     if k == "any":
@@ -254,9 +255,9 @@ def twisted_value(t: Ty) -> st.SearchStrategy[Any]:
 # Declared types, as annotations and as schemas
 # ---------------------------------------------------------------------------------------------
 
-# (no field is named after a key of a field description, "items" or "type": rule S3 reads
-# {"items": int} as a list of int)
 ENUM_POOL = ["a", "b", "<b>c</b>", "$x$", 0, 1, 2, -5, True, False]
+# No field is named after a key of a field description ("items", "type", ...): rule S3 reads
+# {"items": int} as a list of int.
 FIELD_NAMES = ["x", "n", "city", "entries", "mode", "data", "flag", "qty", "note", "call", "args",
                "action", "tool", "<opxss>", "a b", "ж"]
 
@@ -306,8 +307,7 @@ def schema_types(depth: int = 2) -> st.SearchStrategy[Ty]:
 
 @functools.lru_cache(maxsize=None)
 def object_types(inner: st.SearchStrategy[Ty]) -> st.SearchStrategy[Ty]:
-    names = st.sampled_from([n for n in FIELD_NAMES if n != "decision"])
-    return st.lists(st.tuples(names, inner), min_size=1, max_size=3,
+    return st.lists(st.tuples(st.sampled_from(FIELD_NAMES), inner), min_size=1, max_size=3,
                     unique_by=lambda f: f[0]).map(lambda fs: Ty("object", fields=tuple(fs)))
 
 
@@ -436,7 +436,8 @@ class Generated:
 
 
 OPTION_NAMES = ["go", "stop", "search", "pay", "form", "done", "a", "ask_user", "<b>bold</b>",
-                "<img src=x onerror=alert(1)>", "$\\href{https://evil.example}{x}$", "два", "x y"]
+                "<img src=x onerror=alert(1)>", "$\\href{https://evil.example}{x}$", "два",
+                "x y"]
 IDENT_NAMES = ["go", "stop", "search", "pay", "form", "done", "a", "ask_user", "route", "plan"]
 PARAM_NAMES = ["x", "n", "city", "items", "mode", "data", "flag", "qty", "note", "q", "limit"]
 RUNTIME_NAMES = ["runtime", "exec_runtime", "review_runtime"]
@@ -444,7 +445,8 @@ RUNTIME_NAMES = ["runtime", "exec_runtime", "review_runtime"]
 
 @st.composite
 def function_option(draw, name: str, ident: str, gen: Generated) -> OptionSpec:
-    spec = OptionSpec(name, "function", raises=draw(st.sampled_from([None] * 6 + ["boom", "retry"])))
+    raises = draw(st.sampled_from([None] * 6 + ["boom", "retry"]))
+    spec = OptionSpec(name, "function", raises=raises)
     names = draw(st.lists(st.sampled_from(PARAM_NAMES), max_size=4, unique=True))
     for pname in names:
         t = draw(param_types())
@@ -562,7 +564,7 @@ def option_sets(draw, max_options: int = 4) -> Generated:
         else:
             t = draw(object_types(schema_types(1)))
             spec = OptionSpec(name, "schema", ty=t)
-            schema = {n: schema_spec(draw, ft) for n, ft in t.fields}  # the top level is a plain dict
+            schema = {n: schema_spec(draw, ft) for n, ft in t.fields}  # the top level: a dict
             entry = (desc or "fill the form", schema) if dict_form else \
                 (name, desc or "fill the form", schema)
         gen.specs.append(spec)
@@ -590,8 +592,12 @@ def pick_reply(draw, gen: Generated) -> str:
     spec = draw(st.sampled_from(gen.specs)) if gen.specs else None
     name = spec.name if spec is not None and draw(st.integers(0, 9)) else draw(text_values(10))
     args: dict = {}
-    params = [] if spec is None else (spec.llm if spec.kind == "function" else
-                                      [ParamSpec(n, t, "llm") for n, t in (spec.ty.fields if spec.ty else ())])
+    if spec is None or spec.kind == "value":
+        params = []
+    elif spec.kind == "function":
+        params = spec.llm
+    else:
+        params = [ParamSpec(n, t, "llm") for n, t in spec.ty.fields]
     mutate = draw(st.integers(0, 2)) > 0
     for p in params:
         how = draw(st.sampled_from(["valid"] * 3 + ["twisted", "hostile", "absent"])) \

@@ -97,7 +97,7 @@ def test_P3_a_re_ask_after_a_bad_value_gets_a_good_one():
     assert "args.x must be a finite number" in rt.calls[1].prompt
 
 
-# -- everywhere a value can sit ---------------------------------------------------------------------
+# -- everywhere a value can sit -------------------------------------------------------------------
 
 FORM = {"form": ("Fill it.", {"steps": [{"w": float, "label": str}], "meta": dict, "raw": list,
                               "any": typing.Any})}
@@ -136,7 +136,7 @@ def test_P3_native_tool_arguments_are_checked_and_the_error_goes_back_to_the_mod
     assert "finite" in sent[0] and "finite" in sent[1] and "lone surrogate" in sent[2]
 
 
-# -- found by the fuzzer (tests/fuzz) ---------------------------------------------------------------
+# -- found by the fuzzer (tests/fuzz) -------------------------------------------------------------
 
 @pytest.mark.rule("P3")
 def test_P3_a_tool_argument_with_more_digits_than_python_prints_is_refused():
