@@ -11,12 +11,14 @@ against a `Field` (P3).
 """
 from __future__ import annotations
 
+import copy
 import enum
 import functools
 import inspect
 import json
 import math
 import re
+import sys
 import threading
 import types
 import typing
@@ -43,11 +45,11 @@ _TYPE_NAMES = {**{v: v for v in _SCALARS.values()}, "string": "str", "integer": 
 @dataclass
 class Field:
     """One node of a schema: a scalar, a list of `items`, or an object of `fields`."""
-    type: str                                   # str int float bool list dict object any
+    type: str                                   # str int float bool list dict object any union
     description: str = ""
     options: list | None = None                 # allowed values (enum)
     fields: dict[str, "Field"] | None = None    # for type "object"
-    items: "Field | None" = None                # for type "list"
+    items: "Field | None" = None                # a "list"'s item type, a "dict"'s value type
     nullable: bool = False
     # The Python values behind `options` where they are not JSON (Enum members, dates): the
     # model is shown and writes the JSON value, the function receives the Python one.
@@ -56,11 +58,16 @@ class Field:
     # validates itself: type_name(), placeholder(), json_schema(), notes(), nested_lines(name,
     # indent) and validate(value, path, dropped) take the place of the plain logic below.
     user: Any = None
+    alts: "list[Field] | None" = None           # for type "union": the first that fits wins
 
     def type_name(self) -> str:
-        if self.type == "list" and self.items is not None:
-            return f"list[{self.items.type_name()}]"
         name = self.type if self.user is None else self.user.type_name()
+        if self.type == "union":
+            name = " | ".join(a.type_name() for a in self.alts or ())
+        if self.type == "list" and self.items is not None:
+            name = f"list[{self.items.type_name()}]"
+        elif self.type == "dict" and self.items is not None:
+            name = f"dict[str, {self.items.type_name()}]"
         return f"{name} | null" if self.nullable else name
 
     def placeholder(self) -> Any:
@@ -72,6 +79,8 @@ class Field:
             return {k: f.placeholder() for k, f in (self.fields or {}).items()}
         if self.type == "list" and self.items is not None:
             return [self.items.placeholder()]
+        if self.type == "union":
+            return self.alts[0].placeholder()
         return _PLACEHOLDER[self.type]
 
     def json_schema(self, defs: dict | None = None) -> dict:
@@ -88,6 +97,9 @@ class Field:
         out: dict = {} if base is None else {"type": base}
         if self.nullable and base:
             out["type"] = [base, "null"]
+        if self.type == "union":
+            out["anyOf"] = [a.json_schema() for a in self.alts or ()] + \
+                ([{"type": "null"}] if self.nullable else [])
         if self.description:
             out["description"] = self.description
         if self.options:
@@ -97,6 +109,8 @@ class Field:
             out["required"] = list(self.fields or {})
         if self.type == "list" and self.items is not None:
             out["items"] = self.items.json_schema(defs)
+        if self.type == "dict" and self.items is not None:
+            out["additionalProperties"] = self.items.json_schema(defs)
         return out
 
 
@@ -212,7 +226,7 @@ class Option:
         # front, so the record holds even when a later field fails the attempt.
         dropped += [f"{prefix}.{p.name}" for p in self.params
                     if p.source != "llm" and p.name in args]
-        unknown = [f"{prefix}.{k}" for k in args if k not in names]
+        unknown = [f"{prefix}.{safe_key(k)}" for k in args if k not in names]
         try:
             for p in self.params:
                 path = f"{prefix}.{p.name}"
@@ -467,13 +481,17 @@ def annotation_field(ann: Any, where: str) -> Field:
         return _enum_field(list(args))
     if origin in (typing.Union, types.UnionType):
         rest = [a for a in args if a is not type(None)]
-        f = annotation_field(rest[0], where) if len(rest) == 1 else Field("any")
+        f = annotation_field(rest[0], where) if len(rest) == 1 else \
+            Field("union", alts=[annotation_field(a, where) for a in rest])
         f.nullable = len(rest) < len(args)
         return f
     if origin in (list, typing.List):
         return Field("list", items=annotation_field(args[0], f"{where}[]") if args else None)
     if origin in (dict, typing.Dict):
-        return Field("dict")
+        if args and args[0] not in (str, Any):
+            raise TypeError(f"{where} is annotated {ann!r}, but the keys of a JSON object are "
+                            f"always strings: annotate dict[str, ...]")
+        return Field("dict", items=annotation_field(args[1], f"{where}[]") if args else None)
     raise TypeError(f"{where} is annotated {ann!r}; decision options understand str, int, float, "
                     f"bool, list, dict, list[X], dict[str, X], Optional[X], Literal[...] and "
                     f"Annotated[X, 'description']: use one of those, or mark it hidden")
@@ -887,28 +905,70 @@ _JSON_NAMES = {str: "string", int: "integer", float: "number", bool: "boolean", 
                dict: "object", type(None): "null"}
 
 
+def _preview(v: Any, depth: int = 0) -> Any:
+    """Enough of `v` to show its start: an error message costs little however large the value."""
+    if isinstance(v, str):
+        return v[:61]
+    if isinstance(v, int) and not isinstance(v, bool) and _too_many_digits(v):
+        return f"<an integer of about {_too_many_digits(v)} digits>"
+    if depth > 3 and isinstance(v, (list, dict)):
+        return "..."
+    if isinstance(v, list):
+        return [_preview(x, depth + 1) for x in v[:8]]
+    if isinstance(v, dict):
+        return {str(k)[:30]: _preview(x, depth + 1) for k, x in list(v.items())[:8]}
+    return v
+
+
+def _json_head(v: Any) -> str:
+    """The start of `v` as JSON text (a lone surrogate escaped), for an error message."""
+    return json.dumps(_preview(v), default=repr)[:60]
+
+
 def _describe_value(v: Any) -> str:
-    text = json.dumps(v, default=repr)
-    return f"{_JSON_NAMES.get(type(v), type(v).__name__)} {text[:60]}"
+    return f"{_JSON_NAMES.get(type(v), type(v).__name__)} {_json_head(v)}"
 
 
 def _enum_index(v: Any, options: list) -> int | None:
+    """Which allowed value `v` equals; a JSON `true` never equals the allowed 1."""
     for i, o in enumerate(options):
         if v == o and isinstance(v, bool) == isinstance(o, bool):
             return i
     return None
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _too_many_digits(value: int) -> int | None:
+    """About how many digits `value` has when that is more than Python will print (and json
+    will read or write: 4300 by default), else None."""
+    limit = sys.get_int_max_str_digits()
+    digits = int(value.bit_length() * math.log10(2)) + 1
+    return digits if limit and digits > limit else None
+
+
 def _bad_json_value(value: Any) -> str | None:
     if isinstance(value, float) and not math.isfinite(value):
         return f"must be a finite number, got {value!r} (write numbers JSON can hold)"
+    if isinstance(value, int) and value.bit_length() > 14_000 and _too_many_digits(value):
+        # Not from a reply (json refuses such a literal), but a tool call's arguments may come
+        # from a runtime's own decoding: a number no trace, log or export could print.
+        return (f"must be a number JSON can hold, got an integer of about "
+                f"{_too_many_digits(value)} digits")
     if isinstance(value, str) and not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            return (f"is not valid Unicode text (a lone surrogate at character {exc.start}); "
+        bad = _SURROGATE.search(value)  # a search, not an encode: a huge text is not copied
+        if bad:
+            return (f"is not valid Unicode text (a lone surrogate at character {bad.start()}); "
                     f"write plain text")
     return None
+
+
+def safe_key(key: str) -> str:
+    """A key of the model's, fit to go into a path: a lone surrogate shows as its escape, so
+    no error message, record or view ever holds text that cannot be written out."""
+    return key if key.isascii() or not _SURROGATE.search(key) else \
+        key.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _check_json_value(value: Any, path: str, deep: bool = False, numbers: bool = True) -> None:
@@ -927,8 +987,41 @@ def _check_json_value(value: Any, path: str, deep: bool = False, numbers: bool =
             stack.extend((x, f"{where}[{i}]") for i, x in enumerate(v))
         elif deep and isinstance(v, dict):
             for k, x in v.items():
-                stack.append((k, f"{where} (a key)"))
+                # The key goes on last, so it is checked before any value under it: a path
+                # is built only from keys that passed.
                 stack.append((x, f"{where}.{k}"))
+                stack.append((k, f"{where} (a key)"))
+
+
+def _check_enum(value: Any, f: Field, path: str) -> int | None:
+    """Which allowed value `value` equals (None when any value is allowed)."""
+    if f.options is None:
+        return None
+    i = _enum_index(value, f.options)
+    if i is None:
+        allowed = ", ".join(json.dumps(o, default=repr) for o in f.options)
+        raise ParseError("enum_violation", f"{path} must be one of {allowed}; got "
+                                           f"{_json_head(value)}", path)
+    return i
+
+
+def _validate_union(value: Any, f: Field, path: str, dropped: list[str]) -> Any:
+    """The value as the first alternative it fits (`int | str`: 3 stays an int). When none
+    does, the error of an alternative of the right JSON type (`float | str` given 1e400 says
+    the number is not finite), else a type mismatch naming them all."""
+    closest = None
+    for alt in f.alts or ():
+        trial: list[str] = []
+        try:
+            out = validate(value, alt, path, trial)
+        except ParseError as err:
+            if err.kind != "type_mismatch" and closest is None:
+                closest = err
+            continue
+        dropped.extend(trial)
+        return out
+    raise closest or ParseError("type_mismatch", f"{path} must be {f.type_name()}, got "
+                                                 f"{_describe_value(value)}", path)
 
 
 def validate(value: Any, f: Field, path: str, dropped: list[str]) -> Any:
@@ -938,6 +1031,10 @@ def validate(value: Any, f: Field, path: str, dropped: list[str]) -> Any:
         return None
     if f.user is not None and f.options is None:
         return f.user.validate(value, path, dropped)
+    if f.type == "union":
+        value = _validate_union(value, f, path, dropped)
+        _check_enum(value, f, path)
+        return value
     t = f.type
     ok = {
         "any": True,
@@ -954,20 +1051,32 @@ def validate(value: Any, f: Field, path: str, dropped: list[str]) -> Any:
                                           f"{_describe_value(value)}", path)
     if t in ("str", "int", "float"):
         _check_json_value(value, path)
-    elif t in ("any", "dict") or (t == "list" and f.items is None):
+    elif t == "any" or (t in ("list", "dict") and f.items is None):
         _check_json_value(value, path, deep=True)
-    if f.options is not None:
-        i = _enum_index(value, f.options)
-        if i is None:
-            allowed = ", ".join(json.dumps(o, default=repr) for o in f.options)
-            raise ParseError("enum_violation", f"{path} must be one of {allowed}; got "
-                                               f"{json.dumps(value, default=repr)[:60]}", path)
-        if f.values is not None:
+    i = _check_enum(value, f, path)
+    if i is not None:
+        if f.values is not None:  # an Enum member or a date: the Python value behind the JSON
             return f.values[i]
+        if t == "any":
+            # A mixed enum (Literal[1, "a"]) hands over its own value: the model's 1.0 equals
+            # the allowed 1 but is not of its type.
+            option = f.options[i]
+            return copy.deepcopy(option) if isinstance(option, (list, dict)) else option
     if t == "float" and isinstance(value, int):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer literal of 309 digits or more
+            # (bit_length, not str(): an int of over 4300 digits cannot be printed)
+            digits = int(value.bit_length() * math.log10(2)) + 1
+            raise ParseError("invalid_value", f"{path} must be a finite number, got an "
+                                              f"integer of about {digits} digits, too large "
+                                              f"for a float", path) from None
     if t == "list" and f.items is not None:
         return [validate(v, f.items, f"{path}[{i}]", dropped) for i, v in enumerate(value)]
+    if t == "dict" and f.items is not None:  # dict[str, X]: every value is an X
+        for k in value:
+            _check_json_value(k, f"{path} (a key)")
+        return {k: validate(v, f.items, f"{path}.{k}", dropped) for k, v in value.items()}
     if t == "object":
         out = {}
         for k, sub in (f.fields or {}).items():
@@ -975,6 +1084,6 @@ def validate(value: Any, f: Field, path: str, dropped: list[str]) -> Any:
                 raise ParseError("missing_required", f"{path}.{k} is required ({sub.type_name()})",
                                  f"{path}.{k}")
             out[k] = validate(value[k], sub, f"{path}.{k}", dropped)
-        dropped.extend(f"{path}.{k}" for k in value if k not in out)
+        dropped.extend(f"{path}.{safe_key(k)}" for k in value if k not in out)
         return out
     return value
