@@ -22,7 +22,7 @@ from .modes import MenuMode, Mode, get_mode
 from .model import (ModelCaller, ModelResponse, check_modes, current_runtime, deadline_after,
                     resolve_runtime, run_sync, settle_value)
 from .options import (Menu, Option, call_function, check_context, normalize, option_infos,
-                      render_menu)
+                      render_menu, safe_key)
 from .records import Attempt, Pick, Reask
 from .trace import DecisionTrace, emit, record
 
@@ -262,7 +262,7 @@ class Decider:
                 self.att = replace(self.att, chosen=name)
                 raise ParseError("bad_args", f'"args" must be a JSON object, got '
                                              f"{type(args).__name__}", "args")
-            dropped += [k for k in ex.action if k not in ("call", "args")]
+            dropped += [safe_key(k) for k in ex.action if k not in ("call", "args")]
         else:  # the flat form {"call": "x", "field": ...}; its paths still read args.field
             args = {k: v for k, v in ex.action.items() if k != "call"}
         return option, self.bind(option, args, dropped)

@@ -56,18 +56,20 @@ class Attempt:
 
     def to_dict(self) -> dict:
         return {
-            "attempt": self.number, "is_last": self.is_last, "prompt": self.prompt,
-            # A reply that is not text (bytes, a dict from a broken runtime) is kept as its repr,
-            # so the export always survives json.dumps.
-            "reply": self.reply if self.reply is None or isinstance(self.reply, str)
-            else repr(self.reply),
+            # Text goes through to_jsonable: a lone surrogate a reply held is made writable
+            # (UTF-8 refuses it), and a reply that is not text (bytes, a dict from a broken
+            # runtime) is kept as its repr, so the export always survives json.dumps.
+            "attempt": self.number, "is_last": self.is_last, "prompt": to_jsonable(self.prompt),
+            "reply": to_jsonable(self.reply if self.reply is None or isinstance(self.reply, str)
+                                 else repr(self.reply)),
             "extracted": to_jsonable(self.extracted), "found_in": self.found_in,
             "span": None if self.span is None else list(self.span),
             "error_span": None if self.error_span is None else list(self.error_span),
             "key_alias": self.key_alias, "candidates": self.candidates,
-            "error_kind": self.error_kind, "error_message": self.error_message,
-            "error_path": self.error_path, "chosen": self.chosen, "args": to_jsonable(self.args),
-            "dropped": list(self.dropped), "injected": list(self.injected),
+            "error_kind": self.error_kind, "error_message": to_jsonable(self.error_message),
+            "error_path": to_jsonable(self.error_path), "chosen": to_jsonable(self.chosen),
+            "args": to_jsonable(self.args),
+            "dropped": to_jsonable(list(self.dropped)), "injected": list(self.injected),
             "started_at": self.started_at, "duration_s": self.duration_s,
             "model_call_id": self.model_call_id, "usage": self.usage,
             "sent": to_jsonable(self.sent), "tool_calls": to_jsonable(self.tool_calls),

@@ -78,7 +78,7 @@ class DecisionTrace:
     def to_dict(self) -> dict:
         return {
             "id": self.id, "entry": self.entry, "mode": self.mode, "status": self.status,
-            "prompt": self.prompt,
+            "prompt": to_jsonable(self.prompt),
             "menu": self.menu, "options": self.options, "runtime": self.runtime,
             "max_attempts": self.max_attempts, "context_keys": list(self.context_keys),
             "attempts": [a.to_dict() for a in self.attempts],
@@ -86,7 +86,7 @@ class DecisionTrace:
             "chosen": self.chosen, "result": to_jsonable(self.result),
             "error": None if self.error is None else {
                 "type": type(self.error).__name__, "kind": getattr(self.error, "kind", None),
-                "message": str(self.error)},
+                "message": to_jsonable(str(self.error))},
             "started_at": self.started_at, "duration_s": self.duration_s,
         }
 

@@ -149,6 +149,18 @@ _loaded: dict[tuple, _Loaded] = {}
 _loading = threading.Lock()
 
 
+def _close_all() -> None:
+    """Free the shared models while the interpreter still works: left to Llama.__del__ at
+    shutdown, llama-cpp-python's own cleanup runs after its modules are gone and prints a
+    TypeError ("Exception ignored in Llama.__del__") on every exit."""
+    for model in list(_loaded.values()):
+        try:
+            model.llama.close()
+        except Exception:
+            pass
+    _loaded.clear()
+
+
 def _load(key: tuple) -> _Loaded:
     with _loading:
         model = _loaded.get(key)
@@ -169,6 +181,9 @@ def _load(key: tuple) -> _Loaded:
                                  f"llama-cpp-python knows (pip install -U llama-cpp-python "
                                  f"for newer ones), and is there memory for n_ctx={n_ctx}?"
                                  ) from None
+            if not _loaded:
+                import atexit
+                atexit.register(_close_all)
             model = _loaded[key] = _Loaded(llama)
             LlamaCppRuntime.loads += 1
         return model

@@ -79,11 +79,6 @@ def test_fuzz_every_html_view_shows_the_reply_as_text(gen, data):
     check_views(fuzz_one(gen, data))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 18 item 2, outside this branch's files: a lone surrogate from the reply reaches "
-    "the trace's records raw (Attempt.to_dict keeps reply, prompt and error texts as they "
-    "are; loop.Decider.check records top-level keys it drops unescaped, loop.py:216), so "
-    "trace.to_dict() cannot be written as UTF-8"))
 @settings(budget(ci=60, long=4_000), phases=[Phase.explicit, Phase.generate])
 @given(gen=option_sets(max_options=2), data=st.data())
 def test_fuzz_what_a_trace_records_can_be_written_out(gen, data):
