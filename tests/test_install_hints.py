@@ -1,8 +1,8 @@
 """Every install hint in the repository names this project's distribution, `openprogram-decisions`.
 
 The import name `openprogram` is also the name of another distribution on the package index
-(OpenProgram, the original project), so a hint saying `pip install openprogram[openai]` installs
-the wrong project. This test reads every file git tracks (README, docs, notebooks and their
+(OpenProgram, the original project), so a hint that installs the bare import name (with or
+without an extra) installs the wrong project. This test reads every file git tracks (README, docs, notebooks and their
 outputs, binder/, error messages in the code), finds each `pip install` command, and checks the
 requirement it names: never `openprogram`, and `openprogram-decisions` only with extras that
 pyproject.toml declares. A requirement with extras under the old name is caught anywhere, with or

@@ -154,14 +154,10 @@ class DAG:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
 
-    @property
-    def window(self) -> int | None:
-        """How many of the most recent nodes are kept (None: all). Settable."""
-        return self.nodes.maxlen
-
-    @window.setter
-    def window(self, window: int | None) -> None:
-        self.nodes.maxlen = window
+    # The window is the node list's own: one place checks and applies it.
+    window = property(lambda self: self.nodes.maxlen,
+                      lambda self, n: setattr(self.nodes, "maxlen", n),
+                      doc="How many of the most recent nodes are kept (None: all). Settable.")
 
     @property
     def dropped(self) -> int:
