@@ -147,7 +147,10 @@ class Decider:
         self.deadline = deadline
         self.by_name = menu.by_name if isinstance(menu, Menu) else {o.name: o for o in menu}
         self.menu_text = menu_text if menu_text is not None else render_menu(menu)
-        self.sent = self.mode.sent()
+        # What the mode adds to every model call (tools, schema), built once per decision: in
+        # tools mode it is every option's JSON Schema.
+        self._request = self.mode.request()
+        self.sent = self._request or None
         self.trace = DecisionTrace(
             prompt=request, menu=self.menu_text, options=option_infos(menu), entry=entry,
             max_attempts=max_attempts, runtime=getattr(runtime, "name", None),
@@ -179,7 +182,7 @@ class Decider:
         t0 = time.perf_counter()
         trace, att = self.trace, self.att
         self.messages = messages
-        extra = self.mode.request()
+        extra = dict(self._request)
         if specs is not None:  # a turn's work tools go with the mode's own (tools mode: choices)
             own = extra.get("tools", [])
             taken = {t["name"] for t in own}  # a function that is both goes once, as the choice

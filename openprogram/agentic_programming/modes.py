@@ -32,9 +32,9 @@ ROOT_KEY = "decision"
 
 
 class Mode:
-    """A way of asking. Subclasses say what the first request carries (`prompt`, `request`,
-    `sent`), how a response becomes an action (`action`), and how a re-ask continues the
-    conversation (`reask_messages`)."""
+    """A way of asking. Subclasses say what the first request carries (`prompt`, `request`;
+    the trace records the request as what was sent), how a response becomes an action
+    (`action`), and how a re-ask continues the conversation (`reask_messages`)."""
     name: ClassVar[str]
 
     def __init__(self, menu: list[Option]):
@@ -51,11 +51,6 @@ class Mode:
     def request(self) -> dict:
         """What else goes with every model call: tools, tool choice, response format."""
         return {}
-
-    def sent(self) -> dict | None:
-        """What the trace records as sent besides the prompt (None: nothing)."""
-        req = self.request()
-        return req or None
 
     def action(self, response: Any) -> Extraction:
         """The action in a model response, as an `Extraction` (action None: nothing found)."""

@@ -15,12 +15,11 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .errors import ParseError, Retry
+from .errors import ParseError
 from .loop import Decider
-from .model import ModelResponse, ToolCall, run_sync, settle_value
+from .model import ModelResponse, ToolCall, run_sync
 from .modes import get_mode
 from .options import normalize, render_menu
-from .records import Pick
 from .trace import DecisionTrace, trace_view
 
 __all__ = ["revalidate", "Revalidation", "RevalidationRow", "register_recorded_reader"]
@@ -105,11 +104,7 @@ async def _recheck(trace: DecisionTrace, menu, menu_text: str, validate: Callabl
         try:
             option, _ = d.check()
             if validate is not None:
-                try:
-                    await settle_value(validate(Pick(option.name, dict(d.att.args or {}),
-                                                     option)), True)
-                except Retry as r:
-                    raise ParseError("rejected", r.message) from None
+                await d._rule(option)  # the loop's own rule check: Retry is `rejected`
         except ParseError as err:
             d.record_failure(err)
             continue
