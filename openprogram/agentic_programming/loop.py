@@ -11,7 +11,6 @@ assembled from those events. Entry points that run a whole turn first (`agent(ch
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import time
 from typing import Any, Callable
@@ -23,7 +22,7 @@ from .model import (ModelCaller, ModelResponse, check_modes, current_runtime, de
                     resolve_runtime, run_sync, settle_value)
 from .options import (Menu, Option, call_function, check_context, normalize, option_infos,
                       render_menu, safe_key)
-from .records import Attempt, Pick, Reask
+from .records import Attempt, Pick, Reask, replace
 from .trace import DecisionTrace, emit, record
 
 __all__ = ["make", "amake", "render_options", "extract_action", "parse_args", "resolve_decision",
@@ -110,19 +109,6 @@ def reask_prompt(request: str, reply: Any, err: ParseError, menu_text: str,
     return DEFAULT_REASK.format(request=request, reply=shown, kind=err.kind, error=err.message,
                                menu=menu_text, advice=explain(err.kind),
                                at_path=f" at {err.path}" if err.path else "")
-
-
-def replace(record: Any, **changes) -> Any:
-    """`dataclasses.replace` for the loop's records, without running the frozen dataclass's
-    `__init__` again (it sets each of an Attempt's twenty fields through `object.__setattr__`,
-    which was a tenth of a decision's own time). The loop passes field names only; what is not
-    changed is shared with the previous record, as `dataclasses.replace` shares it."""
-    state = getattr(record, "__dict__", None)
-    if state is None:  # a record class with __slots__
-        return dataclasses.replace(record, **changes)
-    new = object.__new__(type(record))
-    new.__dict__.update(state, **changes)
-    return new
 
 
 class Decider:

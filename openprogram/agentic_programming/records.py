@@ -2,14 +2,15 @@
 
 The decision loop never edits a record: each step (attempt sent, reply received, extracted,
 validated or failed) makes a new frozen `Attempt` from the previous one with
-`dataclasses.replace`, hands it to the trace and to every observer, and moves on. An observer (the
+`replace`, hands it to the trace and to every observer, and moves on. An observer (the
 live panel, a logger, an OpenTelemetry exporter) may keep any record it was given: it never
 changes afterwards. The lists inside a record are fresh for every record and never mutated.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from .jsonable import to_jsonable
@@ -114,3 +115,16 @@ class Reask:
     path: str
     menu: str
     attempt: int
+
+
+def replace(record: Any, **changes) -> Any:
+    """`dataclasses.replace` for these records, without running the frozen dataclass's
+    `__init__` again (it sets each of an Attempt's twenty fields through `object.__setattr__`,
+    which was a tenth of a decision's own time). The loop passes field names only; what is not
+    changed is shared with the previous record, as `dataclasses.replace` shares it."""
+    state = getattr(record, "__dict__", None)
+    if state is None:  # a record class with __slots__
+        return dataclasses.replace(record, **changes)
+    new = object.__new__(type(record))
+    new.__dict__.update(state, **changes)
+    return new
