@@ -11,7 +11,9 @@ is decoded from a slice just long enough to settle it, because the decoder's err
 lines before its position. A model stuck in a loop writes the same text over and over: when a
 block of steps does what the block before it did, on text that repeats, the blocks that follow
 on the same text are counted by comparing text rather than decoded, so no reply makes the
-decoder re-read it once per candidate. The pick comes back with the option's name under `call`
+decoder re-read it once per candidate. Between looks for a repeat, plain steps (a `{"`, decoded
+in place, until the first failure) run in a tight loop of their own, and a reply with no call key
+anywhere is answered without decoding anything. The pick comes back with the option's name under `call`
 whichever alias named it (the original project's `_normalize_action`); `value_span` finds, after a
 failure, where the value an error path names sits in the raw reply.
 """
@@ -38,6 +40,7 @@ _NEST = re.compile(rf"(?:(\{{{_WS}{_STRING}{_WS}:{_WS})|\[{_WS})+")
 # _DEEP_LEVELS is the last level passed.
 _DEEP_STEP = 512
 _BLOCK = 8  # repeats are noticed in blocks of up to this many steps
+_MAX_WAIT = 256  # steps between looks for a repeat, at most (a look costs a few steps)
 _TOO_DEEP = "it is nested deeper than the JSON decoder allows"
 _DEEP_LEVELS = re.compile(rf"(?:({_LEVEL})){{1,{_DEEP_STEP}}}")
 _DEEP_BRACKETS = re.compile(rf"(?:[^{{\[]*+[{{\[]){{1,{_DEEP_STEP}}}+")
@@ -112,7 +115,12 @@ def _start_finder(text: str, stop: int, require_key: bool):
             hit[1] = find("{}", pos, end)
         return min(hit) if min(hit) >= 0 else max(hit)
 
+    quick = ('"',) if require_key else ('"', "}")
+
     def next_start(pos: int) -> int:
+        f = find("{", pos, end)
+        if f < 0 or text.startswith(quick, f + 1):  # the usual case: a `{` right before a key
+            return f
         q = plain(pos)
         if q < 0:
             q = end
@@ -183,6 +191,8 @@ def _held(obj) -> tuple[int, tuple]:
 def find_action(text: str, *, require_key: bool = True) -> Extraction:
     """Find the last JSON object with a call key in `text` (linear time). With
     `require_key=False`, the last top-level JSON object of any keys (for response_format)."""
+    if require_key and _KEY_RE.search(text) is None:  # nothing to find: decode nothing
+        return Extraction(None, None, None, 0, problem=_NO_KEY)
     n = len(text)
     stop = text.rfind("}")  # an object that can close starts before the last `}`
     next_start = _start_finder(text, stop, require_key)
@@ -194,14 +204,38 @@ def find_action(text: str, *, require_key: bool = True) -> Extraction:
     steps: deque = deque(maxlen=2 * _BLOCK)  # the last steps, to notice text that repeats
     quiet_until = -1   # a repeat was looked for and not found up to here
     wait = waited = 0  # steps until the next look for a repeat, after looks that found none
+    clean = True       # no object has failed to decode yet
     while pos <= stop:
+        if clean and waited + 2 * _BLOCK + 1 < wait:
+            # No look for a repeat is due for a while, so the steps need no record: take the
+            # plain ones (an object right after its `{"`, decoded, with a call key or none held
+            # inside) in a tight loop, and leave any other step to the loop below.
+            pos, n, cands, rec, clean = _plain_steps(text, pos, stop, wait - waited - 2 * _BLOCK - 1,
+                                                       require_key)
+            waited += n
+            count += cands
+            if rec is not None:
+                last = rec
+            if pos > stop:
+                break
         s = next_start(pos)
         if s < 0:
             break
         # One step: decode the object at s, then decide where the search goes on. What the step
         # does depends only on text[pos:window] and on the budget.
         found, rec, fail, spent = 0, None, None, 0
-        obj, end, reason, window = _decode(text, s)
+        if clean:
+            # Until the first failure, decode in place: a success reads the same either way, and
+            # a failure's line count over the text before it is paid once, then slices are used.
+            try:
+                obj, end = _scan(text, s)
+                reason = None
+                window = end
+            except (ValueError, StopIteration, RecursionError):
+                clean = False
+                obj, end, reason, window = _decode(text, s)
+        else:
+            obj, end, reason, window = _decode(text, s)
         if reason is None:
             nxt = end
             if not require_key or not _NOT_A_PICK(obj):
@@ -243,7 +277,7 @@ def find_action(text: str, *, require_key: bool = True) -> Extraction:
         block = None
         if pos >= quiet_until and waited > wait:
             block = _repeating(text, steps, nxt)
-            wait, waited = (0 if block else min(2 * wait + 1, 64)), 0
+            wait, waited = (0 if block else min(2 * wait + 1, _MAX_WAIT)), 0
             if wait > 2 * _BLOCK:
                 steps.clear()
         if block is not None:
@@ -281,6 +315,29 @@ def find_action(text: str, *, require_key: bool = True) -> Extraction:
                 at = _past_deep(text, s)[0]
             failed = (s, at, reason) if reason else None
     return _result(text, count, last, failed, require_key)
+
+
+def _plain_steps(text: str, pos: int, stop: int, limit: int, require_key: bool) -> tuple:
+    """Up to `limit` steps of find_action's search from pos that need nothing but a decode in
+    place: (where the search goes on, steps taken, candidates found, the last one or None,
+    whether no decode failed). Stops before any other step."""
+    find, scan, end, count, last = text.find, _scan, stop + 1, 0, None
+    quick = '"' if require_key else ('"', "}")
+    for taken in range(limit):
+        s = find("{", pos, end)
+        if s < 0 or not text.startswith(quick, s + 1):
+            return pos, taken, count, last, True
+        try:
+            obj, nxt = scan(text, s)
+        except (ValueError, StopIteration, RecursionError):
+            return pos, taken, count, last, False
+        if not require_key or not _NOT_A_PICK(obj):
+            count += 1
+            last = (s, nxt, obj, ())
+        elif _KEY_RE.search(text, s, nxt):
+            return pos, taken, count, last, True  # a call key held inside: the loop searches it
+        pos = nxt
+    return pos, limit, count, last, True
 
 
 def _repeating(text: str, steps: deque, nxt: int):

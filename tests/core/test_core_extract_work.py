@@ -103,6 +103,17 @@ def test_A6_distinct_candidates_are_each_decoded_once(decoder):
     assert decoder.read == sum(len(pick(f"opt_{i}", n=i)) for i in range(20_000))
 
 
+@pytest.mark.rule("A6")
+def test_A6_a_reply_with_no_call_key_anywhere_is_not_decoded(decoder):
+    """100,000 different objects, none with a call key: the answer is known without reading one."""
+    text = "".join(f'{{"a": {i}, "b": [{i}]}} ' for i in range(100_000))
+    ex = find_action(text)
+    assert ex.action is None and ex.candidates == 0 and "no JSON object with a" in ex.problem
+    assert decoder.entries == 0
+    assert find_action(text, require_key=False).action == {"a": 99999, "b": [99999]}
+    assert decoder.entries > 0  # without a required key, each object is a candidate
+
+
 def _without_repeat_counting(monkeypatch, text, **kw):
     with monkeypatch.context() as m:
         m.setattr(extract, "_repeat_end", lambda text, a, period: a)
