@@ -9,8 +9,8 @@ from .agentic_programming.agent import Agent, aagent, agent, bind_context, curre
 from .agentic_programming.errors import (ERROR_KINDS, DecisionError, ModelCallError,
                                          OpenProgramError, OptionError, Retry)
 from .agentic_programming.records import Pick, Reask
-from .agentic_programming.evaluate import Variant, compare
 from .agentic_programming.function import agentic_function
+from .agentic_programming.lazy import lazy_names
 from .agentic_programming.options import Option, register_option_kind
 from .agentic_programming.runtime import (DAG, ModelResponse, Runtime, ToolCall, current_runtime,
                                           using_runtime)
@@ -30,6 +30,10 @@ __all__ = ["Agent", "agent", "aagent", "Retry", "Pick", "Reask", "decision", "De
            "current_runtime", "using_runtime", "current_agent", "bind_context",
            "register_toolset", "compare", "Variant", "agentic_function", "load_ipython_extension",
            "unload_ipython_extension"]
+
+# Evaluation loads on first use (`openprogram.compare`, `openprogram.Variant`).
+__getattr__, __dir__ = lazy_names(__name__, {"compare": ".agentic_programming.evaluate",
+                                             "Variant": ".agentic_programming.evaluate"})
 
 
 def load_ipython_extension(ipython):

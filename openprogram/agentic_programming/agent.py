@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
-from typing import Any, Callable
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any, Callable
 
 from .model import _current_agent, _current_runtime, current_agent, resolve_runtime
 from .runtime import Runtime

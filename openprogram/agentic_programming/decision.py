@@ -3,7 +3,8 @@
 `from openprogram import decision` gives this module: `decision.make` (and `amake`), `render_options`,
 `extract_action`, `parse_args`, `resolve_decision`, `DecisionError`,
 `DECISION_FINISH_INSTRUCTION`, `last_trace`, the prototyping tools `evaluate` (and `aevaluate`) /
-`compare`, and `clear_option_cache` (forget the function options kept between calls).
+`compare`, and `clear_option_cache` (forget the function options kept between calls). `evaluate`, `aevaluate`,
+`compare` and `revalidate` are imported the first time they are used.
 It only re-exports: the loop lives in loop.py, evaluation in evaluate.py. Being a facade at the
 top of the layers is what lets `decision.evaluate` exist without evaluate.py and the loop
 importing each other.
@@ -11,14 +12,18 @@ importing each other.
 from __future__ import annotations
 
 from .errors import DecisionError, OptionError
-from .evaluate import aevaluate, compare, evaluate
 from .extract import extract_action
+from .lazy import lazy_names
 from .loop import (DECISION_FINISH_INSTRUCTION, amake, make, parse_args, reask_prompt, render_options,
                    resolve_decision)
-from .revalidate import revalidate
 from .options import clear_option_cache
 from .trace import last_trace
 
 __all__ = ["make", "amake", "render_options", "extract_action", "parse_args", "resolve_decision",
            "DecisionError", "DECISION_FINISH_INSTRUCTION", "last_trace", "OptionError",
            "evaluate", "aevaluate", "compare", "reask_prompt", "revalidate", "clear_option_cache"]
+
+# Evaluation and re-checking load on first use: a decision needs neither.
+__getattr__, __dir__ = lazy_names(__name__, {
+    "evaluate": ".evaluate", "aevaluate": ".evaluate", "compare": ".evaluate",
+    "revalidate": ".revalidate"})

@@ -9,7 +9,9 @@ This module is the bottom layer: it imports nothing else of the package.
 """
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any
 
 #: The stable set of error kinds, each with a sentence a person can act on.
 ERROR_KINDS: dict[str, str] = {

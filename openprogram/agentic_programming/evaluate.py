@@ -23,7 +23,9 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any, Callable
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any, Callable
 
 from .loop import amake, check_reask, check_validate, make, max_attempts as _max_attempts
 from .model import ModelCaller as Runtime, check_modes, check_timeout, resolve_runtime, run_sync

@@ -16,7 +16,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-from typing import Any, Callable
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any, Callable
 
 from .agent import current_agent
 from .options import RUNTIME_PARAM_NAMES

@@ -13,12 +13,14 @@ never raises, so `json.dumps(to_jsonable(x), allow_nan=False)` always works.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import enum
+import sys
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any
 
 __all__ = ["to_jsonable"]
 
@@ -56,7 +58,8 @@ def _convert(v: Any, path: set[int], depth: int) -> Any:
     if isinstance(v, float):
         f = float.__float__(v)
         return f if math.isfinite(f) else _tagged(f)
-    if isinstance(v, (datetime.date, datetime.time)):
+    dt = sys.modules.get("datetime")  # no date exists before the module that makes them is loaded
+    if dt is not None and isinstance(v, (dt.date, dt.time)):
         return _text(v.isoformat())
     if depth >= MAX_DEPTH:
         return _tagged(v, f"<{_type_name(v)} nested deeper than {MAX_DEPTH} levels>")

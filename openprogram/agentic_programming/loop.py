@@ -13,7 +13,9 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from typing import Any, Callable
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any, Callable
 
 from .errors import DecisionError, ModelCallError, ParseError, Retry, explain, reply_head
 from .extract import extract_action, value_span

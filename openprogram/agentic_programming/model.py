@@ -12,10 +12,11 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import inspect
-import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any, Callable, Iterator
 
 from .errors import ModelCallError
 
@@ -119,6 +120,7 @@ def run_blocking(awaitable):
             box["value"] = ctx.run(asyncio.run, main())
         except BaseException as exc:  # handed to the waiting thread as is
             box["error"] = exc
+    import threading  # only a sync call made inside a running event loop needs a thread
     t = threading.Thread(target=work, name="openprogram-sync-await", daemon=True)
     t.start()
     t.join()

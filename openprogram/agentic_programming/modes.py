@@ -18,7 +18,9 @@ branches on the mode's name.
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any, ClassVar
 
 from .errors import ParseError
 from .extract import Extraction, find_action, value_span

@@ -11,7 +11,6 @@ against a `Field` (P3).
 """
 from __future__ import annotations
 
-import copy
 import enum
 import functools
 import inspect
@@ -19,12 +18,13 @@ import json
 import math
 import re
 import sys
-import threading
+from _thread import allocate_lock as Lock  # threading.Lock itself, without importing threading
 import types
-import typing
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any, Callable, ClassVar
 
 from .errors import OptionError, ParseError
 from .jsonable import to_jsonable
@@ -459,7 +459,8 @@ def register_annotation_hook(hook: Callable[[Any, str], "Field | None"]) -> None
 def annotation_field(ann: Any, where: str) -> Field:
     """A type annotation as a `Field`: str/int/float/bool/list/dict, list[X], dict[K, V],
     Optional[X], X | None, Literal[...], Annotated[X, "description"]."""
-    if ann is _MISSING or ann is Any:
+    import typing  # loaded with the first annotation read, not with openprogram
+    if ann is _MISSING or ann is typing.Any:
         return Field("any")
     if isinstance(ann, type) and ann in _SCALARS:
         return Field(_SCALARS[ann])
@@ -488,7 +489,7 @@ def annotation_field(ann: Any, where: str) -> Field:
     if origin in (list, typing.List):
         return Field("list", items=annotation_field(args[0], f"{where}[]") if args else None)
     if origin in (dict, typing.Dict):
-        if args and args[0] not in (str, Any):
+        if args and args[0] not in (str, typing.Any):
             raise TypeError(f"{where} is annotated {ann!r}, but the keys of a JSON object are "
                             f"always strings: annotate dict[str, ...]")
         return Field("dict", items=annotation_field(args[1], f"{where}[]") if args else None)
@@ -508,6 +509,7 @@ def _is_runtime_annotation(ann: Any) -> bool:
 
 def function_params(fn: Callable, where: str) -> list[Param]:
     """The parameters of a function option, from its signature, annotations and `input_meta`."""
+    import typing  # loaded with the first annotation read, not with openprogram
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError) as exc:
@@ -705,7 +707,7 @@ MENU_CACHE_SIZE = 32
 
 _cache: OrderedDict[tuple, tuple[tuple, Option, tuple]] = OrderedDict()
 _menus: OrderedDict[tuple, Menu] = OrderedDict()
-_cache_lock = threading.Lock()
+_cache_lock = Lock()
 _NAME = re.compile(r"[A-Za-z_]\w*")
 
 
@@ -1061,6 +1063,7 @@ def validate(value: Any, f: Field, path: str, dropped: list[str]) -> Any:
             # A mixed enum (Literal[1, "a"]) hands over its own value: the model's 1.0 equals
             # the allowed 1 but is not of its type.
             option = f.options[i]
+            import copy
             return copy.deepcopy(option) if isinstance(option, (list, dict)) else option
     if t == "float" and isinstance(value, int):
         try:

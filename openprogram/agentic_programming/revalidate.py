@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Callable
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any, Callable
 
 from .errors import ParseError
 from .loop import Decider
 from .model import ModelResponse, ToolCall, run_sync
 from .modes import get_mode
 from .options import normalize, render_menu
-from .trace import DecisionTrace, trace_view
+from .trace import DecisionTrace, recorded_readers, register_recorded_reader, trace_view
 
 __all__ = ["revalidate", "Revalidation", "RevalidationRow", "register_recorded_reader"]
 
@@ -47,21 +49,10 @@ class RevalidationRow:
         return (self.before, self.before_ok) != (self.after, self.after_ok)
 
 
-_readers: list[Callable[[Any], "list[DecisionTrace] | None"]] = []
-
-
-def register_recorded_reader(fn: Callable[[Any], "list[DecisionTrace] | None"]) -> None:
-    """Plug in a reader of recordings `revalidate` takes besides traces: `fn(recorded)` returns
-    the recorded decisions as traces, or None when it does not read that kind of thing (the
-    runtimes package registers the cassette reader)."""
-    if fn not in _readers:
-        _readers.append(fn)
-
-
 def _recorded_traces(recorded: Any) -> list[DecisionTrace]:
     if isinstance(recorded, DecisionTrace):
         return [recorded]
-    for read in _readers:
+    for read in recorded_readers:
         traces = read(recorded)
         if traces is not None:
             return traces

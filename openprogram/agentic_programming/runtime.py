@@ -13,12 +13,14 @@ import contextvars
 import inspect
 import itertools
 import json
-import threading
+from _thread import allocate_lock as Lock  # threading.Lock itself, without importing threading
 import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any, Callable, Iterator
 
 from . import tools as _tools
 from .errors import ModelCallError, ParseError
@@ -68,7 +70,7 @@ class Window(Sequence):
     def __init__(self, maxlen: int | None = DEFAULT_WINDOW):
         self._items: deque = deque(maxlen=check_window(maxlen))
         self.dropped = 0
-        self._lock = threading.Lock()
+        self._lock = Lock()
 
     @property
     def maxlen(self) -> int | None:
@@ -152,7 +154,7 @@ class DAG:
     def __init__(self, window: int | None = DEFAULT_WINDOW):
         self.nodes: Window = Window(window)
         self._ids = itertools.count(1)
-        self._lock = threading.Lock()
+        self._lock = Lock()
 
     # The window is the node list's own: one place checks and applies it.
     window = property(lambda self: self.nodes.maxlen,

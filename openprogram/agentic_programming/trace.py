@@ -12,13 +12,16 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import itertools
-import threading
+from _thread import allocate_lock as Lock  # threading.Lock itself, without importing threading
 import time
 import warnings
 import weakref
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any, Callable, Iterator
+    Observer = Callable[["TraceEvent"], None]
 
 from .errors import ERROR_KINDS, explain
 from .jsonable import to_jsonable
@@ -28,7 +31,7 @@ from .view import trace_html
 __all__ = ["ERROR_KINDS", "explain", "Attempt", "ToolRound", "DecisionTrace", "TraceEvent",
            "EVENT_KINDS", "add_observer", "remove_observer", "observe", "emit", "last_trace",
            "history", "register_trace_view", "trace_view", "register_batch_hook", "batch",
-           "record"]
+           "record", "recorded_readers", "register_recorded_reader"]
 
 
 def _now() -> float:
@@ -235,12 +238,11 @@ class TraceEvent:
         return bool(self.attempt and self.attempt.is_last)
 
 
-Observer = Callable[[TraceEvent], None]
 
 _global_observers: list[Observer] = []
 _scoped_observers: contextvars.ContextVar[tuple[Observer, ...]] = contextvars.ContextVar(
     "openprogram_observers", default=())
-_lock = threading.Lock()
+_lock = Lock()
 # The observers already reported, held weakly: an id would be reused by a later observer, and a
 # set of them would grow with every failing observer a long-lived kernel ever made.
 _warned: weakref.WeakSet = weakref.WeakSet()
@@ -344,6 +346,19 @@ def register_trace_view(factory: Callable[[DecisionTrace], Any] | None) -> None:
 def trace_view(trace: DecisionTrace) -> Any:
     """The registered view of `trace`, or the trace itself (which displays as HTML)."""
     return trace if _trace_view is None else _trace_view(trace)
+
+
+#: Readers of recordings (`fn(recorded)`: traces, or None when `fn` does not read that kind of
+#: thing) that `decision.revalidate` tries in turn.
+recorded_readers: list[Callable[[Any], "list[DecisionTrace] | None"]] = []
+
+
+def register_recorded_reader(fn: Callable[[Any], "list[DecisionTrace] | None"]) -> None:
+    """Plug in a reader of recordings `revalidate` takes besides traces (the runtimes package
+    registers the cassette reader; it lives here, not in revalidate.py, so registering it does
+    not import revalidation)."""
+    if fn not in recorded_readers:
+        recorded_readers.append(fn)
 
 
 def last_trace() -> DecisionTrace | None:

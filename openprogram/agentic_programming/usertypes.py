@@ -16,13 +16,13 @@ module's option kind and annotation hook when it loads.
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import json
 import sys
-import typing
-from typing import Any, Callable
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any, Callable
 
 from .errors import OptionError, ParseError
 from .jsonable import to_jsonable
@@ -65,6 +65,7 @@ def _pydantic_metadata(x: Any) -> bool:
 def _involves(ann: Any) -> bool:
     """Whether `ann` holds a class of the user's, or pydantic's own metadata
     (`Annotated[int, Field(ge=1)]`)."""
+    import typing  # loaded with the first annotation read, not with openprogram
     if is_user_class(ann):
         return True
     if typing.get_origin(ann) is typing.Annotated:
@@ -393,6 +394,7 @@ class UserType:
             defs.pop(ref)
         else:
             node = {k: v for k, v in self.node.items() if k != "$defs"}
+        import copy
         return {**copy.deepcopy(node), **({"$defs": copy.deepcopy(defs)} if defs else {})}
 
     def validate(self, value: Any, path: str, dropped: list[str]) -> Any:
@@ -421,6 +423,7 @@ def user_type(ann: Any) -> UserType | None:
     """The `UserType` of an annotation that holds a class of the user's; None for a list,
     union or `Optional` of one that options.py reads itself (asking again for the class).
     Raises TypeError (with pydantic's message) for one that cannot be described."""
+    import typing  # loaded with the first annotation read, not with openprogram
     pyd = _pydantic()
     if pyd is not None:
         try:
@@ -468,6 +471,7 @@ def _aliases(ann: Any) -> dict[str, dict[str, str]]:
     seen: set[int] = set()
 
     def walk(t: Any) -> None:
+        import typing  # loaded with the first annotation read, not with openprogram
         if id(t) in seen:
             return
         seen.add(id(t))
@@ -592,6 +596,7 @@ def _fallback_class(cls: type) -> UserType:
 
 def _class_fields(cls: type) -> list[tuple[str, Field, bool, Any]]:
     """(name, Field, required, default) of each field the model fills in."""
+    import typing  # loaded with the first annotation read, not with openprogram
     try:
         hints = typing.get_type_hints(cls, include_extras=True)
     except Exception as exc:
@@ -612,7 +617,7 @@ def _class_fields(cls: type) -> list[tuple[str, Field, bool, Any]]:
         has_default = f.default is not dataclasses.MISSING or \
             f.default_factory is not dataclasses.MISSING
         default = f.default if f.default is not dataclasses.MISSING else _MISSING
-        out.append((f.name, annotation_field(hints.get(f.name, Any), where.format(f.name)),
+        out.append((f.name, annotation_field(hints.get(f.name, typing.Any), where.format(f.name)),
                     not has_default, default))
     return out
 

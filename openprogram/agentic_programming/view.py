@@ -17,11 +17,11 @@ such.
 """
 from __future__ import annotations
 
-import difflib
-import html
 import json
 import re
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any
 
 # The explanation of an error kind is the only thing taken from the layers below; the Attempt
 # and DecisionTrace named in annotations are read by attribute only (trace.py imports this).
@@ -75,6 +75,7 @@ _TABLE_STYLE = ("<style>.op-table table{border-collapse:collapse;font-size:12px;
 
 def esc(value: Any) -> str:
     """Escaped text of any value (quotes included, so it is safe in attributes too)."""
+    import html  # here, not at the top: a view is drawn long after `import openprogram`, if ever
     return html.escape(value if isinstance(value, str) else safe_str(value), quote=True)
 
 
@@ -357,6 +358,7 @@ def diff_html(old: str, new: str) -> tuple[str, str]:
         a, b, junk = _WORDS.findall(old), _WORDS.findall(new), False
     else:   # difflib's heuristic for frequent lines keeps a long comparison cheap
         a, b, junk = old.splitlines(keepends=True), new.splitlines(keepends=True), True
+    import difflib
     left, right = [], []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=junk).get_opcodes():
         x, y = esc("".join(a[i1:i2])), esc("".join(b[j1:j2]))

@@ -5,21 +5,22 @@ the cassettes (`RecordingRuntime`, `ReplayRuntime`) are loaded on first use, and
 llama.cpp only when such a runtime is created, so importing this package stays
 standard-library-only. See `openprogram.runtimes.openai_runtime` for pointing `base_url` at a
 local server."""
+from ..agentic_programming.lazy import lazy_names
 from ..agentic_programming.runtime import ModelCallError, ModelResponse, Runtime, ToolCall
-from ..agentic_programming.revalidate import register_recorded_reader as _register_recorded_reader
+from ..agentic_programming.trace import register_recorded_reader as _register_recorded_reader
 from .scripted import ScriptedCall, ScriptedRuntime, ScriptExhausted
 
 _LAZY = {
-    "OpenAIRuntime": "openai_runtime",
-    "AnthropicRuntime": "anthropic_runtime",
-    "LlamaCppRuntime": "llamacpp",
-    "RecordingRuntime": "cassette",
-    "ReplayRuntime": "cassette",
-    "CassetteMismatch": "cassette",
-    "CassetteExhausted": "cassette",
-    "load_cassette": "cassette",
-    "cassette_traces": "cassette",
-    "cassette_decisions": "cassette",
+    "OpenAIRuntime": ".openai_runtime",
+    "AnthropicRuntime": ".anthropic_runtime",
+    "LlamaCppRuntime": ".llamacpp",
+    "RecordingRuntime": ".cassette",
+    "ReplayRuntime": ".cassette",
+    "CassetteMismatch": ".cassette",
+    "CassetteExhausted": ".cassette",
+    "load_cassette": ".cassette",
+    "cassette_traces": ".cassette",
+    "cassette_decisions": ".cassette",
 }
 
 __all__ = ["Runtime", "ToolCall", "ModelResponse", "ModelCallError", "ScriptedRuntime",
@@ -37,16 +38,4 @@ def _read_cassette(recorded):
 
 _register_recorded_reader(_read_cassette)
 
-
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'openprogram.runtimes' has no attribute {name!r}")
-    import importlib
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)

@@ -7,10 +7,12 @@ add a fixed or random latency, so live views, concurrency and benchmarks work of
 """
 from __future__ import annotations
 
-import threading
+from _thread import allocate_lock as Lock  # threading.Lock itself, without importing threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any, Callable
 
 from ..agentic_programming.errors import ModelCallError, OpenProgramError
 from ..agentic_programming.runtime import (DEFAULT_WINDOW, ModelResponse, Runtime, ToolCall,
@@ -64,7 +66,7 @@ class ScriptedRuntime(Runtime):
         self.stream_chunk = stream_chunk
         self.usage = usage
         self.calls: Window = Window(window)
-        self._lock = threading.Lock()
+        self._lock = Lock()
         self._next = 0
         self._seed, self._random = seed, None
 
