@@ -191,10 +191,23 @@ def _held(obj) -> tuple[int, tuple]:
 def find_action(text: str, *, require_key: bool = True) -> Extraction:
     """Find the last JSON object with a call key in `text` (linear time). With
     `require_key=False`, the last top-level JSON object of any keys (for response_format)."""
-    if require_key and _KEY_RE.search(text) is None:  # nothing to find: decode nothing
+    # A key can be spelled only as itself or with \u escapes: without either, there is nothing
+    # to find and nothing needs decoding.
+    if require_key and _KEY_RE.search(text) is None and "\\" not in text:
         return Extraction(None, None, None, 0, problem=_NO_KEY)
+    # The usual reply: one pick, bare or fenced, and no `{` after it.
     n = len(text)
     stop = text.rfind("}")  # an object that can close starts before the last `}`
+    first = text.find("{")
+    if 0 <= first < stop and text.startswith('"', first + 1):
+        decoded = _decode_in_place(text, first)
+        obj, end, reason, _ = decoded
+        if reason is None and (not require_key or not _NOT_A_PICK(obj)) \
+                and text.find("{", end) < 0:
+            return _result(text, 1, (first, end, obj, ()), None, require_key)
+        first = (first, decoded)  # the search below starts there: not decoded twice
+    else:
+        first = None
     next_start = _start_finder(text, stop, require_key)
     count = 0
     last = None        # (start, end, decoded object, path inside it) of the last candidate
@@ -203,8 +216,8 @@ def find_action(text: str, *, require_key: bool = True) -> Extraction:
     pos = 0
     steps: deque = deque(maxlen=2 * _BLOCK)  # the last steps, to notice text that repeats
     quiet_until = -1   # a repeat was looked for and not found up to here
+    clean = True       # no object has failed to decode yet: decode in place
     wait = waited = 0  # steps until the next look for a repeat, after looks that found none
-    clean = True       # no object has failed to decode yet
     while pos <= stop:
         if clean and waited + 2 * _BLOCK + 1 < wait:
             # No look for a repeat is due for a while, so the steps need no record: take the
@@ -224,16 +237,12 @@ def find_action(text: str, *, require_key: bool = True) -> Extraction:
         # One step: decode the object at s, then decide where the search goes on. What the step
         # does depends only on text[pos:window] and on the budget.
         found, rec, fail, spent = 0, None, None, 0
-        if clean:
-            # Until the first failure, decode in place: a success reads the same either way, and
-            # a failure's line count over the text before it is paid once, then slices are used.
-            try:
-                obj, end = _scan(text, s)
-                reason = None
-                window = end
-            except (ValueError, StopIteration, RecursionError):
-                clean = False
-                obj, end, reason, window = _decode(text, s)
+        if first is not None and first[0] == s:
+            (obj, end, reason, window), first = first[1], None
+            clean = reason is None
+        elif clean:
+            obj, end, reason, window = _decode_in_place(text, s)
+            clean = reason is None
         else:
             obj, end, reason, window = _decode(text, s)
         if reason is None:
@@ -321,23 +330,26 @@ def _plain_steps(text: str, pos: int, stop: int, limit: int, require_key: bool) 
     """Up to `limit` steps of find_action's search from pos that need nothing but a decode in
     place: (where the search goes on, steps taken, candidates found, the last one or None,
     whether no decode failed). Stops before any other step."""
-    find, scan, end, count, last = text.find, _scan, stop + 1, 0, None
+    find, startswith, scan, not_a_pick = text.find, text.startswith, _scan, _NOT_A_PICK
+    end, count, last, clean, taken = stop + 1, 0, None, True, 0
     quick = '"' if require_key else ('"', "}")
-    for taken in range(limit):
+    while taken < limit:
         s = find("{", pos, end)
-        if s < 0 or not text.startswith(quick, s + 1):
-            return pos, taken, count, last, True
+        if s < 0 or not startswith(quick, s + 1):
+            break
         try:
             obj, nxt = scan(text, s)
         except (ValueError, StopIteration, RecursionError):
-            return pos, taken, count, last, False
-        if not require_key or not _NOT_A_PICK(obj):
+            clean = False
+            break
+        if not require_key or not not_a_pick(obj):
             count += 1
-            last = (s, nxt, obj, ())
+            last = (s, nxt, obj)
         elif _KEY_RE.search(text, s, nxt):
-            return pos, taken, count, last, True  # a call key held inside: the loop searches it
+            break  # a call key held inside: the loop searches it
         pos = nxt
-    return pos, limit, count, last, True
+        taken += 1
+    return pos, taken, count, (*last, ()) if last else None, clean
 
 
 def _repeating(text: str, steps: deque, nxt: int):
@@ -352,6 +364,22 @@ def _repeating(text: str, steps: deque, nxt: int):
         if nxt - b == b - a and text.startswith(text[a:b], b):
             return b - a, steps[-j:]
     return None
+
+
+def _decode_in_place(text: str, s: int) -> tuple:
+    """`_decode` on the whole text rather than a slice, which gives the same answer: until the
+    first failure, objects are decoded in place (a success reads the same either way, and the
+    one failure's line count over the text before it is paid once; then slices are used)."""
+    try:
+        value, end = _scan(text, s)
+        return value, end, None, end
+    except RecursionError:
+        return _decode(text, s)
+    except (ValueError, StopIteration) as err:
+        at, reason, read_to = _failure(text, s, err)
+        if at >= len(text):
+            reason = "the reply ends inside a JSON object"
+        return None, at, reason, read_to
 
 
 def _decode(text: str, s: int) -> tuple:
