@@ -114,6 +114,13 @@ def test_A6_a_reply_with_no_call_key_anywhere_is_not_decoded(decoder):
     assert decoder.entries > 0  # without a required key, each object is a candidate
 
 
+@pytest.mark.rule("A6")
+def test_A6_a_call_key_spelled_with_escapes_is_still_found():
+    """The shortcut for replies with no call key does not miss one written as \\u escapes."""
+    ex = find_action('I pick {"\\u0063all": "go"} now, not {"x": 1}')
+    assert ex.action == {"call": "go"} and ex.candidates == 1
+
+
 def _without_repeat_counting(monkeypatch, text, **kw):
     with monkeypatch.context() as m:
         m.setattr(extract, "_repeat_end", lambda text, a, period: a)
