@@ -14,7 +14,6 @@ from .agentic_programming.lazy import lazy_names
 from .agentic_programming.options import Option, register_option_kind
 from .agentic_programming.runtime import (DAG, ModelResponse, Runtime, ToolCall, current_runtime,
                                           using_runtime)
-from .agentic_programming.tools import register_toolset
 from . import runtimes  # noqa: F401  (registers the cassette reader of decision.revalidate)
 from .agentic_programming.trace import (Attempt, DecisionTrace, TraceEvent, add_observer,
                                         last_trace, observe, register_trace_view,
@@ -31,9 +30,11 @@ __all__ = ["Agent", "agent", "aagent", "Retry", "Pick", "Reask", "decision", "De
            "register_toolset", "compare", "Variant", "agentic_function", "load_ipython_extension",
            "unload_ipython_extension"]
 
-# Evaluation loads on first use (`openprogram.compare`, `openprogram.Variant`).
+# Evaluation and toolsets load on first use (`openprogram.compare`, `openprogram.Variant`,
+# `openprogram.register_toolset`).
 __getattr__, __dir__ = lazy_names(__name__, {"compare": ".agentic_programming.evaluate",
-                                             "Variant": ".agentic_programming.evaluate"})
+                                             "Variant": ".agentic_programming.evaluate",
+                                             "register_toolset": ".agentic_programming.tools"})
 
 
 def load_ipython_extension(ipython):

@@ -22,7 +22,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable, Iterator
 
-from . import tools as _tools
 from .errors import ModelCallError, ParseError
 from .loop import DECISION_FINISH_INSTRUCTION, Decider, check_reask
 from .modes import MenuMode, format_mode, get_mode
@@ -398,6 +397,7 @@ class Runtime(ModelCaller):
         reask = check_reask(reask)
         deadline = deadline_after(timeout_s)
         blocks = to_blocks(content)
+        from . import tools as _tools  # loaded with the first exec(), not with openprogram
         tool_list = _tools.collect(tools, toolset, context)
         if choices is not None and response_format is not None:
             raise ValueError("exec() takes choices= or response_format=, not both")
@@ -523,6 +523,7 @@ async def _turn(d: Decider, content: list[dict], tools: list, max_iterations: in
              round=ToolRound(n, tc.name, dict(tc.args) if isinstance(tc.args, dict)
                              else tc.args, result, error, seconds))
 
+    from . import tools as _tools
     try:
         await _tools.tool_loop(d.runtime, [{"role": "user", "content": content}], tools,
                                max_iterations=max_iterations, deadline=d.deadline, call=d.call,
