@@ -697,11 +697,13 @@ def _list_option(item: Any, where: str) -> Option:
 # redefined function is rebuilt and replaces its entry. Entries are keyed by the option's name
 # and the function's qualified name, so a redefinition releases the old function; the cache is
 # a bounded LRU. Other callables (classes, methods, partials) are rebuilt every time: what their
-# option depends on cannot be checked this cheaply. An option set made only of cached options
-# gets back the same Menu, so its menu text is rendered once.
+# option depends on cannot be checked this cheaply. Value and schema entries of the dict form are
+# kept too (a value while it is the very same object, a schema while it equals the one it was
+# built from), so an option set made of functions, values and schemas that is handed to `make`
+# again gets back the same Menu, and its menu text is rendered once.
 
-#: How many function options the normalize cache keeps (least recently used go first), and how
-#: many option sets made only of those (with their menu text).
+#: How many options the normalize cache keeps (least recently used go first), and how many
+#: option sets made only of those (with their menu text).
 OPTION_CACHE_SIZE = 2048
 MENU_CACHE_SIZE = 32
 
@@ -712,7 +714,8 @@ _NAME = re.compile(r"[A-Za-z_]\w*")
 
 
 def clear_option_cache() -> None:
-    """Forget every cached function option and option set; each is rebuilt on next use."""
+    """Forget every cached option (function, value and schema entries) and option set; each is
+    rebuilt on next use."""
     with _cache_lock:
         _cache.clear()
         _menus.clear()
@@ -728,7 +731,10 @@ def _cached_option(name: str | None, handler: Any, position: int | None) -> Opti
             type(handler[0]) is types.FunctionType and type(handler[1]) is str:
         fn, description = handler
     if fn is None:
-        return _build_option(name, handler, position)
+        plain = _plain_key(name, handler) if name is not None else None
+        if plain is None:
+            return _build_option(name, handler, position)
+        return _cached_plain(name, handler, *plain)
     key = (name, description, fn.__module__, fn.__qualname__)
     entry = _cache.get(key)
     try:
@@ -748,12 +754,58 @@ def _cached_option(name: str | None, handler: Any, position: int | None) -> Opti
         return _build_option(name, handler, position)
     option = _build_option(name, handler, position)
     if type(option) is FunctionOption and option.handler is fn:
-        option._cached = True
-        with _cache_lock:
-            _cache[key] = (snapshot, option, names)
-            _cache.move_to_end(key)
-            while len(_cache) > OPTION_CACHE_SIZE:
-                _cache.popitem(last=False)
+        _keep(key, (snapshot, option, names))
+    return option
+
+
+def _keep(key: tuple, entry: tuple) -> None:
+    entry[1]._cached = True
+    with _cache_lock:
+        _cache[key] = entry
+        _cache.move_to_end(key)
+        while len(_cache) > OPTION_CACHE_SIZE:
+            _cache.popitem(last=False)
+
+
+def _plain_key(name: str, handler: Any) -> tuple | None:
+    """For a value or schema entry of the dict form: its cache key, and the object a hit must
+    match. A value must be the very same object (the pick returns it); a schema, equal to a copy
+    of the one the option was built from (only its content is read). None for anything else."""
+    if type(handler) is tuple:
+        if len(handler) != 2:
+            return None
+        a, b = handler
+        if type(a) is str and type(b) is dict:
+            return ("schema", name, a), b
+        if type(b) is str and not callable(a):
+            return ("value", name, b), a
+        return None
+    if callable(handler):
+        return None
+    return ("value", name, None), handler
+
+
+def _cached_plain(name: str, handler: Any, key: tuple, match: Any) -> Option:
+    entry = _cache.get(key)
+    if entry is not None:
+        snapshot, option, _ = entry
+        try:
+            hit = option.value is match if key[0] == "value" else snapshot == match
+        except Exception:  # a schema that cannot be compared: rebuilt each time
+            hit = False
+        if hit:
+            with _cache_lock:
+                if key in _cache:
+                    _cache.move_to_end(key)
+            return option
+    option = _build_option(name, handler, None)
+    if type(option) is (ValueOption if key[0] == "value" else SchemaOption):
+        try:
+            import copy
+            snapshot = None if key[0] == "value" else copy.deepcopy(match)
+        except Exception:  # a schema that cannot be copied: not cached
+            return option
+        _keep(key, (snapshot, option, ()))
     return option
 
 

@@ -260,3 +260,42 @@ def test_a_newly_registered_kind_is_asked_about_cached_functions():
     finally:
         options_mod._option_kinds.remove(Counted)
         decision.clear_option_cache()
+
+
+def test_a_mixed_option_set_handed_again_is_the_same_menu(monkeypatch):
+    """Functions, values and schemas of the dict form: the same entries in a fresh dict give back
+    the same Menu, so its text is rendered once (counted)."""
+    rendered = []
+    real = options_mod._render_menu
+    monkeypatch.setattr(options_mod, "_render_menu", lambda menu: rendered.append(1) or real(menu))
+    fns = make_functions(2)
+    done, schema = ["a", "list", "value"], {"reason": str, "urgency": {"type": str,
+                                                                      "options": ["low", "high"]}}
+    entries = {**fns, "done": (done, "Nothing is left."), "stop": "STOP",
+               "escalate": ("Hand it to a person.", schema)}
+    first = normalize(dict(entries))
+    assert first.text and rendered == [1]
+    again = normalize(dict(entries))
+    assert again is first and again.text == first.text and rendered == [1]
+    rt = ScriptedRuntime(['{"call": "done"}', '{"call": "escalate", "args": {"reason": "r", '
+                                              '"urgency": "high"}}'])
+    assert decision.make("Pick.", dict(entries), runtime=rt) is done  # the very object
+    assert decision.make("Pick.", dict(entries), runtime=rt) == {
+        "decision": "escalate", "reason": "r", "urgency": "high"}
+    assert rendered == [1]
+
+
+def test_a_value_or_schema_that_changed_is_rebuilt():
+    """A value entry is served only while it is the very same object; a schema only while it
+    equals the schema the option was built from (one changed in place is read again)."""
+    schema = {"reason": str}
+    value = ["v"]
+    first = normalize({"esc": ("Hand it over.", schema), "done": (value, "Done.")})
+    schema["urgency"] = {"type": str, "options": ["low", "high"]}   # changed in place
+    second = normalize({"esc": ("Hand it over.", schema), "done": (value, "Done.")})
+    assert second is not first and second[1] is first[1]
+    assert [p.name for p in second[0].params] == ["reason", "urgency"]
+    other = ["v"]   # equal, but another object: the pick must return this one
+    third = normalize({"esc": ("Hand it over.", schema), "done": (other, "Done.")})
+    assert third[1] is not first[1] and third[1].value is other
+    assert normalize({"esc": ("Hand it over.", schema), "done": (other, "Done.")}) is third
