@@ -184,23 +184,17 @@ class _Places:
                     [tc.name for tc in resp.tool_calls]
 
 
-def dumps(data: Any, indent: int | None = 2) -> str:
-    """`data` as JSON that UTF-8 can encode (indented, or on one line with `indent=None`):
-    non-ASCII text stays readable, and the one kind of text UTF-8 cannot encode (surrogates,
-    see _unicode) is written as its escape."""
-    return escape_surrogates(json.dumps(data, indent=indent, ensure_ascii=False))
-
-
 def line(data: Any) -> bytes:
-    """`data` as one line of a version-3 cassette (JSON escapes every newline inside a string)."""
-    return (dumps(data, indent=None) + "\n").encode("utf-8")
+    """`data` as one line of a version-3 cassette, in UTF-8: JSON on one line (it escapes every
+    newline inside a string), non-ASCII text readable, and the one kind of text UTF-8 cannot
+    encode (surrogates, see _unicode) written as its escape."""
+    return (escape_surrogates(json.dumps(data, ensure_ascii=False)) + "\n").encode("utf-8")
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Replace `path` with `text`: written to a temporary file beside it, which replaces `path`
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace `path` with `data`: written to a temporary file beside it, which replaces `path`
     only once it is whole and flushed to disk, and which is removed whatever stops the write
     (an error, a full disk, Ctrl-C)."""
-    data = text.encode("utf-8")
     # the name is chosen before the file exists, so the cleanup knows it however early the
     # write is stopped
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
@@ -224,11 +218,16 @@ def append_whole(path: Path, data: bytes, size: int) -> int:
     """Append `data` to the file at `path`, which is `size` bytes long, and return its new size:
     one write (continued if the system takes only part of it) flushed to disk. A write that fails
     or is interrupted part-way is cut back off, so the file never ends in half a line."""
-    with open(path, "ab", buffering=0) as f:  # unbuffered: nothing is left to flush on a cut
-        start = f.tell()
+    # unbuffered: nothing is left to flush on a cut; "r+", not "a": a cassette deleted
+    # meanwhile is an error, not a new file without its header
+    with open(path, "r+b", buffering=0) as f:
+        start = f.seek(0, os.SEEK_END)
         if start > size:  # the tail of an earlier failed write whose cut-back failed too
             os.ftruncate(f.fileno(), size)
             start = size
+        elif start < size:  # appending would leave a file that is no cassette, or a wrong one
+            raise OSError(f"something else truncated or replaced the file while recording: "
+                          f"it holds {start} bytes where {size} were written")
         done = False
         try:
             view = memoryview(data)
@@ -268,7 +267,7 @@ class RecordingRuntime(Runtime):
         first = line(header)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomically(self.path, first.decode("utf-8"))
+            write_atomically(self.path, first)
         except OSError as exc:
             raise OSError(f"RecordingRuntime cannot write the cassette {str(self.path)!r} "
                           f"({exc.strerror or exc}); pass a path in a writable folder") from None
@@ -413,16 +412,17 @@ def _read_lines(head: dict, text: str, where: str, redo: str) -> dict:
             calls.append(json.loads(row))
         except json.JSONDecodeError as exc:
             if n == len(rows) and not tail:
-                _cut_off(where, n, len(calls), f"it is not whole JSON ({exc.msg})", redo)
+                raise _cut_off(where, n, len(calls), f"it is not whole JSON ({exc.msg})",
+                               redo) from None
             raise ValueError(f"line {n} of the cassette {where!r} is not JSON ({exc.msg} at "
                              f"column {exc.colno}): the file was edited by hand; {redo}") from None
     if tail and rows:  # (a header alone without its newline is a whole empty cassette)
-        _cut_off(where, len(rows) + 1, len(calls), "it has no newline at its end", redo)
+        raise _cut_off(where, len(rows) + 1, len(calls), "it has no newline at its end", redo)
     return {**head, "calls": calls}
 
 
-def _cut_off(where: str, n: int, whole: int, why: str, redo: str) -> None:
-    raise ValueError(f"the last line of the cassette {where!r}, line {n}, was cut off: {why}. "
+def _cut_off(where: str, n: int, whole: int, why: str, redo: str) -> ValueError:
+    return ValueError(f"the last line of the cassette {where!r}, line {n}, was cut off: {why}. "
                      f"A recording stopped in the middle of a write (the process was killed or "
                      f"the power went). The {whole} calls before it are whole: delete line {n} "
                      f"to replay them, or {redo}.")

@@ -244,7 +244,7 @@ def hook(event, args):
     state["left"] -= 1
     if state["left"] == 0:
         state["left"] = None
-        raise KeyboardInterrupt(f"{event} {args[1]}" if event == "open" else event)
+        raise KeyboardInterrupt(f"open {Path(args[0]).name}" if event == "open" else event)
 sys.addaudithook(hook)
 
 def files():
@@ -303,7 +303,7 @@ def test_interrupted_writes_leave_no_temporary_file_and_a_whole_cassette(tmp_pat
     out = json.loads(proc.stdout)
     report = out["report"]
     where = {r["at"] for r in report if r["at"]}
-    assert "open a" in where, where   # it did land inside the write: opening to append
+    assert "open c.json" in where, where   # it did land inside the write: opening the file
     assert out["fsync"]["at"] == "fsync" and out["fsync"]["same_size"]
     assert all(r["files"] == ["c.json"] for r in [*report, out["fsync"]])
     # the interrupted calls are not on disk yet; the next call writes them
@@ -379,6 +379,25 @@ def _rewrite(path, header=None, call=None, document=False):
         path.write_text(json.dumps({**data, "calls": calls}, indent=2) + "\n")
     else:
         path.write_text("".join(json.dumps(x) + "\n" for x in [data, *calls]))
+
+
+@pytest.mark.parametrize("change", ["truncate", "delete"])
+def test_a_cassette_changed_underneath_the_recorder_is_a_warning_not_a_broken_file(tmp_path,
+                                                                                    change):
+    """Something else empties or deletes the file while recording: appending would leave a
+    file that is no cassette (no header) or a wrong one, so the recorder says so and keeps the
+    call in memory; the model call itself works."""
+    path = tmp_path / "c.json"
+    rec = RecordingRuntime(ScriptedRuntime(["one", "two"]), path)
+    q = [{"role": "user", "content": "q"}]
+    rec.complete(q)
+    path.write_text("") if change == "truncate" else path.unlink()
+    with pytest.warns(RuntimeWarning, match="could not write the cassette") as caught:
+        assert rec.complete(q).text == "two"
+    expect = "truncated or replaced the file" if change == "truncate" else "No such file"
+    assert expect in str(caught[0].message) and "call #2 is kept" in str(caught[0].message)
+    # nothing was appended to what is left (no headless cassette was made)
+    assert (path.read_text() == "") if change == "truncate" else not path.exists()
 
 
 def test_a_half_written_version_2_cassette_says_so(tmp_path):
