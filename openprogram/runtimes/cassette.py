@@ -224,7 +224,7 @@ def append_whole(path: Path, data: bytes, size: int) -> int:
         start = f.seek(0, os.SEEK_END)
         if start > size:  # the tail of an earlier failed write whose cut-back failed too
             os.ftruncate(f.fileno(), size)
-            start = size
+            start = f.seek(size)
         elif start < size:  # appending would leave a file that is no cassette, or a wrong one
             raise OSError(f"something else truncated or replaced the file while recording: "
                           f"it holds {start} bytes where {size} were written")

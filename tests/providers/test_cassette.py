@@ -400,6 +400,23 @@ def test_a_cassette_changed_underneath_the_recorder_is_a_warning_not_a_broken_fi
     assert (path.read_text() == "") if change == "truncate" else not path.exists()
 
 
+def test_half_a_line_left_after_the_last_write_is_cut_off_by_the_next(tmp_path):
+    """If a failed write could not be cut back either (a second Ctrl-C, a failing disk), the
+    half line it left is cut off before the next append, so it never ends up mid-file."""
+    path = tmp_path / "c.json"
+    rec = RecordingRuntime(ScriptedRuntime(["one", "two"]), path)
+    q = [{"role": "user", "content": "q"}]
+    rec.complete(q)
+    with open(path, "a") as f:
+        f.write('{"call": 2, "request": {"messa')
+    with pytest.raises(ValueError, match="line 3, was cut off"):
+        load_cassette(path)
+    rec.complete(q)
+    assert [c["response"]["text"] for c in load_cassette(path)["calls"]] == ["one", "two"]
+    text = path.read_text()
+    assert text.count("\n") == 3 and "\0" not in text and text.endswith("}\n")
+
+
 def test_a_half_written_version_2_cassette_says_so(tmp_path):
     path = _record_one(tmp_path)
     _rewrite(path, lambda h: h.update(version=2), document=True)
