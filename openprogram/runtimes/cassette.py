@@ -8,14 +8,22 @@ kept), token usage, the model that answered, the latency, a failed call's error 
 text, and where the call sits: the decision it belongs to (its id in the runtime's DAG and its
 entry point), the attempt of that decision, and the way of asking (`cassette_decisions` groups
 the calls back into decisions and attempts, to re-check them offline). The file is plain JSON
-with an indent, meant to be read, diffed and committed next to a notebook; it holds no key or
+text, meant to be read, diffed and committed next to a notebook; it holds no API key or HTTP
 header (only what the runtime's `complete()` sees, and error texts and raw records that the
-provider runtimes have already redacted). Nothing a
-reply holds can spoil it: text that UTF-8 cannot encode (a lone surrogate) is stored as its JSON
-escape and reads back the same, any other value as its repr; each write goes to a temporary file
-that replaces the cassette only once it is whole, and is removed if the write fails or is
-interrupted, so the file on disk is always a whole cassette. A write that fails (a full disk)
-warns and does not fail the model call; the next call writes every call again.
+provider runtimes have already redacted). Nothing a reply holds can spoil it: text that UTF-8
+cannot encode (a lone surrogate) is stored as its JSON escape and reads back the same, any other
+value as its repr.
+
+The file (format version 3) is JSON Lines: a first line holding the cassette's header (format,
+version, runtime, model, when the recording started), then one line per call, appended as it ends
+(one write of that line, flushed to disk), so recording a call costs the size of that call
+whatever the file already holds. Memory holds only the most recent `window` calls (the DAG's
+window, `DEFAULT_WINDOW`; None keeps every one). A write that fails part-way (a full disk, Ctrl-C)
+is cut back off the file, so the file on disk is always a whole cassette; it warns and does not
+fail the model call, and the calls not yet written stay in memory and are written, in order,
+with the next call. A file whose last line was cut off all the same (power lost mid-write) gives
+an error naming the line to delete. Version 1 and 2 cassettes (one indented JSON document) are
+still read.
 
 `ReplayRuntime(path)` answers the same calls in the same order with no network and no key — on
 Binder, in CI, in a classroom. Each replayed reply streams through `on_text` in small chunks (so a
@@ -39,19 +47,22 @@ import secrets
 import threading
 import time
 import warnings
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 from ..agentic_programming.model import run_sync
 from ..agentic_programming.modes import MODES
-from ..agentic_programming.runtime import ModelCallError, ModelResponse, Runtime, ToolCall
+from ..agentic_programming.runtime import (DEFAULT_WINDOW, ModelCallError, ModelResponse, Runtime,
+                                           ToolCall, Window)
 from ._unicode import escape_surrogates
 from .scripted import _pieces, stream_text
 
 FORMAT = "openprogram-cassette"
-#: Version 2 records where each call sits (decision, attempt, way of asking), the mode
-#: arguments, finish reason, refusal and raw record; version 1 cassettes still replay.
-VERSION = 2
+#: Version 3 is JSON Lines (a header line, then one line per call, appended); version 2 (one
+#: indented JSON document) recorded where each call sits (decision, attempt, way of asking), the
+#: mode arguments, finish reason, refusal and raw record; version 1 cassettes still replay.
+VERSION = 3
 OLDEST = 1
 
 
@@ -115,14 +126,20 @@ class _Places:
 
     def __init__(self, dag: Any):
         self.dag = dag
-        self._last: dict[int, dict] = {}
+        # the last call of each decision still in the DAG's window, oldest decision first: a
+        # decision whose node fell out of the window gets no more calls placed in it (its calls
+        # no longer find it), so its entry is dropped and this holds at most a window's worth
+        self._last: OrderedDict[int, dict] = OrderedDict()
         self._lock = threading.Lock()
 
     def _node(self, node_id: int | None) -> Any:
+        return None if node_id is None else self.dag.node(node_id)
+
+    def _forget_dropped(self) -> None:
         nodes = self.dag.nodes
-        if node_id is not None and 0 < node_id <= len(nodes) and nodes[node_id - 1].id == node_id:
-            return nodes[node_id - 1]
-        return next((n for n in nodes if n.id == node_id), None)
+        oldest = nodes[0].id if nodes else float("inf")
+        while self._last and next(iter(self._last)) < oldest:
+            self._last.popitem(last=False)
 
     def place(self, messages: list[dict], tools: list[dict] | None,
               mode_args: dict) -> tuple[dict | None, int | None]:
@@ -141,6 +158,7 @@ class _Places:
             self._last[node.id] = {"attempt": attempt, "after": getattr(call, "id", 0) or 0,
                                    "offered": {t.get("name") for t in tools or []},
                                    "calls": None}
+            self._forget_dropped()
         return ({"id": node.id, "entry": node.name, "attempt": attempt,
                  "mode": _mode_of(mode_args)}, node.id)
 
@@ -148,8 +166,12 @@ class _Places:
         calls = last["calls"]
         if n_messages <= 1 or not calls:
             return False
-        ran = {n.name for n in self.dag.nodes[last["after"]:]
-               if n.kind == "tool" and n.parent == decision}
+        ran = set()
+        for n in reversed(self.dag.nodes):  # the nodes added since that call: the newest ones
+            if n.id <= last["after"]:
+                break
+            if n.kind == "tool" and n.parent == decision:
+                ran.add(n.name)
         return not any(name in last["offered"] and name not in ran for name in calls)
 
     def settle(self, decision: int | None, resp: ModelResponse | None) -> None:
@@ -162,17 +184,17 @@ class _Places:
                     [tc.name for tc in resp.tool_calls]
 
 
-def dumps(data: Any) -> str:
-    """`data` as indented JSON that UTF-8 can encode: non-ASCII text stays readable, and the one
-    kind of text UTF-8 cannot encode (surrogates, see _unicode) is written as its escape."""
-    return escape_surrogates(json.dumps(data, indent=2, ensure_ascii=False))
+def line(data: Any) -> bytes:
+    """`data` as one line of a version-3 cassette, in UTF-8: JSON on one line (it escapes every
+    newline inside a string), non-ASCII text readable, and the one kind of text UTF-8 cannot
+    encode (surrogates, see _unicode) written as its escape."""
+    return (escape_surrogates(json.dumps(data, ensure_ascii=False)) + "\n").encode("utf-8")
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Replace `path` with `text`: written to a temporary file beside it, which replaces `path`
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace `path` with `data`: written to a temporary file beside it, which replaces `path`
     only once it is whole and flushed to disk, and which is removed whatever stops the write
     (an error, a full disk, Ctrl-C)."""
-    data = text.encode("utf-8")
     # the name is chosen before the file exists, so the cleanup knows it however early the
     # write is stopped
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
@@ -192,29 +214,67 @@ def write_atomically(path: Path, text: str) -> None:
                 pass
 
 
-class RecordingRuntime(Runtime):
-    """Passes every call to `inner` and writes it to the cassette at `path` (created or
-    overwritten; the file is rewritten after each call, so a crash keeps what was recorded)."""
+def append_whole(path: Path, data: bytes, size: int) -> int:
+    """Append `data` to the file at `path`, which is `size` bytes long, and return its new size:
+    one write (continued if the system takes only part of it) flushed to disk. A write that fails
+    or is interrupted part-way is cut back off, so the file never ends in half a line."""
+    # unbuffered: nothing is left to flush on a cut; "r+", not "a": a cassette deleted
+    # meanwhile is an error, not a new file without its header
+    with open(path, "r+b", buffering=0) as f:
+        start = f.seek(0, os.SEEK_END)
+        if start > size:  # the tail of an earlier failed write whose cut-back failed too
+            os.ftruncate(f.fileno(), size)
+            start = f.seek(size)
+        elif start < size:  # appending would leave a file that is no cassette, or a wrong one
+            raise OSError(f"something else truncated or replaced the file while recording: "
+                          f"it holds {start} bytes where {size} were written")
+        done = False
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[f.write(view):]
+            os.fsync(f.fileno())
+            done = True
+        finally:
+            if not done:
+                os.ftruncate(f.fileno(), start)
+    return start + len(data)
 
-    def __init__(self, inner: Runtime, path: str | os.PathLike, *, name: str | None = None):
+
+class RecordingRuntime(Runtime):
+    """Passes every call to `inner` and appends it to the cassette at `path` (created or
+    overwritten), so a crash keeps what was recorded. `calls` holds the most recent `window`
+    calls (`DEFAULT_WINDOW`, as the DAG; None keeps every one; `rec.window = n` changes both);
+    the file holds all of them."""
+
+    def __init__(self, inner: Runtime, path: str | os.PathLike, *,
+                 window: int | None = DEFAULT_WINDOW, name: str | None = None):
         if not isinstance(inner, Runtime):
             raise TypeError(f"RecordingRuntime(inner, path) records an openprogram Runtime, got "
                             f"{type(inner).__name__}")
-        super().__init__(model=inner.model, name=name or inner.name)
+        super().__init__(model=inner.model, name=name or inner.name, window=window)
         self.inner = inner
         self.path = Path(path)
         self.streams = inner.streams
-        self.calls: list[dict] = []
+        self.calls: Window = Window(window)
+        self._count = 0                   # calls recorded, numbered 1.. in the file
+        self._unwritten: list[bytes] = []  # lines a failed write left for the next one
         self._lock = threading.Lock()
         self._places = _Places(self.dag)
+        header = {"format": FORMAT, "version": VERSION, "runtime": _plain(self.name),
+                  "model": _plain(self.model),
+                  "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        first = line(header)
         try:
-            self._write()
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(self.path, first)
         except OSError as exc:
             raise OSError(f"RecordingRuntime cannot write the cassette {str(self.path)!r} "
                           f"({exc.strerror or exc}); pass a path in a writable folder") from None
+        self._size = len(first)
 
     def __repr__(self) -> str:
-        return f"RecordingRuntime({self.inner!r}, {str(self.path)!r}, {len(self.calls)} calls)"
+        return f"RecordingRuntime({self.inner!r}, {str(self.path)!r}, {self._count} calls)"
 
     @property
     def modes(self) -> frozenset:
@@ -259,63 +319,113 @@ class RecordingRuntime(Runtime):
     def _add(self, entry: dict, t0: float) -> None:
         entry["duration_s"] = round(time.perf_counter() - t0, 4)
         with self._lock:
-            entry["call"] = len(self.calls) + 1
+            self._count += 1
+            entry["call"] = self._count
             self.calls.append(entry)
+            self._unwritten.append(line(entry))
             try:
-                self._write()
+                self._size = append_whole(self.path, b"".join(self._unwritten), self._size)
             except OSError as exc:
-                # The reply is good and the calls are kept: failing the model call for a full
-                # disk would lose the reply too. The next call writes them all again.
+                # The reply is good and the call is kept: failing the model call for a full
+                # disk would lose the reply too. The next call writes the ones left, in order.
+                left = len(self._unwritten)
+                first = self._count - left + 1
+                which = f"call #{first} is" if left == 1 else \
+                    f"calls #{first} to #{self._count} are"
                 warnings.warn(f"RecordingRuntime could not write the cassette "
                               f"{str(self.path)!r} ({exc.strerror or exc}); the file keeps the "
-                              f"calls of its last whole write. The {len(self.calls)} calls "
-                              f"recorded so far are kept and are written with the next call.",
+                              f"{first - 1} calls written before, whole. The unwritten {which} "
+                              f"kept in memory and written with the next call.",
                               RuntimeWarning, stacklevel=3)
-
-    def _write(self) -> None:
-        data = {"format": FORMAT, "version": VERSION, "runtime": _plain(self.name),
-                "model": _plain(self.model), "recorded_at": time.strftime(
-                    "%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "calls": self.calls}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(self.path, dumps(data) + "\n")
+            else:
+                self._unwritten.clear()
 
 
 def load_cassette(path: str | os.PathLike) -> dict:
-    """The cassette at `path` as data, checked: a file that is not one, half of one, one of
-    another format version, or one with a damaged call raises a ValueError that says which and
-    what to do (a FileNotFoundError when there is no file)."""
+    """The cassette at `path` as data (`{"format", "version", ..., "calls": [...]}`, whichever
+    version wrote it), checked: a file that is not one, half of one, one of another format
+    version, or one with a damaged call raises a ValueError that says which and what to do (a
+    FileNotFoundError when there is no file)."""
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"no cassette at {str(p)!r}: record one with "
                                 f"RecordingRuntime(inner_runtime, {str(p)!r})")
-    redo = f"re-record it with RecordingRuntime(inner_runtime, {str(p)!r})"
+    where = str(p)
+    redo = f"re-record it with RecordingRuntime(inner_runtime, {where!r})"
     try:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{str(p)!r} is not a cassette: it is not UTF-8 text ({exc.reason} at "
+        raise ValueError(f"{where!r} is not a cassette: it is not UTF-8 text ({exc.reason} at "
                          f"byte {exc.start}); {redo}") from None
+    first = text.partition("\n")[0]
+    try:  # a version-3 header line; the first line of a version-2 file is a lone "{"
+        head = json.loads(first)
+    except json.JSONDecodeError:
+        head = None
+    if isinstance(head, dict) and head.get("format") == FORMAT and "calls" not in head:
+        data, lines = _read_lines(head, text, where, redo), True
+    else:
+        data, lines = _read_document(text, where, redo), False
+    for n, entry in enumerate(data["calls"], 1):
+        problem = _entry_problem(entry)
+        if problem:
+            at = f" (line {n + 1})" if lines else ""
+            raise ValueError(f"call #{n}{at} of the cassette {where!r} {problem}: the file was "
+                             f"cut or edited by hand; {redo}")
+    return data
+
+
+def _read_document(text: str, where: str, redo: str) -> dict:
+    """A cassette of versions 1 and 2: one JSON document holding a "calls" list."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
             # the text ends before the JSON does (an unterminated string runs to the end)
-            raise ValueError(f"{str(p)!r} was cut short: its JSON ends at character "
+            raise ValueError(f"{where!r} was cut short: its JSON ends at character "
                              f"{len(text)} before it is complete (it was half-written or "
                              f"half-copied; RecordingRuntime itself never leaves one). Restore "
                              f"it from version control or {redo}.") from None
-        raise ValueError(f"{str(p)!r} is not a JSON cassette ({exc}); {redo}") from None
+        raise ValueError(f"{where!r} is not a JSON cassette ({exc}); {redo}") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT or \
             not isinstance(data.get("calls"), list):
-        raise ValueError(f"{str(p)!r} is not an openprogram cassette (it needs "
+        raise ValueError(f"{where!r} is not an openprogram cassette (it needs "
                          f'"format": "{FORMAT}" and a "calls" list); {redo}')
-    _check_version(data, str(p), redo)
-    for n, entry in enumerate(data["calls"], 1):
-        problem = _entry_problem(entry)
-        if problem:
-            raise ValueError(f"call #{n} of the cassette {str(p)!r} {problem}: the file was cut "
-                             f"or edited by hand; {redo}")
+    _check_version(data, where, redo)
     return data
+
+
+def _read_lines(head: dict, text: str, where: str, redo: str) -> dict:
+    """A cassette of version 3: its header line, then one call per line, each ended by a
+    newline. Only the last line can be half-written (the recorder appends, and cuts back a write
+    that fails); it is named, with what to do."""
+    _check_version(head, where, redo)
+    if head["version"] < 3:
+        raise ValueError(f"{where!r} is written as JSON Lines, as version 3 cassettes are, but "
+                         f"its first line says version {head['version']}: it was edited by "
+                         f"hand; {redo}")
+    rows = text.split("\n")
+    tail = rows.pop()  # "" after the newline that ends a whole file
+    calls = []
+    for n, row in enumerate(rows[1:], 2):
+        try:
+            calls.append(json.loads(row))
+        except json.JSONDecodeError as exc:
+            if n == len(rows) and not tail:
+                raise _cut_off(where, n, len(calls), f"it is not whole JSON ({exc.msg})",
+                               redo) from None
+            raise ValueError(f"line {n} of the cassette {where!r} is not JSON ({exc.msg} at "
+                             f"column {exc.colno}): the file was edited by hand; {redo}") from None
+    if tail and rows:  # (a header alone without its newline is a whole empty cassette)
+        raise _cut_off(where, len(rows) + 1, len(calls), "it has no newline at its end", redo)
+    return {**head, "calls": calls}
+
+
+def _cut_off(where: str, n: int, whole: int, why: str, redo: str) -> ValueError:
+    return ValueError(f"the last line of the cassette {where!r}, line {n}, was cut off: {why}. "
+                     f"A recording stopped in the middle of a write (the process was killed or "
+                     f"the power went). The {whole} calls before it are whole: delete line {n} "
+                     f"to replay them, or {redo}.")
 
 
 def _check_version(data: dict, where: str, redo: str) -> None:

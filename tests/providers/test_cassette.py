@@ -54,9 +54,12 @@ def test_recorded_cassette_replays_in_a_fresh_process(provider, server, make_run
     assert replayed["results"] == live["results"]
     assert replayed["chunks"] > 0
 
-    # the cassette is readable JSON, one entry per model call, with the wire-level facts
+    # the cassette is readable JSON Lines: a header, then one line per model call, with the
+    # wire-level facts
     raw = path.read_text()
-    assert raw.startswith('{\n  "format": "openprogram-cassette"')
+    header, *lines = raw.splitlines()
+    assert header.startswith('{"format": "openprogram-cassette", "version": 3, ')
+    assert [json.loads(c)["call"] for c in lines] == [1, 2, 3, 4, 5, 6]
     data = load_cassette(path)
     assert [c["call"] for c in data["calls"]] == [1, 2, 3, 4, 5, 6]
     third = data["calls"][2]
@@ -231,9 +234,8 @@ rec = RecordingRuntime(ScriptedRuntime(rule=lambda prompt: "reply to " + prompt)
 q = lambda n: [{"role": "user", "content": f"call {n}"}]
 rec.complete(q(0))
 
-# Interrupt one model call at its n-th audited operation (creating, opening, renaming a file,
-# ...), for every n a call goes through. (json's id() calls are not counted: their number grows
-# with the cassette, so the loop would never reach the end of a call.)
+# Interrupt one model call at its n-th audited operation (opening a file, ...), for every n a
+# call goes through. (json's id() calls are not counted: their number grows with the call.)
 state = {"left": None, "events": 0}
 def hook(event, args):
     if state["left"] is None or event == "builtins.id":
@@ -242,8 +244,11 @@ def hook(event, args):
     state["left"] -= 1
     if state["left"] == 0:
         state["left"] = None
-        raise KeyboardInterrupt(event)
+        raise KeyboardInterrupt(f"open {Path(args[0]).name}" if event == "open" else event)
 sys.addaudithook(hook)
+
+def files():
+    return sorted(os.listdir(path.parent))
 
 report, n = [], 0
 while n < 100:
@@ -255,21 +260,40 @@ while n < 100:
     except KeyboardInterrupt as exc:
         interrupted = str(exc)
     state["left"] = None
-    leftover = [f for f in os.listdir(path.parent) if f.endswith(".tmp")]
     on_disk = len(load_cassette(path)["calls"])   # always a whole cassette
-    report.append({"n": n, "at": interrupted, "tmp": leftover, "on_disk": on_disk})
+    report.append({"n": n, "at": interrupted, "files": files(), "on_disk": on_disk})
     if interrupted is None:
         break
+
+# Ctrl-C after the call's line reached the file, before it was flushed to disk: the write is cut
+# back off, the file is what it was, and the call is written with the next one.
+size = path.stat().st_size
+real_fsync = os.fsync
+def interrupted_fsync(fd):
+    os.fsync = real_fsync
+    raise KeyboardInterrupt("fsync")
+os.fsync = interrupted_fsync
+try:
+    rec.complete(q("at fsync"))
+    at_fsync = None
+except KeyboardInterrupt as exc:
+    at_fsync = str(exc)
+fsync = {"at": at_fsync, "same_size": path.stat().st_size == size, "files": files(),
+         "on_disk": len(load_cassette(path)["calls"])}
+
 rec.complete(q("last"))
-print(json.dumps({"report": report, "kept": len(rec.calls),
-                  "final": len(load_cassette(path)["calls"])}))
+calls = load_cassette(path)["calls"]
+print(json.dumps({"report": report, "fsync": fsync, "kept": len(rec.calls),
+                  "final": [c["call"] for c in calls],
+                  "prompts": [c["request"]["messages"][0]["content"] for c in calls]}))
 '''
 
 
 def test_interrupted_writes_leave_no_temporary_file_and_a_whole_cassette(tmp_path):
-    """Ctrl-C can land anywhere in a write: the cassette on disk is always the previous whole one
-    or the new whole one, no temporary file is left, and the calls recorded in memory are
-    all written by the next call."""
+    """Ctrl-C can land anywhere in a write — as the cassette is opened to append, or after the
+    call's line reached the file but before it was flushed: the cassette on disk is always a
+    whole one (the previous calls, or those and the new one), nothing but the cassette is left
+    in its folder, and every call recorded in memory is written, in order, by the next call."""
     import subprocess
     import sys
     path = tmp_path / "rec" / "c.json"
@@ -279,11 +303,19 @@ def test_interrupted_writes_leave_no_temporary_file_and_a_whole_cassette(tmp_pat
     out = json.loads(proc.stdout)
     report = out["report"]
     where = {r["at"] for r in report if r["at"]}
-    assert {"open", "os.rename"} <= where, where   # it did land inside the write
-    assert [r for r in report if r["tmp"]] == []
+    assert "open c.json" in where, where   # it did land inside the write: opening the file
+    assert out["fsync"]["at"] == "fsync" and out["fsync"]["same_size"]
+    assert all(r["files"] == ["c.json"] for r in [*report, out["fsync"]])
+    # the interrupted calls are not on disk yet; the next call writes them
+    assert [r["on_disk"] for r in report] == [1 + 0] + [1 + r["n"] for r in report[1:]]
+    assert out["fsync"]["on_disk"] == 1 + len(report)
     # every call that got as far as being recorded (here all: the scripted model does nothing
-    # audited before it answers) is on disk at the end: the first, each interrupted one, the last
-    assert out["final"] == out["kept"] == len(report) + 2
+    # audited before it answers) is on disk at the end, once, in order: the first, each
+    # interrupted one, the last
+    n = len(report) + 3
+    assert out["kept"] == n and out["final"] == list(range(1, n + 1))
+    assert out["prompts"] == ["call 0", *(f"call {r['n']}" for r in report), "call at fsync",
+                              "call last"]
 
 
 _FULL_DISK = r'''
@@ -301,20 +333,23 @@ resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, hard))
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     big = rec.complete(q).text
-tmp_after_failure = [f for f in os.listdir(path.parent) if f.endswith(".tmp")]
+files_after_failure = os.listdir(path.parent)
+size_after_failure = path.stat().st_size
 on_disk = len(load_cassette(path)["calls"])
 resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
 rec.complete(q)
 print(json.dumps({"big": len(big), "warnings": [str(w.message) for w in caught],
-                  "tmp": tmp_after_failure, "on_disk": on_disk,
-                  "final": len(load_cassette(path)["calls"])}))
+                  "files": files_after_failure, "size": size_after_failure, "on_disk": on_disk,
+                  "final": [c["call"] for c in load_cassette(path)["calls"]]}))
 '''
 
 
 def test_a_failed_write_warns_keeps_the_calls_and_leaves_no_temporary_file(tmp_path):
-    """A write that fails (here the file-size limit, as a full disk would) does not fail the
-    model call: the reply is returned, a warning names the cassette and the cause, the file
-    on disk stays the last whole one, and the next write holds every call."""
+    """A write that fails part-way (here at the file-size limit, as on a full disk: the first
+    100,000 bytes of the 200,000-character reply's line are written, then the write fails) does
+    not fail the model call: the reply is returned, a warning names the cassette and the cause,
+    the part written is cut back off (the file on disk is the last whole one), and the next
+    write holds the call left over and the new one."""
     import subprocess
     import sys
     path = tmp_path / "c.json"
@@ -324,12 +359,67 @@ def test_a_failed_write_warns_keeps_the_calls_and_leaves_no_temporary_file(tmp_p
     out = json.loads(proc.stdout)
     assert out["big"] == 200_000
     (warning,) = out["warnings"]
-    assert str(path) in warning and "could not write" in warning and "2 calls" in warning
-    assert out["tmp"] == [] and out["on_disk"] == 1 and out["final"] == 3
+    assert str(path) in warning and "could not write" in warning and "File too large" in warning
+    assert "keeps the 1 calls written before" in warning and "call #2 is kept" in warning
+    assert out["files"] == ["c.json"] and out["size"] < 100_000
+    assert out["on_disk"] == 1 and out["final"] == [1, 2, 3]
 
 
-def test_a_half_written_cassette_says_so(tmp_path):
+def _rewrite(path, header=None, call=None, document=False):
+    """Rewrite a recorded cassette with its header changed by `header` and its first call by
+    `call`: as JSON Lines (version 3, as recorded), or as one indented document (`document`,
+    the form of versions 1 and 2)."""
+    data = load_cassette(path)
+    calls = data.pop("calls")
+    if header:
+        header(data)
+    if call:
+        call(calls[0])
+    if document:
+        path.write_text(json.dumps({**data, "calls": calls}, indent=2) + "\n")
+    else:
+        path.write_text("".join(json.dumps(x) + "\n" for x in [data, *calls]))
+
+
+@pytest.mark.parametrize("change", ["truncate", "delete"])
+def test_a_cassette_changed_underneath_the_recorder_is_a_warning_not_a_broken_file(tmp_path,
+                                                                                    change):
+    """Something else empties or deletes the file while recording: appending would leave a
+    file that is no cassette (no header) or a wrong one, so the recorder says so and keeps the
+    call in memory; the model call itself works."""
+    path = tmp_path / "c.json"
+    rec = RecordingRuntime(ScriptedRuntime(["one", "two"]), path)
+    q = [{"role": "user", "content": "q"}]
+    rec.complete(q)
+    path.write_text("") if change == "truncate" else path.unlink()
+    with pytest.warns(RuntimeWarning, match="could not write the cassette") as caught:
+        assert rec.complete(q).text == "two"
+    expect = "truncated or replaced the file" if change == "truncate" else "No such file"
+    assert expect in str(caught[0].message) and "call #2 is kept" in str(caught[0].message)
+    # nothing was appended to what is left (no headless cassette was made)
+    assert (path.read_text() == "") if change == "truncate" else not path.exists()
+
+
+def test_half_a_line_left_after_the_last_write_is_cut_off_by_the_next(tmp_path):
+    """If a failed write could not be cut back either (a second Ctrl-C, a failing disk), the
+    half line it left is cut off before the next append, so it never ends up mid-file."""
+    path = tmp_path / "c.json"
+    rec = RecordingRuntime(ScriptedRuntime(["one", "two"]), path)
+    q = [{"role": "user", "content": "q"}]
+    rec.complete(q)
+    with open(path, "a") as f:
+        f.write('{"call": 2, "request": {"messa')
+    with pytest.raises(ValueError, match="line 3, was cut off"):
+        load_cassette(path)
+    rec.complete(q)
+    assert [c["response"]["text"] for c in load_cassette(path)["calls"]] == ["one", "two"]
+    text = path.read_text()
+    assert text.count("\n") == 3 and "\0" not in text and text.endswith("}\n")
+
+
+def test_a_half_written_version_2_cassette_says_so(tmp_path):
     path = _record_one(tmp_path)
+    _rewrite(path, lambda h: h.update(version=2), document=True)
     whole = path.read_text()
     path.write_text(whole[:len(whole) // 2])
     with pytest.raises(ValueError) as info:
@@ -338,27 +428,83 @@ def test_a_half_written_cassette_says_so(tmp_path):
     assert "cut short" in msg and "re-record" in msg and str(path) in msg
 
 
+def _record_three(tmp_path):
+    path = tmp_path / "three.json"
+    rec = RecordingRuntime(ScriptedRuntime(['{"call": "a"}', '{"call": "b"}', "hi"]), path)
+    decision.make("Pick a or b.", ["a", "b"], runtime=rec)
+    decision.make("Pick a or b.", ["a", "b"], runtime=rec)
+    agent("hello", runtime=rec)
+    return path
+
+
+@pytest.mark.parametrize("cut, why", [
+    (lambda t, last: t[:last + 1], "it has no newline at its end"),
+    (lambda t, last: t[:last + 40], "it has no newline at its end"),
+    (lambda t, last: t[:-2], "it has no newline at its end"),
+    (lambda t, last: t[:-1], "it has no newline at its end"),     # whole JSON, but no newline
+    (lambda t, last: t[:last + 40] + "\n", "it is not whole JSON"),
+], ids=["one-character", "part", "no-brace", "no-newline", "part-then-newline"])
+def test_a_version_3_cassette_cut_in_its_last_line_names_the_line_and_the_fix(tmp_path, cut,
+                                                                               why):
+    """A recording stopped mid-write (power lost) leaves a last line without its newline; the
+    error names the line, says how many whole calls come before it and how to keep them, and
+    following that advice gives a cassette that replays them."""
+    path = _record_three(tmp_path)
+    text = path.read_text()
+    last = text.rstrip("\n").rfind("\n") + 1      # where line 4 (call #3) begins
+    path.write_text(cut(text, last))
+    with pytest.raises(ValueError) as info:
+        ReplayRuntime(path)
+    msg = str(info.value)
+    assert f"the last line of the cassette {str(path)!r}, line 4, was cut off: {why}" in msg
+    assert "The 2 calls before it are whole: delete line 4 to replay them" in msg
+    lines = path.read_text().split("\n")
+    path.write_text("\n".join(lines[:3]) + "\n")     # the fix the message gives
+    rt = ReplayRuntime(path)
+    assert decision.make("Pick a or b.", ["a", "b"], runtime=rt) == "a"
+    assert decision.make("Pick a or b.", ["a", "b"], runtime=rt) == "b"
+    assert rt.remaining == 0
+
+
+def test_a_version_3_cassette_with_a_line_edited_into_something_else_names_it(tmp_path):
+    path = _record_three(tmp_path)
+    lines = path.read_text().split("\n")
+    lines[2] = lines[2][:-1]                        # call #2 loses its closing brace
+    path.write_text("\n".join(lines))
+    with pytest.raises(ValueError, match=r"line 3 of the cassette .* is not JSON .*edited by "
+                                         r"hand; re-record") as info:
+        load_cassette(path)
+    assert "cut off" not in str(info.value)
+
+
+@pytest.mark.parametrize("document", [False, True], ids=["lines", "document"])
 @pytest.mark.parametrize("change, expect", [
     ({"version": 0}, "format version 0, older than"),
     ({"version": "1"}, "not a format version"),
     ({"version": None}, "not a format version"),
     ({"version": 99}, "pip install -U openprogram-decisions"),
 ])
-def test_a_cassette_of_another_format_version_says_what_to_do(tmp_path, change, expect):
+def test_a_cassette_of_another_format_version_says_what_to_do(tmp_path, change, expect,
+                                                               document):
     path = _record_one(tmp_path)
-    data = json.loads(path.read_text())
-    data.update(change)
-    path.write_text(json.dumps(data))
+    _rewrite(path, lambda h: h.update(change), document=document)
     with pytest.raises(ValueError, match=expect) as info:
         ReplayRuntime(path)
     assert ("re-record" in str(info.value)) == (change["version"] != 99)
 
 
-def test_a_cassette_without_a_version_is_refused(tmp_path):
+def test_a_version_2_header_on_lines_is_refused(tmp_path):
     path = _record_one(tmp_path)
-    data = json.loads(path.read_text())
-    del data["version"]
-    path.write_text(json.dumps(data))
+    _rewrite(path, lambda h: h.update(version=2))
+    with pytest.raises(ValueError, match="written as JSON Lines, as version 3 cassettes are, but "
+                                         "its first line says version 2"):
+        load_cassette(path)
+
+
+@pytest.mark.parametrize("document", [False, True], ids=["lines", "document"])
+def test_a_cassette_without_a_version_is_refused(tmp_path, document):
+    path = _record_one(tmp_path)
+    _rewrite(path, lambda h: h.pop("version"), document=document)
     with pytest.raises(ValueError, match='no "version"'):
         load_cassette(path)
 
@@ -369,16 +515,17 @@ def test_a_cassette_without_a_version_is_refused(tmp_path):
     (lambda c: c["response"].update(tool_calls=[{"args": {}}]), "call #1 .* tool call"),
     (lambda c: c.update(response="text"), "call #1 .* a response that is not an object"),
 ])
-def test_a_damaged_call_entry_is_named(tmp_path, damage, expect):
-    """A cassette cut or merged by hand fails when it is loaded, naming the call, instead of
-    replaying an empty reply or raising a KeyError in the middle of a program."""
+@pytest.mark.parametrize("document", [False, True], ids=["lines", "document"])
+def test_a_damaged_call_entry_is_named(tmp_path, damage, expect, document):
+    """A cassette cut or merged by hand fails when it is loaded, naming the call (and in a
+    version-3 file its line), instead of replaying an empty reply or raising a KeyError in the
+    middle of a program."""
     path = _record_one(tmp_path)
-    data = json.loads(path.read_text())
-    damage(data["calls"][0])
-    path.write_text(json.dumps(data))
+    _rewrite(path, call=damage, document=document)
     with pytest.raises(ValueError, match=expect) as info:
         ReplayRuntime(path, strict=False)
     assert "re-record" in str(info.value)
+    assert ("call #1 (line 2) of" in str(info.value)) == (not document)
 
 
 # -- the ways of asking, async calls, and where each call sits ------------------------------------
@@ -484,17 +631,13 @@ def test_calls_are_grouped_into_decisions_and_attempts(tmp_path):
 
 def test_a_version_1_cassette_replays_but_cannot_be_grouped(tmp_path):
     path = _record_one(tmp_path)
-    data = json.loads(path.read_text())
-    data["version"] = 1
-    for call in data["calls"]:
-        del call["decision"]
-    path.write_text(json.dumps(data))
+    _rewrite(path, lambda h: h.update(version=1), lambda c: c.pop("decision"), document=True)
     assert decision.make("Pick a or b.", ["a", "b"], runtime=ReplayRuntime(path)) == "a"
     with pytest.raises(ValueError) as info:
         cassette_decisions(path)
     msg = str(info.value)
     assert "format version 1" in msg and "does not record which decision" in msg
-    assert "re-record it with RecordingRuntime" in msg and "version 2" in msg
+    assert "re-record it with RecordingRuntime" in msg and "writes version 3" in msg
 
 
 def test_a_request_in_another_mode_is_a_mismatch_naming_what_differs(tmp_path):

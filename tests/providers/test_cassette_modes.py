@@ -3,13 +3,11 @@ recorded request (a changed schema is a mismatch), and the finish reason and raw
 back on replay, so a replayed trace is the recorded one."""
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from openprogram import DecisionError, decision
 from openprogram.runtimes import (CassetteMismatch, ModelResponse, RecordingRuntime,
-                                  ReplayRuntime, ScriptedRuntime, ToolCall)
+                                  ReplayRuntime, ScriptedRuntime, ToolCall, load_cassette)
 
 OPTIONS = {"done": ("DONE", "nothing left"), "note": ("Write a note.", {"text": str})}
 
@@ -25,7 +23,7 @@ def test_a_json_schema_decision_replays_with_its_schema_finish_reason_and_raw(tm
     assert decision.make("Pick.", OPTIONS, runtime=rec, mode="json_schema") == \
         {"decision": "note", "text": "hi"}
     recorded = decision.last_trace().to_dict()
-    call = json.loads(path.read_text())["calls"][0]
+    call = load_cassette(path)["calls"][0]
     schema = call["request"]["response_format"]["schema"]
     assert [a["properties"]["call"]["const"] for a in schema["properties"]["decision"]["anyOf"]] \
         == ["done", "note"]
@@ -56,7 +54,7 @@ def test_menu_cassettes_keep_their_request_shape_and_tools_mode_replays(tmp_path
     rec = RecordingRuntime(ScriptedRuntime(['{"call": "done"}', ToolCall("done")]), path)
     decision.make("Pick.", OPTIONS, runtime=rec)
     decision.make("Pick.", OPTIONS, runtime=rec, mode="tools")
-    calls = json.loads(path.read_text())["calls"]
+    calls = load_cassette(path)["calls"]
     assert set(calls[0]["request"]) == {"messages", "tools"}  # as before modes existed
     assert calls[1]["request"]["tool_choice"] == "required"
     replay = ReplayRuntime(path)
