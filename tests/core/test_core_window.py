@@ -15,7 +15,7 @@ import openprogram
 from openprogram import Agent, Runtime, decision
 from openprogram.agentic_programming import trace as trace_mod
 from openprogram.agentic_programming.runtime import DEFAULT_WINDOW, Window
-from openprogram.runtimes import RecordingRuntime, ScriptedRuntime, load_cassette
+from openprogram.runtimes import ScriptedRuntime
 
 PICK = '{"call": "yes"}'
 
