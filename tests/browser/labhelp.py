@@ -52,6 +52,15 @@ def isolated_jupyter(base: Path, names=("config", "data", "runtime", "ipython"))
     return dirs
 
 
+# The notebook a page opened (open_notebook stores its path in window.__opPath), its session's
+# kernel, and the app: `app`, `w`, `k` (each null when not there yet).
+_OURS = """const app = window.jupyterapp;
+           const w = app && [...app.shell.widgets('main')].find(
+               x => x.context && x.context.path === window.__opPath);
+           const k = w && w.sessionContext && w.sessionContext.session
+                     && w.sessionContext.session.kernel;"""
+
+
 class JupyterServer:
     def __init__(self, proc, url, token, root, env, log):
         self.proc, self.url, self.token, self.root, self.env, self.log = \
@@ -147,12 +156,15 @@ class Lab:
         page = self.context.new_page()
         page.goto(f"{self.server.url}/lab/tree/{rel}?token={self.server.token}")
         try:
+            # Found by its path, not as the current widget: JupyterLab may restore notebooks
+            # an earlier page left open in the workspace, and one of those can take the focus.
+            page.evaluate("(rel) => { window.__opPath = rel; }", rel)
             page.wait_for_function(
-                """() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
-                           const k = w && w.sessionContext && w.sessionContext.session
-                                     && w.sessionContext.session.kernel;
-                           return !!(k && k.status === 'idle' && w.content
-                                     && w.content.widgets.length); }""",
+                f"""() => {{ {_OURS}
+                           if (!(k && k.status === 'idle' && w.content
+                                 && w.content.widgets.length)) return false;
+                           if (app.shell.currentWidget !== w) app.shell.activateById(w.id);
+                           return app.shell.currentWidget === w; }}""",
                 timeout=timeout_ms)
         except PlaywrightTimeout:
             state = page.evaluate(
@@ -173,18 +185,17 @@ class Lab:
         return page
 
     def kernel_name(self, page) -> str:
-        return page.evaluate("() => window.jupyterapp.shell.currentWidget"
-                             ".sessionContext.session.kernel.name")
+        return page.evaluate(f"() => {{ {_OURS} return k.name; }}")
 
     def run_all_and_wait(self, page, timeout_ms: int = 120_000) -> bool:
         """Run every cell; returns True when all ran without error. Waits for the kernel to be
         idle again and for widget views to be drawn."""
         page.set_default_timeout(timeout_ms)
-        ok = page.evaluate("async () => await window.jupyterapp.commands.execute("
-                           "'notebook:run-all-cells')")
-        page.wait_for_function(
-            """() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel
-                     .status === 'idle'""", timeout=timeout_ms)
+        ok = page.evaluate(f"""async () => {{ {_OURS}
+                                app.shell.activateById(w.id);  // the command runs the current one
+                                return await app.commands.execute('notebook:run-all-cells'); }}""")
+        page.wait_for_function(f"() => {{ {_OURS} return !!(k && k.status === 'idle'); }}",
+                               timeout=timeout_ms)
         return bool(ok)
 
     def cell(self, page, index: int):
@@ -195,8 +206,7 @@ class Lab:
         """Close the page and shut its kernel down (kernels outlive pages)."""
         kernel_id = None
         try:
-            kernel_id = page.evaluate(
-                "() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.id")
+            kernel_id = page.evaluate(f"() => {{ {_OURS} return k.id; }}")
         except Exception:  # a page that never opened a notebook
             pass
         page.close()
