@@ -13,8 +13,8 @@ block of steps does what the block before it did, on text that repeats, the bloc
 on the same text are counted by comparing text rather than decoded, so no reply makes the
 decoder re-read it once per candidate. Between looks for a repeat, plain steps (a `{"`, decoded
 in place, until the first failure) run in a tight loop of their own, and a reply with no call key
-anywhere is answered without decoding anything. The pick comes back with the option's name under `call`
-whichever alias named it (the original project's `_normalize_action`); `value_span` finds, after a
+anywhere is answered without decoding anything. The pick comes back with the option's name under
+`call` whichever alias named it (the original project's `_normalize_action`); `value_span` finds, after a
 failure, where the value an error path names sits in the raw reply.
 """
 from __future__ import annotations
@@ -223,8 +223,10 @@ def find_action(text: str, *, require_key: bool = True) -> Extraction:
             # No look for a repeat is due for a while, so the steps need no record: take the
             # plain ones (an object right after its `{"`, decoded, with a call key or none held
             # inside) in a tight loop, and leave any other step to the loop below.
-            pos, n, cands, rec, clean = _plain_steps(text, pos, stop, wait - waited - 2 * _BLOCK - 1,
-                                                       require_key)
+            pos, n, cands, rec, failed_at = _plain_steps(text, pos, stop,
+                                                         wait - waited - 2 * _BLOCK - 1, require_key)
+            if failed_at is not None:  # the step below takes that failure, not decoded twice
+                first, clean = failed_at, False
             waited += n
             count += cands
             if rec is not None:
@@ -328,10 +330,11 @@ def find_action(text: str, *, require_key: bool = True) -> Extraction:
 
 def _plain_steps(text: str, pos: int, stop: int, limit: int, require_key: bool) -> tuple:
     """Up to `limit` steps of find_action's search from pos that need nothing but a decode in
-    place: (where the search goes on, steps taken, candidates found, the last one or None,
-    whether no decode failed). Stops before any other step."""
+    place: (where the search goes on, steps taken, candidates found, the last one or None, and
+    for an object that failed to decode, (its start, what `_decode_in_place` says of it)).
+    Stops before any other step."""
     find, startswith, scan, not_a_pick = text.find, text.startswith, _scan, _NOT_A_PICK
-    end, count, last, clean, taken = stop + 1, 0, None, True, 0
+    end, count, last, failed_at, taken = stop + 1, 0, None, None, 0
     quick = '"' if require_key else ('"', "}")
     while taken < limit:
         s = find("{", pos, end)
@@ -339,8 +342,8 @@ def _plain_steps(text: str, pos: int, stop: int, limit: int, require_key: bool) 
             break
         try:
             obj, nxt = scan(text, s)
-        except (ValueError, StopIteration, RecursionError):
-            clean = False
+        except (ValueError, StopIteration, RecursionError) as err:
+            failed_at = (s, _failed_in_place(text, s, err))
             break
         if not require_key or not not_a_pick(obj):
             count += 1
@@ -349,7 +352,7 @@ def _plain_steps(text: str, pos: int, stop: int, limit: int, require_key: bool) 
             break  # a call key held inside: the loop searches it
         pos = nxt
         taken += 1
-    return pos, taken, count, (*last, ()) if last else None, clean
+    return pos, taken, count, (*last, ()) if last else None, failed_at
 
 
 def _repeating(text: str, steps: deque, nxt: int):
@@ -373,13 +376,18 @@ def _decode_in_place(text: str, s: int) -> tuple:
     try:
         value, end = _scan(text, s)
         return value, end, None, end
-    except RecursionError:
-        return _decode(text, s)
-    except (ValueError, StopIteration) as err:
-        at, reason, read_to = _failure(text, s, err)
-        if at >= len(text):
-            reason = "the reply ends inside a JSON object"
-        return None, at, reason, read_to
+    except (ValueError, StopIteration, RecursionError) as err:
+        return _failed_in_place(text, s, err)
+
+
+def _failed_in_place(text: str, s: int, err: Exception) -> tuple:
+    """What `_decode_in_place` says of the object at s, whose decode in place raised `err`."""
+    if isinstance(err, RecursionError):
+        return _decode(text, s)  # how far it read is found on slices
+    at, reason, read_to = _failure(text, s, err)
+    if at >= len(text):
+        reason = "the reply ends inside a JSON object"
+    return None, at, reason, read_to
 
 
 def _decode(text: str, s: int) -> tuple:

@@ -115,6 +115,21 @@ def test_A6_a_reply_with_no_call_key_anywhere_is_not_decoded(decoder):
 
 
 @pytest.mark.rule("A6")
+def test_A6_the_first_failure_after_a_long_run_of_picks_is_decoded_once(monkeypatch):
+    """Picks decoded in place in a tight loop, then a broken one: the loop hands the failure it
+    met to the search instead of the search decoding that object again."""
+    broken = '{"call": "bad", oops}'
+    entered = []  # each entry into the decoder at the broken object (whole text or a slice)
+    real = extract._scan
+    monkeypatch.setattr(extract, "_scan", lambda text, i: entered.append(
+        text.startswith(broken, i)) or real(text, i))
+    text = "".join(f"{pick(f'opt_{i}', n=i)}\n" for i in range(2_000)) + broken + " " + pick("end")
+    ex = find_action(text)
+    assert ex.action == {"call": "end"} and ex.candidates == 2_001
+    assert entered.count(True) == 1
+
+
+@pytest.mark.rule("A6")
 def test_A6_a_call_key_spelled_with_escapes_is_still_found():
     """The shortcut for replies with no call key does not miss one written as \\u escapes."""
     ex = find_action('I pick {"\\u0063all": "go"} now, not {"x": 1}')
