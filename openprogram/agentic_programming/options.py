@@ -743,10 +743,7 @@ def _cached_option(name: str | None, handler: Any, position: int | None) -> Opti
             # _state() holds the live objects and the entry copies of them, so this compares,
             # in C, the function as it is now with the function as it was.
             if option.handler is fn and snapshot == _state(fn, names):
-                with _cache_lock:
-                    if key in _cache:
-                        _cache.move_to_end(key)
-                return option
+                return _served(key, option)
         names = tuple(n for a in fn.__annotations__.values() if type(a) is str
                       for n in _NAME.findall(a))
         snapshot = _copied(_state(fn, names))
@@ -758,7 +755,17 @@ def _cached_option(name: str | None, handler: Any, position: int | None) -> Opti
     return option
 
 
+def _served(key: tuple, option: Option) -> Option:
+    """A cache hit: the entry becomes the most recently used."""
+    with _cache_lock:
+        if key in _cache:
+            _cache.move_to_end(key)
+    return option
+
+
 def _keep(key: tuple, entry: tuple) -> None:
+    """Cache an entry (snapshot, option, names), dropping the least recently used beyond the
+    bound."""
     entry[1]._cached = True
     with _cache_lock:
         _cache[key] = entry
@@ -794,10 +801,7 @@ def _cached_plain(name: str, handler: Any, key: tuple, match: Any) -> Option:
         except Exception:  # a schema that cannot be compared: rebuilt each time
             hit = False
         if hit:
-            with _cache_lock:
-                if key in _cache:
-                    _cache.move_to_end(key)
-            return option
+            return _served(key, option)
     option = _build_option(name, handler, None)
     if type(option) is (ValueOption if key[0] == "value" else SchemaOption):
         try:
