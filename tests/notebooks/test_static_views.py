@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import re
 import subprocess
 import sys
@@ -92,9 +91,11 @@ def executed(tmp_path_factory):
     base = tmp_path_factory.mktemp("static-views")
     env = {name: str(base / name) for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR",
                                                "JUPYTER_RUNTIME_DIR", "IPYTHONDIR")}
-    saved = {k: os.environ.get(k) for k in [*env, "JUPYTER_PATH"]}
-    os.environ.update(env, JUPYTER_PATH=str(base / "JUPYTER_DATA_DIR"))
-    try:
+    # pytest's own MonkeyPatch restores the environment (a module-scoped fixture has no
+    # `monkeypatch`)
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in {**env, "JUPYTER_PATH": str(base / "JUPYTER_DATA_DIR")}.items():
+            mp.setenv(k, v)
         nb = nbformat.v4.new_notebook()
         nb.cells = [nbformat.v4.new_code_cell(c) for c in CELLS]
         nb.cells[-1].metadata["tags"] = ["raises-exception"]
@@ -102,12 +103,6 @@ def executed(tmp_path_factory):
         # shadow the installed package (recipes/nbval-and-binder.md)
         NotebookClient(nb, timeout=120, kernel_name="python3",
                        resources={"metadata": {"path": str(base)}}).execute()
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     path = base / "views.ipynb"
     nbformat.write(nb, path)
     return nb, path
