@@ -40,6 +40,9 @@ ERROR_KINDS: dict[str, str] = {
                  "max_tokens or ask for a shorter reply.",
     "timeout": "The decision ran out of time (timeout_s covers the whole decision, re-asks included).",
     "model_error": "The model call itself failed (network, key, rate limit, server error).",
+    "not_recorded": "A replayed cassette holds no recording of this request: the program asks "
+                    "something it did not ask when recording (a prompt, an option, a tool result "
+                    "or the way of asking changed). Record it again, or use CachedRuntime.",
 }
 
 

@@ -199,6 +199,7 @@ class Decider:
         self.resp = resp
         self._step("reply_received", reply=resp.text, model_call_id=node.id, usage=usage,
                    duration_s=self._elapsed(t0), finish_reason=resp.finish_reason, raw=resp.raw,
+                   cached=getattr(resp, "cached", False),
                    tool_calls=[tc.to_dict() for tc in resp.tool_calls] or None)
         return resp
 

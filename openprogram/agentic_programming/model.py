@@ -54,6 +54,7 @@ class ModelResponse:
     refusal: str | None = None        # the provider's refusal message, when it reports one
     raw: dict | None = None           # {"request": ..., "response": ...} as sent and received,
                                       # keys redacted, bounded (provider runtimes fill it)
+    cached: bool = False              # answered from a cache file, not by the model (CachedRuntime)
 
 
 class ModelCaller:

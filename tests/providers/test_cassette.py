@@ -58,7 +58,7 @@ def test_recorded_cassette_replays_in_a_fresh_process(provider, server, make_run
     # wire-level facts
     raw = path.read_text()
     header, *lines = raw.splitlines()
-    assert header.startswith('{"format": "openprogram-cassette", "version": 3, ')
+    assert header.startswith('{"format": "openprogram-cassette", "version": 4, ')
     assert [json.loads(c)["call"] for c in lines] == [1, 2, 3, 4, 5, 6]
     data = load_cassette(path)
     assert [c["call"] for c in data["calls"]] == [1, 2, 3, 4, 5, 6]
@@ -84,13 +84,17 @@ def test_changed_request_fails_naming_the_call_and_the_difference(tmp_path):
     with pytest.raises(DecisionError) as info:
         decision.make("Pick a or c.", ["a", "c"], runtime=ReplayRuntime(path))
     att = info.value.trace.attempts[0]
-    assert att.error_kind == "model_error"
+    assert att.error_kind == "not_recorded"
     msg = att.error_message
-    assert "call #1 does not match the cassette" in msg
-    assert 'expected: ' in msg and 'actual: ' in msg
-    assert "Pick a or b." in msg.split("expected:")[1].split("actual:")[0]
-    assert "Pick a or c." in msg.split("actual:")[1]
-    assert "re-record" in msg
+    assert "call #1 asks a request that the cassette" in msg and "did not record" in msg
+    assert "The nearest recorded request is call #1 (line 2)" in msg
+    assert 'recorded: ' in msg and 'asked: ' in msg
+    assert "Pick a or b." in msg.split("recorded:")[1].split("asked:")[0]
+    assert "Pick a or c." in msg.split("asked:")[1]
+    assert "record it again with RecordingRuntime" in msg
+    # a request the recording never saw is the program's change, never the network's fault
+    assert "network" not in msg and "network" not in openprogram.ERROR_KINDS["not_recorded"]
+    assert "changed since recording" not in msg or "did not record" in msg
     cause = info.value.__cause__
     assert isinstance(cause, CassetteMismatch) and cause.call == 1
 
@@ -99,9 +103,20 @@ def test_more_calls_than_recorded(tmp_path):
     path = _record_one(tmp_path)
     rt = ReplayRuntime(path)
     assert decision.make("Pick a or b.", ["a", "b"], runtime=rt) == "a"
+    # the same request once more than recorded: every recording of it was replayed
+    with pytest.raises(CassetteExhausted, match=r"call #2 asks a request the cassette .* "
+                                                r"recorded 1 time, and every recording"):
+        rt.complete(load_cassette(path)["calls"][0]["request"]["messages"])
+    # a request never recorded is a mismatch naming the nearest recorded one
+    with pytest.raises(CassetteMismatch, match=r"nearest recorded request is call #1") as info:
+        rt.complete([{"role": "user", "content": "one more"}])
+    assert not isinstance(info.value, CassetteExhausted)
+    # strict=False plays replies back by position, and says when they run out
+    loose = ReplayRuntime(path, strict=False)
+    loose.complete([{"role": "user", "content": "anything"}])
     with pytest.raises(CassetteExhausted, match=r"holds 1 model calls and the program asked "
                                                 r"for call #2"):
-        rt.complete([{"role": "user", "content": "one more"}])
+        loose.complete([{"role": "user", "content": "one more"}])
 
 
 def test_strict_false_replays_replies_regardless(tmp_path):
@@ -136,7 +151,7 @@ def test_replayed_failure_is_the_recorded_error(tmp_path):
 
 
 def test_recording_wraps_only_runtimes(tmp_path):
-    with pytest.raises(TypeError, match="records an openprogram Runtime"):
+    with pytest.raises(TypeError, match="wraps an openprogram Runtime"):
         RecordingRuntime(lambda c: "x", tmp_path / "x.json")
 
 
@@ -637,7 +652,7 @@ def test_a_version_1_cassette_replays_but_cannot_be_grouped(tmp_path):
         cassette_decisions(path)
     msg = str(info.value)
     assert "format version 1" in msg and "does not record which decision" in msg
-    assert "re-record it with RecordingRuntime" in msg and "writes version 3" in msg
+    assert "re-record it with RecordingRuntime" in msg and "writes version 4" in msg
 
 
 def test_a_request_in_another_mode_is_a_mismatch_naming_what_differs(tmp_path):
@@ -649,7 +664,8 @@ def test_a_request_in_another_mode_is_a_mismatch_naming_what_differs(tmp_path):
         decision.make("Pick a or b.", ["a", "b"], runtime=ReplayRuntime(path),
                       mode="json_schema")
     msg = info.value.trace.attempts[0].error_message
-    assert "does not match the cassette" in msg and "differ" in msg
+    assert "did not record" in msg and "where they first differ: the response_format " \
+        "differ" in msg
     assert ReplayRuntime(path).modes == {"menu", "tools", "json_schema"}
     assert rec.modes == ScriptedRuntime(["x"]).modes
 

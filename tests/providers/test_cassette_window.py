@@ -40,7 +40,7 @@ def test_memory_holds_the_window_and_the_file_holds_every_call_in_order(tmp_path
     assert repr(rec).endswith(f", {n} calls)")
 
     data = load_cassette(path)
-    assert data["version"] == 3
+    assert data["version"] == 4
     assert [c["call"] for c in data["calls"]] == list(range(1, n + 1))
     firsts = [c["request"]["messages"][-1]["content"] for c in data["calls"]
               if c["decision"]["attempt"] == 1]
