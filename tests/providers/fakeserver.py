@@ -88,10 +88,13 @@ class Request:
 class FakeServer:
     """`FakeServer("openai")` or `FakeServer("anthropic")`; use as a context manager."""
 
-    def __init__(self, provider: str):
+    def __init__(self, provider: str, responder: Any = None):
         if provider not in ("openai", "anthropic"):
             raise ValueError(provider)
         self.provider = provider
+        # answers a request when nothing is queued: responder(body) -> Reply, so a reply can
+        # depend on what is asked whatever order concurrent requests arrive in
+        self.responder = responder
         self.replies: list[Reply] = []
         self.requests: list[Request] = []
         self._lock = threading.Lock()
@@ -188,6 +191,8 @@ class FakeServer:
         with self._lock:
             self.requests.append(Request(h.command, h.path, dict(h.headers), body))
             reply = self.replies.pop(0) if self.replies else None
+        if reply is None and self.responder is not None:
+            reply = self.responder(body)
         if reply is None:
             return self._send_json(h, 599, {"error": {"message": "the fake server has no reply "
                                                       "queued for this request"}})
