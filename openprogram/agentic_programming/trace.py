@@ -122,12 +122,14 @@ class DecisionTrace:
                 "injected": a.injected, "found_in": a.found_in, "key": a.key_alias,
                 "candidates": a.candidates, "reply": a.reply, "duration_s": a.duration_s,
                 "tokens_in": (a.usage or {}).get("input_tokens"),
-                "tokens_out": (a.usage or {}).get("output_tokens"),
+                "tokens_out": (a.usage or {}).get("output_tokens"), "cached": a.cached,
             } for a in self.attempts]
+            # the cached column only when a cache answered: most traces never meet one
+            cached = ["cached"] if any(a.cached for a in self.attempts) else []
             return pd.DataFrame(rows, columns=[
                 "attempt", "last", "chosen", "error_kind", "error_path", "error_message", "args",
                 "dropped", "injected", "found_in", "key", "candidates", "reply", "duration_s",
-                "tokens_in", "tokens_out"]).set_index("attempt")
+                "tokens_in", "tokens_out", *cached]).set_index("attempt")
         if table == "options":
             return pd.DataFrame(self.options).set_index("name")
         if table == "tools":

@@ -270,6 +270,8 @@ def reply_html(att: Attempt, reply: str | None = None) -> str:
         title += f" — the value at {att.error_path or 'the error'} is marked"
     if att.finish_reason and att.finish_reason not in _NORMAL_FINISH:
         title += f" (finish reason: {att.finish_reason})"
+    if att.cached:
+        title += " [cached: answered from the cache file, not the model]"
     if isinstance(reply, str):
         body = marked_html(reply, where)
     else:
@@ -541,10 +543,12 @@ def _attempt_rows(trace: DecisionTrace):
     columns = ["attempt", "last", "chosen", "error_kind", "error_path", "error_message", "args",
                "dropped", "injected", "found_in", "key", "candidates", "reply", "duration_s",
                "tokens_in", "tokens_out"]
-    return columns, [[a.number, a.is_last, a.chosen, a.error_kind, a.error_path,
-                      a.error_message, a.args, a.dropped, a.injected, a.found_in, a.key_alias,
-                      a.candidates, a.reply, a.duration_s, (a.usage or {}).get("input_tokens"),
-                      (a.usage or {}).get("output_tokens")] for a in trace.attempts]
+    cached = any(a.cached for a in trace.attempts)  # as trace.to_frame: only when a cache answered
+    return columns + ["cached"] * cached, [
+        [a.number, a.is_last, a.chosen, a.error_kind, a.error_path, a.error_message, a.args,
+         a.dropped, a.injected, a.found_in, a.key_alias, a.candidates, a.reply, a.duration_s,
+         (a.usage or {}).get("input_tokens"), (a.usage or {}).get("output_tokens")]
+        + [a.cached] * cached for a in trace.attempts]
 
 
 def _option_rows(infos: list[dict]):

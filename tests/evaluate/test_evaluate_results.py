@@ -27,7 +27,7 @@ def test_one_row_per_input_in_input_order(frame):
     assert list(df.index) == list(range(6)) and df.index.name == "input"
     assert list(df.columns) == ["message", "label", "chosen", "args", "result", "error",
                                 "attempts", "error_kinds", "duration_s", "tokens_in",
-                                "tokens_out", "status"]
+                                "tokens_out", "status", "cached"]
     assert list(df["message"]) == list(frame["message"])
     assert list(df["status"]) == ["resolved"] * 4 + ["failed", "resolved"]
     assert df["chosen"].tolist()[:4] == ["refund", "escalate", "ignore", "refund"]
@@ -141,8 +141,8 @@ def test_literal_braces_are_escaped_by_doubling():
 
 
 @pytest.mark.parametrize("inputs, error, match", [
-    ("refund me", TypeError, "DataFrame or a list of dicts"),
-    ({"message": "x"}, TypeError, "DataFrame or a list of dicts"),
+    ("refund me", TypeError, "DataFrame, a list of dicts, or an iterable of dicts"),
+    ({"message": "x"}, TypeError, "DataFrame, a list of dicts, or an iterable of dicts"),
     (pd.Series(["x"]), TypeError, r"series.to_frame\(\)"),
     ([{"message": "x"}, "y"], TypeError, r"inputs\[1\] is a str"),
     ([], ValueError, "inputs is empty"),
