@@ -30,7 +30,7 @@ from .evaluate_results import (NO_PICK, ComparisonResult, EvaluationResult, Outc
                                summarize)
 from .evaluate_runner import Board, arows, interrupted as _interrupted, run as _run_rows
 from .jsonable import to_jsonable
-from .journal import Journal, JournalMismatch, row_line
+from .journal import Journal, JournalMismatch
 from .loop import check_reask, check_validate, max_attempts as _max_attempts
 from .model import ModelCaller as Runtime, check_modes, check_timeout, resolve_runtime
 from .modes import get_mode
@@ -104,11 +104,13 @@ class _Sink:
     def __call__(self, i: int, extra: tuple, row: Any) -> None:
         s = summarize(row)
         offset = -1
+        data = None
         if self.journal is not None:
             key, record, expected = extra
             data = _journal_row(row, s, record, expected)
-            offset = self.journal.write(row_line(self.journal.name, i, key, data))
         with self.lock:
+            if data is not None:
+                offset = self.journal.write_row(i, key, data)
             if self.rows is not None:
                 if i >= len(self.rows):
                     self.rows.extend([None] * (i + 1 - len(self.rows)))
@@ -201,7 +203,8 @@ class _Run:
             records=table.records, outcomes=self.sink.outcomes, rows=self.sink.rows,
             has_expected=has_expected, wall_s=wall, concurrency=self.concurrency,
             runtime=self.rt.name, interrupted=was_interrupted, name=label,
-            journal=self.journal.path if self.journal is not None else None)
+            journal=self.journal.path if self.journal is not None else None,
+            shared=self.journal.shared_lines if self.journal is not None else None)
 
     def go(self) -> tuple[float, bool]:
         workers = self.concurrency if self.table.total is None else \

@@ -277,13 +277,15 @@ class EvaluationResult:
     def __init__(self, *, prompt: str, options: list[str], columns: list,
                  records: list[Mapping] | None, outcomes: Outcomes, rows: list | None,
                  has_expected: bool, wall_s: float, concurrency: int, runtime: str | None,
-                 interrupted: bool, name: str | None = None, journal: Any = None):
+                 interrupted: bool, name: str | None = None, journal: Any = None,
+                 shared: list | None = None):
         self.prompt, self.options, self.columns = prompt, list(options), columns
         self.records, self._rows, self._outcomes = records, rows, outcomes
         self._has_expected = has_expected
         self.wall_s, self.concurrency, self.runtime = wall_s, concurrency, runtime
         self.interrupted, self.name = interrupted, name
         self.journal = journal  # the journal's path, when the rows are on disk
+        self._shared = shared or []  # the journal's shared lines (menu, options) of this run
 
     @classmethod
     def from_journal(cls, path: Any, section: str | None = None) -> "EvaluationResult":
@@ -291,7 +293,8 @@ class EvaluationResult:
         the evaluation when the journal holds several (compare writes one per variant)."""
         from pathlib import Path
         from .journal import read_journal
-        sections, rows = read_journal(path)
+        shared: dict = {}
+        sections, rows = read_journal(path, shared)
         names = [s["section"] for s in sections]
         if section is None:
             if len(names) != 1:
@@ -324,7 +327,7 @@ class EvaluationResult:
                    has_expected=has_expected, wall_s=float("nan"),
                    concurrency=head.get("concurrency"), runtime=head.get("runtime"),
                    interrupted=False, name=None if section == "evaluate" else section,
-                   journal=Path(path))
+                   journal=Path(path), shared=shared.get(section))
 
     # -- per row ------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -363,9 +366,12 @@ class EvaluationResult:
             return [r.trace if r is not None else None for r in self._rows]
 
         def read(i):
+            from .journal import shared_at, unpack_trace
             line = self._line(i)
-            return None if line is None or not line.get("trace") else \
-                trace_from_dict(line["trace"])
+            if line is None or not line.get("trace"):
+                return None
+            shared = shared_at(self._shared, self._outcomes.offset[i])
+            return trace_from_dict(unpack_trace(line["trace"], shared))
         return _Lazy(self, read)
 
     @property

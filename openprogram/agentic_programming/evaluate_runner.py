@@ -142,7 +142,7 @@ def _progress_bar(total: int | None, progress: Any, desc: str | None, initial: i
     from tqdm.auto import tqdm  # a widget in notebooks, text on a terminal
     # tqdm's own rate (rows/s) counts from `initial`: rows a journal already held are not
     # counted as done in no time
-    bar = tqdm(total=total, initial=initial, unit="row", leave=True)
+    bar = tqdm(total=total, initial=initial, unit="decision", leave=True)
     if desc:
         # Never as the first `desc`: tqdm's notebook bar shows that one unescaped (as HTML), and
         # a label is the user's text (a compare() variant name). set_description_str escapes.

@@ -79,9 +79,11 @@ def _scan(path: Path) -> tuple[list[tuple[dict, int]], int, int]:
     return out, pos, n
 
 
-def read_journal(path: str | os.PathLike) -> tuple[list[dict], dict[str, list[tuple[dict, int]]]]:
+def read_journal(path: str | os.PathLike, shared: dict | None = None
+                 ) -> tuple[list[dict], dict[str, list[tuple[dict, int]]]]:
     """The sections of a journal and, per section name, its rows as (row, offset): the newest
-    row for each position (a row run again after its first run was cut short wins)."""
+    row for each position (a row run again after its first run was cut short wins). `shared`,
+    a dict, is filled with each section's shared lines as (offset, line)."""
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"no journal at {str(p)!r}: evaluate(..., journal={str(p)!r}) "
@@ -103,6 +105,8 @@ def read_journal(path: str | os.PathLike) -> tuple[list[dict], dict[str, list[tu
             rows.setdefault(item["section"], {})
         elif kind == "row":
             rows.setdefault(item.get("section"), {})[item["row"]] = (item, offset)
+        elif kind == "shared" and shared is not None:
+            shared.setdefault(item.get("section"), []).append((offset, item))
     return sections, {name: [r[i] for i in sorted(r)] for name, r in rows.items()}
 
 
@@ -140,9 +144,14 @@ class Journal:
                              f'"format": "{FORMAT}"); pass a new path, or the one '
                              f"evaluate(..., journal=) wrote")
         old = None
+        self.shared: dict | None = None
+        self.shared_lines: list[tuple[int, dict]] = []  # (offset, line) of this section's
         for item, offset in lines[1:]:
             kind = item.get("kind")
-            if kind == "section" and item.get("section") == self.name:
+            if kind == "shared" and item.get("section") == self.name:
+                self.shared = item
+                self.shared_lines.append((offset, item))
+            elif kind == "section" and item.get("section") == self.name:
                 old = item
             elif kind == "row" and item.get("section") == self.name:
                 self.done[item["row"]] = (item.get("key"), item, offset)
@@ -187,9 +196,17 @@ class Journal:
         self.size = start + len(data)
         return start
 
-    def write(self, data: bytes) -> int:
-        """Append one row's line; returns its offset."""
-        return self._write(data)
+    def write_row(self, i: int, key: str, data: dict) -> int:
+        """Append one finished row's line (its trace packed against the section's shared menu);
+        returns where the line starts. Called by one thread at a time."""
+        trace = data.get("trace")
+        if trace is not None:
+            packed, new = pack_trace(trace, self.shared)
+            if new is not None:
+                self.shared = {"kind": "shared", "section": self.name, **new}
+                self.shared_lines.append((self._write(_line(self.shared)), self.shared))
+            data = {**data, "trace": packed}
+        return self._write(row_line(self.name, i, key, data))
 
     def read(self, offset: int) -> dict:
         with open(self.path, "rb") as f:
@@ -198,6 +215,46 @@ class Journal:
 
     def close(self) -> None:
         self._file.close()
+
+
+def pack_trace(trace: dict, shared: dict | None) -> tuple[dict, dict | None]:
+    """A trace's JSON as a row line holds it: the menu and option table every row of a section
+    shares (two thirds of a trace, and the end of each attempt's prompt) are written once, in a
+    `shared` line, and left out of the rows. Returns the packed trace and the shared line to
+    write first, if this trace is the first to need it."""
+    new = None
+    if shared is None or shared["menu"] != trace.get("menu") or \
+            shared["options"] != trace.get("options"):
+        new = {"menu": trace.get("menu"), "options": trace.get("options")}
+        shared = new
+    menu = shared["menu"] or ""
+    packed = {k: v for k, v in trace.items() if k not in ("menu", "options")}
+    attempts = []
+    for a in trace.get("attempts") or []:
+        prompt = a.get("prompt")
+        if menu and isinstance(prompt, str) and prompt.endswith(menu):
+            a = {**a, "prompt": prompt[:len(prompt) - len(menu)], "menu_appended": True}
+        attempts.append(a)
+    packed["attempts"] = attempts
+    return packed, new
+
+
+def unpack_trace(packed: dict, shared: dict | None) -> dict:
+    """The trace's JSON as `DecisionTrace.to_dict()` gave it."""
+    if "menu" in packed or shared is None:
+        return packed
+    menu = shared.get("menu") or ""
+    out = {**packed, "menu": menu, "options": shared.get("options") or []}
+    out["attempts"] = [{**a, "prompt": a["prompt"] + menu} if a.get("menu_appended") else a
+                       for a in packed.get("attempts") or []]
+    return out
+
+
+def shared_at(shared_lines: list[tuple[int, dict]], offset: int) -> dict | None:
+    """The `shared` line in force for a row at `offset`: the last one written before it."""
+    import bisect
+    k = bisect.bisect_left([o for o, _ in shared_lines], offset)
+    return shared_lines[k - 1][1] if k else None
 
 
 def read_row(path: Path, offset: int) -> dict:

@@ -43,7 +43,9 @@ def test_a_second_call_with_the_same_journal_runs_nothing(tmp_path):
     made = calls()
     assert made == len(ROWS) + 2  # "garbage" and "typo" were re-asked once each
     lines = [json.loads(x) for x in path.read_text().splitlines()]
-    assert [x["kind"] for x in lines] == ["journal", "section"] + ["row"] * len(ROWS)
+    # the menu and option table all rows share are written once, not in every row
+    assert [x["kind"] for x in lines] == ["journal", "section", "shared"] + ["row"] * len(ROWS)
+    lines = [lines[0], lines[1]] + lines[3:]
     assert sorted(x["row"] for x in lines[2:]) == list(range(len(ROWS)))
     row = next(x for x in lines[2:] if x["row"] == 0)
     assert row["pick"] == "refund" and row["args"] == {"amount": 5}
@@ -59,10 +61,12 @@ def test_a_second_call_with_the_same_journal_runs_nothing(tmp_path):
     assert again.statuses == first.statuses and again.picks_list == first.picks_list
     assert again.accuracy == first.accuracy and again.retry_rate == first.retry_rate
     assert (again.confusion == first.confusion).all().all()
-    assert len(path.read_text().splitlines()) == 2 + len(ROWS)  # nothing written twice
+    assert len(path.read_text().splitlines()) == 3 + len(ROWS)  # nothing written twice
     # what a journaled result holds in memory is the summary: traces come from the file
     assert again._rows is None and first._rows is None
     assert again.traces[3].attempts[-1].chosen == first.traces[3].attempts[-1].chosen
+    # a trace read back is the trace that ran, its shared menu put back in place
+    assert again.traces[5].to_dict() | {"id": 0} == first.traces[5].to_dict() | {"id": 0}
     assert again.results[0] == "refunded 5"
     assert str(again.errors[6]) == "negative refund"
 
@@ -116,7 +120,7 @@ def test_a_torn_last_line_is_dropped_and_only_its_row_runs_again(tmp_path):
         again = decision.evaluate(PROMPT, OPTIONS, ROWS, runtime=rt, journal=path,
                                   progress=False)
     assert calls() == 1 and again.statuses.count("cancelled") == 0
-    assert len(path.read_text().splitlines()) == 2 + len(ROWS)
+    assert len(path.read_text().splitlines()) == 3 + len(ROWS)
     # reading a journal cut the same way gives the whole rows
     path.write_bytes(path.read_bytes()[:-40])
     assert EvaluationResult.from_journal(path).finished == len(ROWS) - 1
