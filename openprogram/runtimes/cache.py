@@ -31,8 +31,8 @@ from pathlib import Path
 from ..agentic_programming.model import run_sync
 from ..agentic_programming.runtime import DEFAULT_WINDOW, ModelCallError, ModelResponse, Runtime
 from ..agentic_programming.runtime import as_response
-from .cassette_file import (FORMAT, append_whole, header, keyed_line, line, load_cassette,
-                            scan_keys, write_atomically)
+from .cassette_file import (FORMAT, append_whole, header, keyed_line, line, live_key,
+                            load_cassette, scan_keys, settings_of, write_atomically)
 from .cassette_file import response_record
 from .recorder import RecordingRuntime
 from .replay import answer, astream_entry, stream_entry
@@ -100,6 +100,13 @@ class _Store:
             self.index[key] = (offset, length)
         self.size = end
         self._stat = os.stat(path)
+        # kept open: a hit reads its line with one pread, no open and close per call
+        self._fd = os.open(path, os.O_RDONLY)
+
+    def __del__(self):
+        fd = getattr(self, "_fd", None)
+        if fd is not None:
+            os.close(fd)
 
     def _same_file(self) -> bool:
         try:
@@ -114,9 +121,7 @@ class _Store:
         where = self.index.get(key)
         if where is None:
             return self.memory.get(key)
-        with open(self.path, "rb") as f:
-            data = os.pread(f.fileno(), where[1], where[0])
-        return json.loads(data)
+        return json.loads(os.pread(self._fd, where[1], where[0]))
 
     def _catch_up(self) -> None:
         """Index the lines another process appended since this one last wrote."""
@@ -224,17 +229,18 @@ class CachedRuntime(RecordingRuntime):
         call is to ask `inner`; `(future, decision, False)` when another call is asking the
         same request now (the future gives its entry, or None if it failed)."""
         mode_args = {k: v for k, v in mode_args.items() if v is not None}
-        entry, decision = self._entry(messages, tools, mode_args)
-        store, key = self._store, entry["key"]
+        store = self._store
+        key = live_key(messages, tools, mode_args, settings_of(self.inner))
         with store.lock:
             if not self.refresh:
                 found = store.get(key)
                 if found is not None:
-                    return found, decision, None
-            flying = store.flying.get(key)
-            if flying is not None and not self.refresh:
-                return flying, decision, False
+                    return found, self._places.place(messages, tools, mode_args)[1], None
+                flying = store.flying.get(key)
+                if flying is not None:
+                    return flying, self._places.place(messages, tools, mode_args)[1], False
             mine = store.flying[key] = concurrent.futures.Future()
+        entry, decision = self._entry(messages, tools, mode_args)
         entry["_future"] = mine
         return entry, decision, True
 

@@ -104,6 +104,20 @@ def _digest(data: Any) -> str:
     return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
+def _json_default(value: Any) -> Any:
+    return value.to_dict() if isinstance(value, ToolCall) else repr(value)
+
+
+def live_key(messages: list, tools: list | None, mode_args: dict, settings: dict) -> str:
+    """`request_key` of a request as a runtime's `complete()` receives it, without building
+    its record first (what a cache hit costs): JSON encodes it as `_plain` would make it."""
+    request = {"messages": messages, "tools": tools}
+    request.update((k, v) for k, v in mode_args.items() if v is not None)
+    text = json.dumps({"request": request, "settings": settings}, sort_keys=True,
+                      separators=(",", ":"), ensure_ascii=True, default=_json_default)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
 def ask_key(request: dict) -> str:
     """The digest of what the program asked (a request record): what a replay matches on."""
     return _digest(request)
