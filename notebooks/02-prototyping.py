@@ -285,3 +285,50 @@ _ = ways.plot()
 
 # %%
 print(json.dumps(ways.results["tools"].traces[0].attempts[0].sent["tools"], indent=1)[:600])
+
+# %% [markdown]
+# ## Never pay twice: the cache and resumable runs
+#
+# While prototyping, wrap the model once in `CachedRuntime(model, path)`: a request the file
+# already answered (the same request to the same model with the same sampling settings) is
+# answered from it, streamed into the panel and marked `cached`; only new requests reach the model,
+# and their replies are appended. Re-running a cell, or the whole notebook, costs nothing. Here a
+# scripted model stands in for a paid one, and counts its calls.
+
+# %%
+import tempfile
+from pathlib import Path
+from openprogram.runtimes import CachedRuntime
+
+def route_by_message(text):
+    message = text.split("\n")[0]
+    pick = "answer" if "?" in message else "refund" if "money" in message else "escalate"
+    return json.dumps({"call": pick})
+
+paid = ScriptedRuntime(rule=route_by_message)
+workdir = Path(tempfile.mkdtemp())
+handle = "Customer message: {message}\nPick one way to handle it."
+first = decision.evaluate(handle, support, tickets, runtime=CachedRuntime(paid, workdir / "cache.jsonl"),
+                          progress=False)
+calls_after_first = len(paid.calls)
+again = decision.evaluate(handle, support, tickets, runtime=CachedRuntime(paid, workdir / "cache.jsonl"),
+                          progress=False)
+print(f"model calls: {calls_after_first} for the first run, {len(paid.calls) - calls_after_first} for the second")
+again.to_frame()[["message", "chosen", "cached"]]
+
+# %% [markdown]
+# A long evaluation should survive a crash. With `journal=`, every finished row is appended to the
+# file as it finishes; calling the same evaluation again resumes it (journaled rows are not run
+# again), and `EvaluationResult.from_journal` reads a run back for analysis without any model.
+# Here the first call stops after two rows, as a crashed run would:
+
+# %%
+from openprogram.agentic_programming.evaluate import EvaluationResult
+
+journal = workdir / "triage.jsonl"
+decision.evaluate(handle, support, tickets.iloc[:2], runtime=paid, journal=journal, progress=False)
+before = len(paid.calls)
+resumed = decision.evaluate(handle, support, tickets, runtime=paid, journal=journal,
+                            expected="label", progress=False)
+print(f"the resumed run asked the model {len(paid.calls) - before} times for {len(tickets)} rows")
+EvaluationResult.from_journal(journal).to_frame()[["message", "chosen", "status", "attempts"]]

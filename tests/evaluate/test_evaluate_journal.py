@@ -258,3 +258,17 @@ def test_a_run_killed_with_sigkill_resumes_making_only_the_calls_not_yet_made(tm
     assert len(answered) == prog.N + retries  # every call made once, never more
     back = EvaluationResult.from_journal(path)
     assert back.picks_list == result["picks"] and back.retry_rate == retries / prog.N
+
+
+def test_aevaluate_journals_and_resumes_on_the_callers_loop(tmp_path):
+    import asyncio
+    path = tmp_path / "a.jsonl"
+    rt, calls = counted()
+    first = asyncio.run(decision.aevaluate(PROMPT, OPTIONS, ROWS[:4], runtime=rt, journal=path,
+                                           progress=False))
+    made = calls()
+    again = asyncio.run(decision.aevaluate(PROMPT, OPTIONS, ROWS, runtime=rt, journal=path,
+                                           progress=False))
+    assert calls() - made == len(ROWS) - 4 + 2  # only the new rows ("garbage", "typo" re-asked)
+    assert again.picks_list[:4] == first.picks_list
+    assert EvaluationResult.from_journal(path).finished == len(ROWS)
