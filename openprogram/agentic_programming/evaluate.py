@@ -81,6 +81,7 @@ class _Sink:
         self.rows: list | None = None if journal is not None else [None] * (total or 0)
         self.journal = journal
         self.lock = threading.Lock()
+        self.seen = total or 0  # rows read from the table so far (or its known total)
         self.failed = self.retried = 0
         if journal is not None:
             for i, (_, line, offset) in journal.done.items():
@@ -96,6 +97,7 @@ class _Sink:
 
     def expect(self, i: int, expected: str | None) -> None:
         with self.lock:
+            self.seen = max(self.seen, i + 1)
             o = self.outcomes
             if i >= len(o):
                 o.grow(max(i + 1, 2 * len(o)))
@@ -192,7 +194,7 @@ class _Run:
 
     def result(self, wall: float, was_interrupted: bool, label: str | None = None):
         table = self.table
-        n = table.total if table.total is not None else len(self.sink.outcomes)
+        n = table.total if table.total is not None else self.sink.seen
         self.sink.settle(n)
         if self.journal is not None:
             self.journal.close()

@@ -272,3 +272,18 @@ def test_aevaluate_journals_and_resumes_on_the_callers_loop(tmp_path):
     assert calls() - made == len(ROWS) - 4 + 2  # only the new rows ("garbage", "typo" re-asked)
     assert again.picks_list[:4] == first.picks_list
     assert EvaluationResult.from_journal(path).finished == len(ROWS)
+
+
+def test_an_interrupted_stream_of_unknown_length_keeps_the_rows_it_read(tmp_path):
+    rt = ScriptedRuntime(rule=rule)
+
+    def rows():
+        for i in range(10):
+            if i == 6:
+                raise KeyboardInterrupt  # Ctrl-C while the inputs are being read
+            yield {"message": MESSAGES[i % len(MESSAGES)]}
+    with pytest.warns(RuntimeWarning, match="evaluate was interrupted"):
+        res = decision.evaluate(PROMPT, OPTIONS, rows(), runtime=rt, concurrency=1,
+                                journal=tmp_path / "i.jsonl", progress=False)
+    assert res.interrupted and len(res) == 6 and res.finished <= 6
+    assert res.finished == EvaluationResult.from_journal(tmp_path / "i.jsonl").finished
