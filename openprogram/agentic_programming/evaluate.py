@@ -41,6 +41,11 @@ __all__ = ["evaluate", "aevaluate", "compare", "EvaluationResult", "ComparisonRe
            "Variant", "JournalMismatch", "NO_PICK"]
 
 
+def _known(**attrs) -> dict:
+    """The batch attributes that have a value (a streamed input's row count may be unknown)."""
+    return {k: v for k, v in attrs.items() if v is not None}
+
+
 def _positive_int(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{what} must be a whole number >= 1, got {value!r}")
@@ -273,7 +278,7 @@ def evaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime | None 
     check_modes(rt, settings["mode"])
     one = _Run(table, menu, rt, settings, concurrency, progress, "evaluate", journal,
                "evaluate")
-    with batch("evaluate", None, inputs=table.total, concurrency=concurrency,
+    with batch("evaluate", None, **_known(inputs=table.total), concurrency=concurrency,
                mode=settings["mode"]):
         wall, was_interrupted = one.go()
     result = one.result(wall, was_interrupted)
@@ -318,7 +323,7 @@ async def aevaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime 
 
     t0 = time.perf_counter()
     try:
-        with batch("evaluate", None, inputs=table.total, concurrency=concurrency,
+        with batch("evaluate", None, **_known(inputs=table.total), concurrency=concurrency,
                    mode=settings["mode"]):
             was_interrupted = await arows(one.items, menu, rt, settings, concurrency, stop,
                                           contextvars.copy_context(), on_row)
