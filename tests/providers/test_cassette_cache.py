@@ -185,3 +185,28 @@ def test_bad_arguments_say_what_to_pass(tmp_path):
     junk.write_text("hello\n")
     with pytest.raises(ValueError, match="cannot use .* as its cache"):
         CachedRuntime(ScriptedRuntime(["x"]), junk)
+
+
+def test_re_running_a_notebook_cell_calls_the_model_zero_times(tmp_path):
+    """The same `%%decide` cell run twice in an IPython shell, as a user re-runs it: the second
+    run is answered from the cache, and so is a run in a new shell (a restarted kernel)."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+    inner, calls = counting(reply=lambda text: json.dumps({"call": "refund"}))
+    cell = "%%decide OPTIONS --runtime rt --as step\nRoute ticket 7: please refund this\n"
+    for restart in range(2):
+        InteractiveShell.clear_instance()
+        cfg = Config()
+        cfg.HistoryManager.hist_file = ":memory:"
+        shell = InteractiveShell.instance(config=cfg)
+        try:
+            assert shell.run_cell("%load_ext openprogram").success
+            shell.user_ns.update(OPTIONS=OPTIONS, rt=CachedRuntime(inner, tmp_path / "nb.jsonl"))
+            for _ in range(2):
+                r = shell.run_cell(cell)
+                assert r.success, r.error_in_exec
+                assert shell.user_ns["step"] == "Refund the order"
+        finally:
+            InteractiveShell.clear_instance()
+        assert len(calls) == 1  # only the very first run asked the model
+        assert shell.user_ns["rt"].misses == (1 if restart == 0 else 0)
