@@ -208,11 +208,6 @@ class Journal:
             data = {**data, "trace": packed}
         return self._write(row_line(self.name, i, key, data))
 
-    def read(self, offset: int) -> dict:
-        with open(self.path, "rb") as f:
-            f.seek(offset)
-            return json.loads(f.readline())
-
     def close(self) -> None:
         self._file.close()
 

@@ -77,16 +77,16 @@ class _Store:
         except ValueError:
             first = None
         if not isinstance(first, dict) or first.get("format") != FORMAT or "calls" in first:
-            # not a JSON Lines cassette: let the reader say exactly what it is
+            # not a JSON Lines cassette: the reader says exactly what it is
             try:
-                load_cassette(path)
+                version = load_cassette(path).get("version")
             except ValueError as exc:
                 raise ValueError(f"CachedRuntime cannot use {where!r} as its cache: {exc}") \
                     from None
             raise ValueError(f"CachedRuntime cannot append to {where!r}: it is a cassette of "
-                             f"format version {first.get('version') if isinstance(first, dict) else '?'}"
-                             f" (one JSON document), and a cache is JSON Lines. Replay it with "
-                             f"ReplayRuntime, and give CachedRuntime a new path.")
+                             f"format version {version} (one JSON document), and a cache is "
+                             f"JSON Lines. Replay it with ReplayRuntime, and give CachedRuntime "
+                             f"a new path.")
         found, end = scan_keys(data, len(head) + 1)
         if end < len(data):
             # a line cut off by a kill or a power cut: the calls before it are whole
