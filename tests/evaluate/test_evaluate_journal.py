@@ -260,6 +260,7 @@ def test_a_run_killed_with_sigkill_resumes_making_only_the_calls_not_yet_made(tm
     assert len(answered) == prog.N + retries  # every call made once, never more
     back = EvaluationResult.from_journal(path)
     assert back.picks_list == result["picks"] and back.retry_rate == retries / prog.N
+    assert "sk-local" not in path.read_text()  # the key reaches no journal
 
 
 def test_aevaluate_journals_and_resumes_on_the_callers_loop(tmp_path):
@@ -289,3 +290,19 @@ def test_an_interrupted_stream_of_unknown_length_keeps_the_rows_it_read(tmp_path
                                 journal=tmp_path / "i.jsonl", progress=False)
     assert res.interrupted and len(res) == 6 and res.finished <= 6
     assert res.finished == EvaluationResult.from_journal(tmp_path / "i.jsonl").finished
+
+
+def test_lines_of_kinds_a_later_release_adds_are_skipped(tmp_path):
+    """Batch submission (issue 24) will record batch ids and round states as lines of their own
+    kinds in the same journal; this release resumes and reads such a journal."""
+    path = tmp_path / "b.jsonl"
+    decision.evaluate(PROMPT, OPTIONS, ROWS[:3], runtime=ScriptedRuntime(rule=rule),
+                      journal=path, progress=False)
+    with open(path, "a") as f:
+        f.write(json.dumps({"kind": "batch", "section": "evaluate", "batch_id": "b-1",
+                            "round": 1, "state": "submitted", "rows": [3, 4]}) + "\n")
+    rt, calls = counted()
+    res = decision.evaluate(PROMPT, OPTIONS, ROWS[:5], runtime=rt, journal=path,
+                            progress=False)
+    assert calls() == 2 + 1 and res.finished == 5  # rows 3 and 4 ("garbage" re-asked once)
+    assert EvaluationResult.from_journal(path).finished == 5
