@@ -16,7 +16,9 @@ Failed calls are not cached (the next run asks again). Every `CachedRuntime` on 
 one process shares one index and one writer, and a request asked by several rows at once is
 sent once (the others wait for its reply), so concurrent writers leave no torn line and no
 duplicate; lines another process appended meanwhile are read before each write. The file is a
-cassette: `ReplayRuntime(path)` replays it offline. The index holds each request's key and
+cassette: `ReplayRuntime(path)` replays it offline, and a cassette recorded by `RecordingRuntime`
+(version 4) serves as a cache; calls recorded by older releases do not say which model settings
+answered them, so they are replayed but never answer the cache. The index holds each request's key and
 where its line starts, not the line: a hit reads one line back from the file.
 """
 from __future__ import annotations
@@ -245,7 +247,8 @@ class CachedRuntime(RecordingRuntime):
         return entry, decision, True
 
     def _hit(self, entry: dict, decision) -> ModelResponse:
-        self.hits += 1
+        with self._lock:  # rows on many threads hit at once
+            self.hits += 1
         resp = answer(entry, cached=True)
         self._places.settle(decision, resp)
         return resp
@@ -254,7 +257,8 @@ class CachedRuntime(RecordingRuntime):
         import time
         store, key = self._store, entry["key"]
         mine = entry.pop("_future")
-        self.misses += 1
+        with self._lock:
+            self.misses += 1
         t0 = time.perf_counter()
         done = None
         try:
