@@ -308,12 +308,14 @@ def route_by_message(text):
 paid = ScriptedRuntime(rule=route_by_message)
 workdir = Path(tempfile.mkdtemp())
 handle = "Customer message: {message}\nPick one way to handle it."
-first = decision.evaluate(handle, support, tickets, runtime=CachedRuntime(paid, workdir / "cache.jsonl"),
+cache = workdir / "cache.jsonl"
+first = decision.evaluate(handle, support, tickets, runtime=CachedRuntime(paid, cache),
                           progress=False)
 calls_after_first = len(paid.calls)
-again = decision.evaluate(handle, support, tickets, runtime=CachedRuntime(paid, workdir / "cache.jsonl"),
+again = decision.evaluate(handle, support, tickets, runtime=CachedRuntime(paid, cache),
                           progress=False)
-print(f"model calls: {calls_after_first} for the first run, {len(paid.calls) - calls_after_first} for the second")
+print(f"model calls: {calls_after_first} for the first run, "
+      f"{len(paid.calls) - calls_after_first} for the second")
 again.to_frame()[["message", "chosen", "cached"]]
 
 # %% [markdown]

@@ -1,4 +1,4 @@
-"""The journal: an evaluation's finished rows on disk, appended as they finish, to resume and to read.
+"""The journal: an evaluation's finished rows on disk, appended as they finish, to resume.
 
 `evaluate(..., journal="runs/triage.jsonl")` appends one JSON line per finished row: its position
 and key (a digest of its filled prompt), the input row, the expected pick, the pick, its

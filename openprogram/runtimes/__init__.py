@@ -1,9 +1,9 @@
 """Concrete runtimes. `ScriptedRuntime` is the embedded default; the provider runtimes
 (`OpenAIRuntime` for OpenAI and every OpenAI-compatible server — Ollama, vLLM, llama.cpp,
 LM Studio — and `AnthropicRuntime`), `LlamaCppRuntime` (a GGUF model in process, no key) and
-the cassettes (`RecordingRuntime`, `ReplayRuntime`) and the cache (`CachedRuntime`) are loaded on first use, and the SDKs and
-llama.cpp only when such a runtime is created, so importing this package stays
-standard-library-only. See `openprogram.runtimes.openai_runtime` for pointing `base_url` at a
+the cassettes (`RecordingRuntime`, `ReplayRuntime`) and the cache (`CachedRuntime`) are loaded on
+first use, and the SDKs and llama.cpp only when such a runtime is created, so importing this
+package stays standard-library-only. See `openprogram.runtimes.openai_runtime` for pointing `base_url` at a
 local server."""
 from ..agentic_programming.lazy import lazy_names
 from ..agentic_programming.runtime import ModelCallError, ModelResponse, Runtime, ToolCall

@@ -17,9 +17,9 @@ one process shares one index and one writer, and a request asked by several rows
 sent once (the others wait for its reply), so concurrent writers leave no torn line and no
 duplicate; lines another process appended meanwhile are read before each write. The file is a
 cassette: `ReplayRuntime(path)` replays it offline, and a cassette recorded by `RecordingRuntime`
-(version 4) serves as a cache; calls recorded by older releases do not say which model settings
-answered them, so they are replayed but never answer the cache. The index holds each request's key and
-where its line starts, not the line: a hit reads one line back from the file.
+(version 4) serves as a cache (its failed calls excepted); calls recorded by older releases do not
+say which model settings answered them, so they are replayed but never answer the cache. The
+index holds each request's key and where its line starts, not the line: a hit reads one line back.
 """
 from __future__ import annotations
 
@@ -123,7 +123,8 @@ class _Store:
         where = self.index.get(key)
         if where is None:
             return self.memory.get(key)
-        return json.loads(os.pread(self._fd, where[1], where[0]))
+        entry = json.loads(os.pread(self._fd, where[1], where[0]))
+        return None if "error" in entry else entry  # a recorded failure is asked again
 
     def _catch_up(self) -> None:
         """Index the lines another process appended since this one last wrote."""

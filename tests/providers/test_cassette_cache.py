@@ -210,3 +210,25 @@ def test_re_running_a_notebook_cell_calls_the_model_zero_times(tmp_path):
             InteractiveShell.clear_instance()
         assert len(calls) == 1  # only the very first run asked the model
         assert shell.user_ns["rt"].misses == (1 if restart == 0 else 0)
+
+
+def test_a_recorded_cassette_serves_as_a_cache_but_its_failures_are_asked_again(tmp_path):
+    from openprogram import ModelCallError
+    from openprogram.runtimes import RecordingRuntime
+    path = tmp_path / "rec.jsonl"
+    answers = iter([ModelCallError("rate limited", kind="model_error"), "A1", "B1", "A2"])
+
+    def model(content):
+        a = next(answers)
+        if isinstance(a, Exception):
+            raise a
+        return a
+    inner = Runtime(call=model, model="m")
+    rec = RecordingRuntime(inner, path)
+    with pytest.raises(ModelCallError):
+        rec.complete([{"role": "user", "content": "a"}])
+    assert rec.complete([{"role": "user", "content": "b"}]).text == "A1"
+    cached = CachedRuntime(inner, path)
+    assert cached.complete([{"role": "user", "content": "b"}]).text == "A1"  # recorded: free
+    assert cached.complete([{"role": "user", "content": "a"}]).text == "B1"  # failed: asked
+    assert (cached.hits, cached.misses) == (1, 1)
