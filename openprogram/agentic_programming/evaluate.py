@@ -175,9 +175,7 @@ def _open_journal(journal: Any, name: str, prompt: str, menu: list, mode: str, r
     return Journal(journal, {"section": name, "prompt": prompt, "menu": render_menu(menu),
                              "mode": mode, "runtime": rt.name,
                              "options": [o.name for o in menu], "total": table.total,
-                             "expected": table.expected is not None or
-                             table._expected_column is not None or
-                             table._expected_list is not None,
+                             "expected": table.has_expected,
                              "concurrency": concurrency})
 
 
@@ -203,12 +201,10 @@ class _Run:
         self.sink.settle(n)
         if self.journal is not None:
             self.journal.close()
-        has_expected = table.expected is not None or table._expected_column is not None or \
-            table._expected_list is not None
         return EvaluationResult(
             prompt=table.prompt, options=self.names, columns=table.columns,
             records=table.records, outcomes=self.sink.outcomes, rows=self.sink.rows,
-            has_expected=has_expected, wall_s=wall, concurrency=self.concurrency,
+            has_expected=table.has_expected, wall_s=wall, concurrency=self.concurrency,
             runtime=self.rt.name, interrupted=was_interrupted, name=label,
             journal=self.journal.path if self.journal is not None else None,
             shared=self.journal.shared_lines if self.journal is not None else None)

@@ -186,6 +186,11 @@ class Table:
         return v
 
     @property
+    def has_expected(self) -> bool:
+        """Whether expected picks were given (a column name or a list)."""
+        return self._expected_column is not None or self._expected_list is not None
+
+    @property
     def streamed(self) -> bool:
         """Whether the rows are read as the run goes (an iterable), not given whole."""
         return self.texts is None
