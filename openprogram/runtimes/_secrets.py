@@ -1,17 +1,22 @@
-"""Keeping an API key out of everything a server sends back.
+r"""Keeping an API key out of everything a server sends back.
 
 A server can echo the key it was sent: whole, in part (a "key ...uJ3 is invalid" error), inside a
 reply, a tool call's name, id or arguments, an error body, or cut across two streamed chunks.
 `redact` masks, in one string, every stretch made of 8-character pieces of a secret (the whole
-secret when it is shorter) and anything shaped like a key or an auth header. `StreamRedactor`
-does the same to a stream piece by piece before the pieces reach an observer: it holds back the
-end of the text received so far that could still become part of a masked stretch (a bit of the
-key, the start of "Bearer ..."), and passes on the rest, so the pieces it passes on add up to
-`redact` of the whole text while the stream keeps flowing. `_Secret` holds the key itself
-without ever showing it.
+secret when it is shorter) and anything shaped like a key or an auth header. A stretch is found
+as written and as JSON decodes it: `\u0073k-...`, `\/`, an escaped surrogate pair and any mix of
+escapes and plain characters spell the key to whoever decodes the text (the mechanism decodes
+every pick), so the characters that spell it are masked too. `StreamRedactor` does the same to a
+stream piece by piece before the pieces reach an observer: it holds back the end of the text
+received so far that could still become part of a masked stretch (a bit of the key, a partial
+escape, the start of "Bearer ..."), and passes on the rest, so the pieces it passes on add up to
+`redact` of the whole text while the stream keeps flowing. `redact_pieces` redacts pieces that
+were cut from one text (a stream's deltas) as that one text, so no piece keeps a part of the key
+that only the joined text shows. `_Secret` holds the key itself without ever showing it.
 """
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from typing import Any, Callable
@@ -83,6 +88,118 @@ def _hits(text: str, secrets: tuple[str, ...]) -> bytearray:
     return hit
 
 
+# A JSON escape, or a surrogate code point written as itself: each is one token of the decoded
+# text (a surrogate pair, escaped or not, becomes one character).
+_TOKEN = re.compile(r'\\(?:u[0-9a-fA-F]{4}|["\\/bfnrt])|[\ud800-\udfff]')
+_SIMPLE = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+# An escape that the next piece of a stream may complete, at the very end of the text.
+_OPEN_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{0,3})?\Z")
+
+
+def _token_char(token: str) -> str:
+    if len(token) == 1:
+        return token
+    if token[1] == "u":
+        return chr(int(token[2:], 16))
+    return _SIMPLE[token[1]]
+
+
+class _Decoded:
+    """`text` as JSON decodes its escapes (`.text`), with the way back: which characters of
+    `text` spell each decoded one. Made of segments: a run of plain characters (one for one) or
+    one decoded character spelled by an escape or a surrogate pair."""
+    __slots__ = ("text", "_d", "_s", "_e", "_plain", "open_at")
+
+    def __init__(self, text: str):
+        out: list[str] = []
+        d_at, s_at, e_at, plain = [], [], [], []
+        dpos = pos = 0
+        self.open_at = None   # where an escape the next piece could finish begins
+        tokens = list(_TOKEN.finditer(text))
+        k = 0
+        while k < len(tokens):
+            m = tokens[k]
+            if m.start() > pos:   # plain characters before this token
+                d_at.append(dpos), s_at.append(pos), e_at.append(m.start()), plain.append(True)
+                out.append(text[pos:m.start()])
+                dpos += m.start() - pos
+            ch, end = _token_char(m.group()), m.end()
+            if "\ud800" <= ch <= "\udbff" and k + 1 < len(tokens) and tokens[k + 1].start() == end:
+                low = _token_char(tokens[k + 1].group())
+                if "\udc00" <= low <= "\udfff":
+                    ch = (ch + low).encode("utf-16", "surrogatepass").decode("utf-16")
+                    end = tokens[k + 1].end()
+                    k += 1
+            d_at.append(dpos), s_at.append(m.start()), e_at.append(end), plain.append(False)
+            out.append(ch)
+            dpos += 1
+            pos = end
+            k += 1
+        if pos < len(text):
+            d_at.append(dpos), s_at.append(pos), e_at.append(len(text)), plain.append(True)
+            out.append(text[pos:])
+        self.text = "".join(out)
+        self._d, self._s, self._e, self._plain = d_at, s_at, e_at, plain
+        m = _OPEN_ESCAPE.search(text, max(0, len(text) - 6))
+        if m and _escape_is_open(text, m.start()):
+            self.open_at = m.start()
+        elif tokens and tokens[-1].end() == len(text) and \
+                "\ud800" <= _token_char(tokens[-1].group()) <= "\udbff":
+            self.open_at = tokens[-1].start()   # a high surrogate waiting for its low half
+
+    def source(self, start: int, end: int) -> tuple[int, int]:
+        """The characters of the source that spell decoded characters [start, end)."""
+        return self._at(start)[0], self._at(end - 1)[1]
+
+    def _at(self, d: int) -> tuple[int, int]:
+        i = bisect.bisect_right(self._d, d) - 1
+        if self._plain[i]:
+            at = self._s[i] + d - self._d[i]
+            return at, at + 1
+        return self._s[i], self._e[i]
+
+    def boundary(self, at: int) -> int:
+        """The start of the token that holds source character `at` (`at` itself when it is
+        plain): a place to resume decoding from that cuts through no escape."""
+        i = bisect.bisect_right(self._s, at) - 1
+        return at if i < 0 or self._plain[i] else self._s[i]
+
+
+def _escape_is_open(text: str, at: int) -> bool:
+    """Whether the backslash at `at` starts an escape (it is not the second half of `\\\\`)."""
+    n = 0
+    while at - n - 1 >= 0 and text[at - n - 1] == "\\":
+        n += 1
+    return n % 2 == 0
+
+
+def _decoded(text: str) -> _Decoded | None:
+    """The decoded view of `text`, or None when decoding changes nothing."""
+    if "\\" not in text and not _SURROGATE.search(text):
+        return None
+    return _Decoded(text)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _all_hits(text: str, secrets: tuple[str, ...]) -> bytearray:
+    """`_hits` of `text` as written and as JSON decodes it: the characters that spell a piece of
+    a secret through escapes are hits too."""
+    hit = _hits(text, secrets)
+    view = _decoded(text)
+    if view is not None:
+        dhit = _hits(view.text, secrets)
+        at = dhit.find(1)
+        while at != -1:
+            end = dhit.find(0, at)
+            end = len(dhit) if end == -1 else end
+            s, e = view.source(at, end)
+            hit[s:e] = b"\1" * (e - s)
+            at = dhit.find(1, end)
+    return hit
+
+
 def _find_all(text: str, piece: str):
     at = text.find(piece)
     while at != -1:
@@ -118,7 +235,7 @@ def redact(text: Any, secrets: tuple[str, ...] = ()) -> Any:
         return text
     secrets = _secrets(secrets)
     if secrets:
-        hit = _hits(text, secrets)
+        hit = _all_hits(text, secrets)
         if any(hit):
             text = _masked(text, hit)
     return _KEYLIKE.sub(_mask_keylike, text)
@@ -131,6 +248,38 @@ def redact_json(value: Any, redact_text: Callable[[Any], Any]) -> Any:
     if isinstance(value, list):
         return [redact_json(v, redact_text) for v in value]
     return redact_text(value)
+
+
+def _keylike_hits(text: str, hit: bytearray) -> None:
+    """Mark in `hit` what `redact` masks of each key-like word of `text` (all but the word or
+    header name it keeps in front of the mask)."""
+    for m in _KEYLIKE.finditer(text):
+        if m.group(2):
+            keep = len(m.group(2) + m.group(3))
+        elif m.group(0).lower().startswith("bearer"):
+            keep = len(m.group(0).split()[0])
+        else:
+            keep = len("sk-")
+        hit[m.start() + keep:m.end()] = b"\1" * (m.end() - m.start() - keep)
+
+
+def redact_pieces(pieces: list[str], secrets: tuple[str, ...] = ()) -> list[str]:
+    """`pieces` (the deltas of one stream, in order) redacted as the one text they join into:
+    a key cut into pieces of any length, even one character, is masked, each masked stretch
+    once, in the piece where it begins; the pieces after it keep only what is not the key."""
+    secrets = _secrets(secrets)
+    joined = "".join(pieces)
+    if not joined:
+        return list(pieces)
+    hit = _all_hits(joined, secrets) if secrets else bytearray(len(joined))
+    _keylike_hits(joined, hit)
+    if not any(hit):
+        return list(pieces)
+    out, at = [], 0
+    for piece in pieces:
+        out.append(_masked(joined, hit, at, at + len(piece)) if piece else piece)
+        at += len(piece)
+    return out
 
 
 def _tail_in(text: str, secret: str) -> int:
@@ -175,8 +324,20 @@ class StreamRedactor:
 
     def _safe_end(self, text: str, start: int) -> int:
         end = len(text)
+        view = _decoded(text) if self._secrets else None
+        body = text
+        if view is not None and view.open_at is not None:
+            # an escape the next piece may finish is held back, and so is the end of what
+            # comes before it that could begin the key
+            end = view.open_at
+            body = text[:end]
+            view = _decoded(body)
         for secret in self._secrets:
-            end = min(end, len(text) - _tail_in(text, secret))
+            end = min(end, len(body) - _tail_in(body, secret))
+            if view is not None:  # the end as decoded may be the start of the key, escaped
+                k = _tail_in(view.text, secret)
+                if k:
+                    end = min(end, view.source(len(view.text) - k, len(view.text))[0])
         m = _KEYLIKE_START.search(text, start)
         if m and len(text) - m.start() <= _MAX_HELD_KEYLIKE:
             end = min(end, m.start())
@@ -190,8 +351,14 @@ class StreamRedactor:
             return
         # hits over all of `text`: a piece of the key that begins before the cut and ends
         # after it masks the characters before the cut now
-        hit = _hits(text, self._secrets) if self._secrets else bytearray(len(text))
+        hit = _all_hits(text, self._secrets) if self._secrets else bytearray(len(text))
         shown = _KEYLIKE.sub(_mask_keylike, _masked(text, hit, start, cut))
-        self._shown = text[max(0, cut - _PIECE):cut]
+        # the context must hold _PIECE decoded characters, each spelled by up to 12 (an
+        # escaped surrogate pair), and begin where no escape is cut through
+        at = max(0, cut - _PIECE * 12)
+        view = _decoded(text) if self._secrets else None
+        if view is not None:
+            at = view.boundary(at)
+        self._shown = text[at:cut]
         if shown:
             self._out(shown)
