@@ -52,6 +52,7 @@ class Attempt:
     tool_calls: list[dict] | None = None  # the reply's native tool calls, if any
     finish_reason: str | None = None   # why the model stopped, as the provider says
     raw: dict | None = None            # the raw request and response of the model call, if known
+    redacted: list[str] = field(default_factory=list)  # where the decoded pick held a key (paths)
 
     @property
     def ok(self) -> bool:
@@ -77,6 +78,7 @@ class Attempt:
             "model_call_id": self.model_call_id, "usage": self.usage,
             "sent": to_jsonable(self.sent), "tool_calls": to_jsonable(self.tool_calls),
             "finish_reason": self.finish_reason, "raw": to_jsonable(self.raw),
+            "redacted": list(self.redacted),
         }
 
 

@@ -280,6 +280,11 @@ class RecordingRuntime(Runtime):
     def modes(self) -> frozenset:
         return self.inner.modes
 
+    def redact(self, text):
+        """The recorded runtime's redaction (of its API key), for what the mechanism decodes."""
+        inner = getattr(self.inner, "redact", None)
+        return text if inner is None else inner(text)
+
     def complete(self, messages, *, tools=None, on_text=None, timeout=None,
                  **mode_args) -> ModelResponse:
         async def send():  # never suspends: complete() drives it without an event loop
