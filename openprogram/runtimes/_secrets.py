@@ -353,12 +353,13 @@ class StreamRedactor:
         # after it masks the characters before the cut now
         hit = _all_hits(text, self._secrets) if self._secrets else bytearray(len(text))
         shown = _KEYLIKE.sub(_mask_keylike, _masked(text, hit, start, cut))
-        # the context must hold _PIECE decoded characters, each spelled by up to 12 (an
-        # escaped surrogate pair), and begin where no escape is cut through
+        # the context holds _PIECE decoded characters: near escapes, each may be spelled by up
+        # to 12 (an escaped surrogate pair), and it begins where no escape is cut through
         at = max(0, cut - _PIECE * 12)
-        view = _decoded(text) if self._secrets else None
-        if view is not None:
-            at = view.boundary(at)
-        self._shown = text[at:cut]
+        near = text[at:cut]
+        view = _decoded(text) if self._secrets and ("\\" in near or _SURROGATE.search(near)) \
+            else None
+        self._shown = text[view.boundary(at):cut] if view is not None else \
+            text[max(0, cut - _PIECE):cut]
         if shown:
             self._out(shown)
