@@ -183,11 +183,12 @@ def _decoded(text: str) -> _Decoded | None:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _all_hits(text: str, secrets: tuple[str, ...]) -> bytearray:
-    """`_hits` of `text` as written and as JSON decodes it: the characters that spell a piece of
-    a secret through escapes are hits too."""
+def _all_hits(text: str, secrets: tuple[str, ...], view: Any = False) -> bytearray:
+    """`_hits` of `text` as written and as JSON decodes it (`view`, when the caller has it):
+    the characters that spell a piece of a secret through escapes are hits too."""
     hit = _hits(text, secrets)
-    view = _decoded(text)
+    if view is False:
+        view = _decoded(text)
     if view is not None:
         dhit = _hits(view.text, secrets)
         at = dhit.find(1)
@@ -312,19 +313,19 @@ class StreamRedactor:
             return
         text = self._shown + self._held + piece
         start = len(self._shown)
-        cut = max(start, self._safe_end(text, start))
+        view = _decoded(text) if self._secrets else None  # decoded once per piece
+        cut = max(start, self._safe_end(text, start, view))
         self._held = text[cut:]
-        self._send(text, start, cut)
+        self._send(text, start, cut, view)
 
     def close(self) -> None:
         """Pass on what was held back (the stream is complete)."""
         text, start = self._shown + self._held, len(self._shown)
         self._held = ""
-        self._send(text, start, len(text))
+        self._send(text, start, len(text), _decoded(text) if self._secrets else None)
 
-    def _safe_end(self, text: str, start: int) -> int:
+    def _safe_end(self, text: str, start: int, view: _Decoded | None) -> int:
         end = len(text)
-        view = _decoded(text) if self._secrets else None
         body = text
         if view is not None and view.open_at is not None:
             # an escape the next piece may finish is held back, and so is the end of what
@@ -346,20 +347,20 @@ class StreamRedactor:
                 end = m.start()
         return end
 
-    def _send(self, text: str, start: int, cut: int) -> None:
+    def _send(self, text: str, start: int, cut: int, view: _Decoded | None) -> None:
         if cut <= start:
             return
         # hits over all of `text`: a piece of the key that begins before the cut and ends
         # after it masks the characters before the cut now
-        hit = _all_hits(text, self._secrets) if self._secrets else bytearray(len(text))
+        hit = _all_hits(text, self._secrets, view) if self._secrets else bytearray(len(text))
         shown = _KEYLIKE.sub(_mask_keylike, _masked(text, hit, start, cut))
         # the context holds _PIECE decoded characters: near escapes, each may be spelled by up
         # to 12 (an escaped surrogate pair), and it begins where no escape is cut through
         at = max(0, cut - _PIECE * 12)
         near = text[at:cut]
-        view = _decoded(text) if self._secrets and ("\\" in near or _SURROGATE.search(near)) \
-            else None
-        self._shown = text[view.boundary(at):cut] if view is not None else \
-            text[max(0, cut - _PIECE):cut]
+        if view is not None and ("\\" in near or _SURROGATE.search(near)):
+            self._shown = text[view.boundary(at):cut]
+        else:
+            self._shown = text[max(0, cut - _PIECE):cut]
         if shown:
             self._out(shown)
