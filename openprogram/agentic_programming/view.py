@@ -190,7 +190,10 @@ def quiet_frame(frame: Any) -> Any:
 def _quiet_frame_class():
     global _QuietFrame
     if _QuietFrame is None:
-        import pandas as pd
+        import sys
+        # the frame's own library, loaded already: this module imports nothing but the
+        # standard library
+        pd = sys.modules["pandas"]
 
         class QuietFrame(pd.DataFrame):
             """A DataFrame whose `_repr_html_` is the library's wrapper around pandas' own."""
