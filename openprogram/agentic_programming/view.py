@@ -343,6 +343,11 @@ def attempt_body_html(att: Attempt, reply: str | None = None) -> str:
         parts.append(label(f"Extracted JSON ({how}, key \"{att.key_alias}\", "
                            f"{att.candidates} candidate(s); the last one is the pick)"))
         parts.append(pre(json_text(att.extracted), 200, "op-extracted"))
+        if getattr(att, "redacted", None):
+            where = ", ".join(att.redacted)
+            parts.append('<div class="op-redacted" style="font-size:12px;color:#555">'
+                         f"{esc('an API key, as decoded, replaced with [redacted] at: ' + where)}"
+                         "</div>")
     elif att.error_kind == "no_action":
         parts.append(label(f"Extracted JSON: none ({att.candidates} candidate(s))"))
     if att.error_kind:

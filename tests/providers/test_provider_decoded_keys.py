@@ -351,4 +351,6 @@ def test_the_twice_escaped_key_in_a_pick_is_redacted_after_decoding_and_recorded
     assert RECEIVED == [{"q": "plain", "opts": {"k": 1}, "note": "[redacted]"}]
     assert set(att.redacted) >= {"args.note", "args.[redacted]", "args.[redacted].[redacted]"}
     assert att.extracted["args"]["[redacted]"] == {"[redacted]": "[redacted]"}
-    assert "args.note" in decision.last_trace().to_dict()["attempts"][-1]["redacted"]
+    trace = decision.last_trace()
+    assert "args.note" in trace.to_dict()["attempts"][-1]["redacted"]
+    assert "replaced with [redacted] at: args.note" in trace._repr_mimebundle_()["text/html"]
