@@ -104,17 +104,44 @@ def _token_char(token: str) -> str:
     return _SIMPLE[token[1]]
 
 
+_HIGH_AT_END = re.compile(r"(?:\\u[dD][89abAB][0-9a-fA-F]{2}|[\ud800-\udbff])\Z")
+
+
+def _sub_token(m: re.Match) -> str:
+    return _token_char(m.group())
+
+
 class _Decoded:
     """`text` as JSON decodes its escapes (`.text`), with the way back: which characters of
     `text` spell each decoded one. Made of segments: a run of plain characters (one for one) or
-    one decoded character spelled by an escape or a surrogate pair."""
-    __slots__ = ("text", "_d", "_s", "_e", "_plain", "open_at")
+    one decoded character spelled by an escape or a surrogate pair. The decoded text comes from
+    one regular-expression pass; the segments are worked out only when asked for (a hit, the
+    end of a stream's window), so a long reply with many escapes and no key costs little."""
+    __slots__ = ("_src", "text", "_d", "_s", "_e", "_plain", "open_at")
 
     def __init__(self, text: str):
+        self._src = text
+        self._d = None
+        decoded = _TOKEN.sub(_sub_token, text)
+        if _SURROGATE.search(decoded):  # surrogate halves to pair up: the exact walk now
+            self._walk()
+        else:
+            self.text = decoded
+        self.open_at = None   # where an escape the next piece could finish begins
+        tail = max(0, len(text) - 6)
+        m = _OPEN_ESCAPE.search(text, tail)
+        if m and _escape_is_open(text, m.start()):
+            self.open_at = m.start()
+        else:  # a high surrogate waiting for its low half
+            m = _HIGH_AT_END.search(text, tail)
+            if m and (len(m.group()) == 1 or _escape_is_open(text, m.start())):
+                self.open_at = m.start()
+
+    def _walk(self) -> None:
+        text = self._src
         out: list[str] = []
         d_at, s_at, e_at, plain = [], [], [], []
         dpos = pos = 0
-        self.open_at = None   # where an escape the next piece could finish begins
         tokens = list(_TOKEN.finditer(text))
         k = 0
         while k < len(tokens):
@@ -140,18 +167,14 @@ class _Decoded:
             out.append(text[pos:])
         self.text = "".join(out)
         self._d, self._s, self._e, self._plain = d_at, s_at, e_at, plain
-        m = _OPEN_ESCAPE.search(text, max(0, len(text) - 6))
-        if m and _escape_is_open(text, m.start()):
-            self.open_at = m.start()
-        elif tokens and tokens[-1].end() == len(text) and \
-                "\ud800" <= _token_char(tokens[-1].group()) <= "\udbff":
-            self.open_at = tokens[-1].start()   # a high surrogate waiting for its low half
 
     def source(self, start: int, end: int) -> tuple[int, int]:
         """The characters of the source that spell decoded characters [start, end)."""
         return self._at(start)[0], self._at(end - 1)[1]
 
     def _at(self, d: int) -> tuple[int, int]:
+        if self._d is None:
+            self._walk()
         i = bisect.bisect_right(self._d, d) - 1
         if self._plain[i]:
             at = self._s[i] + d - self._d[i]
@@ -161,6 +184,8 @@ class _Decoded:
     def boundary(self, at: int) -> int:
         """The start of the token that holds source character `at` (`at` itself when it is
         plain): a place to resume decoding from that cuts through no escape."""
+        if self._d is None:
+            self._walk()
         i = bisect.bisect_right(self._s, at) - 1
         return at if i < 0 or self._plain[i] else self._s[i]
 
@@ -173,11 +198,23 @@ def _escape_is_open(text: str, at: int) -> bool:
     return n % 2 == 0
 
 
-def _decoded(text: str) -> _Decoded | None:
-    """The decoded view of `text`, or None when decoding changes nothing."""
+def _decoded(text: str, secrets: tuple[str, ...] = ()) -> _Decoded | None:
+    """The decoded view of `text`, or None when decoding cannot spell a piece of a secret: no
+    `\\u` or `\\/` escape, no surrogate, no backslash at the end that the next piece of a
+    stream may make one (the short escapes, `\\n`, `\\"`, ..., spell characters that keys do
+    not hold; they count only for a secret that holds one)."""
     if "\\" not in text and not _SURROGATE.search(text):
         return None
+    if not ("\\u" in text or "\\/" in text or text.endswith("\\") or _odd(secrets)
+            or _SURROGATE.search(text)):
+        return None
     return _Decoded(text)
+
+
+@functools.lru_cache(maxsize=16)
+def _odd(secrets: tuple[str, ...]) -> bool:
+    """Whether a secret holds a character JSON writes with a short escape (`"`, `\\`, ...)."""
+    return any(c in '"\\\b\f\n\r\t' for secret in secrets for c in secret)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -188,7 +225,7 @@ def _all_hits(text: str, secrets: tuple[str, ...], view: Any = False) -> bytearr
     the characters that spell a piece of a secret through escapes are hits too."""
     hit = _hits(text, secrets)
     if view is False:
-        view = _decoded(text)
+        view = _decoded(text, secrets)
     if view is not None:
         dhit = _hits(view.text, secrets)
         at = dhit.find(1)
@@ -313,7 +350,7 @@ class StreamRedactor:
             return
         text = self._shown + self._held + piece
         start = len(self._shown)
-        view = _decoded(text) if self._secrets else None  # decoded once per piece
+        view = _decoded(text, self._secrets) if self._secrets else None  # once per piece
         cut = max(start, self._safe_end(text, start, view))
         self._held = text[cut:]
         self._send(text, start, cut, view)
@@ -322,7 +359,8 @@ class StreamRedactor:
         """Pass on what was held back (the stream is complete)."""
         text, start = self._shown + self._held, len(self._shown)
         self._held = ""
-        self._send(text, start, len(text), _decoded(text) if self._secrets else None)
+        self._send(text, start, len(text),
+                   _decoded(text, self._secrets) if self._secrets else None)
 
     def _safe_end(self, text: str, start: int, view: _Decoded | None) -> int:
         end = len(text)
@@ -332,7 +370,7 @@ class StreamRedactor:
             # comes before it that could begin the key
             end = view.open_at
             body = text[:end]
-            view = _decoded(body)
+            view = _decoded(body, self._secrets)
         for secret in self._secrets:
             end = min(end, len(body) - _tail_in(body, secret))
             if view is not None:  # the end as decoded may be the start of the key, escaped
