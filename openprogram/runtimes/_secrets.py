@@ -92,8 +92,11 @@ def _hits(text: str, secrets: tuple[str, ...]) -> bytearray:
 # text (a surrogate pair, escaped or not, becomes one character).
 _TOKEN = re.compile(r'\\(?:u[0-9a-fA-F]{4}|["\\/bfnrt])|[\ud800-\udfff]')
 _SIMPLE = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
-# An escape that the next piece of a stream may complete, at the very end of the text.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# An escape that the next piece of a stream may complete, at the very end of the text, and a
+# high surrogate there, which the next piece may pair with its low half.
 _OPEN_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{0,3})?\Z")
+_HIGH_AT_END = re.compile(r"(?:\\u[dD][89abAB][0-9a-fA-F]{2}|[\ud800-\udbff])\Z")
 
 
 def _token_char(token: str) -> str:
@@ -102,9 +105,6 @@ def _token_char(token: str) -> str:
     if token[1] == "u":
         return chr(int(token[2:], 16))
     return _SIMPLE[token[1]]
-
-
-_HIGH_AT_END = re.compile(r"(?:\\u[dD][89abAB][0-9a-fA-F]{2}|[\ud800-\udbff])\Z")
 
 
 def _sub_token(m: re.Match) -> str:
@@ -203,21 +203,16 @@ def _decoded(text: str, secrets: tuple[str, ...] = ()) -> _Decoded | None:
     `\\u` or `\\/` escape, no surrogate, no backslash at the end that the next piece of a
     stream may make one (the short escapes, `\\n`, `\\"`, ..., spell characters that keys do
     not hold; they count only for a secret that holds one)."""
-    if "\\" not in text and not _SURROGATE.search(text):
-        return None
-    if not ("\\u" in text or "\\/" in text or text.endswith("\\") or _odd(secrets)
-            or _SURROGATE.search(text)):
-        return None
-    return _Decoded(text)
+    if "\\u" in text or "\\/" in text or text.endswith("\\") or \
+            ("\\" in text and _odd(secrets)) or _SURROGATE.search(text):
+        return _Decoded(text)
+    return None
 
 
 @functools.lru_cache(maxsize=16)
 def _odd(secrets: tuple[str, ...]) -> bool:
     """Whether a secret holds a character JSON writes with a short escape (`"`, `\\`, ...)."""
     return any(c in '"\\\b\f\n\r\t' for secret in secrets for c in secret)
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _all_hits(text: str, secrets: tuple[str, ...], view: Any = False) -> bytearray:
