@@ -107,8 +107,15 @@ def _token_char(token: str) -> str:
     return _SIMPLE[token[1]]
 
 
+_CHARS: dict[str, str] = {}   # token -> character; at most every escape JSON has
+
+
 def _sub_token(m: re.Match) -> str:
-    return _token_char(m.group())
+    token = m.group()
+    ch = _CHARS.get(token)
+    if ch is None:
+        ch = _CHARS[token] = _token_char(token)
+    return ch
 
 
 class _Decoded:
@@ -183,11 +190,59 @@ class _Decoded:
 
     def boundary(self, at: int) -> int:
         """The start of the token that holds source character `at` (`at` itself when it is
-        plain): a place to resume decoding from that cuts through no escape."""
-        if self._d is None:
-            self._walk()
-        i = bisect.bisect_right(self._s, at) - 1
-        return at if i < 0 or self._plain[i] else self._s[i]
+        plain): a place to resume decoding from that cuts through no escape. Worked out where
+        `at` is, without the segments: a token is at most 12 characters long."""
+        src = self._src
+        for j in range(at, max(-1, at - 12), -1):
+            m = _TOKEN.match(src, j) if src[j] == "\\" or "\ud800" <= src[j] <= "\udfff" \
+                else None
+            if m is None or (src[j] == "\\" and not _escape_is_open(src, j)):
+                continue
+            if j <= at < m.end():   # `at` is inside this token; a pair's low half counts too
+                pair = self._pair_start(j)
+                return j if pair is None else pair
+        return at
+
+    def tail_start(self, k: int) -> int:
+        """Where the source of the last `k` decoded characters begins, worked out from the
+        end (the segments are not needed)."""
+        at = len(self._src)
+        for _ in range(k):
+            at = self._char_start(at)
+        return at
+
+    def _char_start(self, end: int) -> int:
+        """The start of the token (or plain character) that ends at source index `end`."""
+        src = self._src
+        for size in (6, 2):
+            j = end - size
+            if j >= 0 and src[j] == "\\" and _escape_is_open(src, j):
+                m = _TOKEN.match(src, j)
+                if m is not None and m.end() == end:
+                    pair = self._pair_start(j)
+                    return j if pair is None else pair
+        if end >= 2 and "\udc00" <= src[end - 1] <= "\udfff" and \
+                "\ud800" <= src[end - 2] <= "\udbff":
+            return end - 2
+        return end - 1
+
+    def _pair_start(self, low_at: int) -> int | None:
+        """Where the high half begins when the token at `low_at` is the low half of a
+        surrogate pair (escaped or not), else None."""
+        src = self._src
+        m = _TOKEN.match(src, low_at)
+        if m is None or not "\udc00" <= _token_char(m.group()) <= "\udfff":
+            return None
+        for size in (6, 1):
+            j = low_at - size
+            if j < 0:
+                continue
+            h = _TOKEN.match(src, j)
+            if h is not None and h.end() == low_at and \
+                    "\ud800" <= _token_char(h.group()) <= "\udbff" and \
+                    (size == 1 or _escape_is_open(src, j)):
+                return j
+        return None
 
 
 def _escape_is_open(text: str, at: int) -> bool:
@@ -360,9 +415,9 @@ class StreamRedactor:
     def _safe_end(self, text: str, start: int, view: _Decoded | None) -> int:
         end = len(text)
         body = text
-        if view is not None and view.open_at is not None:
-            # an escape the next piece may finish is held back, and so is the end of what
-            # comes before it that could begin the key
+        while view is not None and view.open_at is not None:
+            # an escape the next piece may finish (or the high half of a pair it may complete)
+            # is held back, and so is the end of what comes before it that could begin the key
             end = view.open_at
             body = text[:end]
             view = _decoded(body, self._secrets)
@@ -371,7 +426,7 @@ class StreamRedactor:
             if view is not None:  # the end as decoded may be the start of the key, escaped
                 k = _tail_in(view.text, secret)
                 if k:
-                    end = min(end, view.source(len(view.text) - k, len(view.text))[0])
+                    end = min(end, view.tail_start(k))
         m = _KEYLIKE_START.search(text, start)
         if m and len(text) - m.start() <= _MAX_HELD_KEYLIKE:
             end = min(end, m.start())

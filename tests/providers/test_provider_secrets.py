@@ -344,21 +344,23 @@ STREAMED_ESCAPED = [
 ]
 
 
-@pytest.mark.parametrize("whole", STREAMED_ESCAPED)
-def test_stream_redactor_finds_escaped_keys_however_the_text_is_cut(whole):
+@pytest.mark.parametrize("whole, key", [*((w, FAKE_KEY) for w in STREAMED_ESCAPED),
+                                        (f'{{"k": "{_esc(ODD_KEY)}"}} and {ODD_KEY}', ODD_KEY),
+                                        ("x\ud83d" + _esc(ODD_KEY)[6:] + "\udd11y", ODD_KEY)])
+def test_stream_redactor_finds_escaped_keys_however_the_text_is_cut(whole, key):
     """An escape cut anywhere (after its backslash, inside its hex digits, between the halves of
     `\\\\`) is held back until it is complete; what is passed on adds up to `redact` of the
     whole text, and no prefix holds more of the key, as written or decoded."""
     import random
     from openprogram.runtimes._secrets import StreamRedactor
-    want = redact(whole, (FAKE_KEY,))
+    want = redact(whole, (key,))
     rng = random.Random(11)
     splits = [[i] for i in range(1, len(whole))]
     splits += [sorted(rng.sample(range(1, len(whole)), rng.randint(2, 40))) for _ in range(150)]
     for cuts in splits:
         pieces = [whole[i:j] for i, j in zip([0, *cuts], [*cuts, len(whole)])]
         out = []
-        r = StreamRedactor((FAKE_KEY,), out.append)
+        r = StreamRedactor((key,), out.append)
         for piece in pieces:
             r.feed(piece)
             assert want.startswith("".join(out)), pieces
