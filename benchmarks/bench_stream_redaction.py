@@ -30,7 +30,14 @@ def texts(key: str) -> dict[str, str]:
              "bear", "author", '{"call":', '"a"}', key[10:14], key[40:47]]
     prose = " ".join(rng.choice(words) for _ in range(20000))
     echo = " ".join(rng.choice(words + [key]) for _ in range(3000))
+    # JSON text as a model streams a pick: escapes everywhere (quotes, newlines, accents), and
+    # now and then the key spelled with \u escapes, which the redactor decodes to find
+    escaped_key = "".join(f"\\u{ord(c):04x}" for c in key)
+    json_words = words + ['\\"', "\\n", "caf\\u00e9", "\\\\path", "\\/"]
+    escaped = " ".join(rng.choice(json_words + [escaped_key] if i % 16 == 0 else json_words)
+                       for i in range(20000))
     return {"prose (115k chars)": prose, "key echoed (~1 in 16 words)": echo,
+            "JSON escapes, key escaped at times": escaped,
             "one 100k-char sk- word": "sk-" + "a" * 100_000}
 
 

@@ -8,7 +8,8 @@ inference span (`chat <model>`: `gen_ai.operation.name`, `gen_ai.provider.name`,
 `gen_ai.response.finish_reasons`, plus the attempt's error kind), and one parent span per
 `evaluate` / `compare` run. Message content (prompts, replies, tool arguments) is recorded only
 when `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`, as the conventions ask; API keys
-never (the provider runtimes redact them before any event). When the OpenAI or Anthropic SDK's
+never (the provider runtimes redact them before any event, also where JSON escapes spell them,
+and the pick is redacted again once decoded). When the OpenAI or Anthropic SDK's
 own OpenTelemetry instrumentation is active, it reports the model call: the attempt span is then
 an internal span under which the SDK's `chat` span nests, so no call is reported twice.
 

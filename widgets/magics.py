@@ -12,7 +12,6 @@ live. Every magic has `--help`.
 """
 from __future__ import annotations
 
-import functools
 import keyword
 from typing import Any
 
@@ -346,7 +345,12 @@ class DecisionMagics(Magics):
         except (OptionError, TypeError) as exc:
             raise UsageError(f"OPTIONS {args.options!r} is not a usable option set: {exc}") \
                 from None
-        print(render_menu(menu))
+        # shown as HTML in the library's wrapper, not printed: the front end would make links
+        # of URLs in the option texts, and MathJax typeset their `$...$`
+        from IPython.display import display
+        from openprogram.agentic_programming.view import text_html
+        text = render_menu(menu)
+        display({"text/plain": text, "text/html": text_html(text, "op-menu-text")}, raw=True)
         if args.text_only:
             return None
         return menu_frame(menu)
@@ -431,22 +435,13 @@ def menu_frame(menu) -> Any:
                          "required": p["required"], "default": p["default"],
                          "allowed": p["options"], "hidden": p["hidden"],
                          "source": p["source"]})
-    return _frame_class()(rows, columns=["option", "kind", "description", "parameter", "type",
-                                         "required", "default", "allowed", "hidden", "source"])
-
-
-@functools.cache
-def _frame_class():
-    """A DataFrame whose HTML view MathJax leaves alone: an option's description is the
-    author's text, and `$...$` in it must show as written, not as typeset math or a link."""
     import pandas as pd
-
-    class MenuFrame(pd.DataFrame):
-        def _repr_html_(self):
-            with pd.option_context("display.html.use_mathjax", False):
-                return super()._repr_html_()
-
-    return MenuFrame
+    from openprogram.agentic_programming.view import quiet_frame
+    # an option's description is the author's text: `$...$` in it shows as written, not as
+    # typeset math or a link (the library's wrapper, as in every view)
+    return quiet_frame(pd.DataFrame(rows, columns=["option", "kind", "description", "parameter",
+                                                   "type", "required", "default", "allowed",
+                                                   "hidden", "source"]))
 
 
 def load_ipython_extension(ipython) -> None:

@@ -239,14 +239,16 @@ def _shown_summary(table):
 
 
 def _tables_html(title: str, tables: list[tuple[str, Any]]) -> str:
-    """Tables side by side, each rendered by pandas (which escapes every cell)."""
+    """Tables side by side, each rendered by pandas (which escapes every cell), in the wrapper
+    every view of the library has (no MathJax, no link detection)."""
     import html
+    from .view import wrap
     parts = [f'<div class="openprogram-eval"><p>{title}</p>'
              '<div style="display:flex;flex-wrap:wrap;gap:2em;align-items:flex-start">']
     for caption, table in tables:
         parts.append(f"<div><b>{html.escape(caption)}</b>{table.to_html(escape=True)}</div>")
     parts.append("</div></div>")
-    return "".join(parts)
+    return wrap("".join(parts), "op-eval-view")
 
 
 def _new_axes(ax):
@@ -670,7 +672,8 @@ class ComparisonResult:
         """The rows (finished in every variant) where the variants picked differently; a
         failure with no valid pick counts as a pick of its own."""
         frame = self.to_frame()
-        return frame[frame["agree"] == False]  # noqa: E712 (the column holds None too)
+        from .view import quiet_frame  # model and row text: shown in the library's wrapper
+        return quiet_frame(frame[frame["agree"] == False])  # noqa: E712 (None too)
 
     @property
     def summary(self):

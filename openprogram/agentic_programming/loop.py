@@ -25,6 +25,7 @@ from .model import (ModelCaller, ModelResponse, check_modes, current_runtime, de
 from .options import (Menu, Option, call_function, check_context, normalize, option_infos,
                       render_menu, safe_key)
 from .records import Attempt, Pick, Reask, replace
+from .redaction import redact_decoded
 from .trace import DecisionTrace, emit, record
 
 __all__ = ["make", "amake", "render_options", "extract_action", "parse_args", "resolve_decision",
@@ -223,6 +224,9 @@ class Decider:
             raise ParseError("not_text", f"the model reply is {type(att.reply).__name__}, "
                                          f"not text")
         ex = self.mode.action(resp)
+        # the pick as decoded, redacted before anything reads it: JSON can spell a key the
+        # runtime's redaction of the reply text did not see
+        ex.action, redacted = redact_decoded(ex.action, getattr(self.runtime, "redact", None))
         if ex.action is None:
             self._step("extracted", candidates=ex.candidates)
             if resp.finish_reason in TRUNCATED:
@@ -231,7 +235,7 @@ class Decider:
                                               f"a complete pick: {ex.problem}")
             raise ParseError("no_action", ex.problem)
         self._step("extracted", candidates=ex.candidates, extracted=ex.action,
-                   found_in=ex.found_in, key_alias=ex.key, span=ex.span)
+                   found_in=ex.found_in, key_alias=ex.key, span=ex.span, redacted=redacted)
         return ex
 
     def check(self) -> tuple[Option, dict]:

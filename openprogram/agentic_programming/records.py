@@ -53,6 +53,7 @@ class Attempt:
     finish_reason: str | None = None   # why the model stopped, as the provider says
     raw: dict | None = None            # the raw request and response of the model call, if known
     cached: bool = False               # the reply came from a cache file (CachedRuntime), not the model
+    redacted: list[str] = field(default_factory=list)  # where the decoded pick held a key (paths)
 
     @property
     def ok(self) -> bool:
@@ -79,6 +80,7 @@ class Attempt:
             "sent": to_jsonable(self.sent), "tool_calls": to_jsonable(self.tool_calls),
             "finish_reason": self.finish_reason, "raw": to_jsonable(self.raw),
             "cached": self.cached,
+            "redacted": list(self.redacted),
         }
 
 

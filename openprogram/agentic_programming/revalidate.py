@@ -163,15 +163,21 @@ class Revalidation:
 
     def to_frame(self):
         import pandas as pd
-        return pd.DataFrame([{
+        from .view import quiet_frame  # recorded replies and messages: the library's wrapper
+        return quiet_frame(pd.DataFrame([{
             "input": r.input, "before": r.before, "after": r.after, "changed": r.changed,
             "before_ok": r.before_ok, "after_ok": r.after_ok, "error_kind": r.error_kind,
             "error_message": r.error_message, "error_path": r.error_path,
-            "passing_attempt": r.passing_attempt, "note": r.note} for r in self.rows])
+            "passing_attempt": r.passing_attempt, "note": r.note} for r in self.rows]))
 
     def panel(self, i: int):
         """The re-checked decision of row `i` (its attempts, now), in the registered view."""
         return trace_view(self.after[i])
+
+    def _repr_html_(self) -> str:
+        from .view import esc, wrap
+        return wrap(f"<p>{esc(repr(self))}</p>" + self.to_frame().to_html(escape=True),
+                    "op-revalidation-view")
 
     def __repr__(self) -> str:
         s = self.summary

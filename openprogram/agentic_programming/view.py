@@ -13,7 +13,11 @@ a model, a server or an option set wrote goes through `html.escape`; every view 
 that MathJax skips (`mathjax_ignore`, `tex2jax_ignore`), so a reply can neither run script nor add
 markup, a link or typeset math; very long texts are cut, so a huge reply cannot flood a page. No
 function here raises on what a trace holds: a result or an error whose repr or str fails is shown as
-such.
+such. The library's other HTML — evaluation and comparison tables, re-check results, the
+`.differences` frame, the `%decision_menu` printout — goes through the same wrapper (`wrap`,
+`text_html`, `quiet_frame`), so no view lets MathJax typeset or the front end turn into links
+what a model or an option set wrote: the front end detects links in plain-text output only,
+never in HTML.
 """
 from __future__ import annotations
 
@@ -28,7 +32,8 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
 from .errors import explain
 
 __all__ = ["trace_html", "attempt_html", "compare_attempts_html", "table_html",
-           "options_table_html", "marked_html", "diff_html", "wrap", "esc", "TABLES", "COLOURS"]
+           "options_table_html", "marked_html", "diff_html", "wrap", "text_html", "quiet_frame",
+           "esc", "TABLES", "COLOURS"]
 
 #: What a view's outer element carries: MathJax 3 (JupyterLab) skips `mathjax_ignore`, MathJax 2
 #: (the classic notebook, older exports) skips `tex2jax_ignore`.
@@ -169,6 +174,46 @@ def wrap(body: str, cls: str = "") -> str:
             f'var(--jp-ui-font-family,sans-serif);font-size:13px;max-width:1000px">{body}</div>')
 
 
+def text_html(text: Any, cls: str = "") -> str:
+    """Plain text (a menu, a report) as a view: escaped, in a `<pre>`, inside the wrapper. The
+    front end turns URLs of printed (plain-text) output into links; this one it shows as
+    written."""
+    return wrap(pre(text, 600, cls), cls)
+
+
+def quiet_frame(frame: Any) -> Any:
+    """`frame` (a pandas DataFrame) as one whose HTML view sits in the wrapper, with pandas'
+    MathJax marking off too; frames made from it (`.head()`, a selection) keep that view."""
+    return _quiet_frame_class()(frame)
+
+
+def _quiet_frame_class():
+    global _QuietFrame
+    if _QuietFrame is None:
+        import sys
+        # the frame's own library, loaded already: this module imports nothing but the
+        # standard library
+        pd = sys.modules["pandas"]
+
+        class QuietFrame(pd.DataFrame):
+            """A DataFrame whose `_repr_html_` is the library's wrapper around pandas' own."""
+
+            @property
+            def _constructor(self):
+                return QuietFrame
+
+            def _repr_html_(self):
+                with pd.option_context("display.html.use_mathjax", False):
+                    body = super()._repr_html_()
+                return None if body is None else wrap(body, "op-frame-view")
+
+        _QuietFrame = QuietFrame
+    return _QuietFrame
+
+
+_QuietFrame = None
+
+
 # ---------------------------------------------------------------------------------------------
 # Attempts
 # ---------------------------------------------------------------------------------------------
@@ -300,6 +345,11 @@ def attempt_body_html(att: Attempt, reply: str | None = None) -> str:
         parts.append(label(f"Extracted JSON ({how}, key \"{att.key_alias}\", "
                            f"{att.candidates} candidate(s); the last one is the pick)"))
         parts.append(pre(json_text(att.extracted), 200, "op-extracted"))
+        if getattr(att, "redacted", None):
+            where = ", ".join(att.redacted)
+            parts.append('<div class="op-redacted" style="font-size:12px;color:#555">'
+                         f"{esc('an API key, as decoded, replaced with [redacted] at: ' + where)}"
+                         "</div>")
     elif att.error_kind == "no_action":
         parts.append(label(f"Extracted JSON: none ({att.candidates} candidate(s))"))
     if att.error_kind:

@@ -31,8 +31,8 @@ from urllib.parse import urlsplit, urlunsplit
 from ..agentic_programming.errors import OpenProgramError
 from ..agentic_programming.model import run_sync
 from ..agentic_programming.runtime import ModelCallError, ModelResponse, Runtime, ToolCall
-from ._raw import LIMIT, bounded, raw_record, size
-from ._secrets import StreamRedactor, _Secret, redact, redact_json
+from ._raw import LIMIT, bounded, raw_record, redact_stream, size
+from ._secrets import MASK, StreamRedactor, _Secret, redact, redact_json
 from ._unicode import sendable
 
 #: The deadline (time.monotonic()) of the model call running in this context, read by the HTTP
@@ -234,10 +234,12 @@ class StreamedReply:
         self._event_chars += size(data)
         self.events.append(data)
 
-    def raw(self) -> dict:
-        out: dict = {"stream": self.events}
+    def raw(self, secrets: tuple[str, ...] = ()) -> dict:
+        """The events as the raw record keeps them, their text redacted over the stream: a
+        key cut into deltas of any length leaves no piece of it behind."""
+        out: dict = {"stream": redact_stream(self.events, secrets)}
         if self._events_cut:
-            out["stream"] = [*self.events, f"[{self._events_cut} more events cut]"]
+            out["stream"].append(f"[{self._events_cut} more events cut]")
         return out
 
     def response(self, default_model: str) -> ModelResponse:
@@ -324,7 +326,7 @@ class _Call:
     def streamed(self, reply: StreamedReply) -> tuple[ModelResponse, Any]:
         if not reply.finished:
             raise self.rt._incomplete(reply.text)
-        return reply.response(self.rt.model), reply.raw()
+        return reply.response(self.rt.model), reply.raw((self.rt._key.reveal(),))
 
     def once(self, r: Any) -> tuple[ModelResponse, Any]:
         return self.rt._parse(r), as_json(r)
@@ -574,7 +576,13 @@ class ProviderRuntime(Runtime):
             ask.notes.append(f"the call of tool {cut.name!r} was cut off at the token limit "
                              f"before its arguments were complete; it is left out of the reply")
         resp.refusal = self._refused(resp)
+        masks = _masks(resp)
         resp = self._redacted(resp)
+        if _masks(resp) > masks:  # the redaction is recorded in the trace, not only done
+            ask.notes.append(f"the reply held the API key, or {_PIECE_NOTE}, in "
+                             f"{_masks(resp) - masks} place(s) (as written, spelled with JSON "
+                             f"escapes, or cut across streamed pieces); each is replaced with "
+                             f"{MASK}")
         # the body as it goes on the wire: the SDK sends extra_body's fields at the top level
         sent = {k: v for k, v in ask.body.items() if k != "extra_body"}
         sent.update(ask.body.get("extra_body") or {})
@@ -664,6 +672,17 @@ class ProviderRuntime(Runtime):
         if code == 400:
             return f"{what} rejected the request (400: {detail})."
         return f"{what} answered HTTP {code}: {detail}"
+
+
+_PIECE_NOTE = "8 or more of its characters"
+
+
+def _masks(resp: ModelResponse) -> int:
+    """How many masks the strings of `resp` the server chose hold."""
+    texts = [resp.text, resp.refusal, resp.model, resp.finish_reason]
+    for tc in resp.tool_calls:
+        texts += [tc.name, tc.id, json.dumps(tc.args, ensure_ascii=False, default=repr)]
+    return sum(t.count(MASK) for t in texts if isinstance(t, str))
 
 
 class _Malformed(ValueError):

@@ -6,16 +6,19 @@ sides are redacted — every string, keys of objects included, through the runti
 and bounded: each side is cut to at most `LIMIT` characters of JSON, keeping its shape (the
 first items of a long list, the first keys of a big object, the head of a long string) with a
 marker saying how much was left out. A trace, an export and a cassette all hold this, so a
-reply of megabytes costs them kilobytes.
+reply of megabytes costs them kilobytes. A streamed response is kept as its events, and its
+text is redacted as the stream joined it (`redact_stream`): the strings at one place of the
+events (every `delta.text`, every tool call's `arguments` piece) are one text cut into pieces,
+so a key split across deltas of any length is masked and no run of pieces rebuilds it.
 """
 from __future__ import annotations
 
 import json
 from typing import Any, Callable
 
-from ._secrets import redact_json
+from ._secrets import redact_json, redact_pieces
 
-__all__ = ["LIMIT", "bounded", "raw_record", "size"]
+__all__ = ["LIMIT", "bounded", "raw_record", "redact_stream", "size"]
 
 #: The most characters of JSON each side of a raw record keeps.
 LIMIT = 64 * 1024
@@ -86,4 +89,34 @@ def raw_record(request: Any, response: Any, redact: Callable[[Any], Any],
            "response": bounded(redact_json(response, redact))}
     if notes:
         out["notes"] = [redact(n) for n in notes]
+    return out
+
+
+def redact_stream(events: list, secrets: tuple[str, ...]) -> list:
+    """Streamed events (JSON data) with their strings redacted over the stream: the strings at
+    the same place in the events — the same keys and list positions, e.g. `delta.text` or
+    `choices[0].delta.content` — are redacted as one text (`redact_pieces`), in event order.
+    Only strings change; the events keep their structure."""
+    places: dict[tuple, list[tuple[Any, Any]]] = {}
+
+    def copy(value: Any, path: tuple) -> Any:
+        """`value` copied (so its strings can be replaced in place), each string's place noted."""
+        if isinstance(value, dict):
+            new: Any = {}
+            items = value.items()
+        elif isinstance(value, list):
+            new, items = [None] * len(value), enumerate(value)
+        else:
+            return value
+        for k, v in items:
+            new[k] = copy(v, (*path, k))
+            if isinstance(v, str):
+                places.setdefault((*path, k), []).append((new, k))
+        return new
+
+    out = [copy(event, ()) for event in events]
+    for spots in places.values():
+        redacted = redact_pieces([holder[key] for holder, key in spots], secrets)
+        for (holder, key), text in zip(spots, redacted):
+            holder[key] = text
     return out

@@ -152,6 +152,11 @@ class RecordingRuntime(Runtime):
     def modes(self) -> frozenset:
         return self.inner.modes
 
+    def redact(self, text):
+        """The recorded runtime's redaction (of its API key), for what the mechanism decodes."""
+        inner = getattr(self.inner, "redact", None)
+        return text if inner is None else inner(text)
+
     @property
     def async_native(self) -> bool:
         return getattr(self.inner, "async_native", False)

@@ -44,6 +44,10 @@ def payload(n: int) -> str:
 
 
 P = {n: payload(n) for n in PLACES}
+# A URL a front end makes a link of where it shows plain text (JupyterLab does in printed
+# output): in an option's description, it reaches %decision_menu's menu.
+DATA_URL = "data:text/html;base64,PGI+eDwvYj4="
+P[3] += f" (see {DATA_URL})"
 
 SETUP = f'''%load_ext openprogram
 import json
@@ -106,15 +110,17 @@ CELLS = [
 INJECTED = ("img[src='x'], script, svg[onload], iframe, a[href^='javascript'], "
             "details[ontoggle], input[onfocus]")
 CLEAN = {"pwned": None, "elements": [], "links_in_html": [], "disguised_links": [],
+         "data_links": [],
          "typeset": 0, "bold": 0}
 
 
 def injected(page) -> dict:
     """Within every output but the controls': the elements the payloads would have made, any
-    link in an HTML or widget output, any link to an address (scheme:...) whose text is not that
-    address (JupyterLab turns a URL in plain text into a link to itself, which hides nothing,
-    and a traceback's file names into links to the files), the math MathJax typeset,
-    and the flag a payload that ran would have set."""
+    link in an HTML or widget output, any link to a data: URL (even one JupyterLab made of
+    plain text), any link to an address (scheme:...) whose text is not that address
+    (JupyterLab turns a URL in plain text into a link to itself, which hides nothing, and a
+    traceback's file names into links to the files), the math MathJax typeset, and the flag a
+    payload that ran would have set."""
     return page.evaluate(
         """(selector) => {
              // this notebook only (JupyterLab may restore other open notebooks in the page);
@@ -130,6 +136,8 @@ def injected(page) -> dict:
              return {pwned: window.__pwned === undefined ? null : window.__pwned,
                      elements: all(selector).map(show),
                      links_in_html: links.filter(a => !a.closest('.jp-RenderedText')).map(show),
+                     data_links: links.filter(a => /^data:/i.test(a.getAttribute('href')))
+                                      .map(show),
                      disguised_links: links.filter(a => /^(\\w+:)/.test(a.getAttribute('href'))
                                           && a.textContent.trim() !== a.getAttribute('href'))
                                        .map(show),

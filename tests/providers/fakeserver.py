@@ -39,6 +39,7 @@ class Reply:
     headers: dict = field(default_factory=dict)
     delay: float = 0.0            # seconds before the reply starts
     chunk: int = 4                # characters per streamed text delta
+    args_chunk: int = 5           # characters per streamed piece of a tool call's arguments
     chunk_delay: float = 0.0      # seconds between streamed events
     drop_after: int | None = None  # streamed: close the connection after this many text deltas
     stall_after: int | None = None  # streamed: stop sending (hold the connection) after n deltas
@@ -334,9 +335,9 @@ class FakeServer:
                                                     "function": {"name": name,
                                                                  "arguments": ""}}]}), False))
             a = self._args_text(args)
-            for j in range(0, len(a), 5):
+            for j in range(0, len(a), reply.args_chunk):
                 ev.append((None, chunk({"tool_calls": [{"index": k, "function": {
-                    "arguments": a[j:j + 5]}}]}), False))
+                    "arguments": a[j:j + reply.args_chunk]}}]}), False))
         if reply.truncate:
             return ev
         ev.append((None, chunk({}, self._openai_finish(reply)), False))
@@ -349,12 +350,24 @@ class FakeServer:
         return ev
 
     # -- Anthropic ------------------------------------------------------------------------------
+    @staticmethod
+    def _input(args: Any) -> Any:
+        """A tool call's input as the messages API carries it whole: an object. Arguments
+        given as JSON text (which a stream sends as written, escapes and all) are decoded;
+        text that is not JSON is sent as it is."""
+        if isinstance(args, str):
+            try:
+                return json.loads(args)
+            except ValueError:
+                return args
+        return args
+
     def _anthropic_message(self, reply: Reply, model: str) -> dict:
         content: list = []
         if reply.text:
             content.append({"type": "text", "text": reply.text})
         for i, n, a in reply.tool_calls:
-            content.append({"type": "tool_use", "id": i, "name": n, "input": a})
+            content.append({"type": "tool_use", "id": i, "name": n, "input": self._input(a)})
         return {"id": "msg_1", "type": "message", "role": "assistant", "model": model,
                 "content": content, "stop_sequence": None,
                 "stop_reason": self._anthropic_stop(reply),
@@ -384,9 +397,9 @@ class FakeServer:
             ev.append(e("content_block_start", {"index": k, "content_block": {
                 "type": "tool_use", "id": cid, "name": name, "input": {}}}))
             a = self._args_text(args)
-            for j in range(0, len(a), 5):
+            for j in range(0, len(a), reply.args_chunk):
                 ev.append(e("content_block_delta", {"index": k, "delta": {
-                    "type": "input_json_delta", "partial_json": a[j:j + 5]}}))
+                    "type": "input_json_delta", "partial_json": a[j:j + reply.args_chunk]}}))
             ev.append(e("content_block_stop", {"index": k}))
         if reply.truncate:
             return ev

@@ -297,3 +297,87 @@ def test_stream_redactor_keeps_the_text_flowing():
     r.close()
     assert "".join(out) == whole
     assert len(out) >= 0.75 * (len(whole) / 4)
+
+
+# -- spellings that decode to the key, and streams redacted as one text (issue 29) -------------
+
+#: A key with a slash and a character outside the BMP: JSON may write them `\/` and as an
+#: escaped surrogate pair.
+ODD_KEY = "tok/\U0001F511-Zq8Lm3Np7Xw2"
+
+
+def _esc(s: str) -> str:
+    """Every character of `s` as a `\\uXXXX` escape (a surrogate pair for the astral one)."""
+    units = s.encode("utf-16-le")
+    return "".join(f"\\u{int.from_bytes(units[i:i + 2], 'little'):04x}"
+                   for i in range(0, len(units), 2))
+
+
+@pytest.mark.parametrize("spelled, key", [
+    ("".join(f"\\u{ord(c):04x}" for c in FAKE_KEY), FAKE_KEY),                 # every character
+    ("".join(f"\\u{ord(c):04X}" if i % 2 else c for i, c in enumerate(FAKE_KEY)), FAKE_KEY),
+    (FAKE_KEY[:9] + "".join(f"\\u{ord(c):04x}" for c in FAKE_KEY[9:20]), FAKE_KEY),
+    (json.dumps(ODD_KEY, ensure_ascii=True).strip('"').replace("/", "\\/"), ODD_KEY),
+    (_esc(ODD_KEY), ODD_KEY),
+    (ODD_KEY.replace("/", "\\/").encode("utf-16", "surrogatepass").decode("utf-16"), ODD_KEY),
+    # the surrogate pair held as two code points (how a lenient decoder can leave it)
+    ("tok/" + "\ud83d\udd11" + "-Zq8Lm3Np7Xw2", ODD_KEY),
+])
+def test_spellings_that_decode_to_the_key_are_redacted(spelled, key):
+    wrapped = f'{{"call": "a", "args": {{"q": "x {spelled} y", "{spelled}": 1}}}}'
+    out = redact(wrapped, (key,))
+    assert out == '{"call": "a", "args": {"q": "x [redacted] y", "[redacted]": 1}}'
+    assert json.loads(out)  # what is left is still the JSON it was
+
+
+def test_an_escaped_backslash_is_not_an_escape():
+    """`\\\\u0073` is a backslash then the letters `u0073`: not an `s`; the text is left as it
+    is unless its letters themselves are 8 characters of the key."""
+    text = "".join(f"\\\\u{ord(c):04x}" for c in FAKE_KEY)
+    assert redact(text, (FAKE_KEY,)) == text
+
+
+STREAMED_ESCAPED = [
+    '{"q": "' + "".join(f"\\u{ord(c):04x}" for c in FAKE_KEY) + '"} then ' + FAKE_KEY,
+    "a" + "".join(f"\\u{ord(c):04X}" if i % 3 else c for i, c in enumerate(FAKE_KEY)) + "\\",
+    "\\\\u0073" + "".join(f"\\\\u{ord(c):04x}" for c in FAKE_KEY[:5]) + "\\u" + FAKE_KEY,
+]
+
+
+@pytest.mark.parametrize("whole, key", [*((w, FAKE_KEY) for w in STREAMED_ESCAPED),
+                                        (f'{{"k": "{_esc(ODD_KEY)}"}} and {ODD_KEY}', ODD_KEY),
+                                        ("x\ud83d" + _esc(ODD_KEY)[6:] + "\udd11y", ODD_KEY)])
+def test_stream_redactor_finds_escaped_keys_however_the_text_is_cut(whole, key):
+    """An escape cut anywhere (after its backslash, inside its hex digits, between the halves of
+    `\\\\`) is held back until it is complete; what is passed on adds up to `redact` of the
+    whole text, and no prefix holds more of the key, as written or decoded."""
+    import random
+    from openprogram.runtimes._secrets import StreamRedactor
+    want = redact(whole, (key,))
+    rng = random.Random(11)
+    splits = [[i] for i in range(1, len(whole))]
+    splits += [sorted(rng.sample(range(1, len(whole)), rng.randint(2, 40))) for _ in range(150)]
+    for cuts in splits:
+        pieces = [whole[i:j] for i, j in zip([0, *cuts], [*cuts, len(whole)])]
+        out = []
+        r = StreamRedactor((key,), out.append)
+        for piece in pieces:
+            r.feed(piece)
+            assert want.startswith("".join(out)), pieces
+        r.close()
+        assert "".join(out) == want, pieces
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 7, 11])
+@pytest.mark.parametrize("whole", [STREAMED[0], STREAMED[2], STREAMED[3], STREAMED_ESCAPED[0],
+                                   STREAMED_ESCAPED[1]])
+def test_pieces_of_one_stream_are_redacted_as_the_joined_text(whole, size):
+    """`redact_pieces` keeps the pieces (one per delta) and masks over their joint: joined, they
+    read as `redact` of the whole text, and no piece (nor any run of pieces) holds 8 characters
+    of the key."""
+    from openprogram.runtimes._secrets import redact_pieces
+    pieces = [whole[i:i + size] for i in range(0, len(whole), size)]
+    out = redact_pieces(pieces, (FAKE_KEY,))
+    assert len(out) == len(pieces)
+    assert "".join(out) == redact(whole, (FAKE_KEY,))
+    assert_clean("".join(out), "the joined pieces")
