@@ -56,6 +56,12 @@ class OptionError(OpenProgramError, ValueError):
     """An option set that cannot be used; raised before any model call."""
 
 
+class OptionWarning(UserWarning):
+    """An option set that works but probably does not say what was meant (a dict that looks
+    like a tool definition used as a value, a description that is only a type name), or a
+    schema whose annotations are kept but not checked. The message names the fix."""
+
+
 class ParseError(OpenProgramError, ValueError):
     """One attempt's reply could not be turned into a usable pick. `kind` is one of
     ERROR_KINDS; `path` points into the arguments (`args.items[0].qty`) when it can."""

@@ -665,9 +665,24 @@ def _dict_option(name: str, handler: Any, where: str) -> Option:
     return ValueOption(name, handler)
 
 
+_list_readers: list[Callable[[Any, str], "Option | None"]] = []
+
+
+def register_list_reader(reader: Callable[[Any, str], "Option | None"]) -> None:
+    """Let `reader(item, where)` read list-form items that carry their own name (tool
+    definitions: tooldefs.py); it returns an Option, or None for an item it does not know."""
+    if reader not in _list_readers:
+        _list_readers.insert(0, reader)
+
+
 def _list_option(item: Any, where: str) -> Option:
     if isinstance(item, str):
         return ValueOption(item, item)
+    if not callable(item) and not isinstance(item, (str, tuple)):
+        for reader in _list_readers:
+            option = reader(item, where)
+            if option is not None:
+                return option
     if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], str):
         a, desc = item
     else:
@@ -679,6 +694,9 @@ def _list_option(item: Any, where: str) -> Option:
         return ValueOption(a, a, desc)
     if isinstance(item, tuple) and len(item) == 3 and isinstance(item[0], str) \
             and isinstance(item[1], str):
+        plugged = _plugged(item[0], item[2], item[1], where)  # ("name", "desc", JsonSchema(...))
+        if plugged is not None:
+            return plugged
         return SchemaOption.from_schema(item[0], item[1], item[2], where)
     raise OptionError(f"{where}: a list item is a callable, (callable, 'description'), 'name', "
                       f"('name', 'description') or ('name', 'description', schema); use the "

@@ -108,8 +108,9 @@ class _Doc:
         """`node` with a `$ref` to one of the defs followed (the node's own keys win), and the
         def's name."""
         ref = node.get("$ref")
-        if isinstance(ref, str) and ref.startswith("#/$defs/"):
-            name = ref[len("#/$defs/"):]
+        if isinstance(ref, str):
+            name = "#" if ref == "#" else ref.rpartition("/")[2] \
+                if ref.startswith(("#/$defs/", "#/definitions/")) else None
             if name in self.defs:
                 return {**self.defs[name], **{k: v for k, v in node.items() if k != "$ref"}}, name
         return node, None
@@ -122,7 +123,7 @@ class _Doc:
     def type_name(self, node: dict) -> str:
         node, ref = self.deref(node)
         if ref is not None and ("properties" in node or "enum" in node):
-            return node.get("title") or ref
+            return node.get("title") or (ref if ref != "#" else "object")
         members = node.get("anyOf") or node.get("oneOf")
         if members:
             return " | ".join(dict.fromkeys(self.type_name(m) for m in members))
