@@ -30,7 +30,7 @@ from .errors import OptionError, ParseError
 from .pytypes import SHORT, json_type
 
 __all__ = ["compile_schema", "Checker", "SUPPORTED", "REFUSED", "ANNOTATIONS", "FORMATS", "PY",
-           "CHECK", "check_json_value", "describe_value", "json_head", "safe_key", "equal"]
+           "CHECK", "NAME", "check_json_value", "describe_value", "json_head", "safe_key", "equal"]
 
 #: Keywords that decide what is valid, all checked.
 SUPPORTED = frozenset({
@@ -54,6 +54,7 @@ FORMATS = frozenset({"date", "date-time", "time", "email", "uri", "uuid"})
 
 PY = object()     # internal key: JSON value -> Python value, after validation
 CHECK = object()  # internal key: a function that validates the node itself
+NAME = object()   # internal key: the type's name in error messages (`list[str]`, `Order`)
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -269,6 +270,8 @@ class _Compiler:
             raise self.fail(ptr, f"a schema is an object (or true / false), got {s!r}")
         if CHECK in s:
             check = s[CHECK]
+            if s.get("nullable") is True:
+                return lambda v, p, d: None if v is None else check(v, p, d)
             return check
         words = [k for k in s if isinstance(k, str)]
         for k in words:
@@ -349,7 +352,7 @@ class _Compiler:
                                      f"({', '.join(SHORT)}), got {s['type']!r}")
             if s.get("nullable") is True and "null" not in types:
                 types = [*types, "null"]
-        name = _type_name(s, types)
+        name = s.get(NAME) or _type_name(s, types)
         steps: list[Callable] = []
         if "enum" in s or "const" in s:
             steps.append(self.choice(s, ptr))
@@ -363,11 +366,9 @@ class _Compiler:
         if types is None or "array" in types:
             steps += self.array(s, ptr)
         obj = self.object(s, ptr) if types is None or "object" in types else None
-        if s.get("nullable") is True and types is None:
-            nullable = True
-        else:
-            nullable = False
-        return _make_node(types, name, steps, obj, nullable, "anyOf" in s or "oneOf" in s)
+        # OpenAPI's `nullable: true` lets null through whatever else the node says.
+        return _make_node(types, name, steps, obj, s.get("nullable") is True,
+                          "anyOf" in s or "oneOf" in s)
 
     def choice(self, s: dict, ptr: str) -> Callable:
         if "const" in s:
@@ -392,7 +393,8 @@ class _Compiler:
         if not isinstance(alts, list) or not alts:
             raise self.fail(ptr, f"{key} takes a non-empty list of schemas")
         runs = [self.node(a, f"{ptr}/{key}/{i}") for i, a in enumerate(alts)]
-        names = " | ".join(_type_name(a, None) if isinstance(a, dict) else "any" for a in alts)
+        names = s.get(NAME) or " | ".join(_type_name(a, None) if isinstance(a, dict) else "any"
+                                          for a in alts)
         one = key == "oneOf"
         nullable = s.get("nullable") is True
 
@@ -520,7 +522,9 @@ class _Compiler:
                                  "(one per position) is written prefixItems")
         head = [self.node(x, f"{ptr}/prefixItems/{i}") for i, x in enumerate(prefix or [])]
         rest = self.node(items, f"{ptr}/items") if items is not None else None
-        if head or rest is not None:
+        if not head and rest is None:
+            steps.append(_any)   # an array of anything: each value still JSON's
+        else:
             def each(v, p, d):
                 if not isinstance(v, list):
                     return v
@@ -571,7 +575,7 @@ class _Compiler:
         else:
             extra_run = None  # absent or false: outside the schema, so dropped
         lo, hi = s.get("minProperties"), s.get("maxProperties")
-        titles = {k: _type_name(sub, None) if isinstance(sub, dict) else "any"
+        titles = {k: sub.get(NAME) or _type_name(sub, None) if isinstance(sub, dict) else "any"
                   for k, sub in (props or {}).items()}
         if props is None and extra is None:
             extra_run = _any   # a free-form object keeps what it holds
@@ -620,8 +624,6 @@ def _make_node(types: list | None, name: str, steps: list[Callable], obj: tuple 
             problem = _bad_json_value(v)
             if problem:
                 raise ParseError("invalid_value", f"{p} {problem}", p)
-        elif isinstance(v, (list, dict)) and allowed is None and obj is None and not steps:
-            check_json_value(v, p, deep=True)
         for step in steps:
             v = step(v, p, d)
         if obj is not None and isinstance(v, dict) and not union:
@@ -630,19 +632,22 @@ def _make_node(types: list | None, name: str, steps: list[Callable], obj: tuple 
             try:
                 return float(v)
             except OverflowError:  # an integer literal of 309 digits or more
+                # (bit_length, not str(): an int of over 4300 digits cannot be printed)
+                digits = int(v.bit_length() * math.log10(2)) + 1
                 raise ParseError("invalid_value", f"{p} must be a finite number, got an integer "
-                                                  f"of about {_too_many_digits(v) or 309} "
-                                                  f"digits, too large for a float", p) from None
+                                                  f"of about {digits} digits, too large for a "
+                                                  f"float", p) from None
         return v
     return run
 
 
 def _object(v: dict, p: str, d: list[str], obj: tuple) -> dict:
     fields, missing_only, extra_run, lo, hi, titles = obj
-    for k in v:
-        if isinstance(k, str) and not k.isascii() and _SURROGATE.search(k):
-            if extra_run is not None:
-                raise ParseError("invalid_value", f"{p} (a key) {_bad_json_value(k)}", p)
+    if extra_run is not None:  # keys that are kept: text a key holds is JSON's too
+        for k in v:
+            if isinstance(k, str) and not k.isascii() and _SURROGATE.search(k):
+                raise ParseError("invalid_value", f"{p} (a key) {_bad_json_value(k)}",
+                                 f"{p} (a key)")
     out = {}
     for k, run, required in fields:
         if k in v:
