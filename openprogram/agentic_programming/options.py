@@ -92,8 +92,7 @@ class Field:
             if self.description:
                 out["description"] = self.description
             return {"anyOf": [out, {"type": "null"}]} if self.nullable else out
-        base = {"str": "string", "int": "integer", "float": "number", "bool": "boolean",
-                "list": "array", "dict": "object", "object": "object"}.get(self.type)
+        base = "object" if self.type == "object" else LONG.get(self.type)
         out: dict = {} if base is None else {"type": base}
         if self.nullable and base:
             out["type"] = [base, "null"]

@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
 
 from .errors import OptionError, ParseError
 from .jsonable import to_jsonable
+from .pytypes import SHORT, json_type
 from .options import (_MISSING, Field, Option, Param, _check_json_value, _describe_value,
                       annotation_field, field_line, register_annotation_hook,
                       register_option_kind, validate)
@@ -83,8 +84,7 @@ def _first_paragraph(text: Any) -> str:
 # Reading a JSON Schema: type names, placeholders, notes and the menu's nested lines
 # ---------------------------------------------------------------------------------------------
 
-_JSON_TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool",
-               "null": "null", "array": "list", "object": "dict"}
+_JSON_TYPES = SHORT
 _FORMAT_EXAMPLES = {"date": "2000-01-31", "date-time": "2000-01-31T12:00:00Z",
                     "time": "12:00:00", "uuid": "00000000-0000-0000-0000-000000000000",
                     "email": "user@example.com", "uri": "https://example.com/"}
@@ -158,8 +158,7 @@ class _Doc:
         t = node.get("type")
         if "properties" in node:
             return "object"
-        return {"str": "str", "int": "int", "float": "float", "bool": "bool", "list": "list",
-                "dict": "dict"}.get(_JSON_TYPES.get(t) if isinstance(t, str) else None, "any")
+        return _JSON_TYPES.get(t, "any") if isinstance(t, str) and t != "null" else "any"
 
     def description(self, node: dict) -> str:
         return _first_paragraph(self.deref(node)[0].get("description"))
@@ -331,10 +330,7 @@ class _Doc:
 
 
 def _json_type(v: Any) -> str:
-    if isinstance(v, bool):
-        return "boolean"
-    return {str: "string", int: "integer", float: "number", type(None): "null", list: "array",
-            dict: "object"}.get(type(v), "any")
+    return json_type(v) or "any"
 
 
 def _number_example(node: dict, kind: type) -> Any:
