@@ -23,7 +23,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, ClassVar
 
-from .errors import ParseError
+from .errors import ArgumentError, ParseError
 from .extract import Extraction, find_action, value_span
 from .options import Option
 
@@ -236,6 +236,6 @@ def get_mode(mode: Any) -> type[Mode]:
         return MenuMode
     cls = MODES.get(mode) if isinstance(mode, str) else None
     if cls is None:
-        raise ValueError(f"unknown mode {mode!r}: the ways of asking are "
+        raise ArgumentError(f"unknown mode {mode!r}: the ways of asking are "
                          f"{', '.join(repr(m) for m in MODES)}")
     return cls

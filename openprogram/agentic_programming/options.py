@@ -20,24 +20,29 @@ import re
 import sys
 from _thread import allocate_lock as Lock  # threading.Lock itself, without importing threading
 import types
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable, ClassVar
 
-from .errors import OptionError, ParseError
+from .errors import OptionError, OptionWarning, ParseError, SchemaError
 from .jsonable import to_jsonable
 from .model import ModelCaller
-from .pytypes import LONG, SCALARS as _SCALARS, TYPE_NAMES as _TYPE_NAMES
+from .pytypes import FORMAT_EXAMPLES, LONG, SCALARS as _SCALARS, TYPE_NAMES as _TYPE_NAMES
+from .pytypes import python_type
 from .validator import (CHECK, NAME, PY, check_json_value, compile_schema, describe_value, equal,
                         json_head, safe_key)
 
 META_KEYS = frozenset({"type", "description", "options", "fields", "items"})
 RUNTIME_PARAM_NAMES = frozenset({"runtime", "exec_runtime", "review_runtime"})
+#: The keys of one parameter's entry in `input_meta` (rule A8).
+META_PARAM_KEYS = frozenset({"description", "options", "hidden"})
 _PLACEHOLDER = {"str": "<str>", "int": 0, "float": 0.0, "bool": False, "list": [], "dict": {},
                 "any": "<any>"}
 _MISSING = inspect.Parameter.empty
+
 
 
 
@@ -59,6 +64,11 @@ class Field:
     # indent) and validate(value, path, dropped) take the place of the plain logic below.
     user: Any = None
     alts: "list[Field] | None" = None           # for type "union": the first that fits wins
+    # A standard-library type JSON carries as text or a number (pytypes.python_type: a date,
+    # a UUID, Decimal, a path): the JSON Schema `format` checked, and the function that makes
+    # the Python value the function receives.
+    format: str | None = None
+    py: Any = None
 
     def type_name(self) -> str:
         name = self.type if self.user is None else self.user.type_name()
@@ -73,6 +83,8 @@ class Field:
     def placeholder(self) -> Any:
         if self.options:
             return self.options[0]
+        if self.format in FORMAT_EXAMPLES:
+            return FORMAT_EXAMPLES[self.format]
         if self.user is not None:
             return self.user.placeholder()
         if self.type == "object":
@@ -101,6 +113,8 @@ class Field:
                 ([{"type": "null"}] if self.nullable else [])
         if self.description:
             out["description"] = self.description
+        if self.format:
+            out["format"] = self.format
         if self.options:
             out["enum"] = list(self.options)
         if self.type == "object":
@@ -130,10 +144,14 @@ class Field:
                 out["items"] = self.items.internal()
             elif self.type == "dict" and self.items is not None:
                 out["additionalProperties"] = self.items.internal()
+        if self.format:
+            out["format"] = self.format
         if self.options is not None:
             out["enum"] = list(self.options)
             if self.values is not None or self.type in ("any", "union"):
                 out[PY] = functools.partial(_own_value, self.options, self.values)
+        elif self.py is not None:
+            out[PY] = self.py
         if self.nullable:
             out["nullable"] = True
         out[NAME] = self.type_name()
@@ -340,6 +358,12 @@ class SchemaOption(Option):
         if not isinstance(schema, dict) or not schema:
             raise OptionError(f"{where}: a schema option's schema must be a non-empty dict "
                               f"{{field: type}}, got {schema!r}")
+        if _looks_like_json_schema(schema):
+            warnings.warn(f"{where}: this schema looks like a JSON Schema, but a schema dict "
+                          f"here is the spec form (rules S1, S3: its keys are field names, so "
+                          f"'type' and 'properties' would be fields); to give a JSON Schema, "
+                          f"wrap it: openprogram.JsonSchema(schema)", OptionWarning,
+                          stacklevel=_stack())
         if "decision" in schema:
             # The result is {"decision": name, **fields}: the model's value would replace the name.
             raise OptionError(f"{where}: a schema option cannot have a field 'decision' (the "
@@ -360,7 +384,7 @@ def register_option_kind(cls: type[Option]) -> type[Option]:
     asked first (the latest registered first) for every handler of every option set, and returns
     an `Option` for a handler it recognises, or None. Usable as a class decorator."""
     if not (isinstance(cls, type) and issubclass(cls, Option)):
-        raise TypeError(f"register_option_kind takes a subclass of Option, got {cls!r}")
+        raise SchemaError(f"register_option_kind takes a subclass of Option, got {cls!r}")
     if cls not in _option_kinds:
         _option_kinds.insert(0, cls)
         clear_option_cache()  # the new kind may claim a function a cached option was built from
@@ -424,24 +448,35 @@ def schema_field(spec: Any, where: str) -> Field:
     if isinstance(spec, type) and spec in _SCALARS:
         return Field(_SCALARS[spec])
     if isinstance(spec, str):
+        if spec.strip() in _TYPE_NAMES and spec.strip() not in ("str", "string"):
+            t = _TYPE_NAMES[spec.strip()]
+            warnings.warn(f"{where}: {spec!r} is a str field described as {spec!r} (rule S1: a "
+                          f"string describes a str); for a field of type {t} write the type "
+                          f"itself ({t}) or {{'type': {spec.strip()!r}}}", OptionWarning,
+                          stacklevel=_stack())
         return Field("str", description=spec)
     if isinstance(spec, list):
         if len(spec) != 1:
-            raise TypeError(f"{where}: a list schema holds exactly one item template, e.g. "
+            raise SchemaError(f"{where}: a list schema holds exactly one item template, e.g. "
                             f"[str] or [{{'name': str}}]; got {len(spec)} items {spec!r}")
         return Field("list", items=schema_field(spec[0], f"{where}[]"))
     if isinstance(spec, dict):
         if not spec:
-            raise TypeError(f"{where}: an empty dict is not a schema; give its fields, e.g. "
+            raise SchemaError(f"{where}: an empty dict is not a schema; give its fields, e.g. "
                             f"{{'name': str}}, or use dict for a free-form object")
         if set(spec) <= META_KEYS:
             return _meta_field(spec, where)
+        if _looks_like_json_schema(spec):
+            warnings.warn(f"{where}: this dict looks like a JSON Schema, but a schema dict here "
+                          f"is the spec form (rules S1, S3: its keys are field names); to give "
+                          f"a JSON Schema, wrap it: openprogram.JsonSchema(schema)", OptionWarning,
+                          stacklevel=_stack())
         return Field("object", fields={str(k): schema_field(v, f"{where}.{k}")
                                        for k, v in spec.items()})
     try:
         return annotation_field(spec, where)
     except TypeError:
-        raise TypeError(f"{where}: {spec!r} is not a schema. Use a type (str, int, float, bool, "
+        raise SchemaError(f"{where}: {spec!r} is not a schema. Use a type (str, int, float, bool, "
                         f"list, dict), a description string, [item_schema], {{field: schema}} or "
                         f"{{'type': ..., 'description': ..., 'options': [...]}}") from None
 
@@ -450,7 +485,7 @@ def _meta_field(spec: dict, where: str) -> Field:
     if "fields" in spec:
         f = schema_field(spec["fields"], where)
         if f.type != "object":
-            raise TypeError(f"{where}: 'fields' must be a dict of field schemas")
+            raise SchemaError(f"{where}: 'fields' must be a dict of field schemas")
     elif "items" in spec:
         f = Field("list", items=schema_field(spec["items"], f"{where}[]"))
     elif "type" in spec:
@@ -468,7 +503,7 @@ def _meta_field(spec: dict, where: str) -> Field:
     if "options" in spec:
         opts = spec["options"]
         if not isinstance(opts, (list, tuple)) or not opts:
-            raise TypeError(f"{where}: 'options' must be a non-empty list of allowed values")
+            raise SchemaError(f"{where}: 'options' must be a non-empty list of allowed values")
         f.options = list(opts)
     return f
 
@@ -509,6 +544,10 @@ def annotation_field(ann: Any, where: str) -> Field:
             return f
     if isinstance(ann, type) and issubclass(ann, enum.Enum):
         return _enum_field(list(ann))
+    carried = python_type(ann)
+    if carried is not None:  # a date, a UUID, Decimal, a path: as a dataclass field has them
+        schema, make = carried
+        return Field(_TYPE_NAMES[schema["type"]], format=schema.get("format"), py=make)
     origin = typing.get_origin(ann)
     args = typing.get_args(ann)
     if origin is typing.Annotated:
@@ -529,12 +568,13 @@ def annotation_field(ann: Any, where: str) -> Field:
         return Field("list", items=annotation_field(args[0], f"{where}[]") if args else None)
     if origin in (dict, typing.Dict):
         if args and args[0] not in (str, typing.Any):
-            raise TypeError(f"{where} is annotated {ann!r}, but the keys of a JSON object are "
+            raise SchemaError(f"{where} is annotated {ann!r}, but the keys of a JSON object are "
                             f"always strings: annotate dict[str, ...]")
         return Field("dict", items=annotation_field(args[1], f"{where}[]") if args else None)
-    raise TypeError(f"{where} is annotated {ann!r}; decision options understand str, int, float, "
-                    f"bool, list, dict, list[X], dict[str, X], Optional[X], Literal[...] and "
-                    f"Annotated[X, 'description']: use one of those, or mark it hidden")
+    raise SchemaError(f"{where} is annotated {ann!r}; decision options understand str, int, float, "
+                      f"bool, list, dict, list[X], dict[str, X], Optional[X], Literal[...], "
+                      f"Annotated[X, 'description'], Enums, dates, times, UUID, Decimal, paths "
+                      f"and the user's classes: use one of those, or mark it hidden")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -566,6 +606,16 @@ def function_params(fn: Callable, where: str) -> list[Param]:
     if unknown:
         raise OptionError(f"{where}: input_meta names {sorted(unknown)}, which are not "
                           f"parameters of {getattr(fn, '__name__', fn)!r}; fix the names")
+    for pname, m in meta.items():
+        if not isinstance(m, dict):
+            raise OptionError(f"{where}: input_meta[{pname!r}] must be a dict of "
+                              f"{', '.join(sorted(META_PARAM_KEYS))}, got {m!r}")
+        bad = sorted(set(m) - META_PARAM_KEYS, key=str)
+        if bad:
+            # A typo here ("hiden") would otherwise show the model a parameter meant to be hidden.
+            raise OptionError(f"{where}: input_meta[{pname!r}] has unknown key(s) "
+                              f"{', '.join(map(repr, bad))}; the keys are "
+                              f"{', '.join(map(repr, sorted(META_PARAM_KEYS)))}")
     params = []
     for p in sig.parameters.values():
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
@@ -700,8 +750,67 @@ def _dict_option(name: str, handler: Any, where: str) -> Option:
                               f"description string, got {b!r}")
         if callable(a):
             return FunctionOption(name, a, b, where)
-        return ValueOption(name, a, b)
-    return ValueOption(name, handler)
+        return _value_option(name, a, b, where)
+    return _value_option(name, handler, "", where)
+
+
+def _value_option(name: str, value: Any, description: str, where: str) -> ValueOption:
+    """O2's value option, with a warning where the value looks like something else meant."""
+    if isinstance(value, dict):
+        shape = tool_shape(value)
+        if shape:
+            warnings.warn(f"{where}: this value looks like {shape}, but a dict handler is a value "
+                          f"option (rule O2): picking it returns the dict. To offer it as a "
+                          f"tool, write openprogram.tool(definition) (or "
+                          f"openprogram.tool(definition, fn) to run a function)", OptionWarning,
+                          stacklevel=_stack())
+        elif _looks_like_json_schema(value):
+            warnings.warn(f"{where}: this value looks like a JSON Schema, but a dict handler is "
+                          f"a value option (rule O2). To have the model fill it in, write "
+                          f"openprogram.JsonSchema(schema)", OptionWarning, stacklevel=_stack())
+        elif any(isinstance(v, type) or (isinstance(v, list) and len(v) == 1 and
+                                         isinstance(v[0], type)) for v in value.values()):
+            warnings.warn(f"{where}: this value option's dict holds Python types "
+                          f"({_head(value)}); picking it returns that dict. For a schema option "
+                          f"whose fields the model fills in, write "
+                          f"{{{name!r}: ('description', {_head(value)})}}", OptionWarning,
+                          stacklevel=_stack())
+    return ValueOption(name, value, description)
+
+
+def tool_shape(d: Any) -> str | None:
+    """Which provider's tool definition `d` is shaped like (for tooldefs.py and the warning
+    about an unmarked one), or None."""
+    if not isinstance(d, dict):
+        return None
+    if d.get("type") == "function" and isinstance(d.get("function"), dict):
+        return "an OpenAI tool definition (chat completions)"
+    if d.get("type") == "function" and "name" in d and "parameters" in d:
+        return "an OpenAI tool definition (responses)"
+    if "name" in d and "input_schema" in d:
+        return "an Anthropic tool definition"
+    if "name" in d and "inputSchema" in d:
+        return "an MCP tool definition"
+    return None
+
+
+def _looks_like_json_schema(d: dict) -> bool:
+    return "$schema" in d or (d.get("type") in ("object", "array", "string", "integer", "number")
+                              and isinstance(d.get("properties", d.get("items")), dict))
+
+
+def _head(x: Any) -> str:
+    text = repr(x)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _stack() -> int:
+    """The stacklevel that points a warning at the user's call of make / normalize: the first
+    frame outside this package."""
+    f, n = sys._getframe(1), 1
+    while f is not None and f.f_globals.get("__name__", "").startswith("openprogram."):
+        f, n = f.f_back, n + 1
+    return n
 
 
 _list_readers: list[Callable[[Any, str], "Option | None"]] = []
@@ -931,7 +1040,7 @@ _NESTED = frozenset({dict, list, tuple, set})
 def check_context(menu: list[Option], context: dict | None) -> None:
     """Fail before any model call when a hidden parameter without a default has no value."""
     if context is not None and not isinstance(context, dict):
-        raise TypeError(f"context= must be a dict, got {type(context).__name__}")
+        raise SchemaError(f"context= must be a dict, got {type(context).__name__}")
     pairs = menu.hidden if isinstance(menu, Menu) else [(o, _hidden(o)) for o in menu]
     for o, hidden in pairs:
         if hidden:
@@ -982,6 +1091,8 @@ def field_line(name: str, type_name: str, required: bool, default: Any, descript
 def _detail_lines(name: str, f: Field, required: bool, default: Any, indent: str) -> list[str]:
     notes = [f"one of: {', '.join(json.dumps(o, default=repr) for o in f.options)}"] \
         if f.options else []
+    if f.format:
+        notes.append(f"format {f.format}")
     if f.user is not None:
         notes += f.user.notes()
     lines = [field_line(name, f.type_name(), required, default, f.description, notes, indent)]

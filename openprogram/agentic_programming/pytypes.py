@@ -33,6 +33,13 @@ TYPE_NAMES: dict[str, str] = {**{v: v for v in SCALARS.values()},
 LONG: dict[str, str] = {s: j for j, s in SHORT.items()}
 
 
+#: A valid example of each checked string format (the menu's placeholders).
+FORMAT_EXAMPLES: dict[str, str] = {
+    "date": "2000-01-31", "date-time": "2000-01-31T12:00:00Z", "time": "12:00:00",
+    "uuid": "00000000-0000-0000-0000-000000000000", "email": "user@example.com",
+    "uri": "https://example.com/"}
+
+
 def json_type(value: Any) -> str | None:
     """The JSON Schema type of a Python value (`True` is a boolean, never an integer), or None
     for a value JSON has no type for."""

@@ -105,19 +105,6 @@ def read_definition(d: Any) -> tuple[str, str, dict] | None:
     return name, desc if isinstance(desc, str) else "", schema
 
 
-def looks_like_definition(d: Any) -> str | None:
-    """The provider whose tool shape `d` has, for the warning about an unmarked one."""
-    try:
-        return None if read_definition(d) is None else "a tool definition"
-    except OptionError:
-        return None
-
-
-def looks_like_json_schema(d: Any) -> bool:
-    return isinstance(d, dict) and (
-        "$schema" in d or (d.get("type") == "object" and isinstance(d.get("properties"), dict)))
-
-
 class JsonSchemaOption(Option):
     """A tool definition or a plain JSON Schema as an option: the model fills the arguments the
     schema describes; the pick runs `fn` with them, or resolves to `{"decision": name,

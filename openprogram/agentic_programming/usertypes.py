@@ -24,9 +24,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable
 
-from .errors import OptionError, ParseError
+from .errors import OptionError, ParseError, SchemaError
 from .jsonable import to_jsonable
-from .pytypes import SHORT, json_type
+from .pytypes import FORMAT_EXAMPLES, SHORT, json_type
 from .options import (_MISSING, Field, Option, Param, _check_json_value, _describe_value,
                       annotation_field, field_line, register_annotation_hook,
                       register_option_kind, validate)
@@ -85,9 +85,7 @@ def _first_paragraph(text: Any) -> str:
 # ---------------------------------------------------------------------------------------------
 
 _JSON_TYPES = SHORT
-_FORMAT_EXAMPLES = {"date": "2000-01-31", "date-time": "2000-01-31T12:00:00Z",
-                    "time": "12:00:00", "uuid": "00000000-0000-0000-0000-000000000000",
-                    "email": "user@example.com", "uri": "https://example.com/"}
+_FORMAT_EXAMPLES = FORMAT_EXAMPLES
 _CONSTRAINTS = [("minimum", ">= {}"), ("exclusiveMinimum", "> {}"), ("maximum", "<= {}"),
                 ("exclusiveMaximum", "< {}"), ("multipleOf", "a multiple of {}"),
                 ("minLength", "at least {} characters"), ("maxLength", "at most {} characters"),
@@ -428,10 +426,10 @@ def user_type(ann: Any) -> UserType | None:
             schema = adapter.json_schema()
         except pyd.PydanticUserError as exc:
             if getattr(exc, "code", None) != "typed-dict-version":
-                raise TypeError(_cannot(ann, exc)) from None
+                raise SchemaError(_cannot(ann, exc)) from None
             # typing.TypedDict before Python 3.12: pydantic refuses it, the fallback does not.
         except Exception as exc:
-            raise TypeError(_cannot(ann, exc)) from None
+            raise SchemaError(_cannot(ann, exc)) from None
         else:
             doc = _Doc(schema.get("$defs", {}), _aliases(ann))
             node = {k: v for k, v in schema.items() if k != "$defs"}
@@ -597,7 +595,7 @@ def _class_fields(cls: type) -> list[tuple[str, Field, bool, Any]]:
     try:
         hints = typing.get_type_hints(cls, include_extras=True)
     except Exception as exc:
-        raise TypeError(f"cannot read the annotations of {cls.__name__} ({exc})") from None
+        raise SchemaError(f"cannot read the annotations of {cls.__name__} ({exc})") from None
     where = f"field {{!r}} of {cls.__name__}"
     if _is_typeddict(cls):
         out = []
