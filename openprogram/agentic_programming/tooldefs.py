@@ -25,7 +25,7 @@ from .options import (_MISSING, Field, Option, Param, call_function, register_li
                       register_option_kind)
 from .pytypes import python_type
 from .usertypes import UserType, _Doc
-from .validator import compile_schema
+from .validator import compile_schema, merge_all_of
 
 __all__ = ["JsonSchema", "ToolDefinition", "tool", "read_definition", "JsonSchemaOption"]
 
@@ -113,13 +113,19 @@ class JsonSchemaOption(Option):
 
     def __init__(self, name: str, description: str, schema: dict, fn: Callable | None,
                  where: str):
+        self.check = compile_schema(schema, where)
+        schema = merge_all_of(schema, where)
+        defs = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {}), "#": schema}
+        doc = _Doc(defs)
+        if "$ref" in schema:  # pydantic's form for a recursive model: the root is a reference
+            root, _ = doc.deref(schema)
+            schema = {**root, **{k: schema[k] for k in ("$defs", "definitions") if k in schema}}
         if "type" in schema and schema["type"] != "object" or \
                 not isinstance(schema.get("properties", {}), dict):
             raise OptionError(f"{where}: the arguments of an option are an object; its schema "
                               f"must have type 'object' (with properties), got "
                               f"{_head(schema)}")
         self.schema = schema
-        self.check = compile_schema(schema, where)
         if self.check.annotations:
             warnings.warn(f"{where}: kept as annotations, not checked: "
                           f"{', '.join(self.check.annotations)} (words that are not JSON Schema "
@@ -130,9 +136,8 @@ class JsonSchemaOption(Option):
             raise OptionError(f"{where}: a schema option cannot have a field 'decision' (the "
                               f"result {{'decision': {name!r}, ...}} holds the option name "
                               f"there); rename the field")
-        defs = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {}), "#": schema}
-        doc = _Doc(defs)
         required = set(schema.get("required") or ())
+        props = {k: p if isinstance(p, dict) else {} for k, p in props.items()}
         params = [Param(k, Field(doc.project_type(p), doc.description(p),
                                  user=UserType(doc, p if isinstance(p, dict) else {})),
                         required=k in required,
@@ -141,6 +146,14 @@ class JsonSchemaOption(Option):
         super().__init__(name, description or doc.description(schema), params)
         self.handler = fn
         self._convert = _conversions(fn, props) if fn is not None else {}
+
+    def menu_lines(self) -> list[str]:
+        lines = super().menu_lines()
+        extra = self.schema.get("additionalProperties")
+        if isinstance(extra, dict) and extra:  # keys beyond the named ones, and what they hold
+            doc = self.params[0].field.user.doc if self.params else _Doc({"#": self.schema})
+            lines[-1:-1] = doc.field_lines("<other keys>", extra, False, "    ", ())
+        return lines
 
     @classmethod
     def from_handler(cls, name: str, handler: Any, description: str | None,

@@ -105,6 +105,8 @@ class _Doc:
     def deref(self, node: dict) -> tuple[dict, str | None]:
         """`node` with a `$ref` to one of the defs followed (the node's own keys win), and the
         def's name."""
+        if not isinstance(node, dict):  # a boolean schema: `true` is any value
+            return {}, None
         ref = node.get("$ref")
         if isinstance(ref, str):
             name = "#" if ref == "#" else ref.rpartition("/")[2] \
@@ -130,9 +132,10 @@ class _Doc:
             kinds = {_JSON_TYPES.get(_json_type(v), "any") for v in values}
             return kinds.pop() if len(kinds) == 1 else "any"
         t = node.get("type")
+        null = " | null" if node.get("nullable") is True else ""  # OpenAPI's spelling
         if isinstance(t, list):
-            return " | ".join(self._one_type(x, node) for x in t)
-        return self._one_type(t, node)
+            return " | ".join(self._one_type(x, node) for x in t) + null
+        return self._one_type(t, node) + null
 
     def _one_type(self, t: Any, node: dict) -> str:
         if t == "array":
@@ -218,6 +221,10 @@ class _Doc:
         if len(members) == 1:
             return self.notes(members[0])
         out = []
+        for m in members:  # what each alternative of a union allows
+            inner = self.notes(m)
+            if inner:
+                out.append(f"as {self.type_name(m)}: {', '.join(inner)}")
         if "const" in node:
             out.append(f"always {json.dumps(node['const'])}")
         elif node.get("enum"):
@@ -249,6 +256,13 @@ class _Doc:
                         f"{name}.{key}", sub, key in required, indent, stack,
                         [f"alias of {aliases[key]}"] if key in aliases else [])]
         items, extra = node.get("items"), node.get("additionalProperties")
+        if isinstance(node.get("prefixItems"), list):
+            lines = [line for i, sub in enumerate(node["prefixItems"])
+                     for line in self.field_lines(f"{name}[{i}]", sub, True, indent, stack)]
+            if isinstance(items, dict):
+                lines += self.field_lines(f"{name}[{len(node['prefixItems'])}:]", items, True,
+                                          indent, stack, only_shapes=True)
+            return lines
         if node.get("type") == "array" and isinstance(items, dict):
             return self.field_lines(f"{name}[]", items, True, indent, stack, only_shapes=True)
         if isinstance(extra, dict) and extra:
@@ -276,7 +290,7 @@ class _Doc:
         """A field's line (`- name (type, required): description; notes`) and those below it;
         with `only_shapes`, nothing for a field with nothing below it."""
         inner = self.nested(node, name, indent + "  ", stack)
-        if only_shapes and not inner:
+        if only_shapes and not inner and not self.notes(node):
             return []
         line = field_line(name, self.type_name(node), required, node.get("default", _MISSING),
                           self.description(node), [*self.notes(node), *notes], indent)

@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
 from .errors import OptionError, ParseError
 from .pytypes import SHORT, json_type
 
-__all__ = ["compile_schema", "Checker", "SUPPORTED", "REFUSED", "ANNOTATIONS", "FORMATS", "PY",
+__all__ = ["compile_schema", "merge_all_of", "Checker", "SUPPORTED", "REFUSED", "ANNOTATIONS", "FORMATS", "PY",
            "CHECK", "NAME", "check_json_value", "describe_value", "json_head", "safe_key", "equal"]
 
 #: Keywords that decide what is valid, all checked.
@@ -222,6 +222,23 @@ def compile_schema(schema: Any, where: str) -> Checker:
     c = _Compiler(schema, where)
     run = c.node(schema, "#")
     return Checker(run, c.annotations, schema)
+
+
+def merge_all_of(schema: Any, where: str = "the schema") -> Any:
+    """`schema` with every `allOf` of objects written as one object (what the menu shows and
+    the modes send); `OptionError` for parts that cannot be joined."""
+    c = _Compiler(schema, where)
+
+    def walk(node: Any, ptr: str) -> Any:
+        if isinstance(node, list):
+            return [walk(x, f"{ptr}/{i}") for i, x in enumerate(node)]
+        if not isinstance(node, dict):
+            return node
+        if "allOf" in node:
+            node = c.merge_all_of(node, ptr)
+        return {k: v if k in ("enum", "const", "default", "examples") else walk(v, f"{ptr}/{k}")
+                for k, v in node.items()}
+    return walk(schema, "#")
 
 
 class _Compiler:
