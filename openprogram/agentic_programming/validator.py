@@ -398,11 +398,16 @@ class _Compiler:
         if s.get("nullable") is True and None not in values:
             values = [*values, None]
 
+        texts = frozenset(x for x in values if type(x) is str)
+
         def step(v, p, d):
+            if type(v) is str and v in texts:  # the common case, without a loop
+                return v
             for allowed in values:
                 if equal(v, allowed):
                     return v
             raise ParseError("enum_violation", f"{p} must be {what}; got {json_head(v)}", p)
+        step.texts = texts
         return step
 
     def alternatives(self, s: dict, key: str, ptr: str, name: str) -> Callable:
@@ -583,7 +588,7 @@ class _Compiler:
         required = s.get("required") or []
         if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
             raise self.fail(ptr, "required takes a list of property names")
-        fields = [(k, self.node(sub, f"{ptr}/properties/{k}"), k in required)
+        fields = [(k, self.node(sub, f"{ptr}/properties/{k}"), k in required, f".{k}")
                   for k, sub in (props or {}).items()]
         missing_only = [r for r in required if r not in (props or {})]
         extra = s.get("additionalProperties")
@@ -655,7 +660,51 @@ def _make_node(types: list | None, name: str, steps: list[Callable], obj: tuple 
                                                   f"of about {digits} digits, too large for a "
                                                   f"float", p) from None
         return v
-    return run
+    return _fast(run, allowed, steps, obj, nullable, union) or run
+
+
+def _fast(run: Callable, allowed: frozenset | None, steps: list, obj: tuple | None,
+          nullable: bool, union: bool) -> Callable | None:
+    """For the nodes most schemas are made of (one scalar type, or an object, with nothing
+    else to check), a check that does only what a valid value needs; anything else (and every
+    error) goes through `run`, so messages and results are the same."""
+    if nullable or union or allowed is None or len(allowed) != 1:
+        return None
+    (t,) = allowed
+    texts = getattr(steps[0], "texts", None) if len(steps) == 1 else None
+    if t == "string" and texts:  # an enum of strings
+        def choice(v, p, d):
+            return v if type(v) is str and v in texts else run(v, p, d)
+        return choice
+    if steps:
+        return None
+    if t == "string":
+        def string(v, p, d):
+            if type(v) is str and (v.isascii() or not _SURROGATE.search(v)):
+                return v
+            return run(v, p, d)
+        return string
+    if t == "integer":
+        def integer(v, p, d):
+            if type(v) is int and v.bit_length() <= 14_000:
+                return v
+            return run(v, p, d)
+        return integer
+    if t == "number":
+        def number(v, p, d):
+            if type(v) is float and v - v == 0.0:  # finite: inf - inf and nan - nan are nan
+                return v
+            return run(v, p, d)
+        return number
+    if t == "boolean":
+        def boolean(v, p, d):
+            return v if type(v) is bool else run(v, p, d)
+        return boolean
+    if t == "object" and obj is not None:
+        def object_(v, p, d):
+            return _object(v, p, d, obj) if type(v) is dict else run(v, p, d)
+        return object_
+    return None
 
 
 def _object(v: dict, p: str, d: list[str], obj: tuple) -> dict:
@@ -666,9 +715,9 @@ def _object(v: dict, p: str, d: list[str], obj: tuple) -> dict:
                 raise ParseError("invalid_value", f"{p} (a key) {_bad_json_value(k)}",
                                  f"{p} (a key)")
     out = {}
-    for k, run, required in fields:
+    for k, run, required, dot_k in fields:
         if k in v:
-            out[k] = run(v[k], f"{p}.{k}", d)
+            out[k] = run(v[k], p + dot_k, d)
         elif required:
             raise ParseError("missing_required", f"{p}.{k} is required ({titles[k]})", f"{p}.{k}")
     for k in missing_only:
