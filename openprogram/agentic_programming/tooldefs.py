@@ -21,10 +21,10 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from typing import Any, Callable
 
 from .errors import OptionError, OptionWarning
-from .options import (_MISSING, Field, Option, Param, call_function, register_list_reader,
-                      register_option_kind)
+from .kinds import Option, call_function, register_list_reader, register_option_kind
+from .schema import _MISSING, Field, Param
 from .pytypes import python_type
-from .usertypes import UserType, _Doc
+from .schemadoc import UserType, _Doc
 from .validator import compile_schema, merge_all_of
 
 __all__ = ["JsonSchema", "ToolDefinition", "tool", "read_definition", "JsonSchemaOption"]
