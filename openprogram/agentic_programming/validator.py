@@ -312,22 +312,7 @@ class _Compiler:
         return step
 
     def string(self, s: dict, ptr: str) -> list[Callable]:
-        steps = []
-        lo, hi = s.get("minLength"), s.get("maxLength")
-        for k, n in (("minLength", lo), ("maxLength", hi)):
-            if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 0):
-                raise self.fail(ptr, f"{k} takes a non-negative integer, got {n!r}")
-        if lo is not None or hi is not None:
-            def length(v, p, d):
-                if isinstance(v, str):
-                    if lo is not None and len(v) < lo:
-                        raise ParseError("invalid_value", f"{p} must be at least {lo} "
-                                                          f"characters, got {len(v)}", p)
-                    if hi is not None and len(v) > hi:
-                        raise ParseError("invalid_value", f"{p} must be at most {hi} "
-                                                          f"characters, got {len(v)}", p)
-                return v
-            steps.append(length)
+        steps = self.sized(s, ptr, "minLength", "maxLength", str, "characters")
         if "pattern" in s:
             text = s["pattern"]
             try:
@@ -353,6 +338,28 @@ class _Compiler:
                 return v
             steps.append(form)
         return steps
+
+    def sized(self, s: dict, ptr: str, low: str, high: str, kind: type,
+              unit: str) -> list[Callable]:
+        """The step checking a text's length or a list's count against `low` / `high`."""
+        lo, hi = s.get(low), s.get(high)
+        for k, n in ((low, lo), (high, hi)):
+            if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 0):
+                raise self.fail(ptr, f"{k} takes a non-negative integer, got {n!r}")
+        if lo is None and hi is None:
+            return []
+
+        def size(v, p, d):
+            if isinstance(v, kind):
+                n = len(v)
+                if lo is not None and n < lo:
+                    raise ParseError("invalid_value", f"{p} must have at least {lo} {unit}, "
+                                                      f"got {n}", p)
+                if hi is not None and n > hi:
+                    raise ParseError("invalid_value", f"{p} must have at most {hi} {unit}, "
+                                                      f"got {n}", p)
+            return v
+        return [size]
 
     def number(self, s: dict, ptr: str, types: list | None) -> list[Callable]:
         bounds = []
@@ -419,18 +426,7 @@ class _Compiler:
                                _any(x, f"{p}[{i}]", d))
                 return out
             steps.append(each)
-        lo, hi = s.get("minItems"), s.get("maxItems")
-        if lo is not None or hi is not None:
-            def count(v, p, d):
-                if isinstance(v, list):
-                    if lo is not None and len(v) < lo:
-                        raise ParseError("invalid_value", f"{p} must have at least {lo} items, "
-                                                          f"got {len(v)}", p)
-                    if hi is not None and len(v) > hi:
-                        raise ParseError("invalid_value", f"{p} must have at most {hi} items, "
-                                                          f"got {len(v)}", p)
-                return v
-            steps.append(count)
+        steps += self.sized(s, ptr, "minItems", "maxItems", list, "items")
         if s.get("uniqueItems") is True:
             def unique(v, p, d):
                 if isinstance(v, list):
