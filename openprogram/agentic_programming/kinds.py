@@ -59,7 +59,7 @@ class Option:
     def signature(self) -> str:
         parts = []
         for p in self.llm_params:
-            part = f"{p.name}: {p.field.type_name()}"
+            part = f"{p.name}: {p.field.view().type_name()}"
             if not p.required:  # a default made by a factory has no value to show
                 part += " = ..." if p.default is _MISSING else f" = {shown(p.default)}"
             parts.append(part)
@@ -67,7 +67,7 @@ class Option:
 
     def example(self) -> str:
         call: dict = {"call": self.name}
-        args = {p.name: p.field.placeholder() for p in self.llm_params}
+        args = {p.name: p.field.view().placeholder() for p in self.llm_params}
         if args:
             call["args"] = args
         return json.dumps(call, ensure_ascii=False)

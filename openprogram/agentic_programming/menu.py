@@ -10,13 +10,12 @@ usertypes.py's reading of that schema, through the same `field_line`.
 from __future__ import annotations
 
 import functools
-import json
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable  # (`Option` in annotations: kinds.py's, never imported)
 
-from .jsonable import to_jsonable
-from .schema import _MISSING, Field, Param
+from .schema import Param
+from .schemadoc import field_line, shown  # noqa: F401  (re-exported)
 
 class Menu(tuple):
     """A normalized option set, as `normalize` returns it: a tuple of `Option`s whose menu text
@@ -62,50 +61,14 @@ def _hidden(option: Option) -> list[Param]:
                                                 if p.source == "context" and p.required])
 
 
-def shown(value: Any) -> str:
-    """A default or an allowed value as the menu shows it: its JSON text (an Enum member as its
-    value, a date as ISO text), or its repr when JSON has no form for it."""
-    j = to_jsonable(value)
-    if isinstance(j, dict) and set(j) == {"repr", "type"}:
-        j = j["repr"]
-    return json.dumps(j)
-
-
-def field_line(name: str, type_name: str, required: bool, default: Any, description: str,
-               notes: list[str], indent: str) -> str:
-    """One line of the menu for a field: `- name (type, required): description; note; ...`."""
-    if required:
-        state = "required"
-    else:
-        state = "optional" if default is _MISSING else f"optional, default {shown(default)}"
-    line = f"{indent}- {name} ({type_name}, {state})"
-    if description:
-        line += f": {description}"
-    return "".join([line, *(f"; {n}" for n in notes)])
-
-
-def _detail_lines(name: str, f: Field, required: bool, default: Any, indent: str) -> list[str]:
-    notes = [f"one of: {', '.join(json.dumps(o, default=repr) for o in f.options)}"] \
-        if f.options else []
-    if f.format:
-        notes.append(f"format {f.format}")
-    if f.user is not None:
-        notes += f.user.notes()
-    lines = [field_line(name, f.type_name(), required, default, f.description, notes, indent)]
-    if f.user is not None:
-        lines += f.user.nested_lines(name, indent + "  ")
-    elif f.type == "object":
-        for k, sub in (f.fields or {}).items():
-            lines += _detail_lines(f"{name}.{k}", sub, True, _MISSING, indent + "  ")
-    elif f.type == "list" and f.items is not None and f.items.type in ("object", "list"):
-        lines += _detail_lines(f"{name}[]", f.items, True, _MISSING, indent + "  ")
-    return lines
-
-
 def param_lines(option: Option) -> list[str]:
     """The detail lines of an option's parameters, as the menu shows them (R1)."""
-    return [line for p in option.llm_params
-            for line in _detail_lines(p.name, p.field, p.required, p.default, "    ")]
+    lines = []
+    for p in option.llm_params:
+        u = p.field.view()
+        lines += u.doc.field_lines(p.name, u.node, p.required, "    ", u.stack, u.extra_notes,
+                                   default=p.default, description=p.field.description)
+    return lines
 
 
 def render_menu(menu: list[Option]) -> str:

@@ -28,8 +28,9 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
 from .errors import OptionError, OptionWarning, ParseError, SchemaError
 from .jsonable import to_jsonable
 from .model import ModelCaller
-from .pytypes import FORMAT_EXAMPLES, LONG, SCALARS as _SCALARS, TYPE_NAMES as _TYPE_NAMES
+from .pytypes import LONG, SCALARS as _SCALARS, TYPE_NAMES as _TYPE_NAMES
 from .pytypes import python_type
+from .schemadoc import _MISSING, UserType, _Doc
 from .jsonvalues import check_json_value, describe_value, equal, json_head
 from .validator import CHECK, NAME, PY, compile_schema
 
@@ -43,11 +44,8 @@ RUNTIME_PARAM_NAMES = frozenset({"runtime", "exec_runtime", "review_runtime"})
 META_PARAM_KEYS = frozenset({"description", "options", "hidden"})
 
 
-_PLACEHOLDER = {"str": "<str>", "int": 0, "float": 0.0, "bool": False, "list": [], "dict": {},
-                "any": "<any>"}
 
 
-_MISSING = inspect.Parameter.empty
 
 
 @dataclass
@@ -73,30 +71,24 @@ class Field:
     format: str | None = None
     py: Any = None
 
+    def view(self) -> UserType:
+        """This field's schema as the menu reads it (schemadoc.py): a class's or a
+        definition's own node, else the field's JSON Schema; made once per field, so the menu
+        lines, the `Call:` placeholder and the type names in messages come from one reading."""
+        if self.user is not None:
+            return self.user
+        u = self.__dict__.get("_view")
+        if u is None:
+            defs: dict = {}
+            node = self.json_schema(defs)
+            u = self.__dict__["_view"] = UserType(_Doc(defs), node)
+        return u
+
     def type_name(self) -> str:
-        name = self.type if self.user is None else self.user.type_name()
-        if self.type == "union":
-            name = " | ".join(a.type_name() for a in self.alts or ())
-        if self.type == "list" and self.items is not None:
-            name = f"list[{self.items.type_name()}]"
-        elif self.type == "dict" and self.items is not None:
-            name = f"dict[str, {self.items.type_name()}]"
-        return f"{name} | null" if self.nullable else name
+        return self.view().type_name()
 
     def placeholder(self) -> Any:
-        if self.options:
-            return self.options[0]
-        if self.format in FORMAT_EXAMPLES:
-            return FORMAT_EXAMPLES[self.format]
-        if self.user is not None:
-            return self.user.placeholder()
-        if self.type == "object":
-            return {k: f.placeholder() for k, f in (self.fields or {}).items()}
-        if self.type == "list" and self.items is not None:
-            return [self.items.placeholder()]
-        if self.type == "union":
-            return self.alts[0].placeholder()
-        return _PLACEHOLDER[self.type]
+        return self.view().placeholder()
 
     def json_schema(self, defs: dict | None = None) -> dict:
         """The JSON Schema of this field (for native tool specs). The user's types inside it

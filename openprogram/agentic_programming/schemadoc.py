@@ -11,16 +11,38 @@ tooldefs.py's definitions (the user's schema, validated by validator.py) are bot
 """
 from __future__ import annotations
 
+import inspect
 import json
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable
 
-from .menu import field_line
+from .jsonable import to_jsonable
 from .pytypes import FORMAT_EXAMPLES, SHORT, json_type
-from .schema import _MISSING
 
-__all__ = ["UserType", "first_paragraph"]
+__all__ = ["UserType", "first_paragraph", "field_line", "shown"]
+
+
+def shown(value: Any) -> str:
+    """A default or an allowed value as the menu shows it: its JSON text (an Enum member as its
+    value, a date as ISO text), or its repr when JSON has no form for it."""
+    j = to_jsonable(value)
+    if isinstance(j, dict) and set(j) == {"repr", "type"}:
+        j = j["repr"]
+    return json.dumps(j)
+
+
+def field_line(name: str, type_name: str, required: bool, default: Any, description: str,
+               notes: list[str], indent: str) -> str:
+    """One line of the menu for a field: `- name (type, required): description; note; ...`."""
+    if required:
+        state = "required"
+    else:
+        state = "optional" if default is _MISSING else f"optional, default {shown(default)}"
+    line = f"{indent}- {name} ({type_name}, {state})"
+    if description:
+        line += f": {description}"
+    return "".join([line, *(f"; {n}" for n in notes)])
 
 
 def first_paragraph(text: Any) -> str:
@@ -39,7 +61,9 @@ _CONSTRAINTS = [("minimum", ">= {}"), ("exclusiveMinimum", "> {}"), ("maximum", 
                 ("pattern", "matching the pattern {}"), ("format", "format {}"),
                 ("minItems", "at least {} items"), ("maxItems", "at most {} items"),
                 ("minProperties", "at least {} keys"), ("maxProperties", "at most {} keys")]
+_MISSING = inspect.Parameter.empty  # (schema.py's: no default)
 _CUT = object()  # a placeholder that would expand a recursive type into itself
+_UNSET = object()
 
 
 class _Doc:
@@ -233,14 +257,18 @@ class _Doc:
         return lines
 
     def field_lines(self, name: str, node: dict, required: bool, indent: str, stack: tuple,
-                    notes: list[str] = (), only_shapes: bool = False) -> list[str]:
+                    notes: list[str] = (), only_shapes: bool = False, default: Any = _UNSET,
+                    description: Any = _UNSET) -> list[str]:
         """A field's line (`- name (type, required): description; notes`) and those below it;
-        with `only_shapes`, nothing for a field with nothing below it."""
+        with `only_shapes`, nothing for a field with nothing below it. `default` and
+        `description` are a parameter's own, where the schema's are not the ones to show."""
         inner = self.nested(node, name, indent + "  ", stack)
         if only_shapes and not inner and not self.notes(node):
             return []
-        line = field_line(name, self.type_name(node), required, node.get("default", _MISSING),
-                          self.description(node), [*self.notes(node), *notes], indent)
+        line = field_line(name, self.type_name(node), required,
+                          node.get("default", _MISSING) if default is _UNSET else default,
+                          self.description(node) if description is _UNSET else description,
+                          [*self.notes(node), *notes], indent)
         return [line, *inner]
 
     def inline(self, node: Any, stack: tuple = ()) -> Any:

@@ -42,9 +42,9 @@ def test_S1_a_parameter_may_be_any_type_a_dataclass_field_may_be():
         ref: uuid.UUID
 
     menu = render_menu(normalize([book]))
-    assert "- day (str, required); format date" in menu
-    assert "- ref (str, required); format uuid" in menu
-    assert "- at (str | null, optional, default null); format date-time" in menu
+    assert '- day (str, required); format "date"' in menu
+    assert '- ref (str, required); format "uuid"' in menu
+    assert '- at (str | null, optional, default null); format "date-time"' in menu
     # The Call: example is itself a valid pick: dates and UUIDs in their formats.
     args = {"day": "2024-02-03", "ref": "12345678-1234-1234-1234-123456789abc", "amount": 2.5,
             "folder": "/tmp/x", "at": "2024-02-03T10:00:00Z", "alarm": "07:30:00"}
