@@ -425,6 +425,8 @@ class _Compiler:
                     out.append(run(x, f"{p}[{i}]", d) if run is not None else
                                _any(x, f"{p}[{i}]", d))
                 return out
+            if not head:
+                each.item = rest  # an array of one item schema: see _fast
             steps.append(each)
         steps += self.sized(s, ptr, "minItems", "maxItems", list, "items")
         if s.get("uniqueItems") is True:
@@ -530,9 +532,17 @@ def _fast(run: Callable, allowed: frozenset | None, steps: list, obj: tuple | No
         return None
     (t,) = allowed
     texts = getattr(steps[0], "texts", None) if len(steps) == 1 else None
+    item = getattr(steps[0], "item", None) if len(steps) == 1 else None
+    if t == "array" and item is not None:
+        def array(v, p, d):
+            if type(v) is list:
+                return [item(x, f"{p}[{i}]", d) for i, x in enumerate(v)]
+            return run(v, p, d)
+        return array
     if t == "string" and texts:  # an enum of strings
         def choice(v, p, d):
             return v if type(v) is str and v in texts else run(v, p, d)
+        choice.fast = ("enum", texts)
         return choice
     if steps:
         return None
@@ -541,28 +551,80 @@ def _fast(run: Callable, allowed: frozenset | None, steps: list, obj: tuple | No
             if type(v) is str and (v.isascii() or not _SURROGATE.search(v)):
                 return v
             return run(v, p, d)
+        string.fast = ("string",)
         return string
     if t == "integer":
         def integer(v, p, d):
             if type(v) is int and v.bit_length() <= 14_000:
                 return v
             return run(v, p, d)
+        integer.fast = ("integer",)
         return integer
     if t == "number":
         def number(v, p, d):
             if type(v) is float and v - v == 0.0:  # finite: inf - inf and nan - nan are nan
                 return v
             return run(v, p, d)
+        number.fast = ("number",)
         return number
     if t == "boolean":
         def boolean(v, p, d):
             return v if type(v) is bool else run(v, p, d)
+        boolean.fast = ("boolean",)
         return boolean
     if t == "object" and obj is not None:
         def object_(v, p, d):
             return _object(v, p, d, obj) if type(v) is dict else run(v, p, d)
-        return object_
+        return _object_code(obj, object_) or object_
     return None
+
+
+_ABSENT = object()
+#: What a field of each simple kind needs to be valid, as generated code tests it.
+_VALID = {"string": "type(x) is str and (x.isascii() or not SUR(x))",
+          "integer": "type(x) is int and x.bit_length() <= 14000",
+          "number": "type(x) is float and x - x == 0.0",
+          "boolean": "type(x) is bool",
+          "enum": "type(x) is str and x in {t}"}
+
+
+def _object_code(obj: tuple, general: Callable) -> Callable | None:
+    """An object of named fields as one generated function: a valid value is checked field by
+    field in straight-line code (the kinds in `_VALID` tested inline, any other field by its
+    own check), with no path built unless a field is checked by its own check; at the first
+    doubt — a key outside the schema, a field missing or of another type — the whole object
+    goes to `general`, which gives the same result, drops and error as ever."""
+    fields, missing_only, extra_run, lo, hi, _ = obj
+    if missing_only or extra_run is not None or lo is not None or hi is not None or \
+            not fields or len(fields) > 200:
+        return None
+    env: dict = {"KEYS": frozenset(k for k, *_ in fields), "general": general,
+                 "ABSENT": _ABSENT, "SUR": _SURROGATE.search}
+    code = ["def fast(v, p, d):",
+            "    if type(v) is not dict or not v.keys() <= KEYS:",
+            "        return general(v, p, d)",
+            "    n = len(d)",
+            "    out = {}"]
+    bail = "del d[n:]; return general(v, p, d)"
+    for i, (k, run, required, dot_k) in enumerate(fields):
+        env[f"K{i}"], env[f"R{i}"], env[f"P{i}"], env[f"T{i}"] = k, run, dot_k, None
+        fast = getattr(run, "fast", None)
+        code += [f"    x = v.get(K{i}, ABSENT)",
+                 "    if x is ABSENT:",
+                 f"        {bail if required else 'pass'}"]
+        if fast is None:
+            code += ["    else:", f"        out[K{i}] = R{i}(x, p + P{i}, d)"]
+            continue
+        if fast[0] == "enum":
+            env[f"T{i}"] = fast[1]
+        code += [f"    elif {_VALID[fast[0]].format(t=f'T{i}')}:", f"        out[K{i}] = x"]
+        if fast[0] == "number":  # an integer for a number arrives as a float
+            code += ["    elif type(x) is int and x.bit_length() < 1000:",
+                     f"        out[K{i}] = float(x)"]
+        code += ["    else:", f"        {bail}"]
+    code.append("    return out")
+    exec("\n".join(code), env)  # noqa: S102 (code made here, from field names held in env)
+    return env["fast"]
 
 
 def _object(v: dict, p: str, d: list[str], obj: tuple) -> dict:
