@@ -523,6 +523,26 @@ def _make_node(types: list | None, name: str, steps: list[Callable], obj: tuple 
     return _fast(run, allowed, steps, obj, nullable, union) or run
 
 
+_ABSENT = object()
+#: What a field of each simple kind needs to be valid, as generated code tests it.
+_VALID = {"string": "type(x) is str and (x.isascii() or not SUR(x))",
+          "integer": "type(x) is int and x.bit_length() <= 14000",
+          "number": "type(x) is float and x - x == 0.0",
+          "boolean": "type(x) is bool",
+          "enum": "type(x) is str and x in {t}"}
+
+
+def _scalar_code(kind: str, run: Callable, texts: frozenset | None = None) -> Callable:
+    """A one-line check of a scalar node that only lets a valid value through (anything else
+    goes to the node's `run`), marked with its kind so an object's generated code tests it
+    inline."""
+    env = {"run": run, "SUR": _SURROGATE.search, "T": texts}
+    exec(f"def fast(x, p, d):\n    return x if {_VALID[kind].format(t='T')} else "
+         f"run(x, p, d)", env)  # noqa: S102 (code made here from _VALID only)
+    env["fast"].fast = (kind, texts) if kind == "enum" else (kind,)
+    return env["fast"]
+
+
 def _fast(run: Callable, allowed: frozenset | None, steps: list, obj: tuple | None,
           nullable: bool, union: bool) -> Callable | None:
     """For the nodes most schemas are made of (one scalar type, or an object, with nothing
@@ -540,52 +560,16 @@ def _fast(run: Callable, allowed: frozenset | None, steps: list, obj: tuple | No
             return run(v, p, d)
         return array
     if t == "string" and texts:  # an enum of strings
-        def choice(v, p, d):
-            return v if type(v) is str and v in texts else run(v, p, d)
-        choice.fast = ("enum", texts)
-        return choice
+        return _scalar_code("enum", run, texts)
     if steps:
         return None
-    if t == "string":
-        def string(v, p, d):
-            if type(v) is str and (v.isascii() or not _SURROGATE.search(v)):
-                return v
-            return run(v, p, d)
-        string.fast = ("string",)
-        return string
-    if t == "integer":
-        def integer(v, p, d):
-            if type(v) is int and v.bit_length() <= 14_000:
-                return v
-            return run(v, p, d)
-        integer.fast = ("integer",)
-        return integer
-    if t == "number":
-        def number(v, p, d):
-            if type(v) is float and v - v == 0.0:  # finite: inf - inf and nan - nan are nan
-                return v
-            return run(v, p, d)
-        number.fast = ("number",)
-        return number
-    if t == "boolean":
-        def boolean(v, p, d):
-            return v if type(v) is bool else run(v, p, d)
-        boolean.fast = ("boolean",)
-        return boolean
+    if t in _VALID:
+        return _scalar_code(t, run)
     if t == "object" and obj is not None:
         def object_(v, p, d):
             return _object(v, p, d, obj) if type(v) is dict else run(v, p, d)
         return _object_code(obj, object_) or object_
     return None
-
-
-_ABSENT = object()
-#: What a field of each simple kind needs to be valid, as generated code tests it.
-_VALID = {"string": "type(x) is str and (x.isascii() or not SUR(x))",
-          "integer": "type(x) is int and x.bit_length() <= 14000",
-          "number": "type(x) is float and x - x == 0.0",
-          "boolean": "type(x) is bool",
-          "enum": "type(x) is str and x in {t}"}
 
 
 def _object_code(obj: tuple, general: Callable) -> Callable | None:
