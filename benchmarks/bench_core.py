@@ -10,8 +10,14 @@
    and the growth between.
 3. Import time: `import openprogram, openprogram.runtimes` timed inside a fresh interpreter,
    started bare (`-S`: no site packages, nothing preloaded) and as installed (site on).
+4. Validation of one 50-field nested args object (20 scalars and enums at the top, two nested
+   objects of 10 fields, a list of three 10-field objects): the validator (validator.py, over
+   the field's compiled schema) beside the one it replaced (benchmarks/_old_validator.py, kept
+   verbatim) and beside pydantic's `TypeAdapter(...).validate_python` of the same structure as
+   TypedDicts.
 
-Run: .venv/bin/python benchmarks/bench_core.py   (about a minute on 2 cores)
+Run: .venv/bin/python benchmarks/bench_core.py   (about a minute on 2 cores); name sections to
+run only those: `bench_core.py make validate` (of make, memory, import, validate).
 Prints figures and ratios; asserts nothing about time.
 """
 from __future__ import annotations
@@ -166,11 +172,76 @@ def bench_import(runs: int = 15) -> dict:
                 "wall_delta": statistics.median(import_wall) - statistics.median(pass_wall)}
 
 
+def wide_args() -> tuple[dict, dict, object]:
+    """(spec-form schema, a value that fits it, the same structure as TypedDicts)."""
+    from typing import Literal
+    from typing_extensions import TypedDict  # pydantic needs it before Python 3.12
+    kinds = [(str, "text"), (int, 7), (float, 2.5), (bool, True)]
+    colors = ["red", "green", "blue"]
+
+    def group(n: int, prefix: str) -> tuple[dict, dict, dict]:
+        spec, value, ann = {}, {}, {}
+        for i in range(n):
+            t, v = kinds[i % 4]
+            if i % 5 == 4:
+                spec[f"{prefix}{i}"] = {"type": "str", "options": colors}
+                value[f"{prefix}{i}"], ann[f"{prefix}{i}"] = "green", Literal["red", "green",
+                                                                              "blue"]
+            else:
+                spec[f"{prefix}{i}"], value[f"{prefix}{i}"], ann[f"{prefix}{i}"] = t, v, t
+        return spec, value, ann
+    spec, value, ann = group(20, "f")
+    for name in ("address", "profile"):
+        s, v, a = group(10, name[0])
+        spec[name], value[name], ann[name] = s, v, TypedDict(name.title(), a)
+    s, v, a = group(10, "i")
+    spec["items"], value["items"] = [s], [dict(v) for _ in range(3)]
+    ann["items"] = list[TypedDict("Item", a)]
+    return spec, value, TypedDict("Args", ann)
+
+
+def bench_validate(rounds: int = 7, loops: int = 400) -> dict:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import _old_validator
+    from pydantic import TypeAdapter
+    from openprogram.agentic_programming.options import schema_field, validate
+    spec, value, typed = wide_args()
+    f = schema_field(spec, "args")
+    adapter = TypeAdapter(typed)
+    assert validate(value, f, "args", []) == _old_validator.validate(value, f, "args", []) \
+        == adapter.validate_python(value)
+
+    def per_call_us(fn) -> tuple[float, float]:
+        times = []
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            for _ in range(loops):
+                fn()
+            times.append((time.perf_counter() - t0) / loops * 1e6)
+        return statistics.median(times), min(times)
+    return {"new": per_call_us(lambda: validate(value, f, "args", [])),
+            "old": per_call_us(lambda: _old_validator.validate(value, f, "args", [])),
+            "pydantic": per_call_us(lambda: adapter.validate_python(value))}
+
+
 def main() -> None:
     t_start = time.perf_counter()
+    wanted = set(sys.argv[1:]) or {"make", "memory", "import", "validate"}
     print(f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} "
           f"CPU(s), load average {os.getloadavg()[0]:.1f} at start\n")
 
+    if "validate" in wanted:
+        v = bench_validate()
+        (new, new_min), (old, old_min), (pyd, pyd_min) = v["new"], v["old"], v["pydantic"]
+        print("Validation of one 50-field nested args object, microseconds per call "
+              "(median, min):")
+        print(f"  new validator (validator.py)     {new:8.1f} {new_min:8.1f}")
+        print(f"  old validator (before issue 23)  {old:8.1f} {old_min:8.1f}   new/old "
+              f"{new / old:.2f}x, min {new_min / old_min:.2f}x (target <= 1.00)")
+        print(f"  pydantic TypeAdapter             {pyd:8.1f} {pyd_min:8.1f}   new/pydantic "
+              f"{new / pyd:.2f}x, min {new_min / pyd_min:.2f}x (target <= 2.00)\n")
+    if "make" not in wanted:
+        return _rest(wanted, t_start)
     print("decision.make, the core's own time per decision (wall time minus the scripted "
           "model's), ms:")
     print(f"{'options':>8}  {'option set':<30} {'median':>8} {'min':>8} {'CPU median':>11}")
@@ -182,7 +253,19 @@ def main() -> None:
     print(f"target: fresh dict of 100 seen functions <= {FRESH_TARGET_MS} ms -> "
           f"{fresh:.3f} ms ({fresh / FRESH_TARGET_MS:.2f}x the target); reused set of 100 <= "
           f"{REUSED_TARGET_MS} ms -> {reused:.3f} ms ({reused / REUSED_TARGET_MS:.2f}x)")
+    _rest(wanted, t_start)
 
+
+def _rest(wanted: set, t_start: float) -> None:
+    if "memory" in wanted:
+        _memory()
+    if "import" in wanted:
+        _import()
+    print(f"\nload average {os.getloadavg()[0]:.1f} at the end; total run time "
+          f"{time.perf_counter() - t_start:.0f} s")
+
+
+def _memory() -> None:
     print("\nMemory of one runtime reused for 30,000 decisions (RSS, MB):")
     print(f"{'window':>14} {'at 5,000':>9} {'at 30,000':>10} {'growth':>8} {'dag':>7} "
           f"{'calls':>7} {'history':>8}")
@@ -202,6 +285,8 @@ def main() -> None:
     print(f"target: growth from 5,000 to 30,000 <= {MEMORY_TARGET_MB} MB with the default "
           f"window -> {growth:.2f} MB ({'met' if growth <= MEMORY_TARGET_MB else 'MISSED'})")
 
+
+def _import() -> None:
     print("\nImport time of `import openprogram, openprogram.runtimes`, timed inside a fresh "
           "interpreter (ms):")
     imp = bench_import()
@@ -213,8 +298,6 @@ def main() -> None:
     print(f"target: <= {IMPORT_TARGET_MS:.0f} ms -> bare {imp['bare']:.1f} ms "
           f"({imp['bare'] / IMPORT_TARGET_MS:.2f}x), as installed {imp['site']:.1f} ms "
           f"({imp['site'] / IMPORT_TARGET_MS:.2f}x)")
-    print(f"\nload average {os.getloadavg()[0]:.1f} at the end; total run time "
-          f"{time.perf_counter() - t_start:.0f} s")
 
 
 if __name__ == "__main__":

@@ -7,11 +7,12 @@ library is imported here; the notebook layer (`openprogram.widgets`) loads when 
 from .agentic_programming import decision
 from .agentic_programming.agent import Agent, aagent, agent, bind_context, current_agent
 from .agentic_programming.errors import (ERROR_KINDS, DecisionError, ModelCallError,
-                                         OpenProgramError, OptionError, Retry)
+                                         OpenProgramError, OptionError, OptionWarning, Retry)
 from .agentic_programming.records import Pick, Reask
 from .agentic_programming.function import agentic_function
 from .agentic_programming.lazy import lazy_names
 from .agentic_programming.options import Option, register_option_kind
+from .agentic_programming.tooldefs import JsonSchema, tool
 from .agentic_programming.runtime import (DAG, ModelResponse, Runtime, ToolCall, current_runtime,
                                           using_runtime)
 from . import runtimes  # noqa: F401  (registers the cassette reader of decision.revalidate)
@@ -22,7 +23,7 @@ from .agentic_programming.trace import (Attempt, DecisionTrace, TraceEvent, add_
 __version__ = "0.1.0"
 
 __all__ = ["Agent", "agent", "aagent", "Retry", "Pick", "Reask", "decision", "DecisionError",
-           "OptionError", "OpenProgramError",
+           "OptionError", "OptionWarning", "OpenProgramError", "JsonSchema", "tool",
            "Option", "register_option_kind", "register_trace_view", "Runtime", "ToolCall",
            "ModelResponse", "ModelCallError", "DAG", "DecisionTrace", "Attempt", "TraceEvent",
            "ERROR_KINDS", "observe", "add_observer", "remove_observer", "last_trace",

@@ -16,6 +16,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable
 
+from .errors import UsageError
 from .model import _current_agent, _current_runtime, current_agent, resolve_runtime
 from .runtime import Runtime
 
@@ -77,11 +78,11 @@ class Agent:
         for name in opts:
             if not callable(cls.__dict__.get(name)) and not any(
                     callable(getattr(b, name, None)) for b in cls.__mro__[1:]):
-                raise TypeError(f"{cls.__name__}.method_options names {name!r}, which is not a "
+                raise UsageError(f"{cls.__name__}.method_options names {name!r}, which is not a "
                                 f"method of {cls.__name__}; fix the name")
             bad = set(opts[name]) - {"tool", "input", "description"}
             if bad:
-                raise TypeError(f"{cls.__name__}.method_options[{name!r}] has unknown keys "
+                raise UsageError(f"{cls.__name__}.method_options[{name!r}] has unknown keys "
                                 f"{sorted(bad)}; use 'tool', 'input' and 'description'")
         for name, fn in list(cls.__dict__.items()):
             if name.startswith("_") or not inspect.isfunction(fn) or \
@@ -103,7 +104,7 @@ class Agent:
 
     def __init__(self, runtime: Runtime | None = None):
         if runtime is not None and not isinstance(runtime, Runtime):
-            raise TypeError(f"runtime= must be an openprogram Runtime, got "
+            raise UsageError(f"runtime= must be an openprogram Runtime, got "
                             f"{type(runtime).__name__}; wrap a model with Runtime(call=fn)")
         self.runtime = runtime
 

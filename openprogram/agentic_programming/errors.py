@@ -59,6 +59,31 @@ class OptionError(OpenProgramError, ValueError):
     """An option set that cannot be used; raised before any model call."""
 
 
+class UsageError(OpenProgramError, TypeError):
+    """An argument of the wrong kind (`runtime=` that is not a Runtime, a class where an
+    instance is needed, `context=` that is not a dict); raised before any model call."""
+
+
+class ArgumentError(OpenProgramError, ValueError):
+    """An argument of the right kind with a value that cannot be used (`timeout_s=-1`, a
+    `reask=` template naming an unknown field); raised before any model call."""
+
+
+class SchemaError(OpenProgramError, TypeError):
+    """A schema or an annotation that cannot be described (rules S1-S3): `[str, int]`, an
+    empty dict, a type JSON has no form for."""
+
+
+class NoRuntimeError(OpenProgramError, RuntimeError):
+    """A model call with no Runtime to make it (rule E3); the message says how to give one."""
+
+
+class OptionWarning(UserWarning):
+    """An option set that works but probably does not say what was meant (a dict that looks
+    like a tool definition used as a value, a description that is only a type name), or a
+    schema whose annotations are kept but not checked. The message names the fix."""
+
+
 class ParseError(OpenProgramError, ValueError):
     """One attempt's reply could not be turned into a usable pick. `kind` is one of
     ERROR_KINDS; `path` points into the arguments (`args.items[0].qty`) when it can."""
@@ -73,7 +98,7 @@ class Retry(OpenProgramError, ValueError):
     the pick: the attempt fails with kind `rejected`, "why" is sent back to the model in the
     re-ask, and nothing of the pick runs (or, from inside an option, its result is dropped)."""
 
-    def __init__(self, message: str):
+    def __init__(self, message: str = "a rule of the caller's rejected this pick; pick again"):
         super().__init__(message)
         self.message = message
 

@@ -24,6 +24,8 @@ import re
 from collections import deque
 from dataclasses import dataclass
 
+from .errors import UsageError
+
 #: Accepted names of the key that names the option, by precedence.
 CALL_KEYS = ("call", "action", "function", "tool")
 _KEY_RE = re.compile(r'"(?:call|action|function|tool)"[ \t\r\n]*:')
@@ -505,7 +507,8 @@ def extract_action(text: str) -> dict | None:
     its decision with, from a ```json fence or bare text, with the option's name under `call`;
     None when there is none."""
     if not isinstance(text, str):
-        raise TypeError(f"extract_action needs the reply text (str), got {type(text).__name__}")
+        raise UsageError(f"extract_action needs the reply text (str), got "
+                         f"{type(text).__name__}")
     return find_action(text).action
 
 

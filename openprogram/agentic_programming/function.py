@@ -20,6 +20,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable
 
+from .errors import ArgumentError, UsageError
 from .agent import current_agent
 from .options import RUNTIME_PARAM_NAMES
 from .runtime import Runtime, current_runtime, resolve_runtime, using_runtime
@@ -56,24 +57,24 @@ def agentic_function(fn: Callable | None = None, /, *, expose: str = "io",
         names = sorted(unsupported)
         theirs = [n for n in names if n in _NOT_HERE]
         if theirs:
-            raise TypeError(
+            raise UsageError(
                 f"agentic_function({', '.join(f'{n}=...' for n in theirs)}): the original "
                 f"OpenProgram's decorator takes {'this' if len(theirs) == 1 else 'these'}, "
                 f"this project does not (it has no tool registry, result cache, system-prompt "
                 f"stamping or call gating), and ignoring {'it' if len(theirs) == 1 else 'them'} "
                 f"would change what runs; remove {'it' if len(theirs) == 1 else 'them'}. "
                 f"It takes {_TAKES}.")
-        raise TypeError(f"agentic_function() got unexpected keyword argument(s) {names}; it "
+        raise UsageError(f"agentic_function() got unexpected keyword argument(s) {names}; it "
                         f"takes {_TAKES}")
     if expose not in _EXPOSE:
-        raise ValueError(f"expose must be one of {', '.join(map(repr, _EXPOSE))}, got "
+        raise ArgumentError(f"expose must be one of {', '.join(map(repr, _EXPOSE))}, got "
                          f"{expose!r}")
     if input is not None and not isinstance(input, dict):
-        raise TypeError(f"input= must be a dict {{param: {{'description': ..., 'options': [...], "
+        raise UsageError(f"input= must be a dict {{param: {{'description': ..., 'options': [...], "
                         f"'hidden': True}}}}, got {type(input).__name__}")
     for arg, value in (("name", name), ("description", description), ("label", label)):
         if value is not None and (not isinstance(value, str) or not value.strip()):
-            raise TypeError(f"{arg}= must be a non-empty string, got {value!r}")
+            raise UsageError(f"{arg}= must be a non-empty string, got {value!r}")
 
     def decorate(f: Callable) -> Callable:
         return _decorate(f, expose=expose, input=input, name=name, description=description,
@@ -83,7 +84,7 @@ def agentic_function(fn: Callable | None = None, /, *, expose: str = "io",
     if fn is None:
         return decorate
     if not callable(fn):
-        raise TypeError(f"@agentic_function decorates a function, got {fn!r}; to pass options, "
+        raise UsageError(f"@agentic_function decorates a function, got {fn!r}; to pass options, "
                         f"write them as keywords: @agentic_function(expose=...)")
     return decorate(fn)
 
@@ -93,13 +94,13 @@ def _decorate(fn: Callable, *, expose: str, input: dict | None, name: str | None
     what = getattr(fn, "__name__", None) or repr(fn)
     if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
         # Its body runs after the call has returned, where the binding is gone.
-        raise TypeError(f"@agentic_function cannot bind a Runtime across the yields of the "
+        raise UsageError(f"@agentic_function cannot bind a Runtime across the yields of the "
                         f"generator {what}(); return a list, or pass runtime= to the calls "
                         f"inside it")
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"@agentic_function needs a function with a readable signature; "
+        raise UsageError(f"@agentic_function needs a function with a readable signature; "
                         f"{fn!r} has none ({exc})") from None
     declared = [p for p in sig.parameters.values() if p.name in RUNTIME_PARAM_NAMES and
                 p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
@@ -115,7 +116,7 @@ def _decorate(fn: Callable, *, expose: str, input: dict | None, name: str | None
         try:
             bound = sig.bind_partial(*args, **kwargs)
         except TypeError as exc:
-            raise TypeError(f"{shown}(): {exc}") from None
+            raise UsageError(f"{shown}(): {exc}") from None
         passed = {p.name: bound.arguments.get(p.name) for p in declared}
         if takes_runtime:
             given = passed["runtime"]

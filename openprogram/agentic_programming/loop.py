@@ -17,7 +17,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable
 
-from .errors import DecisionError, ModelCallError, ParseError, Retry, explain, reply_head
+from .errors import (ArgumentError, DecisionError, ModelCallError, ParseError, Retry, UsageError,
+                     explain, reply_head)
 from .extract import extract_action, value_span
 from .modes import MenuMode, Mode, get_mode
 from .model import (ModelCaller, ModelResponse, check_modes, current_runtime, deadline_after,
@@ -72,18 +73,18 @@ def check_reask(reask: Any) -> Callable[[Reask], str] | None:
     if reask is None or callable(reask):
         return reask
     if not isinstance(reask, str):
-        raise TypeError(f"reask= takes a format template (str) or a callable of the failure, got "
+        raise UsageError(f"reask= takes a format template (str) or a callable of the failure, got "
                         f"{type(reask).__name__}")
     import string
     import string  # at first use: most decisions never write their own re-ask
     try:
         names = {f for _, f, _, _ in string.Formatter().parse(reask) if f is not None}
     except ValueError as exc:
-        raise ValueError(f"reask= template is not a valid format string ({exc}); write fields "
+        raise ArgumentError(f"reask= template is not a valid format string ({exc}); write fields "
                          f"as {{error}} and a literal brace as {{{{") from None
     bad = sorted(n for n in names if n.split(".")[0].split("[")[0] not in REASK_FIELDS or not n)
     if bad:
-        raise ValueError(f"reask= template names unknown field(s) {', '.join(map(repr, bad))}; "
+        raise ArgumentError(f"reask= template names unknown field(s) {', '.join(map(repr, bad))}; "
                          f"the fields are {', '.join('{' + f + '}' for f in REASK_FIELDS)}")
     return lambda r: reask.format(**{f: getattr(r, f) for f in REASK_FIELDS})
 
@@ -91,7 +92,7 @@ def check_reask(reask: Any) -> Callable[[Reask], str] | None:
 def check_validate(validate: Any) -> Callable | None:
     """`validate=`: None or a callable of the `Pick`. Checked before any model call."""
     if validate is not None and not callable(validate):
-        raise TypeError(f"validate= takes a callable of the pick (raise openprogram.Retry "
+        raise UsageError(f"validate= takes a callable of the pick (raise openprogram.Retry "
                         f"to reject it), got {type(validate).__name__}")
     return validate
 
@@ -106,7 +107,7 @@ def reask_prompt(request: str, reply: Any, err: ParseError, menu_text: str,
     if reask is not None:
         text = reask(facts)
         if not isinstance(text, str):
-            raise TypeError(f"reask= callable returned {type(text).__name__}; it must return "
+            raise UsageError(f"reask= callable returned {type(text).__name__}; it must return "
                             f"the text to send (a str)")
         return text
     return DEFAULT_REASK.format(request=request, reply=shown, kind=err.kind, error=err.message,
@@ -315,9 +316,12 @@ class Decider:
     async def _rule(self, option: Option) -> None:
         pick = Pick(option.name, dict(self.att.args or {}), option)
         try:
-            await settle_value(self.validate(pick), self.sync)
+            verdict = await settle_value(self.validate(pick), self.sync)
         except Retry as r:
             raise ParseError("rejected", r.message) from None
+        if verdict is False:  # a predicate says no as plainly as a Retry does
+            raise ParseError("rejected", f"the validate= rule returned False for the pick of "
+                                         f"{option.name!r}; pick again")
 
     def fail_with(self, err: ParseError, cause: BaseException | None = None):
         self.record_failure(err)
@@ -372,7 +376,7 @@ def _reply_shown(att: Attempt) -> Any:
 
 def max_attempts(max_retries: Any) -> int:
     if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-        raise ValueError(f"max_retries must be a whole number >= 0 (0 turns re-asks off), got "
+        raise ArgumentError(f"max_retries must be a whole number >= 0 (0 turns re-asks off), got "
                          f"{max_retries!r}")
     return max_retries + 1
 
@@ -386,7 +390,7 @@ async def _make(prompt: str, options: Any, *, runtime: ModelCaller | None, conte
                 max_retries: int, timeout_s: float | None, sync: bool, entry: str,
                 validate: Callable | None, reask: Any, mode: Any):
     if not isinstance(prompt, str):
-        raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
+        raise UsageError(f"prompt must be a str, got {type(prompt).__name__}")
     reask = check_reask(reask)
     way = get_mode(mode)
     attempts = max_attempts(max_retries)
@@ -468,7 +472,7 @@ def resolve_decision(chosen: Any, kwargs: dict, options: Any = None) -> Any:
     if callable(chosen):
         return call_function(chosen, kwargs)
     if options is None:
-        raise TypeError("resolve_decision needs the option set to look up the name "
+        raise UsageError("resolve_decision needs the option set to look up the name "
                         f"{chosen!r}: resolve_decision(chosen, kwargs, options)")
     for o in normalize(options):
         if o.name == chosen:

@@ -18,7 +18,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable, Iterator
 
-from .errors import ModelCallError
+from .errors import ArgumentError, ModelCallError, NoRuntimeError, UsageError
 
 __all__ = ["ToolCall", "ModelResponse", "ModelCaller", "ModelCallError", "current_runtime",
            "using_runtime", "current_agent", "resolve_runtime", "check_timeout",
@@ -178,18 +178,21 @@ def resolve_runtime(runtime: "ModelCaller | None", what: str) -> "ModelCaller":
         if ag is not None:
             # Inside an Agent method, "call it inside an Agent method" would be no help.
             cls = type(ag).__name__
-            raise RuntimeError(
+            raise NoRuntimeError(
                 f"{what} in {cls}.{method}() has no Runtime: this {cls} has none of its own and "
                 f"no Agent method that called it has one. Create it with "
                 f"{cls}(runtime=...), e.g. runtime=ScriptedRuntime([...]) from "
                 f"openprogram.runtimes or Runtime(call=your_model_function); call it from a "
                 f"method of an Agent that has a Runtime; or pass runtime=... to {what}.")
-        raise RuntimeError(
+        raise NoRuntimeError(
             f"{what} has no Runtime: call it inside an Agent method (whose Runtime is bound), "
             f"or pass runtime=..., e.g. runtime=ScriptedRuntime([...]) from openprogram.runtimes "
             f"or Runtime(call=your_model_function).")
+    if isinstance(rt, type) and issubclass(rt, ModelCaller):
+        raise UsageError(f"runtime= got the class {rt.__name__}, not a Runtime; pass an "
+                         f"instance: runtime={rt.__name__}(...)")
     if not isinstance(rt, ModelCaller):
-        raise TypeError(f"runtime= must be an openprogram Runtime, got {type(rt).__name__}; "
+        raise UsageError(f"runtime= must be an openprogram Runtime, got {type(rt).__name__}; "
                         f"wrap a model function with Runtime(call=fn).")
     return rt
 
@@ -198,7 +201,7 @@ def check_modes(runtime: ModelCaller, mode: str) -> None:
     """Fail before any model call when `runtime` cannot ask in `mode`."""
     modes = getattr(runtime, "modes", frozenset({"menu"}))
     if mode not in modes:
-        raise ValueError(
+        raise ArgumentError(
             f"{getattr(runtime, 'name', runtime)!r} cannot ask in mode {mode!r}; it can do "
             f"{', '.join(repr(m) for m in sorted(modes))}. A Runtime(call=fn) can do 'tools' when "
             f"fn accepts tools= (and returns ToolCalls), and 'json_schema' when fn accepts "
@@ -214,7 +217,7 @@ def check_timeout(timeout_s: Any) -> None:
     """Reject a time budget that is not a positive number of seconds (None means no budget)."""
     if timeout_s is not None and (isinstance(timeout_s, bool) or
                                   not isinstance(timeout_s, (int, float)) or not timeout_s > 0):
-        raise ValueError(f"timeout_s must be a number of seconds > 0 (it covers the whole call, "
+        raise ArgumentError(f"timeout_s must be a number of seconds > 0 (it covers the whole call, "
                          f"re-asks and tool rounds included), or None for no limit; got "
                          f"{timeout_s!r}")
 
@@ -228,7 +231,7 @@ def deadline_after(timeout_s: float | None) -> float | None:
 def check_iterations(max_iterations: Any) -> None:
     if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or \
             max_iterations < 1:
-        raise ValueError(f"max_iterations must be a whole number >= 1 (the model calls of one "
+        raise ArgumentError(f"max_iterations must be a whole number >= 1 (the model calls of one "
                          f"turn, tool rounds included), got {max_iterations!r}")
 
 
@@ -251,10 +254,10 @@ def to_blocks(content: Any) -> list[dict]:
             elif isinstance(b, dict) and "type" in b:
                 blocks.append(b)
             else:
-                raise TypeError(f"content block {b!r} is not a str or a dict with a 'type' key; "
+                raise UsageError(f"content block {b!r} is not a str or a dict with a 'type' key; "
                                 f"use {{'type': 'text', 'text': ...}}")
         return blocks
-    raise TypeError(f"content must be a str or a list of content blocks, got "
+    raise UsageError(f"content must be a str or a list of content blocks, got "
                     f"{type(content).__name__}")
 
 

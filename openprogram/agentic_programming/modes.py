@@ -18,16 +18,17 @@ branches on the mode's name.
 from __future__ import annotations
 
 import json
+import re
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, ClassVar
 
-from .errors import ParseError
+from .errors import ArgumentError, ParseError
 from .extract import Extraction, find_action, value_span
 from .options import Option
 
 __all__ = ["MODES", "Mode", "MenuMode", "ToolsMode", "JsonSchemaMode", "ResponseSchemaMode",
-           "get_mode", "format_mode", "decision_schema", "option_tool"]
+           "get_mode", "format_mode", "decision_schema", "option_tool", "api_name"]
 
 #: The root key the json_schema mode wraps a pick in.
 ROOT_KEY = "decision"
@@ -89,21 +90,43 @@ class MenuMode(Mode):
         return menu_text
 
 
-def option_tool(option: Option) -> dict:
-    """An option as a native tool spec (`name`, `description`, `parameters`)."""
+def api_name(name: Any, default: str = "response") -> str:
+    """A name as the APIs accept it for a response format or a tool: letters, digits, `_` and
+    `-`, at most 64 characters."""
+    out = re.sub(r"[^A-Za-z0-9_-]", "_", str(name or ""))[:64]
+    return out or default
+
+
+def option_tool(option: Option, name: str | None = None) -> dict:
+    """An option as a native tool spec (`name`, `description`, `parameters`); `name` is the
+    name sent, when the option's own is one the providers refuse."""
     params = option.json_schema()
     desc = params.pop("description", option.description)
-    return {"name": option.name, "description": desc or "", "parameters": params}
+    return {"name": name or option.name, "description": desc or "", "parameters": params}
 
 
 class ToolsMode(Mode):
     name = "tools"
 
+    def __init__(self, menu: list[Option]):
+        super().__init__(menu)
+        # Providers refuse tool names with a dot (`math.factorial`) and the like: such a name is
+        # sent in an accepted form and the call is mapped back, so the pick, the trace and the
+        # panel keep the user's name.
+        self.sent: dict[str, str] = {}
+        for i, o in enumerate(menu):
+            n = api_name(o.name, "option")
+            if n in self.sent or (n != o.name and any(p.name == n for p in menu)):
+                n = f"{n[:58]}_{i}"
+            self.sent[n] = o.name
+        self.renamed = {v: k for k, v in self.sent.items() if k != v}
+
     def request(self) -> dict:
-        return {"tools": [option_tool(o) for o in self.menu], "tool_choice": "required"}
+        return {"tools": [option_tool(o, self.renamed.get(o.name)) for o in self.menu],
+                "tool_choice": "required"}
 
     def ends_turn(self) -> frozenset:
-        return frozenset(o.name for o in self.menu)
+        return frozenset(self.sent)
 
     def action(self, response: Any) -> Extraction:
         calls = response.tool_calls
@@ -116,7 +139,8 @@ class ToolsMode(Mode):
             raise ParseError("multiple_calls", f"the reply called {len(calls)} tools ({names}); "
                                                f"call exactly one")
         tc = calls[0]
-        return Extraction({"call": tc.name, "args": tc.args}, "call", "tool_call", 1)
+        return Extraction({"call": self.sent.get(tc.name, tc.name), "args": tc.args}, "call",
+                          "tool_call", 1)
 
     def payload(self, action: dict) -> Any:
         return action.get("args")
@@ -212,6 +236,6 @@ def get_mode(mode: Any) -> type[Mode]:
         return MenuMode
     cls = MODES.get(mode) if isinstance(mode, str) else None
     if cls is None:
-        raise ValueError(f"unknown mode {mode!r}: the ways of asking are "
+        raise ArgumentError(f"unknown mode {mode!r}: the ways of asking are "
                          f"{', '.join(repr(m) for m in MODES)}")
     return cls

@@ -17,7 +17,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable
 
-from .errors import ParseError
+from .errors import ParseError, UsageError
 from .loop import Decider
 from .model import ModelResponse, ToolCall, run_sync
 from .modes import get_mode
@@ -57,14 +57,14 @@ def _recorded_traces(recorded: Any) -> list[DecisionTrace]:
         if traces is not None:
             return traces
     if isinstance(recorded, (str, os.PathLike)):
-        raise TypeError("revalidate() reads a cassette path once the runtimes are loaded: "
+        raise UsageError("revalidate() reads a cassette path once the runtimes are loaded: "
                         "import openprogram.runtimes first")
     traces = getattr(recorded, "traces", None)  # an EvaluationResult
     if traces is not None:
         return [t for t in traces if t is not None]
     if isinstance(recorded, (list, tuple)) and all(isinstance(t, DecisionTrace) for t in recorded):
         return list(recorded)
-    raise TypeError(f"revalidate() takes an evaluation result, a DecisionTrace or a list of "
+    raise UsageError(f"revalidate() takes an evaluation result, a DecisionTrace or a list of "
                     f"them, or a cassette path; got {type(recorded).__name__}")
 
 

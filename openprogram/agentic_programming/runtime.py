@@ -22,7 +22,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable, Iterator
 
-from .errors import ModelCallError, ParseError
+from .errors import ModelCallError, ParseError, UsageError
 from .loop import DECISION_FINISH_INSTRUCTION, Decider, check_reask
 from .modes import MenuMode, format_mode, get_mode
 from .model import (ModelCaller, ModelResponse, ToolCall, blocks_text, check_iterations,
@@ -266,7 +266,14 @@ class Runtime(ModelCaller):
             or type(self).__name__
         self.dag = DAG(window)
         if call is not None and not callable(call):
-            raise TypeError(f"Runtime(call=...) needs a callable, got {type(call).__name__}")
+            raise UsageError(f"Runtime(call=...) needs a callable, got {type(call).__name__}")
+        if call is None and type(self).complete is Runtime.complete and \
+                type(self).acomplete is Runtime.acomplete:
+            raise UsageError(f"{type(self).__name__}() has no model: pass Runtime(call=fn), "
+                             f"where fn(content) returns the reply text, or subclass Runtime "
+                             f"and override complete()")
+        if call is not None:
+            _check_takes_content(call)
         self._accepts = _accepted_kwargs(call) if call is not None else set()
         self._async_call = call is not None and _is_async_callable(call)
 
@@ -488,6 +495,24 @@ def _flatten(messages: list[dict]) -> list[dict]:
             blocks.append({"type": "tool_result", "tool_use_id": m.get("tool_call_id"),
                            "name": m.get("name"), "content": m.get("content")})
     return blocks
+
+
+def _check_takes_content(fn: Callable) -> None:
+    """Fail at construction when `fn` cannot be called with the turn's content (one positional
+    argument), rather than at the first model call."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # a builtin or C callable without a signature: it is tried when called
+    try:
+        sig.bind(object())
+    except TypeError as exc:
+        if isinstance(fn, type):
+            raise UsageError(f"Runtime(call=...) got the class {fn.__name__}; pass a function "
+                             f"(or an instance) that takes the content") from None
+        raise UsageError(f"Runtime(call={getattr(fn, '__name__', fn)!r}) cannot take the "
+                         f"content: the model function is called as fn(content, **options) "
+                         f"({exc}); give it one positional parameter for the content") from None
 
 
 def _accepted_kwargs(fn: Callable) -> set[str]:

@@ -18,7 +18,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable
 
-from .errors import ModelCallError, OptionError, ParseError
+from .errors import ArgumentError, ModelCallError, OptionError, ParseError, UsageError
 from .model import current_agent, settle_value
 from .options import Param, call_function, check_hidden, function_params, validate
 
@@ -49,7 +49,7 @@ _toolsets: dict[str, list[Callable]] = {}
 def register_toolset(name: str, tools: list[Callable]) -> None:
     """Give a list of tools a name usable as `toolset=name`."""
     if name == "default":
-        raise ValueError("'default' is reserved: it means the running Agent's tool methods")
+        raise ArgumentError("'default' is reserved: it means the running Agent's tool methods")
     _toolsets[name] = list(tools)
 
 
@@ -57,10 +57,10 @@ def _as_tool(fn: Any) -> Tool:
     if isinstance(fn, Tool):
         return fn
     if not callable(fn):
-        raise TypeError(f"a tool must be callable, got {fn!r}")
+        raise UsageError(f"a tool must be callable, got {fn!r}")
     name = getattr(fn, "__name__", None)
     if not name or name == "<lambda>":
-        raise TypeError(f"tool {fn!r} has no name; use a def")
+        raise UsageError(f"tool {fn!r} has no name; use a def")
     doc = (getattr(fn, "__doc__", None) or "").strip().split("\n\n")[0].replace("\n", " ")
     return Tool(name, fn, doc)
 
@@ -73,7 +73,7 @@ def _toolset(toolset: Any) -> list[Callable]:
             ag, running = current_agent()
             return [] if ag is None else [t for t in ag.tool_methods() if t.__name__ != running]
         if toolset not in _toolsets:
-            raise ValueError(f"unknown toolset {toolset!r}; known: {sorted(_toolsets) or 'none'}"
+            raise ArgumentError(f"unknown toolset {toolset!r}; known: {sorted(_toolsets) or 'none'}"
                              f" (register one with register_toolset(name, tools), or pass "
                              f"'default', an Agent or a list of functions)")
         return _toolsets[toolset]
@@ -81,7 +81,7 @@ def _toolset(toolset: Any) -> list[Callable]:
         return toolset.tool_methods()
     if isinstance(toolset, (list, tuple)):
         return list(toolset)
-    raise TypeError(f"toolset= takes 'default', a registered name, an Agent or a list of "
+    raise UsageError(f"toolset= takes 'default', a registered name, an Agent or a list of "
                     f"functions; got {type(toolset).__name__}")
 
 
@@ -94,7 +94,7 @@ def collect(tools: Any, toolset: Any, context: dict | None = None) -> list[Tool]
     for fn in list(tools or []) + _toolset(toolset):
         t = _as_tool(fn)
         if t.name in out and out[t.name].fn != t.fn:
-            raise ValueError(f"two different tools are named {t.name!r}; rename one")
+            raise ArgumentError(f"two different tools are named {t.name!r}; rename one")
         out[t.name] = t
     for t in out.values():
         check_hidden(f"tool {t.name!r}", t.params, context)

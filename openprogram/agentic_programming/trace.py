@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from typing import Any, Callable, Iterator
     Observer = Callable[["TraceEvent"], None]
 
-from .errors import ERROR_KINDS, explain
+from .errors import ERROR_KINDS, ArgumentError, explain
 from .jsonable import to_jsonable
 from .records import Attempt, ToolRound
 from .view import trace_html
@@ -142,7 +142,7 @@ class DecisionTrace:
                 "attempts": len(self.attempts), "error_kinds": self.error_kinds,
                 "result": _safe_repr(self.result), "error": (d["error"] or {}).get("message"),
                 "duration_s": self.duration_s, **self.usage()}]).set_index("id")
-        raise ValueError(f"unknown table {table!r}: use 'attempts', 'options', 'tools' or 'summary'")
+        raise ArgumentError(f"unknown table {table!r}: use 'attempts', 'options', 'tools' or 'summary'")
 
     def __repr__(self) -> str:
         outcome = (f"result={_safe_repr(self.result)}" if self.status == "resolved"

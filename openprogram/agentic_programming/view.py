@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
 
 # The explanation of an error kind is the only thing taken from the layers below; the Attempt
 # and DecisionTrace named in annotations are read by attribute only (trace.py imports this).
-from .errors import explain
+from .errors import ArgumentError, explain
 
 __all__ = ["trace_html", "attempt_html", "compare_attempts_html", "table_html",
            "options_table_html", "marked_html", "diff_html", "wrap", "text_html", "quiet_frame",
@@ -449,10 +449,10 @@ def compare_attempts_html(trace: DecisionTrace, first: int | None = None,
     second = numbers[-1] if second is None else second
     for n in (first, second):
         if n not in attempts:
-            raise ValueError(f"attempt {n!r} is not in decision #{trace.id}; its attempts are "
+            raise ArgumentError(f"attempt {n!r} is not in decision #{trace.id}; its attempts are "
                              f"{', '.join(map(str, numbers))}")
     if first == second:
-        raise ValueError(f"attempt {first} is compared with itself: pick two different attempts")
+        raise ArgumentError(f"attempt {first} is compared with itself: pick two different attempts")
     a, b = sorted((attempts[first], attempts[second]), key=lambda att: att.number)
     cols = [(a, *diff_html(reply_text(a), reply_text(b))),
             (None, *diff_html(_extracted_text(a), _extracted_text(b)))]
@@ -562,7 +562,7 @@ def table_html(trace: DecisionTrace, table: str) -> str:
     rows = {"attempts": _attempt_rows, "options": lambda t: _option_rows(t.options),
             "tools": _tools_rows, "summary": _summary_rows}.get(table)
     if rows is None:
-        raise ValueError(f"unknown table {table!r}: use one of {', '.join(TABLES)}")
+        raise ArgumentError(f"unknown table {table!r}: use one of {', '.join(TABLES)}")
     columns, body = rows(trace)
     if not body:
         return f'<div style="color:#777">no {esc(table)}</div>'

@@ -20,8 +20,10 @@ the original schema did not make nullable), so the option sees "not given", as i
 """
 from __future__ import annotations
 
-import re
 from typing import Any
+
+from ..agentic_programming.modes import api_name  # noqa: F401  (the runtimes import it from here)
+from ..agentic_programming.pytypes import JSON_TYPES as _JSON_TYPES
 
 __all__ = ["NotStrict", "to_strict", "strip_forced_nulls", "check_limits", "api_name",
            "FORMATS", "LIMITS"]
@@ -43,19 +45,10 @@ _BY_TYPE = {
     "object": {"properties", "required", "additionalProperties"},
     "boolean": set(), "null": set(),
 }
-_JSON_TYPES = {str: "string", bool: "boolean", int: "integer", float: "number",
-               type(None): "null", list: "array", dict: "object"}
 
 
 class NotStrict(ValueError):
     """A schema that strict mode cannot express without changing what it accepts."""
-
-
-def api_name(name: Any, default: str = "response") -> str:
-    """A name as the APIs accept it for a response format or a tool: letters, digits, `_` and
-    `-`, at most 64 characters."""
-    out = re.sub(r"[^A-Za-z0-9_-]", "_", str(name or ""))[:64]
-    return out or default
 
 
 def _types(s: dict) -> list[str]:

@@ -12,7 +12,8 @@ import pytest
 
 import openprogram
 from openprogram import decision
-from openprogram.agentic_programming import options as options_mod
+from openprogram.agentic_programming import kinds as kinds_mod, menu as menu_mod
+from openprogram.agentic_programming import optioncache
 from openprogram.agentic_programming.options import normalize, render_menu
 from openprogram.runtimes import ScriptedRuntime
 
@@ -229,12 +230,12 @@ def test_other_callables_are_rebuilt_every_time(reads):
 
 
 def test_the_cache_is_bounded_and_can_be_cleared(monkeypatch, reads):
-    monkeypatch.setattr(options_mod, "OPTION_CACHE_SIZE", 8)
+    monkeypatch.setattr(optioncache, "OPTION_CACHE_SIZE", 8)
     fns = make_functions(30)
     normalize(fns)
-    assert len(options_mod._cache) == 8
+    assert len(optioncache._cache) == 8
     decision.clear_option_cache()
-    assert len(options_mod._cache) == 0
+    assert len(optioncache._cache) == 0
     before = reads["signature"]
     normalize(make_functions(1) | {})
     assert reads["signature"] > before
@@ -258,7 +259,7 @@ def test_a_newly_registered_kind_is_asked_about_cached_functions():
     try:
         assert normalize({"go": pick})[0].kind == "counted"
     finally:
-        options_mod._option_kinds.remove(Counted)
+        kinds_mod._option_kinds.remove(Counted)
         decision.clear_option_cache()
 
 
@@ -266,8 +267,8 @@ def test_a_mixed_option_set_handed_again_is_the_same_menu(monkeypatch):
     """Functions, values and schemas of the dict form: the same entries in a fresh dict give back
     the same Menu, so its text is rendered once (counted)."""
     rendered = []
-    real = options_mod._render_menu
-    monkeypatch.setattr(options_mod, "_render_menu", lambda menu: rendered.append(1) or real(menu))
+    real = menu_mod._render_menu
+    monkeypatch.setattr(menu_mod, "_render_menu", lambda menu: rendered.append(1) or real(menu))
     fns = make_functions(2)
     done, schema = ["a", "list", "value"], {"reason": str, "urgency": {"type": str,
                                                                       "options": ["low", "high"]}}

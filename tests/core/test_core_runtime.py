@@ -2,7 +2,8 @@
 native tool loop, response_format, and what lands in `runtime.dag`."""
 import pytest
 
-from openprogram import Agent, DecisionError, ModelCallError, ModelResponse, Runtime, agent, decision
+from openprogram import (Agent, DecisionError, ModelCallError, ModelResponse, OpenProgramError,
+                         Runtime, agent, decision)
 from openprogram.runtimes import ScriptedRuntime, ScriptExhausted, ToolCall
 
 from corehelp import pick
@@ -133,9 +134,33 @@ def test_A1_exec_argument_errors():
         rt.exec("x", response_format=[int])
     with pytest.raises(TypeError, match="needs a callable"):
         Runtime(call="gpt")
-    with pytest.raises(NotImplementedError, match="override complete"):
-        Runtime().exec("x")
     assert rt.calls == []
+
+
+@pytest.mark.rule("A1")
+def test_A1_a_runtime_without_a_usable_model_fails_at_construction():
+    # No call and no complete() of its own: refused when made, not at the first model call.
+    with pytest.raises(TypeError, match=r"Runtime\(\) has no model: pass Runtime\(call=fn\)") as err:
+        Runtime()
+    assert isinstance(err.value, OpenProgramError)
+
+    def no_content(*, model):
+        return "x"
+    with pytest.raises(TypeError, match="cannot take the content"):
+        Runtime(call=no_content)
+
+    class Model:
+        def __init__(self):
+            pass
+    with pytest.raises(TypeError, match="got the class Model; pass a function"):
+        Runtime(call=Model)
+    # A function of the content (with extras) and a subclass overriding complete() are fine.
+    Runtime(call=lambda content, **kw: "x")
+
+    class Own(Runtime):
+        def complete(self, messages, **kw):
+            return ModelResponse("x")
+    Own()
 
 
 @pytest.mark.rule("A1")

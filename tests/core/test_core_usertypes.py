@@ -429,11 +429,12 @@ paint.input_meta = {"day": {"options": [datetime.date(2024, 1, 1), datetime.date
 
 def test_enum_members_and_dates_are_shown_by_their_json_value_and_arrive_as_themselves():
     text = render_menu(normalize([paint]))  # was a bare TypeError: an Enum is not JSON
-    assert '- paint(color: str, shade: str = "green", day: any = null, urgency: any = null)' \
+    # (an untyped parameter whose allowed values are all text is shown as a str)
+    assert '- paint(color: str, shade: str = "green", day: str = null, urgency: str = null)' \
         in text
     assert '    - color (str, required); one of: "red", "green"' in text
-    assert '    - day (any, optional, default null); one of: "2024-01-01", "2024-02-01"' in text
-    assert '    - urgency (any, optional, default null); one of: "low", "high"' in text
+    assert '    - day (str, optional, default null); one of: "2024-01-01", "2024-02-01"' in text
+    assert '    - urgency (str, optional, default null); one of: "low", "high"' in text
     assert '"args": {"color": "red", "shade": "red", "day": "2024-01-01", "urgency": "low"}' \
         in text
     result, _ = run([paint], pick("paint", {"color": "green", "shade": "red",

@@ -161,9 +161,9 @@ def test_without_pydantic_the_menu_shows_the_classes_fields_and_json_values(out)
         "      - to.zip (str, optional)",
         "      - tree.children (list[Node], optional)",
         "      - by_store.<key> (Line, required): A line of an order.",
-        "- ship(order: Order, color: str, shade: str, day: any = null)",
+        "- ship(order: Order, color: str, shade: str, day: str = null)",
         '    - color (str, required); one of: "red", "green"',
-        '    - day (any, optional, default null); one of: "2024-01-01", "2024-02-01"',
+        '    - day (str, optional, default null); one of: "2024-01-01", "2024-02-01"',
         "- node(value: int, children: list[Node] = ...)",
         '  Call: {"call": "node", "args": {"value": 0, "children": []}}',
     ]:

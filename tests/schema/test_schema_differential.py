@@ -1,0 +1,140 @@
+"""The library's validator judges values as the `jsonschema` package does (draft 2020-12).
+
+Over every schema of the corpus, Hypothesis draws values made to fit (the conforming arguments)
+and to break them (a value anywhere in them replaced by arbitrary JSON, a key removed, arbitrary
+JSON outright), and the two validators must agree on valid / invalid — except where this
+project's rules deliberately differ from the specification, each named here and applied to what
+`jsonschema` is given or to the values drawn:
+
+- fields outside the schema are dropped, not refused: `additionalProperties: false` is left out
+  of the schema `jsonschema` sees (P5);
+- a boolean is never an integer or a number — `jsonschema` agrees, so nothing is changed for it;
+- an integer-valued float (`2.0`) is not an `integer` here (a JSON `2.0` is a number a model
+  wrote as one): no such float is drawn;
+- `format` is asserted here (date, date-time, time, email, uri, uuid) where `jsonschema` asserts
+  only the formats whose optional packages are installed, and more loosely (`"@" in s` is an
+  email): `format` is left out of both sides, and is tested in test_schema_corpus.py;
+- OpenAPI's `nullable: true` lets null through: `jsonschema` sees it as `anyOf [..., null]`;
+- only what JSON means is drawn (finite numbers, valid Unicode; the rest is P3's own test).
+"""
+from __future__ import annotations
+
+import copy
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from openprogram.agentic_programming.errors import ParseError
+from openprogram.agentic_programming.validator import compile_schema
+
+from corpus import all_entries
+from test_schema_corpus import oracle, schema_of
+
+ENTRIES = all_entries()
+
+
+def without_format(schema):
+    if isinstance(schema, list):
+        return [without_format(x) for x in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {k: v if k in ("enum", "const", "default", "examples") else without_format(v)
+            for k, v in schema.items() if k != "format"}
+
+
+def ours_valid(check, value):
+    try:
+        check(copy.deepcopy(value), "args", [])
+    except ParseError:
+        return False
+    return True
+
+
+scalars = (st.none() | st.booleans() | st.integers(-2000, 2000)
+           | st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False).filter(
+               lambda x: not x.is_integer())
+           | st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+           | st.sampled_from(["", "a", "ORD-123456", "CH", "2024-03-01", "celsius", "dog",
+                              "circle", "archive", "x@y.z", "https://a.b"]))
+json_values = st.recursive(
+    scalars, lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(st.text(max_size=6), inner, max_size=4), max_leaves=10)
+
+
+def paths(value, prefix=()):
+    yield prefix
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from paths(v, (*prefix, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from paths(v, (*prefix, i))
+
+
+def replaced(value, path, new):
+    if not path:
+        return new
+    out = copy.deepcopy(value)
+    target = out
+    for t in path[:-1]:
+        target = target[t]
+    if new is _DELETE:
+        if isinstance(target, dict):
+            del target[path[-1]]
+        else:
+            target.pop(path[-1])
+    else:
+        target[path[-1]] = new
+    return out
+
+
+_DELETE = object()
+
+
+@st.composite
+def values_for(draw, good):
+    how = draw(st.sampled_from(["good", "replace", "delete", "any"]))
+    if how == "good":
+        return good
+    if how == "any":
+        return draw(json_values)
+    path = draw(st.sampled_from(list(paths(good))))
+    if how == "delete" and path:
+        return replaced(good, path, _DELETE)
+    return replaced(good, path, draw(json_values))
+
+
+@pytest.mark.parametrize("eid, definition, good", ENTRIES, ids=[e[0] for e in ENTRIES])
+@settings(max_examples=60, derandomize=True, database=None, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_the_validator_agrees_with_jsonschema(eid, definition, good, data):
+    schema = without_format(schema_of(definition))
+    check = compile_schema(schema, eid)
+    theirs = jsonschema.Draft202012Validator(oracle(schema))
+    value = data.draw(values_for(good))
+    assert ours_valid(check, value) == theirs.is_valid(value), (eid, value)
+
+
+def test_the_named_differences_are_real():
+    """Each difference named above exists: without the adjustment, the two disagree."""
+    strict = {"type": "object", "properties": {"a": {"type": "integer"}},
+              "additionalProperties": False}
+    check = compile_schema(strict, "t")
+    dropped = []
+    assert check({"a": 1, "b": 2}, "args", dropped) == {"a": 1} and dropped == ["args.b"]
+    assert not jsonschema.Draft202012Validator(strict).is_valid({"a": 1, "b": 2})
+    assert jsonschema.Draft202012Validator(oracle(strict)).is_valid({"a": 1, "b": 2})
+    assert not ours_valid(check, {"a": 2.0})
+    assert jsonschema.Draft202012Validator(strict).is_valid({"a": 2.0})
+    for bad in (True, False):
+        assert not ours_valid(check, {"a": bad})
+        assert not jsonschema.Draft202012Validator(strict).is_valid({"a": bad})
+    email = {"type": "string", "format": "email"}
+    assert not ours_valid(compile_schema(email, "t"), "a@")
+    assert jsonschema.Draft202012Validator(
+        email, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER).is_valid("a@")
+    nullable = {"type": "string", "nullable": True}
+    assert ours_valid(compile_schema(nullable, "t"), None)
+    assert not jsonschema.Draft202012Validator(nullable).is_valid(None)
