@@ -42,7 +42,7 @@ LOOK = """() => {
             marked: els.filter(el => el.classList.contains('jupyter-widgets-disconnected')).length,
             before: els.map(el => [el, drawn(el)]).filter(([el, c]) => c !== null)
                        .map(([el, c]) => ({root: el === root, content: c})),
-            header: (root.querySelector('.op-header') || {}).innerText || ''};
+            header: (root.querySelector('.op-header') || {}).textContent || ''};
   });
   return {icons, panels};
 }"""
