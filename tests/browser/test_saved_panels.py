@@ -15,15 +15,15 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from labhelp import ARTIFACTS, REPO, JupyterServer, free_port, isolated_jupyter
+from labhelp import ARTIFACTS, REPO, JupyterServer, free_port, ipc_runtime_dir, isolated_jupyter
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 CHAIN_BROKEN = "\uf127"     # the Font Awesome glyph ipywidgets puts before a disconnected view
@@ -58,11 +58,11 @@ def stored_panels(notebook: Path) -> int:
 def tour_server(tmp_path):
     """A fresh clone's notebooks served as `./dev tour` serves them: JupyterLab on notebooks/,
     the tour as its default page, the notebooks trusted, kernels over ipc; Jupyter's folders are
-    fresh (the runtime folder short: a kernel's socket path holds at most 107 bytes)."""
+    fresh."""
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
     dirs = isolated_jupyter(tmp_path / "jupyter")
-    runtime = Path(tempfile.mkdtemp(prefix="opk", dir="/tmp"))
+    runtime = ipc_runtime_dir(tmp_path / "runtime")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "IPYTHON"))}
     env.update(dirs["env"], JUPYTER_RUNTIME_DIR=str(runtime))
     notebooks = clone / "notebooks"
@@ -84,7 +84,8 @@ def tour_server(tmp_path):
         yield server
     finally:
         server.stop()
-        subprocess.run(["rm", "-rf", str(runtime)], check=False)
+        if tmp_path not in runtime.parents:
+            shutil.rmtree(runtime, ignore_errors=True)
 
 
 def screens_dir() -> Path:
@@ -145,6 +146,10 @@ def test_saved_panels_show_no_disconnected_icon_before_run_all(tour_server, brow
         for panel in after["panels"]:
             assert panel["marked"] == 0, panel
             assert not [b for b in panel["before"] if "Saved view" in b["content"]], panel
+        # the kernel that ran them talks to the server over ipc (its connection file says so)
+        connections = [json.loads(f.read_text()) for f in
+                       Path(server.env["JUPYTER_RUNTIME_DIR"]).glob("kernel-*.json")]
+        assert connections and {c["transport"] for c in connections} == {"ipc"}, connections
         # the same decisions, run again (their timings differ)
         assert [p["header"].split("(")[0] for p in after["panels"]] == \
             [p["header"].split("(")[0] for p in before["panels"]]
