@@ -64,9 +64,10 @@ def main() -> None:
     print(f"{PACKAGE}, {os.cpu_count()} CPUs; ./dev's CMAKE_ARGS: {args}")
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
-        for label, cmake_args in (("pip's default build", None), ("./dev's build", args)):
+        for name, label, cmake_args in (("default", "pip's default build", None),
+                                        ("dev", "./dev's build", args)):
             print(f"building: {label} ...", flush=True)
-            runs.append(build(label, cmake_args, Path(tmp) / label.split("'")[0].strip(".")))
+            runs.append(build(label, cmake_args, Path(tmp) / name))
             r = runs[-1]
             print(f"  wall {r['wall'] / 60:.1f} min ({r['wall']:.0f} s), CPU {r['cpu'] / 60:.1f} min,"
                   f" load average {r['load'][0]:.1f} before / {r['load'][1]:.1f} after,"
