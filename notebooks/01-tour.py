@@ -147,5 +147,5 @@ decision.last_trace().to_frame()[["chosen", "error_kind", "error_path", "args", 
 #
 # Everything here ran on a scripted model. To watch a **real** one decide — SmolLM2-135M in the
 # kernel's process, no key, no network — run **`./dev local`** in a terminal at the repository's
-# root: it compiles llama.cpp the first time (about 7 minutes on two cores), installs the model and
-# opens [06-local-model](06-local-model.ipynb) with the model running live.
+# root: it compiles llama.cpp the first time (about 10 minutes on two cores), installs the model
+# and opens [06-local-model](06-local-model.ipynb) with the model running live.
