@@ -43,8 +43,8 @@ def jupyter_server(tmp_path_factory):
     """One JupyterLab for the session, stopped at its end."""
     base = tmp_path_factory.mktemp("jupyter")
     dirs = isolated_jupyter(base, ("config", "data", "runtime", "ipython", "prefix", "root"))
-    env = dict(os.environ, **dirs["env"],
-               JUPYTER_RUNTIME_DIR=str(ipc_runtime_dir(dirs["runtime"])),
+    env = dict(os.environ, **{**dirs["env"],
+                              "JUPYTER_RUNTIME_DIR": str(ipc_runtime_dir(dirs["runtime"]))},
                JUPYTER_PATH=str(dirs["prefix"] / "share" / "jupyter"),
                JUPYTER_PLATFORM_DIRS="1", PYTHONDONTWRITEBYTECODE="1")
     # The kernel must be this Python (the project's .venv): a kernelspec pointing at it, in the
