@@ -128,12 +128,24 @@ Handle this ticket: "Where is my order A17?"
 # Every decision leaves a `DecisionTrace`. `decision.last_trace()` returns the most recent one;
 # `to_frame()` gives its attempts as a pandas DataFrame (`"options"`, `"tools"` and `"summary"` are
 # the other tables). `%decision_trace N` shows the panel of an earlier decision again.
-#
-# Everything here runs on a scripted model. To watch a real one — a 135M-parameter model in this
-# process, no key, no network — open `06-local-model.ipynb` (the text menu against the constrained pick).
 
 # %%
 decision.last_trace().to_frame()[["chosen", "error_kind", "error_path", "args", "found_in", "candidates"]]
 
 # %%
 # %decision_trace 2
+
+# %% [markdown]
+# ## Where to go next
+#
+# | to | open |
+# |---|---|
+# | **prototype** an option set: design it, run it over a table of inputs, compare designs and models | [02-prototyping](02-prototyping.ipynb) |
+# | **inspect retries**: every error kind, what the re-ask told the model, the reply that fixed it | [03-retries](03-retries.ipynb) |
+# | **teach** the mechanism: play the model yourself in the playground, with exercises | [04-teaching](04-teaching.ipynb) |
+# | connect a provider (OpenAI, Anthropic, a server on your machine), record and replay | [05-real-models](05-real-models.ipynb) |
+#
+# Everything here ran on a scripted model. To watch a **real** one decide — SmolLM2-135M in the
+# kernel's process, no key, no network — run **`./dev local`** in a terminal at the repository's
+# root: it compiles llama.cpp the first time (about 10 minutes on two cores), installs the model
+# and opens [06-local-model](06-local-model.ipynb) with the model running live.

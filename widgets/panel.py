@@ -15,6 +15,9 @@ the attempt and trace records that event carries. Its output also carries a `tex
 the decision — refreshed with the final state when the decision ends, for a panel shown with
 `show()` — so notebook viewers without widgets (GitHub, nbconvert) show the decision too.
 Buttons never raise into the kernel's log: what goes wrong is said in the panel.
+A panel saved in a notebook is drawn from its stored widget state before any kernel holds it; its
+own stylesheet (`SAVED_VIEW_STYLE`) makes that saved view look whole, with one quiet note that it
+is saved, instead of ipywidgets' broken-chain mark on each of its elements.
 """
 from __future__ import annotations
 
@@ -31,9 +34,30 @@ from openprogram.agentic_programming import view
 from openprogram.agentic_programming.trace import Attempt, DecisionTrace, TraceEvent
 from openprogram.agentic_programming.view import esc, trace_html
 
-__all__ = ["DecisionPanel", "StaticCopy", "trace_html", "error_html"]
+__all__ = ["DecisionPanel", "StaticCopy", "trace_html", "error_html", "SAVED_VIEW_STYLE"]
 
 _BAD = view.COLOURS["failed"][0]
+# ipywidgets marks every view whose model no kernel holds `jupyter-widgets-disconnected` and draws
+# a red broken-chain icon before each: a saved notebook opened before its cells run shows dozens
+# of them on every panel, and reads as broken. The views are right (they are the stored state),
+# so the panel keeps drawing them and restyles the mark: no icon inside a panel (or a playground),
+# and on the panel's own root one quiet line saying what the view is. The mark goes when the cell
+# runs (ipywidgets removes the class from a live view), and so does the note. It travels as a
+# <style> in a hidden HTML child, i.e. in the saved widget state itself, so it needs no front-end
+# build and works wherever the stored panel is drawn. Chosen over drawing the static HTML copy
+# until the widget is live: a front end picks the widget view whenever it can draw widgets, so
+# swapping needs front-end code, and the stored views keep their tabs and sections openable.
+SAVED_VIEW_NOTE = "Saved view: run the cell to make it live."
+SAVED_VIEW_STYLE = (
+    "<style>"
+    ".op-panel .jupyter-widgets-disconnected::before,"
+    ".op-playground .jupyter-widgets-disconnected::before{content:none;display:none}"
+    f'.op-panel.jupyter-widgets-disconnected::before{{content:"{SAVED_VIEW_NOTE}";'
+    "display:block;font:italic 11px/1.5 var(--jp-ui-font-family,sans-serif);"
+    "color:var(--jp-ui-font-color2,#757575);padding:0 0 4px 2px;align-self:flex-start}"
+    # a button that needs the kernel does nothing in a saved view: it should not invite a click
+    ".op-panel.jupyter-widgets-disconnected .op-test-button{opacity:.5;pointer-events:none}"
+    "</style>")
 # The events after which the whole panel is redrawn from the trace (the others touch one part).
 _SETTLING = ("attempt_failed", "validated", "resolved", "decision_failed")
 
@@ -194,7 +218,9 @@ class DecisionPanel(StaticCopy, W.VBox):
         self.compare_section = W.Accordion(children=[self.compare], titles=["Compare attempts"])
         self.compare_section.observe(self._compare_toggled, "selected_index")
         self.test_box = _TestBox(self, options_expr)
-        super().__init__([self.header, self.attempts_box, self.tools, self.outcome,
+        # first, so the stylesheet is in the page before the other parts are drawn
+        self.saved_look = W.HTML(SAVED_VIEW_STYLE, layout=W.Layout(display="none"))
+        super().__init__([self.saved_look, self.header, self.attempts_box, self.tools, self.outcome,
                           self.compare_section,
                           W.Accordion(children=[self.tables], titles=["Tables"]),
                           self.test_box],

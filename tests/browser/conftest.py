@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from labhelp import (ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, KERNEL_NAME, JupyterServer, Lab,
-                     free_port, isolated_jupyter)
+                     free_port, ipc_runtime_dir, isolated_jupyter)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -43,7 +43,8 @@ def jupyter_server(tmp_path_factory):
     """One JupyterLab for the session, stopped at its end."""
     base = tmp_path_factory.mktemp("jupyter")
     dirs = isolated_jupyter(base, ("config", "data", "runtime", "ipython", "prefix", "root"))
-    env = dict(os.environ, **dirs["env"],
+    env = dict(os.environ, **{**dirs["env"],
+                              "JUPYTER_RUNTIME_DIR": str(ipc_runtime_dir(dirs["runtime"]))},
                JUPYTER_PATH=str(dirs["prefix"] / "share" / "jupyter"),
                JUPYTER_PLATFORM_DIRS="1", PYTHONDONTWRITEBYTECODE="1")
     # The kernel must be this Python (the project's .venv): a kernelspec pointing at it, in the
@@ -56,7 +57,7 @@ def jupyter_server(tmp_path_factory):
            f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={dirs['root']}",
            "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=None",
            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-           "--ServerApp.port_retries=0"]
+           "--ServerApp.port_retries=0", "--KernelManager.transport=ipc"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
     log = base / "server.log"

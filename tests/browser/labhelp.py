@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -32,6 +33,16 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def ipc_runtime_dir(preferred: Path) -> Path:
+    """The folder for a server's runtime files when its kernels talk over ipc (Unix sockets,
+    `<folder>/kernel-<uuid>-ipc-N`; over TCP ipykernel warns of eavesdropping): `preferred`, or a
+    new private folder in /tmp when its path is too long for a socket's (at most 107 bytes)."""
+    if len(str(preferred)) + 52 <= 107:
+        preferred.mkdir(parents=True, exist_ok=True)
+        return preferred
+    return Path(tempfile.mkdtemp(prefix="opk", dir="/tmp"))
 
 
 def isolated_jupyter(base: Path, names=("config", "data", "runtime", "ipython")) -> dict:

@@ -168,9 +168,11 @@ def test_first_readme_command_on_a_fresh_clone_lands_on_a_clean_trusted_tour(
                                   return window.__busy && i.dataset.status === 'idle'; }""",
                                timeout=120_000)
         page.wait_for_function(IDLE, timeout=60_000)
-        # JupyterLab scrolled along with the run: the last cell (%decision_trace 2) is in view,
-        # and its panel shows decision 2 with the attempt that failed validation.
-        last_panel = page.locator(".jp-Cell").last.locator(".op-panel.jupyter-widgets")
+        # The last panel (%decision_trace 2, just above the tour's closing "where to go next")
+        # shows decision 2 with the attempt that failed validation.
+        panel = ".op-panel.jupyter-widgets"
+        last_panel = page.locator(".jp-Cell", has=page.locator(panel)).last.locator(panel)
+        last_panel.scroll_into_view_if_needed(timeout=30_000)
         last_panel.wait_for(timeout=30_000)
         assert "type_mismatch" in last_panel.inner_text()
         assert page.evaluate("() => window.__popups") == [], "a dialog or toast showed"
