@@ -50,7 +50,9 @@ class AnthropicRuntime(ProviderRuntime):
 
     api = ProviderAPI(name="Anthropic", env_key="ANTHROPIC_API_KEY", sdk="anthropic",
                       client_class="Anthropic", end_marker="message_stop",
-                      example_model="claude-sonnet-4-5")
+                      example_model="claude-sonnet-4-5",
+                      # sampling fields of the messages API that newer SDKs no longer list
+                      known_fields=frozenset({"temperature", "top_p", "top_k"}))
 
     def __init__(self, model: str, *, max_tokens: int = 4096, **options: Any):
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:

@@ -57,20 +57,38 @@ from typing import Any
 from ..agentic_programming.runtime import ModelCallError, ModelResponse, to_blocks
 from ._provider import (Ask, ProviderAPI, ProviderRuntime, StreamedReply, _Malformed, tc_parts,
                         tool_call, unique_tools)
-from ._strict import NotStrict, api_name, strip_forced_nulls, to_strict
+from ._servers import Negotiator, check_server
+from ._strict import strip_forced_nulls
 
 
 class OpenAIRuntime(ProviderRuntime):
-    """`OpenAIRuntime(model="gpt-4o-mini", base_url=None, api_key=None, stream=True,
-    max_retries=2, timeout=None, system=None, stream_usage=True, **request_options)`."""
+    """`OpenAIRuntime(model="gpt-4o-mini", base_url=None, api_key=None, server=None,
+    stream=True, max_retries=2, timeout=None, system=None, stream_usage=True,
+    extra_body=None, **request_options)`."""
 
     api = ProviderAPI(name="OpenAI-compatible", env_key="OPENAI_API_KEY", sdk="openai",
                       client_class="OpenAI", end_marker="finish_reason",
                       example_model="gpt-4o-mini")
 
-    def __init__(self, model: str, *, stream_usage: bool = True, **options: Any):
+    def __init__(self, model: str, *, server: str | None = None, stream_usage: bool = True,
+                 **options: Any):
+        self._server = Negotiator(check_server(server))
+        self.server = server
         self.stream_usage = stream_usage
         super().__init__(model, **options)
+
+    @property
+    def modes(self) -> frozenset:
+        """The ways of asking this runtime's server can do, as far as is known: all three,
+        less a mode whose every form the server refused."""
+        return self._server.modes
+
+    @property
+    def negotiated(self) -> list[dict]:
+        """The refusals this runtime met, each `{"kind", "asked", "refused", "sent"}`: what was
+        asked, the server's words, what was sent in its place (every later request sends that
+        at once)."""
+        return [dict(r) for r in self._server.refusals]
 
     def _create(self, client: Any = None):
         return (client or self._client).chat.completions.create
@@ -84,30 +102,23 @@ class OpenAIRuntime(ProviderRuntime):
         specs = unique_tools(tools)
         if specs:
             body["tools"] = [to_openai_tool(t) for t in specs]
-            if tool_choice is not None:
-                body["tool_choice"] = tool_choice
-                if tool_choice == "required":
-                    body["parallel_tool_calls"] = False
+            self._server.shape_tool_choice(body, ask, tool_choice, specs)
         if response_format is not None:
-            body["response_format"] = self._response_format(response_format, ask)
+            self._server.shape_structured(body, ask, response_format, out)
         if self.stream:
             body["stream"] = True
             if self.stream_usage:
-                body["stream_options"] = {"include_usage": True}
+                self._server.shape_stream(body, ask)
         return ask
 
-    @staticmethod
-    def _response_format(fmt: dict, ask: Ask) -> dict:
-        """Structured output in strict mode, with the schema made to follow its rules; a schema
-        that cannot follow them goes with `strict: false` (the reason is in the raw record)."""
-        try:
-            schema, strict = to_strict(fmt["schema"]), True
-            ask.schema = fmt["schema"]
-        except NotStrict as exc:
-            schema, strict = fmt["schema"], False
-            ask.notes.append(f"strict mode is off for this schema: {exc}")
-        return {"type": "json_schema", "json_schema": {
-            "name": api_name(fmt.get("name")), "schema": schema, "strict": strict}}
+    def _negotiate(self, status, words, ask):
+        return self._server.refused(status, words, ask, f"the server at {self.where}"
+                                    + (f" ({self.server})" if self.server else ""))
+
+    def _shape_advice(self) -> str:
+        return ("; check the model name and the keyword arguments given to the runtime, or "
+                "name the server (OpenAIRuntime(server=...), docs/models.md) so the runtime "
+                "sends what it accepts")
 
     # -- the reply ----------------------------------------------------------------------------
     def _parse(self, r: Any) -> ModelResponse:
@@ -148,7 +159,14 @@ class OpenAIRuntime(ProviderRuntime):
     def _shape(self, resp: ModelResponse, ask: Ask) -> ModelResponse:
         """In strict mode, the nulls strict mode forced on optional fields are taken out of the
         reply (the option then sees them as not given, as in the other modes); the text as it
-        came is kept in the raw record."""
+        came is kept in the raw record. A reply without token usage says so in the notes."""
+        if resp.usage is None:
+            how = ("though stream_options.include_usage asked for it"
+                   if ask.forms.get("stream_options") == "stream_options" else
+                   "and this server has no way to ask for it in a stream" if self.stream
+                   else "")
+            ask.notes.append(f"the server sent no token usage with this reply{' ' if how else ''}"
+                             f"{how}; its tokens are unknown")
         if ask.schema is None or not isinstance(resp.text, str):
             return resp
         try:
