@@ -328,7 +328,10 @@ class _Call:
 
     def streamed(self, reply: StreamedReply) -> tuple[ModelResponse, Any]:
         if not reply.finished:
-            raise self.rt._incomplete(reply.text)
+            failure = self.rt._incomplete(reply.text)
+            # a server that gave up before answering anything (a crash after the 200)
+            failure.nothing = not reply.text and not reply.calls
+            raise failure
         return reply.response(self.rt.model), reply.raw()
 
     def once(self, r: Any) -> tuple[ModelResponse, Any]:
@@ -480,9 +483,22 @@ class ProviderRuntime(Runtime):
         no refusal of a form (by default: never; see `_servers`)."""
         return None
 
-    def _renegotiate(self, exc: BaseException, ask: Ask) -> Any:
+    def _dropped(self, exc: BaseException) -> bool:
+        """A connection that failed, not a server's answer or the time budget."""
+        return (isinstance(exc, self._sdk.APIConnectionError) or _is_transport_error(exc)) \
+            and not isinstance(exc, self._sdk.APITimeoutError) and not _caused_by_timeout(exc)
+
+    def _answered(self, ask: Ask) -> None:
+        """The server answered `ask` (its forms are accepted)."""
+
+    def _renegotiate(self, exc: BaseException, ask: Ask, call: _Call) -> Any:
         sdk = self._sdk
-        if not isinstance(exc, sdk.APIStatusError) or \
+        # a server that crashes on a form after its 200 ends the stream, or drops the
+        # connection, before any reply
+        if (isinstance(exc, ModelCallError) and getattr(exc, "nothing", False)) or (
+                call.started and not call.received and self._dropped(exc)):
+            return self._negotiate("stream", "", ask)
+        if call.started or not isinstance(exc, sdk.APIStatusError) or \
                 exc.response.headers.get(DEADLINE_HEADER) is not None:
             return None
         return self._negotiate(getattr(exc, "status_code", None),
@@ -594,15 +610,22 @@ class ProviderRuntime(Runtime):
         token = _deadline.set(call.deadline)
         try:
             ask = self._request(messages, tools, tool_choice, response_format)
+            resend = False
             while True:
                 # a reply can hold text UTF-8 cannot encode; the request that carries it back
                 # must still go out (and the SDK encodes the body as UTF-8)
                 ask.body = sendable(self._fit(ask.body))
                 try:
                     resp, response_json = await send(ask, call)
+                    self._answered(ask)
                     break
                 except Exception as exc:
-                    refusal = None if call.started else self._renegotiate(exc, ask)
+                    if resend and not call.started and self._dropped(exc):
+                        # a server that crashed on the refused form may leave the pooled
+                        # connection dead: the request goes once more, on a new one
+                        resend = False
+                        continue
+                    refusal = self._renegotiate(exc, ask, call)
                     if refusal is None:
                         raise
                 # outside the except block, so the SDK's exception is chained to nothing
@@ -610,6 +633,7 @@ class ProviderRuntime(Runtime):
                     raise refusal
                 ask = self._again(ask, refusal,
                                   self._request(messages, tools, tool_choice, response_format))
+                call.started, resend = False, True
             return call.done(self._finish(resp, ask, response_json))
         except ModelCallError as exc:
             failure = exc

@@ -50,6 +50,8 @@ FORMS = {
     AUTO: 'tool_choice "auto" (a reply with no tool call is re-asked)',
     "parallel_tool_calls": "parallel_tool_calls false",
     "stream_options": "stream_options.include_usage",
+    "null": "an assistant message with tool calls and content null",
+    "empty": 'an assistant message with tool calls and content ""',
     "tools": "native tools",
     "omitted": "nothing (the field left out)",
 }
@@ -60,13 +62,13 @@ _WORDS = {
     "parallel_tool_calls": ("parallel_tool_calls",),
     "strict": ("strict",),
     "structured": ("response_format", "json_schema", "json_object", "guided_json", "schema"),
-    "tool_choice": ("tool_choice", "'required'", '"required"', "required tool"),
+    "tool_choice": ("tool_choice", "tool choice", "'required'", '"required"', "required tool"),
     "tools": ("tools", "tool call", "function call", "jinja"),
 }
 
 #: The statuses a refusal of a request's shape comes with: the 4xx of a request a server does not
 #: take, and the 500 some servers (llama-cpp-python, older llama.cpp) answer it with.
-_REFUSAL_STATUSES = frozenset({400, 404, 405, 415, 422, 500, 501})
+_REFUSAL_STATUSES = frozenset({400, 404, 405, 415, 422, 500, 501, "stream"})
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,7 @@ class Server:
     tool_choice: tuple[str, ...]
     parallel_tool_calls: bool = True
     stream_usage: bool = True
+    null_content: bool = True     # an assistant turn of tool calls may have content null
     why: str = ""
 
 
@@ -96,10 +99,10 @@ SERVERS = {s.name: s for s in (
            why="llama-server takes response_format json_schema or json_object with a schema, "
                "and tools with --jinja"),
     Server("llama-cpp-python", (OBJECT_SCHEMA,), (NAMED, AUTO), parallel_tool_calls=False,
-           stream_usage=False,
+           stream_usage=False, null_content=False,
            why="llama-cpp-python's server takes response_format text or json_object (with a "
-               "schema), tool_choice 'auto', 'none' or a named function, and sends no usage "
-               "in streams"),
+               "schema), tool_choice 'auto', 'none' or a named function, an assistant "
+               "message's content only as a string, and sends no usage in streams"),
     Server("lm-studio", (PLAIN,), (REQUIRED, NAMED, AUTO),
            why="LM Studio takes response_format json_schema (not json_object)"),
 )}
@@ -144,11 +147,14 @@ class Negotiator:
         self.tool_choice = list(server.tool_choice)
         self.parallel_tool_calls = server.parallel_tool_calls
         self.stream_usage = server.stream_usage
+        self.null_content = server.null_content
         self.tools = True
         #: kind -> the server's words when it refused that kind's form on an earlier call
         self.learned: dict[str, str] = {}
         #: every refusal this runtime met: {"asked", "refused", "sent"}
         self.refusals: list[dict] = []
+        #: (kind, form) pairs a request carried that the server answered: known to be accepted
+        self.confirmed: set[tuple[str, str]] = set()
 
     @property
     def modes(self) -> frozenset:
@@ -166,6 +172,19 @@ class Negotiator:
         if asked != sent:
             ask.negotiated.append({"kind": kind, "asked": FORMS[asked], "sent": FORMS[sent],
                                    "why": self._why(kind)})
+
+    def shape_messages(self, messages: list[dict], ask: Any) -> None:
+        """An assistant turn that only called tools has content null (OpenAI's form), or ""
+        for a server that takes only a string."""
+        turns = [m for m in messages if m.get("role") == "assistant" and m.get("content") is None]
+        if not turns:
+            return
+        if self.null_content:
+            ask.forms["assistant_content"] = "null"
+            return
+        for m in turns:
+            m["content"] = ""
+        self._record(ask, "assistant_content", "null", "empty")
 
     def shape_tool_choice(self, body: dict, ask: Any, choice: str | None, specs: list) -> None:
         if not self.tools:
@@ -220,12 +239,24 @@ class Negotiator:
             self._record(ask, "stream_options", "stream_options", "omitted")
 
     # -- a refusal ----------------------------------------------------------------------------
+    def confirm(self, ask: Any) -> None:
+        """The server answered `ask`: every form it carried is accepted."""
+        self.confirmed.update((k, f) for k, f in ask.forms.items() if f != "omitted")
+
     def culprits(self, words: str, ask: Any) -> list[str]:
-        """The kinds of form in `ask` that the server's `words` are about."""
-        w = words.lower()
+        """The kinds of form in `ask` that the server's `words` are about. A refusal without
+        words (llama-cpp-python's function-calling chat format crashes on tool_choice
+        "required" with an empty 500) is about every form not yet known to be accepted."""
+        w = words.lower().strip()
         sent = ask.forms
+        if not w or w in ("internal server error", "internal_server_error"):
+            return [k for k, f in sent.items()
+                    if f != "omitted" and (k, f) not in self.confirmed]
         hits = [k for k in ("stream_options", "parallel_tool_calls", "tool_choice")
                 if k in sent and sent[k] != "omitted" and any(x in w for x in _WORDS[k])]
+        if sent.get("assistant_content") == "null" and "assistant" in w and "content" in w \
+                and ("none" in w or "null" in w):
+            hits.append("assistant_content")
         if "structured" in sent:
             if sent["structured"] == STRICT and any(x in w for x in _WORDS["strict"]) and \
                     "json_object" not in w:
@@ -246,7 +277,8 @@ class Negotiator:
         kinds = self.culprits(words, ask)
         if not kinds:
             return None
-        said = f"{status}: {words}"
+        said = ("a stream that ended before any reply (no finish_reason)" if status == "stream"
+                else f"{status}: {words}" if words.strip() else f"{status}, with no message")
         asked = []
         for kind in kinds:
             form = ask.forms.get("structured" if kind == "strict" else kind)
@@ -266,6 +298,8 @@ class Negotiator:
             self.stream_usage = False
         elif kind == "parallel_tool_calls":
             self.parallel_tool_calls = False
+        elif kind == "assistant_content":
+            self.null_content = False
         elif kind == "tools":
             self.tools = False
             return False

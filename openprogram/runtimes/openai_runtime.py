@@ -55,8 +55,8 @@ import json
 from typing import Any
 
 from ..agentic_programming.runtime import ModelCallError, ModelResponse, to_blocks
-from ._provider import (Ask, ProviderAPI, ProviderRuntime, StreamedReply, _Malformed, tc_parts,
-                        tool_call, unique_tools)
+from ._provider import (CUT_OFF, Ask, ProviderAPI, ProviderRuntime, StreamedReply, _Malformed,
+                        tc_parts, tool_call, unique_tools)
 from ._servers import Negotiator, check_server
 from ._strict import strip_forced_nulls
 
@@ -99,6 +99,7 @@ class OpenAIRuntime(ProviderRuntime):
         out += [to_openai_message(m) for m in messages]
         body: dict = {**self.request_options, "model": self.model, "messages": out}
         ask = Ask(body)
+        self._server.shape_messages(out, ask)
         specs = unique_tools(tools)
         if specs:
             body["tools"] = [to_openai_tool(t) for t in specs]
@@ -114,6 +115,9 @@ class OpenAIRuntime(ProviderRuntime):
     def _negotiate(self, status, words, ask):
         return self._server.refused(status, words, ask, f"the server at {self.where}"
                                     + (f" ({self.server})" if self.server else ""))
+
+    def _answered(self, ask):
+        self._server.confirm(ask)
 
     def _shape_advice(self) -> str:
         return ("; check the model name and the keyword arguments given to the runtime, or "
@@ -150,7 +154,10 @@ class OpenAIRuntime(ProviderRuntime):
                 slot = reply.tool(tc.index)
                 slot["id"] = tc.id or slot["id"]
                 if tc.function is not None:
-                    slot["name"] += tc.function.name or ""
+                    # the name comes once (OpenAI), or again in every chunk (llama-cpp-python)
+                    name = tc.function.name or ""
+                    if name != slot["name"]:
+                        slot["name"] += name
                     reply.tool_args(tc.index, tc.function.arguments or "")
             if choice.finish_reason:
                 reply.finished = True
@@ -167,6 +174,15 @@ class OpenAIRuntime(ProviderRuntime):
                    else "")
             ask.notes.append(f"the server sent no token usage with this reply{' ' if how else ''}"
                              f"{how}; its tokens are unknown")
+        limit = ask.body.get("max_completion_tokens") or ask.body.get("max_tokens")
+        if resp.finish_reason not in CUT_OFF and resp.tool_calls and \
+                not isinstance(resp.tool_calls[-1].args, dict) and limit and \
+                (resp.usage or {}).get("output_tokens") == limit:
+            # llama-cpp-python says "tool_calls" for a call cut off at the token limit
+            ask.notes.append(f"the server said finish_reason {resp.finish_reason!r}, but the "
+                             f"reply used all {limit} tokens and its last tool call's arguments "
+                             f"are cut off: read as cut off at the token limit")
+            resp.finish_reason = "length"
         if ask.schema is None or not isinstance(resp.text, str):
             return resp
         try:

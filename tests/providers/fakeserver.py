@@ -8,7 +8,9 @@ whose message says so. Faults are replies too: a status with headers and a body,
 a stream that stalls or whose connection drops mid-way, a malformed body. A reply can also end
 with the provider's own finish reason (a cut at the token limit, a refusal), and can wait until
 a number of requests are in flight at once (`gate=`), so concurrency is shown by counting
-(`server.max_in_flight`), never by timing.
+(`server.max_in_flight`), never by timing. Refusal rules (`server.refuse(when, status,
+message)`) answer every request of a form the emulated server does not accept with its error,
+as vLLM, llama.cpp or llama-cpp-python do, whatever the queue holds.
 """
 from __future__ import annotations
 
@@ -52,6 +54,8 @@ class Reply:
                                   # the tool-use one): "length", "max_tokens", "refusal", ...
     refusal: str | None = None    # OpenAI: message.refusal (streamed as delta.refusal)
     gate: int | None = None       # answer only once this many requests are in flight at once
+    no_usage: bool = False        # OpenAI: send no usage, even when stream_options asks for it
+                                  # (as llama-cpp-python's server does)
 
 
 def text(t: str, **kw) -> Reply:
@@ -70,6 +74,17 @@ def status(code: int, message: str = "error", *, headers: dict | None = None,
 
 def raw(body: str, *, content_type: str = "application/json", code: int = 200) -> Reply:
     return Reply(kind="raw", status=code, body=body, headers={"Content-Type": content_type})
+
+
+@dataclass
+class Refusal:
+    """A rule of the server's own: a request whose body `when(body)` is true is answered with
+    this error instead of the next queued reply, as a server answers a request form it does not
+    accept (`body` is the whole error body when the server has its own shape)."""
+    when: Any
+    status: int = 400
+    message: str = "unsupported"
+    body: Any = None
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -94,6 +109,8 @@ class FakeServer:
         self.provider = provider
         self.replies: list[Reply] = []
         self.requests: list[Request] = []
+        self.refusals: list[Refusal] = []
+        self.refused = 0   # requests answered by a refusal rule
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._gate = threading.Condition(self._lock)
@@ -149,6 +166,14 @@ class FakeServer:
             self.replies.extend(replies)
         return self
 
+    def refuse(self, when, status: int = 400, message: str = "unsupported", *,
+               body: Any = None) -> "FakeServer":
+        """Answer every request whose body matches `when` with this error (checked before the
+        queue: a refused request takes no queued reply)."""
+        with self._lock:
+            self.refusals.append(Refusal(when, status, message, body))
+        return self
+
     @property
     def bodies(self) -> list[Any]:
         return [r.body for r in self.requests]
@@ -187,7 +212,14 @@ class FakeServer:
             body = raw_body.decode("utf-8", "replace")
         with self._lock:
             self.requests.append(Request(h.command, h.path, dict(h.headers), body))
-            reply = self.replies.pop(0) if self.replies else None
+            rule = next((r for r in self.refusals if isinstance(body, dict) and r.when(body)),
+                        None)
+            if rule is not None:
+                self.refused += 1
+                reply = Reply(kind="status", status=rule.status, text=rule.message,
+                              body=rule.body, err_type="invalid_request_error")
+            else:
+                reply = self.replies.pop(0) if self.replies else None
         if reply is None:
             return self._send_json(h, 599, {"error": {"message": "the fake server has no reply "
                                                       "queued for this request"}})
@@ -300,11 +332,14 @@ class FakeServer:
             msg["tool_calls"] = [{"id": i, "type": "function",
                                   "function": {"name": n, "arguments": self._args_text(a)}}
                                  for i, n, a in reply.tool_calls]
-        return {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": model,
-                "choices": [{"index": 0, "message": msg, "logprobs": None,
-                             "finish_reason": self._openai_finish(reply)}],
-                "usage": {"prompt_tokens": reply.usage[0], "completion_tokens": reply.usage[1],
-                          "total_tokens": sum(reply.usage)}}
+        out = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": model,
+               "choices": [{"index": 0, "message": msg, "logprobs": None,
+                            "finish_reason": self._openai_finish(reply)}],
+               "usage": {"prompt_tokens": reply.usage[0], "completion_tokens": reply.usage[1],
+                         "total_tokens": sum(reply.usage)}}
+        if reply.no_usage:
+            del out["usage"]
+        return out
 
     def _openai_events(self, reply: Reply, model: str, body: dict) -> list:
         def chunk(delta: dict, finish=None, usage=None, choices=True):
@@ -335,7 +370,7 @@ class FakeServer:
         if reply.truncate:
             return ev
         ev.append((None, chunk({}, self._openai_finish(reply)), False))
-        if (body.get("stream_options") or {}).get("include_usage"):
+        if (body.get("stream_options") or {}).get("include_usage") and not reply.no_usage:
             ev.append((None, chunk({}, usage={"prompt_tokens": reply.usage[0],
                                               "completion_tokens": reply.usage[1],
                                               "total_tokens": sum(reply.usage)},
