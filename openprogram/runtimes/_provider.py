@@ -518,9 +518,9 @@ class ProviderRuntime(Runtime):
         return ask
 
     def _fit(self, kwargs: dict) -> dict:
-        """Request fields the SDK's method has no parameter for (an option of a newer API, or
-        of a compatible server, such as `top_k=` or `temperature=`) go in `extra_body`, which
-        the SDK sends as-is."""
+        """Request fields the SDK's method has no parameter for (a sampling field of the API an
+        SDK version no longer lists, a form a server was negotiated down to, such as vLLM's
+        `guided_json`) go in `extra_body`, which the SDK sends at the top level."""
         accepted = getattr(self, "_accepted", None)
         if accepted is None:
             import inspect

@@ -22,17 +22,28 @@ Local and self-hosted servers speak the same protocol; point `base_url` at their
     # any hosted OpenAI-compatible API
     OpenAIRuntime(model="...", base_url="https://<service>/v1", api_key="...")
 
-Native tool calls (`agent(tools=...)`) need a model and server with function calling (Ollama and
-vLLM support it for models whose template declares tools; vLLM needs `--enable-auto-tool-choice
---tool-call-parser ...`). Decisions themselves need no tool support: the pick is JSON in the text.
+Each server accepts a different subset of the request forms the ways of asking use. Name it,
+`OpenAIRuntime(..., server="vllm" | "ollama" | "llama.cpp" | "llama-cpp-python" | "lm-studio" |
+"openai")`, and the runtime sends what that server takes from the first request; leave it out
+and the runtime sends OpenAI's forms and, when the server refuses one (its error names the form,
+or it crashes on it), sends the same attempt once more with the nearest form left (json_schema
+-> json_object with the schema; tool_choice "required" -> the one tool named, or "auto" and the
+re-ask; the optional fields left out), remembers it for every later request, and records on the
+attempt's `raw["negotiated"]` what was asked, the server's words and what was sent
+(`_servers`; the table is in docs/models.md). `rt.modes` drops a mode whose every form the server
+refused. Native tool calls (`agent(tools=...)`) need a model and server with function calling
+(vLLM needs `--enable-auto-tool-choice --tool-call-parser ...`, llama-server `--jinja`).
+Decisions themselves need no tool support: the pick is JSON in the text.
 
 Replies stream by default (`stream=True`): each text delta reaches `on_text`, so a decision's
 trace and the notebook panel show the reply growing. Token usage is asked for with
-`stream_options={"include_usage": True}`; a server that rejects that option can be used with
-`stream_usage=False` (usage is then unknown). `max_retries` (default 2) is the SDK's own retry
-policy for 408/409/429/5xx and connection errors, with its backoff; the decision's `timeout_s`
-bounds the whole call, retries included. Extra keyword arguments (`temperature=`, `seed=`,
-`max_completion_tokens=`, ...) are sent with every request; `system=` adds a system message.
+`stream_options={"include_usage": True}` where the server takes it (`stream_usage=False` never
+asks); a reply without usage says so in its raw record's notes. `max_retries` (default 2) is the
+SDK's own retry policy for 408/409/429/5xx and connection errors, with its backoff; the
+decision's `timeout_s` bounds the whole call, retries included. Keyword arguments that are
+fields of the SDK's request (`temperature=`, `seed=`, `max_completion_tokens=`, ...) are sent
+with every request, any other is a TypeError naming it: a field only your server knows goes in
+`extra_body={...}`. `system=` adds a system message.
 To record a session and replay it offline, wrap the runtime: see `openprogram.runtimes.cassette`.
 
 All three ways of asking (`mode=`, see docs/modes.md): "menu" sends the menu as text and no

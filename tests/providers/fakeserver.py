@@ -85,6 +85,8 @@ class Refusal:
     status: int = 400
     message: str = "unsupported"
     body: Any = None
+    crash: bool = False   # answer 200, end the stream with no event and close the connection,
+                          # as llama-cpp-python does when its chat handler raises mid-stream
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -167,11 +169,12 @@ class FakeServer:
         return self
 
     def refuse(self, when, status: int = 400, message: str = "unsupported", *,
-               body: Any = None) -> "FakeServer":
+               body: Any = None, crash: bool = False) -> "FakeServer":
         """Answer every request whose body matches `when` with this error (checked before the
-        queue: a refused request takes no queued reply)."""
+        queue: a refused request takes no queued reply); `crash=True`: a streamed request gets
+        a 200 whose stream ends before any event, on a connection then closed."""
         with self._lock:
-            self.refusals.append(Refusal(when, status, message, body))
+            self.refusals.append(Refusal(when, status, message, body, crash))
         return self
 
     @property
@@ -216,6 +219,8 @@ class FakeServer:
                         None)
             if rule is not None:
                 self.refused += 1
+                if rule.crash and body.get("stream"):
+                    return self._crash(h)
                 reply = Reply(kind="status", status=rule.status, text=rule.message,
                               body=rule.body, err_type="invalid_request_error")
             else:
@@ -252,6 +257,16 @@ class FakeServer:
         if stream:
             return self._stream(h, reply, self._anthropic_events(reply, model))
         return self._send_json(h, 200, self._anthropic_message(reply, model), reply=reply)
+
+    @staticmethod
+    def _crash(h: BaseHTTPRequestHandler) -> None:
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+        h.wfile.write(b"0\r\n\r\n")
+        h.wfile.flush()
+        h.close_connection = True
 
     @staticmethod
     def _json(obj: Any, reply: Reply | None = None) -> str:

@@ -14,7 +14,7 @@ import pytest
 
 from fakeserver import FAKE_KEY, FakeServer, text, tools, status
 
-from openprogram import DecisionError, decision
+from openprogram import DecisionError, Retry, decision
 from openprogram.agentic_programming.modes import decision_schema
 from openprogram.agentic_programming.options import normalize
 from openprogram.agentic_programming.view import trace_html
@@ -55,6 +55,19 @@ AZURE_PARALLEL = (400, "Unrecognized request argument supplied: parallel_tool_ca
 NO_STRICT = (400, "Invalid response_format: 'strict' is not supported")
 #: llama.cpp's llama-server started without --jinja
 LLAMA_CPP_NO_JINJA = (500, "tools param requires --jinja flag")
+#: llama-cpp-python 0.3.36's server, as seen in tests/servers: its request model validates
+#: response_format.type, and an assistant message's content, with pydantic (and answers 500)
+LLAMA_CPP_PYTHON_JSON_SCHEMA = (
+    500, "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', "
+         "'type'), 'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}")
+LLAMA_CPP_PYTHON_NULL_CONTENT = (
+    500, "7 validation errors:\n  {'type': 'string_type', 'loc': ('body', 'messages', 1, "
+         "'ChatCompletionRequestAssistantMessage', 'content'), 'msg': 'Input should be a valid "
+         "string', 'input': None}")
+#: its chatml-function-calling format raises on tool_choice "required": a 500 with no words
+#: (not streamed), or a 200 whose stream ends at once (streamed)
+CRASH_BODY = {"error": {"message": "", "type": "internal_server_error", "param": None,
+                        "code": None}}
 
 
 def vllm_body(words: str) -> dict:
@@ -192,7 +205,83 @@ def test_json_object_refused_too_is_an_error_naming_the_form_and_the_words(serve
     assert len(server.requests) == n
 
 
+def test_llama_cpp_python_refusing_json_schema_gets_json_object_with_the_schema(
+        server, runtime, how):
+    code, words = LLAMA_CPP_PYTHON_JSON_SCHEMA
+    server.refuse(is_json_schema, code, words)
+    server.push(picked({"call": "done"}), picked({"call": "done"}))
+    rt = runtime()
+    assert decide(how, "Pick.", OPTIONS, rt, mode="json_schema") == "DONE"
+    assert server.bodies[1]["response_format"] == {"type": "json_object", "schema": SCHEMA}
+    record = decision.last_trace().attempts[0].raw["negotiated"][0]
+    assert record["refused"].startswith("500: 1 validation error")
+    decide(how, "Again.", OPTIONS, rt, mode="json_schema")
+    assert len(server.requests) == 3 and server.refused == 1
+
+
+def test_an_evaluation_pays_the_refusal_once(server):
+    server.refuse(is_json_schema, *LLAMA_CPP_JSON_SCHEMA)
+    server.push(*[picked({"call": "done"}) for _ in range(6)])
+    rt = OpenAIRuntime(model="local", base_url=server.base_url, max_retries=0)
+    result = decision.evaluate("Row {i}: pick.", OPTIONS, [{"i": i} for i in range(6)],
+                               runtime=rt, concurrency=1, progress=False, mode="json_schema")
+    assert [r for r in result.results] == ["DONE"] * 6
+    assert len(server.requests) == 7 and server.refused == 1
+
+
 # -- forced tool calls ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_a_crash_on_required_is_a_refusal_without_words(server, stream):
+    """llama-cpp-python's chatml-function-calling raises on tool_choice "required": whole, a
+    500 with an empty message; streamed, a 200 whose stream ends before any event (and whose
+    connection is then closed: the retry goes once more on a new one). Such a refusal is about
+    the forms not yet known to be accepted."""
+    server.refuse(lambda b: b.get("tool_choice") == "required", 500, body=CRASH_BODY, crash=True)
+    server.push(text('{"call": "done"}'), tools(("c1", "greet", {"name": "Ada"})),
+                tools(("c2", "greet", {"name": "Bo"})))
+    rt = OpenAIRuntime(model="local", base_url=server.base_url, max_retries=0, stream=stream)
+    assert decision.make("Pick.", OPTIONS, runtime=rt) == "DONE"   # stream_options: accepted
+    assert decision.make("Pick.", ONE, runtime=rt, mode="tools") == "hello Ada"
+    (att,) = decision.last_trace().attempts
+    record = att.raw["negotiated"][0]
+    assert record["refused"] == ("a stream that ended before any reply (no finish_reason)"
+                                 if stream else "500, with no message")
+    # stream_options was answered before: known to be accepted, so it stays
+    assert record["kind"] == "tool_choice+parallel_tool_calls"
+    assert server.bodies[-1]["tool_choice"] == {"type": "function", "function": {"name": "greet"}}
+    assert "parallel_tool_calls" not in server.bodies[-1]
+    assert ("stream_options" in server.bodies[-1]) is stream
+    n = len(server.requests)
+    assert decision.make("Pick.", ONE, runtime=rt, mode="tools") == "hello Bo"
+    assert len(server.requests) == n + 1 and server.refused == 1
+
+
+def test_a_reask_whose_null_content_is_refused_sends_an_empty_string(server, how, runtime):
+    code, words = LLAMA_CPP_PYTHON_NULL_CONTENT
+    server.refuse(lambda b: any(m["role"] == "assistant" and m.get("content") is None
+                                for m in b["messages"]), code, words)
+    server.push(tools(("c1", "greet", {"name": "Ada"})), tools(("c2", "greet", {"name": "Bo"})),
+                tools(("c3", "greet", {"name": "Cy"})), tools(("c4", "greet", {"name": "Di"})))
+    rt = runtime()
+    seen = []
+
+    def not_the_first(pick):
+        seen.append(pick.args["name"])
+        if len(seen) % 2:
+            raise Retry("not that one")
+
+    assert decide(how, "Pick.", ONE, rt, mode="tools", validate=not_the_first) == "hello Bo"
+    first, refused, sent = server.bodies
+    assert refused["messages"][1]["content"] is None and sent["messages"][1]["content"] == ""
+    assert sent["messages"][2] == {"role": "tool", "tool_call_id": "c1",
+                                   "content": sent["messages"][2]["content"]}
+    att = decision.last_trace().attempts[1]
+    assert att.raw["negotiated"][0]["kind"] == "assistant_content"
+    assert att.raw["negotiated"][0]["sent"] == FORMS["empty"]
+    assert decide(how, "Again.", ONE, rt, mode="tools", validate=not_the_first) == "hello Di"
+    assert len(server.requests) == 5 and server.bodies[4]["messages"][1]["content"] == ""
+
 
 def test_refused_required_names_the_one_tool_when_there_is_one_option(server, runtime, how):
     code, words = VLLM_REQUIRED
@@ -382,10 +471,18 @@ def test_a_refusal_in_the_panel_and_the_static_view_is_escaped(server):
     server.push(picked({"call": "done"}))
     rt = OpenAIRuntime(model="m", base_url=server.base_url, max_retries=0)
     decision.make("Pick.", OPTIONS, runtime=rt, mode="json_schema")
-    html = trace_html(decision.last_trace())
-    assert 'class="op-negotiated"' in html and "<script>" not in html
-    assert "the server refused it: 500: &lt;script&gt;" in html
-    assert "Asked for response_format {&quot;type&quot;: &quot;json_schema&quot;" in html
+    from openprogram.widgets.panel import DecisionPanel
+    panel = DecisionPanel(decision.last_trace())
+    for html in (trace_html(decision.last_trace()), panel_html(panel)):
+        assert 'class="op-negotiated"' in html and "<script>" not in html
+        assert "the server refused it: 500: &lt;script&gt;" in html
+        assert "Asked for response_format {&quot;type&quot;: &quot;json_schema&quot;" in html
+
+
+def panel_html(widget) -> str:
+    """Every HTML value in a widget tree (what the front end renders)."""
+    return "".join([getattr(widget, "value", "") if isinstance(getattr(widget, "value", ""), str)
+                    else "", *(panel_html(c) for c in getattr(widget, "children", ()) or ())])
 
 
 # -- unknown keywords (issue 23) ------------------------------------------------------------------
