@@ -49,7 +49,9 @@ class LocalServer:
         self.log = log
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(bundled_model_path()),
                "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", "2048",
-               "--n_threads", "1", "--n_threads_batch", "1", "--seed", "0"]
+               "--n_threads", "1", "--n_threads_batch", "1", "--seed", "0",
+               # by default a new request interrupts the one in progress: queue them instead
+               "--interrupt_requests", "False"]
         if chat_format != "default":
             cmd += ["--chat_format", chat_format]
         self._out = open(log, "wb")
