@@ -17,6 +17,7 @@ records, in `Ask.negotiated`, each form sent in place of the one the way of aski
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,6 +119,11 @@ def check_server(server: Any) -> Server:
         return SERVERS[server]
     raise ValueError(f"server must be one of {', '.join(repr(s) for s in SERVERS)} (or None to "
                      f"find out from the server's answers), got {server!r}")
+
+
+def _bare(words: str) -> str:
+    """A server's words without what the SDK puts around them ("Error code: 500 - ...")."""
+    return re.sub(r"^error code: \d+( - )?", "", words.strip(), flags=re.I).strip(" '\"")
 
 
 def schema_prompt(schema: dict) -> str:
@@ -247,11 +253,11 @@ class Negotiator:
         """The kinds of form in `ask` that the server's `words` are about. A refusal without
         words (llama-cpp-python's function-calling chat format crashes on tool_choice
         "required" with an empty 500) is about every form not yet known to be accepted."""
-        w = words.lower().strip()
+        w = _bare(words).lower()
         sent = ask.forms
         if not w or w in ("internal server error", "internal_server_error"):
-            return [k for k, f in sent.items()
-                    if f != "omitted" and (k, f) not in self.confirmed]
+            return [k for k, f in sent.items() if f != "omitted" and
+                    (k, f) not in self.confirmed and self._step_down(k, f, dry=True)]
         hits = [k for k in ("stream_options", "parallel_tool_calls", "tool_choice")
                 if k in sent and sent[k] != "omitted" and any(x in w for x in _WORDS[k])]
         if sent.get("assistant_content") == "null" and "assistant" in w and "content" in w \
@@ -267,52 +273,52 @@ class Negotiator:
             hits.append("tools")
         return hits
 
-    def refused(self, status: int | None, words: str, ask: Any,
+    def refused(self, status: int | str | None, words: str, ask: Any,
                 where: str) -> dict | ModelCallError | None:
-        """Learn from a refusal of `ask`: the record of what was refused (the caller sends the
-        request again, shaped anew), an error when no nearer form is left, or None when the
-        refusal names no form the request carried (it is not a negotiation)."""
+        """Learn from a refusal of `ask` (`status` "stream": a stream that ended before any
+        reply): the record of what was refused (the caller sends the request again, shaped
+        anew), an error when no nearer form is left, or None when the refusal names no form
+        the request carried (it is not a negotiation)."""
         if status not in _REFUSAL_STATUSES:
             return None
         kinds = self.culprits(words, ask)
         if not kinds:
             return None
         said = ("a stream that ended before any reply (no finish_reason)" if status == "stream"
-                else f"{status}: {words}" if words.strip() else f"{status}, with no message")
+                else f"{status}: {words}" if _bare(words) else f"{status}, with no message")
         asked = []
         for kind in kinds:
             form = ask.forms.get("structured" if kind == "strict" else kind)
             asked.append(FORMS.get(form, FORMS.get(kind, kind)))
             left = self._step_down(kind, form)
+            self.learned["structured" if kind == "strict" else kind] = said
             if not left:
                 return self._unsatisfiable(kind, form, said, where)
-            self.learned["structured" if kind == "strict" else kind] = said
         record = {"kind": kinds[0] if len(kinds) == 1 else "+".join(kinds),
                   "asked": "; ".join(asked), "refused": said}
         self.refusals.append(record)
         return record
 
-    def _step_down(self, kind: str, form: str | None) -> bool:
-        """Take the refused form out; False when nothing is left to send in its place."""
-        if kind == "stream_options":
-            self.stream_usage = False
-        elif kind == "parallel_tool_calls":
-            self.parallel_tool_calls = False
-        elif kind == "assistant_content":
-            self.null_content = False
-        elif kind == "tools":
-            self.tools = False
+    def _step_down(self, kind: str, form: str | None, dry: bool = False) -> bool:
+        """Take the refused form out (only say what would be left, when `dry`); False when
+        nothing is left to send in its place."""
+        if kind == "tools":
+            if not dry:
+                self.tools = False
             return False
-        elif kind == "tool_choice":
-            self.tool_choice = [f for f in self.tool_choice if f != form]
-            return bool(self.tool_choice)
-        elif kind == "strict":
-            self.structured = [f for f in self.structured if f != STRICT]
-            return bool(self.structured)
-        else:  # the structured form: a refusal of json_schema is a refusal of both its forms
-            gone = {STRICT, PLAIN} if form in (STRICT, PLAIN) else {form}
-            self.structured = [f for f in self.structured if f not in gone]
-            return bool(self.structured)
+        if kind in ("tool_choice", "strict", "structured"):
+            # a refusal of json_schema is a refusal of both its forms
+            gone = {STRICT} if kind == "strict" else {STRICT, PLAIN} \
+                if kind == "structured" and form in (STRICT, PLAIN) else {form}
+            now = self.tool_choice if kind == "tool_choice" else self.structured
+            left = [f for f in now if f not in gone]
+            if not dry:
+                setattr(self, "tool_choice" if kind == "tool_choice" else "structured", left)
+            return bool(left)
+        if not dry:   # an optional field: left out from now on
+            setattr(self, {"stream_options": "stream_usage",
+                           "parallel_tool_calls": "parallel_tool_calls",
+                           "assistant_content": "null_content"}[kind], False)
         return True
 
     def _unsatisfiable(self, kind: str, form: str | None, said: str | None = None,

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from fakeserver import FAKE_KEY, FakeServer, text, tools, status
+from fakeserver import FAKE_KEY, FakeServer, raw, status, text, tools
 
 from openprogram import DecisionError, Retry, decision
 from openprogram.agentic_programming.modes import decision_schema
@@ -255,6 +255,24 @@ def test_a_crash_on_required_is_a_refusal_without_words(server, stream):
     n = len(server.requests)
     assert decision.make("Pick.", ONE, runtime=rt, mode="tools") == "hello Bo"
     assert len(server.requests) == n + 1 and server.refused == 1
+
+
+def test_a_wordless_500_is_about_the_forms_not_yet_accepted_only(server):
+    """uvicorn's own answer to a crash is a text/plain "Internal Server Error". Once a form was
+    answered it is known to be accepted: a later 500 without words is a server error, not a
+    refusal of it (nothing is stepped down, no retry)."""
+    server.push(raw("Internal Server Error", content_type="text/plain", code=500),
+                tools(("c1", "greet", {"name": "Ada"})),
+                raw("Internal Server Error", content_type="text/plain", code=500))
+    rt = OpenAIRuntime(model="local", base_url=server.base_url, max_retries=0, stream=False)
+    assert decision.make("Pick.", ONE, runtime=rt, mode="tools") == "hello Ada"
+    assert decision.last_trace().attempts[0].raw["negotiated"][0]["refused"] == \
+        "500, with no message"
+    assert len(server.requests) == 2
+    with pytest.raises(DecisionError) as info:
+        decision.make("Pick.", ONE, runtime=rt, mode="tools", max_retries=0)
+    assert "server error (500" in info.value.trace.attempts[0].error_message
+    assert len(server.requests) == 3 and len(rt.negotiated) == 1
 
 
 def test_a_reask_whose_null_content_is_refused_sends_an_empty_string(server, how, runtime):
