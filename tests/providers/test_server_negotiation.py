@@ -187,6 +187,8 @@ def test_a_server_refusing_strict_gets_the_schema_as_it_is(server, runtime, how)
 
 def test_json_object_refused_too_is_an_error_naming_the_form_and_the_words(server, runtime, how):
     server.refuse(is_json_schema, *LLAMA_CPP_JSON_SCHEMA)
+    # LM Studio's words for json_object (lmstudio-ai/lmstudio-bug-tracker#189), here after a
+    # refusal of json_schema: a server that takes neither
     server.refuse(lambda b: (b.get("response_format") or {}).get("type") == "json_object", 400,
                   "'response_format.type' must be 'json_schema'")
     rt = runtime()
