@@ -418,8 +418,7 @@ class ProviderRuntime(Runtime):
 
     #: Request fields the runtime sets itself: the way of asking, the stream, the conversation.
     _OWN_FIELDS = frozenset({"model", "messages", "stream", "stream_options", "tools",
-                             "tool_choice", "response_format", "parallel_tool_calls", "system",
-                             "timeout"})
+                             "tool_choice", "response_format", "parallel_tool_calls"})
 
     def _check_options(self, options: dict) -> None:
         """An unknown keyword is a mistake to name now, not a field to send the server (a typo

@@ -83,7 +83,7 @@ class OpenAIRuntime(ProviderRuntime):
 
     def __init__(self, model: str, *, server: str | None = None, stream_usage: bool = True,
                  **options: Any):
-        self._server = Negotiator(check_server(server))
+        self._negotiator = Negotiator(check_server(server))
         self.server = server
         self.stream_usage = stream_usage
         super().__init__(model, **options)
@@ -92,14 +92,14 @@ class OpenAIRuntime(ProviderRuntime):
     def modes(self) -> frozenset:
         """The ways of asking this runtime's server can do, as far as is known: all three,
         less a mode whose every form the server refused."""
-        return self._server.modes
+        return self._negotiator.modes
 
     @property
     def negotiated(self) -> list[dict]:
         """The refusals this runtime met, each `{"kind", "asked", "refused", "sent"}`: what was
         asked, the server's words, what was sent in its place (every later request sends that
         at once)."""
-        return [dict(r) for r in self._server.refusals]
+        return [dict(r) for r in self._negotiator.refusals]
 
     def _create(self, client: Any = None):
         return (client or self._client).chat.completions.create
@@ -110,25 +110,25 @@ class OpenAIRuntime(ProviderRuntime):
         out += [to_openai_message(m) for m in messages]
         body: dict = {**self.request_options, "model": self.model, "messages": out}
         ask = Ask(body)
-        self._server.shape_messages(out, ask)
+        self._negotiator.shape_messages(out, ask)
         specs = unique_tools(tools)
         if specs:
             body["tools"] = [to_openai_tool(t) for t in specs]
-            self._server.shape_tool_choice(body, ask, tool_choice, specs)
+            self._negotiator.shape_tool_choice(body, ask, tool_choice, specs)
         if response_format is not None:
-            self._server.shape_structured(body, ask, response_format, out)
+            self._negotiator.shape_structured(body, ask, response_format, out)
         if self.stream:
             body["stream"] = True
             if self.stream_usage:
-                self._server.shape_stream(body, ask)
+                self._negotiator.shape_stream(body, ask)
         return ask
 
     def _negotiate(self, status, words, ask):
-        return self._server.refused(status, words, ask, f"the server at {self.where}"
+        return self._negotiator.refused(status, words, ask, f"the server at {self.where}"
                                     + (f" ({self.server})" if self.server else ""))
 
     def _answered(self, ask):
-        self._server.confirm(ask)
+        self._negotiator.confirm(ask)
 
     def _shape_advice(self) -> str:
         return ("; check the model name and the keyword arguments given to the runtime, or "

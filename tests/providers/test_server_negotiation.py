@@ -459,6 +459,21 @@ def test_ollama_named_up_front_gets_its_documented_forms(server):
     assert decision.last_trace().attempts[0].usage == {"input_tokens": 11, "output_tokens": 7}
 
 
+def test_an_ollama_refusing_json_schema_gets_json_mode_and_the_schema_in_the_prompt(server):
+    """An Ollama whose /v1 knows only JSON mode (`format: "json"`, before schemas came to its
+    `format`): the schema goes in the prompt."""
+    server.refuse(is_json_schema, 400, "invalid response_format type: json_schema")
+    server.push(picked({"call": "done"}))
+    rt = OpenAIRuntime(model="llama3.2", base_url=server.base_url, server="ollama",
+                       max_retries=0)
+    assert decision.make("Pick.", OPTIONS, runtime=rt, mode="json_schema") == "DONE"
+    sent = server.bodies[1]
+    assert sent["response_format"] == {"type": "json_object"}
+    assert json.loads(user_text(sent).split("\n", 3)[3]) == SCHEMA
+    assert decision.last_trace().attempts[0].raw["negotiated"][0]["sent"] == \
+        FORMS["json_object+prompt"]
+
+
 def test_openai_named_or_not_sends_the_openai_forms(server):
     for name in ("openai", None):
         rt = OpenAIRuntime(model="m", base_url=server.base_url, server=name, max_retries=0)
