@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Literal
 
 import pytest
 
@@ -20,7 +21,7 @@ from openprogram.runtimes import OpenAIRuntime
 pytestmark = pytest.mark.slow
 
 
-def greet(name: str) -> str:
+def greet(name: Literal["Ada", "Bo"]) -> str:
     """Greet someone by name."""
     return f"hello {name}"
 
@@ -51,14 +52,6 @@ def ask(rt, options, mode: str, how: str, **kw):
         return err.trace
 
 
-def cut_off(att) -> bool:
-    """A forced call whose argument ran to max_tokens (SmolLM2 can fill a string with digits):
-    `truncated`, or, streamed (this server sends no usage to tell), arguments that are no JSON."""
-    return att.error_kind == "truncated" or (
-        att.error_kind == "bad_args" and bool(att.tool_calls)
-        and isinstance(att.tool_calls[-1]["args"], str))
-
-
 def no_server_error(trace) -> None:
     for att in trace.attempts:
         assert att.error_kind != "model_error", att.error_message
@@ -85,13 +78,13 @@ def test_every_way_of_asking_gets_an_answer_not_a_server_error(local_server, mod
                 "type": "json_object", "schema": decision_schema(normalize(options))}
             doc = json.loads(att.reply)
             assert doc["decision"]["call"] in options and att.found_in == "schema"
-            assert att.error_kind in (None, "invalid_value", "type_mismatch")
+            assert att.error_kind is None and att.chosen in options
         if mode == "tools":
             sent = att.raw["request"]["tool_choice"]
             if len(options) == 1:   # one option: named, which every chat format forces
                 assert sent == {"type": "function", "function": {"name": "greet"}}
-                assert cut_off(att) or [c["name"] for c in att.tool_calls] == ["greet"]
-                assert att.chosen == "greet" or cut_off(att)
+                assert [c["name"] for c in att.tool_calls] == ["greet"]
+                assert att.chosen == "greet" and att.args["name"] in ("Ada", "Bo")
             else:                   # several: "auto", a tool call only where the format has them
                 assert sent == "auto"
                 in_words = ("no_action", "truncated")   # a reply in words, maybe cut off
@@ -105,7 +98,7 @@ def test_every_way_of_asking_gets_an_answer_not_a_server_error(local_server, mod
 def test_a_tools_reask_goes_back_as_the_tool_result(local_server, stream):
     """A re-ask after a tool call carries the call back with its result; this server takes an
     assistant message's content only as a string (OpenAI's null is a 500), so the named runtime
-    sends "". Every pick is rejected, so every attempt after a call is such a re-ask."""
+    sends "". Every pick is rejected, so every attempt after the first is such a re-ask."""
     rt = runtime(local_server, stream, max_tokens=64)
 
     def never(pick):
@@ -114,16 +107,14 @@ def test_a_tools_reask_goes_back_as_the_tool_result(local_server, stream):
     trace = ask(rt, ONE, "tools", "sync", max_retries=2, validate=never)
     no_server_error(trace)
     atts = trace.attempts
-    assert len(atts) == 3
-    after_a_call = [b for a, b in zip(atts, atts[1:]) if a.tool_calls]
-    assert after_a_call, [a.error_kind for a in atts]
-    for att in after_a_call:
+    assert [a.error_kind for a in atts] == ["rejected"] * 3
+    for att in atts[1:]:
         sent = att.raw["request"]["messages"]
         assert [m["role"] for m in sent[-2:]] == ["assistant", "tool"]
         assert sent[-2]["content"] == "" and sent[-2]["tool_calls"][0]["function"]["name"] == \
             "greet"
         assert sent[-1]["tool_call_id"] == sent[-2]["tool_calls"][0]["id"]
-        assert sent[-1]["content"].startswith("Your previous reply")
+        assert "greet the person" in sent[-1]["content"]
 
 
 def test_json_schema_on_an_unnamed_server_is_negotiated_once(local_server):
@@ -160,11 +151,11 @@ def test_tools_on_an_unnamed_server_are_negotiated(local_server):
         assert "tool_choice" in record["kind"]
         assert att.raw["request"]["tool_choice"] == {"type": "function",
                                                      "function": {"name": "greet"}}
-        assert att.chosen == "greet" or cut_off(att)
+        assert att.chosen == "greet"
         again = ask(rt, ONE, "tools", "sync")
         no_server_error(again)
         assert not any("refused" in n for n in again.attempts[0].raw.get("negotiated", []))
-        assert again.attempts[0].chosen == "greet" or cut_off(again.attempts[0])
+        assert again.attempts[0].chosen == "greet"
         assert len(rt.negotiated) == 1
     else:
         assert att.raw["request"]["tool_choice"] == "required"
