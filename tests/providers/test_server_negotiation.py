@@ -538,3 +538,14 @@ def test_a_field_of_the_servers_own_goes_in_extra_body(server):
     rt.complete([{"role": "user", "content": "q"}])
     body = server.bodies[0]
     assert body["top_k"] == 20 and body["repeat_penalty"] == 1.1 and body["temperature"] == 0
+
+
+def test_a_key_in_the_refusal_words_is_redacted_everywhere_they_go(server):
+    server.refuse(is_json_schema, 400, f"json_schema unsupported for key {FAKE_KEY}")
+    server.push(picked({"call": "done"}))
+    rt = OpenAIRuntime(model="m", base_url=server.base_url, api_key=FAKE_KEY, max_retries=0)
+    decision.make("Pick.", OPTIONS, runtime=rt, mode="json_schema")
+    trace = decision.last_trace()
+    blob = json.dumps(trace.to_dict()) + json.dumps(rt.negotiated) + trace_html(trace)
+    assert "json_schema unsupported for key" in blob and FAKE_KEY not in blob
+    assert FAKE_KEY[:12] not in blob
