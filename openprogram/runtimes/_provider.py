@@ -476,7 +476,7 @@ class ProviderRuntime(Runtime):
         """The refusal the provider reports for `resp`, in words."""
         return resp.refusal
 
-    def _negotiate(self, status: int | None, words: str, ask: Ask) -> Any:
+    def _negotiate(self, status: int | str | None, words: str, ask: Ask) -> Any:
         """A server's refusal of a request form: the record of it (the request is shaped
         again and sent once more), an error when no nearer form is left, or None when this is
         no refusal of a form (by default: never; see `_servers`)."""
@@ -769,6 +769,8 @@ class ProviderRuntime(Runtime):
                     f"provider's side; run again later. If it fails the same way every time, "
                     f"the server may not take something the request carries"
                     f"{self._shape_advice()}.")
+        if code in _RETRY_STATUSES:   # 408, 409: the SDK retried them; they may yet pass
+            return f"{what} answered HTTP {code} ({detail}){retried}; run again."
         # Any other 4xx is about the request itself: the same request gets the same answer.
         return (f"{what} rejected the request ({code}: {detail}). Running it again will not "
                 f"help: the server does not accept something in the request"
