@@ -233,8 +233,7 @@ def test_an_evaluation_pays_the_refusal_once(server):
 
 # -- forced tool calls ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
-def test_a_crash_on_required_is_a_refusal_without_words(server, stream):
+def test_a_crash_on_required_is_a_refusal_without_words(server, runtime, how):
     """llama-cpp-python's chatml-function-calling raises on tool_choice "required": whole, a
     500 with an empty message; streamed, a 200 whose stream ends before any event (and whose
     connection is then closed: the retry goes once more on a new one). Such a refusal is about
@@ -242,9 +241,10 @@ def test_a_crash_on_required_is_a_refusal_without_words(server, stream):
     server.refuse(lambda b: b.get("tool_choice") == "required", 500, body=CRASH_BODY, crash=True)
     server.push(text('{"call": "done"}'), tools(("c1", "greet", {"name": "Ada"})),
                 tools(("c2", "greet", {"name": "Bo"})))
-    rt = OpenAIRuntime(model="local", base_url=server.base_url, max_retries=0, stream=stream)
-    assert decision.make("Pick.", OPTIONS, runtime=rt) == "DONE"   # stream_options: accepted
-    assert decision.make("Pick.", ONE, runtime=rt, mode="tools") == "hello Ada"
+    rt = runtime()
+    stream = how.endswith("stream")
+    assert decide(how, "Pick.", OPTIONS, rt) == "DONE"   # stream_options: accepted
+    assert decide(how, "Pick.", ONE, rt, mode="tools") == "hello Ada"
     (att,) = decision.last_trace().attempts
     record = att.raw["negotiated"][0]
     assert record["refused"] == ("a stream that ended before any reply (no finish_reason)"
@@ -255,7 +255,7 @@ def test_a_crash_on_required_is_a_refusal_without_words(server, stream):
     assert "parallel_tool_calls" not in server.bodies[-1]
     assert ("stream_options" in server.bodies[-1]) is stream
     n = len(server.requests)
-    assert decision.make("Pick.", ONE, runtime=rt, mode="tools") == "hello Bo"
+    assert decide(how, "Pick.", ONE, rt, mode="tools") == "hello Bo"
     assert len(server.requests) == n + 1 and server.refused == 1
 
 
