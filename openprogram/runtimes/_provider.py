@@ -497,6 +497,9 @@ class ProviderRuntime(Runtime):
         if (isinstance(exc, ModelCallError) and getattr(exc, "nothing", False)) or (
                 call.started and not call.received and self._dropped(exc)):
             return self._negotiate("stream", "", ask)
+        if not call.started and self._dropped(exc) and not _unreachable(exc):
+            # ... or before its headers: the server was reached and hung up without a word
+            return self._negotiate("dropped", "", ask)
         if call.started or not isinstance(exc, sdk.APIStatusError) or \
                 exc.response.headers.get(DEADLINE_HEADER) is not None:
             return None
@@ -821,6 +824,17 @@ def _is_transport_error(exc: BaseException) -> bool:
     except ImportError:
         return False
     return any(isinstance(e, (httpx2.TransportError, ConnectionError)) for e in _chain(exc))
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """A connection that was never made (no server there), as opposed to one the server
+    dropped."""
+    try:
+        import httpx2
+    except ImportError:
+        return True
+    return any(isinstance(e, (httpx2.ConnectError, httpx2.ConnectTimeout, ConnectionRefusedError))
+               for e in _chain(exc))
 
 
 def _cause_text(exc: BaseException, redact_text: Callable[[str], str]) -> str:

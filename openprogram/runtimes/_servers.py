@@ -69,7 +69,7 @@ _WORDS = {
 
 #: The statuses a refusal of a request's shape comes with: the 4xx of a request a server does not
 #: take, and the 500 some servers (llama-cpp-python, older llama.cpp) answer it with.
-_REFUSAL_STATUSES = frozenset({400, 404, 405, 415, 422, 500, 501, "stream"})
+_REFUSAL_STATUSES = frozenset({400, 404, 405, 415, 422, 500, 501, "stream", "dropped"})
 
 
 @dataclass(frozen=True)
@@ -285,6 +285,7 @@ class Negotiator:
         if not kinds:
             return None
         said = ("a stream that ended before any reply (no finish_reason)" if status == "stream"
+                else "a connection the server closed before any reply" if status == "dropped"
                 else f"{status}: {words}" if _bare(words) else f"{status}, with no message")
         asked = []
         for kind in kinds:

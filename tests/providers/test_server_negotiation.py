@@ -549,3 +549,24 @@ def test_a_key_in_the_refusal_words_is_redacted_everywhere_they_go(server):
     blob = json.dumps(trace.to_dict()) + json.dumps(rt.negotiated) + trace_html(trace)
     assert "json_schema unsupported for key" in blob and FAKE_KEY not in blob
     assert FAKE_KEY[:12] not in blob
+
+
+def test_a_connection_closed_before_any_reply_is_a_refusal_without_words(server):
+    """A server that crashes before its headers closes the connection without a word (the SDK
+    retries that first, by its own policy; here max_retries=0)."""
+    from fakeserver import Reply
+    server.push(Reply(kind="close"), tools(("c1", "greet", {"name": "Ada"})))
+    rt = OpenAIRuntime(model="local", base_url=server.base_url, max_retries=0, stream=False)
+    assert decision.make("Pick.", ONE, runtime=rt, mode="tools") == "hello Ada"
+    record = decision.last_trace().attempts[0].raw["negotiated"][0]
+    assert record["refused"] == "a connection the server closed before any reply"
+    assert server.bodies[1]["tool_choice"] == {"type": "function", "function": {"name": "greet"}}
+
+
+def test_no_server_at_all_is_not_a_refusal():
+    from fakeserver import free_port
+    rt = OpenAIRuntime(model="m", base_url=f"http://127.0.0.1:{free_port()}/v1", max_retries=0)
+    with pytest.raises(DecisionError) as info:
+        decision.make("Pick.", ONE, runtime=rt, mode="tools", max_retries=0)
+    assert "could not reach" in info.value.trace.attempts[0].error_message
+    assert rt.negotiated == []

@@ -146,8 +146,10 @@ def test_tools_on_an_unnamed_server_are_negotiated(local_server):
     (att,) = trace.attempts
     if local_server.chat_format == "chatml-function-calling":
         record = att.raw["negotiated"][0]
-        # streamed, the crash comes after the 200: a stream that ends before any reply
-        assert record["refused"] == "a stream that ended before any reply (no finish_reason)"
+        # streamed, the crash comes after the 200 (a stream that ends before any reply) or,
+        # depending on timing, before its headers (a connection closed without a word)
+        assert record["refused"] in ("a stream that ended before any reply (no finish_reason)",
+                                     "a connection the server closed before any reply"), record
         assert "tool_choice" in record["kind"]
         assert att.raw["request"]["tool_choice"] == {"type": "function",
                                                      "function": {"name": "greet"}}
