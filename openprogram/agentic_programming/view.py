@@ -367,10 +367,32 @@ def attempt_body_html(att: Attempt, reply: str | None = None) -> str:
     return "".join(parts)
 
 
+def negotiated_html(raw: Any) -> str:
+    """One line per request form the runtime sent in place of the one the way of asking means
+    (`raw["negotiated"]`: what was asked, what was sent, the server's refusal or the reason),
+    shown outside the collapsed raw record; "" when there is none."""
+    entries = raw.get("negotiated") if isinstance(raw, dict) else None
+    if not isinstance(entries, list):
+        return ""
+    lines = []
+    for e in entries[:20]:
+        if not isinstance(e, dict):
+            continue
+        line = f"Asked for {safe_str(e.get('asked'))}; sent {safe_str(e.get('sent'))}"
+        if e.get("refused"):
+            line += f" — the server refused it: {safe_str(e.get('refused'))}"
+        elif e.get("why"):
+            line += f" — {safe_str(e.get('why'))}"
+        lines.append(f"<div>{esc(clip(line, 600))}</div>")
+    return (f'<div class="op-negotiated" style="font-size:12px;color:#555;margin:2px 0">'
+            f"{''.join(lines)}</div>") if lines else ""
+
+
 def attempt_raw_html(att: Attempt) -> str:
     """The raw request and response of the attempt's model call, as the runtime recorded them
     (keys redacted by the runtime), in a collapsed section, each cut to RAW_CHARS characters
-    of JSON; "" when the runtime recorded none."""
+    of JSON, after a line for each request form sent in place of another; "" when the runtime
+    recorded none."""
     raw = att.raw
     if not raw:
         return ""
@@ -383,7 +405,8 @@ def attempt_raw_html(att: Attempt) -> str:
         parts.append(label(f"{'Raw ' if known else ''}{safe_str(key)} ({len(text):,} characters "
                            f"of JSON)"))
         parts.append(pre(text, 300, f"op-raw-{key}" if known else "op-raw-other", RAW_CHARS))
-    return (f'<details class="op-raw"><summary style="{LABEL_STYLE};cursor:pointer">'
+    return (negotiated_html(raw) +
+            f'<details class="op-raw"><summary style="{LABEL_STYLE};cursor:pointer">'
             f"Raw request and response of the model call</summary>{''.join(parts)}</details>")
 
 

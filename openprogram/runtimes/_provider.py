@@ -33,6 +33,7 @@ from ..agentic_programming.model import run_sync
 from ..agentic_programming.runtime import ModelCallError, ModelResponse, Runtime, ToolCall
 from ._raw import LIMIT, bounded, raw_record, redact_stream, size
 from ._secrets import MASK, StreamRedactor, _Secret, redact, redact_json
+from ._servers import FORMS
 from ._unicode import sendable
 
 #: The deadline (time.monotonic()) of the model call running in this context, read by the HTTP
@@ -177,6 +178,8 @@ class Ask:
     schema: dict | None = None       # OpenAI strict mode: the schema as the mode asked for it
     text_tool: str | None = None     # json_schema as a forced tool: that tool's name
     reply_as_sent: str | None = None  # the reply's text before it was made the core's
+    forms: dict = field(default_factory=dict)       # kind of request form -> the form sent
+    negotiated: list[dict] = field(default_factory=list)  # forms sent in place of others, why
 
 
 def as_json(obj: Any) -> Any:
@@ -261,6 +264,8 @@ class ProviderAPI:
                          # one is "Async" + this)
     end_marker: str      # the stream event that says the reply is complete
     example_model: str   # shown when model= is missing
+    known_fields: frozenset = frozenset()  # request fields the API defines that the SDK's
+                                           # method may lack (sent through extra_body)
 
 
 def unique_tools(tools: list[dict] | None) -> list[dict]:
@@ -325,7 +330,10 @@ class _Call:
 
     def streamed(self, reply: StreamedReply) -> tuple[ModelResponse, Any]:
         if not reply.finished:
-            raise self.rt._incomplete(reply.text)
+            failure = self.rt._incomplete(reply.text)
+            # a server that gave up before answering anything (a crash after the 200)
+            failure.nothing = not reply.text and not reply.calls
+            raise failure
         return reply.response(self.rt.model), reply.raw((self.rt._key.reveal(),))
 
     def once(self, r: Any) -> tuple[ModelResponse, Any]:
@@ -408,6 +416,42 @@ class ProviderRuntime(Runtime):
         self._async_clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._loop_clients: dict[int, tuple] = {}
         self._sdk = sdk
+        self._check_options(request_options)
+
+    #: Request fields the runtime sets itself: the way of asking, the stream, the conversation.
+    _OWN_FIELDS = frozenset({"model", "messages", "stream", "stream_options", "tools",
+                             "tool_choice", "response_format", "parallel_tool_calls"})
+
+    def _check_options(self, options: dict) -> None:
+        """An unknown keyword is a mistake to name now, not a field to send the server (a typo
+        would otherwise go out in every request); a field only some server knows goes in
+        `extra_body=` on purpose."""
+        own = sorted(set(options) & self._OWN_FIELDS)
+        if own:
+            raise TypeError(f"{type(self).__name__}() got {', '.join(map(repr, own))}, which the "
+                            f"runtime sets itself (the way of asking is mode= on the decision; "
+                            f"streaming is stream=)")
+        accepted = self._sdk_fields()
+        unknown = sorted(k for k in options if accepted is not None and k not in accepted)
+        if unknown:
+            name = unknown[0]
+            raise TypeError(
+                f"{type(self).__name__}() got an unexpected keyword argument {name!r}"
+                + (f" (and {', '.join(map(repr, unknown[1:]))})" if unknown[1:] else "")
+                + f": the {self.api.sdk} SDK's request has no such field. To send a field of "
+                f"your server's own, pass it in extra_body=, e.g. "
+                f"{type(self).__name__}(..., extra_body={{{name!r}: ...}}).")
+
+    def _sdk_fields(self) -> set | None:
+        """The fields the SDK's request method takes (None: it takes any)."""
+        import inspect
+        try:
+            params = inspect.signature(self._create()).parameters
+        except (TypeError, ValueError):
+            return None
+        if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            return None
+        return set(params) | set(self.api.known_fields)
 
     # -- what subclasses provide ----------------------------------------------------------------
     def _request(self, messages: list[dict], tools: list[dict] | None,
@@ -434,10 +478,53 @@ class ProviderRuntime(Runtime):
         """The refusal the provider reports for `resp`, in words."""
         return resp.refusal
 
+    def _negotiate(self, status: int | str | None, words: str, ask: Ask) -> Any:
+        """A server's refusal of a request form: the record of it (the request is shaped
+        again and sent once more), an error when no nearer form is left, or None when this is
+        no refusal of a form (by default: never; see `_servers`)."""
+        return None
+
+    def _dropped(self, exc: BaseException) -> bool:
+        """A connection that failed, not a server's answer or the time budget."""
+        return (isinstance(exc, self._sdk.APIConnectionError) or _is_transport_error(exc)) \
+            and not isinstance(exc, self._sdk.APITimeoutError) and not _caused_by_timeout(exc)
+
+    def _answered(self, ask: Ask) -> None:
+        """The server answered `ask` (its forms are accepted)."""
+
+    def _renegotiate(self, exc: BaseException, ask: Ask, call: _Call) -> Any:
+        sdk = self._sdk
+        # a server that crashes on a form after its 200 ends the stream, or drops the
+        # connection, before any reply
+        if (isinstance(exc, ModelCallError) and getattr(exc, "nothing", False)) or (
+                call.started and not call.received and self._dropped(exc)):
+            return self._negotiate("stream", "", ask)
+        if not call.started and self._dropped(exc) and not _unreachable(exc):
+            # ... or before its headers: the server was reached and hung up without a word
+            return self._negotiate("dropped", "", ask)
+        if call.started or not isinstance(exc, sdk.APIStatusError) or \
+                exc.response.headers.get(DEADLINE_HEADER) is not None:
+            return None
+        return self._negotiate(getattr(exc, "status_code", None),
+                               _server_message(exc, self.redact), ask)
+
+    @staticmethod
+    def _again(refused: Ask, record: dict, ask: Ask) -> Ask:
+        """The request shaped anew after a refusal, carrying what was refused: the refusal's
+        record takes the place of the new request's own entry for the same form, with what
+        is sent now."""
+        kinds = set(record["kind"].split("+")) | ({"structured"} if "strict" in
+                                                   record["kind"] else set())
+        now = [n for n in ask.negotiated if n["kind"] in kinds]
+        record["sent"] = "; ".join(n["sent"] for n in now) or FORMS["omitted"]
+        earlier = [n for n in refused.negotiated if "refused" in n]
+        ask.negotiated = [*earlier, record, *(n for n in ask.negotiated if n["kind"] not in kinds)]
+        return ask
+
     def _fit(self, kwargs: dict) -> dict:
-        """Request fields the SDK's method has no parameter for (an option of a newer API, or
-        of a compatible server, such as `top_k=` or `temperature=`) go in `extra_body`, which
-        the SDK sends as-is."""
+        """Request fields the SDK's method has no parameter for (a sampling field of the API an
+        SDK version no longer lists, a form a server was negotiated down to, such as vLLM's
+        `guided_json`) go in `extra_body`, which the SDK sends at the top level."""
         accepted = getattr(self, "_accepted", None)
         if accepted is None:
             import inspect
@@ -527,10 +614,30 @@ class ProviderRuntime(Runtime):
         token = _deadline.set(call.deadline)
         try:
             ask = self._request(messages, tools, tool_choice, response_format)
-            # a reply can hold text UTF-8 cannot encode; the request that carries it back
-            # must still go out (and the SDK encodes the body as UTF-8)
-            ask.body = sendable(self._fit(ask.body))
-            resp, response_json = await send(ask, call)
+            resend = False
+            while True:
+                # a reply can hold text UTF-8 cannot encode; the request that carries it back
+                # must still go out (and the SDK encodes the body as UTF-8)
+                ask.body = sendable(self._fit(ask.body))
+                try:
+                    resp, response_json = await send(ask, call)
+                    self._answered(ask)
+                    break
+                except Exception as exc:
+                    if resend and not call.started and self._dropped(exc):
+                        # a server that crashed on the refused form may leave the pooled
+                        # connection dead: the request goes once more, on a new one
+                        resend = False
+                        continue
+                    refusal = self._renegotiate(exc, ask, call)
+                    if refusal is None:
+                        raise
+                # outside the except block, so the SDK's exception is chained to nothing
+                if isinstance(refusal, ModelCallError):
+                    raise refusal
+                ask = self._again(ask, refusal,
+                                  self._request(messages, tools, tool_choice, response_format))
+                call.started, resend = False, True
             return call.done(self._finish(resp, ask, response_json))
         except ModelCallError as exc:
             failure = exc
@@ -587,6 +694,8 @@ class ProviderRuntime(Runtime):
         sent = {k: v for k, v in ask.body.items() if k != "extra_body"}
         sent.update(ask.body.get("extra_body") or {})
         raw = raw_record(sent, response_json, self.redact, ask.notes)
+        if ask.negotiated:
+            raw["negotiated"] = redact_json(ask.negotiated, self.redact)
         if ask.reply_as_sent is not None:
             raw["reply"] = bounded(self.redact(ask.reply_as_sent))
         resp.raw = raw
@@ -668,10 +777,20 @@ class ProviderRuntime(Runtime):
                     f"raise max_retries=, or lower the request rate.")
         if code is not None and code >= 500:
             return (f"{what} had a server error ({code}: {detail}){retried}. It is on the "
-                    f"provider's side; run again later.")
-        if code == 400:
-            return f"{what} rejected the request (400: {detail})."
-        return f"{what} answered HTTP {code}: {detail}"
+                    f"provider's side; run again later. If it fails the same way every time, "
+                    f"the server may not take something the request carries"
+                    f"{self._shape_advice()}.")
+        if code in _RETRY_STATUSES:   # 408, 409: the SDK retried them; they may yet pass
+            return f"{what} answered HTTP {code} ({detail}){retried}; run again."
+        # Any other 4xx is about the request itself: the same request gets the same answer.
+        return (f"{what} rejected the request ({code}: {detail}). Running it again will not "
+                f"help: the server does not accept something in the request"
+                f"{self._shape_advice()}.")
+
+    def _shape_advice(self) -> str:
+        """What to do about a request the server does not accept (after a comma)."""
+        return ("; check the model name, the keyword arguments given to the runtime and the "
+                "way of asking (mode=)")
 
 
 _PIECE_NOTE = "8 or more of its characters"
@@ -724,6 +843,17 @@ def _is_transport_error(exc: BaseException) -> bool:
     except ImportError:
         return False
     return any(isinstance(e, (httpx2.TransportError, ConnectionError)) for e in _chain(exc))
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """A connection that was never made (no server there), as opposed to one the server
+    dropped."""
+    try:
+        import httpx2
+    except ImportError:
+        return True
+    return any(isinstance(e, (httpx2.ConnectError, httpx2.ConnectTimeout, ConnectionRefusedError))
+               for e in _chain(exc))
 
 
 def _cause_text(exc: BaseException, redact_text: Callable[[str], str]) -> str:

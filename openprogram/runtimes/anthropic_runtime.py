@@ -17,10 +17,11 @@ The core's conversation is translated to the messages protocol: user text blocks
 message; tools are offered as `{name, description, input_schema}`. Replies stream by default
 (`stream=True`): `text_delta`s reach `on_text` as they arrive, `input_json_delta`s build the tool
 calls, and token usage comes from `message_start` and `message_delta`. `max_tokens` (default 4096)
-is required by the API; `system=` sets the system prompt; other keyword arguments
-(`temperature=`, `top_p=`, ...) are sent with every request. `max_retries` (default 2) is the
-SDK's retry policy (429, 5xx, overloaded, connection errors), bounded by the decision's
-`timeout_s`.
+is required by the API; `system=` sets the system prompt; keyword arguments that are fields of
+the request (`temperature=`, `top_p=`, `top_k=`, `stop_sequences=`, ...) are sent with every
+request, any other is a TypeError naming it (a gateway's own field goes in `extra_body={...}`).
+`max_retries` (default 2) is the SDK's retry policy (429, 5xx, overloaded, connection errors),
+bounded by the decision's `timeout_s`.
 
 All three ways of asking (`mode=`, see docs/modes.md): "menu" sends the menu as text and no
 tools; "tools" sends one tool per option with `tool_choice={"type": "any",
@@ -50,7 +51,9 @@ class AnthropicRuntime(ProviderRuntime):
 
     api = ProviderAPI(name="Anthropic", env_key="ANTHROPIC_API_KEY", sdk="anthropic",
                       client_class="Anthropic", end_marker="message_stop",
-                      example_model="claude-sonnet-4-5")
+                      example_model="claude-sonnet-4-5",
+                      # sampling fields of the messages API that newer SDKs no longer list
+                      known_fields=frozenset({"temperature", "top_p", "top_k"}))
 
     def __init__(self, model: str, *, max_tokens: int = 4096, **options: Any):
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:

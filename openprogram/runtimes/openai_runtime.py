@@ -22,17 +22,28 @@ Local and self-hosted servers speak the same protocol; point `base_url` at their
     # any hosted OpenAI-compatible API
     OpenAIRuntime(model="...", base_url="https://<service>/v1", api_key="...")
 
-Native tool calls (`agent(tools=...)`) need a model and server with function calling (Ollama and
-vLLM support it for models whose template declares tools; vLLM needs `--enable-auto-tool-choice
---tool-call-parser ...`). Decisions themselves need no tool support: the pick is JSON in the text.
+Each server accepts a different subset of the request forms the ways of asking use. Name it,
+`OpenAIRuntime(..., server="vllm" | "ollama" | "llama.cpp" | "llama-cpp-python" | "lm-studio" |
+"openai")`, and the runtime sends what that server takes from the first request; leave it out
+and the runtime sends OpenAI's forms and, when the server refuses one (its error names the form,
+or it crashes on it), sends the same attempt once more with the nearest form left (json_schema
+-> json_object with the schema; tool_choice "required" -> the one tool named, or "auto" and the
+re-ask; the optional fields left out), remembers it for every later request, and records on the
+attempt's `raw["negotiated"]` what was asked, the server's words and what was sent
+(`_servers`; the table is in docs/models.md). `rt.modes` drops a mode whose every form the server
+refused. Native tool calls (`agent(tools=...)`) need a model and server with function calling
+(vLLM needs `--enable-auto-tool-choice --tool-call-parser ...`, llama-server `--jinja`).
+Decisions themselves need no tool support: the pick is JSON in the text.
 
 Replies stream by default (`stream=True`): each text delta reaches `on_text`, so a decision's
 trace and the notebook panel show the reply growing. Token usage is asked for with
-`stream_options={"include_usage": True}`; a server that rejects that option can be used with
-`stream_usage=False` (usage is then unknown). `max_retries` (default 2) is the SDK's own retry
-policy for 408/409/429/5xx and connection errors, with its backoff; the decision's `timeout_s`
-bounds the whole call, retries included. Extra keyword arguments (`temperature=`, `seed=`,
-`max_completion_tokens=`, ...) are sent with every request; `system=` adds a system message.
+`stream_options={"include_usage": True}` where the server takes it (`stream_usage=False` never
+asks); a reply without usage says so in its raw record's notes. `max_retries` (default 2) is the
+SDK's own retry policy for 408/409/429/5xx and connection errors, with its backoff; the
+decision's `timeout_s` bounds the whole call, retries included. Keyword arguments that are
+fields of the SDK's request (`temperature=`, `seed=`, `max_completion_tokens=`, ...) are sent
+with every request, any other is a TypeError naming it: a field only your server knows goes in
+`extra_body={...}`. `system=` adds a system message.
 To record a session and replay it offline, wrap the runtime: see `openprogram.runtimes.cassette`.
 
 All three ways of asking (`mode=`, see docs/modes.md): "menu" sends the menu as text and no
@@ -55,22 +66,40 @@ import json
 from typing import Any
 
 from ..agentic_programming.runtime import ModelCallError, ModelResponse, to_blocks
-from ._provider import (Ask, ProviderAPI, ProviderRuntime, StreamedReply, _Malformed, tc_parts,
-                        tool_call, unique_tools)
-from ._strict import NotStrict, api_name, strip_forced_nulls, to_strict
+from ._provider import (CUT_OFF, Ask, ProviderAPI, ProviderRuntime, StreamedReply, _Malformed,
+                        tc_parts, tool_call, unique_tools)
+from ._servers import Negotiator, check_server
+from ._strict import strip_forced_nulls
 
 
 class OpenAIRuntime(ProviderRuntime):
-    """`OpenAIRuntime(model="gpt-4o-mini", base_url=None, api_key=None, stream=True,
-    max_retries=2, timeout=None, system=None, stream_usage=True, **request_options)`."""
+    """`OpenAIRuntime(model="gpt-4o-mini", base_url=None, api_key=None, server=None,
+    stream=True, max_retries=2, timeout=None, system=None, stream_usage=True,
+    extra_body=None, **request_options)`."""
 
     api = ProviderAPI(name="OpenAI-compatible", env_key="OPENAI_API_KEY", sdk="openai",
                       client_class="OpenAI", end_marker="finish_reason",
                       example_model="gpt-4o-mini")
 
-    def __init__(self, model: str, *, stream_usage: bool = True, **options: Any):
+    def __init__(self, model: str, *, server: str | None = None, stream_usage: bool = True,
+                 **options: Any):
+        self._negotiator = Negotiator(check_server(server))
+        self.server = server
         self.stream_usage = stream_usage
         super().__init__(model, **options)
+
+    @property
+    def modes(self) -> frozenset:
+        """The ways of asking this runtime's server can do, as far as is known: all three,
+        less a mode whose every form the server refused."""
+        return self._negotiator.modes
+
+    @property
+    def negotiated(self) -> list[dict]:
+        """The refusals this runtime met, each `{"kind", "asked", "refused", "sent"}`: what was
+        asked, the server's words, what was sent in its place (every later request sends that
+        at once)."""
+        return [dict(r) for r in self._negotiator.refusals]
 
     def _create(self, client: Any = None):
         return (client or self._client).chat.completions.create
@@ -81,33 +110,30 @@ class OpenAIRuntime(ProviderRuntime):
         out += [to_openai_message(m) for m in messages]
         body: dict = {**self.request_options, "model": self.model, "messages": out}
         ask = Ask(body)
+        self._negotiator.shape_messages(out, ask)
         specs = unique_tools(tools)
         if specs:
             body["tools"] = [to_openai_tool(t) for t in specs]
-            if tool_choice is not None:
-                body["tool_choice"] = tool_choice
-                if tool_choice == "required":
-                    body["parallel_tool_calls"] = False
+            self._negotiator.shape_tool_choice(body, ask, tool_choice, specs)
         if response_format is not None:
-            body["response_format"] = self._response_format(response_format, ask)
+            self._negotiator.shape_structured(body, ask, response_format, out)
         if self.stream:
             body["stream"] = True
             if self.stream_usage:
-                body["stream_options"] = {"include_usage": True}
+                self._negotiator.shape_stream(body, ask)
         return ask
 
-    @staticmethod
-    def _response_format(fmt: dict, ask: Ask) -> dict:
-        """Structured output in strict mode, with the schema made to follow its rules; a schema
-        that cannot follow them goes with `strict: false` (the reason is in the raw record)."""
-        try:
-            schema, strict = to_strict(fmt["schema"]), True
-            ask.schema = fmt["schema"]
-        except NotStrict as exc:
-            schema, strict = fmt["schema"], False
-            ask.notes.append(f"strict mode is off for this schema: {exc}")
-        return {"type": "json_schema", "json_schema": {
-            "name": api_name(fmt.get("name")), "schema": schema, "strict": strict}}
+    def _negotiate(self, status, words, ask):
+        return self._negotiator.refused(status, words, ask, f"the server at {self.where}"
+                                    + (f" ({self.server})" if self.server else ""))
+
+    def _answered(self, ask):
+        self._negotiator.confirm(ask)
+
+    def _shape_advice(self) -> str:
+        return ("; check the model name and the keyword arguments given to the runtime, or "
+                "name the server (OpenAIRuntime(server=...), docs/models.md) so the runtime "
+                "sends what it accepts")
 
     # -- the reply ----------------------------------------------------------------------------
     def _parse(self, r: Any) -> ModelResponse:
@@ -139,7 +165,10 @@ class OpenAIRuntime(ProviderRuntime):
                 slot = reply.tool(tc.index)
                 slot["id"] = tc.id or slot["id"]
                 if tc.function is not None:
-                    slot["name"] += tc.function.name or ""
+                    # the name comes once (OpenAI), or again in every chunk (llama-cpp-python)
+                    name = tc.function.name or ""
+                    if name != slot["name"]:
+                        slot["name"] += name
                     reply.tool_args(tc.index, tc.function.arguments or "")
             if choice.finish_reason:
                 reply.finished = True
@@ -148,7 +177,23 @@ class OpenAIRuntime(ProviderRuntime):
     def _shape(self, resp: ModelResponse, ask: Ask) -> ModelResponse:
         """In strict mode, the nulls strict mode forced on optional fields are taken out of the
         reply (the option then sees them as not given, as in the other modes); the text as it
-        came is kept in the raw record."""
+        came is kept in the raw record. A reply without token usage says so in the notes."""
+        if resp.usage is None:
+            how = ("though stream_options.include_usage asked for it"
+                   if ask.forms.get("stream_options") == "stream_options" else
+                   "and this server has no way to ask for it in a stream" if self.stream
+                   else "")
+            ask.notes.append(f"the server sent no token usage with this reply{' ' if how else ''}"
+                             f"{how}; its tokens are unknown")
+        limit = ask.body.get("max_completion_tokens") or ask.body.get("max_tokens")
+        if resp.finish_reason not in CUT_OFF and resp.tool_calls and \
+                not isinstance(resp.tool_calls[-1].args, dict) and limit and \
+                (resp.usage or {}).get("output_tokens") == limit:
+            # llama-cpp-python says "tool_calls" for a call cut off at the token limit
+            ask.notes.append(f"the server said finish_reason {resp.finish_reason!r}, but the "
+                             f"reply used all {limit} tokens and its last tool call's arguments "
+                             f"are cut off: read as cut off at the token limit")
+            resp.finish_reason = "length"
         if ask.schema is None or not isinstance(resp.text, str):
             return resp
         try:

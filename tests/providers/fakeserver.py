@@ -8,7 +8,9 @@ whose message says so. Faults are replies too: a status with headers and a body,
 a stream that stalls or whose connection drops mid-way, a malformed body. A reply can also end
 with the provider's own finish reason (a cut at the token limit, a refusal), and can wait until
 a number of requests are in flight at once (`gate=`), so concurrency is shown by counting
-(`server.max_in_flight`), never by timing.
+(`server.max_in_flight`), never by timing. Refusal rules (`server.refuse(when, status,
+message)`) answer every request of a form the emulated server does not accept with its error,
+as vLLM, llama.cpp or llama-cpp-python do, whatever the queue holds.
 """
 from __future__ import annotations
 
@@ -53,6 +55,8 @@ class Reply:
                                   # the tool-use one): "length", "max_tokens", "refusal", ...
     refusal: str | None = None    # OpenAI: message.refusal (streamed as delta.refusal)
     gate: int | None = None       # answer only once this many requests are in flight at once
+    no_usage: bool = False        # OpenAI: send no usage, even when stream_options asks for it
+                                  # (as llama-cpp-python's server does)
 
 
 def text(t: str, **kw) -> Reply:
@@ -71,6 +75,19 @@ def status(code: int, message: str = "error", *, headers: dict | None = None,
 
 def raw(body: str, *, content_type: str = "application/json", code: int = 200) -> Reply:
     return Reply(kind="raw", status=code, body=body, headers={"Content-Type": content_type})
+
+
+@dataclass
+class Refusal:
+    """A rule of the server's own: a request whose body `when(body)` is true is answered with
+    this error instead of the next queued reply, as a server answers a request form it does not
+    accept (`body` is the whole error body when the server has its own shape)."""
+    when: Any
+    status: int = 400
+    message: str = "unsupported"
+    body: Any = None
+    crash: bool = False   # answer 200, end the stream with no event and close the connection,
+                          # as llama-cpp-python does when its chat handler raises mid-stream
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -98,6 +115,8 @@ class FakeServer:
         self.responder = responder
         self.replies: list[Reply] = []
         self.requests: list[Request] = []
+        self.refusals: list[Refusal] = []
+        self.refused = 0   # requests answered by a refusal rule
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._gate = threading.Condition(self._lock)
@@ -153,6 +172,15 @@ class FakeServer:
             self.replies.extend(replies)
         return self
 
+    def refuse(self, when, status: int = 400, message: str = "unsupported", *,
+               body: Any = None, crash: bool = False) -> "FakeServer":
+        """Answer every request whose body matches `when` with this error (checked before the
+        queue: a refused request takes no queued reply); `crash=True`: a streamed request gets
+        a 200 whose stream ends before any event, on a connection then closed."""
+        with self._lock:
+            self.refusals.append(Refusal(when, status, message, body, crash))
+        return self
+
     @property
     def bodies(self) -> list[Any]:
         return [r.body for r in self.requests]
@@ -191,8 +219,17 @@ class FakeServer:
             body = raw_body.decode("utf-8", "replace")
         with self._lock:
             self.requests.append(Request(h.command, h.path, dict(h.headers), body))
-            reply = self.replies.pop(0) if self.replies else None
-        if reply is None and self.responder is not None:
+            rule = next((r for r in self.refusals if isinstance(body, dict) and r.when(body)),
+                        None)
+            if rule is not None:
+                self.refused += 1
+                if rule.crash and body.get("stream"):
+                    return self._crash(h)
+                reply = Reply(kind="status", status=rule.status, text=rule.message,
+                              body=rule.body, err_type="invalid_request_error")
+            else:
+                reply = self.replies.pop(0) if self.replies else None
+        if reply is None and rule is None and self.responder is not None:
             reply = self.responder(body)
         if reply is None:
             return self._send_json(h, 599, {"error": {"message": "the fake server has no reply "
@@ -226,6 +263,16 @@ class FakeServer:
         if stream:
             return self._stream(h, reply, self._anthropic_events(reply, model))
         return self._send_json(h, 200, self._anthropic_message(reply, model), reply=reply)
+
+    @staticmethod
+    def _crash(h: BaseHTTPRequestHandler) -> None:
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+        h.wfile.write(b"0\r\n\r\n")
+        h.wfile.flush()
+        h.close_connection = True
 
     @staticmethod
     def _json(obj: Any, reply: Reply | None = None) -> str:
@@ -306,11 +353,14 @@ class FakeServer:
             msg["tool_calls"] = [{"id": i, "type": "function",
                                   "function": {"name": n, "arguments": self._args_text(a)}}
                                  for i, n, a in reply.tool_calls]
-        return {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": model,
-                "choices": [{"index": 0, "message": msg, "logprobs": None,
-                             "finish_reason": self._openai_finish(reply)}],
-                "usage": {"prompt_tokens": reply.usage[0], "completion_tokens": reply.usage[1],
-                          "total_tokens": sum(reply.usage)}}
+        out = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": model,
+               "choices": [{"index": 0, "message": msg, "logprobs": None,
+                            "finish_reason": self._openai_finish(reply)}],
+               "usage": {"prompt_tokens": reply.usage[0], "completion_tokens": reply.usage[1],
+                         "total_tokens": sum(reply.usage)}}
+        if reply.no_usage:
+            del out["usage"]
+        return out
 
     def _openai_events(self, reply: Reply, model: str, body: dict) -> list:
         def chunk(delta: dict, finish=None, usage=None, choices=True):
@@ -341,7 +391,7 @@ class FakeServer:
         if reply.truncate:
             return ev
         ev.append((None, chunk({}, self._openai_finish(reply)), False))
-        if (body.get("stream_options") or {}).get("include_usage"):
+        if (body.get("stream_options") or {}).get("include_usage") and not reply.no_usage:
             ev.append((None, chunk({}, usage={"prompt_tokens": reply.usage[0],
                                               "completion_tokens": reply.usage[1],
                                               "total_tokens": sum(reply.usage)},

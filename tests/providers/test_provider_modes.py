@@ -325,7 +325,7 @@ def test_json_schema_reply_cut_off_is_truncated(provider, server, make_runtime, 
 
 def test_raw_record_is_the_body_sent_and_the_response_received(provider, server, make_runtime,
                                                                stream):
-    rt = make_runtime(stream=stream, top_k=3)  # a field the SDK sends through extra_body
+    rt = make_runtime(stream=stream, extra_body={"top_k": 3})  # sent at the top level
     server.push(tools(("c1", "greet", {"name": "Ada"})))
     decision.make("Pick.", OPTIONS, runtime=rt, mode="tools")
     raw = decision.last_trace().attempts[0].raw
