@@ -118,14 +118,16 @@ def bundled_model_path() -> Path:
 
 
 def machine_settings() -> dict:
-    """The defaults `LlamaCppRuntime` takes from this machine. `n_threads`: half the cores
-    this process may run on, and no more than are idle now (by the load average), at least
-    one: llama.cpp's threads spin while they wait for each other, so a thread more than the
-    free cores makes it several times slower, not faster (on 2 busy cores here, 2 threads
-    wrote a token in 0.44 s, 1 thread in 0.02 s). `n_batch`: the prompt tokens read per step
+    """The defaults `LlamaCppRuntime` takes from this machine. `n_threads`: the cores this
+    process may run on (half of them past two, where they are mostly hyper-threads of one
+    core), and no more than are idle now by the load average, at least one. llama.cpp's
+    threads spin while they wait for each other, so a thread more than the free cores makes it
+    several times slower, not faster: on 2 cores here, 2 threads wrote a token in 0.44 s with
+    the load average at 8 and 1 thread in 0.02 s; with both cores idle, 2 threads read a
+    704-token prompt in 1.7 s and 1 thread in 3.0 s. `n_batch`: the prompt tokens read per step
     (llama.cpp's own 512). The context (`n_ctx`) comes from the model: its training length,
-    at most `DEFAULT_MAX_CTX`. Chosen once per process, so that every runtime shares one
-    loaded model whatever the load does meanwhile."""
+    at most `DEFAULT_MAX_CTX`. Chosen once per process (on a machine whose load comes and goes,
+    pass `n_threads=1`), so that every runtime shares one loaded model."""
     if not _machine:
         _machine.update(_from_machine())
     return dict(_machine)
@@ -143,7 +145,8 @@ def _from_machine() -> dict:
         idle = int(cores - os.getloadavg()[0])
     except OSError:
         idle = cores
-    return {"n_threads": max(1, min(cores // 2, idle)), "n_batch": 512}
+    return {"n_threads": max(1, min(cores if cores <= 2 else cores // 2, idle)),
+            "n_batch": 512}
 
 
 # ---------------------------------------------------------------------------------------------
