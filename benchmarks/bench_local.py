@@ -1,91 +1,191 @@
-"""The local model's speed, and what a decision costs on it in each way of asking.
+"""The local model's speed: what a decision costs on it, first and in the rows of an evaluation.
 
-Runs SmolLM2-135M-Instruct in process (LlamaCppRuntime, the bundled file) and prints, from one
-run on this machine:
-- tokens per second of a plain reply (the model's writing speed, prompt evaluation excluded, and
-  overall), from a 256-token reply with the end token banned so the length is fixed;
-- per way of asking ("menu", the text menu; "json_schema", the grammar-constrained pick): the
-  median decision latency over the same inputs and seeds, the median tokens written per
-  decision, the parse rate (attempts whose reply held a pick) and the decisions resolved.
+Runs SmolLM2-135M-Instruct in process (LlamaCppRuntime, the bundled file) on a tool set as
+public ones are written (4 functions, 3-6 described parameters each, tests/local/localhelp.py)
+and prints, from one run on this machine:
+- the machine's load average (other work on the same cores slows the model a lot) and the
+  settings chosen from the machine (threads, batch, context);
+- the model's writing speed (tokens/s of a fixed-length reply);
+- per way of asking and layout, over the rows of one evaluation (fresh model memory before the
+  first row): seconds per decision, first row and rows 2..N (median, worst); prompt tokens
+  read vs reused from the model's memory; tokens written per decision and, in menu mode, past
+  the pick's closing brace; the parse rate (attempts whose reply held a pick) and right picks;
+- references from the same run, and the ratios: json_schema with `reuse_prefix=False,
+  stop_at_pick=False` (every prompt read whole, the reply not stopped at its pick), the text
+  menu laid out as sent (the request before the menu, so no prefix is shared);
+- the json_schema grammar: rules in llama.cpp's converter's grammar of the whole schema with
+  200-character strings (the old grammar) and in this runtime's, and the time per written
+  token under each.
 
 Needs the `local` extra (./dev test installs it):
 
-    .venv/bin/python benchmarks/bench_local.py [--runs 12]
+    .venv/bin/python benchmarks/bench_local.py [--rows 20] [--menu-rows N] [--only json_schema]
 """
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
 from openprogram import DecisionError, decision
+from openprogram.agentic_programming.modes import decision_schema
+from openprogram.agentic_programming.options import normalize
 from openprogram.runtimes import LlamaCppRuntime
+from openprogram.runtimes.llamacpp import bounded_schema, decision_grammar, machine_settings
 
-# The option set and requests of the local-model tests: a function, a value and a schema option.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "local"))
-from localhelp import OPTIONS, REQUESTS, prompt  # noqa: E402
+from localhelp import TOOL_REQUESTS, TOOLS, grammar_rules, tool_prompt  # noqa: E402
 
 UNPARSED = {"no_action", "bad_args", "truncated", "not_text"}
 
 
-def writing_speed(tokens: int = 256) -> tuple[float, float]:
-    """(tokens/s while writing, tokens/s including the prompt) of one fixed-length reply."""
+def load() -> str:
+    return "load %.2f" % os.getloadavg()[0]
+
+
+def writing_speed(tokens: int = 128) -> float:
+    """Tokens/s while writing (the prompt excluded), from a fixed-length reply."""
     probe = LlamaCppRuntime()
     llama = probe.llama
     ends = {llama.token_eos()} | set(llama.tokenize(b"<|im_end|>", add_bos=False, special=True))
     rt = LlamaCppRuntime(max_tokens=tokens, seed=0, logit_bias={i: -1e4 for i in ends})
-    rt.complete([{"role": "user", "content": "Tell me about the sea."}])  # warm-up
-    t0 = time.perf_counter()
     reply = rt.complete([{"role": "user", "content": "Tell me about the mountains."}])
-    total = time.perf_counter() - t0
-    n = reply.usage["output_tokens"]
-    writing = total - reply.raw["response"]["timings"]["first_token_s"]
-    return (n - 1) / writing, n / total
+    timings = reply.raw["response"]["timings"]
+    return (reply.usage["output_tokens"] - 1) / (timings["total_s"] - timings["first_token_s"])
 
 
-def decisions(mode: str, runs: int) -> dict:
-    latencies, written, attempts, parsed, resolved = [], [], 0, 0, 0
-    for i in range(runs):
-        rt = LlamaCppRuntime(seed=i, temperature=0.8, max_tokens=256)
-        text = prompt(REQUESTS[i % len(REQUESTS)])
+def past_pick(rt: LlamaCppRuntime, att) -> int | None:
+    """Tokens the reply holds after the end of the pick the decision read (None: no pick)."""
+    if att.span is None or not isinstance(att.reply, str):
+        return None
+    rest = att.reply[att.span[1]:]
+    return len(rt.llama.tokenize(rest.encode(), add_bos=False, special=False)) if rest else 0
+
+
+def evaluation(mode: str, rows: int, **settings) -> dict:
+    """Rows 1..rows of one evaluation on one runtime, the model's memory emptied first."""
+    rt = LlamaCppRuntime(seed=0, **settings)
+    rt.forget()
+    out = []
+    for request, want in TOOL_REQUESTS[:rows]:
         t0 = time.perf_counter()
         try:
-            decision.make(text, OPTIONS, runtime=rt, mode=mode)
+            decision.make(tool_prompt(request), TOOLS, runtime=rt, mode=mode)
             trace = decision.last_trace()
-            resolved += 1
         except DecisionError as exc:
             trace = exc.trace
-        latencies.append(time.perf_counter() - t0)
-        written.append(sum((a.usage or {}).get("output_tokens") or 0 for a in trace.attempts))
-        attempts += len(trace.attempts)
-        parsed += sum(a.error_kind not in UNPARSED for a in trace.attempts)
-    return {"median_s": statistics.median(latencies), "tokens": statistics.median(written),
-            "parse_rate": parsed / attempts, "resolved": resolved, "runs": runs}
+        seconds = time.perf_counter() - t0
+        atts = trace.attempts
+        used = [a.usage or {} for a in atts]
+        out.append({
+            "s": seconds, "attempts": len(atts),
+            "read": sum(u.get("input_tokens", 0) - u.get("reused_input_tokens", 0)
+                        for u in used),
+            "reused": sum(u.get("reused_input_tokens", 0) for u in used),
+            "written": sum(u.get("output_tokens", 0) for u in used),
+            "past": [p for a in atts if (p := past_pick(rt, a)) is not None],
+            "parsed": sum(a.error_kind not in UNPARSED for a in atts),
+            "right": trace.status == "resolved" and atts[-1].chosen == want,
+            "finish": [a.finish_reason for a in atts],
+            "layout": atts[0].raw["request"]["layout"] if atts[0].raw else None})
+    return {"rows": out, "load": load()}
+
+
+def summary(name: str, r: dict) -> str:
+    rows = r["rows"]
+    first, later = rows[0], rows[1:]
+    s_later = [x["s"] for x in later] or [float("nan")]
+    attempts = sum(x["attempts"] for x in rows)
+    parsed = sum(x["parsed"] for x in rows)
+    past = [p for x in rows for p in x["past"]]
+    return (f"{name:<34} {first['s']:>6.2f} {statistics.median(s_later):>7.2f} "
+            f"{max(s_later):>6.2f} {first['read']:>6}/{first['reused']:<5} "
+            f"{statistics.median([x['read'] for x in later] or [0]):>6.0f}/"
+            f"{statistics.median([x['reused'] for x in later] or [0]):<5.0f} "
+            f"{statistics.median([x['written'] for x in rows]):>5.0f}/"
+            f"{max(x['written'] for x in rows):<4} "
+            f"{(max(past) if past else '-')!s:>5} {parsed / attempts:>6.0%} "
+            f"{sum(x['right'] for x in rows):>3}/{len(rows):<3} {r['load']}")
+
+
+def grammar_cost(tokens: int = 48) -> list[str]:
+    """Rules and seconds per written token of the old and the new json_schema grammar, on the
+    same prompt and seed (the same model memory: the prompt is read once before)."""
+    from llama_cpp.llama_grammar import LlamaGrammar, json_schema_to_gbnf
+    schema = decision_schema(normalize(TOOLS))
+    old = json_schema_to_gbnf(json.dumps(bounded_schema(schema, 200)))
+    new = decision_grammar(bounded_schema(schema))
+    rt = LlamaCppRuntime(seed=0)
+    llama = rt.llama
+    prompt = llama.tokenize(b"<|im_start|>user\nPick a tool.<|im_end|>\n<|im_start|>assistant\n",
+                            add_bos=False, special=True)
+    lines = []
+    for name, gbnf in (("converter, whole schema, 200-char strings", old),
+                       ("decision_grammar (this runtime)", new), ("no grammar", None)):
+        grammar = LlamaGrammar.from_string(gbnf, verbose=False) if gbnf else None
+        llama.set_seed(0)
+        n, t0 = 0, None
+        for tok in llama.generate(prompt, temp=0.8, grammar=grammar):
+            if t0 is None:
+                t0 = time.perf_counter()  # the prompt is read; time the writing only
+            n += 1
+            if n > tokens or llama.token_eos() == tok:
+                break
+        per = (time.perf_counter() - t0) / max(n - 1, 1)
+        rules = grammar_rules(gbnf) if gbnf else 0
+        lines.append(f"  {name:<44} {rules:>6} rules  {per * 1000:7.1f} ms/token ({n - 1} "
+                     f"tokens, {load()})")
+    return lines
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--runs", type=int, default=12, help="decisions per way of asking")
+    ap.add_argument("--rows", type=int, default=20, help="rows of each evaluation (>= 2)")
+    ap.add_argument("--menu-rows", type=int, help="rows of the menu-mode evaluations (default: "
+                    "--rows; a menu decision of this model mostly writes max_tokens twice)")
+    ap.add_argument("--only", choices=["menu", "json_schema"], help="one way of asking")
     args = ap.parse_args()
     loads = LlamaCppRuntime.loads
     t0 = time.perf_counter()
-    LlamaCppRuntime()
-    load_s = time.perf_counter() - t0
-    writing, overall = writing_speed()
-    print(f"model: {LlamaCppRuntime().model} (loaded in {load_s:.2f} s)")
-    print(f"writing speed: {writing:.0f} tokens/s while writing, {overall:.0f} tokens/s "
-          f"including the prompt (a 256-token reply)")
-    rows = {mode: decisions(mode, args.runs) for mode in ("menu", "json_schema")}
-    print(f"\n{'mode':<12} {'median latency':>15} {'median tokens':>14} {'parse rate':>11} "
-          f"{'resolved':>9}")
-    for mode, r in rows.items():
-        print(f"{mode:<12} {r['median_s']:>13.2f} s {r['tokens']:>14.0f} "
-              f"{r['parse_rate']:>10.0%} {r['resolved']:>4}/{r['runs']}")
-    ratio = rows["menu"]["median_s"] / rows["json_schema"]["median_s"]
-    print(f"\njson_schema decisions are {ratio:.1f}x faster than menu decisions (median); "
-          f"model loads in this run: {LlamaCppRuntime.loads - loads}")
+    rt = LlamaCppRuntime()
+    print(f"model: {rt.model} (loaded in {time.perf_counter() - t0:.2f} s); {load()}; "
+          f"machine settings {machine_settings()}, n_ctx {rt.n_ctx}")
+    print(f"writing speed: {writing_speed():.0f} tokens/s ({load()})")
+    runs = []
+    if args.only in (None, "json_schema"):
+        runs += [("json_schema", "json_schema", {}),
+                 ("json_schema, no schema in prompt", "json_schema",
+                  {"schema_in_prompt": False}),
+                 ("json_schema, reuse+stop off", "json_schema",
+                  {"reuse_prefix": False, "stop_at_pick": False})]
+    if args.only in (None, "menu"):
+        runs += [("menu (menu_first)", "menu", {}),
+                 ("menu, as_sent layout", "menu", {"layout": "as_sent"})]
+    print(f"\n{args.rows} rows per evaluation; seconds per decision (row 1, rows 2-{args.rows} "
+          f"median and worst); prompt tokens read/reused (row 1, median of the rest); tokens "
+          f"written (median/worst); most tokens past a pick's closing brace; parse rate; "
+          f"right picks")
+    print(f"{'':<34} {'row1':>6} {'median':>7} {'worst':>6} {'row1 r/u':>12} "
+          f"{'later r/u':>12} {'written':>10} {'past':>5} {'parse':>6} {'right':>7}")
+    results = {}
+    for name, mode, settings in runs:
+        rows = args.rows if mode == "json_schema" else (args.menu_rows or args.rows)
+        results[name] = evaluation(mode, rows, **settings)
+        print(summary(name, results[name]), flush=True)
+    for new, old in (("json_schema", "json_schema, reuse+stop off"),
+                     ("menu (menu_first)", "menu, as_sent layout")):
+        if new in results and old in results:
+            a = statistics.median(x["s"] for x in results[old]["rows"][1:])
+            b = statistics.median(x["s"] for x in results[new]["rows"][1:])
+            print(f"{new}: rows 2.. {a / b:.1f}x faster than {old!r} (median, same run)")
+    if args.only in (None, "json_schema"):
+        print("\nthe json_schema grammar of this tool set:")
+        print("\n".join(grammar_cost()))
+    print(f"\nmodel loads in this run: {LlamaCppRuntime.loads - loads}")
 
 
 if __name__ == "__main__":

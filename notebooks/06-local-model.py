@@ -11,7 +11,7 @@
 #
 # | `mode=` | what the model gets | what it may write |
 # |---|---|---|
-# | `"menu"` | the prompt and the text menu | anything; the pick is the last JSON object with a `call` key |
+# | `"menu"` | the prompt and the text menu (this runtime puts the menu first, in a system message) | anything; the pick is the last JSON object with a `call` key, and the reply stops once it holds one |
 # | `"json_schema"` | the prompt, and the option set's JSON Schema in a system message | only JSON of the schema's form: llama.cpp samples under a grammar made from the schema |
 #
 # Validation, re-asks and resolution are the same in both: a constrained reply always **parses**,
@@ -80,8 +80,9 @@ cases
 # ## Both ways of asking, over the table
 #
 # Each decision keeps its trace. Per decision: did every reply parse (hold a pick the mechanism could
-# read), was the pick right, how many attempts, how many tokens the model wrote, and how long it took
-# (the model's own time, as recorded).
+# read), was the pick right, how many attempts, how many prompt tokens the model did not have to read
+# again (what every decision shares — the menu, or the schema — is read once), how many tokens it
+# wrote, and how long it took (the model's own time, as recorded).
 
 # %%
 UNPARSED = {"no_action", "bad_args", "truncated", "not_text"}
@@ -101,6 +102,7 @@ def run(mode: str) -> pd.DataFrame:
             "parsed": sum(a.error_kind not in UNPARSED for a in trace.attempts) / len(trace.attempts),
             "attempts": len(trace.attempts),
             "error_kinds": [a.error_kind for a in trace.attempts if a.error_kind],
+            "reused": sum(a.usage.get("reused_input_tokens") or 0 for a in trace.attempts if a.usage),
             "tokens": sum(a.usage["output_tokens"] for a in trace.attempts if a.usage),
             "seconds": sum(a.raw["response"]["timings"]["total_s"] for a in trace.attempts if a.raw),
             "trace": trace,
@@ -117,7 +119,7 @@ results.drop(columns="trace").round(2)
 # %%
 summary = results.groupby("mode", sort=False).agg(
     parse_rate=("parsed", "mean"), right_picks=("right", "sum"), attempts=("attempts", "mean"),
-    tokens=("tokens", "mean"), seconds=("seconds", "mean"))
+    reused=("reused", "mean"), tokens=("tokens", "mean"), seconds=("seconds", "mean"))
 summary.round(2)
 
 # %% [markdown]
@@ -129,7 +131,7 @@ summary.round(2)
 # ## What the constrained model saw and wrote
 #
 # The trace records which grammar produced each reply: the schema it was built from is in the
-# attempt's raw request. Every string got a `maxLength` (200) so a reply always ends.
+# attempt's raw request. Every string got a `maxLength` (64) so a reply always ends.
 
 # %%
 constrained = results[results["mode"] == "json_schema"].iloc[0]["trace"]

@@ -238,8 +238,12 @@ def attempt_title(att: Attempt, trace: DecisionTrace, reply: str | None = None) 
     if att.duration_s is not None:
         bits.append(f"{att.duration_s:.2f}s")
     if att.usage:
-        bits.append(f"{att.usage.get('input_tokens') or 0} in / "
-                    f"{att.usage.get('output_tokens') or 0} out tokens")
+        # A runtime that keeps what prompts share (llama.cpp in process) says how many of the
+        # prompt's tokens it did not have to read again.
+        reused = att.usage.get("reused_input_tokens")
+        bits.append(f"{att.usage.get('input_tokens') or 0} in"
+                    + (f" ({reused} reused)" if reused else "")
+                    + f" / {att.usage.get('output_tokens') or 0} out tokens")
     return (f'<div class="op-attempt-title" style="font-weight:600;color:{COLOURS[state][0]}">'
             f"{esc(' · '.join(bits))} — {esc(what)}</div>")
 
@@ -270,6 +274,13 @@ def attempt_prompt_html(att: Attempt, mode: str | None = None) -> str:
         way = f" ({mode} mode)" if mode else ""
         sent = (label(f"Sent with it in place of the menu{way}: {what}")
                 + pre(json_text(att.sent), 320, "op-sent"))
+    # A runtime may lay the conversation out its own way (the local model puts the menu first,
+    # so what every row shares is read once); the raw request says which.
+    request = att.raw.get("request") if isinstance(att.raw, dict) else None
+    layout = request.get("layout") if isinstance(request, dict) else None
+    if isinstance(layout, str) and layout != "as_sent":
+        sent += label(f"Laid out by the runtime: {layout} (the raw request holds the "
+                      f"messages as sent)")
     return (f'<details class="op-prompt"><summary style="{LABEL_STYLE};cursor:pointer">'
             f"Sent to the model ({esc(first)}; {len(att.prompt)} characters)</summary>"
             f"{pre(att.prompt, 320)}{sent}</details>")

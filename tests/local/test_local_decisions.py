@@ -10,6 +10,7 @@ import pytest
 
 from openprogram import ERROR_KINDS, DecisionError, decision
 from openprogram.runtimes import LlamaCppRuntime
+from openprogram.runtimes.llamacpp import STRING_MAX_LENGTH
 
 from localhelp import OPTIONS, REQUESTS, Tokens, prompt
 
@@ -48,8 +49,8 @@ def test_a_constrained_decision_parses_on_every_attempt_over_20_seeded_runs():
             picks_schema = schema["properties"]["decision"]["anyOf"]
             args = {p["properties"]["call"]["const"]: p["properties"]["args"]
                     for p in picks_schema}
-            assert args["book_hotel"]["properties"]["city"]["maxLength"] == 200
-            assert args["escalate"]["properties"]["reason"]["maxLength"] == 200
+            assert args["book_hotel"]["properties"]["city"]["maxLength"] == STRING_MAX_LENGTH
+            assert args["escalate"]["properties"]["reason"]["maxLength"] == STRING_MAX_LENGTH
             assert "maxLength" not in args["escalate"]["properties"]["urgency"]  # an enum
             assert sent["seed"] == seed and att.usage["output_tokens"] > 0
         picks.append(trace.attempts[-1].extracted["call"])
@@ -67,7 +68,11 @@ def test_a_menu_decision_trace_records_what_the_model_wrote_and_its_error_kinds(
         chunks = _chunks(events, trace, att.number)
         assert len(chunks) > 1, "the reply was not streamed"
         assert "".join(chunks) == att.reply != ""
-        assert att.raw["request"]["messages"][-1]["content"] == att.prompt
+        # the runtime's layout: the menu in a system message first, the request last
+        sent = att.raw["request"]
+        assert sent["layout"] == "menu_first"
+        assert sent["messages"][0] == {"role": "system", "content": trace.menu}
+        assert sent["messages"][-1]["content"] + "\n\n" + trace.menu == att.prompt
         assert att.raw["response"]["choices"][0]["message"]["content"] == att.reply
         assert att.finish_reason in ("stop", "length")
         assert 0 < att.usage["output_tokens"] <= 64 and att.usage["input_tokens"] > 100
