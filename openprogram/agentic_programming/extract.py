@@ -15,7 +15,9 @@ decoder re-read it once per candidate. Between looks for a repeat, plain steps (
 in place, until the first failure) run in a tight loop of their own, and a reply with no call key
 anywhere is answered without decoding anything. The pick comes back with the option's name under
 `call` whichever alias named it (the original project's `_normalize_action`); `value_span` finds, after a
-failure, where the value an error path names sits in the raw reply.
+failure, where the value an error path names sits in the raw reply. It is about 600 lines, one
+concept: the search and its guards against hostile replies belong together, since each guard is
+only correct beside the step it bounds.
 """
 from __future__ import annotations
 

@@ -5,7 +5,9 @@ loop (`tools=` / `toolset=`), a decision at the end of the turn (`choices=`), or
 against a schema (`response_format=`). Every model call and every Agent method call is a node of
 the runtime's DAG. Concrete runtimes (scripted, OpenAI, Anthropic, cassettes) override `complete()`.
 A new runtime plugs in by subclassing `Runtime` and overriding `complete()` (see
-docs/architecture.md).
+docs/architecture.md). It is over 600 lines, one concept: the Runtime with what only it uses —
+the DAG of its calls and their window, its sync and async entry points, and the turns that end
+in a decision or a format.
 """
 from __future__ import annotations
 

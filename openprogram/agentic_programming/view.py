@@ -18,6 +18,8 @@ such. The library's other HTML — evaluation and comparison tables, re-check re
 `text_html`, `quiet_frame`), so no view lets MathJax typeset or the front end turn into links
 what a model or an option set wrote: the front end detects links in plain-text output only,
 never in HTML.
+It is about 650 lines, one concept: every part of a decision drawn as escaped HTML, kept in one
+place so that escaping and the wrapper are applied the same way everywhere.
 """
 from __future__ import annotations
 

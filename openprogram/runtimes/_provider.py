@@ -16,6 +16,8 @@ start after it); and turning every SDK or network failure into a `ModelCallError
 says what happened and what to do, with the text received before the failure kept in `partial`.
 The SDKs and httpx2 are imported only when a runtime is created, so importing
 `openprogram.runtimes` stays standard-library-only.
+It is close to 900 lines because redaction, the time budget and the fault messages must wrap
+every byte both protocols exchange; splitting them would let one path skip a guard.
 """
 from __future__ import annotations
 
