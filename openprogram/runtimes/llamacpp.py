@@ -318,13 +318,7 @@ class _Loaded:
     def in_memory(self, tokens: list[int]) -> int:
         """How many of `tokens` the model's memory already holds, from the start."""
         llama = self.llama
-        held = llama.input_ids[:llama.n_tokens]
-        n = 0
-        for a, b in zip(held, tokens):
-            if a != b:
-                break
-            n += 1
-        return n
+        return _common(llama.input_ids[:llama.n_tokens], tokens)
 
     def keep_prefix(self, tokens: list[int], n: int) -> int:
         """Make the model's memory hold `tokens[:n]`, from a saved state when there is one
