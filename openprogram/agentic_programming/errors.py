@@ -46,9 +46,44 @@ ERROR_KINDS: dict[str, str] = {
 }
 
 
+#: What to do about each kind, without restating what happened: a `DecisionError`'s message
+#: already says that in the words of the failure itself, so it appends only this (each fact once).
+_FIXES: dict[str, str] = {
+    "not_text": "A Runtime's model call must return a str (or native tool calls): check the "
+                "runtime's call function.",
+    "no_action": "Ask the model to end its reply with one JSON object such as "
+                 "{\"call\": \"<option>\", \"args\": {...}}.",
+    "bad_args": "The menu's Call: lines show the shape to write: a string under \"call\", a JSON "
+                "object under \"args\".",
+    "unknown_call": "Check the option names, or make the names and descriptions easier to tell "
+                    "apart.",
+    "missing_required": "Every schema field, and every function parameter without a default, must "
+                        "be given.",
+    "type_mismatch": "bool never counts as int; float accepts int. Describe the field so the model "
+                     "writes its type.",
+    "enum_violation": "Name the allowed values in the field's description.",
+    "invalid_value": "Say in the field's description what values are allowed.",
+    "rejected": "The rule's message was sent back to the model with the re-ask.",
+    "multiple_calls": "Ask the model for exactly one pick.",
+    "refused": "Rephrase the request or check it against the provider's policies.",
+    "truncated": "Raise max_tokens or ask for a shorter reply.",
+    "timeout": "timeout_s covers the whole decision, re-asks included: raise it or lower "
+               "max_retries.",
+    "model_error": "Its message says whether running again can help.",
+    "not_recorded": "",   # the replay's own message names the fix (record again, or cache)
+}
+
+
 def explain(kind: str) -> str:
     """The actionable sentence for an error kind (empty for an unknown kind)."""
     return ERROR_KINDS.get(kind, "")
+
+
+def fix(kind: str) -> str:
+    """What to do about an error kind, without saying again what happened: empty where the
+    failure's own message already says it, the kind's whole explanation for a kind with no
+    entry here."""
+    return _FIXES.get(kind, explain(kind))
 
 
 class OpenProgramError(Exception):
@@ -134,7 +169,7 @@ class DecisionError(OpenProgramError, ValueError):
         self.trace, self.path = trace, path
         n = len(trace.attempts) if trace else 1
         text = f"no usable decision after {n} attempt(s): [{kind}] {message.rstrip('.')}."
-        hint = explain(kind)
+        hint = fix(kind)
         if hint:
             text += f" {hint}"
         if reply_head is not None:
