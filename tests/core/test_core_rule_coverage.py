@@ -9,6 +9,7 @@ whole suite).
 import ast
 import re
 from pathlib import Path
+import pytest
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -63,7 +64,7 @@ def test_the_rules_document_has_every_rule_of_the_contract_when_it_is_present():
     found = [p / "shared" / "spec" / "CONTRACT.md" for p in REPO.parents
              if (p / "shared" / "spec" / "CONTRACT.md").is_file()]
     if not found:
-        return
+        pytest.skip("no shared/spec/CONTRACT.md beside this checkout: docs/rules.md is the whole list")
     contract = found[0]
     assert rule_ids(contract), f"no '- X1 ...' rule lines found in {contract}"
     missing = sorted(set(rule_ids(contract)) - set(RULES))
@@ -90,8 +91,8 @@ def test_every_marked_test_names_its_rules():
 def test_the_markers_reach_pytest(request):
     """The marker is registered and carried by the collected items."""
     items = [i for i in request.session.items if i.get_closest_marker("rule") is not None]
-    if len(request.session.items) <= 1:  # run alone: nothing else was collected
-        return
+    if len(request.session.items) <= 1:
+        pytest.skip("run alone: no other test was collected whose markers could be read")
     ids = {m.args[0] for i in items for m in i.iter_markers("rule")}
     assert ids <= set(RULES)
     assert "rule(id)" in " ".join(request.config.getini("markers"))
