@@ -9,6 +9,7 @@ whole suite).
 import ast
 import re
 from pathlib import Path
+
 import pytest
 
 HERE = Path(__file__).resolve().parent
