@@ -35,10 +35,11 @@ from .loop import check_reask, check_validate, max_attempts as _max_attempts
 from .model import ModelCaller as Runtime, check_modes, check_timeout, resolve_runtime
 from .modes import get_mode
 from .options import check_context, normalize, render_menu
+from .ratelimit import RateLimit, check_rate_limit, using as _limited
 from .trace import _safe_repr, batch
 
 __all__ = ["evaluate", "aevaluate", "compare", "EvaluationResult", "ComparisonResult",
-           "Variant", "JournalMismatch", "NO_PICK"]
+           "Variant", "JournalMismatch", "NO_PICK", "RateLimit"]
 
 
 def _known(**attrs) -> dict:
@@ -183,8 +184,10 @@ class _Run:
     """One option set over one table: its journal, sink, board and the rows left to run."""
 
     def __init__(self, table: Table, menu: list, rt: Runtime, settings: dict, concurrency: int,
-                 progress: Any, desc: str, journal: Any, name: str):
+                 progress: Any, desc: str, journal: Any, name: str,
+                 limit: RateLimit | None = None):
         self.table, self.menu, self.rt, self.settings = table, menu, rt, settings
+        self.limit = limit
         self.concurrency, self.name = concurrency, name
         self.journal = _open_journal(journal, name, table.prompt, menu, settings["mode"], rt,
                                      table, concurrency)
@@ -192,7 +195,8 @@ class _Run:
         self.sink = _Sink(self.names, table.total, self.journal)
         before = len(self.journal.done) if self.journal is not None else 0
         self.board = Board(self.sink, table.total, progress, desc, done_before=before,
-                           failed_before=self.sink.failed, retried_before=self.sink.retried)
+                           failed_before=self.sink.failed, retried_before=self.sink.retried,
+                           waiting=limit.status if limit is not None else None)
         self.items = _items(table, self.journal, self.sink)
 
     def result(self, wall: float, was_interrupted: bool, label: str | None = None):
@@ -212,8 +216,27 @@ class _Run:
     def go(self) -> tuple[float, bool]:
         workers = self.concurrency if self.table.total is None else \
             max(1, min(self.concurrency, self.table.total - self.board.finished))
-        return _run_rows(self.items, self.menu, self.rt, concurrency=workers,
-                         settings=self.settings, board=self.board)
+        with _limited(self.limit):  # the rows' contexts are copies of this one
+            return _run_rows(self.items, self.menu, self.rt, concurrency=workers,
+                             settings=self.settings, board=self.board)
+
+
+def _rate_limit(value: Any, rts: list) -> RateLimit | None:
+    """`rate_limit=` checked: it paces HTTP requests, so a runtime that sends none through the
+    provider transport (a scripted or local model) cannot keep to it, and says so."""
+    limit = check_rate_limit(value)
+    if limit is None:
+        return None
+    for rt in rts:
+        inner = rt
+        while inner is not None and not getattr(inner, "honours_rate_limit", False):
+            inner = getattr(inner, "inner", None)
+        if inner is None:
+            raise TypeError(f"rate_limit= paces the HTTP requests of OpenAIRuntime and "
+                            f"AnthropicRuntime (also when recorded); runtime {rt.name!r} "
+                            f"({type(rt).__name__}) sends none, so there is nothing to pace. "
+                            f"Drop rate_limit= or use a provider runtime.")
+    return limit
 
 
 def _plan(prompt, options, inputs, runtime, expected, context, what: str, total, journal):
@@ -235,8 +258,8 @@ def evaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime | None 
              context: dict | None = None, timeout_s: float | None = None,
              progress: bool = True, on_interrupt: str = "return",
              validate: Callable | None = None, reask: Any = None,
-             mode: str = "menu", journal: Any = None, total: int | None = None
-             ) -> "EvaluationResult":
+             mode: str = "menu", journal: Any = None, total: int | None = None,
+             rate_limit: Any = None) -> "EvaluationResult":
     """Run the decision `prompt.format_map(row)` over `options` for every row of `inputs` (a
     pandas DataFrame, a list of dicts, or any iterable of dicts — a generator, a
     `csv.DictReader`, `pandas.read_csv(..., chunksize=)` chunks — with `total=` its row count
@@ -259,6 +282,14 @@ def evaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime | None 
     and the progress bar starts at their count. A journal of another evaluation (another
     prompt, option set, way of asking or runtime) is refused with `JournalMismatch`.
 
+    `rate_limit=RateLimit(requests_per_minute=..., tokens_per_minute=...)` (or a number of
+    requests per minute) keeps every request of the run to the provider's limits (see
+    `ratelimit`): requests are paced before they are sent, a 429 / 529 pauses the whole run for
+    the server's retry-after and halves its concurrency, and a row fails only after
+    `patience_s` (default 600) without any success; the progress bar says when the run waits
+    and why. It applies to OpenAIRuntime and AnthropicRuntime (a runtime's own
+    `rate_limit=` does the same for every call it makes).
+
     Ctrl-C (or interrupting the kernel) stops the run at once: rows not yet started are
     cancelled, finished rows are kept, and rows in flight are marked "cancelled" too — on
     threads their current model call ends in the background (a thread cannot be killed) but
@@ -272,8 +303,9 @@ def evaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime | None 
     menu, table, rt = _plan(prompt, options, inputs, runtime, expected, context, "evaluate",
                             total, journal)
     check_modes(rt, settings["mode"])
+    limit = _rate_limit(rate_limit, [rt])
     one = _Run(table, menu, rt, settings, concurrency, progress, "evaluate", journal,
-               "evaluate")
+               "evaluate", limit)
     with batch("evaluate", None, **_known(inputs=table.total), concurrency=concurrency,
                mode=settings["mode"]):
         wall, was_interrupted = one.go()
@@ -289,10 +321,11 @@ async def aevaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime 
                     context: dict | None = None, timeout_s: float | None = None,
                     progress: bool = True, on_interrupt: str = "return",
                     validate: Callable | None = None, reask: Any = None, mode: str = "menu",
-                    journal: Any = None, total: int | None = None) -> "EvaluationResult":
+                    journal: Any = None, total: int | None = None,
+                    rate_limit: Any = None) -> "EvaluationResult":
     """`evaluate`, awaitable: every row is a `decision.amake` task on the running event loop,
     at most `concurrency` in flight, each in a copy of the caller's context. Same arguments
-    (`journal=` and `total=` included) and the same `EvaluationResult`; with a synchronous
+    (`journal=`, `total=` and `rate_limit=` included) and the same `EvaluationResult`; with a synchronous
     model each call runs in a worker thread (see `Runtime.acomplete`), with an async one nothing
     but the loop is needed.
 
@@ -308,8 +341,9 @@ async def aevaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime 
     menu, table, rt = _plan(prompt, options, inputs, runtime, expected, context, "aevaluate",
                             total, journal)
     check_modes(rt, settings["mode"])
+    limit = _rate_limit(rate_limit, [rt])
     one = _Run(table, menu, rt, settings, concurrency, progress, "evaluate", journal,
-               "evaluate")
+               "evaluate", limit)
     board = one.board
     stop = threading.Event()
 
@@ -320,7 +354,7 @@ async def aevaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime 
     t0 = time.perf_counter()
     try:
         with batch("evaluate", None, **_known(inputs=table.total), concurrency=concurrency,
-                   mode=settings["mode"]):
+                   mode=settings["mode"]), _limited(limit):
             was_interrupted = await arows(one.items, menu, rt, settings, concurrency, stop,
                                           contextvars.copy_context(), on_row)
     except KeyboardInterrupt:
@@ -405,8 +439,8 @@ def compare(prompt: str, variants: Any, inputs: Any, *, options: Any = None,
             expected: Any = None, context: dict | None = None, timeout_s: float | None = None,
             progress: bool = True, on_interrupt: str = "return",
             validate: Callable | None = None, reask: Any = None,
-            mode: str = "menu", journal: Any = None, total: int | None = None
-            ) -> "ComparisonResult":
+            mode: str = "menu", journal: Any = None, total: int | None = None,
+            rate_limit: Any = None) -> "ComparisonResult":
     """Run two or more variants over the same inputs and line their picks up side by side.
 
     `variants` maps a name to an option set (run on `runtime`, else the bound Runtime), to a
@@ -426,6 +460,7 @@ def compare(prompt: str, variants: Any, inputs: Any, *, options: Any = None,
     for name, menu, rt, overrides in plan:
         check_context(menu, context)
         check_modes(rt, overrides.get("mode", settings["mode"]))
+    limit = _rate_limit(rate_limit, [rt for _, _, rt, _ in plan])
     names = list(dict.fromkeys(o.name for _, menu, _, _ in plan for o in menu))
     table = Table(prompt, inputs, expected, names, "compare on", total=total)
     if table.streamed:  # every variant runs over the rows: read them once, keep them
@@ -441,7 +476,7 @@ def compare(prompt: str, variants: Any, inputs: Any, *, options: Any = None,
             own_prompt = overrides.get("prompt", prompt)
             own_table = table if own_prompt == prompt else table.refill(own_prompt)
             one = _Run(own_table, menu, rt, {**settings, **own}, concurrency,
-                       progress and not was_interrupted, name, journal, name)
+                       progress and not was_interrupted, name, journal, name, limit)
             if was_interrupted:
                 wall = 0.0
                 one.board.close()

@@ -101,6 +101,7 @@ class Request:
     path: str
     headers: dict
     body: Any
+    at: float = field(default_factory=time.monotonic)   # the server's clock, on arrival
 
 
 class FakeServer:
