@@ -159,3 +159,18 @@ def test_pacing_halving_and_growth_on_a_clock():
     assert limit.reserve(0) == (0.0, 1)
     limit.done()                          # a success grows it back by 1/concurrency
     assert limit.stats["concurrency"] == 2
+
+
+def test_the_progress_bar_says_why_the_run_waits():
+    from openprogram.agentic_programming.evaluate_runner import Board
+    clock = _Clock()
+    limit = RateLimit(clock=clock)
+    limit.reserve()
+    limit.limited(0, 2.0, clock.t, "429 from the server, retry after 2s")
+    board = Board(lambda *a: None, 10, True, "evaluate", waiting=limit.status)
+    board.show()
+    assert board.bar.postfix == "waiting=paused 2.0s: 429 from the server, retry after 2s"
+    clock.t += 2.5                         # the pause is over: the note goes away
+    board.show()
+    assert "waiting" not in (board.bar.postfix or "")
+    board.bar.close()
