@@ -37,6 +37,7 @@ from .modes import get_mode
 from .options import check_context, normalize, render_menu
 from .ratelimit import RateLimit, check_rate_limit, using as _limited
 from .trace import _safe_repr, batch
+from .trace import batch as _trace_batch
 
 __all__ = ["evaluate", "aevaluate", "compare", "EvaluationResult", "ComparisonResult",
            "Variant", "JournalMismatch", "NO_PICK", "RateLimit"]
@@ -239,6 +240,22 @@ def _rate_limit(value: Any, rts: list) -> RateLimit | None:
     return limit
 
 
+def _batched(batch: Any, rt: Runtime) -> Runtime:
+    """The runtime that answers a run's calls: `rt`, or with `batch=` its batch path."""
+    if batch is None or batch is False:
+        return rt
+    if batch is not True and not isinstance(batch, Mapping):
+        raise TypeError(f"batch must be True, False or a dict of the batch path's settings "
+                        f"(poll_s, settle_s, max_requests, max_bytes), got "
+                        f"{type(batch).__name__}")
+    make = getattr(rt, "batched", None)
+    if make is None:
+        raise TypeError(f"batch=True sends the run through a provider's batch API: it needs an "
+                        f"OpenAIRuntime or an AnthropicRuntime, got {type(rt).__name__} "
+                        f"({rt.name!r}). Run without batch=.")
+    return make(**({} if batch is True else dict(batch)))
+
+
 def _plan(prompt, options, inputs, runtime, expected, context, what: str, total, journal):
     """An evaluation's option set, inputs and runtime, checked before any model call."""
     menu = normalize(options)
@@ -259,7 +276,7 @@ def evaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime | None 
              progress: bool = True, on_interrupt: str = "return",
              validate: Callable | None = None, reask: Any = None,
              mode: str = "menu", journal: Any = None, total: int | None = None,
-             rate_limit: Any = None) -> "EvaluationResult":
+             rate_limit: Any = None, batch: Any = False) -> "EvaluationResult":
     """Run the decision `prompt.format_map(row)` over `options` for every row of `inputs` (a
     pandas DataFrame, a list of dicts, or any iterable of dicts — a generator, a
     `csv.DictReader`, `pandas.read_csv(..., chunksize=)` chunks — with `total=` its row count
@@ -281,6 +298,11 @@ def evaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime | None 
     evaluation again with the same journal resumes it: rows already journaled are not run again
     and the progress bar starts at their count. A journal of another evaluation (another
     prompt, option set, way of asking or runtime) is refused with `JournalMismatch`.
+
+    `batch=True` (OpenAIRuntime, AnthropicRuntime) sends the rows through the provider's
+    batch API (half the price, answered within a day; see `openprogram.runtimes.batch`): all
+    rows are asked in one round, re-asks go in the next; a dict sets the path's options
+    (`{"poll_s": 30}`).
 
     `rate_limit=RateLimit(requests_per_minute=..., tokens_per_minute=...)` (or a number of
     requests per minute) keeps every request of the run to the provider's limits (see
@@ -304,9 +326,15 @@ def evaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime | None 
                             total, journal)
     check_modes(rt, settings["mode"])
     limit = _rate_limit(rate_limit, [rt])
-    one = _Run(table, menu, rt, settings, concurrency, progress, "evaluate", journal,
+    batched = _batched(batch, rt)
+    if batched is not rt:
+        # every row waits on its round: all of them at once (a task each, no thread)
+        concurrency = max(concurrency, table.total or 50_000)
+    one = _Run(table, menu, batched, settings, concurrency, progress, "evaluate", journal,
                "evaluate", limit)
-    with batch("evaluate", None, **_known(inputs=table.total), concurrency=concurrency,
+    if batched is not rt:
+        one.board.waiting = batched.status
+    with _trace_batch("evaluate", None, **_known(inputs=table.total), concurrency=concurrency,
                mode=settings["mode"]):
         wall, was_interrupted = one.go()
     result = one.result(wall, was_interrupted)

@@ -1,0 +1,122 @@
+"""The batch path (issue 24): evaluate(..., batch=True) through the real SDK clients against the
+loopback server speaking OpenAI's files + batches and Anthropic's message batches. Counts and
+the server's records only."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from fakeserver import status, text, tools
+
+from openprogram.agentic_programming.evaluate import evaluate
+
+OPTIONS = {"refund": ("REFUND", "give the money back"), "answer": ("ANSWER", "reply in writing")}
+ROWS = [{"m": f"ticket {i}", "label": "refund" if i % 3 else "answer"} for i in range(200)]
+FAST = {"poll_s": 0.0, "settle_s": 0.05}
+
+
+def _row(body) -> int:
+    return int(re.search(r"ticket (\d+)", str(body)).group(1))
+
+
+def _responder(provider: str, mode: str, bad_first: set | None = None):
+    """The row's own pick, in the way the mode asks for it; `bad_first` rows answer nonsense
+    the first time they are asked."""
+    asked: set = set()
+
+    def respond(body):
+        i = _row(body)
+        pick = ROWS[i]["label"]
+        if bad_first is not None and i in bad_first and i not in asked:
+            asked.add(i)
+            return text("I am not sure which one")
+        if mode == "menu":
+            return text('{"call": "%s"}' % pick)
+        if mode == "tools":
+            return tools((f"c{i}", pick, {}))
+        if provider == "openai":
+            return text('{"decision": {"call": "%s", "args": {}}}' % pick)
+        return tools((f"d{i}", "decision", {"decision": {"call": pick, "args": {}}}))
+    return respond
+
+
+@pytest.mark.parametrize("mode", ["menu", "tools", "json_schema"])
+def test_batch_matches_the_online_path(provider, server, make_runtime, mode):
+    server.responder = _responder(provider, mode)
+    online = evaluate("Message: {m}", OPTIONS, ROWS, runtime=make_runtime(), mode=mode,
+                      expected="label", concurrency=8, progress=False)
+    online_requests = len(server.requests)
+    server.requests.clear()
+    rt = make_runtime()
+    batched = evaluate("Message: {m}", OPTIONS, ROWS, runtime=rt, mode=mode,
+                       expected="label", progress=False, batch=FAST)
+    assert online_requests == 200
+    assert batched.picks_list == online.picks_list == [r["label"] for r in ROWS]
+    assert batched.statuses == ["resolved"] * 200
+    # one batch of 200 requests, no online call
+    assert server.batches_created == 1
+    (b,) = server.batches.values()
+    assert len(b["order"]) == 200
+    assert not any(r.path.endswith(("/chat/completions", "/v1/messages")) for r in
+                   server.requests)
+    # the trace says which batch, request and round answered, and the usage is kept
+    trace = batched.traces[0]
+    raw = trace.attempts[0].raw
+    assert raw["batch"]["batch_id"] == b["id"] and raw["batch"]["round"] == 1
+    assert raw["batch"]["custom_id"] in b["order"]
+    assert batched.to_frame()["tokens_in"].sum() == 200 * 11
+
+
+def test_a_row_invalid_at_first_is_answered_in_round_2(provider, server, make_runtime):
+    server.responder = _responder(provider, "menu", bad_first={5, 17})
+    res = evaluate("Message: {m}", OPTIONS, ROWS[:30], runtime=make_runtime(),
+                   max_retries=1, progress=False, batch=FAST)
+    assert res.statuses == ["resolved"] * 30
+    assert server.batches_created == 2
+    second = list(server.batches.values())[1]
+    assert len(second["order"]) == 2          # only the two re-asks
+    for i in (5, 17):
+        attempts = res.traces[i].attempts
+        assert len(attempts) == 2
+        assert [a.raw["batch"]["round"] for a in attempts] == [1, 2]
+
+
+@pytest.mark.parametrize("end", ["expired", "cancelled"])
+def test_an_ended_batch_keeps_its_answers_and_names_the_rest(provider, server, make_runtime,
+                                                            end):
+    server.responder = _responder(provider, "menu")
+    server.batch_end, server.batch_answer = end, 12
+    res = evaluate("Message: {m}", OPTIONS, ROWS[:20], runtime=make_runtime(),
+                   progress=False, batch=FAST)
+    statuses = res.statuses
+    assert statuses == ["resolved"] * 12 + ["failed"] * 8
+    err = res.errors[15]
+    assert err.kind == "model_error"
+    assert f"ended {end} without answering request" in str(err)
+    assert "batch_0001" in str(err) and "Run again" in str(err)
+
+
+def test_a_per_request_error_fails_only_its_row(provider, server, make_runtime):
+    good = _responder(provider, "menu")
+    server.responder = lambda body: (status(400, "bad request in line", err_type=
+                                            "invalid_request_error")
+                                     if _row(body) == 3 else good(body))
+    res = evaluate("Message: {m}", OPTIONS, ROWS[:6], runtime=make_runtime(), max_retries=0,
+                   progress=False, batch=FAST)
+    assert res.statuses == ["resolved"] * 3 + ["failed"] + ["resolved"] * 2
+    assert "bad request in line" in str(res.errors[3])
+
+
+def test_too_many_requests_are_split(provider, server, make_runtime):
+    server.responder = _responder(provider, "menu")
+    res = evaluate("Message: {m}", OPTIONS, ROWS[:25], runtime=make_runtime(), progress=False,
+                   batch={**FAST, "max_requests": 10})
+    assert res.statuses == ["resolved"] * 25
+    assert sorted(len(b["order"]) for b in server.batches.values()) == [5, 10, 10]
+
+
+def test_batch_needs_a_provider_runtime():
+    from openprogram.runtimes import ScriptedRuntime
+    with pytest.raises(TypeError, match="needs an OpenAIRuntime or an AnthropicRuntime"):
+        evaluate("Message: {m}", OPTIONS, ROWS[:1], progress=False, batch=True,
+                 runtime=ScriptedRuntime(['{"call": "refund"}']))
