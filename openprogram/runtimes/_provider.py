@@ -637,11 +637,6 @@ class ProviderRuntime(Runtime):
             raise ImportError(f"{type(self).__name__} needs the {self.api.sdk!r} package: "
                               f"pip install 'openprogram-decisions[{self.api.sdk}]'") from None
 
-    def batched(self, **options: Any) -> Runtime:
-        """This runtime's calls answered through its provider's batch API (see `batch`)."""
-        from .batch import BatchRuntime
-        return BatchRuntime(self, **options)
-
     def __repr__(self) -> str:
         where = f", base_url={self.base_url!r}" if self.base_url else ""
         return self.redact(f"{type(self).__name__}(model={self.model!r}{where}, "
