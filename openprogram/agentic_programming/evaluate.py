@@ -334,6 +334,8 @@ def evaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime | None 
                "evaluate", limit)
     if batched is not rt:
         one.board.waiting = batched.status
+        if one.journal is not None:  # its batches in flight, and where to record new ones
+            batched.attach(one.journal.batches, one.journal.write_batch)
     with _trace_batch("evaluate", None, **_known(inputs=table.total), concurrency=concurrency,
                mode=settings["mode"]):
         wall, was_interrupted = one.go()

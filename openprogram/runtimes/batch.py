@@ -16,6 +16,7 @@ batch=True)` wraps the runtime itself. Status for a progress bar: `status()`.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import threading
 from typing import Any
@@ -67,6 +68,17 @@ class BatchRuntime(Runtime):
         self.rounds = 0
         self.batches: list[dict] = []      # every batch sent: id, round, requests, final state
         self._status: str | None = None
+        self._seen: dict[str, int] = {}
+        self._open: dict[str, dict] = {}   # batch id -> its journal line, for batches in flight
+        self._record = None
+
+    def attach(self, lines: list[dict], record) -> None:
+        """A journal's batch lines (`record(data)` appends one): batches sent and not ended
+        are re-attached to by the requests they hold, instead of being sent again."""
+        ended = {x["batch_id"] for x in lines if x.get("state") != "submitted"}
+        self._open = {x["batch_id"]: x for x in lines
+                      if x.get("state") == "submitted" and x["batch_id"] not in ended}
+        self._record = record
 
     def __repr__(self) -> str:
         return f"BatchRuntime({self.inner!r}, {self.rounds} rounds)"
@@ -99,9 +111,13 @@ class BatchRuntime(Runtime):
         for k in ("stream", "stream_options"):   # a batch answers whole
             ask.body.pop(k, None)
         ask.body = sendable(inner._fit(ask.body))
+        # the request's own digest (and its repeat number): the same row asks the same way
+        # after a restart, so its id finds it in a batch sent before
+        digest = hashlib.sha256(json.dumps(ask.body, sort_keys=True).encode()).hexdigest()[:24]
         with self._lock:
             self._n += 1
-            cid = f"op-{self._n}"
+            self._seen[digest] = n = self._seen.get(digest, 0) + 1
+        cid = f"op-{digest}-{n}"
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         self._pending.append((cid, ask.body, fut))
@@ -138,9 +154,17 @@ class BatchRuntime(Runtime):
             todo, self._pending = self._pending, []
             seen = -1
             self.rounds += 1
+            jobs = []
+            for bid, line in list(self._open.items()):
+                ids = set(line.get("custom_ids") or ())
+                mine = [t for t in todo if t[0] in ids]
+                if mine:
+                    todo = [t for t in todo if t[0] not in ids]
+                    del self._open[bid]
+                    jobs.append(self._one_batch(mine, line.get("round") or self.rounds, bid))
+            jobs += [self._one_batch(part, self.rounds) for part in self._split(todo)]
             try:
-                await asyncio.gather(*(self._one_batch(part, self.rounds)
-                                       for part in self._split(todo)))
+                await asyncio.gather(*jobs)
             except BaseException as exc:
                 for _, _, fut in todo:
                     if not fut.done():
@@ -162,12 +186,20 @@ class BatchRuntime(Runtime):
             size += n
         return parts + [part] if part else parts
 
-    async def _one_batch(self, part: list, round_no: int) -> None:
+    def _sent(self, bid: str, part: list, round_no: int) -> None:
+        if self._record is not None:
+            self._record({"batch_id": bid, "round": round_no, "state": "submitted",
+                          "custom_ids": [cid for cid, _, _ in part]})
+
+    async def _one_batch(self, part: list, round_no: int, attach: str | None = None) -> None:
         client = self.inner._async_client()
         send = self._openai if self.inner.provider == "openai" else self._anthropic
-        answers, bid, state = await send(client, part, round_no)
+        answers, bid, state = await send(client, part, round_no, attach)
         self.batches.append({"id": bid, "round": round_no, "requests": len(part),
-                             "state": state})
+                             "state": state, "attached": attach is not None})
+        if self._record is not None:
+            self._record({"batch_id": bid, "round": round_no, "state": state,
+                          "answered": len(answers)})
         for cid, _, fut in part:
             if fut.done():
                 continue
@@ -180,14 +212,20 @@ class BatchRuntime(Runtime):
                     f"request {cid} (round {round_no}); every answered request is kept. Run "
                     f"again to send the unanswered ones in a new batch.", kind="model_error"))
 
-    async def _openai(self, client, part, round_no):
-        lines = b"".join(json.dumps({"custom_id": cid, "method": "POST",
-                                     "url": "/v1/chat/completions", "body": body},
-                                    separators=(",", ":")).encode() + b"\n"
-                         for cid, body, _ in part)
-        f = await client.files.create(file=("openprogram-batch.jsonl", lines), purpose="batch")
-        b = await client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions",
-                                        completion_window="24h")
+    async def _openai(self, client, part, round_no, attach):
+        if attach is not None:
+            b = await client.batches.retrieve(attach)
+        else:
+            lines = b"".join(json.dumps({"custom_id": cid, "method": "POST",
+                                         "url": "/v1/chat/completions", "body": body},
+                                        separators=(",", ":")).encode() + b"\n"
+                             for cid, body, _ in part)
+            f = await client.files.create(file=("openprogram-batch.jsonl", lines),
+                                          purpose="batch")
+            b = await client.batches.create(input_file_id=f.id,
+                                            endpoint="/v1/chat/completions",
+                                            completion_window="24h")
+            self._sent(b.id, part, round_no)
         while b.status not in OPENAI_DONE:
             c = b.request_counts
             self._status = (f"batch {b.id} (round {round_no}) {b.status}"
@@ -211,9 +249,13 @@ class BatchRuntime(Runtime):
         self._status = None
         return answers, b.id, b.status
 
-    async def _anthropic(self, client, part, round_no):
-        b = await client.messages.batches.create(
-            requests=[{"custom_id": cid, "params": body} for cid, body, _ in part])
+    async def _anthropic(self, client, part, round_no, attach):
+        if attach is not None:
+            b = await client.messages.batches.retrieve(attach)
+        else:
+            b = await client.messages.batches.create(
+                requests=[{"custom_id": cid, "params": body} for cid, body, _ in part])
+            self._sent(b.id, part, round_no)
         while b.processing_status != "ended":
             c = b.request_counts
             self._status = (f"batch {b.id} (round {round_no}) {b.processing_status}: "

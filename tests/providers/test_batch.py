@@ -120,3 +120,40 @@ def test_batch_needs_a_provider_runtime():
     with pytest.raises(TypeError, match="needs an OpenAIRuntime or an AnthropicRuntime"):
         evaluate("Message: {m}", OPTIONS, ROWS[:1], progress=False, batch=True,
                  runtime=ScriptedRuntime(['{"call": "refund"}']))
+
+
+def test_a_killed_run_reattaches_to_its_batch_and_sends_nothing_new(provider, server,
+                                                                     make_runtime, tmp_path):
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+    server.responder = _responder(provider, "menu")
+    server.batch_statuses = ["validating", "in_progress"]    # never ends while the child lives
+    journal = tmp_path / "run.jsonl"
+    here = Path(__file__).resolve().parent
+    child = subprocess.Popen([sys.executable, str(here / "batch_program.py"), provider,
+                              server.base_url, str(journal), "40"], cwd=here,
+                             env={**os.environ, "PYTHONPATH": str(here)})
+    try:
+        for _ in range(600):   # until the child journaled its batch (a count, not a time bound)
+            if journal.exists() and '"submitted"' in journal.read_text():
+                break
+            assert child.poll() is None, "the child ended before sending its batch"
+            time.sleep(0.05)
+        else:
+            pytest.fail("the child never journaled a batch")
+    finally:
+        child.kill()
+        child.wait()
+    assert server.batches_created == 1
+    server.batch_statuses = ["validating", "in_progress", "finalizing", "completed"]
+    res = evaluate("Message: {m}", OPTIONS, ROWS[:40], runtime=make_runtime(), progress=False,
+                   journal=journal, batch=FAST)
+    assert res.statuses == ["resolved"] * 40
+    assert server.batches_created == 1                        # re-attached, nothing sent again
+    creates = [r for r in server.requests if r.method == "POST" and
+               r.path.rstrip("/").endswith(("/batches", "/files"))]
+    assert len(creates) == (2 if provider == "openai" else 1)   # the child's upload + create
+    assert [r["label"] for r in ROWS[:40]] == res.picks_list
