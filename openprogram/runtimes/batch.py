@@ -113,11 +113,9 @@ class BatchRuntime(Runtime):
         ask.body = sendable(inner._fit(ask.body))
         # the request's own digest (and its repeat number): the same row asks the same way
         # after a restart, so its id finds it in a batch sent before
-        digest = hashlib.sha256(json.dumps(ask.body, sort_keys=True).encode()).hexdigest()[:24]
         with self._lock:
             self._n += 1
-            self._seen[digest] = n = self._seen.get(digest, 0) + 1
-        cid = f"op-{digest}-{n}"
+            cid = custom_id(ask.body, self._seen)
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         self._pending.append((cid, ask.body, fut))
@@ -130,11 +128,20 @@ class BatchRuntime(Runtime):
                 f"{cid} (round {where['round']}) with an error ({code}: "
                 f"{json.dumps(body)[:300]}); run again to send it in a new batch."),
                 kind="model_error")
-        resp = inner._finish(inner._parse(self._sdk_object(body)), ask, body)
+        resp = self.reply(ask, body)
         resp.raw["batch"] = where
         return resp
 
+    def reply(self, ask: Any, body: dict) -> ModelResponse:
+        """One answered request of a batch as the core gets a reply: the online path's own
+        parser and shaping (way of asking, redaction, raw record)."""
+        return self.inner._finish(self.inner._parse(self._sdk_object(body)), ask, body)
+
     def _sdk_object(self, body: dict) -> Any:
+        # pydantic's validation (in Rust) is faster here than the SDKs' lenient `construct`
+        if not isinstance(body, dict):
+            raise ModelCallError(f"the batch answered a request with {type(body).__name__}, "
+                                 f"not a JSON object; run again", kind="model_error")
         if self.inner.provider == "openai":
             from openai.types.chat import ChatCompletion
             return ChatCompletion.model_validate(body)
@@ -216,10 +223,7 @@ class BatchRuntime(Runtime):
         if attach is not None:
             b = await client.batches.retrieve(attach)
         else:
-            lines = b"".join(json.dumps({"custom_id": cid, "method": "POST",
-                                         "url": "/v1/chat/completions", "body": body},
-                                        separators=(",", ":")).encode() + b"\n"
-                             for cid, body, _ in part)
+            lines = openai_jsonl(part)
             f = await client.files.create(file=("openprogram-batch.jsonl", lines),
                                           purpose="batch")
             b = await client.batches.create(input_file_id=f.id,
@@ -234,18 +238,8 @@ class BatchRuntime(Runtime):
             b = await client.batches.retrieve(b.id)
         answers: dict = {}
         for fid in (b.output_file_id, b.error_file_id):
-            if not fid:
-                continue
-            content = await client.files.content(fid)
-            for raw in content.content.splitlines():
-                if not raw.strip():
-                    continue
-                item = json.loads(raw)
-                r = item.get("response") or {}
-                if r.get("status_code") is not None:
-                    answers[item["custom_id"]] = (r["status_code"], r.get("body"))
-                else:
-                    answers[item["custom_id"]] = (500, item.get("error"))
+            if fid:
+                read_openai_results((await client.files.content(fid)).content, answers)
         self._status = None
         return answers, b.id, b.status
 
@@ -274,3 +268,32 @@ class BatchRuntime(Runtime):
                 state = {"canceled": "cancelled"}.get(kind, kind)
         self._status = None
         return answers, b.id, state
+
+
+def openai_jsonl(part: list) -> bytes:
+    """A round's requests as OpenAI's batch input file: one JSON line per request."""
+    dumps = json.JSONEncoder(separators=(",", ":")).encode
+    return b"".join(dumps({"custom_id": cid, "method": "POST", "url": "/v1/chat/completions",
+                           "body": body}).encode() + b"\n" for cid, body, _ in part)
+
+
+def read_openai_results(content: bytes, answers: dict) -> dict:
+    """OpenAI's output or error file into `answers`: custom id -> (status, body)."""
+    for raw in content.splitlines():
+        if not raw.strip():
+            continue
+        item = json.loads(raw)
+        r = item.get("response") or {}
+        if r.get("status_code") is not None:
+            answers[item["custom_id"]] = (r["status_code"], r.get("body"))
+        else:   # a request the batch could not run at all (OpenAI's "error" object)
+            answers[item["custom_id"]] = (500, item.get("error"))
+    return answers
+
+
+def custom_id(body: dict, seen: dict) -> str:
+    """A request's id in its batch: a digest of the request and its repeat number (`seen`
+    counts them), so a restarted run asks the same rows with the same ids."""
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:24]
+    seen[digest] = n = seen.get(digest, 0) + 1
+    return f"op-{digest}-{n}"
