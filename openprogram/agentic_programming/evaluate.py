@@ -256,6 +256,16 @@ def _batched(batch: Any, rt: Runtime) -> Runtime:
     return make(**({} if batch is True else dict(batch)))
 
 
+def _batch_hooks(one: "_Run", batched: Runtime, rt: Runtime) -> None:
+    """On the batch path: the bar shows the batch's counts, and the journal holds its batches
+    (those in flight are re-attached to, new ones recorded)."""
+    if batched is rt:
+        return
+    one.board.waiting = batched.status
+    if one.journal is not None:
+        batched.attach(one.journal.batches, one.journal.write_batch)
+
+
 def _plan(prompt, options, inputs, runtime, expected, context, what: str, total, journal):
     """An evaluation's option set, inputs and runtime, checked before any model call."""
     menu = normalize(options)
@@ -332,12 +342,9 @@ def evaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime | None 
         concurrency = max(concurrency, table.total or 50_000)
     one = _Run(table, menu, batched, settings, concurrency, progress, "evaluate", journal,
                "evaluate", limit)
-    if batched is not rt:
-        one.board.waiting = batched.status
-        if one.journal is not None:  # its batches in flight, and where to record new ones
-            batched.attach(one.journal.batches, one.journal.write_batch)
-    with _trace_batch("evaluate", None, **_known(inputs=table.total), concurrency=concurrency,
-               mode=settings["mode"]):
+    _batch_hooks(one, batched, rt)
+    with _trace_batch("evaluate", None, **_known(inputs=table.total),
+                      concurrency=concurrency, mode=settings["mode"]):
         wall, was_interrupted = one.go()
     result = one.result(wall, was_interrupted)
     if was_interrupted:
@@ -352,12 +359,12 @@ async def aevaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime 
                     progress: bool = True, on_interrupt: str = "return",
                     validate: Callable | None = None, reask: Any = None, mode: str = "menu",
                     journal: Any = None, total: int | None = None,
-                    rate_limit: Any = None) -> "EvaluationResult":
+                    rate_limit: Any = None, batch: Any = False) -> "EvaluationResult":
     """`evaluate`, awaitable: every row is a `decision.amake` task on the running event loop,
     at most `concurrency` in flight, each in a copy of the caller's context. Same arguments
-    (`journal=`, `total=` and `rate_limit=` included) and the same `EvaluationResult`; with a synchronous
-    model each call runs in a worker thread (see `Runtime.acomplete`), with an async one nothing
-    but the loop is needed.
+    (`journal=`, `total=`, `rate_limit=` and `batch=` included) and the same
+    `EvaluationResult`; with a synchronous model each call runs in a worker thread (see
+    `Runtime.acomplete`), with an async one nothing but the loop is needed.
 
     A KeyboardInterrupt (raised inside a row, or reaching this coroutine) stops the run as in
     `evaluate`: rows in flight are cancelled, finished rows are kept, and `on_interrupt` says
@@ -372,8 +379,12 @@ async def aevaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime 
                             total, journal)
     check_modes(rt, settings["mode"])
     limit = _rate_limit(rate_limit, [rt])
-    one = _Run(table, menu, rt, settings, concurrency, progress, "evaluate", journal,
+    batched = _batched(batch, rt)
+    if batched is not rt:
+        concurrency = max(concurrency, table.total or 50_000)
+    one = _Run(table, menu, batched, settings, concurrency, progress, "evaluate", journal,
                "evaluate", limit)
+    _batch_hooks(one, batched, rt)
     board = one.board
     stop = threading.Event()
 
@@ -383,9 +394,9 @@ async def aevaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime 
 
     t0 = time.perf_counter()
     try:
-        with batch("evaluate", None, **_known(inputs=table.total), concurrency=concurrency,
-                   mode=settings["mode"]), _limited(limit):
-            was_interrupted = await arows(one.items, menu, rt, settings, concurrency, stop,
+        with _trace_batch("evaluate", None, **_known(inputs=table.total),
+                          concurrency=concurrency, mode=settings["mode"]), _limited(limit):
+            was_interrupted = await arows(one.items, menu, batched, settings, concurrency, stop,
                                           contextvars.copy_context(), on_row)
     except KeyboardInterrupt:
         was_interrupted = True
@@ -470,7 +481,7 @@ def compare(prompt: str, variants: Any, inputs: Any, *, options: Any = None,
             progress: bool = True, on_interrupt: str = "return",
             validate: Callable | None = None, reask: Any = None,
             mode: str = "menu", journal: Any = None, total: int | None = None,
-            rate_limit: Any = None) -> "ComparisonResult":
+            rate_limit: Any = None, batch: Any = False) -> "ComparisonResult":
     """Run two or more variants over the same inputs and line their picks up side by side.
 
     `variants` maps a name to an option set (run on `runtime`, else the bound Runtime), to a
@@ -481,8 +492,9 @@ def compare(prompt: str, variants: Any, inputs: Any, *, options: Any = None,
     journal, named after it, and resumes on its own). An iterable of inputs is read once and
     kept, since every variant runs over it. Returns a `ComparisonResult`: `.to_frame()` (one
     pick column per variant), `.differences`, `.summary` (retry and failure rates, accuracy, per
-    variant), `.picks`, `.plot()`. Ctrl-C behaves as in `evaluate`; variants not yet started are
-    all "cancelled".
+    variant), `.picks`, `.plot()`. `batch=` and `rate_limit=` apply to every variant, as in
+    `evaluate` (on the batch path each variant is its own rounds). Ctrl-C behaves as in
+    `evaluate`; variants not yet started are all "cancelled".
     """
     concurrency, settings = _settings(on_interrupt, concurrency, max_retries, timeout_s,
                                       context, validate, reask, mode)
@@ -500,13 +512,16 @@ def compare(prompt: str, variants: Any, inputs: Any, *, options: Any = None,
         table = Table(prompt, table.records, exp, names, "compare on")
     results: dict[str, EvaluationResult] = {}
     was_interrupted = False
-    with batch("compare", None, variants=len(plan), inputs=table.total):
+    with _trace_batch("compare", None, variants=len(plan), inputs=table.total):
         for name, menu, rt, overrides in plan:
             own = {k: v for k, v in overrides.items() if k != "prompt"}
             own_prompt = overrides.get("prompt", prompt)
             own_table = table if own_prompt == prompt else table.refill(own_prompt)
-            one = _Run(own_table, menu, rt, {**settings, **own}, concurrency,
+            batched = _batched(batch, rt)
+            workers = concurrency if batched is rt else max(concurrency, table.total or 50_000)
+            one = _Run(own_table, menu, batched, {**settings, **own}, workers,
                        progress and not was_interrupted, name, journal, name, limit)
+            _batch_hooks(one, batched, rt)
             if was_interrupted:
                 wall = 0.0
                 one.board.close()

@@ -157,3 +157,20 @@ def test_a_killed_run_reattaches_to_its_batch_and_sends_nothing_new(provider, se
                r.path.rstrip("/").endswith(("/batches", "/files"))]
     assert len(creates) == (2 if provider == "openai" else 1)   # the child's upload + create
     assert [r["label"] for r in ROWS[:40]] == res.picks_list
+
+
+def test_compare_and_aevaluate_take_the_batch_path(provider, server, make_runtime):
+    import asyncio
+
+    from openprogram.agentic_programming.evaluate import Variant, aevaluate, compare
+    server.responder = _responder(provider, "menu")
+    res = compare("Message: {m}", {"a": Variant(mode="menu"), "b": Variant(mode="menu")},
+                  ROWS[:10], options=OPTIONS, runtime=make_runtime(), progress=False,
+                  batch=FAST)
+    assert list(res.to_frame()["a"]) == list(res.to_frame()["b"]) == \
+        [r["label"] for r in ROWS[:10]]
+    assert server.batches_created == 2                        # one round per variant
+    got = asyncio.run(aevaluate("Message: {m}", OPTIONS, ROWS[:10], runtime=make_runtime(),
+                                progress=False, batch=FAST))
+    assert got.picks_list == [r["label"] for r in ROWS[:10]]
+    assert server.batches_created == 3

@@ -174,3 +174,17 @@ def test_the_progress_bar_says_why_the_run_waits():
     board.show()
     assert "waiting" not in (board.bar.postfix or "")
     board.bar.close()
+
+
+def test_aevaluate_waits_on_the_async_client_too(provider, server, make_runtime):
+    import asyncio
+
+    from openprogram.agentic_programming.evaluate import aevaluate
+    server.responder = respond = _limited_responder(0.3, seed=5)
+    limit = RateLimit(requests_per_minute=PER_MINUTE)
+    res = asyncio.run(aevaluate("Message: {m}", OPTIONS, ROWS[:40], runtime=make_runtime(),
+                                expected="label", concurrency=16, progress=False,
+                                rate_limit=limit))
+    assert res.statuses == ["resolved"] * 40 and res.accuracy == 1.0
+    assert respond.sent_429 > 0 and len(server.requests) == 40 + respond.sent_429
+    assert limit.stats["rate_limited"] == respond.sent_429
