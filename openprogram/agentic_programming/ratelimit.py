@@ -9,7 +9,9 @@ answers 429 (or Anthropic's 529, overloaded), the whole run pauses until the ser
 `retry-after-ms` / `retry-after` says (1 s when it says nothing), the request is sent again
 after the pause, and the run's concurrency halves (once per pause: the other requests answered
 429 in the same burst do not halve it again); each successful reply then grows it back by
-1/concurrency, so by one after as many successes as requests in flight. A request fails (as
+1/concurrency, so by one after as many successes as requests in flight (a request counts as
+in flight until its answer starts: a streamed reply frees its slot at its headers, since the
+provider's limits count requests, not open streams). A request fails (as
 the runtime's `model_error`) only when the run has had no successful reply for `patience_s`
 (default 600 s), counted from the later of the request's first attempt and the run's last
 success. The provider transport (`runtimes._provider`) applies it to every HTTP request it
