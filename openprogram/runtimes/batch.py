@@ -126,7 +126,7 @@ class BatchRuntime(Runtime):
             raise ModelCallError(inner.redact(
                 f"the {inner.api.name} batch {where['batch_id']} answered request "
                 f"{cid} (round {where['round']}) with an error ({code}: "
-                f"{json.dumps(body)[:300]}); run again to send it in a new batch."),
+                f"{json.dumps(body)[:300]}); evaluate the row again to send it in a new batch."),
                 kind="model_error")
         resp = self.reply(ask, body)
         resp.raw["batch"] = where
@@ -216,8 +216,9 @@ class BatchRuntime(Runtime):
             else:
                 fut.set_exception(ModelCallError(
                     f"the {self.inner.api.name} batch {bid} ended {state} without answering "
-                    f"request {cid} (round {round_no}); every answered request is kept. Run "
-                    f"again to send the unanswered ones in a new batch.", kind="model_error"))
+                    f"request {cid} (round {round_no}); every answered request is kept. "
+                    f"Evaluate the rows that failed this way again (their inputs only, or "
+                    f"with a new journal=) to send them in a new batch.", kind="model_error"))
 
     async def _openai(self, client, part, round_no, attach):
         if attach is not None:

@@ -93,7 +93,10 @@ def test_an_ended_batch_keeps_its_answers_and_names_the_rest(provider, server, m
     err = res.errors[15]
     assert err.kind == "model_error"
     assert f"ended {end} without answering request" in str(err)
-    assert "batch_0001" in str(err) and "Run again" in str(err)
+    assert "batch batch_0001 ended" in str(err)
+    # the whole message is on the trace: which request, and what to do
+    message = res.traces[15].attempts[-1].error_message
+    assert "op-" in message and "to send them in a new batch" in message
 
 
 def test_a_per_request_error_fails_only_its_row(provider, server, make_runtime):
