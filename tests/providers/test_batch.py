@@ -177,3 +177,27 @@ def test_compare_and_aevaluate_take_the_batch_path(provider, server, make_runtim
                                 progress=False, batch=FAST))
     assert got.picks_list == [r["label"] for r in ROWS[:10]]
     assert server.batches_created == 3
+
+
+def test_the_progress_bar_shows_the_batchs_own_counts(provider, server, make_runtime, capsys):
+    import threading
+    import time
+    server.responder = _responder(provider, "menu")
+    server.batch_statuses = ["validating", "in_progress"]     # held until the test says
+    box = {}
+    run = threading.Thread(target=lambda: box.update(res=evaluate(
+        "Message: {m}", OPTIONS, ROWS[:10], runtime=make_runtime(), progress=True,
+        batch={"poll_s": 0.01, "settle_s": 0.05})))
+    run.start()
+    polls = 0
+    for _ in range(2000):   # until the run has polled its batch 40 times (a count)
+        polls = sum(r.method == "GET" and "/batches/" in r.path for r in server.requests)
+        if polls >= 40:
+            break
+        time.sleep(0.01)
+    server.batch_statuses = ["validating", "in_progress", "finalizing", "completed"]
+    run.join()
+    assert polls >= 40
+    assert box["res"].statuses == ["resolved"] * 10
+    shown = capsys.readouterr().err
+    assert "waiting=batch batch_0001 (round 1) in_progress: 0/10" in shown
