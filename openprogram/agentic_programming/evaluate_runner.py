@@ -240,7 +240,18 @@ class _Loop:
         finally:
             self.started.set()
             board.done.set()
-            try:  # an async model may have used asyncio.to_thread
+            try:
+                # tasks a runtime started on this loop (the batch path's rounds) end with it,
+                # running their own cleanup (an interrupted batch is cancelled at the provider)
+                # (first those already cancelled, whose cleanup may start tasks of its own)
+                for pick in (lambda t: t.cancelling(), lambda t: True):
+                    left = [t for t in asyncio.all_tasks(loop) if pick(t)]
+                    for t in left:
+                        if not t.cancelling():
+                            t.cancel()
+                    if left:
+                        loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+                # an async model may have used asyncio.to_thread
                 loop.run_until_complete(loop.shutdown_default_executor())
             finally:
                 loop.close()

@@ -10,7 +10,9 @@ is read by the runtime's own parser, so the decision loop sees a reply like any 
 decision that needs a re-ask calls again and so joins the next round: retries are kept. Each
 reply's raw record carries `batch` (batch id, custom id, round) and the trace shows it. A
 request the batch did not answer (expired, cancelled) or answered with an error fails that
-row's call with a `ModelCallError` naming the batch, the request and what to do. `evaluate(...,
+row's call with a `ModelCallError` naming the batch, the request and what to do. An interrupted
+run (Ctrl-C) cancels its batches in flight at the provider unless a journal records them, so a
+later call can re-attach (`attach`). `evaluate(...,
 batch=True)` wraps the runtime itself. Status for a progress bar: `status()`.
 """
 from __future__ import annotations
@@ -69,6 +71,9 @@ class BatchRuntime(Runtime):
         self.batches: list[dict] = []      # every batch sent: id, round, requests, final state
         self._status: str | None = None
         self._seen: dict[str, int] = {}
+        self._flying: set[str] = set()     # batches sent and not ended
+        self._round: list = []             # the calls of the round in flight
+        self.cancelled: list[str] = []     # batches this runtime cancelled (an interrupted run)
         self._open: dict[str, dict] = {}   # batch id -> its journal line, for batches in flight
         self._record = None
 
@@ -121,7 +126,13 @@ class BatchRuntime(Runtime):
         self._pending.append((cid, ask.body, fut))
         if self._collector is None or self._collector.done():
             self._collector = loop.create_task(self._collect())
-        code, body, where = await fut
+        try:
+            code, body, where = await fut
+        except asyncio.CancelledError:
+            # the row was cancelled (Ctrl-C): once no row waits, the rounds stop too
+            if all(f.done() for _, _, f in self._waiting()) and self._collector is not None:
+                self._collector.cancel()
+            raise
         if code != 200:
             raise ModelCallError(inner.redact(
                 f"the {inner.api.name} batch {where['batch_id']} answered request "
@@ -159,6 +170,7 @@ class BatchRuntime(Runtime):
                 await asyncio.sleep(self.settle_s)
                 continue
             todo, self._pending = self._pending, []
+            everyone = self._round = list(todo)
             seen = -1
             self.rounds += 1
             jobs = []
@@ -172,8 +184,17 @@ class BatchRuntime(Runtime):
             jobs += [self._one_batch(part, self.rounds) for part in self._split(todo)]
             try:
                 await asyncio.gather(*jobs)
+            except asyncio.CancelledError:
+                # the run was interrupted: without a journal nobody could re-attach, so the
+                # batches in flight are cancelled (the provider bills what it answered)
+                if self._record is None and self._flying:
+                    # in a task of its own: this one is being cancelled, and the HTTP client
+                    # refuses to work inside a cancelled task
+                    await asyncio.shield(asyncio.get_running_loop().create_task(
+                        self._cancel_flying()))
+                raise
             except BaseException as exc:
-                for _, _, fut in todo:
+                for _, _, fut in everyone:
                     if not fut.done():
                         fut.set_exception(exc if isinstance(exc, ModelCallError) else
                                           ModelCallError(f"the batch round failed: "
@@ -181,6 +202,22 @@ class BatchRuntime(Runtime):
                                                          kind="model_error"))
                 if not isinstance(exc, Exception):
                     raise
+
+    def _waiting(self) -> list:
+        return self._pending + self._round
+
+    async def _cancel_flying(self) -> None:
+        client = self.inner._async_client()
+        for bid in list(self._flying):
+            try:
+                if self.inner.provider == "openai":
+                    await client.batches.cancel(bid)
+                else:
+                    await client.messages.batches.cancel(bid)
+                self.cancelled.append(bid)
+            except Exception:   # best effort: the run is stopping either way
+                pass
+        self._flying.clear()
 
     def _split(self, todo: list) -> list[list]:
         parts, part, size = [], [], 0
@@ -202,6 +239,7 @@ class BatchRuntime(Runtime):
         client = self.inner._async_client()
         send = self._openai if self.inner.provider == "openai" else self._anthropic
         answers, bid, state = await send(client, part, round_no, attach)
+        self._flying.discard(bid)
         self.batches.append({"id": bid, "round": round_no, "requests": len(part),
                              "state": state, "attached": attach is not None})
         if self._record is not None:
@@ -231,6 +269,7 @@ class BatchRuntime(Runtime):
                                             endpoint="/v1/chat/completions",
                                             completion_window="24h")
             self._sent(b.id, part, round_no)
+        self._flying.add(b.id)
         while b.status not in OPENAI_DONE:
             c = b.request_counts
             self._status = (f"batch {b.id} (round {round_no}) {b.status}"
@@ -251,6 +290,7 @@ class BatchRuntime(Runtime):
             b = await client.messages.batches.create(
                 requests=[{"custom_id": cid, "params": body} for cid, body, _ in part])
             self._sent(b.id, part, round_no)
+        self._flying.add(b.id)
         while b.processing_status != "ended":
             c = b.request_counts
             self._status = (f"batch {b.id} (round {round_no}) {b.processing_status}: "

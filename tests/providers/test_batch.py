@@ -201,3 +201,32 @@ def test_the_progress_bar_shows_the_batchs_own_counts(provider, server, make_run
     assert box["res"].statuses == ["resolved"] * 10
     shown = capsys.readouterr().err
     assert "waiting=batch batch_0001 (round 1) in_progress: 0/10" in shown
+
+
+@pytest.mark.parametrize("journaled", [False, True])
+def test_ctrl_c_cancels_the_batch_unless_a_journal_can_reattach(provider, server, make_runtime,
+                                                               tmp_path, journaled):
+    import _thread
+    import threading
+    import time
+    server.responder = _responder(provider, "menu")
+    server.batch_statuses = ["validating", "in_progress"]     # never ends by itself
+
+    def press_ctrl_c():
+        for _ in range(2000):   # once the run has polled its batch a few times (a count)
+            if sum(r.method == "GET" and "/batches/" in r.path for r in server.requests) >= 5:
+                break
+            time.sleep(0.01)
+        _thread.interrupt_main()
+    threading.Thread(target=press_ctrl_c, daemon=True).start()
+    with pytest.warns(RuntimeWarning, match="interrupted"):
+        res = evaluate("Message: {m}", OPTIONS, ROWS[:10], runtime=make_runtime(),
+                       progress=False, batch={"poll_s": 0.01, "settle_s": 0.05},
+                       journal=tmp_path / "j.jsonl" if journaled else None)
+    assert res.interrupted and res.statuses == ["cancelled"] * 10
+    (batch,) = server.batches.values()
+    cancels = [r for r in server.requests if r.path.endswith("/cancel")]
+    if journaled:   # left running: the next call re-attaches to it
+        assert cancels == [] and not batch["cancelled"]
+    else:           # nobody could re-attach: cancelled at the provider
+        assert len(cancels) == 1 and batch["cancelled"]
