@@ -88,7 +88,10 @@ def deadline_transport(httpx2: Any, asynchronous: bool = False,
         limit = ratelimit.current() or (own_limit() if own_limit is not None else None)
         if limit is None:
             return await once(request, send)
-        tokens = len(request.content or b"") // 4 if hasattr(request, "content") else 0
+        try:   # ~4 bytes a token; a streamed body (a batch file upload) is not counted
+            tokens = len(request.content) // 4
+        except Exception:
+            tokens = 0
         first = time.monotonic()
         deadline = _deadline.get()
         while True:

@@ -230,3 +230,14 @@ def test_ctrl_c_cancels_the_batch_unless_a_journal_can_reattach(provider, server
         assert cancels == [] and not batch["cancelled"]
     else:           # nobody could re-attach: cancelled at the provider
         assert len(cancels) == 1 and batch["cancelled"]
+
+
+def test_the_batch_path_keeps_to_a_rate_limit_too(provider, server, make_runtime):
+    from openprogram.agentic_programming.ratelimit import RateLimit
+    server.responder = _responder(provider, "menu")
+    limit = RateLimit(requests_per_minute=60_000)
+    res = evaluate("Message: {m}", OPTIONS, ROWS[:5], runtime=make_runtime(), progress=False,
+                   batch=FAST, rate_limit=limit)
+    assert res.statuses == ["resolved"] * 5
+    # every HTTP request of the batch protocol (upload, create, polls, results) was paced
+    assert limit.stats["sent"] == len(server.requests) and limit.stats["ok"] == limit.stats["sent"]
