@@ -160,6 +160,13 @@ def test_a_killed_run_reattaches_to_its_batch_and_sends_nothing_new(provider, se
                r.path.rstrip("/").endswith(("/batches", "/files"))]
     assert len(creates) == (2 if provider == "openai" else 1)   # the child's upload + create
     assert [r["label"] for r in ROWS[:40]] == res.picks_list
+    # the journal tells the batch's story: sent by the killed run, ended in the one after
+    import json
+    lines = [json.loads(x) for x in journal.read_text().splitlines()]
+    story = [(x["batch_id"], x["state"], len(x.get("custom_ids") or ()), x.get("answered"))
+             for x in lines if x["kind"] == "batch"]
+    assert story == [("batch_0001", "submitted", 40, None),
+                     ("batch_0001", "completed", 0, 40)]
 
 
 def test_compare_and_aevaluate_take_the_batch_path(provider, server, make_runtime):
