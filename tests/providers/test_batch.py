@@ -3,6 +3,7 @@ loopback server speaking OpenAI's files + batches and Anthropic's message batche
 the server's records only."""
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -248,3 +249,15 @@ def test_the_batch_path_keeps_to_a_rate_limit_too(provider, server, make_runtime
     assert res.statuses == ["resolved"] * 5
     # every HTTP request of the batch protocol (upload, create, polls, results) was paced
     assert limit.stats["sent"] == len(server.requests) and limit.stats["ok"] == limit.stats["sent"]
+
+
+def test_a_round_over_the_size_limit_is_split_too(provider, server, make_runtime):
+    server.responder = _responder(provider, "menu")
+    one = len(json.dumps(make_runtime()._request(
+        [{"role": "user", "content": "Message: ticket 0"}], None, None, None).body))
+    # room for about two requests a batch (each is counted with 100 bytes of envelope)
+    res = evaluate("Message: {m}", OPTIONS, ROWS[:6], runtime=make_runtime(), progress=False,
+                   batch={**FAST, "max_bytes": 2 * (one + 100) + 50})
+    assert res.statuses == ["resolved"] * 6
+    sizes = sorted(len(b["order"]) for b in server.batches.values())
+    assert sum(sizes) == 6 and max(sizes) <= 2 and len(sizes) >= 3
