@@ -35,10 +35,12 @@ from .loop import check_reask, check_validate, max_attempts as _max_attempts
 from .model import ModelCaller as Runtime, check_modes, check_timeout, resolve_runtime
 from .modes import get_mode
 from .options import check_context, normalize, render_menu
+from .ratelimit import RateLimit, check_rate_limit, using as _limited
 from .trace import _safe_repr, batch
+from .trace import batch as _trace_batch
 
 __all__ = ["evaluate", "aevaluate", "compare", "EvaluationResult", "ComparisonResult",
-           "Variant", "JournalMismatch", "NO_PICK"]
+           "Variant", "JournalMismatch", "NO_PICK", "RateLimit"]
 
 
 def _known(**attrs) -> dict:
@@ -183,8 +185,10 @@ class _Run:
     """One option set over one table: its journal, sink, board and the rows left to run."""
 
     def __init__(self, table: Table, menu: list, rt: Runtime, settings: dict, concurrency: int,
-                 progress: Any, desc: str, journal: Any, name: str):
+                 progress: Any, desc: str, journal: Any, name: str,
+                 limit: RateLimit | None = None):
         self.table, self.menu, self.rt, self.settings = table, menu, rt, settings
+        self.limit = limit
         self.concurrency, self.name = concurrency, name
         self.journal = _open_journal(journal, name, table.prompt, menu, settings["mode"], rt,
                                      table, concurrency)
@@ -192,7 +196,8 @@ class _Run:
         self.sink = _Sink(self.names, table.total, self.journal)
         before = len(self.journal.done) if self.journal is not None else 0
         self.board = Board(self.sink, table.total, progress, desc, done_before=before,
-                           failed_before=self.sink.failed, retried_before=self.sink.retried)
+                           failed_before=self.sink.failed, retried_before=self.sink.retried,
+                           waiting=limit.status if limit is not None else None)
         self.items = _items(table, self.journal, self.sink)
 
     def result(self, wall: float, was_interrupted: bool, label: str | None = None):
@@ -212,8 +217,53 @@ class _Run:
     def go(self) -> tuple[float, bool]:
         workers = self.concurrency if self.table.total is None else \
             max(1, min(self.concurrency, self.table.total - self.board.finished))
-        return _run_rows(self.items, self.menu, self.rt, concurrency=workers,
-                         settings=self.settings, board=self.board)
+        with _limited(self.limit):  # the rows' contexts are copies of this one
+            return _run_rows(self.items, self.menu, self.rt, concurrency=workers,
+                             settings=self.settings, board=self.board)
+
+
+def _rate_limit(value: Any, rts: list) -> RateLimit | None:
+    """`rate_limit=` checked: it paces HTTP requests, so a runtime that sends none through the
+    provider transport (a scripted or local model) cannot keep to it, and says so."""
+    limit = check_rate_limit(value)
+    if limit is None:
+        return None
+    for rt in rts:
+        inner = rt
+        while inner is not None and not getattr(inner, "honours_rate_limit", False):
+            inner = getattr(inner, "inner", None)
+        if inner is None:
+            raise TypeError(f"rate_limit= paces the HTTP requests of OpenAIRuntime and "
+                            f"AnthropicRuntime (also when recorded); runtime {rt.name!r} "
+                            f"({type(rt).__name__}) sends none, so there is nothing to pace. "
+                            f"Drop rate_limit= or use a provider runtime.")
+    return limit
+
+
+def _batched(batch: Any, rt: Runtime) -> Runtime:
+    """The runtime that answers a run's calls: `rt`, or with `batch=` its batch path."""
+    if batch is None or batch is False:
+        return rt
+    if batch is not True and not isinstance(batch, Mapping):
+        raise TypeError(f"batch must be True, False or a dict of the batch path's settings "
+                        f"(poll_s, settle_s, max_requests, max_bytes), got "
+                        f"{type(batch).__name__}")
+    make = getattr(rt, "batched", None)
+    if make is None:
+        raise TypeError(f"batch=True sends the run through a provider's batch API: it needs an "
+                        f"OpenAIRuntime or an AnthropicRuntime, got {type(rt).__name__} "
+                        f"({rt.name!r}). Run without batch=.")
+    return make(**({} if batch is True else dict(batch)))
+
+
+def _batch_hooks(one: "_Run", batched: Runtime, rt: Runtime) -> None:
+    """On the batch path: the bar shows the batch's counts, and the journal holds its batches
+    (those in flight are re-attached to, new ones recorded)."""
+    if batched is rt:
+        return
+    one.board.waiting = batched.status
+    if one.journal is not None:
+        batched.attach(one.journal.batches, one.journal.write_batch)
 
 
 def _plan(prompt, options, inputs, runtime, expected, context, what: str, total, journal):
@@ -235,8 +285,8 @@ def evaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime | None 
              context: dict | None = None, timeout_s: float | None = None,
              progress: bool = True, on_interrupt: str = "return",
              validate: Callable | None = None, reask: Any = None,
-             mode: str = "menu", journal: Any = None, total: int | None = None
-             ) -> "EvaluationResult":
+             mode: str = "menu", journal: Any = None, total: int | None = None,
+             rate_limit: Any = None, batch: Any = False) -> "EvaluationResult":
     """Run the decision `prompt.format_map(row)` over `options` for every row of `inputs` (a
     pandas DataFrame, a list of dicts, or any iterable of dicts — a generator, a
     `csv.DictReader`, `pandas.read_csv(..., chunksize=)` chunks — with `total=` its row count
@@ -259,6 +309,19 @@ def evaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime | None 
     and the progress bar starts at their count. A journal of another evaluation (another
     prompt, option set, way of asking or runtime) is refused with `JournalMismatch`.
 
+    `batch=True` (OpenAIRuntime, AnthropicRuntime) sends the rows through the provider's
+    batch API (half the price, answered within a day; see `openprogram.runtimes.batch`): all
+    rows are asked in one round, re-asks go in the next; a dict sets the path's options
+    (`{"poll_s": 30}`).
+
+    `rate_limit=RateLimit(requests_per_minute=..., tokens_per_minute=...)` (or a number of
+    requests per minute) keeps every request of the run to the provider's limits (see
+    `ratelimit`): requests are paced before they are sent, a 429 / 529 pauses the whole run for
+    the server's retry-after and halves its concurrency, and a row fails only after
+    `patience_s` (default 600) without any success; the progress bar says when the run waits
+    and why. It applies to OpenAIRuntime and AnthropicRuntime (a runtime's own
+    `rate_limit=` does the same for every call it makes).
+
     Ctrl-C (or interrupting the kernel) stops the run at once: rows not yet started are
     cancelled, finished rows are kept, and rows in flight are marked "cancelled" too — on
     threads their current model call ends in the background (a thread cannot be killed) but
@@ -272,10 +335,16 @@ def evaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime | None 
     menu, table, rt = _plan(prompt, options, inputs, runtime, expected, context, "evaluate",
                             total, journal)
     check_modes(rt, settings["mode"])
-    one = _Run(table, menu, rt, settings, concurrency, progress, "evaluate", journal,
-               "evaluate")
-    with batch("evaluate", None, **_known(inputs=table.total), concurrency=concurrency,
-               mode=settings["mode"]):
+    limit = _rate_limit(rate_limit, [rt])
+    batched = _batched(batch, rt)
+    if batched is not rt:
+        # every row waits on its round: all of them at once (a task each, no thread)
+        concurrency = max(concurrency, table.total or 50_000)
+    one = _Run(table, menu, batched, settings, concurrency, progress, "evaluate", journal,
+               "evaluate", limit)
+    _batch_hooks(one, batched, rt)
+    with _trace_batch("evaluate", None, **_known(inputs=table.total),
+                      concurrency=concurrency, mode=settings["mode"]):
         wall, was_interrupted = one.go()
     result = one.result(wall, was_interrupted)
     if was_interrupted:
@@ -289,12 +358,13 @@ async def aevaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime 
                     context: dict | None = None, timeout_s: float | None = None,
                     progress: bool = True, on_interrupt: str = "return",
                     validate: Callable | None = None, reask: Any = None, mode: str = "menu",
-                    journal: Any = None, total: int | None = None) -> "EvaluationResult":
+                    journal: Any = None, total: int | None = None,
+                    rate_limit: Any = None, batch: Any = False) -> "EvaluationResult":
     """`evaluate`, awaitable: every row is a `decision.amake` task on the running event loop,
     at most `concurrency` in flight, each in a copy of the caller's context. Same arguments
-    (`journal=` and `total=` included) and the same `EvaluationResult`; with a synchronous
-    model each call runs in a worker thread (see `Runtime.acomplete`), with an async one nothing
-    but the loop is needed.
+    (`journal=`, `total=`, `rate_limit=` and `batch=` included) and the same
+    `EvaluationResult`; with a synchronous model each call runs in a worker thread (see
+    `Runtime.acomplete`), with an async one nothing but the loop is needed.
 
     A KeyboardInterrupt (raised inside a row, or reaching this coroutine) stops the run as in
     `evaluate`: rows in flight are cancelled, finished rows are kept, and `on_interrupt` says
@@ -308,8 +378,13 @@ async def aevaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime 
     menu, table, rt = _plan(prompt, options, inputs, runtime, expected, context, "aevaluate",
                             total, journal)
     check_modes(rt, settings["mode"])
-    one = _Run(table, menu, rt, settings, concurrency, progress, "evaluate", journal,
-               "evaluate")
+    limit = _rate_limit(rate_limit, [rt])
+    batched = _batched(batch, rt)
+    if batched is not rt:
+        concurrency = max(concurrency, table.total or 50_000)
+    one = _Run(table, menu, batched, settings, concurrency, progress, "evaluate", journal,
+               "evaluate", limit)
+    _batch_hooks(one, batched, rt)
     board = one.board
     stop = threading.Event()
 
@@ -319,9 +394,9 @@ async def aevaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime 
 
     t0 = time.perf_counter()
     try:
-        with batch("evaluate", None, **_known(inputs=table.total), concurrency=concurrency,
-                   mode=settings["mode"]):
-            was_interrupted = await arows(one.items, menu, rt, settings, concurrency, stop,
+        with _trace_batch("evaluate", None, **_known(inputs=table.total),
+                          concurrency=concurrency, mode=settings["mode"]), _limited(limit):
+            was_interrupted = await arows(one.items, menu, batched, settings, concurrency, stop,
                                           contextvars.copy_context(), on_row)
     except KeyboardInterrupt:
         was_interrupted = True
@@ -405,8 +480,8 @@ def compare(prompt: str, variants: Any, inputs: Any, *, options: Any = None,
             expected: Any = None, context: dict | None = None, timeout_s: float | None = None,
             progress: bool = True, on_interrupt: str = "return",
             validate: Callable | None = None, reask: Any = None,
-            mode: str = "menu", journal: Any = None, total: int | None = None
-            ) -> "ComparisonResult":
+            mode: str = "menu", journal: Any = None, total: int | None = None,
+            rate_limit: Any = None, batch: Any = False) -> "ComparisonResult":
     """Run two or more variants over the same inputs and line their picks up side by side.
 
     `variants` maps a name to an option set (run on `runtime`, else the bound Runtime), to a
@@ -417,8 +492,9 @@ def compare(prompt: str, variants: Any, inputs: Any, *, options: Any = None,
     journal, named after it, and resumes on its own). An iterable of inputs is read once and
     kept, since every variant runs over it. Returns a `ComparisonResult`: `.to_frame()` (one
     pick column per variant), `.differences`, `.summary` (retry and failure rates, accuracy, per
-    variant), `.picks`, `.plot()`. Ctrl-C behaves as in `evaluate`; variants not yet started are
-    all "cancelled".
+    variant), `.picks`, `.plot()`. `batch=` and `rate_limit=` apply to every variant, as in
+    `evaluate` (on the batch path each variant is its own rounds). Ctrl-C behaves as in
+    `evaluate`; variants not yet started are all "cancelled".
     """
     concurrency, settings = _settings(on_interrupt, concurrency, max_retries, timeout_s,
                                       context, validate, reask, mode)
@@ -426,6 +502,7 @@ def compare(prompt: str, variants: Any, inputs: Any, *, options: Any = None,
     for name, menu, rt, overrides in plan:
         check_context(menu, context)
         check_modes(rt, overrides.get("mode", settings["mode"]))
+    limit = _rate_limit(rate_limit, [rt for _, _, rt, _ in plan])
     names = list(dict.fromkeys(o.name for _, menu, _, _ in plan for o in menu))
     table = Table(prompt, inputs, expected, names, "compare on", total=total)
     if table.streamed:  # every variant runs over the rows: read them once, keep them
@@ -435,13 +512,16 @@ def compare(prompt: str, variants: Any, inputs: Any, *, options: Any = None,
         table = Table(prompt, table.records, exp, names, "compare on")
     results: dict[str, EvaluationResult] = {}
     was_interrupted = False
-    with batch("compare", None, variants=len(plan), inputs=table.total):
+    with _trace_batch("compare", None, variants=len(plan), inputs=table.total):
         for name, menu, rt, overrides in plan:
             own = {k: v for k, v in overrides.items() if k != "prompt"}
             own_prompt = overrides.get("prompt", prompt)
             own_table = table if own_prompt == prompt else table.refill(own_prompt)
-            one = _Run(own_table, menu, rt, {**settings, **own}, concurrency,
-                       progress and not was_interrupted, name, journal, name)
+            batched = _batched(batch, rt)
+            workers = concurrency if batched is rt else max(concurrency, table.total or 50_000)
+            one = _Run(own_table, menu, batched, {**settings, **own}, workers,
+                       progress and not was_interrupted, name, journal, name, limit)
+            _batch_hooks(one, batched, rt)
             if was_interrupted:
                 wall = 0.0
                 one.board.close()

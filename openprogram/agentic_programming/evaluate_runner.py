@@ -93,8 +93,11 @@ class Board:
     result returned at the stop says. `sink(i, extra, row)` takes each finished row."""
 
     def __init__(self, sink: Callable, total: int | None, progress: Any, desc: str | None,
-                 done_before: int = 0, failed_before: int = 0, retried_before: int = 0):
+                 done_before: int = 0, failed_before: int = 0, retried_before: int = 0,
+                 waiting: Callable[[], str | None] | None = None):
         self.sink = sink
+        self.waiting = waiting  # why the run waits now (a rate limit), for the bar
+        self._note: str | None = None
         self.finished, self.failed, self.retried = done_before, failed_before, retried_before
         self._shown = done_before
         self._start = done_before
@@ -126,12 +129,18 @@ class Board:
             self._closed = True
 
     def show(self) -> None:
-        if self.bar is None or self.finished == self._shown:
+        note = self.waiting() if self.waiting is not None else None
+        if self.bar is None or (self.finished == self._shown and note == self._note):
             return
+        post = {}
         if self.finished:
             post = {"failed": self.failed,
                     "retried": f"{self.retried / self.finished:.0%}"}
-            self.bar.set_postfix(post, refresh=False)
+        if note:
+            post["waiting"] = note
+        if post or self._note:
+            self.bar.set_postfix(post, refresh=self.finished == self._shown)
+        self._note = note
         self.bar.update(self.finished - self._shown)
         self._shown = self.finished
 
@@ -231,7 +240,18 @@ class _Loop:
         finally:
             self.started.set()
             board.done.set()
-            try:  # an async model may have used asyncio.to_thread
+            try:
+                # tasks a runtime started on this loop (the batch path's rounds) end with it,
+                # running their own cleanup (an interrupted batch is cancelled at the provider)
+                # (first those already cancelled, whose cleanup may start tasks of its own)
+                for pick in (lambda t: t.cancelling(), lambda t: True):
+                    left = [t for t in asyncio.all_tasks(loop) if pick(t)]
+                    for t in left:
+                        if not t.cancelling():
+                            t.cancel()
+                    if left:
+                        loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+                # an async model may have used asyncio.to_thread
                 loop.run_until_complete(loop.shutdown_default_executor())
             finally:
                 loop.close()

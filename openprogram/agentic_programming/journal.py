@@ -145,6 +145,7 @@ class Journal:
                              f"evaluate(..., journal=) wrote")
         old = None
         self.shared: dict | None = None
+        self.batches: list[dict] = []   # this section's batch lines (the batch path's rounds)
         self.shared_lines: list[tuple[int, dict]] = []  # (offset, line) of this section's
         for item, offset in lines[1:]:
             kind = item.get("kind")
@@ -155,6 +156,8 @@ class Journal:
                 old = item
             elif kind == "row" and item.get("section") == self.name:
                 self.done[item["row"]] = (item.get("key"), item, offset)
+            elif kind == "batch" and item.get("section") == self.name:
+                self.batches.append(item)
         if old is not None and old.get("fingerprint") != section["fingerprint"]:
             changed = [k for k in ("prompt", "menu", "mode", "runtime")
                        if old.get(k) != section.get(k)] or ["the evaluation"]
@@ -207,6 +210,13 @@ class Journal:
                 self.shared_lines.append((self._write(_line(self.shared)), self.shared))
             data = {**data, "trace": packed}
         return self._write(row_line(self.name, i, key, data))
+
+    def write_batch(self, data: dict) -> None:
+        """Append a batch line (a batch sent, or how it ended), so a restarted run re-attaches
+        to a batch in flight instead of sending it again."""
+        item = {"kind": "batch", "section": self.name, **data}
+        self._write(_line(item))
+        self.batches.append(item)
 
     def close(self) -> None:
         self._file.close()

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
+from ..agentic_programming import ratelimit
 from ..agentic_programming.errors import OpenProgramError
 from ..agentic_programming.model import run_sync
 from ..agentic_programming.runtime import ModelCallError, ModelResponse, Runtime, ToolCall
@@ -45,6 +46,7 @@ _deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
 
 _RETRY_STATUSES = {408, 409, 429}
 DEADLINE_HEADER = "x-openprogram-deadline"
+PATIENCE_HEADER = "x-openprogram-patience"   # a rate limit the run waited out its patience on
 _SDK_FIRST_BACKOFF = 0.375   # the SDKs sleep 0.5 s * 2**n, minus up to 25% jitter, between retries
 
 
@@ -66,7 +68,8 @@ def safe_url(url: str | None) -> str | None:
     return urlunsplit((p.scheme, host, p.path, "", ""))
 
 
-def deadline_transport(httpx2: Any, asynchronous: bool = False) -> Any:
+def deadline_transport(httpx2: Any, asynchronous: bool = False,
+                       own_limit: Callable[[], Any] | None = None) -> Any:
     """An httpx2 transport (the async kind with `asynchronous=True`) that enforces the
     contextual deadline on every attempt the SDK makes.
 
@@ -79,7 +82,47 @@ def deadline_transport(httpx2: Any, asynchronous: bool = False) -> Any:
     budget. (Raising from here would not work: one SDK wraps any transport exception into a
     retryable connection error.)"""
 
-    async def attempt(request, send):
+    async def attempt(request, send, sleep, discard):
+        """One attempt through `send`, kept to the run's rate limit (`ratelimit`): paced
+        before it goes, and sent again after the run's pause while the server answers 429 /
+        529 — the SDK sees a rate limit only once the run's patience is spent (then marked
+        not to be retried: the run already waited)."""
+        limit = ratelimit.current() or (own_limit() if own_limit is not None else None)
+        if limit is None:
+            return await once(request, send)
+        try:   # ~4 bytes a token; a streamed body (a batch file upload) is not counted
+            tokens = len(request.content) // 4
+        except Exception:
+            tokens = 0
+        first = time.monotonic()
+        deadline = _deadline.get()
+        while True:
+            while True:
+                wait, epoch = limit.reserve(tokens)
+                if epoch >= 0:
+                    break
+                if deadline is not None and time.monotonic() + wait >= deadline:
+                    return _spent(request)
+                await sleep(limit, wait)
+            try:
+                response = await once(request, send)
+            except BaseException:
+                limit.done(ok=False)
+                raise
+            code = response.status_code
+            if code not in ratelimit.LIMIT_STATUSES or response.headers.get(DEADLINE_HEADER):
+                limit.done(ok=code < 400)
+                return response
+            wait = _header_wait(response.headers)
+            cause = f"{code} from the server" + (f", retry after {wait:g}s" if wait else "")
+            if not limit.limited(epoch, wait, first, cause) or (
+                    deadline is not None and time.monotonic() + (wait or 0) >= deadline):
+                response.headers["x-should-retry"] = "false"
+                response.headers[PATIENCE_HEADER] = f"{limit.patience_s:g}"
+                return response
+            await discard(response)
+
+    async def once(request, send):
         """One attempt through `send` (the inner transport), within the deadline."""
         deadline = _deadline.get()
         if deadline is None:
@@ -110,7 +153,14 @@ def deadline_transport(httpx2: Any, asynchronous: bool = False) -> Any:
         def handle_request(self, request):
             async def send(r):  # never suspends: run_sync drives it without a loop
                 return self._inner.handle_request(r)
-            return run_sync(attempt(request, send))
+
+            async def sleep(limit, seconds):  # a thread waits (never suspending the coroutine)
+                limit.wait_sync(seconds)
+
+            async def discard(response):
+                response.read()
+                response.close()
+            return run_sync(attempt(request, send, sleep, discard))
 
         def close(self):
             self._inner.close()
@@ -120,7 +170,7 @@ def deadline_transport(httpx2: Any, asynchronous: bool = False) -> Any:
             self._inner = httpx2.AsyncHTTPTransport()
 
         async def handle_async_request(self, request):
-            return await attempt(request, self._inner.handle_async_request)
+            return await attempt(request, self._inner.handle_async_request, _asleep, _adiscard)
 
         async def aclose(self):
             await self._inner.aclose()
@@ -132,7 +182,28 @@ def deadline_transport(httpx2: Any, asynchronous: bool = False) -> Any:
             json={"type": "error", "error": {"type": "timeout", "message":
                                              "the time budget of the call is spent"}})
 
+    async def _asleep(limit, seconds):
+        import asyncio
+        await asyncio.sleep(seconds)
+
+    async def _adiscard(response):
+        await response.aread()
+        await response.aclose()
+
     return AsyncDeadlineTransport() if asynchronous else DeadlineTransport()
+
+
+def _header_wait(headers: Any) -> float | None:
+    """The wait a rate-limited answer asks for: `retry-after-ms`, else `retry-after` in
+    seconds (an HTTP date is not read: the default wait applies), bounded to an hour."""
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        try:
+            v = float(headers.get(name))
+        except (TypeError, ValueError):
+            continue
+        if v >= 0 and v == v:
+            return min(v / scale, 3600.0)
+    return None
 
 
 def _retry_wait(headers: Any, request_headers: Any) -> float:
@@ -375,7 +446,8 @@ class ProviderRuntime(Runtime):
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
                  stream: bool = True, max_retries: int = 2, timeout: float | None = None,
                  system: str | None = None, name: str | None = None,
-                 default_headers: dict | None = None, **request_options: Any):
+                 default_headers: dict | None = None, rate_limit: Any = None,
+                 **request_options: Any):
         if not isinstance(model, str) or not model.strip():
             raise TypeError(f"{type(self).__name__} needs model='<model name>', e.g. "
                             f"{self.api.example_model!r}; got {model!r}")
@@ -402,6 +474,8 @@ class ProviderRuntime(Runtime):
         self.timeout = timeout
         self.system = system
         self.request_options = request_options
+        # every request of this runtime keeps to it (a run's own, evaluate(rate_limit=), wins)
+        self.rate_limit = ratelimit.check_rate_limit(rate_limit)
         import httpx2
 
         def new_client(asynchronous: bool) -> Any:
@@ -411,7 +485,8 @@ class ProviderRuntime(Runtime):
             return getattr(sdk, cls)(
                 api_key=key, base_url=base_url, max_retries=max_retries,
                 default_headers=default_headers,
-                http_client=http(transport=deadline_transport(httpx2, asynchronous)))
+                http_client=http(transport=deadline_transport(
+                    httpx2, asynchronous, lambda: self.rate_limit)))
         self._new_client = new_client
         self._client = new_client(False)
         # an async client's connections belong to one event loop: one client per loop
@@ -421,6 +496,9 @@ class ProviderRuntime(Runtime):
         self._check_options(request_options)
 
     #: Request fields the runtime sets itself: the way of asking, the stream, the conversation.
+    #: It sends HTTP requests through the transport that keeps to a RateLimit.
+    honours_rate_limit = True
+
     _OWN_FIELDS = frozenset({"model", "messages", "stream", "stream_options", "tools",
                              "tool_choice", "response_format", "parallel_tool_calls"})
 
@@ -774,6 +852,12 @@ class ProviderRuntime(Runtime):
             return (f"{what} was not found (404: {detail}). Check the model name (for a local "
                     f"server, the names it lists, e.g. `ollama list`) and that base_url is the "
                     f"API root (OpenAI-compatible servers usually end in /v1).")
+        patience = exc.response.headers.get(PATIENCE_HEADER) if code in (429, 529) else None
+        if patience is not None:
+            return (f"{what} is still rate limited ({code}: {detail}) after the run waited "
+                    f"{patience}s without a single successful reply (the RateLimit's "
+                    f"patience_s). Lower requests_per_minute / tokens_per_minute, raise "
+                    f"patience_s, or run again later.")
         if code == 429:
             return (f"{what} is rate limited (429: {detail}){retried}. Wait and run again, "
                     f"raise max_retries=, or lower the request rate.")

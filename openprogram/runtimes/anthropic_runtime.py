@@ -40,6 +40,7 @@ import json
 from typing import Any
 
 from ..agentic_programming.runtime import ModelCallError, ModelResponse, to_blocks
+from .batch import BatchRuntime
 from ._provider import (Ask, ProviderAPI, ProviderRuntime, StreamedReply, _Malformed, json_args,
                         tc_parts, tool_call, unique_tools)
 from ._strict import api_name
@@ -60,6 +61,11 @@ class AnthropicRuntime(ProviderRuntime):
             raise ValueError(f"max_tokens must be a whole number >= 1, got {max_tokens!r}")
         self.max_tokens = max_tokens
         super().__init__(model, **options)
+
+    def batched(self, **options: Any) -> "BatchRuntime":
+        """This runtime's calls answered through its provider's batch API (see `batch`);
+        what `evaluate(..., batch=True)` uses."""
+        return BatchRuntime(self, **options)
 
     def _create(self, client: Any = None):
         return (client or self._client).messages.create

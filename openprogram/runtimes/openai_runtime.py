@@ -66,6 +66,7 @@ import json
 from typing import Any
 
 from ..agentic_programming.runtime import ModelCallError, ModelResponse, to_blocks
+from .batch import BatchRuntime
 from ._provider import (CUT_OFF, Ask, ProviderAPI, ProviderRuntime, StreamedReply, _Malformed,
                         tc_parts, tool_call, unique_tools)
 from ._servers import Negotiator, check_server
@@ -100,6 +101,11 @@ class OpenAIRuntime(ProviderRuntime):
         asked, the server's words, what was sent in its place (every later request sends that
         at once)."""
         return [dict(r) for r in self._negotiator.refusals]
+
+    def batched(self, **options: Any) -> "BatchRuntime":
+        """This runtime's calls answered through its provider's batch API (see `batch`);
+        what `evaluate(..., batch=True)` uses."""
+        return BatchRuntime(self, **options)
 
     def _create(self, client: Any = None):
         return (client or self._client).chat.completions.create

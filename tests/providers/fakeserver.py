@@ -101,6 +101,7 @@ class Request:
     path: str
     headers: dict
     body: Any
+    at: float = field(default_factory=time.monotonic)   # the server's clock, on arrival
 
 
 class FakeServer:
@@ -122,6 +123,17 @@ class FakeServer:
         self._gate = threading.Condition(self._lock)
         self.in_flight = 0
         self.max_in_flight = 0
+        # the batch protocols (OpenAI files + batches, Anthropic message batches): each batch
+        # is answered whole at creation (by the queue / responder, one reply per request line)
+        # and walks `batch_statuses`, one step per retrieve; `batch_end` ("expired",
+        # "cancelled") ends it instead of "completed", answering only its first `batch_answer`
+        # requests
+        self.batches: dict[str, dict] = {}
+        self.files: dict[str, bytes] = {}
+        self.batch_statuses = ["validating", "in_progress", "finalizing", "completed"]
+        self.batch_end: str | None = None
+        self.batch_answer: int | None = None
+        self.batches_created = 0
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -213,6 +225,8 @@ class FakeServer:
     def _answer(self, h: BaseHTTPRequestHandler) -> None:
         n = int(h.headers.get("Content-Length") or 0)
         raw_body = h.rfile.read(n) if n else b""
+        if "/batches" in h.path or "/files" in h.path:
+            return self._batch_api(h, raw_body)
         try:
             body = json.loads(raw_body) if raw_body else None
         except ValueError:
@@ -263,6 +277,167 @@ class FakeServer:
         if stream:
             return self._stream(h, reply, self._anthropic_events(reply, model))
         return self._send_json(h, 200, self._anthropic_message(reply, model), reply=reply)
+
+    # -- the batch protocols -------------------------------------------------------------------
+    def _reply_for(self, body: Any) -> Reply:
+        with self._lock:
+            reply = self.replies.pop(0) if self.replies else None
+        if reply is None and self.responder is not None:
+            reply = self.responder(body)
+        return reply if reply is not None else status(599, "no reply queued")
+
+    def _line_answer(self, body: dict) -> tuple[int, Any]:
+        """One request of a batch answered as the online endpoint would (never streamed)."""
+        reply = self._reply_for(body)
+        model = reply.model or body.get("model") or "m"
+        if reply.kind == "status":
+            return reply.status, self._error_body(reply)
+        if self.provider == "openai":
+            return 200, self._openai_message(reply, model)
+        return 200, self._anthropic_message(reply, model)
+
+    def _new_batch(self, lines: list[tuple[str, dict]]) -> dict:
+        with self._lock:
+            self.batches_created += 1
+            bid = f"batch_{self.batches_created:04d}"
+        answers = {cid: self._line_answer(body) for cid, body in lines}
+        batch = {"id": bid, "order": [cid for cid, _ in lines], "answers": answers, "step": 0,
+                 "end": self.batch_end, "answer": self.batch_answer, "cancelled": False}
+        self.batches[bid] = batch
+        return batch
+
+    def _status_of(self, batch: dict, advance: bool) -> str:
+        if batch["cancelled"]:
+            return "cancelled"
+        steps = self.batch_statuses
+        if advance and batch["step"] < len(steps) - 1:
+            batch["step"] += 1
+        state = steps[batch["step"]]
+        if state == "completed" and batch["end"]:
+            return batch["end"]
+        return state
+
+    def _answered_ids(self, batch: dict, state: str) -> list[str]:
+        if state == "completed":
+            return batch["order"]
+        if state in ("expired", "cancelled"):
+            return batch["order"][:batch["answer"] or 0]
+        return []
+
+    def _openai_batch(self, batch: dict, state: str) -> dict:
+        done = self._answered_ids(batch, state)
+        ok = [c for c in done if batch["answers"][c][0] == 200]
+        bad = [c for c in done if batch["answers"][c][0] != 200]
+        terminal = state in ("completed", "expired", "cancelled")
+        return {"id": batch["id"], "object": "batch", "endpoint": "/v1/chat/completions",
+                "completion_window": "24h", "input_file_id": f"file-in-{batch['id']}",
+                "status": state, "created_at": 1,
+                "output_file_id": f"file-out-{batch['id']}" if terminal and ok else None,
+                "error_file_id": f"file-err-{batch['id']}" if terminal and bad else None,
+                "request_counts": {"total": len(batch["order"]), "completed": len(ok),
+                                   "failed": len(bad)}}
+
+    def _anthropic_batch(self, batch: dict, state: str) -> dict:
+        done = self._answered_ids(batch, state)
+        ended = state in ("completed", "expired", "cancelled")
+        ok = sum(batch["answers"][c][0] == 200 for c in done)
+        counts = {"processing": 0 if ended else len(batch["order"]), "succeeded": ok,
+                  "errored": len(done) - ok,
+                  "canceled": len(batch["order"]) - len(done) if state == "cancelled" else 0,
+                  "expired": len(batch["order"]) - len(done) if state == "expired" else 0}
+        return {"id": batch["id"], "type": "message_batch",
+                "processing_status": "ended" if ended else
+                ("canceling" if batch["cancelled"] else "in_progress"),
+                "request_counts": counts, "created_at": "2026-01-01T00:00:00Z",
+                "expires_at": "2026-01-02T00:00:00Z", "ended_at": None, "archived_at": None,
+                "cancel_initiated_at": None,
+                "results_url": f"{self.url}/v1/messages/batches/{batch['id']}/results"
+                if ended else None}
+
+    def _results_lines(self, batch: dict, state: str, errors: bool | None) -> bytes:
+        out = []
+        done = self._answered_ids(batch, state)
+        for cid in batch["order"]:
+            code, body = batch["answers"][cid]
+            if self.provider == "openai":
+                if cid not in done or (code == 200) == bool(errors):
+                    continue
+                out.append({"id": f"r-{cid}", "custom_id": cid, "error": None,
+                            "response": {"status_code": code, "request_id": f"q-{cid}",
+                                         "body": body}})
+            elif cid in done:
+                result = {"type": "succeeded", "message": body} if code == 200 else \
+                    {"type": "errored", "error": body}
+                out.append({"custom_id": cid, "result": result})
+            else:
+                out.append({"custom_id": cid, "result": {
+                    "type": "canceled" if state == "cancelled" else "expired"}})
+        return b"".join(json.dumps(o).encode() + b"\n" for o in out)
+
+    def _batch_api(self, h: BaseHTTPRequestHandler, raw_body: bytes) -> None:
+        path = h.path.split("?")[0]
+        with self._lock:
+            self.requests.append(Request(h.command, path, dict(h.headers), None))
+        parts = [p for p in path.split("/") if p]
+        if self.provider == "openai":
+            if path == "/v1/files" and h.command == "POST":
+                import email
+                form = email.message_from_bytes(
+                    b"Content-Type: " + h.headers["Content-Type"].encode() + b"\r\n\r\n"
+                    + raw_body)
+                content = next(part.get_payload(decode=True) for part in form.get_payload()
+                               if part.get_filename())
+                fid = f"file-{len(self.files) + 1:04d}"
+                self.files[fid] = content
+                return self._send_json(h, 200, {"id": fid, "object": "file", "bytes":
+                                                len(content), "created_at": 1, "filename":
+                                                "batch.jsonl", "purpose": "batch",
+                                                "status": "processed"})
+            if path == "/v1/batches" and h.command == "POST":
+                body = json.loads(raw_body)
+                lines = [json.loads(x) for x in self.files[body["input_file_id"]].splitlines()
+                         if x.strip()]
+                batch = self._new_batch([(x["custom_id"], x["body"]) for x in lines])
+                return self._send_json(h, 200, self._openai_batch(batch, "validating"))
+            if parts[:2] == ["v1", "batches"] and len(parts) >= 3:
+                batch = self.batches[parts[2]]
+                if parts[-1] == "cancel":
+                    batch["cancelled"] = True
+                return self._send_json(h, 200, self._openai_batch(
+                    batch, self._status_of(batch, parts[-1] != "cancel")))
+            if parts[:2] == ["v1", "files"] and parts[-1] == "content":
+                fid = parts[2]
+                kind, bid = fid.split("-", 2)[1], fid.split("-", 2)[2]
+                batch = self.batches[bid]
+                state = self._status_of(batch, False)
+                data = self._results_lines(batch, state, kind == "err")
+                h.send_response(200)
+                h.send_header("Content-Type", "application/octet-stream")
+                h.send_header("Content-Length", str(len(data)))
+                h.end_headers()
+                h.wfile.write(data)
+                return
+        else:
+            if path == "/v1/messages/batches" and h.command == "POST":
+                body = json.loads(raw_body)
+                batch = self._new_batch([(r["custom_id"], r["params"])
+                                         for r in body["requests"]])
+                return self._send_json(h, 200, self._anthropic_batch(batch, "in_progress"))
+            if parts[:3] == ["v1", "messages", "batches"] and len(parts) >= 4:
+                batch = self.batches[parts[3]]
+                if parts[-1] == "results":
+                    data = self._results_lines(batch, self._status_of(batch, False), None)
+                    h.send_response(200)
+                    h.send_header("Content-Type", "application/binary")
+                    h.send_header("Content-Length", str(len(data)))
+                    h.end_headers()
+                    h.wfile.write(data)
+                    return
+                if parts[-1] == "cancel":
+                    batch["cancelled"] = True
+                return self._send_json(h, 200, self._anthropic_batch(
+                    batch, self._status_of(batch, parts[-1] != "cancel")))
+        return self._send_json(h, 404, {"error": {"message": f"no such endpoint {path}"}})
 
     @staticmethod
     def _crash(h: BaseHTTPRequestHandler) -> None:
