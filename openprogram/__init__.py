@@ -6,8 +6,9 @@ library is imported here; the notebook layer (`openprogram.widgets`) loads when 
 """
 from .agentic_programming import decision
 from .agentic_programming.agent import Agent, aagent, agent, bind_context, current_agent
-from .agentic_programming.errors import (ERROR_KINDS, DecisionError, ModelCallError,
-                                         OpenProgramError, OptionError, OptionWarning, Retry)
+from .agentic_programming.errors import (ERROR_KINDS, DecisionError, MissingExtraError,
+                                         ModelCallError, OpenProgramError, OptionError,
+                                         OptionWarning, Retry)
 from .agentic_programming.records import Pick, Reask
 from .agentic_programming.function import agentic_function
 from .agentic_programming.lazy import lazy_names
@@ -23,7 +24,8 @@ from .agentic_programming.trace import (Attempt, DecisionTrace, TraceEvent, add_
 __version__ = "0.1.0"
 
 __all__ = ["Agent", "agent", "aagent", "Retry", "Pick", "Reask", "decision", "DecisionError",
-           "OptionError", "OptionWarning", "OpenProgramError", "JsonSchema", "tool",
+           "OptionError", "OptionWarning", "OpenProgramError", "MissingExtraError",
+           "JsonSchema", "tool",
            "Option", "register_option_kind", "register_trace_view", "Runtime", "ToolCall",
            "ModelResponse", "ModelCallError", "DAG", "DecisionTrace", "Attempt", "TraceEvent",
            "ERROR_KINDS", "observe", "add_observer", "remove_observer", "last_trace",

@@ -144,3 +144,55 @@ def test_import_pulls_in_no_heavy_package_where_they_are_installed():
     assert installed, "the dev environment should have the optional packages"
     names = _imported_top_level(sys.executable)
     assert not names & set(HEAVY), sorted(names & set(HEAVY))
+
+
+EVALUATE = textwrap.dedent("""
+    import asyncio, json, sys
+    from openprogram import decision, MissingExtraError
+    from openprogram.runtimes import ScriptedRuntime
+
+    def refund(order: str) -> str:
+        "Refund the order."
+        return "REFUND " + order
+
+    options = {"refund": refund, "keep": "KEEP"}
+    rows = [{"text": "broken", "label": "refund"}, {"text": "fine", "label": "keep"}]
+    replies = ['{"call": "refund", "args": {"order": "A1"}}', '{"call": "keep"}']
+
+    def reply(prompt):      # answers by row, whatever order the rows run in
+        return replies[0] if "broken" in prompt else replies[1]
+
+    ev = decision.evaluate("Handle: {text}", options, rows, expected="label",
+                           runtime=ScriptedRuntime([reply] * 2))
+    aev = asyncio.run(decision.aevaluate("Handle: {text}", options, rows, expected="label",
+                                         runtime=ScriptedRuntime([reply] * 2)))
+    cmp = decision.compare("Handle: {text}", {"a": options, "b": options}, rows,
+                           runtime=ScriptedRuntime([reply] * 4), expected="label")
+    re = decision.revalidate(ev.traces, {"refund": refund})
+    try:
+        ev.to_frame()
+        frame = "no error"
+    except MissingExtraError as exc:
+        frame = str(exc)
+    print(json.dumps({"results": ev.results, "accuracy": ev.accuracy,
+                      "aresults": aev.results, "variants": sorted(cmp.results),
+                      "cmp": [r.results for r in cmp.results.values()],
+                      "recheck": [[r.before, r.after, r.error_kind] for r in re.rows],
+                      "frame": frame}))
+""")
+
+
+@pytest.mark.slow
+def test_the_core_install_runs_evaluate_compare_and_revalidate(fresh_venv):
+    """Without tqdm and pandas (the core install): the progress is a plain line on stderr, and
+    a pandas-only method names the extra to install."""
+    py, env, base = fresh_venv
+    proc = _run([str(py), "-c", EVALUATE], env=env, cwd=str(base))
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["results"] == ["REFUND A1", "KEEP"] and out["accuracy"] == 1.0
+    assert out["aresults"] == ["REFUND A1", "KEEP"]
+    assert out["variants"] == ["a", "b"] and out["cmp"] == [["REFUND A1", "KEEP"]] * 2
+    # the edited option set lost "keep": its recorded pick is now an unknown call
+    assert out["recheck"] == [["refund", "refund", None], ["keep", "unknown_call", "unknown_call"]]
+    assert "2/2 decisions" in proc.stderr
+    assert "pip install 'openprogram-decisions[pandas]'" in out["frame"]

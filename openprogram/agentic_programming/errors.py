@@ -113,6 +113,24 @@ class NoRuntimeError(OpenProgramError, RuntimeError):
     """A model call with no Runtime to make it (rule E3); the message says how to give one."""
 
 
+class MissingExtraError(OpenProgramError, ImportError):
+    """A feature needs an optional package that is not installed; the message names the extra
+    of this project's distribution that brings it."""
+
+
+def require(module: str, extra: str, what: str):
+    """`module`, imported, or a `MissingExtraError` saying that `what` needs it and which extra
+    installs it (the core itself needs nothing beyond the standard library)."""
+    import importlib
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        top = module.split(".")[0]
+        raise MissingExtraError(
+            f"{what} needs {top}, which is not installed here: "
+            f"pip install 'openprogram-decisions[{extra}]'") from exc
+
+
 class OptionWarning(UserWarning):
     """An option set that works but probably does not say what was meant (a dict that looks
     like a tool definition used as a value, a description that is only a type name), or a

@@ -20,6 +20,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any
 
+from .errors import require
 from .records import Attempt, ToolRound
 from .trace import DecisionTrace, _safe_repr, trace_view
 
@@ -212,7 +213,7 @@ def _rate(numerator: int, denominator: int) -> float:
 def _input_frame(columns: list, records: list[Mapping], taken: set[str]):
     """The input columns as a frame indexed by input position; an input column whose name
     clashes with a result column is shown as `input_<name>`."""
-    import pandas as pd
+    pd = require("pandas", "pandas", "the result's input columns")
     frame = pd.DataFrame.from_records(list(records), columns=columns) if records else \
         pd.DataFrame(columns=columns)
     frame.index = pd.RangeIndex(len(records), name="input")
@@ -454,7 +455,7 @@ class EvaluationResult:
     def to_frame(self):
         """One row per input; see the class docstring for the columns. A journaled result
         reads its journal for the arguments, results, errors and inputs."""
-        import pandas as pd
+        pd = require("pandas", "pandas", "the result's to_frame()")
         extra = ["expected", "correct"] if self._has_expected else []
         args, results, errors, inputs = self._details()
         records = self.records if self.records is not None else inputs
@@ -482,7 +483,7 @@ class EvaluationResult:
     def picks(self):
         """The pick distribution over finished rows: a count and a share for every option (zero
         for options never picked), plus "(no pick)" when some rows got no valid pick."""
-        import pandas as pd
+        pd = require("pandas", "pandas", "the result's .picks")
         o = self._outcomes
         counts: Counter = Counter()
         finished = 0
@@ -514,7 +515,7 @@ class EvaluationResult:
         """How often each error kind occurred, over every attempt of every finished row (a row
         that was re-asked and then resolved counts its first attempt's error). A picked
         function's exception counts as "raised <ExceptionType>"."""
-        import pandas as pd
+        pd = require("pandas", "pandas", "the result's .error_counts")
         o = self._outcomes
         counts: Counter = Counter()
         for i, kinds in o.kinds.items():
@@ -552,7 +553,7 @@ class EvaluationResult:
         expected pick; None when no expected picks were given."""
         if not self._has_expected:
             return None
-        import pandas as pd
+        pd = require("pandas", "pandas", "the result's .confusion")
         scored = self._scored()
         cols = list(self.options) + ([NO_PICK] if any(p is None for _, p in scored) else [])
         table = pd.DataFrame(0, index=pd.Index(list(self.options), name="expected"),
@@ -564,7 +565,7 @@ class EvaluationResult:
     @property
     def summary(self):
         """The headline figures, as a pandas Series."""
-        import pandas as pd
+        pd = require("pandas", "pandas", "the result's .summary")
         o = self._outcomes
         statuses = Counter(o.status)
         durations = [d for s, d in zip(o.status, o.duration) if s and not math.isnan(d)]
@@ -649,7 +650,7 @@ class ComparisonResult:
         return list(self.results)
 
     def to_frame(self):
-        import pandas as pd
+        pd = require("pandas", "pandas", "the result's to_frame()")
         extra = (["expected"] if self.expected is not None else []) + ["agree"]
         frame = _input_frame(self.columns, self.records, set(self.variants) | set(extra))
         picks = {name: r.picks_list for name, r in self.results.items()}
@@ -677,14 +678,14 @@ class ComparisonResult:
 
     @property
     def summary(self):
-        import pandas as pd
+        pd = require("pandas", "pandas", "the result's .summary")
         table = pd.DataFrame({name: r.summary for name, r in self.results.items()}).T
         table.index.name = "variant"
         return table
 
     @property
     def picks(self):
-        import pandas as pd
+        pd = require("pandas", "pandas", "the result's .picks")
         counts = {name: r.picks["count"] for name, r in self.results.items()}
         order = list(dict.fromkeys(k for c in counts.values() for k in c.index if k != NO_PICK))
         if any(NO_PICK in c.index for c in counts.values()):

@@ -148,15 +148,52 @@ class Board:
 def _progress_bar(total: int | None, progress: Any, desc: str | None, initial: int = 0):
     if not progress:
         return None
-    from tqdm.auto import tqdm  # a widget in notebooks, text on a terminal
-    # tqdm's own rate (rows/s) counts from `initial`: rows a journal already held are not
-    # counted as done in no time
-    bar = tqdm(total=total, initial=initial, unit="decision", leave=True)
+    try:
+        from tqdm.auto import tqdm  # a widget in notebooks, text on a terminal
+    except ImportError:
+        # The core install has no tqdm (the core depends on nothing): a plain line instead
+        bar = _TextProgress(total, initial)
+    else:
+        # tqdm's own rate (rows/s) counts from `initial`: rows a journal already held are not
+        # counted as done in no time
+        bar = tqdm(total=total, initial=initial, unit="decision", leave=True)
     if desc:
         # Never as the first `desc`: tqdm's notebook bar shows that one unescaped (as HTML), and
         # a label is the user's text (a compare() variant name). set_description_str escapes.
         bar.set_description_str(f"{desc}: ")
     return bar
+
+
+class _TextProgress:
+    """The progress bar's stand-in where tqdm is not installed (the core install): a line on
+    stderr at every tenth of the run (every 1,000 rows when the total is unknown) and one at
+    the end, with the same counts tqdm's bar shows."""
+
+    def __init__(self, total: int | None, initial: int = 0):
+        self.total, self.n, self.desc, self.post = total, initial, "", {}
+        self._step = max(1, total // 10) if total else 1000
+        self._next = initial + self._step
+
+    def set_description_str(self, desc: str) -> None:
+        self.desc = desc
+
+    def set_postfix(self, post: dict, refresh: bool = True) -> None:
+        self.post = dict(post)
+
+    def update(self, n: int) -> None:
+        self.n += n
+        if n and self.n >= self._next:
+            self._next = self.n + self._step
+            self._line()
+
+    def close(self) -> None:
+        self._line()
+
+    def _line(self) -> None:
+        import sys
+        of = f"/{self.total}" if self.total is not None else ""
+        extra = "".join(f", {k}={v}" for k, v in self.post.items())
+        print(f"{self.desc}{self.n}{of} decisions{extra}", file=sys.stderr, flush=True)
 
 
 class _Pool:

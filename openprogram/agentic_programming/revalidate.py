@@ -17,7 +17,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable
 
-from .errors import ParseError, UsageError
+from .errors import ParseError, UsageError, require
 from .loop import Decider
 from .model import ModelResponse, ToolCall, run_sync
 from .modes import get_mode
@@ -162,7 +162,7 @@ class Revalidation:
         return out
 
     def to_frame(self):
-        import pandas as pd
+        pd = require("pandas", "pandas", "a re-check's to_frame()")
         from .view import quiet_frame  # recorded replies and messages: the library's wrapper
         return quiet_frame(pd.DataFrame([{
             "input": r.input, "before": r.before, "after": r.after, "changed": r.changed,

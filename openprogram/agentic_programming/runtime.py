@@ -24,7 +24,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable, Iterator
 
-from .errors import ModelCallError, ParseError, UsageError
+from .errors import ModelCallError, ParseError, UsageError, require
 from .loop import DECISION_FINISH_INSTRUCTION, Decider, check_reask
 from .modes import MenuMode, format_mode, get_mode
 from .model import (ModelCaller, ModelResponse, ToolCall, blocks_text, check_iterations,
@@ -207,7 +207,7 @@ class DAG:
     def to_frame(self):
         """One row per node kept, indexed by id; `parent_dropped` marks a node whose parent
         fell out of the window (its `parent` id is still shown)."""
-        import pandas as pd
+        pd = require("pandas", "pandas", "DAG.to_frame()")
         nodes = list(self.nodes)
         first = nodes[0].id if nodes else 0
         rows = [{**n.to_dict(), "parent_dropped": n.parent is not None and n.parent < first}

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from typing import Any, Callable, Iterator
     Observer = Callable[["TraceEvent"], None]
 
-from .errors import ERROR_KINDS, ArgumentError, explain
+from .errors import ERROR_KINDS, ArgumentError, explain, require
 from .jsonable import to_jsonable
 from .records import Attempt, ToolRound
 from .view import trace_html
@@ -113,7 +113,7 @@ class DecisionTrace:
     def to_frame(self, table: str = "attempts"):
         """A pandas DataFrame of one of the trace's tables: "attempts" (one row per attempt),
         "options" (the menu), "tools" (tool rounds) or "summary" (one row)."""
-        import pandas as pd
+        pd = require("pandas", "pandas", "DecisionTrace.to_frame()")
         if table == "attempts":
             rows = [{
                 "attempt": a.number, "last": a.is_last, "chosen": a.chosen,
