@@ -51,7 +51,8 @@ class StepThrough(StaticCopy, W.VBox):
         super().__init__([saved_look, W.HBox([self.back_button, self.next_button, self.jump,
                                               self.position]), self.content],
                          layout=W.Layout(border="1px solid #ccc", padding="6px", width="100%"))
-        self._root_classes("op-panel op-steps")
+        self._root_classes("op-panel")
+        self.add_class("op-steps")
         self.observe(self._draw, "stage")
         self._draw(None)  # a trace has one stage at least: its option set
 

@@ -532,7 +532,8 @@ def _reask_stage(trace: DecisionTrace, att: Any, nxt: Any) -> tuple[list, str, d
     if not found["the previous reply"] and reply:
         lines.append("(a long reply is shortened in the middle; a reask= template may leave "
                      "parts out)")
-    body = (label("The re-ask, its parts marked") + pre_html(_marked(text, spans), 320, "op-reask"))
+    body = (pre("\n".join(lines), 120, "op-reask-parts") + label("The re-ask, its parts marked")
+            + pre_html(_marked(text, spans), 320, "op-reask"))
     return lines, body, {"parts": found}
 
 

@@ -106,6 +106,8 @@ def test_every_stage_of_a_two_attempt_decision_is_its_own_section_of_the_static_
         for row in st[i].data["args"]:
             assert row["path"] in text and row["why"] in text
     assert "dropped what the model wrote at args.user" in text
+    for line in st[5].lines:
+        assert line in text
     assert "result: 'hi:2:ann'" in text
     assert st._repr_mimebundle_()["text/html"] == static
 
