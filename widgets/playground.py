@@ -9,8 +9,13 @@ reply (it asks for another one — a re-ask — or it resolved or failed), so ev
 exactly one attempt. Nothing ever waits for *input* in the kernel's main thread: between clicks,
 only the worker waits. The panel shows the live trace, status "running" while a reply is awaited.
 Like the panel, the playground's output also carries a static HTML copy (the prompt, the option
-table, the status and the decision so far), and its buttons never raise into the kernel's log:
-what goes wrong is said in its status line.
+table, the status, the goals and the decision so far), and its buttons never raise into the
+kernel's log: what goes wrong is said in its status line.
+
+It knows its exercises: goals (goals.py: the built-in set the option set makes reachable, plus
+a teacher's own `goals=[(title, check), ...]`) are checked after every reply, tick when met and
+stay met, show their hints on request ("Hints"), and `progress()` returns where the learner
+stands as a JSON-able record a teacher can collect.
 """
 from __future__ import annotations
 
@@ -26,6 +31,8 @@ from openprogram.agentic_programming.runtime import ModelCallError, ModelRespons
 from openprogram.agentic_programming import view
 from openprogram.agentic_programming.view import esc
 
+from .goals import builtin_goals as _builtin_goals
+from .goals import read_goals
 from .panel import DecisionPanel, StaticCopy, error_html
 
 __all__ = ["Playground"]
@@ -56,9 +63,16 @@ class Playground(StaticCopy, W.VBox):
     the next reply), "resolved" or "failed". `run(reply)` does what a click on Run does."""
 
     def __init__(self, options: Any, prompt: str = "Pick the next step.", *,
-                 max_retries: int = 1, context: dict | None = None):
+                 max_retries: int = 1, context: dict | None = None, goals: Any = None,
+                 builtin_goals: bool = True):
         self.options = options
         self.menu = normalize(options)          # a bad option set fails here, before any widget
+        self.goals = read_goals([*(_builtin_goals(self.menu) if builtin_goals else []),
+                                 *read_goals(goals)])
+        self.met: dict[str, dict] = {}          # goal id -> when it was met
+        self.goal_errors: dict[str, str] = {}   # goal id -> why its check failed
+        self.decisions = 0                      # decisions started (one per Reset)
+        self.attempts_played = 0
         self.context = context
         self.max_retries = max_retries
         self.replies: list[str] = []
@@ -81,15 +95,23 @@ class Playground(StaticCopy, W.VBox):
         self.reset_button = W.Button(description="Reset", icon="undo")
         self.status = W.HTML()
         self.status.add_class("op-playground-status")
+        self.hints_button = W.ToggleButton(description="Hints", icon="question",
+                                           tooltip="show a hint for each goal not met yet")
+        self.hints_button.add_class("op-playground-hints")
+        self.hints_button.observe(lambda _c: self._show_goals(), "value")
+        self.goals_view = W.HTML()
+        self.goals_view.add_class("op-playground-goals")
         self.panel = DecisionPanel(options=options, context=context)
         super().__init__([self.prompt, self.menu_view, W.HTML("<b>The model's reply</b>"),
-                          self.reply, W.HBox([self.run_button, self.reset_button]),
-                          self.status, self.panel],
+                          self.reply, W.HBox([self.run_button, self.reset_button,
+                                              self.hints_button]),
+                          self.status, self.goals_view, self.panel],
                          layout=W.Layout(border="1px solid #bbb", padding="6px"))
         self._root_classes("op-playground")
         self.run_button.on_click(lambda _b: self._click(self.run))
         self.reset_button.on_click(lambda _b: self._click(self.reset))
         self._show_status()
+        self._show_goals()
 
     def __repr__(self) -> str:
         return f"<Playground: {self.state}, {len(self.replies)} reply(ies) typed>"
@@ -102,7 +124,8 @@ class Playground(StaticCopy, W.VBox):
             view.label("Prompt") + view.pre(self.prompt.value, 160)
             + view.label("The options the model can pick")
             + view.options_table_html([o.info() for o in self.menu])
-            + self.status.value + (view.trace_html(trace) if trace is not None else ""),
+            + self.status.value + self.goals_view.value
+            + (view.trace_html(trace) if trace is not None else ""),
             "op-playground op-static op-widget-copy")
 
     def _click(self, action) -> None:
@@ -126,8 +149,10 @@ class Playground(StaticCopy, W.VBox):
             self._show_status("Write the model's reply first, then press Run.")
             return self.state
         if self._worker is None:
+            self.decisions += 1
             self._start()
         self.replies.append(text)
+        self.attempts_played += 1
         self._to_worker.put(text)
         self._settle(self._from_worker.get())
         if self.state == "waiting":
@@ -183,6 +208,58 @@ class Playground(StaticCopy, W.VBox):
         elif state == "failed":
             self.error = value
         self._show_status()
+        self._check_goals()
+
+    # -- goals ----------------------------------------------------------------------------------
+    def _check_goals(self) -> None:
+        """Ask every goal not met yet about the decision as it stands; a check that raises is
+        reported next to its goal, never in the kernel's log."""
+        trace = self.panel.trace
+        if trace is None:
+            return
+        for goal in self.goals:
+            if goal.id in self.met:
+                continue
+            try:
+                ok = bool(goal.check(trace))
+            except Exception as exc:
+                self.goal_errors[goal.id] = f"{type(exc).__name__}: {view.safe_str(exc)}"
+                continue
+            self.goal_errors.pop(goal.id, None)
+            if ok:
+                answered = sum(1 for a in trace.attempts if a.reply is not None)
+                self.met[goal.id] = {"decision": self.decisions, "attempt": answered,
+                                     "replies_typed": self.attempts_played}
+        self._show_goals()
+
+    def _show_goals(self) -> None:
+        if not self.goals:
+            self.goals_view.value = ""
+            return
+        rows = []
+        for g in self.goals:
+            met = g.id in self.met
+            extra = ""
+            if g.id in self.goal_errors:
+                extra = (f' <span class="op-goal-error" style="color:{view.COLOURS["failed"][0]}">'
+                         f"(its check raised {esc(self.goal_errors[g.id])})</span>")
+            elif self.hints_button.value and not met and g.hint:
+                extra = f' <span class="op-goal-hint" style="color:#555">— {esc(g.hint)}</span>'
+            rows.append(f'<li class="op-goal" data-goal="{esc(g.id)}" data-met="{str(met).lower()}"'
+                        f' style="list-style:none">{"☑" if met else "☐"} {esc(g.title)}{extra}</li>')
+        self.goals_view.value = (f'<div style="font-weight:600">Goals: {len(self.met)} of '
+                                 f"{len(self.goals)} met</div>"
+                                 f'<ul style="margin:2px 0;padding-left:4px">{"".join(rows)}</ul>')
+
+    def progress(self) -> dict:
+        """Where the learner stands, as plain JSON a teacher can collect: every goal with
+        whether (and when) it was met, and how much was played."""
+        return {"goals": [{"id": g.id, "title": g.title, "met": g.id in self.met,
+                           "when": self.met.get(g.id), "error": self.goal_errors.get(g.id)}
+                          for g in self.goals],
+                "met": len(self.met), "total": len(self.goals),
+                "decisions": self.decisions, "replies_typed": self.attempts_played,
+                "state": self.state}
 
     def _show_status(self, note: str | None = None) -> None:
         n = len(self.replies) + 1
