@@ -27,7 +27,7 @@ from .normalize import normalize
 from .trace import DecisionTrace
 from .view import esc, json_text, label, pre, pre_html, result_text, safe_repr, wrap, clip
 
-__all__ = ["steps", "Steps", "Stage", "menu_sources", "STAGE_RULES"]
+__all__ = ["steps", "Steps", "Stage", "menu_sources", "side_by_side", "STAGE_RULES"]
 
 #: The rule of docs/rules.md each kind of stage illustrates.
 STAGE_RULES = {"options": "R1", "sent": "E1", "reply": "A6", "validation": "P3",
@@ -123,6 +123,40 @@ class Steps:
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         return {"text/plain": self.format_text(), "text/html": self.to_html()}
+
+
+class SideBySide:
+    """Decisions' stages in columns, one per decision (`side_by_side`)."""
+
+    def __init__(self, columns: dict[str, Steps]):
+        self.columns = columns
+
+    def to_html(self) -> str:
+        heads = "".join(f'<th style="text-align:left">{esc(name)}</th>' for name in self.columns)
+        cells = "".join(
+            f'<td style="vertical-align:top;width:{100 // max(len(self.columns), 1)}%">'
+            f'<div style="font-size:12px">{esc(repr(st.trace))}</div>'
+            + "".join(s.html() for s in st.stages if s.kind != "options") + "</td>"
+            for st in self.columns.values())
+        return wrap(f'<table class="op-side-by-side" style="table-layout:fixed;width:100%">'
+                    f"<tr>{heads}</tr><tr>{cells}</tr></table>", "op-steps-compare")
+
+    def format_text(self) -> str:
+        return "\n\n".join(f"=== {name} ===\n{st.format_text()}"
+                            for name, st in self.columns.items())
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        return {"text/plain": self.format_text(), "text/html": self.to_html()}
+
+
+def side_by_side(traces: dict, options: Any = None) -> SideBySide:
+    """The stages of several decisions of the same request in columns, one per decision (`{"you":
+    trace, "the model": trace}`): what each was sent, replied, and became, stage against stage.
+    The option set's stage is left out: it is the same for all."""
+    if not isinstance(traces, dict) or not traces:
+        raise UsageError("side_by_side() takes a dict of column titles to DecisionTraces, e.g. "
+                         "{'you': mine, 'the model': theirs}")
+    return SideBySide({str(name): steps(t, options) for name, t in traces.items()})
 
 
 # ---------------------------------------------------------------------------------------------

@@ -278,3 +278,18 @@ def test_python_m_openprogram_steps_prints_every_stage(capsys):
     assert [int(n) for n, _ in headings] == list(range(1, len(headings) + 1))
     assert len(headings) == 11 and {r for _, r in headings} <= RULE_IDS
     assert "The re-ask, built from its parts" in out and "The resolution" in out
+
+
+def test_side_by_side_puts_each_decision_s_stages_in_its_own_column():
+    from openprogram.agentic_programming.steps import side_by_side
+    mine = two_attempts()
+    decision.make("Pick one.", OPTIONS, runtime=ScriptedRuntime(['{"call": "done"}']))
+    theirs = decision.last_trace()
+    both = side_by_side({"you <3": mine, "the model": theirs}, OPTIONS)
+    page = parsed(both.to_html())
+    stages = [int(s["data-stage"]) for s in page.sections]
+    assert stages == [*range(1, 11), *range(1, 6)]  # the option set's stage is shared, left out
+    assert "you <3" in "".join(page.text) and both.to_html().count('<td style="vertical-align:top') == 2
+    assert both.format_text().startswith("=== you <3 ===\n1. The option set")
+    with pytest.raises(UsageError, match="a dict of column titles to DecisionTraces"):
+        side_by_side([mine, theirs])
