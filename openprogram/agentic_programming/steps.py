@@ -142,8 +142,9 @@ class SideBySide:
                     f"<tr>{heads}</tr><tr>{cells}</tr></table>", "op-steps-compare")
 
     def format_text(self) -> str:
-        return "\n\n".join(f"=== {name} ===\n{st.format_text()}"
-                            for name, st in self.columns.items())
+        return "\n\n".join(f"=== {name} ===\n" + "\n\n".join(
+            s.text() for s in st.stages if s.kind != "options")
+            for name, st in self.columns.items())
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         return {"text/plain": self.format_text(), "text/html": self.to_html()}
@@ -185,7 +186,20 @@ def _line_of(lines: list[str], start: int, test) -> int | None:
 def _place(file: str | None, line: int | None, what: str) -> dict:
     if file is None or line is None:
         return {"kind": "note", "label": what}
-    return {"kind": "file", "file": file, "line": line, "label": f"{what} ({file}:{line})"}
+    return {"kind": "file", "file": file, "line": line, "label": f"{what} ({_where(file, line)})"}
+
+
+def _where(file: str, line: int) -> str:
+    """A file and line as a reader finds them: a notebook cell's code lives in a file named
+    after the kernel's process, which says nothing to a reader (and changes every run)."""
+    import os
+    if "ipykernel_" in file or file.startswith("<ipython-input"):
+        return f"a notebook cell, line {line}"
+    try:
+        rel = os.path.relpath(file)
+    except ValueError:  # another drive
+        rel = file
+    return f"{rel if not rel.startswith('..') else file}:{line}"
 
 
 def _meta_line(file: str | None, start: int | None, fn: Any, name: str) -> int | None:

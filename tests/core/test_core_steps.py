@@ -290,6 +290,6 @@ def test_side_by_side_puts_each_decision_s_stages_in_its_own_column():
     stages = [int(s["data-stage"]) for s in page.sections]
     assert stages == [*range(1, 11), *range(1, 6)]  # the option set's stage is shared, left out
     assert "you <3" in "".join(page.text) and both.to_html().count('<td style="vertical-align:top') == 2
-    assert both.format_text().startswith("=== you <3 ===\n1. The option set")
+    assert both.format_text().startswith("=== you <3 ===\n2. attempt 1 · What was sent")
     with pytest.raises(UsageError, match="a dict of column titles to DecisionTraces"):
         side_by_side([mine, theirs])
