@@ -97,3 +97,34 @@ def test_a_check_that_raises_is_said_next_to_its_goal_and_never_raised():
 def test_goals_that_are_not_goals_are_refused_with_the_form_to_write(goals, says):
     with pytest.raises(UsageError, match=says):
         Playground(OPTIONS, context=CONTEXT, goals=goals)
+
+
+def test_in_the_tools_way_a_reply_is_a_tool_call_and_the_goals_are_those_it_can_reach():
+    pg = Playground(OPTIONS, context=CONTEXT, mode="tools")
+    ids = [g.id for g in pg.goals]
+    assert "last_of_two" not in ids and {"error:no_action", "hidden_dropped", "recover"} <= set(ids)
+    assert '&quot;name&quot;: &quot;book&quot;' in pg.menu_view.value  # the tools, not the menu
+    assert pg.run("I would book Oslo.") == "waiting"        # text, not a call: no_action
+    assert pg.run('book {"city": "Oslo", "user": "root"}') == "resolved"
+    trace = pg.panel.trace
+    assert trace.mode == "tools" and trace.attempts[1].found_in == "tool_call"
+    assert trace.attempts[1].tool_calls[0]["args"] == {"city": "Oslo", "user": "root"}
+    assert pg.result == "Oslo x1 for ann"
+    assert {g for g, m in shown(pg) if m} == {"error:no_action", "hidden_dropped", "recover"}
+    pg.reset()
+    assert pg.run("book [1]") == "waiting" and pg.panel.trace.error_kinds == ["bad_args"]
+
+
+def test_in_the_json_schema_way_a_reply_the_schema_forbids_is_never_sent():
+    pg = Playground(OPTIONS, context=CONTEXT, mode="json_schema")
+    assert [g.id for g in pg.goals] == ["one_attempt", "value_option", "fill_structure"]
+    assert pg.run('{"call": "wait"}') == "ready"            # not of the schema: not sent
+    assert pg.panel.trace is None and pg.replies == []
+    assert "could not have written this: response.decision is required" in pg.status.value
+    assert pg.run("no JSON") == "ready" and "this is not JSON" in pg.status.value
+    assert pg.run('{"decision": {"call": "note", "args": {"text": "hi"}}}') == "resolved"
+    assert pg.result == {"decision": "note", "text": "hi"} and pg.panel.trace.mode == "json_schema"
+    assert {g for g, m in shown(pg) if m} == {"one_attempt", "fill_structure"}
+    with pytest.raises(UsageError, match=r"mode='tool' is not a way of asking; use one of "
+                                         r"'menu', 'tools', 'json_schema'"):
+        Playground(OPTIONS, mode="tool")
