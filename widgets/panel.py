@@ -56,7 +56,8 @@ SAVED_VIEW_STYLE = (
     "display:block;font:italic 11px/1.5 var(--jp-ui-font-family,sans-serif);"
     "color:var(--jp-ui-font-color2,#757575);padding:0 0 4px 2px;align-self:flex-start}"
     # a button that needs the kernel does nothing in a saved view: it should not invite a click
-    ".op-panel.jupyter-widgets-disconnected .op-test-button{opacity:.5;pointer-events:none}"
+    ".op-panel.jupyter-widgets-disconnected .op-test-button,"
+    ".op-panel.jupyter-widgets-disconnected .op-steps-button{opacity:.5;pointer-events:none}"
     "</style>")
 # The events after which the whole panel is redrawn from the trace (the others touch one part).
 _SETTLING = ("attempt_failed", "validated", "resolved", "decision_failed")
@@ -223,6 +224,7 @@ class DecisionPanel(StaticCopy, W.VBox):
         self.steps_button = W.Button(description="Step through", icon="step-forward",
                                      tooltip="this decision stage by stage, each stage with "
                                              "the rule it shows")
+        self.steps_button.add_class("op-steps-button")
         self.steps_button.on_click(self._step_through)
         self.steps_box = W.VBox()
         # first, so the stylesheet is in the page before the other parts are drawn

@@ -5,6 +5,18 @@ import json
 
 import pytest
 
+# The cells of the notebook on show: JupyterLab may restore, in hidden tabs, notebooks that an
+# earlier test's page left open in the workspace, and their cells come first in the page.
+CELL_SELECTOR = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell"
+
+
+JS_CELLS = f"document.querySelectorAll('{CELL_SELECTOR}')"
+
+
+def cell(page, index: int):
+    return page.locator(CELL_SELECTOR).nth(index)
+
+
 SETUP = '''%load_ext openprogram
 import json
 from openprogram.widgets import Playground
@@ -37,7 +49,7 @@ def page(lab):
     try:
         assert lab.run_all_and_wait(page), "a cell failed"
         for i in (1, 2, 3):
-            lab.cell(page, i).locator(".op-playground").wait_for(state="visible")
+            cell(page, i).locator(".op-playground").wait_for(state="visible")
         yield page
     finally:
         lab.close(page)
@@ -50,7 +62,7 @@ def ticked(pg) -> set:
 
 @pytest.mark.parametrize("index, mode", [(1, "menu"), (2, "tools"), (3, "json_schema")])
 def test_goals_tick_as_typed_replies_meet_them(lab, page, index, mode):
-    pg = lab.cell(page, index).locator(".op-playground")
+    pg = cell(page, index).locator(".op-playground")
     assert ticked(pg) == set()
     replies, goals = PLAYS[mode]
     reply = pg.locator(".op-playground-reply textarea")
@@ -62,7 +74,7 @@ def test_goals_tick_as_typed_replies_meet_them(lab, page, index, mode):
     # the second is typed
     expected = "could not have written this" if mode == "json_schema" else "attempt 2"
     page.wait_for_function(
-        "([i, text]) => document.querySelectorAll('.jp-Notebook .jp-Cell')[i]"
+        f"([i, text]) => {JS_CELLS}[i]"
         ".querySelector('.op-playground-status').innerText.includes(text)",
         arg=[index, expected])
     assert expected in status.inner_text()
@@ -70,7 +82,7 @@ def test_goals_tick_as_typed_replies_meet_them(lab, page, index, mode):
     pg.locator("button.op-playground-run").click()
     pg.locator(".op-result").wait_for(state="visible")
     page.wait_for_function(
-        "([i, n]) => document.querySelectorAll('.jp-Notebook .jp-Cell')[i]"
+        f"([i, n]) => {JS_CELLS}[i]"
         ".querySelectorAll('.op-playground-goals li[data-met=\"true\"]').length === n",
         arg=[index, len(goals)])
     assert ticked(pg) == goals
@@ -84,18 +96,18 @@ def test_goals_tick_as_typed_replies_meet_them(lab, page, index, mode):
 
 
 def test_progress_says_what_the_page_shows(lab, page):
-    shown = {mode: ticked(lab.cell(page, i).locator(".op-playground"))
+    shown = {mode: ticked(cell(page, i).locator(".op-playground"))
              for i, mode in ((1, "menu"), (2, "tools"), (3, "json_schema"))}
     assert shown == {mode: goals for mode, (_, goals) in PLAYS.items()}
     page.evaluate("""(i) => { const nb = window.jupyterapp.shell.currentWidget;
                               nb.content.activeCellIndex = i;
                               window.jupyterapp.commands.execute('notebook:run-cell'); }""", 4)
-    out = lab.cell(page, 4).locator(".jp-OutputArea-output")
+    out = cell(page, 4).locator(".jp-OutputArea-output")
     page.wait_for_function(
-        "(i) => document.querySelectorAll('.jp-Notebook .jp-Cell')[i].innerText.includes"
+        f"(i) => {JS_CELLS}[i].innerText.includes"
         "('\"replies_typed\": 2')", arg=4)
     progress = json.loads(out.inner_text())
     for mode, record in progress.items():
         assert {g["id"] for g in record["goals"] if g["met"]} == shown[mode]
-        assert record["total"] == lab.cell(page, {"menu": 1, "tools": 2, "json_schema": 3}[mode]) \
+        assert record["total"] == cell(page, {"menu": 1, "tools": 2, "json_schema": 3}[mode]) \
             .locator(".op-playground-goals li").count()
