@@ -457,8 +457,16 @@ def _reply_stage(att: Any) -> tuple[list, str, dict]:
         spans.append((c["span"][0], c["span"][1], "pick" if is_pick else "ignored", tag))
         lines.append(f"candidate #{n} at {c['span'][0]}-{c['span'][1]} (key {c['key']!r}): "
                      f"{'THE PICK' if is_pick else 'ignored, a later one wins'}")
+    if len(reply) > _SCAN_CHARS or len(cands) >= _MAX_CANDIDATES:
+        beyond = pick is not None and not any(c["role"] == "pick" for c in cands)
+        lines.append((f"only the first {_MAX_CANDIDATES} candidates are outlined"
+                      if len(cands) >= _MAX_CANDIDATES else
+                      f"only the first {_SCAN_CHARS:,} characters are outlined")
+                     + ("; the pick lies beyond" if beyond else ""))
     body = label(f"Raw reply: {len(cands)} candidate(s) outlined") + pre_html(
         _marked(reply, spans), 260, "op-reply")
+    if len(lines) > len(cands):
+        body += label(lines[-1])
     if att.tool_calls:
         from .view import tool_calls_text
         body += label("Native tool call(s)") + pre(tool_calls_text(att.tool_calls), 160)

@@ -260,7 +260,7 @@ def test_tools_mode_steps_show_the_tools_sent_and_the_tool_call():
     st = decision.steps(decision.last_trace())
     assert [s.kind for s in st] == ["options", "sent", "reply", "validation", "hidden", "reask",
                                     "sent", "reply", "validation", "hidden", "resolution"]
-    assert "native tool" in st[1].explanation and "op-sent" not in st[1].body
+    assert "native tool" in st[1].explanation and "Sent with it in place of the menu" in st[1].body
     assert any('"name": "analyze"' in line for line in st[1].lines)
     assert "native tool call(s): analyze" in "\n".join(st[2].lines)
     assert st[3].data["error_path"] == "args.text"
@@ -293,3 +293,21 @@ def test_side_by_side_puts_each_decision_s_stages_in_its_own_column():
     assert both.format_text().startswith("=== you <3 ===\n2. attempt 1 · What was sent")
     with pytest.raises(UsageError, match="a dict of column titles to DecisionTraces"):
         side_by_side([mine, theirs])
+
+
+def test_a_huge_reply_makes_a_bounded_step_through(monkeypatch):
+    from openprogram.agentic_programming import steps as S
+    tried = []
+    real = S._DECODER.raw_decode
+    monkeypatch.setattr(S, "_DECODER", type("Counting", (), {
+        "raw_decode": staticmethod(lambda text, i: (tried.append(i), real(text, i))[1])})())
+    # a reply of two megabytes of objects without a call key, then the pick
+    reply = '{"a": 1} ' * 250_000 + '{"call": "done"}'
+    rt = ScriptedRuntime([reply])
+    decision.make("Pick.", OPTIONS, runtime=rt)
+    st = decision.steps(decision.last_trace(), OPTIONS)
+    assert len(tried) <= S._SCAN_STARTS  # decoding is tried at a bounded number of places
+    assert len(st.to_html()) < 400_000   # the page does not grow with the reply
+    assert len(st.format_text()) < 200_000
+    assert "only the first 100,000 characters are outlined; the pick lies beyond" in \
+        "\n".join(st[2].lines)
