@@ -311,3 +311,14 @@ def test_a_huge_reply_makes_a_bounded_step_through(monkeypatch):
     assert len(st.format_text()) < 200_000
     assert "only the first 100,000 characters are outlined; the pick lies beyond" in \
         "\n".join(st[2].lines)
+
+
+def test_json_schema_mode_steps_mark_the_pick_inside_the_document():
+    rt = ScriptedRuntime(['{"decision": {"call": "done", "args": {}}}'])
+    assert decision.make("Pick.", OPTIONS, runtime=rt, mode="json_schema") == "OVER"
+    st = decision.steps(decision.last_trace(), OPTIONS)
+    assert [s.kind for s in st] == ["options", "sent", "reply", "validation", "hidden",
+                                    "resolution"]
+    assert "one schema of every possible pick" in st[1].explanation
+    assert "response_format" in "\n".join(st[1].lines)
+    assert [(c["role"], c["span"]) for c in st[2].data["candidates"]] == [("pick", [13, 41])]
