@@ -323,7 +323,8 @@ class Playground(StaticCopy, W.VBox):
             elif self.hints_button.value and not met and g.hint:
                 extra = f' <span class="op-goal-hint" style="color:#555">— {esc(g.hint)}</span>'
             rows.append(f'<li class="op-goal" data-goal="{esc(g.id)}" data-met="{str(met).lower()}"'
-                        f' style="list-style:none">{"☑" if met else "☐"} {esc(g.title)}{extra}</li>')
+                        f' style="list-style:none">{"☑" if met else "☐"} {esc(g.title)}{extra}'
+                        "</li>")
         self.goals_view.value = (f'<div style="font-weight:600">Goals: {len(self.met)} of '
                                  f"{len(self.goals)} met</div>"
                                  f'<ul style="margin:2px 0;padding-left:4px">{"".join(rows)}</ul>')

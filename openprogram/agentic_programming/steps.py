@@ -576,7 +576,8 @@ def _reask_stage(trace: DecisionTrace, att: Any, nxt: Any) -> tuple[list, str, d
     text = nxt.prompt if isinstance(nxt.prompt, str) else ""
     reply = att.reply if isinstance(att.reply, str) else ""
     parts = [("the request", trace.prompt), ("the previous reply", reply),
-             ("the problem", att.error_message or ""), ("the advice", explain(att.error_kind or "")),
+             ("the problem", att.error_message or ""),
+             ("the advice", explain(att.error_kind or "")),
              ("the menu", trace.menu)]
     spans, lines, found = [], [], {}
     for name, part in parts:

@@ -25,7 +25,8 @@ def book(city: str, nights: int = 1, user: str = "anon"):
     """Book a hotel."""
     return f"{city} x{nights} for {user}"
 book.input_meta = {"user": {"hidden": True}}
-OPTIONS = {"book": book, "wait": ("WAIT", "do nothing yet"), "note": ("Write a note.", {"text": str})}
+OPTIONS = {"book": book, "wait": ("WAIT", "do nothing yet"),
+           "note": ("Write a note.", {"text": str})}
 pgs = {mode: Playground(OPTIONS, prompt="Where to? Pick.", context={"user": "ann"}, mode=mode)
        for mode in ("menu", "tools", "json_schema")}'''
 PROGRESS = "print(json.dumps({mode: pg.progress() for mode, pg in pgs.items()}))"

@@ -215,8 +215,8 @@ def test_every_menu_line_s_source_points_at_a_real_place():
             elif r["part"] == "description":
                 assert node == "Hand over."
             elif r["part"] == "param":
-                assert node == {"reason": str, "urgency": {"type": str, "options": ["low", "high"]}}[
-                    src["path"][-1]]
+                fields = {"reason": str, "urgency": {"type": str, "options": ["low", "high"]}}
+                assert node == fields[src["path"][-1]]
         elif src["kind"] == "json_pointer":
             _resolve_pointer(BOOK_SCHEMA, src["pointer"])  # a KeyError fails the test
         elif src["kind"] == "value":
@@ -289,7 +289,8 @@ def test_side_by_side_puts_each_decision_s_stages_in_its_own_column():
     page = parsed(both.to_html())
     stages = [int(s["data-stage"]) for s in page.sections]
     assert stages == [*range(1, 11), *range(1, 6)]  # the option set's stage is shared, left out
-    assert "you <3" in "".join(page.text) and both.to_html().count('<td style="vertical-align:top') == 2
+    assert "you <3" in "".join(page.text)
+    assert both.to_html().count('<td style="vertical-align:top') == 2  # one column each
     assert both.format_text().startswith("=== you <3 ===\n2. attempt 1 · What was sent")
     with pytest.raises(UsageError, match="a dict of column titles to DecisionTraces"):
         side_by_side([mine, theirs])

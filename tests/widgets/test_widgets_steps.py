@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from html.parser import HTMLParser
 
-import pytest
 from IPython.core.error import UsageError
 
 from openprogram import decision
