@@ -3,7 +3,8 @@
 `%%decide OPTIONS` runs `decision.make` with the cell as the prompt and shows the decision panel
 live; `%%agent OPTIONS` does the same through `agent(..., choices=OPTIONS)` with tools;
 `%decision_menu OPTIONS` previews an option set without a model; `%decision_runtime [EXPR]`
-shows or sets the notebook's default runtime; `%decision_trace [N]` shows a past decision again.
+shows or sets the notebook's default runtime; `%decision_trace [N]` shows a past decision again,
+and `%decision_steps [N]` steps through it stage by stage.
 Arguments that name options, runtimes, contexts, tools, rules (`--validate`) or re-ask texts
 (`--reask`) are names of the notebook's variables or Python expressions evaluated in its namespace
 (quote an expression that holds spaces); `--mode` picks the way of asking. An async runtime works
@@ -397,16 +398,43 @@ class DecisionMagics(Magics):
             %decision_trace 3      # decision #3
             %decision_trace -2     # the one before the last
         """
-        from openprogram.agentic_programming import trace as _trace
         from .panel import DecisionPanel
         args = self._parse(self.decision_trace, line)
         if args is None:
             return None
+        return DecisionPanel(self._kept_trace(args.n))
+
+    # -- %decision_steps ----------------------------------------------------------------------
+    @no_var_expand
+    @magic_arguments()
+    @argument("n", nargs="?", type=int, default=None,
+              help="the decision's number (#N in its panel); negative counts back from the "
+                   "last (-1 is the last)")
+    @argument("--options", "-o", default=None,
+              help="the option set the decision was made with (a variable or an expression): "
+                   "links each menu line to where it came from")
+    @line_magic
+    def decision_steps(self, line):
+        """Step through the last decision of this kernel, or decision #N, stage by stage.
+
+            %decision_steps                 # the last one
+            %decision_steps 3 -o OPTIONS    # decision #3, menu lines linked to OPTIONS
+        """
+        from .steps import StepThrough
+        args = self._parse(self.decision_steps, line)
+        if args is None:
+            return None
+        options = None if args.options is None else self._eval(args.options, "--options")
+        return StepThrough(self._kept_trace(args.n), options=options)
+
+    def _kept_trace(self, n: int | None):
+        """Decision #n of the kernel's history (negative: counted back from the last)."""
+        from openprogram.agentic_programming import trace as _trace
         kept = list(_trace.history)
         if not kept:
             raise UsageError("no decision has finished in this kernel yet")
         ids = f"#{kept[0].id}–#{kept[-1].id}" if len(kept) > 1 else f"#{kept[0].id}"
-        n = -1 if args.n is None else args.n
+        n = -1 if n is None else n
         if n < 0:
             if -n > len(kept):
                 raise UsageError(f"only {len(kept)} decision(s) are kept ({ids}); {n} goes "
@@ -417,7 +445,7 @@ class DecisionMagics(Magics):
             if found is None:
                 raise UsageError(f"decision #{n} is not kept: the kernel keeps the last "
                                  f"{_trace.history.maxlen} ({ids})")
-        return DecisionPanel(found)
+        return found
 
 
 def menu_frame(menu) -> Any:

@@ -56,7 +56,8 @@ SAVED_VIEW_STYLE = (
     "display:block;font:italic 11px/1.5 var(--jp-ui-font-family,sans-serif);"
     "color:var(--jp-ui-font-color2,#757575);padding:0 0 4px 2px;align-self:flex-start}"
     # a button that needs the kernel does nothing in a saved view: it should not invite a click
-    ".op-panel.jupyter-widgets-disconnected .op-test-button{opacity:.5;pointer-events:none}"
+    ".op-panel.jupyter-widgets-disconnected .op-test-button,"
+    ".op-panel.jupyter-widgets-disconnected .op-steps-button{opacity:.5;pointer-events:none}"
     "</style>")
 # The events after which the whole panel is redrawn from the trace (the others touch one part).
 _SETTLING = ("attempt_failed", "validated", "resolved", "decision_failed")
@@ -218,12 +219,20 @@ class DecisionPanel(StaticCopy, W.VBox):
         self.compare_section = W.Accordion(children=[self.compare], titles=["Compare attempts"])
         self.compare_section.observe(self._compare_toggled, "selected_index")
         self.test_box = _TestBox(self, options_expr)
+        # The step-through of this decision, made on request: a running decision has no
+        # stages to step through yet, and most panels are never stepped through.
+        self.steps_button = W.Button(description="Step through", icon="step-forward",
+                                     tooltip="this decision stage by stage, each stage with "
+                                             "the rule it shows")
+        self.steps_button.add_class("op-steps-button")
+        self.steps_button.on_click(self._step_through)
+        self.steps_box = W.VBox()
         # first, so the stylesheet is in the page before the other parts are drawn
         self.saved_look = W.HTML(SAVED_VIEW_STYLE, layout=W.Layout(display="none"))
         super().__init__([self.saved_look, self.header, self.attempts_box, self.tools, self.outcome,
                           self.compare_section,
                           W.Accordion(children=[self.tables], titles=["Tables"]),
-                          self.test_box],
+                          self.steps_button, self.steps_box, self.test_box],
                          layout=W.Layout(border="1px solid #ccc", padding="6px", width="100%"))
         self._root_classes("op-panel")
         if trace is not None:
@@ -290,6 +299,18 @@ class DecisionPanel(StaticCopy, W.VBox):
                 w.value = view.table_html(t, table)
         self.compare.update(t)
         self.test_box.update_state()
+
+    def _step_through(self, _button=None) -> None:
+        """Show the step-through of the decision below the button (a new one per click, so it
+        follows a decision that has ended since)."""
+        try:
+            if self.trace is None or self.trace.status == "running":
+                raise ValueError("the decision has not finished yet; step through it when it "
+                                 "has")
+            from .steps import StepThrough  # steps.py imports this module
+            self.steps_box.children = (StepThrough(self.trace, options=self.options),)
+        except Exception as exc:  # a button never raises into the kernel's log
+            self.steps_box.children = (W.HTML(error_html("Cannot step through", exc)),)
 
     def _compare_toggled(self, change) -> None:
         with self._lock:

@@ -9,11 +9,17 @@ reply (it asks for another one — a re-ask — or it resolved or failed), so ev
 exactly one attempt. Nothing ever waits for *input* in the kernel's main thread: between clicks,
 only the worker waits. The panel shows the live trace, status "running" while a reply is awaited.
 Like the panel, the playground's output also carries a static HTML copy (the prompt, the option
-table, the status and the decision so far), and its buttons never raise into the kernel's log:
-what goes wrong is said in its status line.
+table, the status, the goals and the decision so far), and its buttons never raise into the
+kernel's log: what goes wrong is said in its status line.
+
+It knows its exercises: goals (goals.py: the built-in set the option set makes reachable, plus
+a teacher's own `goals=[(title, check), ...]`) are checked after every reply, tick when met and
+stay met, show their hints on request ("Hints"), and `progress()` returns where the learner
+stands as a JSON-able record a teacher can collect.
 """
 from __future__ import annotations
 
+import json
 import queue
 import threading
 from typing import Any
@@ -21,11 +27,16 @@ from typing import Any
 import ipywidgets as W
 
 from openprogram.agentic_programming.options import normalize, render_menu
+from openprogram.agentic_programming.errors import ParseError, UsageError
+from openprogram.agentic_programming.model import ToolCall
+from openprogram.agentic_programming.modes import MODES, decision_schema
 from openprogram.agentic_programming.runtime import ModelCallError, ModelResponse, Runtime
 
 from openprogram.agentic_programming import view
 from openprogram.agentic_programming.view import esc
 
+from .goals import builtin_goals as _builtin_goals
+from .goals import read_goals
 from .panel import DecisionPanel, StaticCopy, error_html
 
 __all__ = ["Playground"]
@@ -35,18 +46,46 @@ _RESET = object()
 
 class _TypedReplies(Runtime):
     """A model whose replies are typed by a person: `complete()` reports "waiting" to the
-    playground and blocks (in the worker thread) until the next reply arrives."""
+    playground and blocks (in the worker thread) until the next reply arrives. In the tools
+    way of asking a reply written `name {"arg": ...}` is a native tool call, as a provider
+    would return it; anything else is a text reply."""
 
-    def __init__(self, to_worker: queue.Queue, from_worker: queue.Queue):
+    modes = frozenset({"menu", "tools", "json_schema"})
+
+    def __init__(self, to_worker: queue.Queue, from_worker: queue.Queue, mode: str = "menu"):
         super().__init__(name="you (playground)", model="you")
-        self.to_worker, self.from_worker = to_worker, from_worker
+        self.to_worker, self.from_worker, self.mode = to_worker, from_worker, mode
 
-    def complete(self, messages, *, tools=None, on_text=None, timeout=None) -> ModelResponse:
+    def complete(self, messages, *, tools=None, on_text=None, timeout=None,
+                 **mode_args) -> ModelResponse:
         self.from_worker.put(("waiting", None))
         text = self.to_worker.get()
         if text is _RESET:
             raise ModelCallError("the playground was reset before this reply was typed")
-        return ModelResponse(text=text, model="you")
+        call = tool_call_of(text) if self.mode == "tools" else None
+        if call is not None:
+            return ModelResponse(text="", tool_calls=[call], model="you",
+                                 finish_reason="tool_calls")
+        return ModelResponse(text=text, model="you", finish_reason="stop")
+
+
+def tool_call_of(text: str) -> ToolCall | None:
+    """`name {"arg": value}` (or `name` alone, no arguments) as a native tool call; None when
+    the text is not written so. Arguments that are JSON but not an object are passed on as the
+    provider would decode them, for the mechanism to refuse (bad_args)."""
+    head, _, rest = text.strip().partition(" ")
+    name = head.split("{", 1)[0] if "{" in head and not rest else head
+    if "{" in head and not rest:
+        rest = head[len(name):]
+    if not name.isidentifier():
+        return None
+    if not rest.strip():
+        return ToolCall(name, {})
+    try:
+        args = json.loads(rest)
+    except ValueError:
+        return None
+    return ToolCall(name, args)
 
 
 class Playground(StaticCopy, W.VBox):
@@ -56,9 +95,24 @@ class Playground(StaticCopy, W.VBox):
     the next reply), "resolved" or "failed". `run(reply)` does what a click on Run does."""
 
     def __init__(self, options: Any, prompt: str = "Pick the next step.", *,
-                 max_retries: int = 1, context: dict | None = None):
+                 max_retries: int = 1, context: dict | None = None, goals: Any = None,
+                 builtin_goals: bool = True, mode: str = "menu"):
+        if mode not in MODES:
+            raise UsageError(f"mode={mode!r} is not a way of asking; use one of "
+                             f"{', '.join(map(repr, MODES))}")
         self.options = options
+        self.mode = mode
         self.menu = normalize(options)          # a bad option set fails here, before any widget
+        self._structured = None
+        if mode == "json_schema":  # what a provider's structured output lets the model write
+            from openprogram.agentic_programming.validator import compile_schema
+            self._structured = compile_schema(decision_schema(self.menu), "the decision schema")
+        self.goals = read_goals([*(_builtin_goals(self.menu, mode) if builtin_goals else []),
+                                 *read_goals(goals)])
+        self.met: dict[str, dict] = {}          # goal id -> when it was met
+        self.goal_errors: dict[str, str] = {}   # goal id -> why its check failed
+        self.decisions = 0                      # decisions started (one per Reset)
+        self.attempts_played = 0
         self.context = context
         self.max_retries = max_retries
         self.replies: list[str] = []
@@ -68,12 +122,12 @@ class Playground(StaticCopy, W.VBox):
         self.error: BaseException | None = None
         self.prompt = W.Textarea(value=prompt, description="Prompt",
                                  layout=W.Layout(width="100%", height="70px"))
+        title, seen, example = self._what_the_model_sees()
         self.menu_view = W.HTML(
-            '<details><summary style="cursor:pointer;font-weight:600">The menu the model sees'
+            f'<details><summary style="cursor:pointer;font-weight:600">{esc(title)}'
             f'</summary><pre style="white-space:pre-wrap;font-size:12px">'
-            f"{esc(render_menu(self.menu))}</pre></details>")
-        self.reply = W.Textarea(placeholder='You are the model: write the reply, e.g. '
-                                            '{"call": "<option>", "args": {...}}',
+            f"{esc(seen)}</pre></details>")
+        self.reply = W.Textarea(placeholder=f"You are the model: write the reply, e.g. {example}",
                                 layout=W.Layout(width="100%", height="90px"))
         self.reply.add_class("op-playground-reply")
         self.run_button = W.Button(description="Run", button_style="primary", icon="play")
@@ -81,18 +135,40 @@ class Playground(StaticCopy, W.VBox):
         self.reset_button = W.Button(description="Reset", icon="undo")
         self.status = W.HTML()
         self.status.add_class("op-playground-status")
+        self.hints_button = W.ToggleButton(description="Hints", icon="question",
+                                           tooltip="show a hint for each goal not met yet")
+        self.hints_button.add_class("op-playground-hints")
+        self.hints_button.observe(lambda _c: self._show_goals(), "value")
+        self.goals_view = W.HTML()
+        self.goals_view.add_class("op-playground-goals")
         self.panel = DecisionPanel(options=options, context=context)
         super().__init__([self.prompt, self.menu_view, W.HTML("<b>The model's reply</b>"),
-                          self.reply, W.HBox([self.run_button, self.reset_button]),
-                          self.status, self.panel],
+                          self.reply, W.HBox([self.run_button, self.reset_button,
+                                              self.hints_button]),
+                          self.status, self.goals_view, self.panel],
                          layout=W.Layout(border="1px solid #bbb", padding="6px"))
         self._root_classes("op-playground")
         self.run_button.on_click(lambda _b: self._click(self.run))
         self.reset_button.on_click(lambda _b: self._click(self.reset))
         self._show_status()
+        self._show_goals()
 
     def __repr__(self) -> str:
         return f"<Playground: {self.state}, {len(self.replies)} reply(ies) typed>"
+
+    def _what_the_model_sees(self) -> tuple[str, str, str]:
+        """(title, text, an example reply) of what the way of asking shows the model."""
+        if self.mode == "tools":
+            from openprogram.agentic_programming.modes import ToolsMode
+            return ("The tools the model is offered (write a call: name {JSON arguments})",
+                    json.dumps(ToolsMode(self.menu).request()["tools"], indent=2,
+                               ensure_ascii=False), 'option_name {"arg": 1}')
+        if self.mode == "json_schema":
+            return ("The JSON Schema the model's reply must fit (structured output)",
+                    json.dumps(decision_schema(self.menu), indent=2, ensure_ascii=False),
+                    '{"decision": {"call": "<option>", "args": {...}}}')
+        return ("The menu the model sees", render_menu(self.menu),
+                '{"call": "<option>", "args": {...}}')
 
     def static_html(self) -> str:
         """The playground as it stands, as static HTML: the prompt, the options the model can
@@ -102,7 +178,8 @@ class Playground(StaticCopy, W.VBox):
             view.label("Prompt") + view.pre(self.prompt.value, 160)
             + view.label("The options the model can pick")
             + view.options_table_html([o.info() for o in self.menu])
-            + self.status.value + (view.trace_html(trace) if trace is not None else ""),
+            + self.status.value + self.goals_view.value
+            + (view.trace_html(trace) if trace is not None else ""),
             "op-playground op-static op-widget-copy")
 
     def _click(self, action) -> None:
@@ -125,14 +202,38 @@ class Playground(StaticCopy, W.VBox):
         if not text.strip():
             self._show_status("Write the model's reply first, then press Run.")
             return self.state
+        problem = self._not_structured(text)
+        if problem:
+            self._show_status(problem)
+            return self.state
         if self._worker is None:
+            self.decisions += 1
             self._start()
         self.replies.append(text)
+        self.attempts_played += 1
         self._to_worker.put(text)
         self._settle(self._from_worker.get())
         if self.state == "waiting":
             self.reply.value = ""
         return self.state
+
+    def _not_structured(self, text: str) -> str | None:
+        """In the json_schema way of asking, why a provider's structured output could never
+        have produced `text` (the model samples under the schema), else None."""
+        if self._structured is None:
+            return None
+        try:
+            doc = json.loads(text)
+        except ValueError as exc:
+            return (f"Under structured output the model can only write one JSON document of "
+                    f"the schema, and this is not JSON ({exc}). Write it again.")
+        try:
+            self._structured(doc, "response", [])
+        except ParseError as exc:
+            return (f"Under structured output the model could not have written this: "
+                    f"{exc.message}. Write a document of the schema: "
+                    f'{{"decision": {{"call": ..., "args": {{...}}}}}}.')
+        return None
 
     def reset(self) -> None:
         """Forget the typed replies and start again (the prompt and the options stay). A
@@ -156,7 +257,7 @@ class Playground(StaticCopy, W.VBox):
         """Start the decision in a worker thread and wait until it asks for reply 1."""
         from openprogram import decision, observe
         self._to_worker, self._from_worker = queue.Queue(), queue.Queue()
-        rt = _TypedReplies(self._to_worker, self._from_worker)
+        rt = _TypedReplies(self._to_worker, self._from_worker, self.mode)
         prompt, panel, out = self.prompt.value, self.panel, self._from_worker
         self.prompt.disabled = True   # a decision's prompt is fixed once it is sent
 
@@ -164,7 +265,8 @@ class Playground(StaticCopy, W.VBox):
             with observe(panel.observer):
                 try:
                     result = decision.make(prompt, self.options, runtime=rt,
-                                           context=self.context, max_retries=self.max_retries)
+                                           context=self.context, max_retries=self.max_retries,
+                                           mode=self.mode)
                 except BaseException as exc:  # reported to the callback, never lost
                     out.put(("failed", exc))
                 else:
@@ -183,6 +285,59 @@ class Playground(StaticCopy, W.VBox):
         elif state == "failed":
             self.error = value
         self._show_status()
+        self._check_goals()
+
+    # -- goals ----------------------------------------------------------------------------------
+    def _check_goals(self) -> None:
+        """Ask every goal not met yet about the decision as it stands; a check that raises is
+        reported next to its goal, never in the kernel's log."""
+        trace = self.panel.trace
+        if trace is None:
+            return
+        for goal in self.goals:
+            if goal.id in self.met:
+                continue
+            try:
+                ok = bool(goal.check(trace))
+            except Exception as exc:
+                self.goal_errors[goal.id] = f"{type(exc).__name__}: {view.safe_str(exc)}"
+                continue
+            self.goal_errors.pop(goal.id, None)
+            if ok:
+                answered = sum(1 for a in trace.attempts if a.reply is not None)
+                self.met[goal.id] = {"decision": self.decisions, "attempt": answered,
+                                     "replies_typed": self.attempts_played}
+        self._show_goals()
+
+    def _show_goals(self) -> None:
+        if not self.goals:
+            self.goals_view.value = ""
+            return
+        rows = []
+        for g in self.goals:
+            met = g.id in self.met
+            extra = ""
+            if g.id in self.goal_errors:
+                extra = (f' <span class="op-goal-error" style="color:{view.COLOURS["failed"][0]}">'
+                         f"(its check raised {esc(self.goal_errors[g.id])})</span>")
+            elif self.hints_button.value and not met and g.hint:
+                extra = f' <span class="op-goal-hint" style="color:#555">— {esc(g.hint)}</span>'
+            rows.append(f'<li class="op-goal" data-goal="{esc(g.id)}" data-met="{str(met).lower()}"'
+                        f' style="list-style:none">{"☑" if met else "☐"} {esc(g.title)}{extra}'
+                        "</li>")
+        self.goals_view.value = (f'<div style="font-weight:600">Goals: {len(self.met)} of '
+                                 f"{len(self.goals)} met</div>"
+                                 f'<ul style="margin:2px 0;padding-left:4px">{"".join(rows)}</ul>')
+
+    def progress(self) -> dict:
+        """Where the learner stands, as plain JSON a teacher can collect: every goal with
+        whether (and when) it was met, and how much was played."""
+        return {"goals": [{"id": g.id, "title": g.title, "met": g.id in self.met,
+                           "when": self.met.get(g.id), "error": self.goal_errors.get(g.id)}
+                          for g in self.goals],
+                "met": len(self.met), "total": len(self.goals),
+                "decisions": self.decisions, "replies_typed": self.attempts_played,
+                "state": self.state}
 
     def _show_status(self, note: str | None = None) -> None:
         n = len(self.replies) + 1

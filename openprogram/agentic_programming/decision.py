@@ -4,7 +4,8 @@
 `extract_action`, `parse_args`, `resolve_decision`, `DecisionError`,
 `DECISION_FINISH_INSTRUCTION`, `last_trace`, the prototyping tools `evaluate` (and `aevaluate`) /
 `compare`, and `clear_option_cache` (forget the function options kept between calls). `evaluate`, `aevaluate`,
-`compare` and `revalidate` are imported the first time they are used.
+`compare`, `revalidate` and `steps` (the step-through of a recorded decision) are imported the
+first time they are used.
 It only re-exports: the loop lives in loop.py, evaluation in evaluate.py. Being a facade at the
 top of the layers is what lets `decision.evaluate` exist without evaluate.py and the loop
 importing each other.
@@ -21,9 +22,9 @@ from .trace import last_trace
 
 __all__ = ["make", "amake", "render_options", "extract_action", "parse_args", "resolve_decision",
            "DecisionError", "DECISION_FINISH_INSTRUCTION", "last_trace", "OptionError",
-           "evaluate", "aevaluate", "compare", "reask_prompt", "revalidate", "clear_option_cache"]
+           "evaluate", "aevaluate", "compare", "reask_prompt", "revalidate", "clear_option_cache", "steps"]
 
 # Evaluation and re-checking load on first use: a decision needs neither.
 __getattr__, __dir__ = lazy_names(__name__, {
     "evaluate": ".evaluate", "aevaluate": ".evaluate", "compare": ".evaluate",
-    "revalidate": ".revalidate"})
+    "revalidate": ".revalidate", "steps": ".steps"})
