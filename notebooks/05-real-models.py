@@ -99,3 +99,38 @@ If the message is long, summarize it in more sentences. Check its length first.
 
 # %%
 runtime.dag.to_frame().query("kind == 'model_call'")[["parent", "input_tokens", "output_tokens", "status"]]
+
+# %% [markdown]
+# ## Half the price: an evaluation through the batch API
+#
+# OpenAI's Batch API and Anthropic's Message Batches answer the same requests at half the price,
+# within 24 hours. `evaluate(..., batch=True)` on an `OpenAIRuntime` or `AnthropicRuntime` sends the
+# rows as one batch, waits for it (the progress bar shows the batch's own counts), and sends the
+# re-asks of rows whose reply was unusable as the next round, so every decision keeps its retries.
+# With `journal=` the batch id is journaled: after a kernel restart the same call re-attaches to the
+# batch in flight instead of paying for it again. Use it for runs that can wait; use the online path
+# (with `rate_limit=`) while you iterate.
+#
+# The run below replays `cassettes/batch.jsonl`, recorded through the real `openai` SDK against the
+# loopback server, which speaks the files and batches protocol (`cassettes/record_batch.py`). One
+# row's first reply held no pick, so it was answered in round 2: each attempt's raw record says
+# which batch, request and round answered it.
+
+# %%
+from openprogram import decision
+
+BATCH_OPTIONS = {"refund": ("REFUND", "give the customer their money back"),
+                 "answer": ("ANSWER", "answer a question in writing"),
+                 "escalate": ("ESCALATE", "hand the conversation to a person")}
+BATCH_ROWS = [{"message": "The vase arrived broken, I want my money back", "label": "refund"},
+              {"message": "When does my parcel ship?", "label": "answer"},
+              {"message": "This is the third time, get me a manager", "label": "escalate"},
+              {"message": "Can I pay by invoice?", "label": "answer"}]
+batch_run = decision.evaluate("Customer message: {message}\nPick one way to handle it.",
+                              BATCH_OPTIONS, BATCH_ROWS, runtime=ReplayRuntime("cassettes/batch.jsonl"),
+                              expected="label", concurrency=4, progress=False)
+[[(a.raw["batch"]["batch_id"], a.raw["batch"]["round"], a.error_kind) for a in t.attempts]
+ for t in batch_run.traces]
+
+# %%
+batch_run.picks_list, batch_run.accuracy, batch_run.retry_rate
