@@ -4,11 +4,18 @@ An LLM is handed a menu of options (functions, values, schemas to fill), picks o
 JSON object, and the pick resolves straight into the next step's result. Only the standard
 library is imported here; the notebook layer (`openprogram.widgets`) loads when IPython asks.
 """
+import sys as _sys
+
 from .agentic_programming import decision
+
+# `import openprogram.decision` (and `from openprogram.decision import make`) gives the same
+# module as `from openprogram import decision`: the facade registered under its public name.
+_sys.modules.setdefault(__name__ + ".decision", decision)
 from .agentic_programming.agent import Agent, aagent, agent, bind_context, current_agent
-from .agentic_programming.errors import (ERROR_KINDS, DecisionError, MissingExtraError,
-                                         ModelCallError, OpenProgramError, OptionError,
-                                         OptionWarning, Retry)
+from .agentic_programming.errors import (ERROR_KINDS, ArgumentError, DecisionError,
+                                         MissingExtraError, ModelCallError, NoRuntimeError,
+                                         OpenProgramError, OptionError, OptionWarning, Retry,
+                                         SchemaError, UsageError)
 from .agentic_programming.records import Pick, Reask
 from .agentic_programming.function import agentic_function
 from .agentic_programming.lazy import lazy_names
@@ -25,6 +32,7 @@ __version__ = "0.1.0"
 
 __all__ = ["Agent", "agent", "aagent", "Retry", "Pick", "Reask", "decision", "DecisionError",
            "OptionError", "OptionWarning", "OpenProgramError", "MissingExtraError",
+           "ArgumentError", "UsageError", "SchemaError", "NoRuntimeError",
            "JsonSchema", "tool",
            "Option", "register_option_kind", "register_trace_view", "Runtime", "ToolCall",
            "ModelResponse", "ModelCallError", "DAG", "DecisionTrace", "Attempt", "TraceEvent",

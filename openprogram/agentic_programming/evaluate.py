@@ -428,6 +428,11 @@ class Variant:
     validate: Any = None
     reask: Any = None
 
+    def __post_init__(self):
+        # A misspelt way of asking is refused here, where it was written, not when compare runs
+        if self.mode is not None:
+            get_mode(self.mode)
+
 
 def _variants(variants: Any, options: Any, runtime: Runtime | None):
     if not isinstance(variants, Mapping):

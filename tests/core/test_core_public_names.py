@@ -1,0 +1,29 @@
+"""Public names behave as written (issue 28): `openprogram.decision` imports as a module, and a
+`Variant` with a way of asking that does not exist is refused where it is written."""
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+from openprogram import ArgumentError, Variant, decision
+from openprogram.runtimes import ScriptedRuntime
+
+
+def test_import_openprogram_decision_is_the_decision_facade():
+    module = importlib.import_module("openprogram.decision")
+    assert module is decision
+    assert module.make("Pick.", ["stay", "go"], runtime=ScriptedRuntime(['{"call": "go"}'])) == "go"
+
+
+def test_import_openprogram_decision_works_in_a_fresh_interpreter():
+    code = ("import openprogram.decision as d; from openprogram.decision import make; "
+            "import openprogram; print(d is openprogram.decision and make is d.make)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/")
+    assert out.stdout.strip() == "True", out.stderr
+
+
+def test_a_variant_with_an_unknown_mode_is_refused_when_written():
+    with pytest.raises(ArgumentError, match="unknown mode 'bogus'.*'menu'"):
+        Variant(mode="bogus")
+    assert Variant(mode="tools").mode == "tools"
