@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
 
 from .errors import require
 from .records import Attempt, ToolRound
-from .trace import DecisionTrace, _safe_repr, trace_view
+from .trace import DecisionTrace, trace_view
 
 __all__ = ["EvaluationResult", "ComparisonResult", "NO_PICK"]
 
@@ -424,7 +424,8 @@ class EvaluationResult:
         return len(self._outcomes) - self._outcomes.status.count(0)
 
     def _details(self) -> tuple[list, list, list, list | None]:
-        """Per row: args, result repr, error text (and the input rows, from a journal)."""
+        """Per row: args, result (the object; its JSON form from a journal), error text (and
+        the input rows, from a journal)."""
         n = len(self)
         if self._rows is not None:
             args, results, errors = [], [], []
@@ -433,8 +434,9 @@ class EvaluationResult:
                 last = trace.attempts[-1] if trace is not None and trace.attempts else None
                 args.append(last.args if last is not None and pick_of(row) is not None
                             else None)
-                results.append(_safe_repr(row.result) if row and row.status == "resolved"
-                               else None)
+                # the object itself: a frame is for analysis (df["result"] == "REFUND");
+                # only a view turns it into text
+                results.append(row.result if row and row.status == "resolved" else None)
                 errors.append(f"{type(row.error).__name__}: {row.error}"
                               if row is not None and row.error is not None else None)
             return args, results, errors, None
@@ -446,7 +448,7 @@ class EvaluationResult:
             i = line["row"]
             if i < n and offsets[i] == offset:
                 args[i] = line.get("args")
-                results[i] = line.get("result_repr")
+                results[i] = line.get("result")     # its JSON form, as the journal keeps it
                 err = line.get("error")
                 errors[i] = f"{err['type']}: {err['message']}" if err else None
                 inputs[i] = line.get("input") or {}

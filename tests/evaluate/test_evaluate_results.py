@@ -33,8 +33,8 @@ def test_one_row_per_input_in_input_order(frame):
     assert df["chosen"].tolist()[:4] == ["refund", "escalate", "ignore", "refund"]
     assert pd.isna(df.loc[4, "chosen"]) and df.loc[5, "chosen"] == "ignore"
     assert df.loc[0, "args"] == {"amount": 5} and df.loc[1, "args"] == {"team": "tech"}
-    assert df.loc[0, "result"] == "'refunded 5'"
-    assert df.loc[1, "result"] == "{'decision': 'escalate', 'team': 'tech'}"
+    assert df.loc[0, "result"] == "refunded 5"          # the objects, not their reprs
+    assert df.loc[1, "result"] == {"decision": "escalate", "team": "tech"}
     assert res.results[:3] == ["refunded 5", {"decision": "escalate", "team": "tech"}, "IGNORED"]
     assert df["attempts"].tolist() == [1, 1, 1, 1, 2, 2]
     assert df.loc[4, "error_kinds"] == ["no_action", "no_action"]
@@ -282,3 +282,34 @@ def test_evaluate_and_compare_are_public():
     import openprogram
     assert openprogram.compare is compare and decision.compare is compare
     assert "compare" in openprogram.__all__
+
+
+def test_to_frame_holds_each_result_as_the_object_for_every_option_kind():
+    """df["result"] holds what the decision returned — a function's return value, the value
+    itself, the filled schema, the user's class instance — so it can be compared and used."""
+    from dataclasses import dataclass
+
+    from openprogram import decision
+    from openprogram.runtimes import ScriptedRuntime
+
+    @dataclass
+    class Ticket:
+        """Open a ticket."""
+        title: str
+
+    def refund(amount: int) -> dict:
+        """Refund."""
+        return {"refunded": amount}
+
+    options = {"refund": refund, "keep": "KEEP",
+               "escalate": ("Hand over.", {"team": str}), "Ticket": Ticket}
+    replies = {"a": '{"call": "refund", "args": {"amount": 3}}', "b": '{"call": "keep"}',
+               "c": '{"call": "escalate", "args": {"team": "ops"}}',
+               "d": '{"call": "Ticket", "args": {"title": "broken"}}'}
+    rt = ScriptedRuntime([lambda p: replies[p.split("row ")[1][0]]] * 4)
+    res = decision.evaluate("row {k}", options, [{"k": k} for k in "abcd"], runtime=rt,
+                            concurrency=1, progress=False)
+    results = res.to_frame()["result"].tolist()
+    assert results == [{"refunded": 3}, "KEEP", {"decision": "escalate", "team": "ops"},
+                       Ticket(title="broken")]
+    assert isinstance(results[3], Ticket) and (res.to_frame()["result"] == "KEEP").sum() == 1
