@@ -18,6 +18,7 @@ from .agentic_programming.errors import (ERROR_KINDS, ArgumentError, DecisionErr
                                          SchemaError, UsageError)
 from .agentic_programming.records import Pick, Reask
 from .agentic_programming.function import agentic_function
+from .agentic_programming.loop import amake, make
 from .agentic_programming.lazy import lazy_names
 from .agentic_programming.options import Option, register_option_kind
 from .agentic_programming.tooldefs import JsonSchema, tool
@@ -38,14 +39,20 @@ __all__ = ["Agent", "agent", "aagent", "Retry", "Pick", "Reask", "decision", "De
            "ModelResponse", "ModelCallError", "DAG", "DecisionTrace", "Attempt", "TraceEvent",
            "ERROR_KINDS", "observe", "add_observer", "remove_observer", "last_trace",
            "current_runtime", "using_runtime", "current_agent", "bind_context",
-           "register_toolset", "compare", "Variant", "agentic_function", "load_ipython_extension",
+           "register_toolset", "make", "amake", "evaluate", "aevaluate", "compare", "Variant",
+           "revalidate", "EvaluationResult", "ComparisonResult", "Revalidation", "agentic_function", "load_ipython_extension",
            "unload_ipython_extension"]
 
 # Evaluation and toolsets load on first use (`openprogram.compare`, `openprogram.Variant`,
 # `openprogram.register_toolset`).
-__getattr__, __dir__ = lazy_names(__name__, {"compare": ".agentic_programming.evaluate",
-                                             "Variant": ".agentic_programming.evaluate",
-                                             "register_toolset": ".agentic_programming.tools"})
+__getattr__, __dir__ = lazy_names(__name__, {
+    "compare": ".agentic_programming.evaluate", "Variant": ".agentic_programming.evaluate",
+    "evaluate": ".agentic_programming.evaluate", "aevaluate": ".agentic_programming.evaluate",
+    "EvaluationResult": ".agentic_programming.evaluate_results",
+    "ComparisonResult": ".agentic_programming.evaluate_results",
+    "revalidate": ".agentic_programming.revalidate",
+    "Revalidation": ".agentic_programming.revalidate",
+    "register_toolset": ".agentic_programming.tools"})
 
 
 def load_ipython_extension(ipython):

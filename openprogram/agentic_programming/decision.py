@@ -12,7 +12,7 @@ importing each other.
 """
 from __future__ import annotations
 
-from .errors import DecisionError, OptionError
+from .errors import DecisionError, OptionError, Retry
 from .extract import extract_action
 from .lazy import lazy_names
 from .loop import (DECISION_FINISH_INSTRUCTION, amake, make, parse_args, reask_prompt, render_options,
@@ -22,9 +22,10 @@ from .trace import last_trace
 
 __all__ = ["make", "amake", "render_options", "extract_action", "parse_args", "resolve_decision",
            "DecisionError", "DECISION_FINISH_INSTRUCTION", "last_trace", "OptionError",
-           "evaluate", "aevaluate", "compare", "reask_prompt", "revalidate", "clear_option_cache", "steps"]
+           "evaluate", "aevaluate", "compare", "reask_prompt", "revalidate", "clear_option_cache", "steps",
+           "Retry", "Variant"]
 
 # Evaluation and re-checking load on first use: a decision needs neither.
 __getattr__, __dir__ = lazy_names(__name__, {
     "evaluate": ".evaluate", "aevaluate": ".evaluate", "compare": ".evaluate",
-    "revalidate": ".revalidate", "steps": ".steps"})
+    "revalidate": ".revalidate", "steps": ".steps", "Variant": ".evaluate"})

@@ -24,5 +24,8 @@ def lazy_names(module_name: str, where: dict[str, str]):
         return value
 
     def __dir__() -> list[str]:
-        return sorted(set(vars(sys.modules[module_name])) | set(where))
+        # A module with __all__ shows its public names only, not what it imported to build them
+        module = sys.modules[module_name]
+        public = getattr(module, "__all__", None)
+        return sorted(set(public) if public is not None else set(vars(module)) | set(where))
     return __getattr__, __dir__

@@ -27,3 +27,25 @@ def test_a_variant_with_an_unknown_mode_is_refused_when_written():
     with pytest.raises(ArgumentError, match="unknown mode 'bogus'.*'menu'"):
         Variant(mode="bogus")
     assert Variant(mode="tools").mode == "tools"
+
+
+def test_the_package_exports_the_decision_and_evaluation_functions_and_result_classes():
+    import openprogram
+    from openprogram.agentic_programming import evaluate_results, loop, revalidate
+    assert openprogram.make is loop.make and openprogram.amake is loop.amake
+    assert openprogram.evaluate is decision.evaluate and openprogram.aevaluate is decision.aevaluate
+    assert openprogram.revalidate is decision.revalidate
+    assert openprogram.EvaluationResult is evaluate_results.EvaluationResult
+    assert openprogram.ComparisonResult is evaluate_results.ComparisonResult
+    assert openprogram.Revalidation is revalidate.Revalidation
+    assert decision.Retry is openprogram.Retry and decision.Variant is openprogram.Variant
+    for module in (openprogram, decision):
+        assert all(hasattr(module, name) for name in module.__all__)
+
+
+def test_dir_shows_the_public_names_only():
+    import openprogram
+    for module in (openprogram, decision):
+        names = dir(module)
+        assert names == sorted(module.__all__)
+        assert "lazy_names" not in names and "annotations" not in names
