@@ -177,6 +177,12 @@ class Lab:
                            if (app.shell.currentWidget !== w) app.shell.activateById(w.id);
                            return app.shell.currentWidget === w; }}""",
                 timeout=timeout_ms)
+            # A restored notebook stays in the DOM as a hidden tab, and then page-wide locators
+            # (".jp-Cell", ".op-panel") find its cells first: dispose of every other document
+            # (dispose, not close: a close of a changed one asks to save, in a dialog).
+            page.evaluate(f"""() => {{ {_OURS}
+                                for (const x of [...app.shell.widgets('main')])
+                                    if (x !== w) x.dispose(); }}""")
         except PlaywrightTimeout:
             state = page.evaluate(
                 """() => { const app = window.jupyterapp;
