@@ -39,14 +39,15 @@ __all__ = ["Agent", "agent", "aagent", "Retry", "Pick", "Reask", "decision", "De
            "ModelResponse", "ModelCallError", "DAG", "DecisionTrace", "Attempt", "TraceEvent",
            "ERROR_KINDS", "observe", "add_observer", "remove_observer", "last_trace",
            "current_runtime", "using_runtime", "current_agent", "bind_context",
-           "register_toolset", "make", "amake", "evaluate", "aevaluate", "compare", "Variant",
+           "register_toolset", "make", "amake", "evaluate", "aevaluate", "compare", "acompare", "Variant",
            "revalidate", "EvaluationResult", "ComparisonResult", "Revalidation", "agentic_function", "load_ipython_extension",
            "unload_ipython_extension"]
 
 # Evaluation and toolsets load on first use (`openprogram.compare`, `openprogram.Variant`,
 # `openprogram.register_toolset`).
 __getattr__, __dir__ = lazy_names(__name__, {
-    "compare": ".agentic_programming.evaluate", "Variant": ".agentic_programming.evaluate",
+    "compare": ".agentic_programming.evaluate",
+    "acompare": ".agentic_programming.evaluate", "Variant": ".agentic_programming.evaluate",
     "evaluate": ".agentic_programming.evaluate", "aevaluate": ".agentic_programming.evaluate",
     "EvaluationResult": ".agentic_programming.evaluate_results",
     "ComparisonResult": ".agentic_programming.evaluate_results",

@@ -2,10 +2,10 @@
 
 `from openprogram import decision` gives this module: `decision.make` (and `amake`), `render_options`,
 `extract_action`, `parse_args`, `resolve_decision`, `DecisionError`,
-`DECISION_FINISH_INSTRUCTION`, `last_trace`, the prototyping tools `evaluate` (and `aevaluate`) /
-`compare`, and `clear_option_cache` (forget the function options kept between calls). `evaluate`, `aevaluate`,
-`compare`, `revalidate` and `steps` (the step-through of a recorded decision) are imported the
-first time they are used.
+`DECISION_FINISH_INSTRUCTION`, `last_trace`, the prototyping tools `evaluate` / `compare` (and
+their awaitable twins `aevaluate` / `acompare`), and `clear_option_cache` (forget the function
+options kept between calls). The prototyping tools, `revalidate` and `steps` (the step-through of
+a recorded decision) are imported the first time they are used.
 It only re-exports: the loop lives in loop.py, evaluation in evaluate.py. Being a facade at the
 top of the layers is what lets `decision.evaluate` exist without evaluate.py and the loop
 importing each other.
@@ -22,10 +22,10 @@ from .trace import last_trace
 
 __all__ = ["make", "amake", "render_options", "extract_action", "parse_args", "resolve_decision",
            "DecisionError", "DECISION_FINISH_INSTRUCTION", "last_trace", "OptionError",
-           "evaluate", "aevaluate", "compare", "reask_prompt", "revalidate", "clear_option_cache", "steps",
+           "evaluate", "aevaluate", "compare", "acompare", "reask_prompt", "revalidate", "clear_option_cache", "steps",
            "Retry", "Variant"]
 
 # Evaluation and re-checking load on first use: a decision needs neither.
 __getattr__, __dir__ = lazy_names(__name__, {
-    "evaluate": ".evaluate", "aevaluate": ".evaluate", "compare": ".evaluate",
+    "evaluate": ".evaluate", "aevaluate": ".evaluate", "compare": ".evaluate", "acompare": ".evaluate",
     "revalidate": ".revalidate", "steps": ".steps", "Variant": ".evaluate"})

@@ -39,7 +39,7 @@ from .ratelimit import RateLimit, check_rate_limit, using as _limited
 from .trace import _safe_repr, batch
 from .trace import batch as _trace_batch
 
-__all__ = ["evaluate", "aevaluate", "compare", "EvaluationResult", "ComparisonResult",
+__all__ = ["evaluate", "aevaluate", "compare", "acompare", "EvaluationResult", "ComparisonResult",
            "Variant", "JournalMismatch", "NO_PICK", "RateLimit"]
 
 
@@ -385,6 +385,21 @@ async def aevaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime 
     one = _Run(table, menu, batched, settings, concurrency, progress, "evaluate", journal,
                "evaluate", limit)
     _batch_hooks(one, batched, rt)
+    with _trace_batch("evaluate", None, **_known(inputs=table.total),
+                      concurrency=concurrency, mode=settings["mode"]):
+        wall, was_interrupted = await _arun(one, menu, batched, settings, concurrency, limit)
+    result = one.result(wall, was_interrupted)
+    if was_interrupted:
+        return _interrupted(result, on_interrupt, f"aevaluate was interrupted: "
+                            f"{result.finished} of {len(result)} inputs finished")
+    return result
+
+
+async def _arun(one: "_Run", menu: list, rt: Runtime, settings: dict, concurrency: int,
+                limit: RateLimit | None) -> tuple[float, bool]:
+    """One run's rows as tasks on the running loop: (wall seconds, interrupted). A cancel of
+    the awaiting task re-raises with the partial result as `.result` (what finished is kept)."""
+    import asyncio
     board = one.board
     stop = threading.Event()
 
@@ -394,9 +409,8 @@ async def aevaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime 
 
     t0 = time.perf_counter()
     try:
-        with _trace_batch("evaluate", None, **_known(inputs=table.total),
-                          concurrency=concurrency, mode=settings["mode"]), _limited(limit):
-            was_interrupted = await arows(one.items, menu, batched, settings, concurrency, stop,
+        with _limited(limit):
+            was_interrupted = await arows(one.items, menu, rt, settings, concurrency, stop,
                                           contextvars.copy_context(), on_row)
     except KeyboardInterrupt:
         was_interrupted = True
@@ -408,11 +422,7 @@ async def aevaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime 
         if board.bar is not None:
             board.bar.close()
     board.close()
-    result = one.result(time.perf_counter() - t0, was_interrupted)
-    if was_interrupted:
-        return _interrupted(result, on_interrupt, f"aevaluate was interrupted: "
-                            f"{result.finished} of {len(result)} inputs finished")
-    return result
+    return time.perf_counter() - t0, was_interrupted
 
 
 @dataclass(frozen=True)
@@ -501,40 +511,109 @@ def compare(prompt: str, variants: Any, inputs: Any, *, options: Any = None,
     `evaluate` (on the batch path each variant is its own rounds). Ctrl-C behaves as in
     `evaluate`; variants not yet started are all "cancelled".
     """
-    concurrency, settings = _settings(on_interrupt, concurrency, max_retries, timeout_s,
-                                      context, validate, reask, mode)
-    plan = _variants(variants, options, runtime)
-    for name, menu, rt, overrides in plan:
-        check_context(menu, context)
-        check_modes(rt, overrides.get("mode", settings["mode"]))
-    limit = _rate_limit(rate_limit, [rt for _, _, rt, _ in plan])
-    names = list(dict.fromkeys(o.name for _, menu, _, _ in plan for o in menu))
-    table = Table(prompt, inputs, expected, names, "compare on", total=total)
-    if table.streamed:  # every variant runs over the rows: read them once, keep them
-        for _ in table.rows():
-            pass
-        exp = table.expected
-        table = Table(prompt, table.records, exp, names, "compare on")
-    results: dict[str, EvaluationResult] = {}
-    was_interrupted = False
-    with _trace_batch("compare", None, variants=len(plan), inputs=table.total):
-        for name, menu, rt, overrides in plan:
+    prep = _Comparison(prompt, variants, inputs, options, runtime, concurrency, max_retries,
+                       expected, context, timeout_s, progress, on_interrupt, validate, reask,
+                       mode, journal, total, rate_limit, batch)
+    with _trace_batch("compare", None, variants=len(prep.plan), inputs=prep.table.total):
+        for one in prep.runs():
+            wall, interrupted = (0.0, True) if prep.interrupted else one.go()
+            prep.done(one, wall, interrupted)
+    return prep.result()
+
+
+async def acompare(prompt: str, variants: Any, inputs: Any, *, options: Any = None,
+                   runtime: Runtime | None = None, concurrency: int = 8, max_retries: int = 1,
+                   expected: Any = None, context: dict | None = None,
+                   timeout_s: float | None = None, progress: bool = True,
+                   on_interrupt: str = "return", validate: Callable | None = None,
+                   reask: Any = None, mode: str = "menu", journal: Any = None,
+                   total: int | None = None, rate_limit: Any = None,
+                   batch: Any = False) -> "ComparisonResult":
+    """`compare`, awaitable: each variant's rows run as `aevaluate` runs them (tasks on the
+    running event loop, at most `concurrency` in flight), one variant after another. Same
+    arguments and the same `ComparisonResult`. Cancelling the awaiting task cancels the rows
+    in flight and re-raises the CancelledError, carrying the partial comparison as `.result`
+    (unstarted variants "cancelled")."""
+    import asyncio
+    prep = _Comparison(prompt, variants, inputs, options, runtime, concurrency, max_retries,
+                       expected, context, timeout_s, progress, on_interrupt, validate, reask,
+                       mode, journal, total, rate_limit, batch)
+    with _trace_batch("compare", None, variants=len(prep.plan), inputs=prep.table.total):
+        for one in prep.runs():
+            if prep.interrupted:
+                prep.done(one, 0.0, True)
+                continue
+            try:
+                wall, interrupted = await _arun(one, one.menu, one.rt, one.settings,
+                                                one.concurrency, prep.limit)
+            except asyncio.CancelledError as exc:
+                prep.done(one, 0.0, True, exc.result)
+                for rest in prep.runs():
+                    prep.done(rest, 0.0, True)
+                exc.result = prep.comparison()
+                raise
+            prep.done(one, wall, interrupted)
+    return prep.result()
+
+
+class _Comparison:
+    """What compare and acompare share: the variants checked, the inputs read once, one run
+    per variant (made as the previous one ends) and the results gathered."""
+
+    def __init__(self, prompt, variants, inputs, options, runtime, concurrency, max_retries,
+                 expected, context, timeout_s, progress, on_interrupt, validate, reask, mode,
+                 journal, total, rate_limit, batch):
+        self.concurrency, self.settings = _settings(on_interrupt, concurrency, max_retries,
+                                                    timeout_s, context, validate, reask, mode)
+        self.plan = _variants(variants, options, runtime)
+        for _, menu, rt, overrides in self.plan:
+            check_context(menu, context)
+            check_modes(rt, overrides.get("mode", self.settings["mode"]))
+        self.limit = _rate_limit(rate_limit, [rt for _, _, rt, _ in self.plan])
+        names = list(dict.fromkeys(o.name for _, menu, _, _ in self.plan for o in menu))
+        table = Table(prompt, inputs, expected, names, "compare on", total=total)
+        if table.streamed:  # every variant runs over the rows: read them once, keep them
+            for _ in table.rows():
+                pass
+            exp = table.expected
+            table = Table(prompt, table.records, exp, names, "compare on")
+        self.table, self.prompt, self.progress = table, prompt, progress
+        self.journal, self.batch, self.on_interrupt = journal, batch, on_interrupt
+        self.results: dict[str, EvaluationResult] = {}
+        self.interrupted = False
+        self._next = 0
+
+    def runs(self):
+        """The next variants' runs, each made only when the one before has finished."""
+        while self._next < len(self.plan):
+            name, menu, rt, overrides = self.plan[self._next]
+            self._next += 1
             own = {k: v for k, v in overrides.items() if k != "prompt"}
-            own_prompt = overrides.get("prompt", prompt)
-            own_table = table if own_prompt == prompt else table.refill(own_prompt)
-            batched = _batched(batch, rt)
-            workers = concurrency if batched is rt else max(concurrency, table.total or 50_000)
-            one = _Run(own_table, menu, batched, {**settings, **own}, workers,
-                       progress and not was_interrupted, name, journal, name, limit)
+            own_prompt = overrides.get("prompt", self.prompt)
+            table = self.table if own_prompt == self.prompt else self.table.refill(own_prompt)
+            batched = _batched(self.batch, rt)
+            workers = (self.concurrency if batched is rt
+                       else max(self.concurrency, table.total or 50_000))
+            one = _Run(table, menu, batched, {**self.settings, **own}, workers,
+                       self.progress and not self.interrupted, name, self.journal, name,
+                       self.limit)
             _batch_hooks(one, batched, rt)
-            if was_interrupted:
-                wall = 0.0
-                one.board.close()
-            else:
-                wall, was_interrupted = one.go()
-            results[name] = one.result(wall, was_interrupted, label=name)
-    result = ComparisonResult(results, columns=table.columns, records=table.records,
-                              expected=table.expected, interrupted=was_interrupted)
-    if was_interrupted:
-        return _interrupted(result, on_interrupt, "compare was interrupted")
-    return result
+            yield one
+
+    def done(self, one: "_Run", wall: float, interrupted: bool, result=None) -> None:
+        if self.interrupted or result is not None:
+            one.board.close()
+        self.results[one.name] = (result if result is not None
+                                  else one.result(wall, interrupted, label=one.name))
+        self.interrupted = self.interrupted or interrupted
+
+    def comparison(self) -> ComparisonResult:
+        return ComparisonResult(self.results, columns=self.table.columns,
+                                records=self.table.records, expected=self.table.expected,
+                                interrupted=self.interrupted)
+
+    def result(self) -> ComparisonResult:
+        result = self.comparison()
+        if self.interrupted:
+            return _interrupted(result, self.on_interrupt, "compare was interrupted")
+        return result
