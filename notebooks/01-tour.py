@@ -102,9 +102,9 @@ failure.trace
 
 
 # %% [markdown]
-# ## `agent(choices=)`: work first, decide last
+# ## `agent(options=)`: work first, decide last
 #
-# With `%%agent` (or `agent(prompt, tools=..., choices=...)`) the model first does a normal turn — here
+# With `%%agent` (or `agent(prompt, tools=..., options=...)`) the model first does a normal turn — here
 # it calls the native tool `lookup_order` — and only its final reply is the decision. The tool round
 # shows in the panel too.
 

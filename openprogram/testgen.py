@@ -16,7 +16,7 @@ the option *names* and their menu, not the functions and values behind them:
   `option_set_source(options)` writes such source for an option set made in a notebook: its
   functions by `inspect.getsource`, its values and schemas as literals.
 The same applies to `context_expr` (hidden parameters' values) and `tools_expr` (the tools of an
-`agent(..., choices=)` turn). Only the standard library is used; nothing here needs Jupyter.
+`agent(..., options=)` turn). Only the standard library is used; nothing here needs Jupyter.
 """
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ def trace_to_pytest(trace, options_expr: str = "OPTIONS", module: str | None = N
                          f"resolved or failed")
     if trace.entry not in ("make", "agent"):
         raise ValueError(f"decision #{trace.id} came from {trace.entry!r}; only decision.make and "
-                         f"agent(..., choices=) traces can be replayed")
+                         f"agent(..., options=) traces can be replayed")
     if not trace.attempts:
         raise ValueError(f"decision #{trace.id} has no attempts to replay")
     if module is None and setup is None:
@@ -225,7 +225,7 @@ def trace_to_pytest(trace, options_expr: str = "OPTIONS", module: str | None = N
                 f"max_retries={trace.max_attempts - 1}"
                 + (f", context={context_expr}" if context_expr else "") + ")")
     else:
-        call = (f"agent(PROMPT, choices={options_expr}, runtime=runtime"
+        call = (f"agent(PROMPT, options={options_expr}, runtime=runtime"
                 + (f", tools={tools_expr}" if tools_expr else "")
                 + (f", context={context_expr}" if context_expr else "") + ")")
 

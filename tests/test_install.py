@@ -40,7 +40,7 @@ SMOKE = textwrap.dedent("""
             "Look."
             return "seen " + q
         def plan(self):
-            return agent("Plan, then pick.", toolset="default", choices=["train", "plane"])
+            return agent("Plan, then pick.", toolset="default", options=["train", "plane"])
 
     rt2 = ScriptedRuntime([ToolCall("look", {"q": "map"}), '```json\\n{"call": "plane"}\\n```'])
     chosen = Trip(runtime=rt2).plan()

@@ -1,7 +1,7 @@
 """The IPython magics of `%load_ext openprogram`.
 
 `%%decide OPTIONS` runs `decision.make` with the cell as the prompt and shows the decision panel
-live; `%%agent OPTIONS` does the same through `agent(..., choices=OPTIONS)` with tools;
+live; `%%agent OPTIONS` does the same through `agent(..., options=OPTIONS)` with tools;
 `%decision_menu OPTIONS` previews an option set without a model; `%decision_runtime [EXPR]`
 shows or sets the notebook's default runtime; `%decision_trace [N]` shows a past decision again,
 and `%decision_steps [N]` steps through it stage by stage.
@@ -301,7 +301,7 @@ class DecisionMagics(Magics):
     @_decision_flags
     @cell_magic
     def agent(self, line, cell):
-        """Run a full turn, `agent(prompt, tools=..., choices=OPTIONS)`, and show the panel.
+        """Run a full turn, `agent(prompt, tools=..., options=OPTIONS)`, and show the panel.
 
         The model may call the tools first (each round shows in the panel); its final reply
         picks one option and is resolved like %%decide. The re-pick count on this path is fixed
@@ -319,7 +319,7 @@ class DecisionMagics(Magics):
                 toolset = name if name.isidentifier() and name not in self.shell.user_ns \
                     else self._eval(name, "--toolset")
             from openprogram import agent
-            return (lambda: agent(prompt, tools=tools, toolset=toolset, choices=options,
+            return (lambda: agent(prompt, tools=tools, toolset=toolset, options=options,
                                   max_iterations=args.max_iterations, **common)), tools
         return self._decision_cell(self.agent, line, cell, start)
 

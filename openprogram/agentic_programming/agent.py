@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
 
 from .errors import UsageError
 from .model import _current_agent, _current_runtime, current_agent, resolve_runtime
-from .runtime import Runtime
+from .runtime import Runtime, option_set
 
 __all__ = ["Agent", "agent", "aagent", "bind_context", "current_agent"]
 
@@ -128,28 +128,31 @@ class Agent:
         return f"{type(self).__name__}(runtime={self.runtime!r})"
 
 
-def agent(prompt: Any, *, tools: Any = None, toolset: Any = None, choices: Any = None,
+def agent(prompt: Any, *, tools: Any = None, toolset: Any = None, options: Any = None,
           response_format: Any = None, runtime: Runtime | None = None,
           context: dict | None = None, max_iterations: int = 20,
           timeout_s: float | None = None, validate: Callable | None = None, reask: Any = None,
-          mode: str = "menu"):
+          mode: str = "menu", choices: Any = None):
     """A full turn (E2) on the bound Runtime: reasoning and native tool calls from `tools` /
-    `toolset`. Returns the reply text; with `choices=`, the resolved decision."""
+    `toolset`. Returns the reply text; with `options=` (an option set, as in `decision.make`;
+    `choices=` is its older name and still works), the resolved decision."""
+    options = option_set(options, choices, "agent")
     rt = resolve_runtime(runtime, "agent()")
-    return rt.exec(prompt, tools=tools, toolset=toolset, choices=choices,
+    return rt.exec(prompt, tools=tools, toolset=toolset, options=options,
                    response_format=response_format, max_iterations=max_iterations,
                    timeout_s=timeout_s, context=context, validate=validate, reask=reask,
                    mode=mode)
 
 
-async def aagent(prompt: Any, *, tools: Any = None, toolset: Any = None, choices: Any = None,
+async def aagent(prompt: Any, *, tools: Any = None, toolset: Any = None, options: Any = None,
                  response_format: Any = None, runtime: Runtime | None = None,
                  context: dict | None = None, max_iterations: int = 20,
                  timeout_s: float | None = None, validate: Callable | None = None,
-                 reask: Any = None, mode: str = "menu"):
+                 reask: Any = None, mode: str = "menu", choices: Any = None):
     """`agent()`, awaitable (`Runtime.aexec`): async models, tools and options are awaited."""
+    options = option_set(options, choices, "aagent")
     rt = resolve_runtime(runtime, "aagent()")
-    return await rt.aexec(prompt, tools=tools, toolset=toolset, choices=choices,
+    return await rt.aexec(prompt, tools=tools, toolset=toolset, options=options,
                           response_format=response_format, max_iterations=max_iterations,
                           timeout_s=timeout_s, context=context, validate=validate, reask=reask,
-                   mode=mode)
+                          mode=mode)

@@ -5,7 +5,7 @@ the reply, validates its arguments, re-asks on a bad reply, and resolves the pic
 (rules E1, P1-P8, Z1). `parse_args` and `resolve_decision` are its two halves on their own. The
 loop talks to the model only through the `ModelCaller` protocol and to option kinds only through
 their methods; each step makes a new frozen `Attempt` record and emits it, and the trace is
-assembled from those events. Entry points that run a whole turn first (`agent(choices=)`,
+assembled from those events. Entry points that run a whole turn first (`agent(options=)`,
 `exec(response_format=)`) live one layer up, in runtime.py, and drive the same `Decider`.
 """
 from __future__ import annotations

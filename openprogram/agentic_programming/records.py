@@ -86,7 +86,7 @@ class Attempt:
 
 @dataclass(frozen=True)
 class ToolRound:
-    """One native tool call made during an `agent(..., choices=)` turn."""
+    """One native tool call made during an `agent(..., options=)` turn."""
     round: int
     name: str
     args: dict

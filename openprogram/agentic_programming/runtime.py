@@ -1,7 +1,7 @@
 """The Runtime: the one place that talks to a model.
 
 `Runtime(call=fn)` wraps any text model. `exec()` runs one turn: a plain reply, a native tool-call
-loop (`tools=` / `toolset=`), a decision at the end of the turn (`choices=`), or a reply parsed
+loop (`tools=` / `toolset=`), a decision at the end of the turn (`options=`), or a reply parsed
 against a schema (`response_format=`). Every model call and every Agent method call is a node of
 the runtime's DAG. Concrete runtimes (scripted, OpenAI, Anthropic, cassettes) override `complete()`.
 A new runtime plugs in by subclassing `Runtime` and overriding `complete()` (see
@@ -246,6 +246,18 @@ class _Span:
 # ---------------------------------------------------------------------------------------------
 
 
+
+def option_set(options: Any, choices: Any, where: str) -> Any:
+    """`options=`, or `choices=` (the name an agent turn's option set had before `make` and the
+    turn shared one): both name the same thing, so giving both is refused, not merged."""
+    if choices is None:
+        return options
+    if options is not None:
+        raise TypeError(f"{where}() got options= and choices=, which are one argument (choices= "
+                        f"is the older name of options=); pass only options=")
+    return choices
+
+
 class Runtime(ModelCaller):
     """Wraps a model. `Runtime(call=fn, model="name")` where `fn(content, **kwargs)` gets the
     turn's content blocks and returns the reply text (or `ToolCall`s when `tools=` were offered;
@@ -380,27 +392,30 @@ class Runtime(ModelCaller):
                                         **_given(mode_args))
             return _record_reply(node, resp), node
 
-    def exec(self, content, *, tools=None, toolset=None, choices=None, response_format=None,
+    def exec(self, content, *, tools=None, toolset=None, options=None, response_format=None,
              max_iterations: int = 20, timeout_s: float | None = None, context: dict | None = None,
-             validate: Callable | None = None, reask: Any = None, mode: str = "menu"):
-        """Run one turn. Returns the reply text; with `choices=`, the resolved decision (a
-        `validate=` rule and a `reask=` text apply as in `decision.make`); with
-        `response_format=`, the validated object."""
-        return run_sync(self._exec(content, tools, toolset, choices, response_format,
-                                   max_iterations, timeout_s, context, validate, reask, mode,
-                                   sync=True))
+             validate: Callable | None = None, reask: Any = None, mode: str = "menu",
+             choices=None):
+        """Run one turn. Returns the reply text; with `options=` (an option set, as in
+        `decision.make`; `choices=` is its older name), the resolved decision (a `validate=`
+        rule and a `reask=` text apply as in `decision.make`); with `response_format=`, the
+        validated object."""
+        return run_sync(self._exec(content, tools, toolset, option_set(options, choices, "exec"),
+                                   response_format, max_iterations, timeout_s, context,
+                                   validate, reask, mode, sync=True))
 
-    async def aexec(self, content, *, tools=None, toolset=None, choices=None,
+    async def aexec(self, content, *, tools=None, toolset=None, options=None,
                     response_format=None, max_iterations: int = 20,
                     timeout_s: float | None = None, context: dict | None = None,
-                    validate: Callable | None = None, reask: Any = None, mode: str = "menu"):
+                    validate: Callable | None = None, reask: Any = None, mode: str = "menu",
+                    choices=None):
         """`exec()` for async callers: model calls through `acall_model`, async tools and
         options awaited."""
-        return await self._exec(content, tools, toolset, choices, response_format,
-                                max_iterations, timeout_s, context, validate, reask, mode,
-                                sync=False)
+        return await self._exec(content, tools, toolset, option_set(options, choices, "aexec"),
+                                response_format, max_iterations, timeout_s, context, validate,
+                                reask, mode, sync=False)
 
-    async def _exec(self, content, tools, toolset, choices, response_format, max_iterations,
+    async def _exec(self, content, tools, toolset, options, response_format, max_iterations,
                     timeout_s, context, validate, reask, mode, *, sync: bool):
         check_iterations(max_iterations)
         reask = check_reask(reask)
@@ -408,10 +423,12 @@ class Runtime(ModelCaller):
         blocks = to_blocks(content)
         from . import tools as _tools  # loaded with the first exec(), not with openprogram
         tool_list = _tools.collect(tools, toolset, context)
-        if choices is not None and response_format is not None:
-            raise ValueError("exec() takes choices= or response_format=, not both")
-        if choices is not None:
-            return await run_agent_decision(self, blocks, choices, tool_list, context=context,
+        if options is not None and response_format is not None:
+            raise ValueError("exec() takes options= or response_format=, not both: options= "
+                             "ends the turn with a pick, response_format= with a filled "
+                             "object; drop one")
+        if options is not None:
+            return await run_agent_decision(self, blocks, options, tool_list, context=context,
                                             max_iterations=max_iterations, deadline=deadline,
                                             sync=sync, validate=validate, reask=reask,
                                             mode=mode)
@@ -560,15 +577,15 @@ async def _turn(d: Decider, content: list[dict], tools: list, max_iterations: in
         d.fail_with(ParseError(exc.kind, str(exc)), cause=exc)
 
 
-async def run_agent_decision(rt: Runtime, blocks: list[dict], choices: Any, tools: list,
+async def run_agent_decision(rt: Runtime, blocks: list[dict], options: Any, tools: list,
                              *, context: dict | None, max_iterations: int,
                              deadline: float | None, sync: bool = True,
                              validate: Callable | None = None, reask: Callable | None = None,
                              mode: Any = None):
-    """`exec(choices=)` (E2): one turn with tools, then the last reply is the decision; one
+    """`exec(options=)` (E2): one turn with tools, then the last reply is the decision; one
     re-pick, fixed. In menu mode the finish instruction and the menu end the prompt; in the
     other modes the choices travel as tools or as the schema."""
-    menu = normalize(choices)
+    menu = normalize(options)
     check_context(menu, context)
     way = get_mode(mode)(menu)
     check_modes(rt, way.name)
@@ -576,7 +593,7 @@ async def run_agent_decision(rt: Runtime, blocks: list[dict], choices: Any, tool
     request = blocks_text(blocks)
     turn = _append_text(blocks, DECISION_FINISH_INSTRUCTION + "\n\n" + menu_text) \
         if isinstance(way, MenuMode) else blocks
-    with rt.dag.span("decision", "agent(choices=)"):
+    with rt.dag.span("decision", "agent(options=)"):
         d = Decider(rt, menu, request=request, context=context, max_attempts=2, entry="agent",
                     deadline=deadline, menu_text=menu_text, sync=sync, validate=validate,
                     reask=reask, mode=way)

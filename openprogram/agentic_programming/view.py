@@ -533,7 +533,7 @@ def header_html(trace: DecisionTrace | None) -> str:
         return ('<div class="op-header" style="font-weight:600">Decision: waiting for it to '
                 "start…</div>")
     colour = {"resolved": _OK, "failed": _BAD}.get(trace.status, COLOURS["running"][0])
-    entry = {"make": "decision.make", "agent": "agent(choices=)", "format": "response_format",
+    entry = {"make": "decision.make", "agent": "agent(options=)", "format": "response_format",
              "parse": "parse_args"}.get(trace.entry, trace.entry)
     bits = [f"{len(trace.options)} option(s)", f"mode {trace.mode}",
             f"{len(trace.attempts)} attempt(s)"]

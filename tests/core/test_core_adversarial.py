@@ -240,7 +240,7 @@ def test_O4_A8_bad_option_sets_never_reach_the_model(i):
     with pytest.raises(exc, match=pattern):
         decision.make("Pick.", options, runtime=rt)
     with pytest.raises(exc, match=pattern):
-        agent("Pick.", choices=options, runtime=rt)
+        agent("Pick.", options=options, runtime=rt)
     assert rt.calls == [] and len(rt.dag) == 0
 
 

@@ -98,7 +98,7 @@ def test_A8_native_tool_hidden_parameter_is_filled_from_context():
     assert rt.calls[1].messages[-1]["content"] == "A1 of ada"
     assert "user_id" not in rt.calls[0].tools[0]["parameters"]["properties"]
     # the same on the decision path, where the tool round lands in the trace
-    assert agent("Go.", tools=[lookup], choices=["done"], runtime=rt,
+    assert agent("Go.", tools=[lookup], options=["done"], runtime=rt,
                  context={"user_id": "ada"}) == "done"
     assert decision.last_trace().tool_rounds[0].result == "A1 of ada"
 
@@ -315,3 +315,26 @@ def test_A7_make_inside_a_running_event_loop():
         return picked, text
 
     assert asyncio.run(main()) == ("b", "hello")
+
+
+def test_an_agent_turns_option_set_is_options_and_choices_still_works():
+    """`options=` is the option set's one name (as in decision.make); `choices=`, its older
+    name, gives the same decision; both at once is refused before any model call."""
+    rt = ScriptedRuntime([pick("umbrella"), pick("umbrella")])
+    opts = {"umbrella": "take it", "sunglasses": "take them"}
+    assert agent("Rain?", options=opts, runtime=rt) == "take it"
+    assert agent("Rain?", choices=opts, runtime=rt) == "take it"
+    assert asyncio.run(_aagent_both(opts, rt)) == "refused"
+    with pytest.raises(TypeError, match="options= and choices=.*pass only options="):
+        rt.exec("Rain?", options=opts, choices=opts)
+    assert len(rt.calls) == 2
+
+
+async def _aagent_both(opts, rt):
+    from openprogram import aagent
+    try:
+        await aagent("Rain?", options=opts, choices=opts, runtime=rt)
+    except TypeError as exc:
+        assert "choices= is the older name of options=" in str(exc)
+        return "refused"
+    return "ran"

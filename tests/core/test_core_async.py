@@ -114,7 +114,7 @@ def test_aagent_runs_async_tools_then_resolves_the_choice():
     rt = ScriptedRuntime([ToolCall("weather", {"city": "Oslo"}),
                           'It is sunny.\n```json\n{"call": "go_out"}\n```'])
     result = asyncio.run(aagent("Plan the day.", tools=[weather],
-                                choices={"go_out": "OUT", "stay_in": "IN"}, runtime=rt))
+                                options={"go_out": "OUT", "stay_in": "IN"}, runtime=rt))
     assert result == "OUT"
     trace = decision.last_trace()
     assert [t.result for t in trace.tool_rounds] == ["sunny in Oslo"]

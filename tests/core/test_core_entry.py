@@ -76,7 +76,7 @@ def test_E2_agent_without_choices_returns_the_reply_text():
 def test_E2_agent_with_choices_appends_finish_instruction_and_menu():
     rt = ScriptedRuntime(["I think Rome.\n" + pick("go", {"city": "Rome", "days": 3})])
     prompt = "Plan the trip."
-    assert agent(prompt, choices=OPTIONS, runtime=rt) == "went to Rome for 3 day(s)"
+    assert agent(prompt, options=OPTIONS, runtime=rt) == "went to Rome for 3 day(s)"
     sent = rt.calls[0].prompt
     assert sent.startswith(prompt)
     tail = decision.DECISION_FINISH_INSTRUCTION + "\n\n" + decision.render_options(OPTIONS)
@@ -96,7 +96,7 @@ def test_E2_agent_choices_runs_native_tools_then_decides():
         return f"fact about {q}"
 
     rt = ScriptedRuntime([ToolCall("lookup", {"q": "Rome"}), pick("stay")])
-    assert agent("Decide.", tools=[lookup], choices=OPTIONS, runtime=rt) == "STAYED"
+    assert agent("Decide.", tools=[lookup], options=OPTIONS, runtime=rt) == "STAYED"
     assert looked == ["Rome"]
     assert [t["name"] for t in rt.calls[0].tools] == ["lookup"]
     # the tool's result went back to the model in the second call of the same turn
@@ -111,17 +111,17 @@ def test_E2_agent_choices_runs_native_tools_then_decides():
 def test_E2_agent_choices_repick_count_is_fixed_at_one():
     rt = ScriptedRuntime(["no pick", "no pick either", pick("stay")])
     with pytest.raises(DecisionError) as info:
-        agent("Decide.", choices=OPTIONS, runtime=rt)
+        agent("Decide.", options=OPTIONS, runtime=rt)
     assert len(info.value.trace.attempts) == 2
     assert len(rt.calls) == 2
     with pytest.raises(TypeError):
-        agent("Decide.", choices=OPTIONS, runtime=rt, max_retries=3)
+        agent("Decide.", options=OPTIONS, runtime=rt, max_retries=3)
 
 
 @pytest.mark.rule("E2")
 def test_E2_agent_choices_resolves_with_resolve_decision():
     rt = ScriptedRuntime([pick("plan", {"steps": ["pack", "fly"]})])
-    assert agent("Decide.", choices=OPTIONS, runtime=rt) == {"decision": "plan",
+    assert agent("Decide.", options=OPTIONS, runtime=rt) == {"decision": "plan",
                                                               "steps": ["pack", "fly"]}
 
 
@@ -132,7 +132,7 @@ class Chooser(Agent):
         return decision.make(prompt, OPTIONS)
 
     def turn(self, prompt):
-        return agent(prompt, choices=OPTIONS)
+        return agent(prompt, options=OPTIONS)
 
 
 @pytest.mark.rule("E3")

@@ -128,7 +128,7 @@ def test_agent_in_tools_mode_sends_work_tools_and_choices_and_a_choice_call_ends
         return f"order {order}: delayed"
 
     rt = ScriptedRuntime([ToolCall("lookup", {"order": 5}), ToolCall("done")])
-    assert agent("Handle order 5.", tools=[lookup], choices=OPTIONS, runtime=rt,
+    assert agent("Handle order 5.", tools=[lookup], options=OPTIONS, runtime=rt,
                  mode="tools") == "DONE"
     first = rt.calls[0]
     assert first.prompt == "Handle order 5."  # no finish instruction, no menu
@@ -166,7 +166,7 @@ def test_a_tools_mode_re_ask_repeats_the_call_the_model_made():
 def test_a_function_that_is_both_a_work_tool_and_a_choice_is_sent_once_as_the_choice():
     from openprogram import agent
     rt = ScriptedRuntime([ToolCall("greet", {"name": "Al"})])
-    assert agent("Hi.", tools=[greet], choices={"greet": greet, "done": "DONE"}, runtime=rt,
+    assert agent("Hi.", tools=[greet], options={"greet": greet, "done": "DONE"}, runtime=rt,
                  mode="tools") == "hello Al"
     assert [t["name"] for t in rt.calls[0].tools] == ["greet", "done"]
 

@@ -158,9 +158,9 @@ def test_O4_bad_option_sets_fail_before_any_model_call(options, pattern):
     rt = ScriptedRuntime([pick("a")])
     with pytest.raises(OptionError, match=pattern):
         decision.make("Pick.", options, runtime=rt)
-    if options is not None:  # choices=None means "no decision": a plain turn
+    if options is not None:  # options=None means "no decision": a plain turn
         with pytest.raises(OptionError, match=pattern):
-            agent("Pick.", choices=options, runtime=rt)
+            agent("Pick.", options=options, runtime=rt)
     assert rt.calls == []
     assert len(rt.dag) == 0
 

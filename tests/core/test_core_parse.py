@@ -328,9 +328,9 @@ def test_P7_max_retries_must_be_a_whole_number(bad):
 def test_P7_only_make_and_parse_args_take_max_retries():
     rt = ScriptedRuntime([pick("stay")])
     with pytest.raises(TypeError):
-        agent("Pick.", choices=OPTIONS, runtime=rt, max_retries=2)
+        agent("Pick.", options=OPTIONS, runtime=rt, max_retries=2)
     with pytest.raises(TypeError):
-        rt.exec("Pick.", choices=OPTIONS, max_retries=2)
+        rt.exec("Pick.", options=OPTIONS, max_retries=2)
     assert rt.calls == []
 
 

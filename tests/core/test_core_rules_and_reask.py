@@ -100,7 +100,7 @@ def test_an_async_rule_is_awaited_in_amake_and_finished_in_make():
 def test_agent_choices_takes_validate_and_reask():
     rt = ScriptedRuntime(['```json\n{"call": "refund", "args": {"amount": 500}}\n```',
                           '```json\n{"call": "ignore"}\n```'])
-    out = agent("Handle it.", choices=OPTIONS, runtime=rt, validate=at_most_100,
+    out = agent("Handle it.", options=OPTIONS, runtime=rt, validate=at_most_100,
                 reask="NO ({kind}): {error}")
     assert out == "IGNORED"
     assert rt.calls[1].prompt.startswith("NO (rejected): refunds above 100")

@@ -94,7 +94,7 @@ def test_A1_max_iterations_stops_a_model_that_keeps_calling_tools():
     assert len(rt.calls) == 3
     rt = ScriptedRuntime([ToolCall("add", {"a": 1, "b": 1})] * 2 + [pick("stay")])
     with pytest.raises(DecisionError) as info:
-        agent("loop", tools=[add], choices=["stay"], runtime=rt, max_iterations=2)
+        agent("loop", tools=[add], options=["stay"], runtime=rt, max_iterations=2)
     assert "max_iterations=2" in info.value.message
 
 
@@ -128,8 +128,8 @@ def test_A1_response_format_validates_and_reasks_once():
 @pytest.mark.rule("A1")
 def test_A1_exec_argument_errors():
     rt = ScriptedRuntime([pick("a")])
-    with pytest.raises(ValueError, match="choices= or response_format=, not both"):
-        rt.exec("x", choices=["a"], response_format={"a": int})
+    with pytest.raises(ValueError, match="options= or response_format=, not both"):
+        rt.exec("x", options=["a"], response_format={"a": int})
     with pytest.raises(TypeError, match="response_format must be a dict schema"):
         rt.exec("x", response_format=[int])
     with pytest.raises(TypeError, match="needs a callable"):
@@ -243,7 +243,7 @@ def test_A2_stream_chunk_and_latency_time_out():
 def test_A1_bad_budgets_fail_before_any_model_call(kw, pattern):
     rt = ScriptedRuntime([pick("a")])
     calls = [lambda: agent("Go.", runtime=rt, **kw),
-             lambda: agent("Go.", choices=["a"], runtime=rt, **kw),
+             lambda: agent("Go.", options=["a"], runtime=rt, **kw),
              lambda: agent("Go.", response_format={"n": int}, runtime=rt, **kw)]
     if "timeout_s" in kw:
         calls += [lambda: decision.make("Go.", ["a"], runtime=rt, **kw),
@@ -267,7 +267,7 @@ def test_A3_every_model_call_tool_round_and_method_is_a_node_with_a_parent():
             return a + b
 
         def run(self):
-            return agent("Sum, then pick.", toolset="default", choices=["done"])
+            return agent("Sum, then pick.", toolset="default", options=["done"])
 
     rt = ScriptedRuntime([ToolCall("add", {"a": 1, "b": 2}), "no pick", pick("done")])
     assert Planner(runtime=rt).run() == "done"
@@ -275,12 +275,12 @@ def test_A3_every_model_call_tool_round_and_method_is_a_node_with_a_parent():
     shape = [(n.kind, n.name, nodes[n.parent].name if n.parent else None) for n in rt.dag]
     assert shape == [
         ("agent_method", "Planner.run", None),
-        ("decision", "agent(choices=)", "Planner.run"),
-        ("model_call", "model_call", "agent(choices=)"),      # tool round 1
-        ("tool", "add", "agent(choices=)"),
+        ("decision", "agent(options=)", "Planner.run"),
+        ("model_call", "model_call", "agent(options=)"),      # tool round 1
+        ("tool", "add", "agent(options=)"),
         ("agent_method", "Planner.add", "add"),
-        ("model_call", "model_call", "agent(choices=)"),      # the turn's last reply
-        ("model_call", "model_call", "agent(choices=)"),      # the re-ask
+        ("model_call", "model_call", "agent(options=)"),      # the turn's last reply
+        ("model_call", "model_call", "agent(options=)"),      # the re-ask
     ]
     assert all(n.status == "ok" and n.duration_s is not None for n in rt.dag)
     calls = [n for n in rt.dag if n.kind == "model_call"]

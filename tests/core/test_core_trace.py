@@ -119,7 +119,7 @@ def test_A4_tool_call_events_and_tool_rounds(events):
         return q * 2
 
     rt = ScriptedRuntime([ToolCall("look", {"q": "ab"}), pick("stop")])
-    agent("Go.", tools=[look], choices=OPTIONS, runtime=rt, context={"user": "u"})
+    agent("Go.", tools=[look], options=OPTIONS, runtime=rt, context={"user": "u"})
     tool_events = [e for e in events if e.kind == "tool_call"]
     assert len(tool_events) == 1
     r = tool_events[0].data["round"]
@@ -141,7 +141,7 @@ def test_A4_an_interrupted_decision_is_finished_as_failed(events, entry):
         if entry == "make":
             decision.make("Pick.", ["b"], runtime=rt)
         elif entry == "agent":
-            agent("Pick.", choices=["b"], runtime=rt)
+            agent("Pick.", options=["b"], runtime=rt)
         else:
             agent("Fill.", response_format={"n": int}, runtime=rt)
     t = events[-1].trace
@@ -204,7 +204,7 @@ def test_A4_to_frame_tables():
         return q
 
     rt = ScriptedRuntime([ToolCall("look", {"q": "z"}), "no pick", pick("stop")])
-    agent("Go.", tools=[look], choices=OPTIONS, runtime=rt, context={"user": "u"})
+    agent("Go.", tools=[look], options=OPTIONS, runtime=rt, context={"user": "u"})
     t = decision.last_trace()
     attempts = t.to_frame()
     assert isinstance(attempts, pd.DataFrame) and list(attempts.index) == [1, 2]

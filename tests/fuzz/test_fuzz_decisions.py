@@ -38,7 +38,7 @@ def run_entry(entry: str, gen: Generated, first: str, second: str):
         if entry == "amake":
             return asyncio.run(decision.amake(PROMPT, gen.options, **kw)), None, rt
         if entry == "agent":
-            return agent(PROMPT, choices=gen.options, **kw), None, rt
+            return agent(PROMPT, options=gen.options, **kw), None, rt
         return decision.parse_args(first, gen.options, context=gen.context), None, None
     except DecisionError as err:
         return None, err, rt

@@ -49,7 +49,7 @@ def run(rt) -> dict:
                                             ["refund", "escalate"], runtime=rt))
         out["traces"].append(decision.last_trace().to_dict())
         out["results"].append(agent("Where is order 42?", tools=[lookup],
-                                    choices={"tell": "told", "apologise": "sorry"},
+                                    options={"tell": "told", "apologise": "sorry"},
                                     runtime=rt))
         out["traces"].append(decision.last_trace().to_dict())
         try:
@@ -76,7 +76,7 @@ def run_modes(rt) -> dict:
             out["traces"].append(decision.last_trace().to_dict())
         keep(decision.make("Greet Ada.", OPTIONS, runtime=rt, mode="tools"))
         keep(decision.make("Greet Bo.", OPTIONS, runtime=rt, mode="json_schema"))
-        keep(agent("Where is order 42?", tools=[lookup], choices=OPTIONS, runtime=rt,
+        keep(agent("Where is order 42?", tools=[lookup], options=OPTIONS, runtime=rt,
                    mode="tools"))
         keep(asyncio.run(decision.amake("Anything left?", OPTIONS, runtime=rt,
                                         mode="json_schema")))

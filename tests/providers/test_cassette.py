@@ -599,7 +599,7 @@ def test_every_way_of_asking_and_async_calls_replay_in_a_fresh_process(
             for g in groups] == [
         ("decision.make", "tools", [1, 1]),          # a bad-arguments re-ask
         ("decision.make", "json_schema", [1]),
-        ("agent(choices=)", "tools", [2]),           # a tool round, then the choice
+        ("agent(options=)", "tools", [2]),           # a tool round, then the choice
         ("decision.amake", "json_schema", [1]),
         ("decision.make", "tools", [1, 1]),          # refused, then cut off
     ]
@@ -631,8 +631,8 @@ def test_calls_are_grouped_into_decisions_and_attempts(tmp_path):
             "plain",                                                            # no decision
         ]), path)
         decision.make("Pick a or b.", ["a", "b"], runtime=rec)
-        agent("Look, then pick.", tools=[lookup], choices=["a", "b"], runtime=rec)
-        agent("Look, then pick.", tools=[lookup], choices={"a": "A", "b": ("B", {"n": int})},
+        agent("Look, then pick.", tools=[lookup], options=["a", "b"], runtime=rec)
+        agent("Look, then pick.", tools=[lookup], options={"a": "A", "b": ("B", {"n": int})},
               runtime=rec, mode="tools")
         agent("hello", runtime=rec)
     assert _grouped(tmp_path, program) == [

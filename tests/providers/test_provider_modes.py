@@ -136,7 +136,7 @@ def test_agent_in_tools_mode_runs_work_tools_until_a_choice_is_called(provider, 
         return f"order {order}: delayed"
 
     server.push(tools(("c1", "lookup", {"order": 5})), tools(("c2", "done", {})))
-    assert agent("Handle order 5.", tools=[lookup], choices=OPTIONS, runtime=rt,
+    assert agent("Handle order 5.", tools=[lookup], options=OPTIONS, runtime=rt,
                  mode="tools") == "DONE"
     first, second = server.bodies
     assert tool_names(provider, first) == ["lookup", *NAMES]
@@ -159,7 +159,7 @@ def test_a_function_that_is_both_a_tool_and_a_choice_is_sent_once_and_calling_it
         return f"order {order}: delayed"
 
     server.push(tools(("c1", "lookup", {"order": 7})))
-    assert agent("Handle order 7.", tools=[lookup], choices={"lookup": lookup, "done": "DONE"},
+    assert agent("Handle order 7.", tools=[lookup], options={"lookup": lookup, "done": "DONE"},
                  runtime=rt, mode="tools") == "order 7: delayed"
     (body,) = server.bodies
     assert tool_names(provider, body) == ["lookup", "done"]   # one spec per name
@@ -264,7 +264,7 @@ def test_json_schema_with_work_tools_on_anthropic_lets_any_tool_be_called(server
 
     server.push(tools(("c1", "lookup", {"order": 5})),
                 schema_reply(provider, {"call": "done", "args": {}}))
-    assert agent("Handle order 5.", tools=[lookup], choices=OPTIONS, runtime=rt,
+    assert agent("Handle order 5.", tools=[lookup], options=OPTIONS, runtime=rt,
                  mode="json_schema") == "DONE"
     first = server.bodies[0]
     assert [t["name"] for t in first["tools"]] == ["lookup", "decision"]

@@ -122,7 +122,7 @@ def test_agent_native_tool_round_then_choice(provider, server, make_runtime):
     server.push(tools((call_id, "weather", {"city": "Paris"}), text="Let me check."),
                 text('It rains.\n```json\n{"call": "umbrella"}\n```'))
     result = agent("Should I take an umbrella in Paris?", tools=[weather],
-                   choices={"umbrella": "take it", "sunglasses": "take them"}, runtime=rt)
+                   options={"umbrella": "take it", "sunglasses": "take them"}, runtime=rt)
     assert result == "take it" and seen == ["Paris"]
 
     first, second = (r.body for r in server.requests)

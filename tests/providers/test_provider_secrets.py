@@ -52,7 +52,7 @@ def test_key_never_leaves_the_wire(provider, server, make_runtime, tmp_path):
     traces, errors = [], []
     assert decision.make("Pick.", ["a", "b"], runtime=rt) == "a"
     traces.append(decision.last_trace())
-    assert agent("Look x up, then pick.", tools=[lookup], choices=["a", "b"], runtime=rt) == "b"
+    assert agent("Look x up, then pick.", tools=[lookup], options=["a", "b"], runtime=rt) == "b"
     traces.append(decision.last_trace())
     for _ in range(3):
         with pytest.raises(DecisionError) as info:
@@ -132,7 +132,7 @@ def test_key_echoed_in_tool_call_arguments_is_redacted(provider, server, make_ru
 
     server.push(tools(("id1", "lookup", {"q": f"key {FAKE_KEY}", "opts": {"k": [FAKE_KEY]}})),
                 text('```json\n{"call": "a"}\n```'))
-    assert agent("Look up, then pick.", tools=[lookup], choices=["a"], runtime=rt) == "a"
+    assert agent("Look up, then pick.", tools=[lookup], options=["a"], runtime=rt) == "a"
     trace = decision.last_trace()
     assert trace.tool_rounds[0].args["q"] == "key [redacted]"
     for where, blob in {"tool arguments": repr(seen), "cassette": path.read_text(),
@@ -197,7 +197,7 @@ def test_key_echoed_in_a_tool_calls_name_id_and_model_is_redacted(provider, serv
     server.push(tools((f"call_{FAKE_KEY}", f"lookup{FAKE_KEY}", {"q": "x"}),
                       model=f"model-{FAKE_KEY}"),
                 text('```json\n{"call": "a"}\n```'))
-    assert agent("Look x up, then pick.", tools=[lookup], choices=["a"], runtime=rt) == "a"
+    assert agent("Look x up, then pick.", tools=[lookup], options=["a"], runtime=rt) == "a"
     trace = decision.last_trace()
     (round_,) = trace.tool_rounds
     assert round_.name == "lookup[redacted]"
