@@ -79,7 +79,7 @@ def one_run(n: int, journal: bool, concurrency: int) -> dict:
         wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
         assert res.finished == n and res.failure_rate == 0, res.summary
         size = os.path.getsize(path) if path else 0
-        picks = res.picks["count"].to_dict()
+        picks = res.pick_counts["count"].to_dict()
     return {"rows": n, "journal": journal, "wall_s": wall, "cpu_s": cpu,
             "cpu_ms_per_row": cpu / n * 1000, "rows_per_s": n / wall,
             "rss_start_mb": start, "peak_above_start_mb": peak_mb() - start,

@@ -133,4 +133,4 @@ batch_run = decision.evaluate("Customer message: {message}\nPick one way to hand
  for t in batch_run.traces]
 
 # %%
-batch_run.picks_list, batch_run.accuracy, batch_run.retry_rate
+batch_run.picks, batch_run.accuracy, batch_run.retry_rate

@@ -507,7 +507,7 @@ def compare(prompt: str, variants: Any, inputs: Any, *, options: Any = None,
     journal, named after it, and resumes on its own). An iterable of inputs is read once and
     kept, since every variant runs over it. Returns a `ComparisonResult`: `.to_frame()` (one
     pick column per variant), `.differences`, `.summary` (retry and failure rates, accuracy, per
-    variant), `.picks`, `.plot()`. `batch=` and `rate_limit=` apply to every variant, as in
+    variant), `.picks` (each variant's picks), `.pick_counts`, `.plot()`. `batch=` and `rate_limit=` apply to every variant, as in
     `evaluate` (on the batch path each variant is its own rounds). Ctrl-C behaves as in
     `evaluate`; variants not yet started are all "cancelled".
     """

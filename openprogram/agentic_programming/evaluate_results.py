@@ -206,6 +206,19 @@ class _Lazy:
     def __eq__(self, other):
         return list(self) == list(other)
 
+class _Picks(list):
+    """The pick of each input, a plain list. `.picks` used to be the count table, so a key into
+    it ("count", "share", a variant) is said to be that table's, now `.pick_counts`, instead of
+    failing as a list index would."""
+
+    def __getitem__(self, i):
+        if isinstance(i, str):
+            raise KeyError(f".picks is the pick of each input (a list, as .results and "
+                           f".statuses are); {i!r} is a column of the pick counts: use "
+                           f".pick_counts[{i!r}]")
+        return super().__getitem__(i)
+
+
 def _rate(numerator: int, denominator: int) -> float:
     return numerator / denominator if denominator else float("nan")
 
@@ -266,12 +279,13 @@ def _new_axes(ax):
 class EvaluationResult:
     """The outcome of `evaluate`: one row per input plus summaries.
 
-    `.to_frame()` — one row per input (index = input position): the input columns, `chosen`,
-    `args`, `result` (repr), `error`, `attempts`, `error_kinds`, `duration_s`, `tokens_in`,
+    Per input, as lists in input order: `.picks`, `.results`, `.statuses`, `.errors`,
+    `.traces`, `.expected`. `.to_frame()` — one row per input (index = input position): the
+    input columns, `chosen`, `args`, `result` (the object), `error`, `attempts`, `error_kinds`, `duration_s`, `tokens_in`,
     `tokens_out`, `status` ("resolved", "failed" or "cancelled"), `cached` (every model call of
     the row was answered from a cache), and `expected` / `correct` when expected picks were
-    given. Summaries: `.picks`, `.retry_rate`, `.failure_rate`, `.error_counts`, `.accuracy`,
-    `.confusion`, `.summary`. `.traces[i]` / `.panel(i)` open one row's decision; `.plot()` draws
+    given. Summaries (pandas): `.pick_counts`, `.error_counts`, `.confusion`, `.summary`; and
+    the figures `.retry_rate`, `.failure_rate`, `.accuracy`. `.traces[i]` / `.panel(i)` open one row's decision; `.plot()` draws
     the pick distribution. Rates are over finished rows. A journaled result (`journal=`, or
     `from_journal`) reads traces, results and errors back from its journal when asked for; its
     `errors` are the journaled errors' type and message.
@@ -349,10 +363,18 @@ class EvaluationResult:
         return [None if k < 0 else names[k] for k in self._outcomes.expected]
 
     @property
-    def picks_list(self) -> list[str | None]:
+    def picks(self) -> list[str | None]:
         """The option picked for each input (None: no valid pick, or cancelled)."""
         names = self._outcomes.names
-        return [None if k < 0 else names[k] for k in self._outcomes.pick]
+        return _Picks(None if k < 0 else names[k] for k in self._outcomes.pick)
+
+    @property
+    def picks_list(self) -> list[str | None]:
+        """`.picks` under its older name (from when `.picks` was the count table)."""
+        import warnings
+        warnings.warn(".picks_list is now .picks (the pick of each input); the count table is "
+                      ".pick_counts", DeprecationWarning, stacklevel=2)
+        return self.picks
 
     def _line(self, i: int) -> dict | None:
         offset = self._outcomes.offset[i]
@@ -465,7 +487,7 @@ class EvaluationResult:
         o = self._outcomes
         kinds = o.kinds
         table = pd.DataFrame({
-            "chosen": self.picks_list, "args": args, "result": results, "error": errors,
+            "chosen": self.picks, "args": args, "result": results, "error": errors,
             "attempts": list(o.attempts),
             "error_kinds": [list(kinds.get(i, ())) for i in range(len(o))],
             "duration_s": [None if math.isnan(d) else d for d in o.duration],
@@ -474,7 +496,7 @@ class EvaluationResult:
             "status": self.statuses, "cached": [bool(c) for c in o.cached],
         }, columns=ROW_COLUMNS, index=frame.index)
         if self._has_expected:
-            exp, picks = self.expected, self.picks_list
+            exp, picks = self.expected, self.picks
             table["expected"] = exp
             table["correct"] = [None if e is None or not s else p == e
                                 for e, p, s in zip(exp, picks, o.status)]
@@ -482,10 +504,10 @@ class EvaluationResult:
 
     # -- summaries ----------------------------------------------------------------------------
     @property
-    def picks(self):
+    def pick_counts(self):
         """The pick distribution over finished rows: a count and a share for every option (zero
         for options never picked), plus "(no pick)" when some rows got no valid pick."""
-        pd = require("pandas", "pandas", "the result's .picks")
+        pd = require("pandas", "pandas", "the result's .pick_counts")
         o = self._outcomes
         counts: Counter = Counter()
         finished = 0
@@ -611,7 +633,7 @@ class EvaluationResult:
         import html
         title = (f"<b>evaluate</b>{' ' + html.escape(self.name) if self.name else ''} on "
                  f"{html.escape(str(self.runtime))}: {html.escape(self._headline())}")
-        picks = self.picks
+        picks = self.pick_counts
         picks["share"] = [f"{v:.1%}" if v == v else "n/a" for v in picks["share"]]
         tables = [("summary", _shown_summary(self.summary)), ("picks", picks)]
         errors = self.error_counts
@@ -625,7 +647,7 @@ class EvaluationResult:
         """A bar chart of the pick distribution (pandas plotting); returns the matplotlib axes."""
         kwargs.setdefault("title", f"picks over {self.finished} inputs")
         kwargs.setdefault("rot", 0)
-        ax = self.picks["count"].plot.bar(ax=_new_axes(ax), **kwargs)
+        ax = self.pick_counts["count"].plot.bar(ax=_new_axes(ax), **kwargs)
         ax.set_ylabel("inputs")
         return ax
 
@@ -636,7 +658,9 @@ class ComparisonResult:
     `.to_frame()` — the input columns, one pick column per variant, `expected` when given, and
     `agree` (every variant picked the same; None while a row is cancelled somewhere).
     `.differences` — the rows where the variants picked differently. `.summary` — retry and
-    failure rates (and accuracy) per variant. `.picks` — pick counts per option per variant.
+    failure rates (and accuracy) per variant. `.picks` — each variant's pick of each input
+    (`{variant: list}`); `.pick_counts` — pick counts per option per variant. `.results` maps
+    each variant to its `EvaluationResult`.
     """
 
     def __init__(self, results: dict[str, EvaluationResult], *, columns: list,
@@ -655,7 +679,7 @@ class ComparisonResult:
         pd = require("pandas", "pandas", "the result's to_frame()")
         extra = (["expected"] if self.expected is not None else []) + ["agree"]
         frame = _input_frame(self.columns, self.records, set(self.variants) | set(extra))
-        picks = {name: r.picks_list for name, r in self.results.items()}
+        picks = self.picks
         statuses = {name: r.statuses for name, r in self.results.items()}
         for name in self.variants:
             frame[name] = picks[name]
@@ -686,9 +710,14 @@ class ComparisonResult:
         return table
 
     @property
-    def picks(self):
-        pd = require("pandas", "pandas", "the result's .picks")
-        counts = {name: r.picks["count"] for name, r in self.results.items()}
+    def picks(self) -> dict[str, list[str | None]]:
+        """Each variant's pick of each input: `{variant: [pick, ...]}`."""
+        return {name: r.picks for name, r in self.results.items()}
+
+    @property
+    def pick_counts(self):
+        pd = require("pandas", "pandas", "the result's .pick_counts")
+        counts = {name: r.pick_counts["count"] for name, r in self.results.items()}
         order = list(dict.fromkeys(k for c in counts.values() for k in c.index if k != NO_PICK))
         if any(NO_PICK in c.index for c in counts.values()):
             order.append(NO_PICK)
@@ -701,7 +730,7 @@ class ComparisonResult:
         """Grouped bars: the picks of each variant per option; returns the matplotlib axes."""
         kwargs.setdefault("title", "picks per variant")
         kwargs.setdefault("rot", 0)
-        ax = self.picks.plot.bar(ax=_new_axes(ax), **kwargs)
+        ax = self.pick_counts.plot.bar(ax=_new_axes(ax), **kwargs)
         ax.set_ylabel("inputs")
         return ax
 
@@ -720,7 +749,7 @@ class ComparisonResult:
         import html
         title = f"<b>compare</b> {html.escape(', '.join(self.variants))}: " \
                 f"{html.escape(self._headline())}"
-        tables = [("summary", _shown_summary(self.summary)), ("picks", self.picks)]
+        tables = [("summary", _shown_summary(self.summary)), ("picks", self.pick_counts)]
         diffs = self.differences
         if len(diffs):
             shown = diffs.head(20)

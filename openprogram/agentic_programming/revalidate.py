@@ -145,7 +145,13 @@ class Revalidation:
         return len(self.rows)
 
     @property
-    def summary(self) -> dict:
+    def summary(self):
+        """How many decisions got better, worse, another pick, another error, or stayed: a
+        pandas Series, as every result's `.summary` is."""
+        pd = require("pandas", "pandas", "a re-check's .summary")
+        return pd.Series(self._counts(), name="revalidation", dtype="int64")
+
+    def _counts(self) -> dict:
         out = {"decisions": len(self.rows), "better": 0, "worse": 0, "other_pick": 0,
                "other_error": 0, "same": 0}
         for r in self.rows:
@@ -180,6 +186,6 @@ class Revalidation:
                     "op-revalidation-view")
 
     def __repr__(self) -> str:
-        s = self.summary
+        s = self._counts()
         return (f"<Revalidation of {s['decisions']} decision(s): {s['better']} better, "
                 f"{s['worse']} worse, {s['other_pick']} other pick, {s['same']} same>")

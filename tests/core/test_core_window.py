@@ -149,6 +149,6 @@ def test_importing_loads_no_heavier_module_until_first_use():
                            "async def model(c): return '{\"call\": \"a\"}'\n"
                            "r = decision.evaluate('{x}', ['a', 'b'], [{'x': 1}], "
                            "runtime=Runtime(call=model), progress=False)\n"
-                           "print(r.picks_list)"], capture_output=True, text=True, timeout=60)
+                           "print(r.picks)"], capture_output=True, text=True, timeout=60)
     assert used.returncode == 0, used.stderr
     assert used.stdout.strip() == "['a']"

@@ -25,4 +25,4 @@ if __name__ == "__main__":
                        max_retries=0)
     result = decision.evaluate(PROMPT, OPTIONS, rows(), total=N, runtime=rt, concurrency=1,
                                journal=sys.argv[2], progress=False)
-    print(json.dumps({"picks": result.picks_list, "statuses": result.statuses}))
+    print(json.dumps({"picks": result.picks, "statuses": result.statuses}))

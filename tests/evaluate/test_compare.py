@@ -45,7 +45,9 @@ def test_two_option_sets_side_by_side(frame):
     assert summary.loc["v1", "accuracy"] == pytest.approx(4 / 6)
     assert summary.loc["v2", "accuracy"] == pytest.approx(3 / 6)
 
-    picks = res.picks
+    assert res.picks == {"v1": ["refund", "escalate", "ignore", "refund", None, "ignore"],
+                         "v2": ["money", "escalate", "ignore", "money", None, "ignore"]}
+    picks = res.pick_counts
     assert picks.index.tolist() == ["refund", "escalate", "ignore", "money", "(no pick)"]
     assert picks["v1"].tolist() == [2, 1, 2, 0, 1]
     assert picks["v2"].tolist() == [0, 1, 2, 2, 1]
@@ -126,9 +128,9 @@ def test_views(frame):
     assert repr(res) == ("<ComparisonResult 'v1', '<v2>': 2 variants over 6 inputs; they pick "
                          "differently on 2 inputs>")
     ax = res.plot()
-    assert [t.get_text() for t in ax.get_xticklabels()] == res.picks.index.tolist()
+    assert [t.get_text() for t in ax.get_xticklabels()] == res.pick_counts.index.tolist()
     heights = [p.get_height() for p in ax.patches]
-    assert heights == res.picks["v1"].tolist() + res.picks["<v2>"].tolist()
+    assert heights == res.pick_counts["v1"].tolist() + res.pick_counts["<v2>"].tolist()
 
 
 def test_compare_ways_of_asking_with_variants():

@@ -51,7 +51,7 @@ class AsyncRule:
 def expected_rows(res: EvaluationResult) -> None:
     """Each row's outcome belongs to that row, whatever order the rows finished in."""
     assert res.statuses == ["resolved", "resolved", "resolved", "failed", "resolved", "failed"]
-    assert res.picks_list == ["refund", "escalate", "ignore", None, "ignore", "refund"]
+    assert res.picks == ["refund", "escalate", "ignore", None, "ignore", "refund"]
     assert res.results[:3] == ["refunded 5", {"decision": "escalate", "team": "tech"}, "IGNORED"]
     assert [message_of(t.prompt) for t in res.traces] == [r["message"] for r in ROWS]
     assert isinstance(res.errors[5], ZeroDivisionError)
@@ -143,7 +143,7 @@ def test_validate_and_reask_apply_to_every_row():
     for run in (decision.evaluate, lambda *a, **k: asyncio.run(decision.aevaluate(*a, **k))):
         res = run(PROMPT, OPTIONS, rows, runtime=rt, progress=False, validate=no_refunds,
                   reask="RETRY: {error}")
-        assert res.picks_list == ["ignore", "ignore"]
+        assert res.picks == ["ignore", "ignore"]
         assert res.traces[0].error_kinds == ["rejected"]
     with pytest.raises(ValueError, match="unknown field"):
         decision.evaluate(PROMPT, OPTIONS, rows, runtime=rt, reask="{nope}", progress=False)

@@ -57,7 +57,7 @@ def test_failures_show_in_the_summaries(res):
     assert res.retry_rate == pytest.approx(1 / 6)  # only the garbage row was re-asked
     assert res.error_counts.to_dict() == {"no_action": 2, "model_error": 1,
                                           "raised ZeroDivisionError": 1}
-    assert res.picks["count"].to_dict() == {"refund": 2, "escalate": 1, "ignore": 1,
+    assert res.pick_counts["count"].to_dict() == {"refund": 2, "escalate": 1, "ignore": 1,
                                             "(no pick)": 2}
 
 
@@ -77,5 +77,5 @@ def test_every_row_failing_still_returns_a_result():
     rt = ScriptedRuntime(rule=lambda p: "no json at all")
     res = decision.evaluate("{m}", OPTIONS, [{"m": 1}, {"m": 2}], runtime=rt, progress=False)
     assert res.failure_rate == 1 and res.retry_rate == 1
-    assert res.picks["count"].to_dict() == {"refund": 0, "escalate": 0, "ignore": 0,
+    assert res.pick_counts["count"].to_dict() == {"refund": 0, "escalate": 0, "ignore": 0,
                                             "(no pick)": 2}

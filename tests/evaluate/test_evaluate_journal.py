@@ -58,7 +58,7 @@ def test_a_second_call_with_the_same_journal_runs_nothing(tmp_path):
     again = decision.evaluate(PROMPT, OPTIONS, ROWS, runtime=rt, expected="label",
                               journal=path, progress=False)
     assert calls() == made  # resumed: every row was journaled, no model call
-    assert again.statuses == first.statuses and again.picks_list == first.picks_list
+    assert again.statuses == first.statuses and again.picks == first.picks
     assert again.accuracy == first.accuracy and again.retry_rate == first.retry_rate
     assert (again.confusion == first.confusion).all().all()
     assert len(path.read_text().splitlines()) == 3 + len(ROWS)  # nothing written twice
@@ -76,7 +76,7 @@ def test_from_journal_loads_a_run_for_analysis_without_a_model(tmp_path):
     live = decision.evaluate(PROMPT, OPTIONS, ROWS, runtime=ScriptedRuntime(rule=rule),
                              expected="label", journal=path, progress=False)
     back = EvaluationResult.from_journal(path)
-    assert back.picks_list == live.picks_list and back.statuses == live.statuses
+    assert back.picks == live.picks and back.statuses == live.statuses
     assert back.accuracy == live.accuracy and back.failure_rate == live.failure_rate
     assert back.error_counts.to_dict() == live.error_counts.to_dict()
     assert back.summary["tokens_in"] == live.summary["tokens_in"]
@@ -139,8 +139,8 @@ def test_compare_journals_each_variant_as_its_own_section(tmp_path):
     assert again.to_frame()[["all", "two"]].equals(first.to_frame()[["all", "two"]])
     with pytest.raises(ValueError, match="holds 2 evaluations .* pass section="):
         EvaluationResult.from_journal(path)
-    assert EvaluationResult.from_journal(path, section="two").picks_list == \
-        first["two"].picks_list
+    assert EvaluationResult.from_journal(path, section="two").picks == \
+        first["two"].picks
 
 
 @pytest.mark.parametrize("source", ["generator", "csv", "chunks"])
@@ -165,7 +165,7 @@ def test_any_iterable_of_rows_streams_with_total(tmp_path, source):
     assert len(res) == n and res.finished == n
     assert res.records is None  # the rows stay in the journal, not in memory
     assert res.to_frame()["message"].tolist() == [r["message"] for r in rows]
-    assert res.picks_list[:3] == ["refund", "escalate", "ignore"]
+    assert res.picks[:3] == ["refund", "escalate", "ignore"]
 
 
 def test_a_streamed_input_is_read_as_workers_free_up(tmp_path):
@@ -259,7 +259,7 @@ def test_a_run_killed_with_sigkill_resumes_making_only_the_calls_not_yet_made(tm
     assert before >= prog.N // 2
     assert len(answered) == prog.N + retries  # every call made once, never more
     back = EvaluationResult.from_journal(path)
-    assert back.picks_list == result["picks"] and back.retry_rate == retries / prog.N
+    assert back.picks == result["picks"] and back.retry_rate == retries / prog.N
     assert "sk-local" not in path.read_text()  # the key reaches no journal
 
 
@@ -273,7 +273,7 @@ def test_aevaluate_journals_and_resumes_on_the_callers_loop(tmp_path):
     again = asyncio.run(decision.aevaluate(PROMPT, OPTIONS, ROWS, runtime=rt, journal=path,
                                            progress=False))
     assert calls() - made == len(ROWS) - 4 + 2  # only the new rows ("garbage", "typo" re-asked)
-    assert again.picks_list[:4] == first.picks_list
+    assert again.picks[:4] == first.picks
     assert EvaluationResult.from_journal(path).finished == len(ROWS)
 
 

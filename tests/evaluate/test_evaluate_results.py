@@ -59,7 +59,7 @@ def test_each_row_keeps_its_own_trace_and_tokens(frame):
 
 def test_summaries(frame):
     res, _ = run(frame, expected="label")
-    picks = res.picks
+    picks = res.pick_counts
     assert picks.index.tolist() == ["refund", "escalate", "ignore", "(no pick)"]
     assert picks["count"].tolist() == [2, 1, 2, 1]
     assert picks["share"].tolist() == pytest.approx([2 / 6, 1 / 6, 2 / 6, 1 / 6])
@@ -84,7 +84,7 @@ def test_summaries(frame):
 
 def test_options_never_picked_count_zero_and_no_expected_means_no_accuracy():
     res, _ = run([{"message": "refund"}, {"message": "refund please"}])
-    assert res.picks["count"].to_dict() == {"refund": 2, "escalate": 0, "ignore": 0}
+    assert res.pick_counts["count"].to_dict() == {"refund": 2, "escalate": 0, "ignore": 0}
     assert res.error_counts.empty
     assert res.retry_rate == 0 and res.failure_rate == 0
     assert res.accuracy is None and res.confusion is None
@@ -269,8 +269,8 @@ def test_html_view_has_the_summary_tables_and_escapes_names():
 def test_plot_draws_one_bar_per_option(frame):
     res, _ = run(frame)
     ax = res.plot()
-    assert [t.get_text() for t in ax.get_xticklabels()] == res.picks.index.tolist()
-    assert [p.get_height() for p in ax.patches] == res.picks["count"].tolist()
+    assert [t.get_text() for t in ax.get_xticklabels()] == res.pick_counts.index.tolist()
+    assert [p.get_height() for p in ax.patches] == res.pick_counts["count"].tolist()
     second = res.plot()  # a new figure each time, not bars stacked on the first plot
     assert second is not ax and len(second.patches) == len(ax.patches)
     import matplotlib.pyplot as plt
@@ -313,3 +313,22 @@ def test_to_frame_holds_each_result_as_the_object_for_every_option_kind():
     assert results == [{"refunded": 3}, "KEEP", {"decision": "escalate", "team": "ops"},
                        Ticket(title="broken")]
     assert isinstance(results[3], Ticket) and (res.to_frame()["result"] == "KEEP").sum() == 1
+
+
+def test_per_input_accessors_are_lists_and_counts_are_tables(frame):
+    """One way: what has one item per input is a list in input order (`.picks`, `.results`,
+    `.statuses`, `.errors`, `.traces`, `.expected`); what counts over inputs is pandas
+    (`.pick_counts`, `.error_counts`, `.summary`). The older names say where things went."""
+    import warnings
+    res, _ = run(frame, expected="label")
+    for name in ("picks", "results", "statuses", "errors", "traces", "expected"):
+        got = getattr(res, name)
+        assert isinstance(got, list) and len(got) == len(frame), name
+    assert res.picks == ["refund", "escalate", "ignore", "refund", None, "ignore"]
+    assert res.pick_counts["count"].sum() == len(frame)
+    with pytest.raises(KeyError, match=r"use \.pick_counts\['count'\]"):
+        res.picks["count"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert res.picks_list == res.picks
+    assert caught and caught[0].category is DeprecationWarning

@@ -43,7 +43,7 @@ def test_nothing_changed_nothing_runs(recorded):
     assert outcome(rv) == [("refund", "refund", False), ("refund", "refund", False),
                            ("ignore", "ignore", False), ("type_mismatch", "type_mismatch", False)]
     assert runs == [] and len(rt.calls) == calls  # no function ran, no model was called
-    assert rv.summary == {"decisions": 4, "better": 0, "worse": 0, "other_pick": 0,
+    assert rv.summary.to_dict() == {"decisions": 4, "better": 0, "worse": 0, "other_pick": 0,
                           "other_error": 0, "same": 4}
 
 

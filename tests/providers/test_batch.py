@@ -52,7 +52,7 @@ def test_batch_matches_the_online_path(provider, server, make_runtime, mode):
     batched = evaluate("Message: {m}", OPTIONS, ROWS, runtime=rt, mode=mode,
                        expected="label", progress=False, batch=FAST)
     assert online_requests == 200
-    assert batched.picks_list == online.picks_list == [r["label"] for r in ROWS]
+    assert batched.picks == online.picks == [r["label"] for r in ROWS]
     assert batched.statuses == ["resolved"] * 200
     # one batch of 200 requests, no online call
     assert server.batches_created == 1
@@ -160,7 +160,7 @@ def test_a_killed_run_reattaches_to_its_batch_and_sends_nothing_new(provider, se
     creates = [r for r in server.requests if r.method == "POST" and
                r.path.rstrip("/").endswith(("/batches", "/files"))]
     assert len(creates) == (2 if provider == "openai" else 1)   # the child's upload + create
-    assert [r["label"] for r in ROWS[:40]] == res.picks_list
+    assert [r["label"] for r in ROWS[:40]] == res.picks
     # the journal tells the batch's story: sent by the killed run, ended in the one after
     import json
     lines = [json.loads(x) for x in journal.read_text().splitlines()]
@@ -183,7 +183,7 @@ def test_compare_and_aevaluate_take_the_batch_path(provider, server, make_runtim
     assert server.batches_created == 2                        # one round per variant
     got = asyncio.run(aevaluate("Message: {m}", OPTIONS, ROWS[:10], runtime=make_runtime(),
                                 progress=False, batch=FAST))
-    assert got.picks_list == [r["label"] for r in ROWS[:10]]
+    assert got.picks == [r["label"] for r in ROWS[:10]]
     assert server.batches_created == 3
 
 

@@ -51,7 +51,7 @@ def test_an_evaluation_is_free_the_second_time_and_marks_its_rows_cached(
     again = decision.evaluate(PROMPT, OPTIONS, ROWS, runtime=cached, concurrency=16,
                               progress=False)
     assert len(server.requests) == asked and cached.misses == 0 and cached.hits == 46
-    assert again.picks_list == live.picks_list == [WORDS[i % 3] for i in range(40)]
+    assert again.picks == live.picks == [WORDS[i % 3] for i in range(40)]
     frame, first = again.to_frame(), live.to_frame()
     assert frame["cached"].all() and not first["cached"].any()
     trace = again.traces[0]
@@ -63,7 +63,7 @@ def test_an_evaluation_is_free_the_second_time_and_marks_its_rows_cached(
     assert "[cached:" not in trace_html(live.traces[0])
     # aevaluate and compare on the same file ask nothing either
     assert asyncio.run(decision.aevaluate(PROMPT, OPTIONS, ROWS, runtime=cached,
-                                          progress=False)).picks_list == live.picks_list
+                                          progress=False)).picks == live.picks
     both = decision.compare(PROMPT, {"a": cached, "b": CachedRuntime(make_runtime(), path)},
                             ROWS, options=OPTIONS, progress=False)
     assert both.differences.empty and len(server.requests) == asked
@@ -80,7 +80,7 @@ def test_a_changed_row_asks_only_that_row(server, make_runtime, tmp_path):
     rt = CachedRuntime(make_runtime(), path)
     result = decision.evaluate(PROMPT, OPTIONS, rows, runtime=rt, progress=False)
     assert len(server.requests) == before + 1 and rt.misses == 1
-    assert result.picks_list[4] == "refund"
+    assert result.picks[4] == "refund"
     assert result.to_frame()["cached"].tolist() == [i != 4 for i in range(10)]
 
 

@@ -68,7 +68,7 @@ def test_an_evaluation_recorded_at_concurrency_8_replays_at_any_concurrency(reco
     again = decision.evaluate(PROMPT, OPTIONS, ROWS, runtime=replay, concurrency=concurrency,
                               progress=False)
     assert outcome(again) == outcome(live)
-    assert again.picks_list == [WORDS[i % 3] for i in range(40)]
+    assert again.picks == [WORDS[i % 3] for i in range(40)]
     assert len(again.error_counts) == len(live.error_counts) and \
         "not_recorded" not in again.error_counts.index  # 0 mismatches
     assert replay.remaining == 0  # every recorded call answered exactly once
