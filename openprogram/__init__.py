@@ -4,7 +4,13 @@ An LLM is handed a menu of options (functions, values, schemas to fill), picks o
 JSON object, and the pick resolves straight into the next step's result. Only the standard
 library is imported here; the notebook layer (`openprogram.widgets`) loads when IPython asks.
 """
+from __future__ import annotations
+
 import sys as _sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any
 
 from .agentic_programming import decision
 
@@ -40,7 +46,8 @@ __all__ = ["Agent", "agent", "aagent", "Retry", "Pick", "Reask", "decision", "De
            "ERROR_KINDS", "observe", "add_observer", "remove_observer", "last_trace",
            "current_runtime", "using_runtime", "current_agent", "bind_context",
            "register_toolset", "make", "amake", "evaluate", "aevaluate", "compare", "acompare", "Variant",
-           "revalidate", "EvaluationResult", "ComparisonResult", "Revalidation", "agentic_function", "load_ipython_extension",
+           "revalidate", "EvaluationResult", "ComparisonResult", "Revalidation",
+           "agentic_function", "Options", "ModeName", "load_ipython_extension",
            "unload_ipython_extension"]
 
 # Evaluation and toolsets load on first use (`openprogram.compare`, `openprogram.Variant`,
@@ -53,15 +60,16 @@ __getattr__, __dir__ = lazy_names(__name__, {
     "ComparisonResult": ".agentic_programming.evaluate_results",
     "revalidate": ".agentic_programming.revalidate",
     "Revalidation": ".agentic_programming.revalidate",
-    "register_toolset": ".agentic_programming.tools"})
+    "register_toolset": ".agentic_programming.tools",
+    "Options": ".agentic_programming.aliases", "ModeName": ".agentic_programming.aliases"})
 
 
-def load_ipython_extension(ipython):
+def load_ipython_extension(ipython: Any) -> None:
     """`%load_ext openprogram`: registers the magics (imports the notebook layer only now)."""
     from .widgets.magics import load_ipython_extension as load
     load(ipython)
 
 
-def unload_ipython_extension(ipython):
+def unload_ipython_extension(ipython: Any) -> None:
     from .widgets.magics import unload_ipython_extension as unload
     unload(ipython)

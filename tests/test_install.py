@@ -196,3 +196,23 @@ def test_the_core_install_runs_evaluate_compare_and_revalidate(fresh_venv):
     assert out["recheck"] == [["refund", "refund", None], ["keep", "unknown_call", "unknown_call"]]
     assert "2/2 decisions" in proc.stderr
     assert "pip install 'openprogram-decisions[pandas]'" in out["frame"]
+
+
+@pytest.mark.slow
+def test_a_users_type_checker_reads_the_installed_types(fresh_venv, tmp_path):
+    """The installed package is typed (py.typed): mypy, reading it from the fresh venv, finds a
+    misspelt way of asking and a value that is no option set in the user's code, and passes
+    the right call."""
+    py, env, base = fresh_venv
+    user = tmp_path / "user_code.py"
+    user.write_text("from openprogram import decision\n"
+                    "ok: object = decision.make('Pick.', {'a': 'A'}, mode='tools')\n"
+                    "decision.make('Pick.', {'a': 'A'}, mode='tool')\n"
+                    "decision.make('Pick.', 42)\n")
+    proc = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--python-executable",
+                           str(py), "--cache-dir", str(tmp_path / "cache"), str(user)],
+                          cwd=str(tmp_path), capture_output=True, text=True, timeout=600)
+    lines = [ln for ln in proc.stdout.splitlines() if ": error:" in ln]
+    assert [ln.split(":")[1] for ln in lines] == ["3", "4"], proc.stdout
+    assert 'Argument "mode" to "make" has incompatible type' in lines[0]
+    assert 'Argument 2 to "make" has incompatible type "int"' in lines[1]

@@ -14,7 +14,10 @@ import functools
 import inspect
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable
+    from typing import Any, Callable, TypeVar
+
+    from .aliases import ModeName, Options
+    T = TypeVar("T")
 
 from .errors import UsageError
 from .model import _current_agent, _current_runtime, current_agent, resolve_runtime
@@ -23,22 +26,22 @@ from .runtime import Runtime, option_set
 __all__ = ["Agent", "agent", "aagent", "bind_context", "current_agent"]
 
 
-def bind_context(fn: Callable) -> Callable:
+def bind_context(fn: Callable[..., T]) -> Callable[..., T]:
     """`fn` wrapped to run in a copy of the caller's context (its Runtime, Agent and observers),
     for handing to a thread: `threading.Thread(target=bind_context(work))`."""
     ctx = contextvars.copy_context()
 
     @functools.wraps(fn)
-    def run(*args, **kwargs):
+    def run(*args: Any, **kwargs: Any) -> T:
         return ctx.copy().run(fn, *args, **kwargs)
     return run
 
 
-def _bind(name: str, fn: Callable, meta: dict) -> Callable:
+def _bind(name: str, fn: Callable[..., Any], meta: dict[str, Any]) -> Callable[..., Any]:
     """Wrap an Agent method so that each call binds the Runtime and is a DAG node."""
     if inspect.iscoroutinefunction(fn):
         @functools.wraps(fn)
-        async def async_method(self, *args, **kwargs):
+        async def async_method(self: Agent, *args: Any, **kwargs: Any) -> Any:
             rt, tokens = self._enter(name)
             try:
                 if rt is None:
@@ -47,10 +50,10 @@ def _bind(name: str, fn: Callable, meta: dict) -> Callable:
                     return await fn(self, *args, **kwargs)
             finally:
                 self._leave(tokens)
-        wrapper = async_method
+        wrapper: Any = async_method
     else:
         @functools.wraps(fn)
-        def method(self, *args, **kwargs):
+        def method(self: Agent, *args: Any, **kwargs: Any) -> Any:
             rt, tokens = self._enter(name)
             try:
                 if rt is None:
@@ -63,16 +66,17 @@ def _bind(name: str, fn: Callable, meta: dict) -> Callable:
     wrapper.input_meta = dict(meta.get("input") or {})
     wrapper.is_tool = bool(meta.get("tool"))
     wrapper._openprogram_bound = True
-    return wrapper
+    bound: Callable[..., Any] = wrapper  # Any only to carry the marks above
+    return bound
 
 
 class Agent:
     """Base class of agents. `SomeAgent(runtime=rt)` configures the Runtime its methods use; with
     none, a method uses the Runtime of the Agent method that called it."""
 
-    method_options: dict[str, dict] = {}
+    method_options: dict[str, dict[str, Any]] = {}
 
-    def __init_subclass__(cls, **kwargs):
+    def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         opts = cls.__dict__.get("method_options", {})
         for name in opts:
@@ -95,30 +99,31 @@ class Agent:
             setattr(cls, name, wrapped)
 
     @classmethod
-    def _options_for(cls, name: str) -> dict:
+    def _options_for(cls, name: str) -> dict[str, Any]:
         for klass in cls.__mro__:
             opts = klass.__dict__.get("method_options", {})
             if name in opts:
-                return opts[name]
+                found: dict[str, Any] = opts[name]
+                return found
         return {}
 
-    def __init__(self, runtime: Runtime | None = None):
+    def __init__(self, runtime: Runtime | None = None) -> None:
         if runtime is not None and not isinstance(runtime, Runtime):
             raise UsageError(f"runtime= must be an openprogram Runtime, got "
                             f"{type(runtime).__name__}; wrap a model with Runtime(call=fn)")
         self.runtime = runtime
 
-    def _enter(self, name: str):
+    def _enter(self, name: str) -> tuple[Any, tuple[Any, Any]]:
         rt = getattr(self, "runtime", None) or _current_runtime.get()
         return rt, (_current_runtime.set(rt), _current_agent.set((self, name)))
 
     @staticmethod
-    def _leave(tokens) -> None:
+    def _leave(tokens: tuple[Any, Any]) -> None:
         rt_token, agent_token = tokens
         _current_agent.reset(agent_token)
         _current_runtime.reset(rt_token)
 
-    def tool_methods(self) -> list[Callable]:
+    def tool_methods(self) -> list[Callable[..., Any]]:
         """The bound methods declared `tool: True` in method_options."""
         return [getattr(self, name) for name in dir(type(self))
                 if not name.startswith("_") and getattr(getattr(type(self), name, None),
@@ -128,31 +133,42 @@ class Agent:
         return f"{type(self).__name__}(runtime={self.runtime!r})"
 
 
-def agent(prompt: Any, *, tools: Any = None, toolset: Any = None, options: Any = None,
+def agent(prompt: Any, *, tools: Any = None, toolset: Any = None, options: Options | None = None,
           response_format: Any = None, runtime: Runtime | None = None,
-          context: dict | None = None, max_iterations: int = 20,
-          timeout_s: float | None = None, validate: Callable | None = None, reask: Any = None,
-          mode: str = "menu", choices: Any = None):
+          context: dict[str, Any] | None = None, max_iterations: int = 20,
+          timeout_s: float | None = None, validate: Callable[..., Any] | None = None,
+          reask: Any = None, mode: ModeName = "menu", choices: Options | None = None) -> Any:
     """A full turn (E2) on the bound Runtime: reasoning and native tool calls from `tools` /
     `toolset`. Returns the reply text; with `options=` (an option set, as in `decision.make`;
     `choices=` is its older name and still works), the resolved decision."""
     options = option_set(options, choices, "agent")
-    rt = resolve_runtime(runtime, "agent()")
+    rt = _turn_runtime(runtime, "agent()")
     return rt.exec(prompt, tools=tools, toolset=toolset, options=options,
                    response_format=response_format, max_iterations=max_iterations,
                    timeout_s=timeout_s, context=context, validate=validate, reask=reask,
                    mode=mode)
 
 
-async def aagent(prompt: Any, *, tools: Any = None, toolset: Any = None, options: Any = None,
-                 response_format: Any = None, runtime: Runtime | None = None,
-                 context: dict | None = None, max_iterations: int = 20,
-                 timeout_s: float | None = None, validate: Callable | None = None,
-                 reask: Any = None, mode: str = "menu", choices: Any = None):
+async def aagent(prompt: Any, *, tools: Any = None, toolset: Any = None,
+                 options: Options | None = None, response_format: Any = None,
+                 runtime: Runtime | None = None, context: dict[str, Any] | None = None,
+                 max_iterations: int = 20, timeout_s: float | None = None,
+                 validate: Callable[..., Any] | None = None, reask: Any = None,
+                 mode: ModeName = "menu", choices: Options | None = None) -> Any:
     """`agent()`, awaitable (`Runtime.aexec`): async models, tools and options are awaited."""
     options = option_set(options, choices, "aagent")
-    rt = resolve_runtime(runtime, "aagent()")
+    rt = _turn_runtime(runtime, "aagent()")
     return await rt.aexec(prompt, tools=tools, toolset=toolset, options=options,
                           response_format=response_format, max_iterations=max_iterations,
                           timeout_s=timeout_s, context=context, validate=validate, reask=reask,
                           mode=mode)
+
+
+def _turn_runtime(runtime: Runtime | None, where: str) -> Runtime:
+    """The Runtime a turn runs on. `resolve_runtime` promises only a model caller (what a
+    decision needs); a turn needs `exec`, which only a Runtime has."""
+    rt = resolve_runtime(runtime, where)
+    if not isinstance(rt, Runtime):
+        raise UsageError(f"{where} runs a whole turn, which needs an openprogram Runtime, got "
+                         f"{type(rt).__name__}; wrap the model with Runtime(call=fn)")
+    return rt

@@ -118,7 +118,7 @@ class MissingExtraError(OpenProgramError, ImportError):
     of this project's distribution that brings it."""
 
 
-def require(module: str, extra: str, what: str):
+def require(module: str, extra: str, what: str) -> Any:
     """`module`, imported, or a `MissingExtraError` saying that `what` needs it and which extra
     installs it (the core itself needs nothing beyond the standard library)."""
     import importlib
@@ -195,9 +195,10 @@ class DecisionError(OpenProgramError, ValueError):
         text += " Every attempt is on err.trace."
         super().__init__(text)
 
-    def __reduce__(self):  # picklable for process pools; the trace travels as a dict
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:  # picklable for process pools; the trace travels as a dict
         return (_rebuild_error, (self.kind, self.message, self.reply_head, self.path))
 
 
-def _rebuild_error(kind, message, reply_head, path):
+def _rebuild_error(kind: str, message: str, reply_head: str | None,
+                   path: str | None) -> DecisionError:
     return DecisionError(kind, message, reply_head, None, path)

@@ -23,7 +23,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable
+    from typing import Any, Callable, Iterator, Sequence
+
+    from .aliases import ModeName, Options
+    from .kinds import Option
+    from .menu import Menu
+    from .records import Reask
+    Reasker = str | Callable[[Reask], str] | None
 
 from .evaluate_inputs import Table, row_key
 from .evaluate_results import (NO_PICK, ComparisonResult, EvaluationResult, Outcomes, pick_of,
@@ -43,7 +49,7 @@ __all__ = ["evaluate", "aevaluate", "compare", "acompare", "EvaluationResult", "
            "Variant", "JournalMismatch", "NO_PICK", "RateLimit"]
 
 
-def _known(**attrs) -> dict:
+def _known(**attrs: Any) -> dict[str, Any]:
     """The batch attributes that have a value (a streamed input's row count may be unknown)."""
     return {k: v for k, v in attrs.items() if v is not None}
 
@@ -62,7 +68,8 @@ def _check_on_interrupt(value: Any) -> None:
 
 
 def _settings(on_interrupt: Any, concurrency: Any, max_retries: Any, timeout_s: Any,
-              context: Any, validate: Any, reask: Any, mode: Any = None) -> tuple[int, dict]:
+              context: Any, validate: Any, reask: Any,
+              mode: Any = None) -> tuple[int, dict[str, Any]]:
     """The run settings shared by evaluate, aevaluate and compare, checked before anything
     runs: the concurrency, and the keyword arguments every row's decision gets."""
     _check_on_interrupt(on_interrupt)
@@ -85,7 +92,7 @@ class _Sink:
 
     def __init__(self, names: list[str], total: int | None, journal: Journal | None):
         self.outcomes = Outcomes(names, total or 0)
-        self.rows: list | None = None if journal is not None else [None] * (total or 0)
+        self.rows: list[Any] | None = None if journal is not None else [None] * (total or 0)
         self.journal = journal
         self.lock = threading.Lock()
         self.seen = total or 0  # rows read from the table so far (or its known total)
@@ -110,7 +117,7 @@ class _Sink:
                 o.grow(max(i + 1, 2 * len(o)))
             o.expected[i] = o.code(expected)
 
-    def __call__(self, i: int, extra: tuple, row: Any) -> None:
+    def __call__(self, i: int, extra: tuple[Any, ...], row: Any) -> None:
         s = summarize(row)
         offset = -1
         data = None
@@ -118,7 +125,7 @@ class _Sink:
             key, record, expected = extra
             data = _journal_row(row, s, record, expected)
         with self.lock:
-            if data is not None:
+            if data is not None and self.journal is not None:
                 offset = self.journal.write_row(i, key, data)
             if self.rows is not None:
                 if i >= len(self.rows):
@@ -137,7 +144,8 @@ class _Sink:
             self.rows.extend([None] * (n - len(self.rows)))
 
 
-def _journal_row(row: Any, s: tuple, record: Any, expected: str | None) -> dict:
+def _journal_row(row: Any, s: tuple[Any, ...], record: Any,
+                 expected: str | None) -> dict[str, Any]:
     status, pick, attempts, kinds, raised, tin, tout, duration, cached = s
     trace = row.trace
     last = trace.attempts[-1] if trace is not None and trace.attempts else None
@@ -158,7 +166,8 @@ def _journal_row(row: Any, s: tuple, record: Any, expected: str | None) -> dict:
     }
 
 
-def _items(table: Table, journal: Journal | None, sink: _Sink):
+def _items(table: Table, journal: Journal | None,
+           sink: _Sink) -> Iterator[tuple[int, str, tuple[Any, Any, Any]]]:
     """The rows still to run, as `(i, filled prompt, (key, record, expected))`."""
     for i, record, text, expected in table.rows():
         sink.expect(i, expected)
@@ -170,7 +179,8 @@ def _items(table: Table, journal: Journal | None, sink: _Sink):
         yield i, text, (key, record, expected)
 
 
-def _open_journal(journal: Any, name: str, prompt: str, menu: list, mode: str, rt: Runtime,
+def _open_journal(journal: Any, name: str, prompt: str, menu: Sequence[Option], mode: str,
+                  rt: Runtime,
                   table: Table, concurrency: int) -> Journal | None:
     if journal is None:
         return None
@@ -184,9 +194,10 @@ def _open_journal(journal: Any, name: str, prompt: str, menu: list, mode: str, r
 class _Run:
     """One option set over one table: its journal, sink, board and the rows left to run."""
 
-    def __init__(self, table: Table, menu: list, rt: Runtime, settings: dict, concurrency: int,
+    def __init__(self, table: Table, menu: Sequence[Option], rt: Runtime, settings: dict[str, Any],
+                 concurrency: int,
                  progress: Any, desc: str, journal: Any, name: str,
-                 limit: RateLimit | None = None):
+                 limit: RateLimit | None = None) -> None:
         self.table, self.menu, self.rt, self.settings = table, menu, rt, settings
         self.limit = limit
         self.concurrency, self.name = concurrency, name
@@ -200,7 +211,8 @@ class _Run:
                            waiting=limit.status if limit is not None else None)
         self.items = _items(table, self.journal, self.sink)
 
-    def result(self, wall: float, was_interrupted: bool, label: str | None = None):
+    def result(self, wall: float, was_interrupted: bool,
+               label: str | None = None) -> EvaluationResult:
         table = self.table
         n = table.total if table.total is not None else self.sink.seen
         self.sink.settle(n)
@@ -222,14 +234,14 @@ class _Run:
                              settings=self.settings, board=self.board)
 
 
-def _rate_limit(value: Any, rts: list) -> RateLimit | None:
+def _rate_limit(value: Any, rts: list[Runtime]) -> RateLimit | None:
     """`rate_limit=` checked: it paces HTTP requests, so a runtime that sends none through the
     provider transport (a scripted or local model) cannot keep to it, and says so."""
     limit = check_rate_limit(value)
     if limit is None:
         return None
     for rt in rts:
-        inner = rt
+        inner: Any = rt
         while inner is not None and not getattr(inner, "honours_rate_limit", False):
             inner = getattr(inner, "inner", None)
         if inner is None:
@@ -253,7 +265,8 @@ def _batched(batch: Any, rt: Runtime) -> Runtime:
         raise TypeError(f"batch=True sends the run through a provider's batch API: it needs an "
                         f"OpenAIRuntime or an AnthropicRuntime, got {type(rt).__name__} "
                         f"({rt.name!r}). Run without batch=.")
-    return make(**({} if batch is True else dict(batch)))
+    batched: Runtime = make(**({} if batch is True else dict(batch)))
+    return batched
 
 
 def _batch_hooks(one: "_Run", batched: Runtime, rt: Runtime) -> None:
@@ -261,12 +274,14 @@ def _batch_hooks(one: "_Run", batched: Runtime, rt: Runtime) -> None:
     (those in flight are re-attached to, new ones recorded)."""
     if batched is rt:
         return
-    one.board.waiting = batched.status
+    one.board.waiting = getattr(batched, "status")  # a BatchRuntime's (runtimes/batch.py)
     if one.journal is not None:
-        batched.attach(one.journal.batches, one.journal.write_batch)
+        getattr(batched, "attach")(one.journal.batches, one.journal.write_batch)
 
 
-def _plan(prompt, options, inputs, runtime, expected, context, what: str, total, journal):
+def _plan(prompt: str, options: Options, inputs: Any, runtime: Runtime | None, expected: Any,
+          context: dict[str, Any] | None, what: str, total: int | None,
+          journal: Any) -> tuple[Menu, Table, Runtime]:
     """An evaluation's option set, inputs and runtime, checked before any model call."""
     menu = normalize(options)
     check_context(menu, context)
@@ -280,12 +295,12 @@ def _plan(prompt, options, inputs, runtime, expected, context, what: str, total,
 # ---------------------------------------------------------------------------------------------
 
 
-def evaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime | None = None,
+def evaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runtime | None = None,
              concurrency: int = 8, max_retries: int = 1, expected: Any = None,
-             context: dict | None = None, timeout_s: float | None = None,
+             context: dict[str, Any] | None = None, timeout_s: float | None = None,
              progress: bool = True, on_interrupt: str = "return",
-             validate: Callable | None = None, reask: Any = None,
-             mode: str = "menu", journal: Any = None, total: int | None = None,
+             validate: Callable[..., Any] | None = None, reask: Reasker = None,
+             mode: ModeName = "menu", journal: Any = None, total: int | None = None,
              rate_limit: Any = None, batch: Any = False) -> "EvaluationResult":
     """Run the decision `prompt.format_map(row)` over `options` for every row of `inputs` (a
     pandas DataFrame, a list of dicts, or any iterable of dicts — a generator, a
@@ -353,11 +368,12 @@ def evaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime | None 
     return result
 
 
-async def aevaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime | None = None,
+async def aevaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runtime | None = None,
                     concurrency: int = 8, max_retries: int = 1, expected: Any = None,
-                    context: dict | None = None, timeout_s: float | None = None,
+                    context: dict[str, Any] | None = None, timeout_s: float | None = None,
                     progress: bool = True, on_interrupt: str = "return",
-                    validate: Callable | None = None, reask: Any = None, mode: str = "menu",
+                    validate: Callable[..., Any] | None = None, reask: Reasker = None,
+                    mode: ModeName = "menu",
                     journal: Any = None, total: int | None = None,
                     rate_limit: Any = None, batch: Any = False) -> "EvaluationResult":
     """`evaluate`, awaitable: every row is a `decision.amake` task on the running event loop,
@@ -395,7 +411,8 @@ async def aevaluate(prompt: str, options: Any, inputs: Any, *, runtime: Runtime 
     return result
 
 
-async def _arun(one: "_Run", menu: list, rt: Runtime, settings: dict, concurrency: int,
+async def _arun(one: "_Run", menu: Sequence[Option], rt: Runtime, settings: dict[str, Any],
+                concurrency: int,
                 limit: RateLimit | None) -> tuple[float, bool]:
     """One run's rows as tasks on the running loop: (wall seconds, interrupted). A cancel of
     the awaiting task re-raises with the partial result as `.result` (what finished is kept)."""
@@ -416,7 +433,7 @@ async def _arun(one: "_Run", menu: list, rt: Runtime, settings: dict, concurrenc
         was_interrupted = True
     except asyncio.CancelledError as exc:
         board.close()
-        exc.result = one.result(time.perf_counter() - t0, True)
+        setattr(exc, "result", one.result(time.perf_counter() - t0, True))
         raise
     finally:
         if board.bar is not None:
@@ -438,13 +455,14 @@ class Variant:
     validate: Any = None
     reask: Any = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         # A misspelt way of asking is refused here, where it was written, not when compare runs
         if self.mode is not None:
             get_mode(self.mode)
 
 
-def _variants(variants: Any, options: Any, runtime: Runtime | None):
+def _variants(variants: Any, options: Options | None,
+              runtime: Runtime | None) -> list[tuple[str, Menu, Runtime, dict[str, Any]]]:
     if not isinstance(variants, Mapping):
         raise TypeError(f"variants must be a dict {{name: option set}}, {{name: Runtime}} or "
                         f"{{name: (option set, Runtime)}}, got {type(variants).__name__}")
@@ -455,7 +473,7 @@ def _variants(variants: Any, options: Any, runtime: Runtime | None):
     for name, v in variants.items():
         if not isinstance(name, str) or not name:
             raise TypeError(f"variant names must be non-empty strings, got {name!r}")
-        overrides: dict = {}
+        overrides: dict[str, Any] = {}
         if isinstance(v, Variant):
             overrides = {k: getattr(v, k) for k in ("mode", "prompt", "max_retries", "validate",
                                                     "reask") if getattr(v, k) is not None}
@@ -490,12 +508,13 @@ def _variants(variants: Any, options: Any, runtime: Runtime | None):
 
 
 
-def compare(prompt: str, variants: Any, inputs: Any, *, options: Any = None,
+def compare(prompt: str, variants: Any, inputs: Any, *, options: Options | None = None,
             runtime: Runtime | None = None, concurrency: int = 8, max_retries: int = 1,
-            expected: Any = None, context: dict | None = None, timeout_s: float | None = None,
+            expected: Any = None, context: dict[str, Any] | None = None,
+            timeout_s: float | None = None,
             progress: bool = True, on_interrupt: str = "return",
-            validate: Callable | None = None, reask: Any = None,
-            mode: str = "menu", journal: Any = None, total: int | None = None,
+            validate: Callable[..., Any] | None = None, reask: Reasker = None,
+            mode: ModeName = "menu", journal: Any = None, total: int | None = None,
             rate_limit: Any = None, batch: Any = False) -> "ComparisonResult":
     """Run two or more variants over the same inputs and line their picks up side by side.
 
@@ -521,12 +540,12 @@ def compare(prompt: str, variants: Any, inputs: Any, *, options: Any = None,
     return prep.result()
 
 
-async def acompare(prompt: str, variants: Any, inputs: Any, *, options: Any = None,
+async def acompare(prompt: str, variants: Any, inputs: Any, *, options: Options | None = None,
                    runtime: Runtime | None = None, concurrency: int = 8, max_retries: int = 1,
-                   expected: Any = None, context: dict | None = None,
+                   expected: Any = None, context: dict[str, Any] | None = None,
                    timeout_s: float | None = None, progress: bool = True,
-                   on_interrupt: str = "return", validate: Callable | None = None,
-                   reask: Any = None, mode: str = "menu", journal: Any = None,
+                   on_interrupt: str = "return", validate: Callable[..., Any] | None = None,
+                   reask: Reasker = None, mode: ModeName = "menu", journal: Any = None,
                    total: int | None = None, rate_limit: Any = None,
                    batch: Any = False) -> "ComparisonResult":
     """`compare`, awaitable: each variant's rows run as `aevaluate` runs them (tasks on the
@@ -547,10 +566,10 @@ async def acompare(prompt: str, variants: Any, inputs: Any, *, options: Any = No
                 wall, interrupted = await _arun(one, one.menu, one.rt, one.settings,
                                                 one.concurrency, prep.limit)
             except asyncio.CancelledError as exc:
-                prep.done(one, 0.0, True, exc.result)
+                prep.done(one, 0.0, True, getattr(exc, "result"))
                 for rest in prep.runs():
                     prep.done(rest, 0.0, True)
-                exc.result = prep.comparison()
+                setattr(exc, "result", prep.comparison())
                 raise
             prep.done(one, wall, interrupted)
     return prep.result()
@@ -560,9 +579,12 @@ class _Comparison:
     """What compare and acompare share: the variants checked, the inputs read once, one run
     per variant (made as the previous one ends) and the results gathered."""
 
-    def __init__(self, prompt, variants, inputs, options, runtime, concurrency, max_retries,
-                 expected, context, timeout_s, progress, on_interrupt, validate, reask, mode,
-                 journal, total, rate_limit, batch):
+    def __init__(self, prompt: str, variants: Any, inputs: Any, options: Options | None,
+                 runtime: Runtime | None, concurrency: int, max_retries: int, expected: Any,
+                 context: dict[str, Any] | None, timeout_s: float | None, progress: bool,
+                 on_interrupt: str, validate: Callable[..., Any] | None, reask: Reasker,
+                 mode: str, journal: Any, total: int | None, rate_limit: Any,
+                 batch: Any) -> None:
         self.concurrency, self.settings = _settings(on_interrupt, concurrency, max_retries,
                                                     timeout_s, context, validate, reask, mode)
         self.plan = _variants(variants, options, runtime)
@@ -583,7 +605,7 @@ class _Comparison:
         self.interrupted = False
         self._next = 0
 
-    def runs(self):
+    def runs(self) -> Iterator[_Run]:
         """The next variants' runs, each made only when the one before has finished."""
         while self._next < len(self.plan):
             name, menu, rt, overrides = self.plan[self._next]
@@ -600,7 +622,8 @@ class _Comparison:
             _batch_hooks(one, batched, rt)
             yield one
 
-    def done(self, one: "_Run", wall: float, interrupted: bool, result=None) -> None:
+    def done(self, one: _Run, wall: float, interrupted: bool,
+             result: EvaluationResult | None = None) -> None:
         if self.interrupted or result is not None:
             one.board.close()
         self.results[one.name] = (result if result is not None
@@ -609,7 +632,7 @@ class _Comparison:
 
     def comparison(self) -> ComparisonResult:
         return ComparisonResult(self.results, columns=self.table.columns,
-                                records=self.table.records, expected=self.table.expected,
+                                records=self.table.records or [], expected=self.table.expected,
                                 interrupted=self.interrupted)
 
     def result(self) -> ComparisonResult:

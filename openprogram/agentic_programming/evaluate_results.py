@@ -15,10 +15,11 @@ from __future__ import annotations
 import math
 from array import array
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any
+    from pathlib import Path
+    from typing import Any, Callable, Iterator
 
 from .errors import require
 from .records import Attempt, ToolRound
@@ -43,7 +44,7 @@ def pick_of(row: Any) -> str | None:
     return last.chosen if last.error_kind is None else None
 
 
-def summarize(row: Any) -> tuple:
+def summarize(row: Any) -> tuple[Any, ...]:
     """(status, pick, attempts, error kinds, raised type, tokens in, tokens out, duration,
     cached) of a finished row: what its result keeps of it."""
     trace = row.trace
@@ -81,7 +82,7 @@ class Outcomes:
         self.duration = array("d", [math.nan]) * n
         self.cached = bytearray(n)
         self.offset = array("q", [-1]) * n
-        self.kinds: dict[int, tuple] = {}
+        self.kinds: dict[int, tuple[str, ...]] = {}
         self.raised: dict[int, str] = {}
 
     def __len__(self) -> int:
@@ -112,7 +113,7 @@ class Outcomes:
     def name(self, k: int) -> str | None:
         return None if k < 0 else self.names[k]
 
-    def set(self, i: int, s: tuple, offset: int = -1) -> None:
+    def set(self, i: int, s: tuple[Any, ...], offset: int = -1) -> None:
         status, pick, attempts, kinds, raised, tin, tout, duration, cached = s
         if i >= len(self.status):
             self.grow(max(i + 1, 2 * len(self.status)))
@@ -147,10 +148,10 @@ class _JournalError(Exception):
         self.kind, self.type_name = kind, type_name
 
     def __str__(self) -> str:
-        return self.args[0]
+        return str(self.args[0])
 
 
-def trace_from_dict(d: dict) -> DecisionTrace:
+def trace_from_dict(d: dict[str, Any]) -> DecisionTrace:
     """A `DecisionTrace` rebuilt from its `to_dict()` (as a journal holds it)."""
     trace = DecisionTrace(prompt=d.get("prompt") or "", menu=d.get("menu") or "",
                           options=d.get("options") or [], entry=d.get("entry") or "make",
@@ -182,16 +183,16 @@ def trace_from_dict(d: dict) -> DecisionTrace:
     return trace
 
 
-class _Lazy:
+class _Lazy(Sequence["Any"]):
     """A read-only list whose items are read from the journal when indexed."""
 
-    def __init__(self, result: "EvaluationResult", read):
+    def __init__(self, result: EvaluationResult, read: Callable[[int], Any]) -> None:
         self._result, self._read = result, read
 
     def __len__(self) -> int:
         return len(self._result)
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: Any) -> Any:
         if isinstance(i, slice):
             return [self[k] for k in range(*i.indices(len(self)))]
         if i < 0:
@@ -200,18 +201,18 @@ class _Lazy:
             raise IndexError(i)
         return self._read(i)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return (self[i] for i in range(len(self)))
 
-    def __eq__(self, other):
-        return list(self) == list(other)
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, (list, tuple, Sequence)) and list(self) == list(other)
 
-class _Picks(list):
+class _Picks(list["str | None"]):
     """The pick of each input, a plain list. `.picks` used to be the count table, so a key into
     it ("count", "share", a variant) is said to be that table's, now `.pick_counts`, instead of
     failing as a list index would."""
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: Any) -> Any:
         if isinstance(i, str):
             raise KeyError(f".picks is the pick of each input (a list, as .results and "
                            f".statuses are); {i!r} is a column of the pick counts: use "
@@ -223,7 +224,8 @@ def _rate(numerator: int, denominator: int) -> float:
     return numerator / denominator if denominator else float("nan")
 
 
-def _input_frame(columns: list, records: list[Mapping], taken: set[str]):
+def _input_frame(columns: list[str], records: Sequence[Mapping[str, Any]],
+                 taken: set[str]) -> Any:
     """The input columns as a frame indexed by input position; an input column whose name
     clashes with a result column is shown as `input_<name>`."""
     pd = require("pandas", "pandas", "the result's input columns")
@@ -244,7 +246,7 @@ def _shown(key: str, value: Any) -> Any:
     return f"{value:.3f}"
 
 
-def _shown_summary(table):
+def _shown_summary(table: Any) -> Any:
     """The summary (a Series, or a frame with one row per variant) formatted for display."""
     if hasattr(table, "columns"):
         return table.apply(lambda col: col.map(lambda v: _shown(col.name, v)))
@@ -265,7 +267,7 @@ def _tables_html(title: str, tables: list[tuple[str, Any]]) -> str:
     return wrap("".join(parts), "op-eval-view")
 
 
-def _new_axes(ax):
+def _new_axes(ax: Any) -> Any:
     """A fresh figure unless the caller gave axes: pandas draws a Series into the current axes,
     which would stack a second plot onto the first in the same notebook cell."""
     if ax is not None:
@@ -291,11 +293,11 @@ class EvaluationResult:
     `errors` are the journaled errors' type and message.
     """
 
-    def __init__(self, *, prompt: str, options: list[str], columns: list,
-                 records: list[Mapping] | None, outcomes: Outcomes, rows: list | None,
-                 has_expected: bool, wall_s: float, concurrency: int, runtime: str | None,
-                 interrupted: bool, name: str | None = None, journal: Any = None,
-                 shared: list | None = None):
+    def __init__(self, *, prompt: str, options: list[str], columns: list[str],
+                 records: list[Mapping[str, Any]] | None, outcomes: Outcomes,
+                 rows: list[Any] | None, has_expected: bool, wall_s: float, concurrency: int,
+                 runtime: str | None, interrupted: bool, name: str | None = None,
+                 journal: Path | None = None, shared: list[Any] | None = None) -> None:
         self.prompt, self.options, self.columns = prompt, list(options), columns
         self.records, self._rows, self._outcomes = records, rows, outcomes
         self._has_expected = has_expected
@@ -310,7 +312,7 @@ class EvaluationResult:
         the evaluation when the journal holds several (compare writes one per variant)."""
         from pathlib import Path
         from .journal import read_journal
-        shared: dict = {}
+        shared: dict[str, Any] = {}
         sections, rows = read_journal(path, shared)
         names = [s["section"] for s in sections]
         if section is None:
@@ -327,7 +329,7 @@ class EvaluationResult:
         n = max([r["row"] for r, _ in got], default=-1) + 1
         n = max(n, head.get("total") or 0)
         out = Outcomes(head.get("options") or [], n)
-        columns: dict = {}
+        columns: dict[str, None] = {}
         has_expected = False
         for r, offset in got:
             out.set(r["row"], (r["status"], r.get("pick"), r.get("attempts") or 0,
@@ -339,10 +341,10 @@ class EvaluationResult:
                 out.expected[r["row"]] = out.code(r["expected"])
             columns.update(dict.fromkeys(r.get("input") or {}))
         has_expected = has_expected or bool(head.get("expected"))
-        return cls(prompt=head.get("prompt"), options=head.get("options") or [],
+        return cls(prompt=head.get("prompt") or "", options=head.get("options") or [],
                    columns=list(columns), records=None, outcomes=out, rows=None,
                    has_expected=has_expected, wall_s=float("nan"),
-                   concurrency=head.get("concurrency"), runtime=head.get("runtime"),
+                   concurrency=head.get("concurrency") or 1, runtime=head.get("runtime"),
                    interrupted=False, name=None if section == "evaluate" else section,
                    journal=Path(path), shared=shared.get(section))
 
@@ -376,21 +378,23 @@ class EvaluationResult:
                       ".pick_counts", DeprecationWarning, stacklevel=2)
         return self.picks
 
-    def _line(self, i: int) -> dict | None:
+    def _line(self, i: int) -> dict[str, Any] | None:
         offset = self._outcomes.offset[i]
         if offset < 0:
             return None
         from .journal import read_row
-        return read_row(self.journal, offset)
+        assert self.journal is not None  # a row has an offset only in a journaled result
+        line: dict[str, Any] | None = read_row(self.journal, offset)
+        return line
 
     @property
-    def traces(self) -> list[DecisionTrace | None]:
+    def traces(self) -> Sequence[DecisionTrace | None]:
         """The DecisionTrace of each input (None for a cancelled row); read from the journal as
         each is indexed, for a journaled result."""
         if self._rows is not None:
             return [r.trace if r is not None else None for r in self._rows]
 
-        def read(i):
+        def read(i: int) -> DecisionTrace | None:
             from .journal import shared_at, unpack_trace
             line = self._line(i)
             if line is None or not line.get("trace"):
@@ -400,26 +404,26 @@ class EvaluationResult:
         return _Lazy(self, read)
 
     @property
-    def results(self) -> list[Any]:
+    def results(self) -> Sequence[Any]:
         """Each input's resolved result (None unless its status is "resolved"); a journaled
         result gives each in its JSON form."""
         if self._rows is not None:
             return [r.result if r is not None and r.status == "resolved" else None
                     for r in self._rows]
 
-        def read(i):
+        def read(i: int) -> Any:
             line = self._line(i)
             return line.get("result") if line and line.get("status") == "resolved" else None
         return _Lazy(self, read)
 
     @property
-    def errors(self) -> list[BaseException | None]:
+    def errors(self) -> Sequence[BaseException | None]:
         if self._rows is not None:
             return [r.error if r is not None else None for r in self._rows]
 
-        def read(i):
-            line = self._line(i)
-            err = (line or {}).get("error")
+        def read(i: int) -> BaseException | None:
+            line = self._line(i) or {}
+            err = line.get("error")
             return None if not err else _JournalError(line.get("error_kind"), err["type"],
                                                       err["message"])
         return _Lazy(self, read)
@@ -434,7 +438,7 @@ class EvaluationResult:
             raise ValueError(f"input {i} has no trace: it was cancelled before its decision ran")
         return trace
 
-    def panel(self, i: int):
+    def panel(self, i: int) -> Any:
         """The decision panel of input `i`: the view registered with `register_trace_view`
         (the notebook layer registers its panel when it loads), else the trace itself, which
         displays as HTML."""
@@ -445,10 +449,13 @@ class EvaluationResult:
     def finished(self) -> int:
         return len(self._outcomes) - self._outcomes.status.count(0)
 
-    def _details(self) -> tuple[list, list, list, list | None]:
+    def _details(self) -> tuple[list[Any], list[Any], list[Any], list[Any] | None]:
         """Per row: args, result (the object; its JSON form from a journal), error text (and
         the input rows, from a journal)."""
         n = len(self)
+        args: list[Any]
+        results: list[Any]
+        errors: list[Any]
         if self._rows is not None:
             args, results, errors = [], [], []
             for row in self._rows:
@@ -463,7 +470,9 @@ class EvaluationResult:
                               if row is not None and row.error is not None else None)
             return args, results, errors, None
         from .journal import read_journal
-        args, results, errors, inputs = [None] * n, [None] * n, [None] * n, [{}] * n
+        args, results, errors = [None] * n, [None] * n, [None] * n
+        inputs: list[Any] = [{}] * n
+        assert self.journal is not None  # no rows in memory: they are in the journal
         _, rows = read_journal(self.journal)
         offsets = self._outcomes.offset
         for line, offset in rows.get(self.name or "evaluate", []):
@@ -476,13 +485,13 @@ class EvaluationResult:
                 inputs[i] = line.get("input") or {}
         return args, results, errors, inputs
 
-    def to_frame(self):
+    def to_frame(self) -> Any:
         """One row per input; see the class docstring for the columns. A journaled result
         reads its journal for the arguments, results, errors and inputs."""
         pd = require("pandas", "pandas", "the result's to_frame()")
         extra = ["expected", "correct"] if self._has_expected else []
         args, results, errors, inputs = self._details()
-        records = self.records if self.records is not None else inputs
+        records = self.records if self.records is not None else inputs or []
         frame = _input_frame(self.columns, records, set(ROW_COLUMNS + extra))
         o = self._outcomes
         kinds = o.kinds
@@ -496,7 +505,7 @@ class EvaluationResult:
             "status": self.statuses, "cached": [bool(c) for c in o.cached],
         }, columns=ROW_COLUMNS, index=frame.index)
         if self._has_expected:
-            exp, picks = self.expected, self.picks
+            exp, picks = self.expected or [], self.picks
             table["expected"] = exp
             table["correct"] = [None if e is None or not s else p == e
                                 for e, p, s in zip(exp, picks, o.status)]
@@ -504,12 +513,12 @@ class EvaluationResult:
 
     # -- summaries ----------------------------------------------------------------------------
     @property
-    def pick_counts(self):
+    def pick_counts(self) -> Any:
         """The pick distribution over finished rows: a count and a share for every option (zero
         for options never picked), plus "(no pick)" when some rows got no valid pick."""
         pd = require("pandas", "pandas", "the result's .pick_counts")
         o = self._outcomes
-        counts: Counter = Counter()
+        counts: Counter[str] = Counter()
         finished = 0
         for s, k in zip(o.status, o.pick):
             if s:
@@ -535,13 +544,13 @@ class EvaluationResult:
         return _rate(self._outcomes.status.count(_CODE["failed"]), self.finished)
 
     @property
-    def error_counts(self):
+    def error_counts(self) -> Any:
         """How often each error kind occurred, over every attempt of every finished row (a row
         that was re-asked and then resolved counts its first attempt's error). A picked
         function's exception counts as "raised <ExceptionType>"."""
         pd = require("pandas", "pandas", "the result's .error_counts")
         o = self._outcomes
-        counts: Counter = Counter()
+        counts: Counter[str] = Counter()
         for i, kinds in o.kinds.items():
             if o.status[i]:
                 counts.update(kinds)
@@ -572,7 +581,7 @@ class EvaluationResult:
         return _rate(sum(1 for e, p in scored if e == p), len(scored))
 
     @property
-    def confusion(self):
+    def confusion(self) -> Any:
         """A table of expected pick (rows) by actual pick (columns), over finished rows with an
         expected pick; None when no expected picks were given."""
         if not self._has_expected:
@@ -587,13 +596,13 @@ class EvaluationResult:
         return table
 
     @property
-    def summary(self):
+    def summary(self) -> Any:
         """The headline figures, as a pandas Series."""
         pd = require("pandas", "pandas", "the result's .summary")
         o = self._outcomes
         statuses = Counter(o.status)
         durations = [d for s, d in zip(o.status, o.duration) if s and not math.isnan(d)]
-        data = {
+        data: dict[str, Any] = {
             "inputs": len(o), "resolved": statuses.get(_CODE["resolved"], 0),
             "failed": statuses.get(_CODE["failed"], 0),
             "cancelled": statuses.get(_CODE["cancelled"], 0),
@@ -643,7 +652,7 @@ class EvaluationResult:
             tables.append(("confusion (expected × picked)", self.confusion))
         return _tables_html(title, tables)
 
-    def plot(self, ax=None, **kwargs):
+    def plot(self, ax: Any = None, **kwargs: Any) -> Any:
         """A bar chart of the pick distribution (pandas plotting); returns the matplotlib axes."""
         kwargs.setdefault("title", f"picks over {self.finished} inputs")
         kwargs.setdefault("rot", 0)
@@ -663,8 +672,9 @@ class ComparisonResult:
     each variant to its `EvaluationResult`.
     """
 
-    def __init__(self, results: dict[str, EvaluationResult], *, columns: list,
-                 records: list[Mapping], expected: list | None, interrupted: bool):
+    def __init__(self, results: dict[str, EvaluationResult], *, columns: list[str],
+                 records: list[Mapping[str, Any]], expected: list[str | None] | None,
+                 interrupted: bool) -> None:
         self.results, self.columns, self.records = results, columns, records
         self.expected, self.interrupted = expected, interrupted
 
@@ -675,7 +685,7 @@ class ComparisonResult:
     def variants(self) -> list[str]:
         return list(self.results)
 
-    def to_frame(self):
+    def to_frame(self) -> Any:
         pd = require("pandas", "pandas", "the result's to_frame()")
         extra = (["expected"] if self.expected is not None else []) + ["agree"]
         frame = _input_frame(self.columns, self.records, set(self.variants) | set(extra))
@@ -685,7 +695,7 @@ class ComparisonResult:
             frame[name] = picks[name]
         if self.expected is not None:
             frame["expected"] = self.expected
-        agree = []
+        agree: list[bool | None] = []
         for i in range(len(self.records)):
             if any(statuses[name][i] == "cancelled" for name in self.variants):
                 agree.append(None)
@@ -695,7 +705,7 @@ class ComparisonResult:
         return frame
 
     @property
-    def differences(self):
+    def differences(self) -> Any:
         """The rows (finished in every variant) where the variants picked differently; a
         failure with no valid pick counts as a pick of its own."""
         frame = self.to_frame()
@@ -703,7 +713,7 @@ class ComparisonResult:
         return quiet_frame(frame[frame["agree"] == False])  # noqa: E712 (None too)
 
     @property
-    def summary(self):
+    def summary(self) -> Any:
         pd = require("pandas", "pandas", "the result's .summary")
         table = pd.DataFrame({name: r.summary for name, r in self.results.items()}).T
         table.index.name = "variant"
@@ -715,7 +725,7 @@ class ComparisonResult:
         return {name: r.picks for name, r in self.results.items()}
 
     @property
-    def pick_counts(self):
+    def pick_counts(self) -> Any:
         pd = require("pandas", "pandas", "the result's .pick_counts")
         counts = {name: r.pick_counts["count"] for name, r in self.results.items()}
         order = list(dict.fromkeys(k for c in counts.values() for k in c.index if k != NO_PICK))
@@ -726,7 +736,7 @@ class ComparisonResult:
         table.columns.name = "variant"
         return table
 
-    def plot(self, ax=None, **kwargs):
+    def plot(self, ax: Any = None, **kwargs: Any) -> Any:
         """Grouped bars: the picks of each variant per option; returns the matplotlib axes."""
         kwargs.setdefault("title", "picks per variant")
         kwargs.setdefault("rot", 0)

@@ -16,7 +16,8 @@ import threading
 import time
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable, Iterator
+    from typing import Any, Callable, Iterator, Sequence, TypeVar
+    R = TypeVar("R")
 
 from .loop import amake, make
 from .model import ModelCaller as Runtime, run_sync
@@ -48,7 +49,7 @@ class Row:
         self.duration_s: float | None = None
 
 
-async def decide(text: str, menu: list[Option], rt: Runtime, settings: dict,
+async def decide(text: str, menu: Sequence[Option], rt: Runtime, settings: dict,
                  stop: threading.Event, sync: bool) -> Row | None:
     """One input's decision: on a worker thread (`sync`, driven by run_sync) or as a task on an
     event loop. None when the run stopped first."""
@@ -304,7 +305,7 @@ class _Loop:
         self.thread.join()
 
 
-async def arows(items: Iterator, menu: list[Option], rt: Runtime, settings: dict,
+async def arows(items: Iterator, menu: Sequence[Option], rt: Runtime, settings: dict,
                 concurrency: int, stop: threading.Event, ctx: contextvars.Context,
                 on_row: Callable[[int, Any, Row | None], None]) -> bool:
     """Every row of `items` (`(i, text, extra)`) as a task on the running loop, at most
@@ -336,7 +337,7 @@ async def arows(items: Iterator, menu: list[Option], rt: Runtime, settings: dict
         await asyncio.gather(*workers, return_exceptions=True)
 
 
-def run(items: Iterator, menu: list[Option], rt: Runtime, *, concurrency: int, settings: dict,
+def run(items: Iterator, menu: Sequence[Option], rt: Runtime, *, concurrency: int, settings: dict,
         board: Board) -> tuple[float, bool]:
     """Run every row of `items`; returns the wall time and whether the run was interrupted.
     KeyboardInterrupt is caught here and reported, never lost. Rows run as tasks on an event
@@ -378,11 +379,11 @@ def halt(stop: threading.Event, board: Board, runner: Any) -> None:
         runner.stop()
 
 
-def interrupted(result, on_interrupt: str, exc_text: str):
+def interrupted(result: R, on_interrupt: str, exc_text: str) -> R:
     import warnings
     if on_interrupt == "raise":
         ki = KeyboardInterrupt(exc_text)
-        ki.result = result
+        setattr(ki, "result", result)  # what finished travels with the interrupt
         ki.add_note("the partial result is on this exception's .result")
         raise ki
     warnings.warn(exc_text + "; the partial result is returned (unfinished rows have status "

@@ -16,7 +16,7 @@ import types
 import warnings
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable, ClassVar
+    from typing import Any, Callable, ClassVar, Sequence
 
 from .errors import OptionError, OptionWarning, ParseError, UsageError
 from .jsonable import to_jsonable
@@ -406,7 +406,7 @@ def build_option(name: str | None, handler: Any, position: int | None) -> Option
     return _dict_option(name, handler, f"option {name!r}")
 
 
-def check_context(menu: list[Option], context: dict | None) -> None:
+def check_context(menu: Sequence[Option], context: dict[str, Any] | None) -> None:
     """Fail before any model call when a hidden parameter without a default has no value."""
     if context is not None and not isinstance(context, dict):
         raise UsageError(f"context= must be a dict, got {type(context).__name__}")

@@ -15,7 +15,10 @@ import json
 import time
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable
+    from typing import Any, Callable, Iterator, NoReturn, Sequence
+
+    from .aliases import ModeName, Options
+    from .extract import Extraction
 
 from .errors import (ArgumentError, DecisionError, ModelCallError, ParseError, Retry, UsageError,
                      explain, reply_head)
@@ -43,7 +46,7 @@ _REASK_REPLY_LIMIT = 4000
 TRUNCATED = ("length", "max_tokens")
 
 
-def render_options(options: Any) -> str:
+def render_options(options: Options) -> str:
     """The menu text for an option set (rules R1-R3)."""
     return render_menu(normalize(options))
 
@@ -71,7 +74,8 @@ def check_reask(reask: Any) -> Callable[[Reask], str] | None:
     """`reask=` as a function of a `Reask`: None (the default text), a format template naming
     only the fields of `Reask`, or a callable. Checked before any model call."""
     if reask is None or callable(reask):
-        return reask
+        own: Callable[[Reask], str] | None = reask
+        return own
     if not isinstance(reask, str):
         raise UsageError(f"reask= takes a format template (str) or a callable of the failure, got "
                         f"{type(reask).__name__}")
@@ -89,12 +93,13 @@ def check_reask(reask: Any) -> Callable[[Reask], str] | None:
     return lambda r: reask.format(**{f: getattr(r, f) for f in REASK_FIELDS})
 
 
-def check_validate(validate: Any) -> Callable | None:
+def check_validate(validate: Any) -> Callable[..., Any] | None:
     """`validate=`: None or a callable of the `Pick`. Checked before any model call."""
     if validate is not None and not callable(validate):
         raise UsageError(f"validate= takes a callable of the pick (raise openprogram.Retry "
                         f"to reject it), got {type(validate).__name__}")
-    return validate
+    rule: Callable[..., Any] | None = validate
+    return rule
 
 
 def reask_prompt(request: str, reply: Any, err: ParseError, menu_text: str,
@@ -120,17 +125,17 @@ class Decider:
     forward with `_step`, which makes the next record and emits it; nothing else changes a
     record or the trace."""
 
-    def __init__(self, runtime: ModelCaller | None, menu: list[Option], *, request: str,
-                 context: dict | None, max_attempts: int, entry: str,
+    def __init__(self, runtime: ModelCaller | None, menu: Sequence[Option], *, request: str,
+                 context: dict[str, Any] | None, max_attempts: int, entry: str,
                  deadline: float | None = None, menu_text: str | None = None,
-                 sync: bool = True, validate: Callable | None = None,
+                 sync: bool = True, validate: Callable[..., Any] | None = None,
                  reask: Callable[[Reask], str] | None = None, mode: Mode | None = None,
-                 quiet: bool = False):
+                 quiet: bool = False) -> None:
         self.runtime, self.menu, self.request = runtime, menu, request
         self._emit = record if quiet else emit  # quiet: the trace only, no observers
         self.mode = mode or MenuMode(menu)
         self.resp: Any = None        # the last model response, as the mode reads it
-        self.messages: list[dict] = []
+        self.messages: list[dict[str, Any]] = []
         self.sync = sync  # how to call the model and finish the user's awaitables
         self.validate, self.reask = check_validate(validate), reask
         self.context = dict(context or {})
@@ -146,13 +151,28 @@ class Decider:
             max_attempts=max_attempts, runtime=getattr(runtime, "name", None),
             context_keys=sorted(self.context), mode=self.mode.name,
             model=getattr(runtime, "model", None), provider=getattr(runtime, "provider", None))
-        self.att: Attempt | None = None
+        self.att: Attempt | None = None  # None until the first new_attempt()
         self._t0 = time.perf_counter()
         self._emit("decision_started", self.trace)
 
-    def _step(self, kind: str, **changes) -> Attempt:
+    @property
+    def cur(self) -> Attempt:
+        """The current attempt: every step after `new_attempt` has one."""
+        if self.att is None:
+            raise RuntimeError("internal error: a decision step ran before its first attempt")
+        return self.att
+
+    @property
+    def model(self) -> ModelCaller:
+        """The runtime, for a step that calls the model (parse_args and revalidate have none
+        and never get there)."""
+        if self.runtime is None:
+            raise RuntimeError("internal error: a model call in a decision without a runtime")
+        return self.runtime
+
+    def _step(self, kind: str, **changes: Any) -> Attempt:
         """The next record of the current attempt, emitted as event `kind`."""
-        self.att = replace(self.att, **changes)
+        self.att = replace(self.cur, **changes)
         self._emit(kind, self.trace, self.att)
         return self.att
 
@@ -164,13 +184,14 @@ class Decider:
         self._emit("attempt_sent", self.trace, self.att)
         return self.att
 
-    async def call(self, messages: list[dict], specs: list[dict] | None = None):
+    async def call(self, messages: list[dict[str, Any]],
+                   specs: list[dict[str, Any]] | None = None) -> Any:
         """One model call for the current attempt. Streamed text reaches observers as chunk
         events carrying only the new text; the record gets the whole reply when it is in (in a
         turn with tool rounds, the last round's)."""
         parts: list[str] = []
         t0 = time.perf_counter()
-        trace, att = self.trace, self.att
+        trace, att = self.trace, self.cur
         self.messages = messages
         extra = dict(self._request)
         if specs is not None:  # a turn's work tools go with the mode's own (tools mode: choices)
@@ -184,20 +205,20 @@ class Decider:
 
         try:
             if self.sync:
-                resp, node = self.runtime.call_model(messages, on_text=on_text,
+                resp, node = self.model.call_model(messages, on_text=on_text,
                                                      deadline=self.deadline, **extra)
             else:
-                resp, node = await self.runtime.acall_model(messages, on_text=on_text,
+                resp, node = await self.model.acall_model(messages, on_text=on_text,
                                                             deadline=self.deadline, **extra)
         except ModelCallError as exc:
-            self.att = replace(self.att, reply=exc.partial or "".join(parts),
+            self.att = replace(self.cur, reply=exc.partial or "".join(parts),
                                duration_s=self._elapsed(t0))
             self.fail_with(ParseError(exc.kind, str(exc)), cause=exc)
         except Exception as exc:
-            self.att = replace(self.att, reply="".join(parts),
+            self.att = replace(self.cur, reply="".join(parts),
                                duration_s=self._elapsed(t0))
             self.fail_with(ParseError("model_error", f"{type(exc).__name__}: {exc}"), cause=exc)
-        usage = dict(resp.usage) if resp.usage else self.att.usage
+        usage = dict(resp.usage) if resp.usage else self.cur.usage
         self.resp = resp
         self._step("reply_received", reply=resp.text, model_call_id=node.id, usage=usage,
                    duration_s=self._elapsed(t0), finish_reason=resp.finish_reason, raw=resp.raw,
@@ -206,7 +227,7 @@ class Decider:
         return resp
 
     def _elapsed(self, t0: float) -> float:
-        return (self.att.duration_s or 0) + time.perf_counter() - t0
+        return (self.cur.duration_s or 0) + time.perf_counter() - t0
 
     def received(self, reply: Any) -> Attempt:
         """A reply that came from elsewhere (parse_args): record it as received."""
@@ -214,10 +235,10 @@ class Decider:
         return self._step("reply_received", reply=reply)
 
     # -- checks -------------------------------------------------------------------------------
-    def extract(self):
+    def extract(self) -> Extraction:
         """Find the action in the response, as the mode reads it (P1, A6); records the
         extraction. A refusal, and a reply cut off before any action, are their own kinds."""
-        att, resp = self.att, self.resp
+        att, resp = self.cur, self.resp
         if getattr(resp, "refusal", None):
             raise ParseError("refused", f"the provider reports that the model refused: "
                                         f"{resp.refusal}")
@@ -234,14 +255,15 @@ class Decider:
                 raise ParseError("truncated", f"the reply was cut off at the token limit "
                                               f"(finish reason {resp.finish_reason!r}) before "
                                               f"a complete pick: {ex.problem}")
-            raise ParseError("no_action", ex.problem)
+            raise ParseError("no_action", ex.problem or "no JSON object picks an option")
         self._step("extracted", candidates=ex.candidates, extracted=ex.action,
                    found_in=ex.found_in, key_alias=ex.key, span=ex.span, redacted=redacted)
         return ex
 
-    def check(self) -> tuple[Option, dict]:
+    def check(self) -> tuple[Option, dict[str, Any]]:
         """Find the pick in the reply and validate it (P1-P5)."""
         ex = self.extract()
+        assert ex.action is not None  # extract() raised otherwise
         name = ex.action["call"]  # whichever alias the model wrote; ex.key keeps that alias
         if not isinstance(name, str):
             raise ParseError("bad_args", f'"{ex.key}" must be an option name (a string), got '
@@ -256,7 +278,7 @@ class Decider:
             if args is None:
                 args = {}
             if not isinstance(args, dict):
-                self.att = replace(self.att, chosen=name)
+                self.att = replace(self.cur, chosen=name)
                 raise ParseError("bad_args", f'"args" must be a JSON object, got '
                                              f"{type(args).__name__}", "args")
             dropped += [safe_key(k) for k in ex.action if k not in ("call", "args")]
@@ -264,7 +286,8 @@ class Decider:
             args = {k: v for k, v in ex.action.items() if k != "call"}
         return option, self.bind(option, args, dropped)
 
-    def bind(self, option: Option, args: dict, dropped: list[str]) -> dict:
+    def bind(self, option: Option, args: dict[str, Any],
+             dropped: list[str]) -> dict[str, Any]:
         """The option's validated arguments plus injected ones; what was kept, dropped and
         injected goes into the record, also when a field fails."""
         injected: list[str] = []
@@ -272,15 +295,16 @@ class Decider:
             kwargs, kept = option.bind(args, runtime=self.runtime, context=self.context,
                                        dropped=dropped, injected=injected)
         finally:
-            self.att = replace(self.att, chosen=option.name, dropped=list(dropped),
+            self.att = replace(self.cur, chosen=option.name, dropped=list(dropped),
                                injected=list(injected))
-        self.att = replace(self.att, args=kept)
-        return kwargs
+        self.att = replace(self.cur, args=kept)
+        out: dict[str, Any] = kwargs
+        return out
 
     def record_failure(self, err: ParseError) -> None:
         # Where the offending value sits in the raw reply: looked for only now, off the path
         # of a decision that succeeds.
-        att = self.att
+        att = self.cur
         where = None
         if err.path and att.span is not None and isinstance(att.reply, str):
             where = value_span(att.reply, att.span, err.path)
@@ -288,7 +312,7 @@ class Decider:
                    error_path=err.path, error_span=where)
 
     # -- the loop -----------------------------------------------------------------------------
-    async def settle(self, check: Callable[[], Any] | None = None, run: bool = True):
+    async def settle(self, check: Callable[[], Any] | None = None, run: bool = True) -> Any:
         """Check attempts, re-asking until one passes or none are left (P7, P8); then the
         caller's rule (`validate=`) and, with `run`, the option itself. A `Retry` from either
         fails the attempt as `rejected` and re-asks like any other failure. Returns the result,
@@ -305,16 +329,18 @@ class Decider:
                 return await self.resolve(option, kwargs)
             except ParseError as err:
                 self.record_failure(err)
-                if self.att.is_last:
+                if self.cur.is_last:
                     self.fail()
-                prompt = reask_prompt(self.request, _reply_shown(self.att), err,
+                prompt = reask_prompt(self.request, _reply_shown(self.cur), err,
                                       self.mode.menu_for_reask(self.menu_text), self.reask,
-                                      self.att.number)
+                                      self.cur.number)
                 self.new_attempt(prompt)
                 await self.call(self.mode.reask_messages(self.messages, self.resp, prompt))
 
     async def _rule(self, option: Option) -> None:
-        pick = Pick(option.name, dict(self.att.args or {}), option)
+        pick = Pick(option.name, dict(self.cur.args or {}), option)
+        if self.validate is None:
+            return
         try:
             verdict = await settle_value(self.validate(pick), self.sync)
         except Retry as r:
@@ -323,18 +349,18 @@ class Decider:
             raise ParseError("rejected", f"the validate= rule returned False for the pick of "
                                          f"{option.name!r}; pick again")
 
-    def fail_with(self, err: ParseError, cause: BaseException | None = None):
+    def fail_with(self, err: ParseError, cause: BaseException | None = None) -> NoReturn:
         self.record_failure(err)
         self.fail(cause)
 
-    def fail(self, cause: BaseException | None = None):
-        att = self.att
+    def fail(self, cause: BaseException | None = None) -> NoReturn:
+        att = self.cur
         err = DecisionError(att.error_kind or "model_error", att.error_message or "",
                             reply_head(att.reply), self.trace, att.error_path)
         self.finish("decision_failed", error=err)
         raise err from cause
 
-    async def resolve(self, option: Option, kwargs: dict) -> Any:
+    async def resolve(self, option: Option, kwargs: dict[str, Any]) -> Any:
         try:
             result = await settle_value(option.resolve(kwargs), self.sync)
         except Retry as r:  # the option itself rejected the pick: re-ask (settle catches it)
@@ -348,7 +374,7 @@ class Decider:
         return self.finish("resolved", result=result)
 
     @contextlib.contextmanager
-    def running(self):
+    def running(self) -> Iterator[Decider]:
         """The decision's body. Whatever ends it early (Ctrl-C, a cancelled evaluate row, a bug)
         still finishes the trace as failed, so it never stays "running"."""
         try:
@@ -358,7 +384,7 @@ class Decider:
                 self.finish("decision_failed", error=exc)
             raise
 
-    def finish(self, kind: str, result: Any = None, error: BaseException | None = None):
+    def finish(self, kind: str, result: Any = None, error: BaseException | None = None) -> Any:
         # The current attempt's last record goes with the outcome: a pick that a rule or the
         # option itself ended with an exception of the user's was never emitted otherwise.
         self._emit(kind, self.trace, self.att, result=result, error=error,
@@ -386,9 +412,10 @@ def max_attempts(max_retries: Any) -> int:
 # ---------------------------------------------------------------------------------------------
 
 
-async def _make(prompt: str, options: Any, *, runtime: ModelCaller | None, context: dict | None,
-                max_retries: int, timeout_s: float | None, sync: bool, entry: str,
-                validate: Callable | None, reask: Any, mode: Any):
+async def _make(prompt: str, options: Options, *, runtime: ModelCaller | None,
+                context: dict[str, Any] | None, max_retries: int, timeout_s: float | None,
+                sync: bool, entry: str, validate: Callable[..., Any] | None, reask: Any,
+                mode: Any) -> Any:
     if not isinstance(prompt, str):
         raise UsageError(f"prompt must be a str, got {type(prompt).__name__}")
     reask = check_reask(reask)
@@ -411,9 +438,10 @@ async def _make(prompt: str, options: Any, *, runtime: ModelCaller | None, conte
             return await d.settle()
 
 
-def make(prompt: str, options: Any, *, runtime: ModelCaller | None = None,
-         context: dict | None = None, max_retries: int = 1, timeout_s: float | None = None,
-         validate: Callable | None = None, reask: Any = None, mode: str = "menu"):
+def make(prompt: str, options: Options, *, runtime: ModelCaller | None = None,
+         context: dict[str, Any] | None = None, max_retries: int = 1,
+         timeout_s: float | None = None, validate: Callable[..., Any] | None = None,
+         reask: str | Callable[[Reask], str] | None = None, mode: ModeName = "menu") -> Any:
     """Pure decision (E1): send `prompt + "\\n\\n" + menu` in one model call and return the
     resolved result of the model's pick. Your prompt must ask the model to pick. Works with
     async models and async options too, also inside a running event loop (a notebook cell):
@@ -430,10 +458,11 @@ def make(prompt: str, options: Any, *, runtime: ModelCaller | None = None,
                           entry="decision.make", validate=validate, reask=reask, mode=mode))
 
 
-async def amake(prompt: str, options: Any, *, runtime: ModelCaller | None = None,
-                context: dict | None = None, max_retries: int = 1,
-                timeout_s: float | None = None, validate: Callable | None = None,
-                reask: Any = None, mode: str = "menu"):
+async def amake(prompt: str, options: Options, *, runtime: ModelCaller | None = None,
+                context: dict[str, Any] | None = None, max_retries: int = 1,
+                timeout_s: float | None = None, validate: Callable[..., Any] | None = None,
+                reask: str | Callable[[Reask], str] | None = None,
+                mode: ModeName = "menu") -> Any:
     """`make`, awaitable: the model call goes through the runtime's async path
     (`acall_model`), async options are awaited, and many `amake`s run concurrently on one
     event loop. Cancelling the task finishes its trace as failed."""
@@ -442,9 +471,10 @@ async def amake(prompt: str, options: Any, *, runtime: ModelCaller | None = None
                        entry="decision.amake", validate=validate, reask=reask, mode=mode)
 
 
-def parse_args(reply: Any, options: Any, *, runtime: ModelCaller | None = None,
-               context: dict | None = None, max_retries: int = 1, prompt: str = "",
-               validate: Callable | None = None, reask: Any = None):
+def parse_args(reply: Any, options: Options, *, runtime: ModelCaller | None = None,
+               context: dict[str, Any] | None = None, max_retries: int = 1, prompt: str = "",
+               validate: Callable[..., Any] | None = None,
+               reask: str | Callable[[Reask], str] | None = None) -> tuple[Any, dict[str, Any]]:
     """Parse and validate a reply (P1-P7) into `(chosen, kwargs)`: the function for a function
     option, the name for a value or schema option. On a bad reply, re-asks through the runtime
     (`max_retries` times); with no runtime, a bad reply raises DecisionError at once."""
@@ -466,7 +496,7 @@ def parse_args(reply: Any, options: Any, *, runtime: ModelCaller | None = None,
     return option.chosen(), kwargs
 
 
-def resolve_decision(chosen: Any, kwargs: dict, options: Any = None) -> Any:
+def resolve_decision(chosen: Any, kwargs: dict[str, Any], options: Options | None = None) -> Any:
     """Turn a pick into the next step's result (Z1): call a function with the kwargs; look a
     name up in the option set (a value, or `{"decision": name, **kwargs}` for a schema)."""
     if callable(chosen):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable  # (`Option` in annotations: kinds.py's, never imported)
+    from typing import Any, Callable, Sequence  # (`Option` in annotations: kinds.py's, never imported)
 
 from .schema import Param
 from .schemadoc import field_line, shown  # noqa: F401  (re-exported)
@@ -51,7 +51,7 @@ def _derived(option: Option, attr: str, make: Callable[[], Any]) -> Any:
     return value
 
 
-def option_infos(menu: list[Option]) -> list[dict]:
+def option_infos(menu: Sequence[Option]) -> list[dict]:
     """The option table of a menu (one `Option.info()` row per option), a list of its own."""
     return list(menu.infos) if isinstance(menu, Menu) else [o.info() for o in menu]
 
@@ -71,12 +71,12 @@ def param_lines(option: Option) -> list[str]:
     return lines
 
 
-def render_menu(menu: list[Option]) -> str:
+def render_menu(menu: Sequence[Any]) -> str:  # of Options (a Menu, or a list of them)
     """The menu text of normalized options (R1-R3); a Menu's is rendered once."""
     return menu.text if isinstance(menu, Menu) else _render_menu(menu)
 
 
-def _render_menu(menu: list[Option]) -> str:
+def _render_menu(menu: Sequence[Option]) -> str:
     return "\n\n".join([
         'Options (reply with one JSON object that picks exactly one, as in its "Call:" line):',
         *[_derived(o, "_block", lambda: "\n".join(o.menu_lines())) for o in menu]])

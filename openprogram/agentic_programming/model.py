@@ -16,7 +16,8 @@ import time
 from dataclasses import dataclass, field
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable, Iterator
+    from typing import Any, Callable, Coroutine, Iterator, TypeVar
+    T = TypeVar("T")
 
 from .errors import ArgumentError, ModelCallError, NoRuntimeError, UsageError
 
@@ -68,16 +69,22 @@ class ModelCaller:
     #: Who serves the model, as OpenTelemetry's gen_ai.provider.name says it ("openai", ...).
     provider: str | None = None
     #: The ways of asking this runtime can carry out (see modes.py).
-    modes: frozenset = frozenset({"menu"})
+    modes: frozenset[str] = frozenset({"menu"})
+    #: The calls made, as a DAG (`Runtime`'s is `runtime.DAG`); `dag.span(kind, name)`.
+    dag: Any
 
-    def call_model(self, messages: list[dict], *, tools: list[dict] | None = None,
+    def call_model(self, messages: list[dict[str, Any]], *,
+                   tools: list[dict[str, Any]] | None = None,
                    on_text: Callable[[str], None] | None = None,
-                   deadline: float | None = None, label: str = "model_call"):
+                   deadline: float | None = None, label: str = "model_call",
+                   **extra: Any) -> tuple[Any, Any]:
         raise NotImplementedError
 
-    async def acall_model(self, messages: list[dict], *, tools: list[dict] | None = None,
+    async def acall_model(self, messages: list[dict[str, Any]], *,
+                          tools: list[dict[str, Any]] | None = None,
                           on_text: Callable[[str], None] | None = None,
-                          deadline: float | None = None, label: str = "model_call"):
+                          deadline: float | None = None, label: str = "model_call",
+                          **extra: Any) -> tuple[Any, Any]:
         raise NotImplementedError
 
 
@@ -90,7 +97,7 @@ class ModelCaller:
 # (an async model function, an async option or tool) is finished with run_blocking().
 
 
-def run_sync(coro):
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine that never suspends (the sync path of the loop) and return its value."""
     try:
         coro.send(None)

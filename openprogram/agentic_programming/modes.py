@@ -21,7 +21,7 @@ import json
 import re
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, ClassVar
+    from typing import Any, ClassVar, Sequence
 
 from .errors import ArgumentError, ParseError
 from .extract import Extraction, find_action, value_span
@@ -40,7 +40,7 @@ class Mode:
     (`action`), and how a re-ask continues the conversation (`reask_messages`)."""
     name: ClassVar[str]
 
-    def __init__(self, menu: list[Option]):
+    def __init__(self, menu: Sequence[Option]):
         self.menu = menu
 
     def prompt(self, prompt: str, menu_text: str) -> str:
@@ -75,7 +75,7 @@ class Mode:
 class MenuMode(Mode):
     name = "menu"
 
-    def __init__(self, menu: list[Option], require_key: bool = True):
+    def __init__(self, menu: Sequence[Option], require_key: bool = True):
         super().__init__(menu)
         # exec(response_format=) reads the last JSON object of any keys, not a pick.
         self.require_key = require_key
@@ -108,7 +108,7 @@ def option_tool(option: Option, name: str | None = None) -> dict:
 class ToolsMode(Mode):
     name = "tools"
 
-    def __init__(self, menu: list[Option]):
+    def __init__(self, menu: Sequence[Option]):
         super().__init__(menu)
         # Providers refuse tool names with a dot (`math.factorial`) and the like: such a name is
         # sent in an accepted form and the call is mapped back, so the pick, the trace and the
@@ -181,7 +181,7 @@ def _span_of(text: str, path: str) -> tuple[int, int] | None:
     return whole if path == "response" else value_span(text, whole, path)
 
 
-def decision_schema(menu: list[Option]) -> dict:
+def decision_schema(menu: Sequence[Option]) -> dict:
     """One JSON Schema whose alternatives are the options' picks, under a root object."""
     picks = [o.pick_schema() for o in menu]
     return {"type": "object",

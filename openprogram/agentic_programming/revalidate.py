@@ -17,6 +17,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable
 
+    from .aliases import Options
+    from .menu import Menu
+
 from .errors import ParseError, UsageError, require
 from .loop import Decider
 from .model import ModelResponse, ToolCall, run_sync
@@ -77,7 +80,8 @@ def _outcome(trace: DecisionTrace) -> tuple[str | None, bool]:
     return (kinds[-1] if kinds else getattr(trace.error, "kind", None)), False
 
 
-async def _recheck(trace: DecisionTrace, menu, menu_text: str, validate: Callable | None):
+async def _recheck(trace: DecisionTrace, menu: Menu, menu_text: str,
+                   validate: Callable[..., Any] | None) -> tuple[DecisionTrace, int | None]:
     """Re-check one trace's attempts; returns (new trace, passing attempt number or None)."""
     mode = get_mode(trace.mode)(menu)
     d = Decider(None, menu, request=trace.prompt,
@@ -103,12 +107,13 @@ async def _recheck(trace: DecisionTrace, menu, menu_text: str, validate: Callabl
         d.finish("resolved", result=None)
         return d.trace, old.number
     last = d.att
-    d.finish("decision_failed", error=ParseError(last.error_kind, last.error_message or "",
+    d.finish("decision_failed", error=ParseError(last.error_kind or "no_action", last.error_message or "",
                                                  last.error_path) if last else None)
     return d.trace, None
 
 
-def revalidate(recorded: Any, options: Any, *, validate: Callable | None = None) -> "Revalidation":
+def revalidate(recorded: Any, options: Options, *,
+               validate: Callable[..., Any] | None = None) -> "Revalidation":
     """Check every recorded reply again against `options` (and `validate=`), in the way of
     asking it was recorded with. Runs no function and calls no model."""
     menu = normalize(options)
@@ -122,7 +127,7 @@ def revalidate(recorded: Any, options: Any, *, validate: Callable | None = None)
             ok_att = new.attempts[passing - 1]
             a, a_ok = ok_att.chosen, True
             note = _LATER if passing < len(trace.attempts) else None
-            err = (None, None, None)
+            err: tuple[str | None, str | None, str | None] = (None, None, None)
         else:
             a, a_ok = (last.error_kind if last else None), False
             note = _ALL_FAIL
@@ -138,20 +143,21 @@ class Revalidation:
     `.to_frame()`, `.summary` (how many got better, worse, changed pick, stayed), and the
     traces before and after (`.before[i]`, `.after[i]`, `.panel(i)`)."""
 
-    def __init__(self, rows: list[RevalidationRow], before: list, after: list):
+    def __init__(self, rows: list[RevalidationRow], before: list[DecisionTrace],
+                 after: list[DecisionTrace]) -> None:
         self.rows, self.before, self.after = rows, before, after
 
     def __len__(self) -> int:
         return len(self.rows)
 
     @property
-    def summary(self):
+    def summary(self) -> Any:
         """How many decisions got better, worse, another pick, another error, or stayed: a
         pandas Series, as every result's `.summary` is."""
         pd = require("pandas", "pandas", "a re-check's .summary")
         return pd.Series(self._counts(), name="revalidation", dtype="int64")
 
-    def _counts(self) -> dict:
+    def _counts(self) -> dict[str, int]:
         out = {"decisions": len(self.rows), "better": 0, "worse": 0, "other_pick": 0,
                "other_error": 0, "same": 0}
         for r in self.rows:
@@ -167,7 +173,7 @@ class Revalidation:
                 out["other_error"] += 1
         return out
 
-    def to_frame(self):
+    def to_frame(self) -> Any:
         pd = require("pandas", "pandas", "a re-check's to_frame()")
         from .view import quiet_frame  # recorded replies and messages: the library's wrapper
         return quiet_frame(pd.DataFrame([{
@@ -176,7 +182,7 @@ class Revalidation:
             "error_message": r.error_message, "error_path": r.error_path,
             "passing_attempt": r.passing_attempt, "note": r.note} for r in self.rows]))
 
-    def panel(self, i: int):
+    def panel(self, i: int) -> Any:
         """The re-checked decision of row `i` (its attempts, now), in the registered view."""
         return trace_view(self.after[i])
 
