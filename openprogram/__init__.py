@@ -47,7 +47,7 @@ __all__ = ["Agent", "agent", "aagent", "Retry", "Pick", "Reask", "decision", "De
            "current_runtime", "using_runtime", "current_agent", "bind_context",
            "register_toolset", "make", "amake", "evaluate", "aevaluate", "compare", "acompare", "Variant",
            "revalidate", "EvaluationResult", "ComparisonResult", "Revalidation",
-           "agentic_function", "Options", "ModeName", "load_ipython_extension",
+           "agentic_function", "Options", "ModeName", "RateLimit", "JournalMismatch", "load_ipython_extension",
            "unload_ipython_extension"]
 
 # Evaluation and toolsets load on first use (`openprogram.compare`, `openprogram.Variant`,
@@ -61,7 +61,8 @@ __getattr__, __dir__ = lazy_names(__name__, {
     "revalidate": ".agentic_programming.revalidate",
     "Revalidation": ".agentic_programming.revalidate",
     "register_toolset": ".agentic_programming.tools",
-    "Options": ".agentic_programming.aliases", "ModeName": ".agentic_programming.aliases"})
+    "Options": ".agentic_programming.aliases", "ModeName": ".agentic_programming.aliases",
+    "RateLimit": ".agentic_programming.ratelimit", "JournalMismatch": ".agentic_programming.journal"})
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -138,7 +138,7 @@ def agent(prompt: Any, *, tools: Any = None, toolset: Any = None, options: Optio
           context: dict[str, Any] | None = None, max_iterations: int = 20,
           timeout_s: float | None = None, validate: Callable[..., Any] | None = None,
           reask: Any = None, mode: ModeName = "menu", choices: Options | None = None) -> Any:
-    """A full turn (E2) on the bound Runtime: reasoning and native tool calls from `tools` /
+    """A full turn (rule E2 of docs/rules.md) on the bound Runtime: reasoning and native tool calls from `tools` /
     `toolset`. Returns the reply text; with `options=` (an option set, as in `decision.make`;
     `choices=` is its older name and still works), the resolved decision."""
     options = option_set(options, choices, "agent")

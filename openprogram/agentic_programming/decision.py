@@ -1,5 +1,8 @@
 """`openprogram.decision`: the public face of the next-step decision (rule E4).
 
+Rule ids in the docstrings (E1, P7, ...) are those of docs/rules.md; docs/api.md lists the
+public names.
+
 `from openprogram import decision` gives this module: `decision.make` (and `amake`), `render_options`,
 `extract_action`, `parse_args`, `resolve_decision`, `DecisionError`,
 `DECISION_FINISH_INSTRUCTION`, `last_trace`, the prototyping tools `evaluate` / `compare` (and

@@ -47,7 +47,7 @@ TRUNCATED = ("length", "max_tokens")
 
 
 def render_options(options: Options) -> str:
-    """The menu text for an option set (rules R1-R3)."""
+    """The menu text for an option set (rules R1-R3 of docs/rules.md)."""
     return render_menu(normalize(options))
 
 
@@ -442,7 +442,7 @@ def make(prompt: str, options: Options, *, runtime: ModelCaller | None = None,
          context: dict[str, Any] | None = None, max_retries: int = 1,
          timeout_s: float | None = None, validate: Callable[..., Any] | None = None,
          reask: str | Callable[[Reask], str] | None = None, mode: ModeName = "menu") -> Any:
-    """Pure decision (E1): send `prompt + "\\n\\n" + menu` in one model call and return the
+    """Pure decision (rule E1 of docs/rules.md): send `prompt + "\\n\\n" + menu` in one model call and return the
     resolved result of the model's pick. Your prompt must ask the model to pick. Works with
     async models and async options too, also inside a running event loop (a notebook cell):
     they are finished before the result comes back.
@@ -475,7 +475,7 @@ def parse_args(reply: Any, options: Options, *, runtime: ModelCaller | None = No
                context: dict[str, Any] | None = None, max_retries: int = 1, prompt: str = "",
                validate: Callable[..., Any] | None = None,
                reask: str | Callable[[Reask], str] | None = None) -> tuple[Any, dict[str, Any]]:
-    """Parse and validate a reply (P1-P7) into `(chosen, kwargs)`: the function for a function
+    """Parse and validate a reply (rules P1-P7 of docs/rules.md) into `(chosen, kwargs)`: the function for a function
     option, the name for a value or schema option. On a bad reply, re-asks through the runtime
     (`max_retries` times); with no runtime, a bad reply raises DecisionError at once."""
     attempts = max_attempts(max_retries)
@@ -497,7 +497,7 @@ def parse_args(reply: Any, options: Options, *, runtime: ModelCaller | None = No
 
 
 def resolve_decision(chosen: Any, kwargs: dict[str, Any], options: Options | None = None) -> Any:
-    """Turn a pick into the next step's result (Z1): call a function with the kwargs; look a
+    """Turn a pick into the next step's result (rule Z1 of docs/rules.md): call a function with the kwargs; look a
     name up in the option set (a value, or `{"decision": name, **kwargs}` for a schema)."""
     if callable(chosen):
         return call_function(chosen, kwargs)

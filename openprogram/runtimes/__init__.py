@@ -1,7 +1,8 @@
 """Concrete runtimes. `ScriptedRuntime` is the embedded default; the provider runtimes
 (`OpenAIRuntime` for OpenAI and every OpenAI-compatible server — Ollama, vLLM, llama.cpp,
 LM Studio — and `AnthropicRuntime`), `LlamaCppRuntime` (a GGUF model in process, no key) and
-the cassettes (`RecordingRuntime`, `ReplayRuntime`) and the cache (`CachedRuntime`) are loaded on
+the cassettes (`RecordingRuntime`, `ReplayRuntime`), the cache (`CachedRuntime`) and the batch
+path (`BatchRuntime`, what `runtime.batched()` gives) are loaded on
 first use, and the SDKs and llama.cpp only when such a runtime is created, so importing this
 package stays standard-library-only. See `openprogram.runtimes.openai_runtime` for pointing `base_url` at a
 local server."""
@@ -22,6 +23,7 @@ _LAZY = {
     "load_cassette": ".cassette",
     "cassette_traces": ".cassette",
     "cassette_decisions": ".cassette",
+    "BatchRuntime": ".batch",
 }
 
 __all__ = ["Runtime", "ToolCall", "ModelResponse", "ModelCallError", "ScriptedRuntime",
