@@ -15,7 +15,8 @@ and prints, from one run on this machine:
   menu laid out as sent (the request before the menu, so no prefix is shared);
 - the json_schema grammar: rules in llama.cpp's converter's grammar of the whole schema with
   200-character strings (the old grammar) and in this runtime's, and the time per written
-  token under each.
+  token under each, with the grammar applied to the whole vocabulary first (llama-cpp-python)
+  and checked last (this runtime), and a json_schema evaluation with the grammar first.
 
 Needs the `local` extra (./dev test installs it):
 
@@ -24,6 +25,7 @@ Needs the `local` extra (./dev test installs it):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -35,7 +37,8 @@ from openprogram import DecisionError, decision
 from openprogram.agentic_programming.modes import decision_schema
 from openprogram.agentic_programming.options import normalize
 from openprogram.runtimes import LlamaCppRuntime
-from openprogram.runtimes.llamacpp import bounded_schema, decision_grammar, machine_settings
+from openprogram.runtimes.llamacpp import (_grammar_last, bounded_schema, decision_grammar,
+                                           machine_settings)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "local"))
 from localhelp import TOOL_REQUESTS, TOOLS, grammar_rules, tool_prompt  # noqa: E402
@@ -124,20 +127,23 @@ def grammar_cost(tokens: int = 48) -> list[str]:
     prompt = llama.tokenize(b"<|im_start|>user\nPick a tool.<|im_end|>\n<|im_start|>assistant\n",
                             add_bos=False, special=True)
     lines = []
-    for name, gbnf in (("converter, whole schema, 200-char strings", old),
-                       ("decision_grammar (this runtime)", new), ("no grammar", None)):
+    for name, gbnf, last in (("converter, whole schema, 200-char strings", old, False),
+                             ("decision_grammar, grammar first", new, False),
+                             ("decision_grammar, grammar last (this runtime)", new, True),
+                             ("no grammar", None, False)):
         grammar = LlamaGrammar.from_string(gbnf, verbose=False) if gbnf else None
         llama.set_seed(0)
         n, t0 = 0, None
-        for tok in llama.generate(prompt, temp=0.8, grammar=grammar):
-            if t0 is None:
-                t0 = time.perf_counter()  # the prompt is read; time the writing only
-            n += 1
-            if n > tokens or llama.token_eos() == tok:
-                break
+        with _grammar_last(llama, []) if last else contextlib.nullcontext():
+            for tok in llama.generate(prompt, temp=0.8, grammar=grammar):
+                if t0 is None:
+                    t0 = time.perf_counter()  # the prompt is read; time the writing only
+                n += 1
+                if n > tokens or llama.token_eos() == tok:
+                    break
         per = (time.perf_counter() - t0) / max(n - 1, 1)
         rules = grammar_rules(gbnf) if gbnf else 0
-        lines.append(f"  {name:<44} {rules:>6} rules  {per * 1000:7.1f} ms/token ({n - 1} "
+        lines.append(f"  {name:<46} {rules:>6} rules  {per * 1000:7.1f} ms/token ({n - 1} "
                      f"tokens, {load()})")
     return lines
 
@@ -160,6 +166,7 @@ def main() -> None:
         runs += [("json_schema", "json_schema", {}),
                  ("json_schema, no schema in prompt", "json_schema",
                   {"schema_in_prompt": False}),
+                 ("json_schema, grammar first", "json_schema", {"grammar_last": False}),
                  ("json_schema, reuse+stop off", "json_schema",
                   {"reuse_prefix": False, "stop_at_pick": False})]
     if args.only in (None, "menu"):
@@ -177,6 +184,7 @@ def main() -> None:
         results[name] = evaluation(mode, rows, **settings)
         print(summary(name, results[name]), flush=True)
     for new, old in (("json_schema", "json_schema, reuse+stop off"),
+                     ("json_schema", "json_schema, grammar first"),
                      ("menu (menu_first)", "menu, as_sent layout")):
         if new in results and old in results:
             a = statistics.median(x["s"] for x in results[old]["rows"][1:])

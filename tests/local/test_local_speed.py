@@ -231,3 +231,23 @@ def test_the_as_sent_layout_sends_the_decision_as_the_specification_writes_it():
     plain = LlamaCppRuntime(seed=0, max_tokens=4).complete([{"role": "user",
                                                              "content": prompt("Hi")}])
     assert plain.raw["request"]["layout"] == "as_sent"
+
+
+def test_the_grammar_filters_the_whole_vocabulary_only_for_tokens_it_refused_at_first():
+    """Grammar last (`_GrammarLast`): each token is drawn from the model's own odds and only
+    that token is checked; the 49,152-token vocabulary goes through the grammar just for the
+    tokens it refused, which the trace counts. Off, every token is filtered (none counted)."""
+    rt = LlamaCppRuntime(seed=0)
+    written = redraws = 0
+    for request, _ in TOOL_REQUESTS[:4]:
+        for att in _decide(rt, request, "json_schema").attempts:
+            jsonschema.validate(json.loads(att.reply),
+                                att.raw["request"]["response_format"]["schema"])
+            written += att.usage["output_tokens"]
+            redraws += att.raw["response"]["grammar_redraws"]
+    assert 0 <= redraws < written / 2, (redraws, written)
+    assert "_init_sampler" not in vars(rt.llama)   # the shadow is gone after each generation
+    first = LlamaCppRuntime(seed=0, grammar_last=False)
+    att = _decide(first, TOOL_REQUESTS[0][0], "json_schema").attempts[0]
+    assert "grammar_redraws" not in att.raw["response"]
+    jsonschema.validate(json.loads(att.reply), att.raw["request"]["response_format"]["schema"])
