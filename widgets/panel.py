@@ -28,6 +28,7 @@ import time
 from typing import Any
 
 import ipywidgets as W
+import traitlets
 from IPython.display import display
 
 from openprogram.agentic_programming import view
@@ -69,6 +70,22 @@ def error_html(what: str, exc: BaseException | str) -> str:
     return f'<span style="color:{_BAD}">{esc(what)}: {esc(view.clip(why, 2000))}</span>'
 
 
+@contextlib.contextmanager
+def held(root: W.Widget):
+    """Hold the sync of `root` and of every widget below it (their layouts too) until the block
+    ends: what a redraw changes then reaches the front end as one update per widget, all at the
+    end, so a view is never seen half redrawn (one decision's header over another's attempts).
+    ipywidgets' `hold_sync()` holds the one widget it is called on, and a panel is dozens."""
+    with contextlib.ExitStack() as stack:
+        todo = [root]
+        while todo:
+            w = todo.pop()
+            stack.enter_context(w.hold_sync())
+            todo.extend(c for c in (*getattr(w, "children", ()), getattr(w, "layout", None))
+                        if isinstance(c, W.Widget))
+        yield
+
+
 class StaticCopy:
     """Mixed into a widget whose output should read well without it: beside the widget view,
     the output carries the whole `repr` as text (ipywidgets would cut it to 110 characters) and
@@ -97,14 +114,19 @@ class _AttemptView(W.VBox):
         self.prompt = W.HTML()
         self.body = W.HTML()
         self.raw = W.HTML()
+        # the class in the state the view is created with: add_class() would send an update
         super().__init__([self.title, self.prompt, self.body, self.raw],
-                         layout=W.Layout(padding="2px 8px", margin="4px 0"))
-        self.add_class("op-attempt")
+                         layout=W.Layout(padding="2px 8px", margin="4px 0"),
+                         _dom_classes=("op-attempt",))
         self._state = None
         self._prompt_len = -1
         self._raw = None
 
     def draw(self, att: Attempt, trace: DecisionTrace, reply: str | None = None) -> None:
+        with held(self):   # a view made during the panel's redraw is not held by it
+            self._draw(att, trace, reply)
+
+    def _draw(self, att: Attempt, trace: DecisionTrace, reply: str | None) -> None:
         state = view.attempt_state(att)
         if state != self._state:
             if self._state:
@@ -195,17 +217,25 @@ class DecisionPanel(StaticCopy, W.VBox):
 
     `options` (the option set object) and `options_expr` (how a test should name it) prefill
     the "pytest test" box; `context` and `tools` (what the decision was given) let it write
-    the test of a decision with hidden parameters or tool rounds."""
+    the test of a decision with hidden parameters or tool rounds.
+
+    `trace`, the decision shown, is a traitlets trait, as a widget's state is: setting it
+    (`panel.trace = other`, or None for an empty panel) redraws the whole panel, and
+    `panel.observe(fn, "trace")` sees when it changes. It lives in the kernel only: the front
+    end gets what the panel draws from it."""
+
+    trace = traitlets.Instance(DecisionTrace, allow_none=True,
+                               help="the decision shown; setting it redraws the panel")
 
     def __init__(self, trace: DecisionTrace | None = None, *, options: Any = None,
                  options_expr: str = "OPTIONS", context: dict | None = None, tools: Any = None,
                  min_interval: float = 0.1):
-        self.trace: DecisionTrace | None = None
         self.options = options
         self.context = context
         self.tool_functions = tools
         self.min_interval = min_interval
         self._lock = threading.RLock()
+        self._following = False    # set while the observer stores a newer record of its trace
         self._last_draw: dict[int, float] = {}
         self._streamed: dict[int, str] = {}     # attempt number -> reply text streamed so far
         self._attempt_views: list[_AttemptView] = []
@@ -235,8 +265,7 @@ class DecisionPanel(StaticCopy, W.VBox):
                           self.steps_button, self.steps_box, self.test_box],
                          layout=W.Layout(border="1px solid #ccc", padding="6px", width="100%"))
         self._root_classes("op-panel")
-        if trace is not None:
-            self.set_trace(trace)
+        self.trace = trace
 
     def __repr__(self) -> str:
         return self.trace.format_text() if self.trace else "<DecisionPanel: no decision yet>"
@@ -261,20 +290,46 @@ class DecisionPanel(StaticCopy, W.VBox):
             handle.update(self)
 
     # -- drawing ------------------------------------------------------------------------------
-    def set_trace(self, trace: DecisionTrace) -> None:
-        """Show `trace` (replacing what was shown) and redraw everything."""
+    def set_trace(self, trace: DecisionTrace | None) -> None:
+        """Show `trace` (replacing what was shown) and redraw everything: `panel.trace = trace`,
+        which also redraws when `trace` is the one shown (traitlets sees no change then)."""
         with self._lock:
-            self.trace = trace
+            if trace is self.trace:
+                self._trace_changed()
+            else:
+                self.trace = trace
+
+    @traitlets.observe("trace")
+    def _trace_changed(self, _change=None) -> None:
+        # The assignment itself is not under the lock (traitlets stores the value first), so
+        # an event of the decision shown before may still be drawing: this waits for it, and
+        # draws whatever `trace` holds by then, the last value set.
+        with self._lock:
+            if self._following:
+                return
+            try:
+                self._draw_new_trace()
+            except Exception as exc:  # a view never breaks the code (or decision) that set it
+                self.header.value = error_html("The panel could not draw this decision", exc)
+            finished = self.trace is not None and self.trace.status != "running"
+        if finished:
+            self._refresh_displays()
+
+    def _draw_new_trace(self) -> None:
+        """Forget everything drawn from the decision shown before, then draw the new one."""
+        self._last_draw.clear()
+        self._streamed.clear()
+        with held(self):
             self._attempt_views = []
-            self._last_draw.clear()
-            self._streamed.clear()
-            with self.hold_sync():
-                self.attempts_box.children = ()
-                self.redraw()
+            self.attempts_box.children = ()
+            # what was made from the decision shown before would still name it
+            self.steps_box.children = ()
+            self.test_box.forget()
+            self.redraw()
 
     def redraw(self) -> None:
         """Redraw every part from the trace."""
-        with self._lock, self.hold_sync():
+        with self._lock, held(self):
             for att in list(self.trace.attempts if self.trace else []):
                 self._draw_attempt(att)
             self._draw_end()
@@ -294,9 +349,8 @@ class DecisionPanel(StaticCopy, W.VBox):
         self.header.value = view.header_html(t)
         self.tools.value = view.tools_html(t)
         self.outcome.value = view.outcome_html(t)
-        if t is not None:
-            for w, table in zip(self.tables.children, view.TABLES):
-                w.value = view.table_html(t, table)
+        for w, table in zip(self.tables.children, view.TABLES):
+            w.value = view.table_html(t, table) if t is not None else ""
         self.compare.update(t)
         self.test_box.update_state()
 
@@ -328,8 +382,17 @@ class DecisionPanel(StaticCopy, W.VBox):
                     return
             elif event.trace.id != self.trace.id:
                 return
-            self.trace = event.trace
             try:
+                if self.trace is None:
+                    self.trace = event.trace   # drawn whole by _trace_changed, in this thread
+                else:
+                    # each event carries a newer record of the same decision: observers of
+                    # `trace` see it, but only what the event changed is drawn (_follow)
+                    self._following = True
+                    try:
+                        self.trace = event.trace
+                    finally:
+                        self._following = False
                 self._follow(event)
             except Exception as exc:  # a view must never break the decision it shows
                 self.header.value = error_html("The panel could not draw this decision", exc)
@@ -341,7 +404,7 @@ class DecisionPanel(StaticCopy, W.VBox):
             return
         if kind == "reply_received" and att is not None:
             self._streamed.pop(att.number, None)   # the record holds the whole reply now
-        with self.hold_sync():
+        with held(self):
             if att is not None:
                 self._draw_attempt(att)
             if kind == "tool_call":
@@ -410,6 +473,11 @@ class _TestBox(W.VBox):
         self.button.on_click(self._generate)
         self.save.on_click(self._save)
         self.update_state()
+
+    def forget(self) -> None:
+        """Clear the test written for the decision shown before, and its file name."""
+        self.code.value = self.status.value = self.path.value = ""
+        self.details.layout.display = "none"
 
     def update_state(self) -> None:
         t = self.panel.trace

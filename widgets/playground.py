@@ -25,6 +25,7 @@ import threading
 from typing import Any
 
 import ipywidgets as W
+import traitlets
 
 from openprogram.agentic_programming.options import normalize, render_menu
 from openprogram.agentic_programming.errors import ParseError, UsageError
@@ -37,7 +38,7 @@ from openprogram.agentic_programming.view import esc
 
 from .goals import builtin_goals as _builtin_goals
 from .goals import read_goals
-from .panel import DecisionPanel, StaticCopy, error_html
+from .panel import DecisionPanel, StaticCopy, error_html, held
 
 __all__ = ["Playground"]
 
@@ -92,43 +93,48 @@ class Playground(StaticCopy, W.VBox):
     """Type the model's replies yourself and see the decision unfold, one model call per click.
 
     `state` is "ready" (no reply typed yet), "waiting" (the mechanism re-asked and waits for
-    the next reply), "resolved" or "failed". `run(reply)` does what a click on Run does."""
+    the next reply), "resolved" or "failed". `run(reply)` does what a click on Run does.
+
+    Its settings are traitlets traits, as a widget's state is, checked when they are set:
+    setting `options` or `mode` redraws what the model is shown (the menu, the tools or the
+    schema), the goals and the static copy, and starts over, as Reset does (a decision made
+    with the others would no longer match what is shown); `max_retries` and `context` hold from
+    the next decision on. `state` is read-only: `observe(fn, "state")` sees it change. The
+    prompt is its text box, `prompt.value`."""
+
+    options = traitlets.Any(help="the option set; setting it starts over")
+    mode = traitlets.Unicode("menu", help="the way of asking; setting it starts over")
+    max_retries = traitlets.Int(1, min=0, help="re-asks after a bad reply, from the next "
+                                               "decision on")
+    context = traitlets.Dict(allow_none=True, default_value=None,
+                             help="the values of hidden parameters, from the next decision on")
+    state = traitlets.Enum(("ready", "waiting", "resolved", "failed"), "ready", read_only=True,
+                           help="where the decision stands")
 
     def __init__(self, options: Any, prompt: str = "Pick the next step.", *,
                  max_retries: int = 1, context: dict | None = None, goals: Any = None,
                  builtin_goals: bool = True, mode: str = "menu"):
-        if mode not in MODES:
-            raise UsageError(f"mode={mode!r} is not a way of asking; use one of "
-                             f"{', '.join(map(repr, MODES))}")
-        self.options = options
-        self.mode = mode
-        self.menu = normalize(options)          # a bad option set fails here, before any widget
-        self._structured = None
-        if mode == "json_schema":  # what a provider's structured output lets the model write
-            from openprogram.agentic_programming.validator import compile_schema
-            self._structured = compile_schema(decision_schema(self.menu), "the decision schema")
-        self.goals = read_goals([*(_builtin_goals(self.menu, mode) if builtin_goals else []),
-                                 *read_goals(goals)])
+        self._drawn = False                     # the traits' observers draw once widgets exist
+        self._own_goals = read_goals(goals)
+        self._builtin_goals = builtin_goals
         self.met: dict[str, dict] = {}          # goal id -> when it was met
         self.goal_errors: dict[str, str] = {}   # goal id -> why its check failed
+        # checked here, so a bad option set or way of asking fails before any widget exists
+        self.mode = mode
+        self.options = options
+        self.max_retries = max_retries
+        self.context = context
+        self._read_options()
         self.decisions = 0                      # decisions started (one per Reset)
         self.attempts_played = 0
-        self.context = context
-        self.max_retries = max_retries
         self.replies: list[str] = []
         self._worker: threading.Thread | None = None
-        self.state = "ready"
         self.result: Any = None
         self.error: BaseException | None = None
         self.prompt = W.Textarea(value=prompt, description="Prompt",
                                  layout=W.Layout(width="100%", height="70px"))
-        title, seen, example = self._what_the_model_sees()
-        self.menu_view = W.HTML(
-            f'<details><summary style="cursor:pointer;font-weight:600">{esc(title)}'
-            f'</summary><pre style="white-space:pre-wrap;font-size:12px">'
-            f"{esc(seen)}</pre></details>")
-        self.reply = W.Textarea(placeholder=f"You are the model: write the reply, e.g. {example}",
-                                layout=W.Layout(width="100%", height="90px"))
+        self.menu_view = W.HTML()
+        self.reply = W.Textarea(layout=W.Layout(width="100%", height="90px"))
         self.reply.add_class("op-playground-reply")
         self.run_button = W.Button(description="Run", button_style="primary", icon="play")
         self.run_button.add_class("op-playground-run")
@@ -150,8 +156,55 @@ class Playground(StaticCopy, W.VBox):
         self._root_classes("op-playground")
         self.run_button.on_click(lambda _b: self._click(self.run))
         self.reset_button.on_click(lambda _b: self._click(self.reset))
+        self._drawn = True
+        self._draw_options()
         self._show_status()
         self._show_goals()
+
+    @traitlets.validate("mode")
+    def _valid_mode(self, proposal) -> str:
+        mode = proposal["value"]
+        if mode not in MODES:
+            raise UsageError(f"mode={mode!r} is not a way of asking; use one of "
+                             f"{', '.join(map(repr, MODES))}")
+        return mode
+
+    @traitlets.validate("options")
+    def _valid_options(self, proposal) -> Any:
+        normalize(proposal["value"])   # a bad option set is refused before it is stored
+        return proposal["value"]
+
+    @traitlets.observe("options", "mode")
+    def _asking_changed(self, _change) -> None:
+        if not self._drawn:
+            return
+        with held(self):
+            self._read_options()
+            self._draw_options()
+            self.reset()
+            self._show_goals()
+
+    def _read_options(self) -> None:
+        """What follows from the option set and the way of asking: the menu, the schema a
+        structured reply must fit, and the goals (those met before stay met if still set)."""
+        self.menu = normalize(self.options)
+        self._structured = None
+        if self.mode == "json_schema":  # what a provider's structured output lets the model write
+            from openprogram.agentic_programming.validator import compile_schema
+            self._structured = compile_schema(decision_schema(self.menu), "the decision schema")
+        builtin = _builtin_goals(self.menu, self.mode) if self._builtin_goals else []
+        self.goals = read_goals([*builtin, *self._own_goals])
+        ids = {g.id for g in self.goals}
+        self.met = {k: v for k, v in self.met.items() if k in ids}
+        self.goal_errors = {k: v for k, v in self.goal_errors.items() if k in ids}
+
+    def _draw_options(self) -> None:
+        title, seen, example = self._what_the_model_sees()
+        self.menu_view.value = (
+            f'<details><summary style="cursor:pointer;font-weight:600">{esc(title)}'
+            f'</summary><pre style="white-space:pre-wrap;font-size:12px">'
+            f"{esc(seen)}</pre></details>")
+        self.reply.placeholder = f"You are the model: write the reply, e.g. {example}"
 
     def __repr__(self) -> str:
         return f"<Playground: {self.state}, {len(self.replies)} reply(ies) typed>"
@@ -242,16 +295,14 @@ class Playground(StaticCopy, W.VBox):
             self._to_worker.put(_RESET)
             self._from_worker.get()
         self._worker = None
-        self.replies, self.state, self.result, self.error = [], "ready", None, None
+        self.replies, self.result, self.error = [], None, None
+        self.set_trait("state", "ready")
         self.reply.value = ""
         self.prompt.disabled = False
-        self.panel = self._fresh_panel()
+        # the decision reset has ended (its last event is drawn): the panel can be emptied
+        self.panel.options = self.options
+        self.panel.trace = None
         self._show_status()
-
-    def _fresh_panel(self) -> DecisionPanel:
-        panel = DecisionPanel(options=self.options, context=self.context)
-        self.children = tuple(self.children[:-1]) + (panel,)
-        return panel
 
     def _start(self) -> None:
         """Start the decision in a worker thread and wait until it asks for reply 1."""
@@ -259,6 +310,7 @@ class Playground(StaticCopy, W.VBox):
         self._to_worker, self._from_worker = queue.Queue(), queue.Queue()
         rt = _TypedReplies(self._to_worker, self._from_worker, self.mode)
         prompt, panel, out = self.prompt.value, self.panel, self._from_worker
+        panel.context = self.context   # what this decision is given, for the panel's test
         self.prompt.disabled = True   # a decision's prompt is fixed once it is sent
 
         def work():
@@ -279,7 +331,7 @@ class Playground(StaticCopy, W.VBox):
 
     def _settle(self, message) -> None:
         state, value = message
-        self.state = state
+        self.set_trait("state", state)
         if state == "resolved":
             self.result, self.error = value, None
         elif state == "failed":

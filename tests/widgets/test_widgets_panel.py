@@ -10,7 +10,7 @@ import pytest
 from openprogram import DecisionError, decision, observe
 from openprogram.runtimes import ScriptedRuntime, ToolCall
 from openprogram.widgets.panel import DecisionPanel, trace_html
-from widgethelp import all_html
+from widgethelp import all_html, press
 
 PAYLOADS = ["<script>window.__pwned=1</script>", "<img src=x onerror=window.__pwned=1>",
             "<b onmouseover=alert(1)>bold</b>", "\"'><svg/onload=alert(1)>"]
@@ -338,3 +338,105 @@ def test_a_live_panel_draws_immutable_records_and_chunks_that_carry_only_new_tex
     assert "Chosen option: book" in panel.attempts_box.children[0].body.value
     # no record was changed by the panel
     assert [(e.trace, e.attempt) for e in events] == before
+
+
+# -- the trace is a trait: setting it redraws the panel -------------------------------------------
+def wait_trace(prompt="Nothing to book yet? Pick."):
+    decision.make(prompt, OPTIONS, runtime=ScriptedRuntime(['{"call": "wait"}']))
+    return decision.last_trace()
+
+
+def test_setting_the_trace_redraws_the_panel_with_the_new_decision():
+    t1, t2 = two_attempt_trace(), wait_trace()
+    panel = DecisionPanel(t1, options=OPTIONS)
+    press(panel.test_box.button)            # what the panel made from t1: its test and steps
+    press(panel.steps_button)
+    assert "Rome" in panel.test_box.code.value and panel.steps_box.children
+    changes = []
+    panel.observe(changes.append, "trace")
+
+    panel.trace = t2
+    shown = all_html(panel)
+    assert [(c.old, c.new) for c in changes] == [(t1, t2)]
+    assert f"#{t2.id}" in panel.header.value and "Result (option wait)" in panel.outcome.value
+    assert html.escape("Nothing to book yet? Pick.") in shown
+    # nothing of t1 is left: its attempts, its result, the test and the steps made from it
+    assert "Rome" not in shown and "Chosen option: book" not in shown
+    assert len(panel.attempts_box.children) == 1 and panel.steps_box.children == ()
+    assert panel.test_box.code.value == "" and panel.test_box.details.layout.display == "none"
+    assert panel.test_box.path.value == f"test_decision_{t2.id}.py"
+    assert panel.tables.children[0].value.count("<tr>") == 2     # a header and one attempt
+    assert repr(panel) == t2.format_text()
+    assert "Result (option wait)" in panel._repr_mimebundle_()["text/html"]
+
+    panel.trace = None                      # an empty panel again
+    assert "waiting for it to start" in panel.header.value
+    assert panel.attempts_box.children == () and panel.outcome.value == ""
+    assert all(w.value == "" for w in panel.tables.children)
+    assert "wait" not in all_html(panel).replace("waiting for it", "")
+
+
+def test_a_trace_that_is_not_a_decision_trace_is_refused():
+    import traitlets
+    t1 = two_attempt_trace()
+    panel = DecisionPanel(t1)
+    with pytest.raises(traitlets.TraitError, match=r"The 'trace' trait of a DecisionPanel "
+                                                   r"instance expected a DecisionTrace or None, "
+                                                   r"not the str 'decision #1'"):
+        panel.trace = "decision #1"
+    assert panel.trace is t1 and "Chosen option: book" in all_html(panel)
+    with pytest.raises(traitlets.TraitError, match="expected a DecisionTrace or None"):
+        DecisionPanel({"prompt": "a dict is not a trace"})
+
+
+def test_set_trace_is_setting_the_trace_and_redraws_the_same_trace_too():
+    t1 = two_attempt_trace()
+    panel = DecisionPanel()
+    panel.set_trace(t1)
+    assert panel.trace is t1 and len(panel.attempts_box.children) == 2
+    panel.outcome.value = "scribbled over"
+    panel.set_trace(t1)                     # the same trace: traitlets sees no change
+    assert "Result (option book)" in panel.outcome.value
+
+
+def test_setting_the_trace_of_a_shown_panel_refreshes_its_output_copy(live_shell):
+    t1, t2 = two_attempt_trace(), wait_trace()
+    panel = DecisionPanel(t1)
+    panel.show()
+    (handle,) = live_shell.handles
+    panel.trace = t2
+    obj, bundle = handle.updates[-1]
+    assert obj is panel and bundle["text/plain"] == t2.format_text()
+    assert "Result (option wait)" in bundle["text/html"] and "Rome" not in bundle["text/html"]
+
+
+def test_a_panel_set_to_another_trace_mid_decision_draws_none_of_the_rest_of_it():
+    earlier = two_attempt_trace()
+    panel = DecisionPanel()
+
+    def switch():
+        """Shows another decision in the panel while this one runs."""
+        panel.trace = earlier
+        return "SWITCHED"
+    with observe(panel.observer):
+        assert decision.make("Switch. Pick.", {"switch": switch},
+                             runtime=ScriptedRuntime(['{"call": "switch"}'])) == "SWITCHED"
+    assert panel.trace is earlier
+    assert "Result (option book)" in panel.outcome.value and "Switch. Pick." not in all_html(panel)
+
+
+def test_a_redraw_reaches_the_front_end_as_one_update_per_widget(monkeypatch):
+    """Setting the trace changes dozens of widgets, some several times (the list of attempt
+    views grows one view at a time): the front end gets each widget's final state once."""
+    t1 = two_attempt_trace()
+    rt = ScriptedRuntime(["no json", '{"call": "fly"}', '{"call": "wait"}'])
+    decision.make("Three tries. Pick.", OPTIONS, runtime=rt, max_retries=2)
+    t2 = decision.last_trace()
+    panel = DecisionPanel(t1)
+    sent = []
+    monkeypatch.setattr(W.Widget, "_send",
+                        lambda self, msg, buffers=None: sent.append((self.model_id, msg)))
+    panel.trace = t2
+    updates = [model for model, msg in sent if msg["method"] == "update"]
+    assert len(updates) > 20                # the redraw did reach the front end
+    assert sorted(updates) == sorted(set(updates))
