@@ -157,11 +157,26 @@ def test_import_pulls_in_no_heavy_package_where_they_are_installed():
     assert not names & set(HEAVY), sorted(names & set(HEAVY))
 
 
+# evaluate, aevaluate and compare (two variants) over the rows, each on a scripted runtime that
+# answers by row; pasted into the scripts a fresh venv runs
+RUN_ALL = textwrap.dedent("""
+    def run_all(options, rows, reply):
+        n = len(rows)
+        ev = decision.evaluate("Handle: {text}", options, rows, expected="label",
+                               runtime=ScriptedRuntime([reply] * n))
+        aev = asyncio.run(decision.aevaluate("Handle: {text}", options, rows, expected="label",
+                                             runtime=ScriptedRuntime([reply] * n)))
+        cmp = decision.compare("Handle: {text}", {"a": options, "b": options}, rows,
+                               runtime=ScriptedRuntime([reply] * 2 * n), expected="label")
+        return ev, aev, cmp
+""")
+
+
 EVALUATE = textwrap.dedent("""
     import asyncio, json, sys
     from openprogram import decision, MissingExtraError
     from openprogram.runtimes import ScriptedRuntime
-
+    RUN_ALL
     def refund(order: str) -> str:
         "Refund the order."
         return "REFUND " + order
@@ -173,12 +188,7 @@ EVALUATE = textwrap.dedent("""
     def reply(prompt):      # answers by row, whatever order the rows run in
         return replies[0] if "broken" in prompt else replies[1]
 
-    ev = decision.evaluate("Handle: {text}", options, rows, expected="label",
-                           runtime=ScriptedRuntime([reply] * 2))
-    aev = asyncio.run(decision.aevaluate("Handle: {text}", options, rows, expected="label",
-                                         runtime=ScriptedRuntime([reply] * 2)))
-    cmp = decision.compare("Handle: {text}", {"a": options, "b": options}, rows,
-                           runtime=ScriptedRuntime([reply] * 4), expected="label")
+    ev, aev, cmp = run_all(options, rows, reply)
     re = decision.revalidate(ev.traces, {"refund": refund})
     try:
         ev.to_frame()
@@ -190,7 +200,7 @@ EVALUATE = textwrap.dedent("""
                       "cmp": [r.results for r in cmp.results.values()],
                       "recheck": [[r.before, r.after, r.error_kind] for r in re.rows],
                       "frame": frame}))
-""")
+""").replace("RUN_ALL\n", RUN_ALL)
 
 
 @pytest.mark.slow
@@ -214,7 +224,7 @@ EVALUATE_PYDANTIC = textwrap.dedent("""
     from pydantic import BaseModel
     from openprogram import decision, MissingExtraError
     from openprogram.runtimes import ScriptedRuntime
-
+    RUN_ALL
     class Refund(BaseModel):
         "Refund an order."
         order: str
@@ -242,12 +252,7 @@ EVALUATE_PYDANTIC = textwrap.dedent("""
     def shown(results):
         return [r.model_dump() if isinstance(r, BaseModel) else r for r in results]
 
-    ev = decision.evaluate("Handle: {text}", options, rows, expected="label",
-                           runtime=ScriptedRuntime([reply] * 3))
-    aev = asyncio.run(decision.aevaluate("Handle: {text}", options, rows, expected="label",
-                                         runtime=ScriptedRuntime([reply] * 3)))
-    cmp = decision.compare("Handle: {text}", {"a": options, "b": options}, rows,
-                           runtime=ScriptedRuntime([reply] * 6), expected="label")
+    ev, aev, cmp = run_all(options, rows, reply)
 
     class Refund2(BaseModel):       # the field grew a bound the recorded pick breaks
         order: str
@@ -259,7 +264,7 @@ EVALUATE_PYDANTIC = textwrap.dedent("""
                       "accuracy": ev.accuracy, "aresults": shown(aev.results),
                       "cmp": [shown(r.results) for r in cmp.results.values()],
                       "recheck": [[r.before, r.after, r.error_kind] for r in re.rows]}))
-""")
+""").replace("RUN_ALL\n", RUN_ALL)
 
 
 @pytest.mark.slow
