@@ -8,7 +8,8 @@ again and writes the pair the way JupyterLab would save it, so opening a freshly
 JupyterLab changes nothing: the same cell ids as before, the kernelspec JupyterLab writes when its
 kernel connects, no timing metadata, the widget state that lets the panels render on open (with ids
 that stay the same from one build to the next).
-`--record-05` first re-records the cassette that 05-real-models replays (see record_05).
+`--record-05` first re-records the cassette that 05-real-models replays (see record_05), and
+`--record-06` the one 06-local-model replays, from the local model (see record_06).
 """
 from __future__ import annotations
 
@@ -131,6 +132,16 @@ def record_05() -> None:
     print("recorded", cassette.relative_to(HERE.parent))
 
 
+def record_06() -> None:
+    """Re-record the cassette of 06-local-model from the real model in process (the `local`
+    extra and the model file: ./dev local installs both); takes a minute or two here."""
+    cassette = HERE / "cassettes" / "06-local-model.json"
+    cassette.unlink(missing_ok=True)
+    with environment(OPENPROGRAM_LIVE="1", OPENPROGRAM_RECORD="1"):
+        execute(jupytext.read(HERE / "06-local-model.py"), timeout=900)
+    print("recorded", cassette.relative_to(HERE.parent))
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="./dev notebooks", description=__doc__.split("\n")[0])
     parser.add_argument("names", nargs="*", metavar="NAME",
@@ -139,6 +150,9 @@ def main(argv: list[str]) -> int:
                         help="re-record cassettes/05-real-models.json first (then build 05)")
     parser.add_argument("-j", "--jobs", type=int, default=2,
                         help="notebooks run at once, each in its own kernel (default: 2)")
+    parser.add_argument("--record-06", action="store_true",
+                        help="re-record cassettes/06-local-model.json from the local model first "
+                             "(then build 06)")
     args = parser.parse_args(argv)
     # The kernel is this Python (the project's venv): its own `python3` spec comes first, before
     # one the user may have installed for another Python.
@@ -155,6 +169,9 @@ def main(argv: list[str]) -> int:
     if args.record_05:
         record_05()
         names = names or ["05-real-models"]
+    if args.record_06:
+        record_06()
+        names = names or ["06-local-model"]
     names = names or NAMES
     start = time.perf_counter()
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:

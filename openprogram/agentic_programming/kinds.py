@@ -96,9 +96,14 @@ class Option:
     def pick_schema(self) -> dict:
         """The JSON Schema of a whole pick of this option: `{"call": name, "args": {...}}`."""
         args = self.json_schema()
-        args.pop("description", None)
-        return {"type": "object", "properties": {"call": {"const": self.name}, "args": args},
+        # The option's description says what picking it does, so it goes on the pick, where a
+        # model reading the schema (json_schema mode sends no menu text) meets it beside the name.
+        description = args.pop("description", None)
+        pick = {"type": "object", "properties": {"call": {"const": self.name}, "args": args},
                 "required": ["call", "args"], "additionalProperties": False}
+        if description:
+            pick = {"description": description, **pick}
+        return pick
 
     def info(self) -> dict:
         """One row of the option table (what `%decision_menu` and `trace.options` show)."""

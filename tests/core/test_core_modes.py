@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+import openprogram
 from openprogram import DecisionError, Runtime, ToolCall, decision
 from openprogram.agentic_programming.model import ModelResponse
 from openprogram.runtimes import ScriptedRuntime
@@ -84,6 +85,32 @@ def test_json_schema_mode_sends_one_schema_of_every_pick_and_parses_the_reply():
         [{"const": "greet"}, {"const": "done"}, {"const": "note"}]
     assert alternatives[2]["properties"]["args"]["required"] == ["text"]
     assert decision.last_trace().attempts[0].found_in == "schema"
+
+
+def test_json_schema_mode_tells_the_model_what_each_option_does_beside_its_name():
+    """No menu text is sent in json_schema mode, so what the menu says of each option (a
+    function's docstring, a value's or a schema's description, a model's docstring, a tool
+    definition's description) is on its pick in the schema; an option without one has none."""
+    from pydantic import BaseModel
+
+    class Refund(BaseModel):
+        """Give the customer their money back."""
+        amount: float
+
+    tool = {"type": "function", "function": {
+        "name": "lookup", "description": "Find an order by its id.",
+        "parameters": {"type": "object", "properties": {"id": {"type": "string"}},
+                       "required": ["id"]}}}
+    options = {**OPTIONS, "refund": Refund, "lookup": openprogram.tool(tool), "wait": "WAIT"}
+    rt = ScriptedRuntime(['{"decision": {"call": "done", "args": {}}}'])
+    assert decision.make("Pick.", options, runtime=rt, mode="json_schema") == "DONE"
+    picks = rt.calls[0].mode_args["response_format"]["schema"]["properties"]["decision"]["anyOf"]
+    described = {p["properties"]["call"]["const"]: p.get("description") for p in picks}
+    assert described == {"greet": "Greet someone.", "done": "nothing left to do",
+                         "note": "Write a note.", "refund": "Give the customer their money back.",
+                         "lookup": "Find an order by its id.", "wait": None}
+    # said once, on the pick: not again on its arguments
+    assert all("description" not in p["properties"]["args"] for p in picks)
 
 
 def test_refused_and_truncated_are_their_own_kinds():
