@@ -10,7 +10,9 @@ and prints, from one run on this machine:
   first row): seconds per decision, first row and rows 2..N (median, worst); prompt tokens
   read vs reused from the model's memory; tokens written per decision and, in menu mode, past
   the pick's closing brace; the parse rate (attempts whose reply held a pick) and right picks;
-- references from the same run, and the ratios: json_schema with `reuse_prefix=False,
+- references from the same run, and the ratios: the tool set with its docstrings removed (the
+  schema as it was before each pick carried its option's description), json_schema with
+  `reuse_prefix=False,
   stop_at_pick=False` (every prompt read whole, the reply not stopped at its pick), the text
   menu laid out as sent (the request before the menu, so no prefix is shared);
 - the json_schema grammar: rules in llama.cpp's converter's grammar of the whole schema with
@@ -21,6 +23,7 @@ and prints, from one run on this machine:
 Needs the `local` extra (./dev test installs it):
 
     .venv/bin/python benchmarks/bench_local.py [--rows 20] [--menu-rows N] [--only json_schema]
+                                                [--threads N]
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ import os
 import statistics
 import sys
 import time
+import types
 from pathlib import Path
 
 from openprogram import DecisionError, decision
@@ -44,6 +48,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "local
 from localhelp import TOOL_REQUESTS, TOOLS, grammar_rules, tool_prompt  # noqa: E402
 
 UNPARSED = {"no_action", "bad_args", "truncated", "not_text"}
+#: `--threads N`: every runtime of the run on N threads (None: from the machine, as by default).
+THREADS: int | None = None
+
+
+def local_model(**settings) -> LlamaCppRuntime:
+    if THREADS is not None:
+        settings.setdefault("n_threads", THREADS)
+    return LlamaCppRuntime(**settings)
+
+
+def undescribed(fn):
+    """`fn` without its docstring: its option has no description (its parameters keep theirs)."""
+    copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__,
+                              fn.__closure__)
+    copy.__kwdefaults__, copy.__annotations__ = fn.__kwdefaults__, fn.__annotations__
+    copy.__doc__ = None
+    return copy
+
+
+#: The tool set as the schema showed it before the options' descriptions went into it.
+UNDESCRIBED = {name: undescribed(fn) for name, fn in TOOLS.items()}
 
 
 def load() -> str:
@@ -52,10 +77,10 @@ def load() -> str:
 
 def writing_speed(tokens: int = 128) -> float:
     """Tokens/s while writing (the prompt excluded), from a fixed-length reply."""
-    probe = LlamaCppRuntime()
+    probe = local_model()
     llama = probe.llama
     ends = {llama.token_eos()} | set(llama.tokenize(b"<|im_end|>", add_bos=False, special=True))
-    rt = LlamaCppRuntime(max_tokens=tokens, seed=0, logit_bias={i: -1e4 for i in ends})
+    rt = local_model(max_tokens=tokens, seed=0, logit_bias={i: -1e4 for i in ends})
     reply = rt.complete([{"role": "user", "content": "Tell me about the mountains."}])
     timings = reply.raw["response"]["timings"]
     return (reply.usage["output_tokens"] - 1) / (timings["total_s"] - timings["first_token_s"])
@@ -69,15 +94,15 @@ def past_pick(rt: LlamaCppRuntime, att) -> int | None:
     return len(rt.llama.tokenize(rest.encode(), add_bos=False, special=False)) if rest else 0
 
 
-def evaluation(mode: str, rows: int, **settings) -> dict:
+def evaluation(mode: str, rows: int, options=TOOLS, **settings) -> dict:
     """Rows 1..rows of one evaluation on one runtime, the model's memory emptied first."""
-    rt = LlamaCppRuntime(seed=0, **settings)
+    rt = local_model(seed=0, **settings)
     rt.forget()
     out = []
     for request, want in TOOL_REQUESTS[:rows]:
         t0 = time.perf_counter()
         try:
-            decision.make(tool_prompt(request), TOOLS, runtime=rt, mode=mode)
+            decision.make(tool_prompt(request), options, runtime=rt, mode=mode)
             trace = decision.last_trace()
         except DecisionError as exc:
             trace = exc.trace
@@ -122,7 +147,7 @@ def grammar_cost(tokens: int = 48) -> list[str]:
     schema = decision_schema(normalize(TOOLS))
     old = json_schema_to_gbnf(json.dumps(bounded_schema(schema, 200)))
     new = decision_grammar(bounded_schema(schema))
-    rt = LlamaCppRuntime(seed=0)
+    rt = local_model(seed=0)
     llama = rt.llama
     prompt = llama.tokenize(b"<|im_start|>user\nPick a tool.<|im_end|>\n<|im_start|>assistant\n",
                             add_bos=False, special=True)
@@ -154,16 +179,23 @@ def main() -> None:
     ap.add_argument("--menu-rows", type=int, help="rows of the menu-mode evaluations (default: "
                     "--rows; a menu decision of this model mostly writes max_tokens twice)")
     ap.add_argument("--only", choices=["menu", "json_schema"], help="one way of asking")
+    ap.add_argument("--threads", type=int, help="threads of every runtime (default: from the "
+                    "machine's load when the run starts, so a busy minute before it changes "
+                    "every figure)")
     args = ap.parse_args()
+    global THREADS
+    THREADS = args.threads
     loads = LlamaCppRuntime.loads
     t0 = time.perf_counter()
-    rt = LlamaCppRuntime()
+    rt = local_model()
     print(f"model: {rt.model} (loaded in {time.perf_counter() - t0:.2f} s); {load()}; "
-          f"machine settings {machine_settings()}, n_ctx {rt.n_ctx}")
+          f"machine settings {machine_settings()}, n_ctx {rt.n_ctx}, threads {rt.n_threads}")
     print(f"writing speed: {writing_speed():.0f} tokens/s ({load()})")
     runs = []
     if args.only in (None, "json_schema"):
         runs += [("json_schema", "json_schema", {}),
+                 ("json_schema, options undescribed", "json_schema",
+                  {"options": UNDESCRIBED}),
                  ("json_schema, no schema in prompt", "json_schema",
                   {"schema_in_prompt": False}),
                  ("json_schema, grammar first", "json_schema", {"grammar_last": False}),
