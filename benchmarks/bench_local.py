@@ -196,6 +196,8 @@ def main() -> None:
         runs += [("json_schema", "json_schema", {}),
                  ("json_schema, options undescribed", "json_schema",
                   {"options": UNDESCRIBED}),
+                 ("json_schema, brief schema in prompt", "json_schema",
+                  {"schema_in_prompt": "brief"}),
                  ("json_schema, no schema in prompt", "json_schema",
                   {"schema_in_prompt": False}),
                  ("json_schema, grammar first", "json_schema", {"grammar_last": False}),

@@ -77,6 +77,16 @@ STRING_MAX_LENGTH = 64
 ARRAY_MAX_ITEMS = 20
 #: What opens the system message that shows the model the schema in json_schema mode.
 SCHEMA_INSTRUCTION = "Reply with one JSON object that follows this JSON Schema:\n"
+#: How the schema is shown to the model in json_schema mode (`schema_in_prompt=`).
+SCHEMA_FORMS = {
+    "json": "the JSON Schema itself, as compact JSON",
+    "brief": "one line per option: its name, its arguments with their types and descriptions "
+             "('?' after one that may be left out), what it does; a schema of another shape "
+             "than a decision's is shown as JSON",
+}
+#: What opens the brief form.
+BRIEF_INSTRUCTION = ('Reply with one JSON object {"decision": {"call": NAME, "args": {...}}} '
+                     'for one of these calls ("?": an argument that may be left out):')
 #: How a decision's conversation is laid out for the model (`layout=`).
 LAYOUTS = {
     "menu_first": "the menu in a system message first, the request last (the shared prefix "
@@ -210,6 +220,57 @@ def _picks(schema: dict) -> list[tuple[str, dict]] | None:
             return None
         out.append((props["call"]["const"], props["args"]))
     return out or None
+
+
+def schema_brief(schema: dict) -> str | None:
+    """A decision schema as a few lines the model reads (`schema_in_prompt="brief"`): per
+    option `- name(arg: type (description), arg?: type, ...): what it does`. It says what the
+    model must choose and fill; the grammar holds the rest (bounds, required keys, no other
+    keys), so none of it has to be read. None for a schema of another shape."""
+    if _picks(schema) is None:
+        return None
+    pick = schema["properties"]["decision"]
+    lines = [BRIEF_INSTRUCTION]
+    for alt in pick.get("anyOf", [pick]):
+        name, args = alt["properties"]["call"]["const"], alt["properties"]["args"]
+        required = set(args.get("required", ())) if isinstance(args, dict) else set()
+        props = args.get("properties", {}) if isinstance(args, dict) else {}
+        shown = []
+        for key, prop in props.items():
+            arg = f"{key}{'' if key in required else '?'}: {_brief_type(prop)}"
+            about = _one_line(prop.get("description")) if isinstance(prop, dict) else ""
+            shown.append(f"{arg} ({about})" if about else arg)
+        about = _one_line(alt.get("description"))
+        lines.append(f"- {name}({', '.join(shown)})" + (f": {about}" if about else ""))
+    return "\n".join(lines)
+
+
+def _brief_type(s: Any) -> str:
+    if not isinstance(s, dict):
+        return "any"
+    if "enum" in s:
+        return "|".join(json.dumps(v, ensure_ascii=False) for v in s["enum"])
+    if "const" in s:
+        return json.dumps(s["const"], ensure_ascii=False)
+    if "$ref" in s:
+        return str(s["$ref"]).rsplit("/", 1)[-1]
+    if isinstance(s.get("anyOf"), list):
+        return "|".join(_brief_type(a) for a in s["anyOf"])
+    kind = s.get("type")
+    if isinstance(kind, list):
+        return "|".join(map(str, kind))
+    if kind == "array":
+        return f"list of {_brief_type(s.get('items'))}"
+    if kind == "object" and isinstance(s.get("properties"), dict):
+        return "{" + ", ".join(f"{k}: {_brief_type(v)}" for k, v in s["properties"].items()) + "}"
+    return str(kind) if kind else "any"
+
+
+def _one_line(text: Any) -> str:
+    """A description's first paragraph on one line (a docstring's details stay out)."""
+    if not isinstance(text, str):
+        return ""
+    return " ".join(text.strip().split("\n\n", 1)[0].split())
 
 
 def _shared_strings(s: Any, defs: dict) -> Any:
@@ -519,7 +580,9 @@ class LlamaCppRuntime(Runtime):
     `min_p=`, `repeat_penalty=`, ...), `stop=` texts, `logit_bias=` and `logits_processor=`.
     `system=` adds a system message. In json_schema mode the schema is also shown to the model
     in the system message, as hosted providers do with structured output (a grammar only
-    constrains sampling: the model never reads it); `schema_in_prompt=False` leaves it out.
+    constrains sampling: the model never reads it): as JSON by default, in fewer tokens with
+    `schema_in_prompt="brief"` (`SCHEMA_FORMS`; faster to a first decision, a little looser in
+    what the model writes: docs/local-model.md), and `schema_in_prompt=False` leaves it out.
     `layout=` is how a decision's conversation is laid out (`LAYOUTS`); `stop_at_pick=False`
     lets the model write on after its pick; `reuse_prefix=False` reads every prompt whole;
     `grammar_last=False` filters every token's whole vocabulary by the grammar before drawing,
@@ -535,7 +598,7 @@ class LlamaCppRuntime(Runtime):
                  n_threads: int | None = None, n_batch: int | None = None,
                  n_gpu_layers: int = 0, max_tokens: int = 512, temperature: float = 0.2,
                  seed: int | None = None, system: str | None = None,
-                 schema_in_prompt: bool = True, layout: str = "menu_first",
+                 schema_in_prompt: bool | str = True, layout: str = "menu_first",
                  stop_at_pick: bool = True, reuse_prefix: bool = True,
                  grammar_last: bool = True, name: str | None = None,
                  **request_options: Any):
@@ -552,6 +615,12 @@ class LlamaCppRuntime(Runtime):
             raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise ValueError(f"seed must be a whole number or None, got {seed!r}")
+        if schema_in_prompt not in (True, False, *SCHEMA_FORMS) or \
+                isinstance(schema_in_prompt, int) and not isinstance(schema_in_prompt, bool):
+            raise ValueError(f"schema_in_prompt must be one of "
+                             f"{', '.join(map(repr, SCHEMA_FORMS))} "
+                             f"({'; '.join(f'{k}: {v}' for k, v in SCHEMA_FORMS.items())}), True "
+                             f"(as 'json') or False (not shown), got {schema_in_prompt!r}")
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {', '.join(map(repr, LAYOUTS))} "
                              f"({'; '.join(f'{k}: {v}' for k, v in LAYOUTS.items())}), got "
@@ -583,7 +652,9 @@ class LlamaCppRuntime(Runtime):
         self.n_ctx, self.n_threads, self.n_batch = n_ctx, n_threads, n_batch
         self.n_gpu_layers = n_gpu_layers
         self.max_tokens, self.temperature, self.seed = max_tokens, float(temperature), seed
-        self.system, self.schema_in_prompt = system, bool(schema_in_prompt)
+        self.system = system
+        # True for the JSON form, as before there were two (a cache's keys hold this value)
+        self.schema_in_prompt = True if schema_in_prompt == "json" else schema_in_prompt
         self.layout, self.stop_at_pick = layout, bool(stop_at_pick)
         self.reuse_prefix = bool(reuse_prefix)
         self.grammar_last = bool(grammar_last)
@@ -775,9 +846,10 @@ class LlamaCppRuntime(Runtime):
         system = [self.system] if self.system else []
         layout = "as_sent"
         if schema is not None and self.schema_in_prompt:
+            brief = schema_brief(schema) if self.schema_in_prompt == "brief" else None
             # compact JSON: the same schema in 14% fewer tokens than json.dumps's default
-            system.append(SCHEMA_INSTRUCTION + json.dumps(schema, ensure_ascii=False,
-                                                          separators=(",", ":")))
+            system.append(brief or SCHEMA_INSTRUCTION + json.dumps(
+                schema, ensure_ascii=False, separators=(",", ":")))
         elif schema is None and self.layout == "menu_first":
             moved = _menu_first(chat)
             if moved is not None:

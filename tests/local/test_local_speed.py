@@ -15,7 +15,8 @@ from openprogram.agentic_programming.modes import decision_schema
 from openprogram.agentic_programming.options import normalize
 from openprogram.agentic_programming.view import trace_html
 from openprogram.runtimes import LlamaCppRuntime
-from openprogram.runtimes.llamacpp import (STRING_MAX_LENGTH, _PrefixStates, bounded_schema,
+from openprogram.runtimes.llamacpp import (SCHEMA_INSTRUCTION, STRING_MAX_LENGTH, _PrefixStates,
+                                           bounded_schema, schema_brief,
                                            decision_grammar, machine_settings)
 
 from localhelp import OPTIONS, TOOL_REQUESTS, TOOLS, grammar_rules, prompt, tool_prompt
@@ -251,3 +252,47 @@ def test_the_grammar_filters_the_whole_vocabulary_only_for_tokens_it_refused_at_
     att = _decide(first, TOOL_REQUESTS[0][0], "json_schema").attempts[0]
     assert "grammar_redraws" not in att.raw["response"]
     jsonschema.validate(json.loads(att.reply), att.raw["request"]["response_format"]["schema"])
+
+
+def test_the_brief_schema_form_names_every_option_argument_and_choice_in_fewer_tokens():
+    """`schema_in_prompt="brief"`: the model reads one line per option instead of the JSON
+    Schema — every option, what it does, every argument with its type, its description and '?'
+    when it may be left out, every enum value — in fewer prompt tokens; the grammar, made from
+    the same schema, is unchanged, so every reply still follows it."""
+    schema = decision_schema(normalize(TOOLS))
+    brief = schema_brief(schema)
+    lines = brief.splitlines()
+    assert len(lines) == 1 + len(TOOLS)
+    book = next(line for line in lines if line.startswith("- book_room("))
+    assert book.startswith("- book_room(city: string (the city of the hotel), check_in: string")
+    assert "guests?: integer (number of guests)" in book and "nights: integer" in book
+    assert book.endswith("): Book a hotel room for a stay.")
+    assert '"changed_plans"|"illness"|"price"|"other"' in brief
+    for alt in schema["properties"]["decision"]["anyOf"]:
+        for key in alt["properties"]["args"]["properties"]:
+            assert f"{key}:" in brief or f"{key}?:" in brief
+
+    rts = {form: LlamaCppRuntime(seed=0, max_tokens=300, schema_in_prompt=form)
+           for form in ("json", "brief")}
+    atts = {}
+    for form, rt in rts.items():
+        rt.forget()
+        (atts[form],) = _decide(rt, TOOL_REQUESTS[1][0], "json_schema", max_retries=0).attempts
+    sent = {form: att.raw["request"]["messages"][0]["content"] for form, att in atts.items()}
+    assert sent["brief"] == brief and sent["json"].startswith(SCHEMA_INSTRUCTION)
+    read = {form: att.usage["input_tokens"] for form, att in atts.items()}
+    assert read["brief"] < read["json"] * 0.7
+    assert atts["brief"].raw["request"]["response_format"] == \
+        atts["json"].raw["request"]["response_format"]
+    assert atts["brief"].finish_reason == "stop"
+    jsonschema.validate(json.loads(atts["brief"].reply),
+                        atts["brief"].raw["request"]["response_format"]["schema"])
+
+
+def test_a_schema_that_is_not_a_decisions_is_shown_as_json_in_the_brief_form():
+    """exec(response_format=...) asks for the object itself: no options to list."""
+    assert schema_brief({"type": "object", "properties": {"city": {"type": "string"}}}) is None
+    with pytest.raises(ValueError, match=r"schema_in_prompt must be one of 'json', 'brief'"):
+        LlamaCppRuntime(schema_in_prompt="short")
+    with pytest.raises(ValueError, match=r"got 1$"):
+        LlamaCppRuntime(schema_in_prompt=1)
