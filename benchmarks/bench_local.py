@@ -10,8 +10,9 @@ and prints, from one run on this machine:
   first row): seconds per decision, first row and rows 2..N (median, worst); prompt tokens
   read vs reused from the model's memory; tokens written per decision and, in menu mode, past
   the pick's closing brace; the parse rate (attempts whose reply held a pick) and right picks;
-- references from the same run, and the ratios: the tool set with its docstrings removed (the
-  schema as it was before each pick carried its option's description), json_schema with
+- references from the same run, and the ratios: the schema shown to the model as JSON instead
+  of the brief form (the default), the tool set with its docstrings removed (the schema as it
+  was before each pick carried its option's description), json_schema with
   `reuse_prefix=False,
   stop_at_pick=False` (every prompt read whole, the reply not stopped at its pick), the text
   menu laid out as sent (the request before the menu, so no prefix is shared);
@@ -196,8 +197,8 @@ def main() -> None:
         runs += [("json_schema", "json_schema", {}),
                  ("json_schema, options undescribed", "json_schema",
                   {"options": UNDESCRIBED}),
-                 ("json_schema, brief schema in prompt", "json_schema",
-                  {"schema_in_prompt": "brief"}),
+                 ("json_schema, JSON schema in prompt", "json_schema",
+                  {"schema_in_prompt": "json"}),
                  ("json_schema, no schema in prompt", "json_schema",
                   {"schema_in_prompt": False}),
                  ("json_schema, grammar first", "json_schema", {"grammar_last": False}),
@@ -217,7 +218,8 @@ def main() -> None:
         rows = args.rows if mode == "json_schema" else (args.menu_rows or args.rows)
         results[name] = evaluation(mode, rows, **settings)
         print(summary(name, results[name]), flush=True)
-    for new, old in (("json_schema", "json_schema, reuse+stop off"),
+    for new, old in (("json_schema", "json_schema, JSON schema in prompt"),
+                     ("json_schema", "json_schema, reuse+stop off"),
                      ("json_schema", "json_schema, grammar first"),
                      ("menu (menu_first)", "menu, as_sent layout")):
         if new in results and old in results:

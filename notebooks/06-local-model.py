@@ -12,7 +12,7 @@
 # | `mode=` | what the model gets | what it may write |
 # |---|---|---|
 # | `"menu"` | the prompt and the text menu (this runtime puts the menu first, in a system message) | anything; the pick is the last JSON object with a `call` key, and the reply stops once it holds one |
-# | `"json_schema"` | the prompt, and the option set's JSON Schema in a system message | only JSON of the schema's form: llama.cpp samples under a grammar made from the schema |
+# | `"json_schema"` | the prompt, and the option set's schema in a system message (one line per option) | only JSON of the schema's form: llama.cpp samples under a grammar made from the schema |
 #
 # Validation, re-asks and resolution are the same in both: a constrained reply always **parses**,
 # but it can still pick the **wrong** option.

@@ -292,7 +292,7 @@ def test_the_brief_schema_form_names_every_option_argument_and_choice_in_fewer_t
 def test_a_schema_that_is_not_a_decisions_is_shown_as_json_in_the_brief_form():
     """exec(response_format=...) asks for the object itself: no options to list."""
     assert schema_brief({"type": "object", "properties": {"city": {"type": "string"}}}) is None
-    with pytest.raises(ValueError, match=r"schema_in_prompt must be one of 'json', 'brief'"):
+    with pytest.raises(ValueError, match=r"schema_in_prompt must be one of 'brief', 'json'"):
         LlamaCppRuntime(schema_in_prompt="short")
     with pytest.raises(ValueError, match=r"got 1$"):
         LlamaCppRuntime(schema_in_prompt=1)
