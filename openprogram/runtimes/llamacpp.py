@@ -61,6 +61,7 @@ from typing import Any, Callable
 
 from ..agentic_programming.extract import find_action
 from ..agentic_programming.options import render_menu
+from ..agentic_programming.schemadoc import first_paragraph
 from ..agentic_programming.runtime import (ModelCallError, ModelResponse, Runtime,
                                            blocks_text, to_blocks)
 
@@ -230,12 +231,12 @@ def schema_brief(schema: dict) -> str | None:
     option `- name(arg: type (description), arg?: type, ...): what it does`. It says what the
     model must choose and fill; the grammar holds the rest (bounds, required keys, no other
     keys), so none of it has to be read. None for a schema of another shape."""
-    if _picks(schema) is None:
+    picks = _picks(schema)
+    if picks is None:
         return None
     pick = schema["properties"]["decision"]
     lines = [BRIEF_INSTRUCTION]
-    for alt in pick.get("anyOf", [pick]):
-        name, args = alt["properties"]["call"]["const"], alt["properties"]["args"]
+    for (name, args), alt in zip(picks, pick.get("anyOf", [pick])):
         required = set(args.get("required", ())) if isinstance(args, dict) else set()
         props = args.get("properties", {}) if isinstance(args, dict) else {}
         shown = []
@@ -270,10 +271,9 @@ def _brief_type(s: Any) -> str:
 
 
 def _one_line(text: Any) -> str:
-    """A description's first paragraph on one line (a docstring's details stay out)."""
-    if not isinstance(text, str):
-        return ""
-    return " ".join(text.strip().split("\n\n", 1)[0].split())
+    """A description's first paragraph (a docstring's details stay out), its indentation
+    collapsed: one line of the brief."""
+    return " ".join(first_paragraph(text).split())
 
 
 def _shared_strings(s: Any, defs: dict) -> Any:
@@ -619,8 +619,8 @@ class LlamaCppRuntime(Runtime):
             raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise ValueError(f"seed must be a whole number or None, got {seed!r}")
-        if schema_in_prompt not in (True, False, *SCHEMA_FORMS) or \
-                isinstance(schema_in_prompt, int) and not isinstance(schema_in_prompt, bool):
+        if not (isinstance(schema_in_prompt, bool) or
+                isinstance(schema_in_prompt, str) and schema_in_prompt in SCHEMA_FORMS):
             raise ValueError(f"schema_in_prompt must be one of "
                              f"{', '.join(map(repr, SCHEMA_FORMS))} "
                              f"({'; '.join(f'{k}: {v}' for k, v in SCHEMA_FORMS.items())}), True "

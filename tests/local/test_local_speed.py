@@ -294,5 +294,6 @@ def test_a_schema_that_is_not_a_decisions_is_shown_as_json_in_the_brief_form():
     assert schema_brief({"type": "object", "properties": {"city": {"type": "string"}}}) is None
     with pytest.raises(ValueError, match=r"schema_in_prompt must be one of 'brief', 'json'"):
         LlamaCppRuntime(schema_in_prompt="short")
-    with pytest.raises(ValueError, match=r"got 1$"):
-        LlamaCppRuntime(schema_in_prompt=1)
+    for not_a_form in (1, 1.0, None):   # equal to True or False, but not a yes or a no
+        with pytest.raises(ValueError, match=rf"got {not_a_form}$"):
+            LlamaCppRuntime(schema_in_prompt=not_a_form)
