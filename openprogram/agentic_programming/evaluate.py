@@ -279,6 +279,40 @@ def _batch_hooks(one: "_Run", batched: Runtime, rt: Runtime) -> None:
         getattr(batched, "attach")(one.journal.batches, one.journal.write_batch)
 
 
+def _new_run(table: Table, menu: Sequence[Option], rt: Runtime, batch: Any,
+             settings: dict[str, Any], concurrency: int, progress: Any, desc: str, journal: Any,
+             name: str, limit: RateLimit | None) -> "_Run":
+    """A run of `menu` over `table` on `rt`, or on its batch path when `batch=` asks: there
+    every row waits on its round, so all of them are in flight at once (a task each, no
+    thread)."""
+    batched = _batched(batch, rt)
+    if batched is not rt:
+        concurrency = max(concurrency, table.total or 50_000)
+    one = _Run(table, menu, batched, settings, concurrency, progress, desc, journal, name, limit)
+    _batch_hooks(one, batched, rt)
+    return one
+
+
+def _evaluation(what: str, prompt: str, options: Options, inputs: Any, runtime: Runtime | None,
+                concurrency: Any, max_retries: Any, expected: Any, context: Any, timeout_s: Any,
+                progress: Any, on_interrupt: Any, validate: Any, reask: Any, mode: Any,
+                journal: Any, total: int | None, rate_limit: Any, batch: Any) -> "_Run":
+    """The one run of `evaluate` / `aevaluate` (`what`), every argument checked before any
+    model call."""
+    concurrency, settings = _settings(on_interrupt, concurrency, max_retries, timeout_s,
+                                      context, validate, reask, mode)
+    menu, table, rt = _plan(prompt, options, inputs, runtime, expected, context, what, total,
+                            journal)
+    check_modes(rt, settings["mode"])
+    return _new_run(table, menu, rt, batch, settings, concurrency, progress, "evaluate",
+                    journal, "evaluate", _rate_limit(rate_limit, [rt]))
+
+
+def _evaluation_span(one: "_Run") -> Any:
+    return _trace_batch("evaluate", None, **_known(inputs=one.table.total),
+                        concurrency=one.concurrency, mode=one.settings["mode"])
+
+
 def _plan(prompt: str, options: Options, inputs: Any, runtime: Runtime | None, expected: Any,
           context: dict[str, Any] | None, what: str, total: int | None,
           journal: Any) -> tuple[Menu, Table, Runtime]:
@@ -345,21 +379,10 @@ def evaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runtime | N
     is returned with `.interrupted` set and status "cancelled" on unfinished rows; with
     `"raise"` the KeyboardInterrupt is re-raised carrying the partial result as `.result`.
     """
-    concurrency, settings = _settings(on_interrupt, concurrency, max_retries, timeout_s,
-                                      context, validate, reask, mode)
-    menu, table, rt = _plan(prompt, options, inputs, runtime, expected, context, "evaluate",
-                            total, journal)
-    check_modes(rt, settings["mode"])
-    limit = _rate_limit(rate_limit, [rt])
-    batched = _batched(batch, rt)
-    if batched is not rt:
-        # every row waits on its round: all of them at once (a task each, no thread)
-        concurrency = max(concurrency, table.total or 50_000)
-    one = _Run(table, menu, batched, settings, concurrency, progress, "evaluate", journal,
-               "evaluate", limit)
-    _batch_hooks(one, batched, rt)
-    with _trace_batch("evaluate", None, **_known(inputs=table.total),
-                      concurrency=concurrency, mode=settings["mode"]):
+    one = _evaluation("evaluate", prompt, options, inputs, runtime, concurrency, max_retries,
+                      expected, context, timeout_s, progress, on_interrupt, validate, reask,
+                      mode, journal, total, rate_limit, batch)
+    with _evaluation_span(one):
         wall, was_interrupted = one.go()
     result = one.result(wall, was_interrupted)
     if was_interrupted:
@@ -389,21 +412,11 @@ async def aevaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runt
     CancelledError, carrying the partial result as `.result`.
     """
     import asyncio
-    concurrency, settings = _settings(on_interrupt, concurrency, max_retries, timeout_s,
-                                      context, validate, reask, mode)
-    menu, table, rt = _plan(prompt, options, inputs, runtime, expected, context, "aevaluate",
-                            total, journal)
-    check_modes(rt, settings["mode"])
-    limit = _rate_limit(rate_limit, [rt])
-    batched = _batched(batch, rt)
-    if batched is not rt:
-        concurrency = max(concurrency, table.total or 50_000)
-    one = _Run(table, menu, batched, settings, concurrency, progress, "evaluate", journal,
-               "evaluate", limit)
-    _batch_hooks(one, batched, rt)
-    with _trace_batch("evaluate", None, **_known(inputs=table.total),
-                      concurrency=concurrency, mode=settings["mode"]):
-        wall, was_interrupted = await _arun(one, menu, batched, settings, concurrency, limit)
+    one = _evaluation("aevaluate", prompt, options, inputs, runtime, concurrency, max_retries,
+                      expected, context, timeout_s, progress, on_interrupt, validate, reask,
+                      mode, journal, total, rate_limit, batch)
+    with _evaluation_span(one):
+        wall, was_interrupted = await _arun(one)
     result = one.result(wall, was_interrupted)
     if was_interrupted:
         return _interrupted(result, on_interrupt, f"aevaluate was interrupted: "
@@ -411,9 +424,7 @@ async def aevaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runt
     return result
 
 
-async def _arun(one: "_Run", menu: Sequence[Option], rt: Runtime, settings: dict[str, Any],
-                concurrency: int,
-                limit: RateLimit | None) -> tuple[float, bool]:
+async def _arun(one: "_Run") -> tuple[float, bool]:
     """One run's rows as tasks on the running loop: (wall seconds, interrupted). A cancel of
     the awaiting task re-raises with the partial result as `.result` (what finished is kept)."""
     import asyncio
@@ -426,9 +437,10 @@ async def _arun(one: "_Run", menu: Sequence[Option], rt: Runtime, settings: dict
 
     t0 = time.perf_counter()
     try:
-        with _limited(limit):
-            was_interrupted = await arows(one.items, menu, rt, settings, concurrency, stop,
-                                          contextvars.copy_context(), on_row)
+        with _limited(one.limit):
+            was_interrupted = await arows(one.items, one.menu, one.rt, one.settings,
+                                          one.concurrency, stop, contextvars.copy_context(),
+                                          on_row)
     except KeyboardInterrupt:
         was_interrupted = True
     except asyncio.CancelledError as exc:
@@ -563,8 +575,7 @@ async def acompare(prompt: str, variants: Any, inputs: Any, *, options: Options 
                 prep.done(one, 0.0, True)
                 continue
             try:
-                wall, interrupted = await _arun(one, one.menu, one.rt, one.settings,
-                                                one.concurrency, prep.limit)
+                wall, interrupted = await _arun(one)
             except asyncio.CancelledError as exc:
                 prep.done(one, 0.0, True, getattr(exc, "result"))
                 for rest in prep.runs():
@@ -613,14 +624,9 @@ class _Comparison:
             own = {k: v for k, v in overrides.items() if k != "prompt"}
             own_prompt = overrides.get("prompt", self.prompt)
             table = self.table if own_prompt == self.prompt else self.table.refill(own_prompt)
-            batched = _batched(self.batch, rt)
-            workers = (self.concurrency if batched is rt
-                       else max(self.concurrency, table.total or 50_000))
-            one = _Run(table, menu, batched, {**self.settings, **own}, workers,
-                       self.progress and not self.interrupted, name, self.journal, name,
-                       self.limit)
-            _batch_hooks(one, batched, rt)
-            yield one
+            yield _new_run(table, menu, rt, self.batch, {**self.settings, **own},
+                           self.concurrency, self.progress and not self.interrupted, name,
+                           self.journal, name, self.limit)
 
     def done(self, one: _Run, wall: float, interrupted: bool,
              result: EvaluationResult | None = None) -> None:
