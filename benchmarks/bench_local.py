@@ -8,12 +8,14 @@ and prints, from one run on this machine:
 - the model's writing speed (tokens/s of a fixed-length reply);
 - per way of asking and layout, over the rows of one evaluation (fresh model memory before the
   first row): seconds per decision, first row and rows 2..N (median, worst); prompt tokens
-  read vs reused from the model's memory; tokens written per decision and, in menu mode, past
-  the pick's closing brace; the parse rate (attempts whose reply held a pick) and right picks;
+  read vs reused from the model's memory; tokens written per decision, how many of them the
+  runtime wrote (the characters the schema fixes, read by the model in batches) and, in menu
+  mode, past the pick's closing brace; the parse rate (attempts whose reply held a pick) and
+  right picks;
 - references from the same run, and the ratios: the schema shown to the model as JSON instead
   of the brief form (the default), the tool set with its docstrings removed (the schema as it
-  was before each pick carried its option's description), json_schema with
-  `reuse_prefix=False,
+  was before each pick carried its option's description), `fast_forward=False` (the model
+  writes every token, spaces allowed), json_schema with `reuse_prefix=False,
   stop_at_pick=False` (every prompt read whole, the reply not stopped at its pick), the text
   menu laid out as sent (the request before the menu, so no prefix is shared);
 - the json_schema grammar: rules in llama.cpp's converter's grammar of the whole schema with
@@ -29,7 +31,6 @@ Needs the `local` extra (./dev test installs it):
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import statistics
@@ -42,7 +43,7 @@ from openprogram import DecisionError, decision
 from openprogram.agentic_programming.modes import decision_schema
 from openprogram.agentic_programming.options import normalize
 from openprogram.runtimes import LlamaCppRuntime
-from openprogram.runtimes.llamacpp import (_grammar_last, bounded_schema, decision_grammar,
+from openprogram.runtimes.llamacpp import (_Sampler, bounded_schema, decision_grammar,
                                            machine_settings)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "local"))
@@ -116,6 +117,8 @@ def evaluation(mode: str, rows: int, options=TOOLS, **settings) -> dict:
                         for u in used),
             "reused": sum(u.get("reused_input_tokens", 0) for u in used),
             "written": sum(u.get("output_tokens", 0) for u in used),
+            "forced": sum((a.raw or {}).get("response", {}).get("forced_tokens", 0)
+                          for a in atts),
             "past": [p for a in atts if (p := past_pick(rt, a)) is not None],
             "parsed": sum(a.error_kind not in UNPARSED for a in atts),
             "right": trace.status == "resolved" and atts[-1].chosen == want,
@@ -137,6 +140,7 @@ def summary(name: str, r: dict) -> str:
             f"{statistics.median([x['reused'] for x in later] or [0]):<5.0f} "
             f"{statistics.median([x['written'] for x in rows]):>5.0f}/"
             f"{max(x['written'] for x in rows):<4} "
+            f"{statistics.median([x['forced'] for x in rows]):>6.0f} "
             f"{(max(past) if past else '-')!s:>5} {parsed / attempts:>6.0%} "
             f"{sum(x['right'] for x in rows):>3}/{len(rows):<3} {r['load']}")
 
@@ -159,17 +163,22 @@ def grammar_cost(tokens: int = 48) -> list[str]:
                              ("no grammar", None, False)):
         grammar = LlamaGrammar.from_string(gbnf, verbose=False) if gbnf else None
         llama.set_seed(0)
-        n, t0 = 0, None
-        with _grammar_last(llama, []) if last else contextlib.nullcontext():
-            for tok in llama.generate(prompt, temp=0.8, grammar=grammar):
-                if t0 is None:
-                    t0 = time.perf_counter()  # the prompt is read; time the writing only
-                n += 1
-                if n > tokens or llama.token_eos() == tok:
+        llama.n_tokens = 0
+        llama.eval(prompt)  # the prompt is read; time the writing only
+        sampler = _Sampler(llama, llama._init_sampler(temp=0.8), grammar, last=last)
+        n, t0 = 0, time.perf_counter()
+        try:
+            while n < tokens:
+                token = sampler.sample(llama._ctx, -1)
+                if token == llama.token_eos():
                     break
-        per = (time.perf_counter() - t0) / max(n - 1, 1)
+                n += 1
+                llama.eval([token])
+        finally:
+            sampler.close()
+        per = (time.perf_counter() - t0) / max(n, 1)
         rules = grammar_rules(gbnf) if gbnf else 0
-        lines.append(f"  {name:<46} {rules:>6} rules  {per * 1000:7.1f} ms/token ({n - 1} "
+        lines.append(f"  {name:<46} {rules:>6} rules  {per * 1000:7.1f} ms/token ({n} "
                      f"tokens, {load()})")
     return lines
 
@@ -202,6 +211,7 @@ def main() -> None:
                  ("json_schema, no schema in prompt", "json_schema",
                   {"schema_in_prompt": False}),
                  ("json_schema, grammar first", "json_schema", {"grammar_last": False}),
+                 ("json_schema, fast-forward off", "json_schema", {"fast_forward": False}),
                  ("json_schema, reuse+stop off", "json_schema",
                   {"reuse_prefix": False, "stop_at_pick": False})]
     if args.only in (None, "menu"):
@@ -209,10 +219,10 @@ def main() -> None:
                  ("menu, as_sent layout", "menu", {"layout": "as_sent"})]
     print(f"\n{args.rows} rows per evaluation; seconds per decision (row 1, rows 2-{args.rows} "
           f"median and worst); prompt tokens read/reused (row 1, median of the rest); tokens "
-          f"written (median/worst); most tokens past a pick's closing brace; parse rate; "
-          f"right picks")
+          f"written (median/worst) and of them written by the runtime (forced, median); most "
+          f"tokens past a pick's closing brace; parse rate; right picks")
     print(f"{'':<34} {'row1':>6} {'median':>7} {'worst':>6} {'row1 r/u':>12} "
-          f"{'later r/u':>12} {'written':>10} {'past':>5} {'parse':>6} {'right':>7}")
+          f"{'later r/u':>12} {'written':>10} {'forced':>6} {'past':>5} {'parse':>6} {'right':>7}")
     results = {}
     for name, mode, settings in runs:
         rows = args.rows if mode == "json_schema" else (args.menu_rows or args.rows)
@@ -221,6 +231,7 @@ def main() -> None:
     for new, old in (("json_schema", "json_schema, JSON schema in prompt"),
                      ("json_schema", "json_schema, reuse+stop off"),
                      ("json_schema", "json_schema, grammar first"),
+                     ("json_schema", "json_schema, fast-forward off"),
                      ("menu (menu_first)", "menu, as_sent layout")):
         if new in results and old in results:
             a = statistics.median(x["s"] for x in results[old]["rows"][1:])

@@ -33,8 +33,12 @@ form: every constrained reply parses, though it may still pick wrongly. The gram
 option's name first and then only that option's arguments; every string without a `maxLength`
 gets `STRING_MAX_LENGTH` characters and every array without a `maxItems` gets `ARRAY_MAX_ITEMS`
 items, so a reply always ends; a field of any JSON at all (a `dict` or `Any` parameter) stays
-unbounded. A reply stops as soon as it holds its pick (in menu mode: one complete JSON object
-with a call key, read by the extractor's own rules), with finish reason "stop".
+unbounded. What the schema fixes — `{"decision":{"call":"`, the rest of a name once its first
+letters tell it apart, `","args":{"`, a required key — is written by the runtime rather than
+drawn token by token, and read by the model in one batch with the token before it (the reply
+is compact JSON; `attempt.raw["response"]["forced_tokens"]` counts them). A reply stops as soon
+as it holds its pick (in menu mode: one complete JSON object with a call key, read by the
+extractor's own rules), with finish reason "stop".
 
 A model file is loaded once per process for each (path, n_ctx, n_threads, n_batch,
 n_gpu_layers) and shared by every runtime that asks for it. A llama.cpp context is not
@@ -47,7 +51,6 @@ from __future__ import annotations
 import asyncio
 import codecs
 import collections
-import contextlib
 import copy
 import ctypes
 import json
@@ -300,18 +303,21 @@ def _shared_strings(s: Any, defs: dict) -> Any:
     return out
 
 
-def decision_grammar(schema: dict) -> str:
+def decision_grammar(schema: dict, compact: bool = False) -> str:
     """The GBNF grammar of a (bounded) JSON Schema, by llama.cpp's own converter. A decision
     schema gets a grammar of its own shape: `{"decision": {"call": NAME, "args": ARGS}}` with
     the option's name written first and, after it, only that option's argument rule (the
     converter would keep one whole-object rule per option alive until the names part); strings
-    of one bound share one rule. Any other schema is converted as it is."""
+    of one bound share one rule. Any other schema is converted as it is. `compact=True` allows
+    no space between tokens of JSON, so that every character the schema fixes — `{"decision":
+    {"call":"`, the rest of a name once it is told apart, `","args":{"`, a required key — is
+    the only one the grammar allows, and the runtime writes it without asking the model."""
     from llama_cpp.llama_grammar import SchemaConverter
     conv = SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
     picks = _picks(schema)
     if picks is None:
         conv.visit(conv.resolve_refs(copy.deepcopy(schema), "input"), "")
-        return conv.format_grammar()
+        return _compact(conv) if compact else conv.format_grammar()
     defs: dict = {}
     shared = [(name, _shared_strings(args, defs)) for name, args in picks]
     whole = conv.resolve_refs({"$defs": defs, "picks": [a for _, a in shared]}, "input")
@@ -324,6 +330,13 @@ def decision_grammar(schema: dict) -> str:
     conv._add_rule("root", '"{" space "\\"decision\\"" space ":" space "{" space '
                            '"\\"call\\"" space ":" space (' + " | ".join(alts) + ') "}" space '
                            '"}" space')
+    return _compact(conv) if compact else conv.format_grammar()
+
+
+def _compact(conv: Any) -> str:
+    """The converter's grammar with its optional space (`space ::= " "?`) made empty."""
+    if "space" in conv._rules:
+        conv._rules["space"] = '""'
     return conv.format_grammar()
 
 
@@ -370,6 +383,14 @@ class _Loaded:
         self.prefixes = _PrefixStates()
         self.chat = _chat_formatter(llama)
         self.vocab = llama._model.vocab
+        self._probe: Any = False
+
+    @property
+    def probe(self) -> Any:
+        """The model's one-byte tokens (`_probe`), read from its vocabulary at first use."""
+        if self._probe is False:
+            self._probe = _probe(self.llama)
+        return self._probe
 
     def tokens(self, messages: list[dict]) -> tuple[list[int], list[str]]:
         """The prompt of a chat as the model's template writes it, in tokens, and the texts
@@ -571,7 +592,7 @@ class LlamaCppRuntime(Runtime):
     """`LlamaCppRuntime(model_path=None, *, n_ctx=None, n_threads=None, n_batch=None,
     n_gpu_layers=0, max_tokens=512, temperature=0.2, seed=None, system=None,
     schema_in_prompt="brief", layout="menu_first", stop_at_pick=True, reuse_prefix=True,
-    grammar_last=True, name=None, **request_options)`.
+    grammar_last=True, fast_forward=True, name=None, **request_options)`.
 
     `model_path`: a GGUF file (None: the bundled SmolLM2-135M-Instruct). `n_ctx` is the context
     in tokens, prompt and reply together (None: the model's training length, at most
@@ -590,7 +611,10 @@ class LlamaCppRuntime(Runtime):
     `layout=` is how a decision's conversation is laid out (`LAYOUTS`); `stop_at_pick=False`
     lets the model write on after its pick; `reuse_prefix=False` reads every prompt whole;
     `grammar_last=False` filters every token's whole vocabulary by the grammar before drawing,
-    as llama-cpp-python does (`_GrammarLast`: the same odds, several times the work)."""
+    as llama-cpp-python does (`_Sampler`: the same odds, several times the work);
+    `fast_forward=False` has the model write every token of a json_schema reply, spaces
+    allowed, instead of the runtime writing the characters the schema fixes (`_Sampler.forced`:
+    the reply is compact JSON, and what the schema fixes is read in one batch)."""
 
     streams = True
     provider = "llama.cpp"
@@ -604,7 +628,8 @@ class LlamaCppRuntime(Runtime):
                  seed: int | None = None, system: str | None = None,
                  schema_in_prompt: bool | str = "brief", layout: str = "menu_first",
                  stop_at_pick: bool = True, reuse_prefix: bool = True,
-                 grammar_last: bool = True, name: str | None = None,
+                 grammar_last: bool = True, fast_forward: bool = True,
+                 name: str | None = None,
                  **request_options: Any):
         for what, value, low in (("n_ctx", n_ctx, 16), ("max_tokens", max_tokens, 1),
                                  ("n_threads", n_threads, 1), ("n_batch", n_batch, 1)):
@@ -662,6 +687,7 @@ class LlamaCppRuntime(Runtime):
         self.layout, self.stop_at_pick = layout, bool(stop_at_pick)
         self.reuse_prefix = bool(reuse_prefix)
         self.grammar_last = bool(grammar_last)
+        self.fast_forward = bool(fast_forward)
         self.request_options = request_options
         model = path.name[:-len(".gguf")] if path.name.lower().endswith(".gguf") else path.name
         super().__init__(model=model, name=name or model)
@@ -761,17 +787,15 @@ class LlamaCppRuntime(Runtime):
         hold = max((len(s) for s in stops), default=1) - 1
         opts = self.request_options
         llama.set_seed(request["seed"])
-        samplers: list[_GrammarLast] = []
-        grammar_last = contextlib.ExitStack()
-        if grammar is not None and self.grammar_last:
-            grammar_last.enter_context(_grammar_last(llama, samplers))
-        gen = llama.generate(
-            tokens, temp=self.temperature, grammar=grammar,
+        chain = llama._init_sampler(
+            temp=self.temperature,
             logits_processor=_processors(opts.get("logits_processor"), opts.get("logit_bias")),
             **{_SAMPLING[k]: v for k, v in opts.items() if k in _SAMPLING})
+        sampler = _Sampler(llama, chain, grammar, last=self.grammar_last,
+                           probe=model.probe if self.fast_forward else None)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         limit = min(self.max_tokens, llama.n_ctx() - len(tokens))
-        text, shown, written, finish, first = "", 0, 0, None, None
+        text, shown, written, forced, finish, first = "", 0, 0, 0, None, None
         reply: list[int] = []
 
         def show(upto: int) -> None:
@@ -780,12 +804,37 @@ class LlamaCppRuntime(Runtime):
                 on_text(text[shown:upto])
             shown = max(shown, upto)
 
+        def force() -> str:
+            """The text the grammar allows alone next, into the reply and the next batch."""
+            nonlocal text, written, forced
+            fixed = sampler.forced(limit - written)
+            if not fixed:
+                return ""
+            more = llama.tokenize(fixed, add_bos=False, special=False)[:limit - written]
+            sampler.accept_forced(more)
+            piece = decoder.decode(llama.detokenize(more, prev_tokens=tokens + reply))
+            reply.extend(more)
+            pending.extend(more)
+            text += piece
+            written += len(more)
+            forced += len(more)
+            return piece
+
+        # what the model's memory holds of this prompt is not read again (at least the last
+        # token is, for the logits to draw from)
+        keep = min(model.in_memory(tokens), len(tokens) - 1) if self.reuse_prefix else 0
+        if keep and not llama._ctx.kv_cache_seq_rm(-1, keep, -1):
+            keep = 0  # a model whose memory cannot be cut: read the prompt whole
+        llama.n_tokens = keep
+        pending = tokens[keep:]
         try:
+            force()
             while True:
                 if written >= limit:
                     finish = "length"
                     break
-                token = next(gen)
+                llama.eval(pending)
+                token = sampler.sample(llama._ctx, -1)
                 if first is None:
                     first = time.perf_counter()
                 if cancel is not None and cancel.is_set():
@@ -798,6 +847,9 @@ class LlamaCppRuntime(Runtime):
                 piece = decoder.decode(llama.detokenize([token], prev_tokens=tokens + reply))
                 reply.append(token)
                 text += piece
+                pending = [token]
+                if written < limit:
+                    piece += force()
                 cut = _first_stop(text, stops, len(text) - len(piece) - hold)
                 if cut is not None:
                     text, finish = text[:cut], "stop"
@@ -810,9 +862,8 @@ class LlamaCppRuntime(Runtime):
                     show(len(text))
                     raise self._timeout(timeout, text, written)
         finally:
-            gen.close()
-            redraws = sum(g.redraws for g in samplers) if samplers else None
-            grammar_last.close()
+            redraws = sampler.redraws if grammar is not None and self.grammar_last else None
+            sampler.close()
         text += decoder.decode(b"", final=True)
         show(len(text))
         seconds = time.perf_counter() - t0
@@ -828,8 +879,10 @@ class LlamaCppRuntime(Runtime):
                             "timings": {"first_token_s": _round(None if first is None
                                                                 else first - t0),
                                         "total_s": _round(seconds)}}}
-        if redraws is not None:  # tokens the grammar refused at first (see _GrammarLast)
+        if redraws is not None:  # tokens the grammar refused at first (see _Sampler)
             raw["response"]["grammar_redraws"] = redraws
+        if grammar is not None and self.fast_forward:  # written by the runtime (_Sampler)
+            raw["response"]["forced_tokens"] = forced
         return ModelResponse(text=text, usage=usage, model=self.model, finish_reason=finish,
                              raw=raw)
 
@@ -878,13 +931,13 @@ class LlamaCppRuntime(Runtime):
         """The llama.cpp grammar of `schema` (`decision_grammar`), made once per schema. Made
         here rather than by llama-cpp-python's `response_format=`, which quietly falls back to
         "any JSON" for a schema its converter cannot read: here that is an error."""
-        key = json.dumps(schema, sort_keys=True)
+        key = json.dumps([schema, self.fast_forward], sort_keys=True)
         with self._grammar_lock:
             made = self._grammars.get(key)
         if made is None:
             from llama_cpp.llama_grammar import LlamaGrammar
             try:
-                gbnf = decision_grammar(schema)
+                gbnf = decision_grammar(schema, compact=self.fast_forward)
             except Exception as exc:
                 raise ModelCallError(
                     f"llama.cpp's converter could not turn the option set's JSON Schema into a "
@@ -932,22 +985,34 @@ class LlamaCppRuntime(Runtime):
             f"descriptions.", kind="model_error")
 
 
-class _GrammarLast:
-    """Sampling under a grammar, with the grammar checked last (as llama.cpp's own `common`
-    sampler does): the token is sampled from the model's logits by the usual chain, then only
-    that token is checked against the grammar; when it does not fit, the grammar filters the
-    whole vocabulary and the chain samples again from what is left. The two-step draw gives
-    each allowed token the probability a grammar-first draw gives it (the chance of a fitting
-    first draw plus the chance of a redraw, times its share of what fits). llama-cpp-python's
-    chain applies the grammar first, to all 49,152 tokens at every step: measured at 4 of the
-    11 ms a written token costs the bundled model; most tokens of a pick fit at once, so the
-    whole vocabulary is filtered only for the few that do not (`redraws` counts them)."""
+class _Sampler:
+    """How a generation draws its tokens: the chain of llama-cpp-python's sampling settings
+    (`Llama._init_sampler`, without a grammar), and under a grammar the grammar too.
 
-    def __init__(self, llama: Any, chain: Any, grammar: Any):
+    Grammar last (as llama.cpp's own `common` sampler does): the token is drawn from the
+    model's logits by the chain, then only that token is checked against the grammar; when it
+    does not fit, the grammar filters the whole vocabulary and the chain draws again from what
+    is left. The two-step draw gives each allowed token the probability a grammar-first draw
+    gives it (the chance of a fitting first draw plus the chance of a redraw, times its share of
+    what fits). Grammar first (`last=False`, as llama-cpp-python's chain does) filters all
+    49,152 tokens at every step: measured at 4 of the 11 ms a written token costs the bundled
+    model; most tokens of a pick fit at once (`redraws` counts those that did not).
+
+    `forced()` is what the grammar allows next when it allows one thing only: the characters
+    of a decision the schema fixes (see `decision_grammar(compact=True)`). The runtime writes
+    them itself and gives them to the model in one batch with the token before, rather than
+    drawing them one at a time — a batch of tokens is read several times faster than as many
+    are written. They are found by offering the grammar every one-byte token: when exactly one
+    fits (and it is ASCII, so never half a character) that byte is next whatever the model
+    writes."""
+
+    def __init__(self, llama: Any, chain: Any, grammar: Any = None, last: bool = True,
+                 probe: Any = None):
         import llama_cpp
         from llama_cpp import _internals
         self.chain = chain  # an _internals.LlamaSampler without the grammar
-        self.grammar = llama_cpp.llama_sampler_init_grammar(
+        self.last = last
+        self.grammar = None if grammar is None else llama_cpp.llama_sampler_init_grammar(
             llama._model.vocab, grammar._grammar.encode("utf-8"), grammar._root.encode("utf-8"))
         self.n_vocab = llama.n_vocab()
         self.all = _internals.LlamaTokenDataArray(n_vocab=self.n_vocab)
@@ -955,6 +1020,10 @@ class _GrammarLast:
         self.one = llama_cpp.llama_token_data_array(
             data=ctypes.cast(self.one_data, llama_cpp.llama_token_data_p), size=1, selected=-1,
             sorted=False)
+        self.probe = probe if self.grammar is not None else None
+        if self.probe is not None:
+            self.probe_ids, self.probe_bytes = probe
+            self.offered = _internals.LlamaTokenDataArray(n_vocab=len(self.probe_ids))
         self.draws = self.redraws = 0
 
     def _draw(self, ctx: Any, idx: int, with_grammar: bool) -> int:
@@ -979,14 +1048,47 @@ class _GrammarLast:
 
     def sample(self, ctx: Any, idx: int = -1) -> int:
         import llama_cpp
+        if self.grammar is None:
+            return self.chain.sample(ctx, idx)  # draws and accepts
         self.draws += 1
-        token = self._draw(ctx, idx, with_grammar=False)
-        if not self._fits(token):
+        token = self._draw(ctx, idx, with_grammar=not self.last)
+        if self.last and not self._fits(token):
             self.redraws += 1
             token = self._draw(ctx, idx, with_grammar=True)
         llama_cpp.llama_sampler_accept(self.grammar, token)
         llama_cpp.llama_sampler_accept(self.chain.sampler, token)
         return token
+
+    def forced(self, limit: int) -> bytes:
+        """Up to `limit` bytes the grammar allows alone, one after another, each taken into
+        the grammar (the caller gives the model their tokens: `accept_forced`)."""
+        import llama_cpp
+        import numpy as np
+        if self.probe is None:
+            return b""
+        out = bytearray()
+        data, arr = self.offered.candidates_data, self.offered.candidates
+        while len(out) < limit:
+            data.id[:] = self.probe_ids
+            data.logit[:] = 0.0
+            arr.size, arr.selected, arr.sorted = len(self.probe_ids), -1, False
+            llama_cpp.llama_sampler_apply(self.grammar, ctypes.byref(arr))
+            fit = np.flatnonzero(data.logit != -np.inf)
+            if len(fit) != 1:
+                break
+            byte = int(self.probe_bytes[fit[0]])
+            if not 0 <= byte < 0x80:  # an end of text, or a byte of a longer character
+                break
+            llama_cpp.llama_sampler_accept(self.grammar, int(self.probe_ids[fit[0]]))
+            out.append(byte)
+        return bytes(out)
+
+    def accept_forced(self, tokens: list[int]) -> None:
+        """The tokens of forced text, into the chain (its repetition penalties count them);
+        the grammar has taken their bytes already."""
+        import llama_cpp
+        for token in tokens:
+            llama_cpp.llama_sampler_accept(self.chain.sampler, token)
 
     def close(self) -> None:
         import llama_cpp
@@ -996,29 +1098,26 @@ class _GrammarLast:
         self.chain.close()
 
 
-@contextlib.contextmanager
-def _grammar_last(llama: Any, made: list):
-    """While inside, `llama.generate(grammar=...)` samples through a `_GrammarLast` (appended
-    to `made`) instead of a chain with the grammar first. llama-cpp-python builds its sampler
-    in `Llama._init_sampler`, called once at the start of each generation; this shadows it on
-    the instance, under the model's lock, and removes the shadow after."""
-    original = type(llama)._init_sampler
-
-    def init(**settings: Any) -> Any:
-        grammar = settings.pop("grammar", None)
-        chain = original(llama, **settings)
-        if grammar is None:
-            return chain
-        made.append(_GrammarLast(llama, chain, grammar))
-        return made[-1]
-
-    llama._init_sampler = init
-    try:
-        yield
-    finally:
-        del llama._init_sampler
-        for sampler in made:
-            sampler.close()
+def _probe(llama: Any) -> tuple[Any, Any] | None:
+    """The one-byte tokens of a model's vocabulary and their bytes, with its end-of-text tokens
+    (byte -1), which `_Sampler.forced` offers the grammar; None when some ASCII byte has no
+    token of its own (then no character could be shown to be the only one allowed)."""
+    import llama_cpp
+    import numpy as np
+    ids, seen = [], {}
+    for token in range(llama.n_vocab()):
+        if llama_cpp.llama_vocab_is_eog(llama._model.vocab, token):
+            ids.append((token, -1))
+            continue
+        piece = llama.detokenize([token])
+        if len(piece) == 1 and piece[0] not in seen:
+            seen[piece[0]] = token
+            ids.append((token, piece[0]))
+    # JSON outside strings is printable ASCII; a control character missing is no loss
+    if any(b not in seen for b in range(0x20, 0x7F)):
+        return None
+    return (np.array([t for t, _ in ids], dtype=np.intc),
+            np.array([b for _, b in ids], dtype=np.intc))
 
 
 def _menu_first(chat: list[dict]) -> tuple[str, list[dict]] | None:

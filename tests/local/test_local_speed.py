@@ -16,7 +16,7 @@ from openprogram.agentic_programming.options import normalize
 from openprogram.agentic_programming.view import trace_html
 from openprogram.runtimes import LlamaCppRuntime
 from openprogram.runtimes.llamacpp import (SCHEMA_INSTRUCTION, STRING_MAX_LENGTH, _PrefixStates,
-                                           bounded_schema, schema_brief,
+                                           _Sampler, bounded_schema, schema_brief,
                                            decision_grammar, machine_settings)
 
 from localhelp import OPTIONS, TOOL_REQUESTS, TOOLS, grammar_rules, prompt, tool_prompt
@@ -49,7 +49,9 @@ def _prompt_evals(rt) -> int:
 
 @pytest.mark.parametrize("mode", ["json_schema", "menu"])
 def test_the_second_decision_reads_fewer_prompt_tokens_by_at_least_the_shared_prefix(mode):
-    rt = LlamaCppRuntime(seed=0, max_tokens=48)
+    # fast_forward off: the reply tokens it writes are read in batches, which llama.cpp's
+    # counter adds to the prompt's (test_the_runtime_writes_what_the_schema_fixes counts them)
+    rt = LlamaCppRuntime(seed=0, max_tokens=48, fast_forward=False)
     rt.forget()
     counts = []
     for request, _ in TOOL_REQUESTS[:2]:
@@ -297,3 +299,69 @@ def test_a_schema_that_is_not_a_decisions_is_shown_as_json_in_the_brief_form():
     for not_a_form in (1, 1.0, None):   # equal to True or False, but not a yes or a no
         with pytest.raises(ValueError, match=rf"got {not_a_form}$"):
             LlamaCppRuntime(schema_in_prompt=not_a_form)
+
+
+def test_the_sampler_forces_exactly_the_characters_the_grammar_allows_alone():
+    """`_Sampler.forced`: under the compact grammar of the 4-tool set, the characters nothing
+    but the schema decides — the wrapper, the rest of a name its first letters told apart, the
+    required keys, the closing braces — and not one more; under the grammar with optional
+    spaces, only what comes before the first place a space may go."""
+    from llama_cpp.llama_grammar import LlamaGrammar
+    rt = LlamaCppRuntime(seed=0)
+    llama = rt.llama
+    schema = bounded_schema(decision_schema(normalize(TOOLS)))
+
+    def sampler(compact):
+        grammar = LlamaGrammar.from_string(decision_grammar(schema, compact=compact),
+                                           verbose=False)
+        return _Sampler(llama, llama._init_sampler(temp=0.2), grammar,
+                        probe=rt._model.probe)
+
+    def write(s, text):  # as if the model had drawn these tokens
+        for token in llama.tokenize(text, add_bos=False, special=False):
+            llama_cpp.llama_sampler_accept(s.grammar, token)
+
+    s = sampler(compact=True)
+    try:
+        assert s.forced(100) == b'{"decision":{"call":"'
+        assert s.forced(100) == b""          # the name's first letters are the model's
+        write(s, b"cancel")
+        assert s.forced(100) == b'_booking","args":{"booking_id":"'
+        write(s, b'AB12CD"')
+        assert s.forced(100) == b',"reason":"'   # required, so no choice of key
+        write(s, b"ill")
+        assert s.forced(3) == b"nes"             # bounded by the caller
+        assert s.forced(100) == b's"'            # then "}" or ",\"refund\"": the model's
+        write(s, b"}")
+        assert s.forced(100) == b"}}"            # and then only the end of the text
+        assert s.forced(100) == b""
+    finally:
+        s.close()
+    spaced = sampler(compact=False)
+    try:
+        assert spaced.forced(100) == b"{"
+    finally:
+        spaced.close()
+
+
+def test_the_runtime_writes_what_the_schema_fixes_and_the_model_the_rest():
+    """In json_schema mode the forced characters are the runtime's: the model reads them in a
+    batch with the token it drew before them, so it decodes one token at a time for fewer than
+    half the tokens of a reply; the reply is compact JSON that follows the schema, and with
+    fast_forward=False the model writes every token itself (spaces allowed)."""
+    rt = LlamaCppRuntime(seed=0)
+    for request, _ in TOOL_REQUESTS[:4]:
+        before = llama_cpp.llama_perf_context(rt.llama.ctx).n_eval
+        (att,) = _decide(rt, request, "json_schema", max_retries=0).attempts
+        one_at_a_time = llama_cpp.llama_perf_context(rt.llama.ctx).n_eval - before
+        written, forced = att.usage["output_tokens"], att.raw["response"]["forced_tokens"]
+        assert att.reply.startswith('{"decision":{"call":"') and ": " not in att.reply[:40]
+        jsonschema.validate(json.loads(att.reply),
+                            att.raw["request"]["response_format"]["schema"])
+        assert written / 3 < forced < written
+        assert one_at_a_time <= written - forced < written / 2 + 5, (one_at_a_time, written,
+                                                                     forced)
+    off = LlamaCppRuntime(seed=0, fast_forward=False)
+    (att,) = _decide(off, TOOL_REQUESTS[0][0], "json_schema", max_retries=0).attempts
+    assert "forced_tokens" not in att.raw["response"]
+    jsonschema.validate(json.loads(att.reply), att.raw["request"]["response_format"]["schema"])
