@@ -810,8 +810,13 @@ class LlamaCppRuntime(Runtime):
             fixed = sampler.forced(limit - written)
             if not fixed:
                 return ""
-            more = llama.tokenize(fixed, add_bos=False, special=False)[:limit - written]
-            sampler.accept_forced(more)
+            more = llama.tokenize(fixed, add_bos=False, special=False)
+            if llama._model.detokenize(more) != fixed:
+                # a tokenizer that adds a space before a text (SentencePiece's "▁"): these
+                # characters are left to the model, as without fast_forward
+                return ""
+            more = more[:limit - written]
+            sampler.take(more)
             piece = decoder.decode(llama.detokenize(more, prev_tokens=tokens + reply))
             reply.extend(more)
             pending.extend(more)
@@ -1060,34 +1065,47 @@ class _Sampler:
         return token
 
     def forced(self, limit: int) -> bytes:
-        """Up to `limit` bytes the grammar allows alone, one after another, each taken into
-        the grammar (the caller gives the model their tokens: `accept_forced`)."""
+        """Up to `limit` bytes the grammar allows alone, one after another. Found on a copy
+        of the grammar: the grammar itself takes only the tokens the model is given (`take`),
+        which may be fewer."""
         import llama_cpp
-        import numpy as np
-        if self.probe is None:
-            return b""
+        if self.probe is None or self._alone(self.grammar) is None:
+            return b""  # the usual case, settled without copying the grammar
+        copy = llama_cpp.llama_sampler_clone(self.grammar)
         out = bytearray()
-        data, arr = self.offered.candidates_data, self.offered.candidates
-        while len(out) < limit:
-            data.id[:] = self.probe_ids
-            data.logit[:] = 0.0
-            arr.size, arr.selected, arr.sorted = len(self.probe_ids), -1, False
-            llama_cpp.llama_sampler_apply(self.grammar, ctypes.byref(arr))
-            fit = np.flatnonzero(data.logit != -np.inf)
-            if len(fit) != 1:
-                break
-            byte = int(self.probe_bytes[fit[0]])
-            if not 0 <= byte < 0x80:  # an end of text, or a byte of a longer character
-                break
-            llama_cpp.llama_sampler_accept(self.grammar, int(self.probe_ids[fit[0]]))
-            out.append(byte)
+        try:
+            while len(out) < limit:
+                alone = self._alone(copy)
+                if alone is None:
+                    break
+                token, byte = alone
+                llama_cpp.llama_sampler_accept(copy, token)
+                out.append(byte)
+        finally:
+            llama_cpp.llama_sampler_free(copy)
         return bytes(out)
 
-    def accept_forced(self, tokens: list[int]) -> None:
-        """The tokens of forced text, into the chain (its repetition penalties count them);
-        the grammar has taken their bytes already."""
+    def _alone(self, grammar: Any) -> tuple[int, int] | None:
+        """The (token, byte) of the one one-byte token `grammar` allows next, when it allows
+        one only and that byte is ASCII (never half a character, never the end of the text)."""
+        import llama_cpp
+        import numpy as np
+        data, arr = self.offered.candidates_data, self.offered.candidates
+        data.id[:] = self.probe_ids
+        data.logit[:] = 0.0
+        arr.size, arr.selected, arr.sorted = len(self.probe_ids), -1, False
+        llama_cpp.llama_sampler_apply(grammar, ctypes.byref(arr))
+        fit = np.flatnonzero(data.logit != -np.inf)
+        if len(fit) != 1 or not 0 <= self.probe_bytes[fit[0]] < 0x80:
+            return None
+        return int(self.probe_ids[fit[0]]), int(self.probe_bytes[fit[0]])
+
+    def take(self, tokens: list[int]) -> None:
+        """The tokens of forced text, into the grammar and the chain (whose repetition
+        penalties count them), as if the model had drawn them."""
         import llama_cpp
         for token in tokens:
+            llama_cpp.llama_sampler_accept(self.grammar, token)
             llama_cpp.llama_sampler_accept(self.chain.sampler, token)
 
     def close(self) -> None:
