@@ -1122,15 +1122,17 @@ def _probe(llama: Any) -> tuple[Any, Any] | None:
     token of its own (then no character could be shown to be the only one allowed)."""
     import llama_cpp
     import numpy as np
+    vocab, buf = llama._model.vocab, ctypes.create_string_buffer(8)
+    piece, is_eog = llama_cpp.llama_token_to_piece, llama_cpp.llama_vocab_is_eog
     ids, seen = [], {}
+    # llama.cpp's own calls, not llama.detokenize: a third of the time over 49,152 tokens
     for token in range(llama.n_vocab()):
-        if llama_cpp.llama_vocab_is_eog(llama._model.vocab, token):
+        n = piece(vocab, token, buf, 8, 0, False)
+        if n == 1 and buf.raw[0] not in seen:
+            seen[buf.raw[0]] = token
+            ids.append((token, buf.raw[0]))
+        elif n <= 0 and is_eog(vocab, token):  # a special token writes nothing as text
             ids.append((token, -1))
-            continue
-        piece = llama.detokenize([token])
-        if len(piece) == 1 and piece[0] not in seen:
-            seen[piece[0]] = token
-            ids.append((token, piece[0]))
     # JSON outside strings is printable ASCII; a control character missing is no loss
     if any(b not in seen for b in range(0x20, 0x7F)):
         return None
