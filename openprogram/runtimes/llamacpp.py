@@ -53,6 +53,7 @@ import codecs
 import collections
 import copy
 import ctypes
+import functools
 import json
 import os
 import random
@@ -383,14 +384,11 @@ class _Loaded:
         self.prefixes = _PrefixStates()
         self.chat = _chat_formatter(llama)
         self.vocab = llama._model.vocab
-        self._probe: Any = False
 
-    @property
+    @functools.cached_property
     def probe(self) -> Any:
         """The model's one-byte tokens (`_probe`), read from its vocabulary at first use."""
-        if self._probe is False:
-            self._probe = _probe(self.llama)
-        return self._probe
+        return _probe(self.llama)
 
     def tokens(self, messages: list[dict]) -> tuple[list[int], list[str]]:
         """The prompt of a chat as the model's template writes it, in tokens, and the texts
@@ -774,14 +772,16 @@ class LlamaCppRuntime(Runtime):
         if shared and self.reuse_prefix:
             prefix_tokens, _ = model.tokens(request["messages"][:shared])
             prefix = _common(prefix_tokens, tokens)
-        if prefix >= MIN_PREFIX_TOKENS:
-            reused = model.keep_prefix(tokens, prefix)
-        else:
-            reused = model.in_memory(tokens) if self.reuse_prefix else 0
-        if not self.reuse_prefix:
-            llama.n_tokens = 0
-        # llama.cpp reads at least the prompt's last token again, for the logits to sample from
-        reused = min(reused, len(tokens) - 1)
+        # a prefix read now to be saved counts as read for this call, not reused
+        reused = model.keep_prefix(tokens, prefix) if prefix >= MIN_PREFIX_TOKENS else len(tokens)
+        # what the model's memory holds of this prompt is not read again (at least the last
+        # token is, for the logits to draw from)
+        keep = min(model.in_memory(tokens), len(tokens) - 1) if self.reuse_prefix else 0
+        if keep and not llama._ctx.kv_cache_seq_rm(-1, keep, -1):
+            keep = 0  # a model whose memory cannot be cut: read the prompt whole
+        llama.n_tokens = keep
+        pending = tokens[keep:]
+        reused = min(reused, keep)
         stops = [s for s in [*template_stop, *_as_list(self.request_options.get("stop"))]
                  if s]
         hold = max((len(s) for s in stops), default=1) - 1
@@ -792,7 +792,8 @@ class LlamaCppRuntime(Runtime):
             logits_processor=_processors(opts.get("logits_processor"), opts.get("logit_bias")),
             **{_SAMPLING[k]: v for k, v in opts.items() if k in _SAMPLING})
         sampler = _Sampler(llama, chain, grammar, last=self.grammar_last,
-                           probe=model.probe if self.fast_forward else None)
+                           probe=model.probe if grammar is not None and self.fast_forward
+                           else None)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         limit = min(self.max_tokens, llama.n_ctx() - len(tokens))
         text, shown, written, forced, finish, first = "", 0, 0, 0, None, None
@@ -810,14 +811,14 @@ class LlamaCppRuntime(Runtime):
             fixed = sampler.forced(limit - written)
             if not fixed:
                 return ""
-            more = llama.tokenize(fixed, add_bos=False, special=False)
-            if llama._model.detokenize(more) != fixed:
+            more = llama.tokenize(fixed, add_bos=False, special=False)[:limit - written]
+            spelled = llama._model.detokenize(more)
+            if not fixed.startswith(spelled):
                 # a tokenizer that adds a space before a text (SentencePiece's "▁"): these
                 # characters are left to the model, as without fast_forward
                 return ""
-            more = more[:limit - written]
             sampler.take(more)
-            piece = decoder.decode(llama.detokenize(more, prev_tokens=tokens + reply))
+            piece = decoder.decode(spelled)
             reply.extend(more)
             pending.extend(more)
             text += piece
@@ -825,13 +826,6 @@ class LlamaCppRuntime(Runtime):
             forced += len(more)
             return piece
 
-        # what the model's memory holds of this prompt is not read again (at least the last
-        # token is, for the logits to draw from)
-        keep = min(model.in_memory(tokens), len(tokens) - 1) if self.reuse_prefix else 0
-        if keep and not llama._ctx.kv_cache_seq_rm(-1, keep, -1):
-            keep = 0  # a model whose memory cannot be cut: read the prompt whole
-        llama.n_tokens = keep
-        pending = tokens[keep:]
         try:
             force()
             while True:
@@ -1017,7 +1011,11 @@ class _Sampler:
         from llama_cpp import _internals
         self.chain = chain  # an _internals.LlamaSampler without the grammar
         self.last = last
-        self.grammar = None if grammar is None else llama_cpp.llama_sampler_init_grammar(
+        self.redraws = 0
+        self.grammar = self.probe = None
+        if grammar is None:
+            return  # the chain draws alone (`sample`)
+        self.grammar = llama_cpp.llama_sampler_init_grammar(
             llama._model.vocab, grammar._grammar.encode("utf-8"), grammar._root.encode("utf-8"))
         self.n_vocab = llama.n_vocab()
         self.all = _internals.LlamaTokenDataArray(n_vocab=self.n_vocab)
@@ -1025,11 +1023,10 @@ class _Sampler:
         self.one = llama_cpp.llama_token_data_array(
             data=ctypes.cast(self.one_data, llama_cpp.llama_token_data_p), size=1, selected=-1,
             sorted=False)
-        self.probe = probe if self.grammar is not None else None
-        if self.probe is not None:
+        self.probe = probe
+        if probe is not None:
             self.probe_ids, self.probe_bytes = probe
             self.offered = _internals.LlamaTokenDataArray(n_vocab=len(self.probe_ids))
-        self.draws = self.redraws = 0
 
     def _draw(self, ctx: Any, idx: int, with_grammar: bool) -> int:
         import llama_cpp
@@ -1055,7 +1052,6 @@ class _Sampler:
         import llama_cpp
         if self.grammar is None:
             return self.chain.sample(ctx, idx)  # draws and accepts
-        self.draws += 1
         token = self._draw(ctx, idx, with_grammar=not self.last)
         if self.last and not self._fits(token):
             self.redraws += 1

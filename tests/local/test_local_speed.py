@@ -318,13 +318,12 @@ def test_the_sampler_forces_exactly_the_characters_the_grammar_allows_alone():
                         probe=rt._model.probe)
 
     def write(s, text):  # as if the model had drawn these tokens
-        for token in llama.tokenize(text, add_bos=False, special=False):
-            llama_cpp.llama_sampler_accept(s.grammar, token)
+        s.take(llama.tokenize(text, add_bos=False, special=False))
 
     def force(s, limit=100):  # as the runtime does: find, then give the grammar the tokens
         fixed = s.forced(limit)
         assert s.forced(limit) == fixed      # finding takes nothing into the grammar
-        s.take(llama.tokenize(fixed, add_bos=False, special=False))
+        write(s, fixed)
         return fixed
 
     s = sampler(compact=True)
