@@ -108,9 +108,6 @@ def record_05() -> None:
     sys.path.insert(0, str(HERE.parent / "tests" / "providers"))
     from fakeserver import FakeServer, text, tools
 
-    cassette = HERE / "cassettes" / "05-real-models.json"
-    cassette.parent.mkdir(exist_ok=True)
-    cassette.unlink(missing_ok=True)
     with FakeServer("openai") as server:
         server.push(
             text('The sender wants the content explained to a German colleague.\n'
@@ -123,22 +120,24 @@ def record_05() -> None:
                  '```json\n{"call": "summarize", "args": {"text": "Invoice question for a '
                  'German colleague", "sentences": 1}}\n```', usage=(490, 40), model="gpt-4o-mini"),
         )
-        # The kernel inherits this environment: the notebook's first cell sees a live model and
-        # records it.
-        with environment(OPENPROGRAM_LIVE="1", OPENPROGRAM_RECORD="1",
-                         OPENAI_API_KEY="sk-local-test", OPENPROGRAM_BASE_URL=server.base_url,
-                         OPENPROGRAM_MODEL="gpt-4o-mini"):
-            execute(jupytext.read(HERE / "05-real-models.py"))
-    print("recorded", cassette.relative_to(HERE.parent))
+        _record("05-real-models", OPENAI_API_KEY="sk-local-test",
+                OPENPROGRAM_BASE_URL=server.base_url, OPENPROGRAM_MODEL="gpt-4o-mini")
 
 
 def record_06() -> None:
     """Re-record the cassette of 06-local-model from the real model in process (the `local`
     extra and the model file: ./dev local installs both); takes a minute or two here."""
-    cassette = HERE / "cassettes" / "06-local-model.json"
+    _record("06-local-model", timeout=900)
+
+
+def _record(name: str, timeout: int = 120, **env: str) -> None:
+    """Run NAME.py live with its cassette removed: the kernel inherits this environment, so the
+    notebook's first cell sees a live model and records every call into a new cassette."""
+    cassette = HERE / "cassettes" / f"{name}.json"
+    cassette.parent.mkdir(exist_ok=True)
     cassette.unlink(missing_ok=True)
-    with environment(OPENPROGRAM_LIVE="1", OPENPROGRAM_RECORD="1"):
-        execute(jupytext.read(HERE / "06-local-model.py"), timeout=900)
+    with environment(OPENPROGRAM_LIVE="1", OPENPROGRAM_RECORD="1", **env):
+        execute(jupytext.read(HERE / f"{name}.py"), timeout=timeout)
     print("recorded", cassette.relative_to(HERE.parent))
 
 
@@ -166,13 +165,14 @@ def main(argv: list[str]) -> int:
     if unknown:
         parser.error(f"no source {', '.join(n + '.py' for n in unknown)} in {HERE}; "
                      f"the notebooks are {', '.join(NAMES)}")
+    recorded = []
     if args.record_05:
         record_05()
-        names = names or ["05-real-models"]
+        recorded.append("05-real-models")
     if args.record_06:
         record_06()
-        names = names or ["06-local-model"]
-    names = names or NAMES
+        recorded.append("06-local-model")
+    names = names or recorded or NAMES
     start = time.perf_counter()
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
         for path in pool.map(build, names):
