@@ -9,7 +9,7 @@ import re
 import sys
 from typing import Any
 
-from openprogram.agentic_programming.errors import ParseError
+from openprogram.base.errors import ParseError
 
 Field = Any
 

@@ -37,8 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from openprogram import decision  # noqa: E402
-from openprogram.agentic_programming import trace as trace_mod  # noqa: E402
-from openprogram.agentic_programming.options import normalize  # noqa: E402
+from openprogram.trace import decision_trace as trace_mod  # noqa: E402
+from openprogram.decision.options import normalize  # noqa: E402
 from openprogram.runtimes import RecordingRuntime, ScriptedRuntime  # noqa: E402
 
 FRESH_TARGET_MS = 1.0     # a fresh dict of 100 seen functions
@@ -204,7 +204,7 @@ def bench_validate(rounds: int = 7, loops: int = 400) -> dict:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import _old_validator
     from pydantic import TypeAdapter
-    from openprogram.agentic_programming.options import schema_field, validate
+    from openprogram.decision.options import schema_field, validate
     spec, value, typed = wide_args()
     f = schema_field(spec, "args")
     adapter = TypeAdapter(typed)

@@ -16,8 +16,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from openprogram import decision  # noqa: E402
-from openprogram.agentic_programming import trace as trace_mod  # noqa: E402
-from openprogram.agentic_programming.options import normalize  # noqa: E402
+from openprogram.trace import decision_trace as trace_mod  # noqa: E402
+from openprogram.decision.options import normalize  # noqa: E402
 from openprogram.runtimes import ScriptedRuntime  # noqa: E402
 
 

@@ -23,14 +23,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from openprogram.agentic_programming.extract import find_action  # noqa: E402
+from openprogram.decision.extract import find_action  # noqa: E402
 
 SIZE = 1_000_000
 ORIGINAL_LIMIT_S = 3.0
 
 
 # -- the original project's approach ------------------------------------------------------------
-# From openprogram 0.5.0 (PyPI), openprogram/agentic_programming/decision.py: _iter_json_objects,
+# From openprogram 0.5.0 (PyPI), openprogram/decision/__init__.py: _iter_json_objects,
 # _has_call_key, _normalize_action and extract_action, unchanged but for names.
 
 _ORIGINAL_ALIASES = ("call", "action", "function", "tool")

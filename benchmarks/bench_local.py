@@ -40,8 +40,8 @@ import types
 from pathlib import Path
 
 from openprogram import DecisionError, decision
-from openprogram.agentic_programming.modes import decision_schema
-from openprogram.agentic_programming.options import normalize
+from openprogram.decision.modes import decision_schema
+from openprogram.decision.options import normalize
 from openprogram.runtimes import LlamaCppRuntime
 from openprogram.runtimes.llamacpp import (_Sampler, bounded_schema, decision_grammar,
                                            machine_settings)

@@ -124,8 +124,8 @@ def cache_lookup(entries: int, lookups: int = 20000) -> dict:
     import random
     from openprogram import Runtime
     from openprogram.runtimes import CachedRuntime
-    from openprogram.runtimes.cassette_file import (header, keyed_line, line, request_key,
-                                                    request_record, settings_of)
+    from openprogram.runtimes.cassette.cassette_file import (header, keyed_line, line, request_key,
+                                                             request_record, settings_of)
 
     def never(content):
         raise AssertionError("the inner model was called")

@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from openprogram import decision  # noqa: E402
-from openprogram.agentic_programming import steps as S  # noqa: E402
+from openprogram.decision import stepthrough as S  # noqa: E402
 from openprogram.runtimes import ScriptedRuntime  # noqa: E402
 
 

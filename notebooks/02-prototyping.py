@@ -325,7 +325,7 @@ again.to_frame()[["message", "chosen", "cached"]]
 # Here the first call stops after two rows, as a crashed run would:
 
 # %%
-from openprogram.agentic_programming.evaluate import EvaluationResult
+from openprogram.evaluation.evaluate import EvaluationResult
 
 journal = workdir / "triage.jsonl"
 decision.evaluate(handle, support, tickets.iloc[:2], runtime=paid, journal=journal, progress=False)

@@ -121,7 +121,7 @@ print([goal["title"] for goal in demo.progress()["goals"] if goal["met"]])
 # %%
 from openprogram import DecisionError
 from openprogram.runtimes import ReplayRuntime
-from openprogram.agentic_programming.steps import side_by_side
+from openprogram.decision.stepthrough import side_by_side
 
 def book_hotel(city: str, nights: int) -> str:
     """Book a hotel room in a city for a number of nights."""

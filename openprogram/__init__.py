@@ -6,34 +6,28 @@ library is imported here; the notebook layer (`openprogram.widgets`) loads when 
 """
 from __future__ import annotations
 
-import sys as _sys
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any
 
-from .agentic_programming import decision
-
-# `import openprogram.decision` (and `from openprogram.decision import make`) gives the same
-# module as `from openprogram import decision`: the facade registered under its public name.
-_sys.modules.setdefault(__name__ + ".decision", decision)
-from .agentic_programming.agent import Agent, aagent, agent, bind_context, current_agent
-from .agentic_programming.errors import (ERROR_KINDS, ArgumentError, DecisionError,
-                                         MissingExtraError, ModelCallError, NoRuntimeError,
-                                         OpenProgramError, OptionError, OptionWarning, Retry,
-                                         SchemaError, UsageError)
-from .agentic_programming.records import Pick, Reask
-from .agentic_programming.function import agentic_function
-from .agentic_programming.loop import amake, make
-from .agentic_programming.lazy import lazy_names
-from .agentic_programming.options import Option, register_option_kind
-from .agentic_programming.tooldefs import JsonSchema, tool
-from .agentic_programming.runtime import (DAG, ModelResponse, Runtime, ToolCall, current_runtime,
-                                          using_runtime)
+from . import decision
+from .runtime.agent import Agent, aagent, agent, bind_context, current_agent
+from .base.errors import (ERROR_KINDS, ArgumentError, DecisionError,
+                          MissingExtraError, ModelCallError, NoRuntimeError,
+                          OpenProgramError, OptionError, OptionWarning, Retry,
+                          SchemaError, UsageError)
+from .trace.records import Pick, Reask
+from .runtime.function import agentic_function
+from .decision.loop import amake, make
+from .base.lazy import lazy_names
+from .decision.options import Option, register_option_kind
+from .decision.options.tool_definitions import JsonSchema, tool
+from .runtime.runtime import (DAG, ModelResponse, Runtime, ToolCall, current_runtime,
+                              using_runtime)
 from . import runtimes  # noqa: F401  (registers the cassette reader of decision.revalidate)
-from .agentic_programming.trace import (Attempt, DecisionTrace, TraceEvent, add_observer,
-                                        last_trace, observe, register_trace_view,
-                                        remove_observer)
+from .trace.decision_trace import (Attempt, DecisionTrace, TraceEvent, add_observer,
+                                   last_trace, observe, register_trace_view,
+                                   remove_observer)
 
 __version__ = "0.1.0"
 
@@ -53,16 +47,16 @@ __all__ = ["Agent", "agent", "aagent", "Retry", "Pick", "Reask", "decision", "De
 # Evaluation and toolsets load on first use (`openprogram.compare`, `openprogram.Variant`,
 # `openprogram.register_toolset`).
 __getattr__, __dir__ = lazy_names(__name__, {
-    "compare": ".agentic_programming.evaluate",
-    "acompare": ".agentic_programming.evaluate", "Variant": ".agentic_programming.evaluate",
-    "evaluate": ".agentic_programming.evaluate", "aevaluate": ".agentic_programming.evaluate",
-    "EvaluationResult": ".agentic_programming.evaluate_results",
-    "ComparisonResult": ".agentic_programming.evaluate_results",
-    "revalidate": ".agentic_programming.revalidate",
-    "Revalidation": ".agentic_programming.revalidate",
-    "register_toolset": ".agentic_programming.tools",
-    "Options": ".agentic_programming.aliases", "ModeName": ".agentic_programming.aliases",
-    "RateLimit": ".agentic_programming.ratelimit", "JournalMismatch": ".agentic_programming.journal"})
+    "compare": ".evaluation.evaluate",
+    "acompare": ".evaluation.evaluate", "Variant": ".evaluation.evaluate",
+    "evaluate": ".evaluation.evaluate", "aevaluate": ".evaluation.evaluate",
+    "EvaluationResult": ".evaluation.results",
+    "ComparisonResult": ".evaluation.results",
+    "revalidate": ".decision.recheck",
+    "Revalidation": ".decision.recheck",
+    "register_toolset": ".runtime.tools",
+    "Options": ".base.type_names", "ModeName": ".base.type_names",
+    "RateLimit": ".evaluation.ratelimit", "JournalMismatch": ".evaluation.journal"})
 
 
 def load_ipython_extension(ipython: Any) -> None:

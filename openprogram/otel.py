@@ -23,8 +23,9 @@ import os
 import threading
 from typing import Any
 
-from .agentic_programming import trace as _trace
-from .agentic_programming.trace import TraceEvent
+from .trace import decision_trace as _trace
+from .base.text import cut
+from .trace.decision_trace import TraceEvent
 
 __all__ = ["instrument", "uninstrument", "Instrumentation", "CAPTURE_ENV"]
 
@@ -66,7 +67,7 @@ def _sdk_reports_model_calls() -> bool:
 
 def _text(value: Any) -> str:
     s = value if isinstance(value, str) else json.dumps(value, default=repr, ensure_ascii=False)
-    return s if len(s) <= _CONTENT_LIMIT else s[:_CONTENT_LIMIT] + "...[cut]"
+    return cut(s, _CONTENT_LIMIT, "...[cut]")
 
 
 class Instrumentation:

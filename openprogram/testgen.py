@@ -28,7 +28,7 @@ import re
 import textwrap
 from typing import Any
 
-from .agentic_programming.errors import DecisionError
+from .base.errors import DecisionError
 
 __all__ = ["trace_to_pytest", "option_set_source", "definitions_source"]
 

@@ -21,7 +21,7 @@ def test_mypy_is_clean_on_the_public_modules(tmp_path):
 
 def test_mode_name_lists_the_registered_ways_of_asking():
     from openprogram import ModeName
-    from openprogram.agentic_programming.modes import MODES
+    from openprogram.decision.modes import MODES
     assert typing.get_args(ModeName) == tuple(MODES)
 
 

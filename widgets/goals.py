@@ -15,8 +15,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from openprogram.agentic_programming.errors import UsageError
-from openprogram.agentic_programming.trace import DecisionTrace
+from openprogram.base.errors import UsageError
+from openprogram.decision.modes import get_mode
+from openprogram.trace.decision_trace import DecisionTrace
 
 __all__ = ["Goal", "builtin_goals", "read_goals"]
 
@@ -51,14 +52,16 @@ def builtin_goals(menu: Any, mode: str = "menu") -> list[Goal]:
     the way of asking `mode`. Under structured output (json_schema) the reply must fit the
     schema before it is sent, so no error kind and no hidden value can be reached, and one
     document holds one pick; in the tools way a call holds one pick too."""
+    way = get_mode(mode)
     infos = [o.info() for o in menu]
     params = [p for o in infos for p in o["params"] if not p["hidden"]]
-    kinds = [] if mode == "json_schema" else ["no_action", "bad_args", "unknown_call"]
-    if params and mode != "json_schema":
+    reachable = not way.checked_before_sent  # can a reply break the pick's shape at all
+    kinds = ["no_action", "bad_args", "unknown_call"] if reachable else []
+    if params and reachable:
         kinds += ["type_mismatch", "invalid_value"]
-    if any(p["required"] for p in params) and mode != "json_schema":
+    if any(p["required"] for p in params) and reachable:
         kinds.append("missing_required")
-    if any(p["options"] for p in params) and mode != "json_schema":
+    if any(p["options"] for p in params) and reachable:
         kinds.append("enum_violation")
     goals = [Goal(f"error:{k}", f"Meet the error kind {k}",
                   lambda t, k=k: k in t.error_kinds, _KIND_HINTS[k]) for k in kinds]
@@ -75,20 +78,20 @@ def builtin_goals(menu: Any, mode: str = "menu") -> list[Goal]:
                           lambda t: t.status == "resolved" and _kind_of(t, t.chosen) in _FILLED,
                           "Pick a schema option and give every field it declares."))
     hidden = {(o["name"], p["name"]) for o in infos for p in o["params"] if p["hidden"]}
-    if hidden and mode != "json_schema":
+    if hidden and reachable:
         def dropped_hidden(t: DecisionTrace) -> bool:
             return any((a.extracted or {}).get("call") == o and f"args.{p}" in a.dropped
                        for a in t.attempts for o, p in hidden)
         names = ", ".join(sorted(f"{o}.{p}" for o, p in hidden))
         goals.append(Goal("hidden_dropped", "Try to set a hidden parameter and see it dropped",
                           dropped_hidden, f"The menu leaves it out; write it anyway ({names})."))
-    if mode == "menu":
+    if way.several_candidates:
         goals.append(Goal("last_of_two", "Make the extractor pick the last of two candidates",
                           lambda t: any(a.candidates >= 2 and a.extracted is not None
                                         for a in t.attempts),
                           "Write two JSON objects with a \"call\" key in one reply: "
                           "which one wins?"))
-    if mode != "json_schema":
+    if reachable:
         goals.append(Goal("recover", "Recover after a re-ask",
                           lambda t: t.status == "resolved" and len(t.attempts) >= 2,
                           "Fail the first attempt on purpose, then read the re-ask and fix "

@@ -20,7 +20,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from openprogram.agentic_programming.modes import MODES
+from openprogram.decision.modes import MODES
 
 __all__ = ["DecisionMagics", "load_ipython_extension", "unload_ipython_extension"]
 
@@ -192,7 +192,7 @@ class DecisionMagics(Magics):
                            "raises openprogram.Retry('why') to reject it")
 
     def _reask(self, expr: str | None):
-        from openprogram.agentic_programming.loop import check_reask
+        from openprogram.decision.loop import check_reask
         text = self._named(expr, "--reask", lambda v: True, "")
         try:
             check_reask(text)   # a template naming an unknown field fails here, before a call
@@ -201,7 +201,7 @@ class DecisionMagics(Magics):
         return text
 
     def _check_mode(self, rt, mode: str) -> None:
-        from openprogram.agentic_programming.model import check_modes
+        from openprogram.base.model_protocol import check_modes
         try:
             check_modes(rt, mode)
         except ValueError as exc:
@@ -340,7 +340,7 @@ class DecisionMagics(Magics):
         if args is None:
             return None
         options = self._eval(args.options, "OPTIONS")
-        from openprogram.agentic_programming.options import OptionError, normalize, render_menu
+        from openprogram.decision.options import OptionError, normalize, render_menu
         try:
             menu = normalize(options)
         except (OptionError, TypeError) as exc:
@@ -349,7 +349,7 @@ class DecisionMagics(Magics):
         # shown as HTML in the library's wrapper, not printed: the front end would make links
         # of URLs in the option texts, and MathJax typeset their `$...$`
         from IPython.display import display
-        from openprogram.agentic_programming.view import text_html
+        from openprogram.trace.view import text_html
         text = render_menu(menu)
         display({"text/plain": text, "text/html": text_html(text, "op-menu-text")}, raw=True)
         if args.text_only:
@@ -429,7 +429,7 @@ class DecisionMagics(Magics):
 
     def _kept_trace(self, n: int | None):
         """Decision #n of the kernel's history (negative: counted back from the last)."""
-        from openprogram.agentic_programming import trace as _trace
+        from openprogram.trace import decision_trace as _trace
         kept = list(_trace.history)
         if not kept:
             raise UsageError("no decision has finished in this kernel yet")
@@ -464,7 +464,7 @@ def menu_frame(menu) -> Any:
                          "allowed": p["options"], "hidden": p["hidden"],
                          "source": p["source"]})
     import pandas as pd
-    from openprogram.agentic_programming.view import quiet_frame
+    from openprogram.trace.view import quiet_frame
     # an option's description is the author's text: `$...$` in it shows as written, not as
     # typeset math or a link (the library's wrapper, as in every view)
     return quiet_frame(pd.DataFrame(rows, columns=["option", "kind", "description", "parameter",

@@ -6,7 +6,7 @@ raw reply with the value that broke it marked, the extracted JSON, the validatio
 chosen option and its arguments, the raw request and response; then the tool rounds, the resolved
 result or the final error, two attempts side by side ("Compare attempts"), and the trace's tables,
 plus a button that turns the decision into a pytest test. Every
-part is drawn by `openprogram.agentic_programming.view`, the same escaped HTML that
+part is drawn by `openprogram.trace.view`, the same escaped HTML that
 `display(trace)` and static exports show; the panel only places the parts into widgets and keeps
 them current. `DecisionPanel()` without a trace attaches to the next decision whose events its
 `observer` sees, and redraws as they arrive: it adds up the streamed reply from the `reply_chunk`
@@ -31,77 +31,16 @@ import ipywidgets as W
 import traitlets
 from IPython.display import display
 
-from openprogram.agentic_programming import view
-from openprogram.agentic_programming.trace import Attempt, DecisionTrace, TraceEvent
-from openprogram.agentic_programming.view import esc, trace_html
+from openprogram.trace import view
+from openprogram.trace.decision_trace import Attempt, DecisionTrace, TraceEvent
+from openprogram.trace.view import esc, trace_html
+
+from .parts import SAVED_VIEW_NOTE, SAVED_VIEW_STYLE, StaticCopy, error_html, held  # noqa: F401
 
 __all__ = ["DecisionPanel", "StaticCopy", "trace_html", "error_html", "SAVED_VIEW_STYLE"]
 
-_BAD = view.COLOURS["failed"][0]
-# ipywidgets marks every view whose model no kernel holds `jupyter-widgets-disconnected` and draws
-# a red broken-chain icon before each: a saved notebook opened before its cells run shows dozens
-# of them on every panel, and reads as broken. The views are right (they are the stored state),
-# so the panel keeps drawing them and restyles the mark: no icon inside a panel (or a playground),
-# and on the panel's own root one quiet line saying what the view is. The mark goes when the cell
-# runs (ipywidgets removes the class from a live view), and so does the note. It travels as a
-# <style> in a hidden HTML child, i.e. in the saved widget state itself, so it needs no front-end
-# build and works wherever the stored panel is drawn. Chosen over drawing the static HTML copy
-# until the widget is live: a front end picks the widget view whenever it can draw widgets, so
-# swapping needs front-end code, and the stored views keep their tabs and sections openable.
-SAVED_VIEW_NOTE = "Saved view: run the cell to make it live."
-SAVED_VIEW_STYLE = (
-    "<style>"
-    ".op-panel .jupyter-widgets-disconnected::before,"
-    ".op-playground .jupyter-widgets-disconnected::before{content:none;display:none}"
-    f'.op-panel.jupyter-widgets-disconnected::before{{content:"{SAVED_VIEW_NOTE}";'
-    "display:block;font:italic 11px/1.5 var(--jp-ui-font-family,sans-serif);"
-    "color:var(--jp-ui-font-color2,#757575);padding:0 0 4px 2px;align-self:flex-start}"
-    # a button that needs the kernel does nothing in a saved view: it should not invite a click
-    ".op-panel.jupyter-widgets-disconnected .op-test-button,"
-    ".op-panel.jupyter-widgets-disconnected .op-steps-button{opacity:.5;pointer-events:none}"
-    "</style>")
 # The events after which the whole panel is redrawn from the trace (the others touch one part).
 _SETTLING = ("attempt_failed", "validated", "resolved", "decision_failed")
-
-
-def error_html(what: str, exc: BaseException | str) -> str:
-    """A red line saying what could not be done and why (escaped)."""
-    why = exc if isinstance(exc, str) else f"{type(exc).__name__}: {view.safe_str(exc)}"
-    return f'<span style="color:{_BAD}">{esc(what)}: {esc(view.clip(why, 2000))}</span>'
-
-
-@contextlib.contextmanager
-def held(root: W.Widget):
-    """Hold the sync of `root` and of every widget below it (their layouts too) until the block
-    ends: what a redraw changes then reaches the front end as one update per widget, all at the
-    end, so a view is never seen half redrawn (one decision's header over another's attempts).
-    ipywidgets' `hold_sync()` holds the one widget it is called on, and a panel is dozens."""
-    with contextlib.ExitStack() as stack:
-        todo = [root]
-        while todo:
-            w = todo.pop()
-            stack.enter_context(w.hold_sync())
-            todo.extend(c for c in (*getattr(w, "children", ()), getattr(w, "layout", None))
-                        if isinstance(c, W.Widget))
-        yield
-
-
-class StaticCopy:
-    """Mixed into a widget whose output should read well without it: beside the widget view,
-    the output carries the whole `repr` as text (ipywidgets would cut it to 110 characters) and
-    `static_html()`, for front ends that cannot draw widgets (nbconvert, GitHub). The root
-    element opts out of math typesetting, as every view does."""
-
-    def _repr_mimebundle_(self, **kwargs):
-        bundle = super()._repr_mimebundle_(**kwargs)
-        if isinstance(bundle, dict):
-            bundle["text/plain"] = repr(self)
-            bundle["text/html"] = self.static_html()
-        return bundle
-
-    def _root_classes(self, cls: str) -> None:
-        for name in (cls, *view.NO_MATH.split()):
-            self.add_class(name)
 
 
 class _AttemptView(W.VBox):
@@ -361,7 +300,7 @@ class DecisionPanel(StaticCopy, W.VBox):
             if self.trace is None or self.trace.status == "running":
                 raise ValueError("the decision has not finished yet; step through it when it "
                                  "has")
-            from .steps import StepThrough  # steps.py imports this module
+            from .steps import StepThrough  # loaded with the first click
             self.steps_box.children = (StepThrough(self.trace, options=self.options),)
         except Exception as exc:  # a button never raises into the kernel's log
             self.steps_box.children = (W.HTML(error_html("Cannot step through", exc)),)

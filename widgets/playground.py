@@ -27,18 +27,18 @@ from typing import Any
 import ipywidgets as W
 import traitlets
 
-from openprogram.agentic_programming.options import normalize, render_menu
-from openprogram.agentic_programming.errors import ParseError, UsageError
-from openprogram.agentic_programming.model import ToolCall
-from openprogram.agentic_programming.modes import MODES, decision_schema
-from openprogram.agentic_programming.runtime import ModelCallError, ModelResponse, Runtime
+from openprogram.decision.options import normalize, render_menu
+from openprogram.base.errors import ParseError, UsageError
+from openprogram.decision.modes import MODES, get_mode
+from openprogram.runtime.runtime import ModelCallError, ModelResponse, Runtime
 
-from openprogram.agentic_programming import view
-from openprogram.agentic_programming.view import esc
+from openprogram.trace import view
+from openprogram.trace.view import esc
 
 from .goals import builtin_goals as _builtin_goals
 from .goals import read_goals
-from .panel import DecisionPanel, StaticCopy, error_html, held
+from .panel import DecisionPanel
+from .parts import StaticCopy, error_html, held
 
 __all__ = ["Playground"]
 
@@ -63,30 +63,11 @@ class _TypedReplies(Runtime):
         text = self.to_worker.get()
         if text is _RESET:
             raise ModelCallError("the playground was reset before this reply was typed")
-        call = tool_call_of(text) if self.mode == "tools" else None
-        if call is not None:
-            return ModelResponse(text="", tool_calls=[call], model="you",
+        text, calls = get_mode(self.mode).typed_reply(text)
+        if calls:
+            return ModelResponse(text=text, tool_calls=calls, model="you",
                                  finish_reason="tool_calls")
         return ModelResponse(text=text, model="you", finish_reason="stop")
-
-
-def tool_call_of(text: str) -> ToolCall | None:
-    """`name {"arg": value}` (or `name` alone, no arguments) as a native tool call; None when
-    the text is not written so. Arguments that are JSON but not an object are passed on as the
-    provider would decode them, for the mechanism to refuse (bad_args)."""
-    head, _, rest = text.strip().partition(" ")
-    name = head.split("{", 1)[0] if "{" in head and not rest else head
-    if "{" in head and not rest:
-        rest = head[len(name):]
-    if not name.isidentifier():
-        return None
-    if not rest.strip():
-        return ToolCall(name, {})
-    try:
-        args = json.loads(rest)
-    except ValueError:
-        return None
-    return ToolCall(name, args)
 
 
 class Playground(StaticCopy, W.VBox):
@@ -189,9 +170,10 @@ class Playground(StaticCopy, W.VBox):
         structured reply must fit, and the goals (those met before stay met if still set)."""
         self.menu = normalize(self.options)
         self._structured = None
-        if self.mode == "json_schema":  # what a provider's structured output lets the model write
-            from openprogram.agentic_programming.validator import compile_schema
-            self._structured = compile_schema(decision_schema(self.menu), "the decision schema")
+        schema = get_mode(self.mode)(self.menu).reply_schema()
+        if schema is not None:  # what a provider's structured output lets the model write
+            from openprogram.decision.schema.validator import compile_schema
+            self._structured = compile_schema(schema, "the decision schema")
         builtin = _builtin_goals(self.menu, self.mode) if self._builtin_goals else []
         self.goals = read_goals([*builtin, *self._own_goals])
         ids = {g.id for g in self.goals}
@@ -211,17 +193,7 @@ class Playground(StaticCopy, W.VBox):
 
     def _what_the_model_sees(self) -> tuple[str, str, str]:
         """(title, text, an example reply) of what the way of asking shows the model."""
-        if self.mode == "tools":
-            from openprogram.agentic_programming.modes import ToolsMode
-            return ("The tools the model is offered (write a call: name {JSON arguments})",
-                    json.dumps(ToolsMode(self.menu).request()["tools"], indent=2,
-                               ensure_ascii=False), 'option_name {"arg": 1}')
-        if self.mode == "json_schema":
-            return ("The JSON Schema the model's reply must fit (structured output)",
-                    json.dumps(decision_schema(self.menu), indent=2, ensure_ascii=False),
-                    '{"decision": {"call": "<option>", "args": {...}}}')
-        return ("The menu the model sees", render_menu(self.menu),
-                '{"call": "<option>", "args": {...}}')
+        return get_mode(self.mode)(self.menu).shown(render_menu(self.menu))
 
     def static_html(self) -> str:
         """The playground as it stands, as static HTML: the prompt, the options the model can

@@ -1,6 +1,6 @@
 """The step-through widget: one recorded decision, one stage at a time, for teaching.
 
-`StepThrough(trace, options=...)` shows the stages `openprogram.agentic_programming.steps`
+`StepThrough(trace, options=...)` shows the stages `openprogram.decision.stepthrough`
 reads from a trace (the menu with each line's source, what was sent, the reply's candidates,
 validation argument by argument, hidden parameters, the re-ask's parts, the resolution) with
 Back / Next buttons and a list to jump to any stage. Where it stands is one traitlets trait,
@@ -17,11 +17,11 @@ from typing import Any
 import ipywidgets as W
 import traitlets
 
-from openprogram.agentic_programming import view
-from openprogram.agentic_programming.steps import Steps, steps
-from openprogram.agentic_programming.trace import DecisionTrace
+from openprogram.trace import view
+from openprogram.decision.stepthrough import Steps, steps
+from openprogram.trace.decision_trace import DecisionTrace
 
-from .panel import SAVED_VIEW_STYLE, StaticCopy
+from .parts import SAVED_VIEW_STYLE, StaticCopy
 
 __all__ = ["StepThrough"]
 

@@ -1,6 +1,5 @@
-"""The mechanism: decision, runtime, agent, trace."""
-from . import usertypes as _usertypes  # noqa: F401  registers the user's classes as options
-from . import tooldefs as _tooldefs  # noqa: F401  registers tool definitions as options
-from .function import agentic_function
+"""The original OpenProgram project's import paths, kept so its code runs unchanged: each module
+here only re-exports where the concept lives now (`openprogram.decision`, `openprogram.runtime`)."""
+from ..runtime.function import agentic_function
 
 __all__ = ["agentic_function"]

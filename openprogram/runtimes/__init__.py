@@ -6,9 +6,9 @@ path (`BatchRuntime`, what `runtime.batched()` gives) are loaded on
 first use, and the SDKs and llama.cpp only when such a runtime is created, so importing this
 package stays standard-library-only. See `openprogram.runtimes.openai_runtime` for pointing `base_url` at a
 local server."""
-from ..agentic_programming.lazy import lazy_names
-from ..agentic_programming.runtime import ModelCallError, ModelResponse, Runtime, ToolCall
-from ..agentic_programming.trace import register_recorded_reader as _register_recorded_reader
+from ..base.lazy import lazy_names
+from ..runtime.runtime import ModelCallError, ModelResponse, Runtime, ToolCall
+from ..trace.decision_trace import register_recorded_reader as _register_recorded_reader
 from .scripted import ScriptedCall, ScriptedRuntime, ScriptExhausted
 
 _LAZY = {

@@ -39,11 +39,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..agentic_programming.runtime import ModelCallError, ModelResponse, to_blocks
+from ..runtime.runtime import ModelCallError, ModelResponse, to_blocks
 from .batch import BatchRuntime
-from ._provider import (Ask, ProviderAPI, ProviderRuntime, StreamedReply, _Malformed, json_args,
-                        tc_parts, tool_call, unique_tools)
-from ._strict import api_name
+from .provider import (Ask, ProviderAPI, ProviderRuntime, StreamedReply, _Malformed, json_args,
+                       tc_parts, tool_call, unique_tools)
+from .strict_schema import api_name
 
 
 class AnthropicRuntime(ProviderRuntime):

@@ -23,10 +23,10 @@ import json
 import threading
 from typing import Any
 
-from ..agentic_programming.errors import ArgumentError, UsageError
-from ..agentic_programming.runtime import ModelCallError, ModelResponse, Runtime
-from ._provider import mode_arguments
-from ._unicode import sendable
+from ..base.errors import ArgumentError, UsageError
+from ..runtime.runtime import ModelCallError, ModelResponse, Runtime
+from .provider import mode_arguments
+from .unencodable import sendable
 
 __all__ = ["BatchRuntime"]
 

@@ -63,11 +63,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ..agentic_programming.extract import find_action
-from ..agentic_programming.options import render_menu
-from ..agentic_programming.schemadoc import first_paragraph
-from ..agentic_programming.runtime import (ModelCallError, ModelResponse, Runtime,
-                                           blocks_text, to_blocks)
+from ..decision.extract import find_action
+from ..decision.options import render_menu
+from ..decision.schema.reader import first_paragraph
+from ..runtime.runtime import (ModelCallError, ModelResponse, Runtime,
+                               blocks_text, to_blocks)
 
 __all__ = ["LlamaCppRuntime", "bundled_model_path", "bounded_schema", "decision_grammar",
            "machine_settings", "STRING_MAX_LENGTH", "ARRAY_MAX_ITEMS", "LAYOUTS",

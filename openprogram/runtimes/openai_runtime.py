@@ -65,12 +65,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..agentic_programming.runtime import ModelCallError, ModelResponse, to_blocks
+from ..runtime.runtime import ModelCallError, ModelResponse, to_blocks
 from .batch import BatchRuntime
-from ._provider import (CUT_OFF, Ask, ProviderAPI, ProviderRuntime, StreamedReply, _Malformed,
-                        tc_parts, tool_call, unique_tools)
-from ._servers import Negotiator, check_server
-from ._strict import strip_forced_nulls
+from .provider import (CUT_OFF, Ask, ProviderAPI, ProviderRuntime, StreamedReply, _Malformed,
+                       tc_parts, tool_call, unique_tools)
+from .server_forms import Negotiator, check_server
+from .strict_schema import strip_forced_nulls
 
 
 class OpenAIRuntime(ProviderRuntime):

@@ -14,9 +14,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable
 
-from ..agentic_programming.errors import ModelCallError, OpenProgramError
-from ..agentic_programming.runtime import (DEFAULT_WINDOW, ModelResponse, Runtime, ToolCall,
-                                           Window, as_response, blocks_text, to_blocks)
+from ..base.errors import ModelCallError, OpenProgramError
+from ..runtime.runtime import (DEFAULT_WINDOW, ModelResponse, Runtime, ToolCall,
+                               Window, as_response, blocks_text, to_blocks)
 
 
 @dataclass
@@ -106,7 +106,7 @@ class ScriptedRuntime(Runtime):
         if timeout is not None and delay > timeout:
             await asyncio.sleep(max(timeout, 0))
             raise self._too_slow(timeout)
-        for piece, wait in _pieces(resp.text, self.stream_chunk, on_text, delay):
+        for piece, wait in stream_pieces(resp.text, self.stream_chunk, on_text, delay):
             if wait:
                 await asyncio.sleep(wait)
             if piece is not None:
@@ -163,7 +163,7 @@ def word_count(text: str) -> int:
     return marks.count(b" w") + marks.startswith(b"w")
 
 
-def _pieces(text: Any, chunk: int | None, on_text, seconds: float):
+def stream_pieces(text: Any, chunk: int | None, on_text, seconds: float):
     """(piece, wait before it) pairs that stream `text` in `chunk`-character pieces over
     `seconds`; with nothing to stream, one wait and no piece."""
     pieces = ([text[i:i + chunk] for i in range(0, len(text), chunk)]
@@ -177,7 +177,7 @@ def stream_text(text: Any, chunk: int | None, on_text: Callable[[str], None] | N
                 seconds: float = 0.0) -> None:
     """Send `text` to `on_text` in pieces of `chunk` characters spread over `seconds`, as a
     streaming model would; with nothing to stream, just take the `seconds`."""
-    for piece, wait in _pieces(text, chunk, on_text, seconds):
+    for piece, wait in stream_pieces(text, chunk, on_text, seconds):
         if wait:
             time.sleep(wait)
         if piece is not None:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from openprogram import DecisionError, OptionError, agent, decision
-from openprogram.agentic_programming.extract import CALL_KEYS, find_action
+from openprogram.decision.extract import CALL_KEYS, find_action
 from openprogram.runtimes import ScriptedRuntime
 
 from corehelp import pick

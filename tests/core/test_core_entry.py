@@ -178,8 +178,8 @@ def test_E3_explicit_runtime_must_be_a_runtime():
 @pytest.mark.rule("E4")
 def test_E4_public_imports_and_decision_exports():
     from openprogram import Agent as A, agent as a, decision as d  # noqa: F401
-    assert d.__name__ == "openprogram.agentic_programming.decision"
-    assert d.__file__.replace("\\", "/").endswith("openprogram/agentic_programming/decision.py")
+    assert d.__name__ == "openprogram.decision"
+    assert d.__file__.replace("\\", "/").endswith("openprogram/decision/__init__.py")
     for name in ("make", "render_options", "extract_action", "parse_args", "resolve_decision",
                  "DecisionError", "DECISION_FINISH_INSTRUCTION"):
         assert name in d.__all__, name

@@ -8,8 +8,8 @@ import tracemalloc
 import pytest
 
 from openprogram import DecisionError, decision
-from openprogram.agentic_programming import extract
-from openprogram.agentic_programming.extract import find_action, value_span
+from openprogram.decision import extract
+from openprogram.decision.extract import find_action, value_span
 from openprogram.runtimes import ScriptedRuntime
 
 

@@ -1,4 +1,4 @@
-"""`@agentic_function` (openprogram.agentic_programming.function): code written for the original
+"""`@agentic_function` (openprogram.runtime.function): code written for the original
 OpenProgram passes the Runtime once, at the outermost call, and every decorated function, every
 `decision.make` and every `agent()` inside finds it (rule E3 and its "decided here" section)."""
 import asyncio
@@ -7,7 +7,7 @@ import pytest
 
 import openprogram
 from openprogram import Agent, agent, current_runtime, decision
-from openprogram.agentic_programming.function import agentic_function
+from openprogram.runtime.function import agentic_function
 from openprogram.runtimes import ScriptedRuntime, ToolCall
 
 from corehelp import pick

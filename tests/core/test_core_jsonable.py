@@ -13,7 +13,7 @@ import numpy as np
 import pydantic
 import pytest
 
-from openprogram.agentic_programming.jsonable import MAX_DEPTH, REPR_LIMIT, to_jsonable
+from openprogram.base.json_form import MAX_DEPTH, REPR_LIMIT, to_jsonable
 
 
 def strict(value):

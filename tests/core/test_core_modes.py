@@ -8,7 +8,7 @@ import pytest
 
 import openprogram
 from openprogram import DecisionError, Runtime, ToolCall, decision
-from openprogram.agentic_programming.model import ModelResponse
+from openprogram.base.model_protocol import ModelResponse
 from openprogram.runtimes import ScriptedRuntime
 
 

@@ -12,9 +12,10 @@ import pytest
 
 import openprogram
 from openprogram import decision
-from openprogram.agentic_programming import kinds as kinds_mod, menu as menu_mod
-from openprogram.agentic_programming import optioncache
-from openprogram.agentic_programming.options import normalize, render_menu
+from openprogram.decision.options import kinds as kinds_mod
+from openprogram.decision.options import menu as menu_mod
+from openprogram.decision.options import cache as optioncache
+from openprogram.decision.options import normalize, render_menu
 from openprogram.runtimes import ScriptedRuntime
 
 

@@ -336,7 +336,7 @@ def test_R3_enum_placeholder_is_the_first_allowed_value():
 
 @pytest.mark.rule("R1")
 def test_R1_a_normalized_menu_is_reused_as_is_and_renders_the_same():
-    from openprogram.agentic_programming.options import Menu, normalize
+    from openprogram.decision.options import Menu, normalize
     options = {"shout": shout, "form": ("Fill.", {"n": int}), "skip": ("SKIP", "Skip it.")}
     menu = normalize(options)
     assert isinstance(menu, Menu) and normalize(menu) is menu

@@ -18,7 +18,7 @@ import pytest
 import openprogram
 from openprogram import (DecisionError, OpenProgramError, OptionError, OptionWarning, Retry,
                          decision)
-from openprogram.agentic_programming.options import normalize, render_menu
+from openprogram.decision.options import normalize, render_menu
 from openprogram.runtimes import ScriptedRuntime
 
 from corehelp import pick

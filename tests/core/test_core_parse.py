@@ -4,7 +4,7 @@ import json
 import pytest
 
 from openprogram import DecisionError, Runtime, agent, decision
-from openprogram.agentic_programming.extract import find_action
+from openprogram.decision.extract import find_action
 from openprogram.runtimes import ScriptedRuntime
 
 from corehelp import pick

@@ -31,7 +31,9 @@ def test_a_variant_with_an_unknown_mode_is_refused_when_written():
 
 def test_the_package_exports_the_decision_and_evaluation_functions_and_result_classes():
     import openprogram
-    from openprogram.agentic_programming import evaluate_results, loop, revalidate
+    from openprogram.evaluation import results as evaluate_results
+    from openprogram.decision import loop
+    from openprogram.decision import recheck as revalidate
     assert openprogram.make is loop.make and openprogram.amake is loop.amake
     assert openprogram.evaluate is decision.evaluate and openprogram.aevaluate is decision.aevaluate
     assert openprogram.revalidate is decision.revalidate

@@ -1,4 +1,4 @@
-"""The step-through of a recorded decision (openprogram.agentic_programming.steps, issue 27).
+"""The step-through of a recorded decision (openprogram.decision.stepthrough, issue 27).
 
 Decisions run on ScriptedRuntime; the stages are read from their traces. The static HTML is
 parsed with html.parser (the standard library's), so "escaped" means the parser met no element
@@ -18,8 +18,8 @@ from pydantic import BaseModel, Field
 import openprogram
 from openprogram import DecisionError, ToolCall, decision
 from openprogram.__main__ import main
-from openprogram.agentic_programming.errors import UsageError
-from openprogram.agentic_programming.steps import STAGE_RULES, candidates, menu_sources
+from openprogram.base.errors import UsageError
+from openprogram.decision.stepthrough import STAGE_RULES, candidates, menu_sources
 from openprogram.runtimes import ScriptedRuntime
 
 RULES_MD = Path(__file__).resolve().parents[2] / "docs" / "rules.md"
@@ -281,7 +281,7 @@ def test_python_m_openprogram_steps_prints_every_stage(capsys):
 
 
 def test_side_by_side_puts_each_decision_s_stages_in_its_own_column():
-    from openprogram.agentic_programming.steps import side_by_side
+    from openprogram.decision.stepthrough import side_by_side
     mine = two_attempts()
     decision.make("Pick one.", OPTIONS, runtime=ScriptedRuntime(['{"call": "done"}']))
     theirs = decision.last_trace()
@@ -297,7 +297,7 @@ def test_side_by_side_puts_each_decision_s_stages_in_its_own_column():
 
 
 def test_a_huge_reply_makes_a_bounded_step_through(monkeypatch):
-    from openprogram.agentic_programming import steps as S
+    from openprogram.decision import stepthrough as S
     tried = []
     real = S._DECODER.raw_decode
     monkeypatch.setattr(S, "_DECODER", type("Counting", (), {

@@ -8,7 +8,7 @@ import pytest
 import openprogram
 from openprogram import DecisionError, DecisionTrace, add_observer, agent, decision, observe, \
     remove_observer
-from openprogram.agentic_programming import trace as trace_mod
+from openprogram.trace import decision_trace as trace_mod
 from openprogram.runtimes import ScriptedRuntime, ToolCall
 
 from corehelp import pick

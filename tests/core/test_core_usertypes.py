@@ -20,8 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from corehelp import pick
 from openprogram import DecisionError, OptionError, decision
-from openprogram.agentic_programming.options import normalize, render_menu
-from openprogram.agentic_programming.tools import Tool
+from openprogram.decision.options import normalize, render_menu
+from openprogram.runtime.tools import Tool
 from openprogram.runtimes import ScriptedRuntime
 
 

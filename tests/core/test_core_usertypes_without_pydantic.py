@@ -18,7 +18,7 @@ SCRIPT = textwrap.dedent('''
     from typing import Literal, Optional
 
     from openprogram import DecisionError, decision
-    from openprogram.agentic_programming.options import normalize, render_menu
+    from openprogram.decision.options import normalize, render_menu
     from openprogram.runtimes import ScriptedRuntime
 
     class Color(enum.Enum):

@@ -13,8 +13,8 @@ import pytest
 
 import openprogram
 from openprogram import Agent, Runtime, decision
-from openprogram.agentic_programming import trace as trace_mod
-from openprogram.agentic_programming.runtime import DEFAULT_WINDOW, Window
+from openprogram.trace import decision_trace as trace_mod
+from openprogram.runtime.runtime import DEFAULT_WINDOW, Window
 from openprogram.runtimes import ScriptedRuntime
 
 PICK = '{"call": "yes"}'

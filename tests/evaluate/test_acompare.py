@@ -10,7 +10,7 @@ import pytest
 
 from evalhelp import OPTIONS, PROMPT, rule
 from openprogram import Runtime, acompare, compare, decision
-from openprogram.agentic_programming.evaluate import ComparisonResult
+from openprogram.evaluation.evaluate import ComparisonResult
 from openprogram.runtimes import ScriptedRuntime
 from test_compare import V2, rule_v2
 from test_evaluate_async import AsyncRule

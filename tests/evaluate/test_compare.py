@@ -5,7 +5,7 @@ import pytest
 
 from evalhelp import OPTIONS, PROMPT, message_of, rule
 from openprogram import compare
-from openprogram.agentic_programming.evaluate import ComparisonResult
+from openprogram.evaluation.evaluate import ComparisonResult
 from openprogram.runtimes import ScriptedRuntime
 
 # Version 2 adds a "money" option; the model uses it for refunds, and its reply to the "typo"

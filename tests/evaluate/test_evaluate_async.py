@@ -13,7 +13,7 @@ import pytest
 
 from evalhelp import OPTIONS, PROMPT, message_of, rule
 from openprogram import Agent, Retry, Runtime, current_runtime, decision, observe
-from openprogram.agentic_programming.evaluate import EvaluationResult
+from openprogram.evaluation.evaluate import EvaluationResult
 from openprogram.runtimes import ScriptedRuntime
 
 ROWS = [{"message": m} for m in ("please refund me", "escalate this", "just saying hi",

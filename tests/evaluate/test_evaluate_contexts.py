@@ -70,5 +70,5 @@ def test_observers_of_other_code_do_not_leak_into_the_run():
     # evaluate's own per-row observer must not stay installed after the run
     rt = ScriptedRuntime(rule=rule)
     decision.evaluate(PROMPT, OPTIONS, [{"message": "hi"}], runtime=rt, progress=False)
-    from openprogram.agentic_programming.trace import _scoped_observers
+    from openprogram.trace.decision_trace import _scoped_observers
     assert _scoped_observers.get() == ()

@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from openprogram import compare, decision
-from openprogram.agentic_programming.evaluate import ComparisonResult, EvaluationResult
+from openprogram.evaluation.evaluate import ComparisonResult, EvaluationResult
 from openprogram.runtimes import ScriptedRuntime
 
 OPTIONS = {"echo": lambda n: n, "skip": "SKIPPED"}

@@ -15,7 +15,7 @@ import pytest
 
 from evalhelp import OPTIONS, PROMPT, rule
 from openprogram import decision
-from openprogram.agentic_programming.evaluate import EvaluationResult, JournalMismatch
+from openprogram.evaluation.evaluate import EvaluationResult, JournalMismatch
 from openprogram.runtimes import ScriptedRuntime
 
 HERE = Path(__file__).resolve().parent

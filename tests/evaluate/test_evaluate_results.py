@@ -8,7 +8,7 @@ import pytest
 
 from evalhelp import OPTIONS, PROMPT, rule
 from openprogram import DecisionTrace, compare, decision
-from openprogram.agentic_programming.evaluate import EvaluationResult
+from openprogram.evaluation.evaluate import EvaluationResult
 from openprogram.runtimes import ScriptedRuntime
 
 
@@ -218,7 +218,7 @@ def test_progress_bar_counts_every_decision(capsys):
 
 def test_panel_uses_the_registered_trace_view(frame):
     import openprogram
-    from openprogram.agentic_programming import trace as trace_mod
+    from openprogram.trace import decision_trace as trace_mod
     res, _ = run(frame)
 
     class DecisionPanel:
@@ -242,7 +242,7 @@ def test_panel_is_the_notebook_layers_decision_panel(frame):
 
 
 def test_panel_falls_back_to_the_trace(frame, monkeypatch):
-    from openprogram.agentic_programming import trace as trace_mod
+    from openprogram.trace import decision_trace as trace_mod
     res, _ = run(frame)
     monkeypatch.setattr(trace_mod, "_trace_view", None)  # no notebook layer loaded
     assert res.panel(1) is res.traces[1]

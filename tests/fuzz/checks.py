@@ -5,7 +5,7 @@ import json
 from html.parser import HTMLParser
 
 from openprogram import DecisionError, ERROR_KINDS
-from openprogram.agentic_programming import view
+from openprogram.trace import view
 
 from fuzzhelp import HOSTILE_TAGS, Generated, OptionSpec, fits
 

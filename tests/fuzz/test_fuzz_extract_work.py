@@ -18,7 +18,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 import openprogram
-from openprogram.agentic_programming import extract
+from openprogram.decision import extract
 
 from fuzzhelp import LONG, budget
 

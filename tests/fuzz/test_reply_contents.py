@@ -15,7 +15,7 @@ from typing import Literal
 import pytest
 
 from openprogram import DecisionError, ToolCall, agent, decision
-from openprogram.agentic_programming.options import Field, validate
+from openprogram.decision.options import Field, validate
 from openprogram.runtimes import ScriptedRuntime
 
 received: list = []

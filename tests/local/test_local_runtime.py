@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from openprogram import DecisionError, decision
-from openprogram.agentic_programming.modes import decision_schema
-from openprogram.agentic_programming.options import normalize
+from openprogram.decision.modes import decision_schema
+from openprogram.decision.options import normalize
 from openprogram.runtimes import LlamaCppRuntime, ModelCallError
 from openprogram.runtimes.llamacpp import (ARRAY_MAX_ITEMS, STRING_MAX_LENGTH, bounded_schema,
                                            bundled_model_path)

@@ -11,9 +11,9 @@ import llama_cpp
 import pytest
 
 from openprogram import DecisionError, decision
-from openprogram.agentic_programming.modes import decision_schema
-from openprogram.agentic_programming.options import normalize
-from openprogram.agentic_programming.view import trace_html
+from openprogram.decision.modes import decision_schema
+from openprogram.decision.options import normalize
+from openprogram.trace.view import trace_html
 from openprogram.runtimes import LlamaCppRuntime
 from openprogram.runtimes.llamacpp import (SCHEMA_INSTRUCTION, STRING_MAX_LENGTH, _PrefixStates,
                                            _Sampler, bounded_schema, schema_brief,

@@ -5,7 +5,7 @@ import sys
 from fakeserver import FAKE_KEY
 from test_batch import OPTIONS, ROWS
 
-from openprogram.agentic_programming.evaluate import evaluate
+from openprogram.evaluation.evaluate import evaluate
 from openprogram.runtimes import AnthropicRuntime, OpenAIRuntime
 
 provider, base_url, journal, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])

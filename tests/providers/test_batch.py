@@ -9,7 +9,7 @@ import re
 import pytest
 from fakeserver import status, text, tools
 
-from openprogram.agentic_programming.evaluate import evaluate
+from openprogram.evaluation.evaluate import evaluate
 
 OPTIONS = {"refund": ("REFUND", "give the money back"), "answer": ("ANSWER", "reply in writing")}
 ROWS = [{"m": f"ticket {i}", "label": "refund" if i % 3 else "answer"} for i in range(200)]
@@ -173,7 +173,7 @@ def test_a_killed_run_reattaches_to_its_batch_and_sends_nothing_new(provider, se
 def test_compare_and_aevaluate_take_the_batch_path(provider, server, make_runtime):
     import asyncio
 
-    from openprogram.agentic_programming.evaluate import Variant, aevaluate, compare
+    from openprogram.evaluation.evaluate import Variant, aevaluate, compare
     server.responder = _responder(provider, "menu")
     res = compare("Message: {m}", {"a": Variant(mode="menu"), "b": Variant(mode="menu")},
                   ROWS[:10], options=OPTIONS, runtime=make_runtime(), progress=False,
@@ -241,7 +241,7 @@ def test_ctrl_c_cancels_the_batch_unless_a_journal_can_reattach(provider, server
 
 
 def test_the_batch_path_keeps_to_a_rate_limit_too(provider, server, make_runtime):
-    from openprogram.agentic_programming.ratelimit import RateLimit
+    from openprogram.evaluation.ratelimit import RateLimit
     server.responder = _responder(provider, "menu")
     limit = RateLimit(requests_per_minute=60_000)
     res = evaluate("Message: {m}", OPTIONS, ROWS[:5], runtime=make_runtime(), progress=False,

@@ -58,7 +58,7 @@ def test_an_evaluation_is_free_the_second_time_and_marks_its_rows_cached(
     assert trace.to_frame("attempts")["cached"].all()
     assert "cached" not in live.traces[0].to_frame("attempts")  # only once a cache answered
     # the panel's view marks the cached reply (a badge in the reply's title, and a column)
-    from openprogram.agentic_programming.view import trace_html
+    from openprogram.trace.view import trace_html
     assert "[cached: answered from the cache file" in trace_html(trace)
     assert "[cached:" not in trace_html(live.traces[0])
     # aevaluate and compare on the same file ask nothing either
@@ -162,7 +162,7 @@ def test_a_cache_cut_in_its_last_line_keeps_the_whole_lines(tmp_path):
         rt.complete([{"role": "user", "content": q}])
     data = path.read_bytes()
     path.write_bytes(data[:-20])  # killed in the middle of writing "three"
-    from openprogram.runtimes import cache
+    from openprogram.runtimes.cassette import cache
     cache._Store._open.clear()  # as a new process would open it
     with pytest.warns(RuntimeWarning, match="last line of the cache .* was cut off"):
         rt2 = CachedRuntime(inner, path)

@@ -122,7 +122,7 @@ def test_a_version_2_cassette_replays_groups_and_rechecks_as_the_version_3_one(t
 @pytest.mark.parametrize("path", NOTEBOOK_CASSETTES, ids=lambda p: p.name)
 def test_the_committed_notebook_cassettes_still_load(path):
     data = load_cassette(path)
-    from openprogram.runtimes.cassette_file import OLDEST, VERSION
+    from openprogram.runtimes.cassette.cassette_file import OLDEST, VERSION
     assert OLDEST <= data["version"] <= VERSION and data["calls"]
     assert ReplayRuntime(path).remaining == len(data["calls"])
     if data["version"] == 2:

@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import openprogram
 from openprogram import DecisionError, agent, aagent, decision, otel
-from openprogram.agentic_programming.view import TABLES, compare_attempts_html, table_html
+from openprogram.trace.view import TABLES, compare_attempts_html, table_html
 from openprogram.runtimes import RecordingRuntime
 from openprogram.testgen import trace_to_pytest
 

@@ -10,9 +10,9 @@ import threading
 import pytest
 from fakeserver import status, text
 
-from openprogram.agentic_programming.evaluate import evaluate
-from openprogram.agentic_programming.errors import ArgumentError
-from openprogram.agentic_programming.ratelimit import RateLimit
+from openprogram.evaluation.evaluate import evaluate
+from openprogram.base.errors import ArgumentError
+from openprogram.evaluation.ratelimit import RateLimit
 
 OPTIONS = {"refund": ("REFUND", "give the money back"), "answer": ("ANSWER", "reply in writing")}
 ROWS = [{"m": f"ticket {i}", "label": "refund" if i % 3 else "answer"} for i in range(300)]
@@ -127,7 +127,7 @@ def test_rate_limit_needs_a_provider_runtime_and_sane_numbers():
     with pytest.raises(ArgumentError, match="requests_per_minute must be a number > 0"):
         RateLimit(requests_per_minute=0)
     with pytest.raises(ArgumentError, match="its keys are"):
-        from openprogram.agentic_programming.ratelimit import check_rate_limit
+        from openprogram.evaluation.ratelimit import check_rate_limit
         check_rate_limit({"rpm": 5})
 
 
@@ -162,7 +162,7 @@ def test_pacing_halving_and_growth_on_a_clock():
 
 
 def test_the_progress_bar_says_why_the_run_waits():
-    from openprogram.agentic_programming.evaluate_runner import Board
+    from openprogram.evaluation.runner import Board
     clock = _Clock()
     limit = RateLimit(clock=clock)
     limit.reserve()
@@ -179,7 +179,7 @@ def test_the_progress_bar_says_why_the_run_waits():
 def test_aevaluate_waits_on_the_async_client_too(provider, server, make_runtime):
     import asyncio
 
-    from openprogram.agentic_programming.evaluate import aevaluate
+    from openprogram.evaluation.evaluate import aevaluate
     server.responder = respond = _limited_responder(0.3, seed=5)
     limit = RateLimit(requests_per_minute=PER_MINUTE)
     res = asyncio.run(aevaluate("Message: {m}", OPTIONS, ROWS[:40], runtime=make_runtime(),

@@ -15,11 +15,11 @@ import pytest
 from fakeserver import FAKE_KEY, FakeServer, raw, status, text, tools
 
 from openprogram import DecisionError, Retry, decision
-from openprogram.agentic_programming.modes import decision_schema
-from openprogram.agentic_programming.options import normalize
-from openprogram.agentic_programming.view import trace_html
+from openprogram.decision.modes import decision_schema
+from openprogram.decision.options import normalize
+from openprogram.trace.view import trace_html
 from openprogram.runtimes import AnthropicRuntime, ModelCallError, OpenAIRuntime
-from openprogram.runtimes._servers import FORMS
+from openprogram.runtimes.server_forms import FORMS
 
 
 def greet(name: str, loud: bool = False) -> str:

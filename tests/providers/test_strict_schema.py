@@ -8,9 +8,9 @@ from typing import Literal, Optional
 import jsonschema
 import pytest
 
-from openprogram.agentic_programming.modes import decision_schema
-from openprogram.agentic_programming.options import normalize
-from openprogram.runtimes._strict import NotStrict, api_name, strip_forced_nulls, to_strict
+from openprogram.decision.modes import decision_schema
+from openprogram.decision.options import normalize
+from openprogram.runtimes.strict_schema import NotStrict, api_name, strip_forced_nulls, to_strict
 
 # -- the documented rules, as a checker ---------------------------------------------------------
 
@@ -272,7 +272,7 @@ def test_a_strict_reply_without_its_forced_nulls_gives_the_result_of_the_pick(pi
 
 
 def test_without_the_strip_a_forced_null_would_fail_validation():
-    from openprogram.agentic_programming.errors import ParseError
+    from openprogram.base.errors import ParseError
     menu = normalize(OPTIONS)
     with pytest.raises(ParseError, match="args.loud"):
         _kwargs(menu, _with_forced_nulls(PICKS[0]))

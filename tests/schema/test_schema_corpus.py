@@ -19,8 +19,8 @@ import pytest
 
 import openprogram
 from openprogram import OptionError, OptionWarning, decision
-from openprogram.agentic_programming.options import normalize, render_menu
-from openprogram.agentic_programming.validator import FORMATS, REFUSED, SUPPORTED
+from openprogram.decision.options import normalize, render_menu
+from openprogram.decision.schema.validator import FORMATS, REFUSED, SUPPORTED
 from openprogram.runtimes import ScriptedRuntime
 
 from corpus import CORPUS, all_entries
@@ -417,14 +417,14 @@ def test_a_definition_with_a_function_runs_it_with_the_validated_arguments():
 
 
 def test_a_dotted_name_is_sent_in_an_accepted_form_and_mapped_back():
-    from openprogram.agentic_programming.modes import ToolsMode
+    from openprogram.decision.modes import ToolsMode
     eid, definition, good = next(e for e in CORPUS if e[0] == "math.factorial")
     menu = normalize([definition, "stop"])
     mode = ToolsMode(menu)
     sent = [t["name"] for t in mode.request()["tools"]]
     assert sent == ["math_factorial", "stop"]
     assert all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", n) for n in sent)
-    from openprogram.agentic_programming.model import ModelResponse, ToolCall
+    from openprogram.base.model_protocol import ModelResponse, ToolCall
     action = mode.action(ModelResponse("", tool_calls=[ToolCall("math_factorial", {"n": 3})]))
     assert action.action == {"call": "math.factorial", "args": {"n": 3}}
 

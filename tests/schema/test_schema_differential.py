@@ -25,8 +25,8 @@ import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from openprogram.agentic_programming.errors import ParseError
-from openprogram.agentic_programming.validator import compile_schema
+from openprogram.base.errors import ParseError
+from openprogram.decision.schema.validator import compile_schema
 
 from corpus import all_entries
 from test_schema_corpus import oracle, schema_of

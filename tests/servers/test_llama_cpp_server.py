@@ -14,8 +14,8 @@ from typing import Literal
 import pytest
 
 from openprogram import DecisionError, Retry, decision
-from openprogram.agentic_programming.modes import decision_schema
-from openprogram.agentic_programming.options import normalize
+from openprogram.decision.modes import decision_schema
+from openprogram.decision.options import normalize
 from openprogram.runtimes import OpenAIRuntime
 
 pytestmark = pytest.mark.slow

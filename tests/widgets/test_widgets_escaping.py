@@ -10,7 +10,7 @@ import re
 import pytest
 
 from openprogram import DecisionError, agent, decision
-from openprogram.agentic_programming.options import normalize
+from openprogram.decision.options import normalize
 from openprogram.runtimes import ScriptedRuntime, ToolCall
 from openprogram.widgets.magics import menu_frame
 from openprogram.widgets.panel import DecisionPanel, trace_html

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from openprogram.agentic_programming.errors import UsageError
+from openprogram.base.errors import UsageError
 from openprogram.widgets.goals import Goal
 from openprogram.widgets.playground import Playground
 from widgethelp import press

@@ -12,7 +12,7 @@ import re
 import pytest
 
 from openprogram import DecisionError, ModelResponse, ToolCall, decision
-from openprogram.agentic_programming import view
+from openprogram.trace import view
 from openprogram.runtimes import ScriptedRuntime
 from openprogram.widgets.panel import DecisionPanel
 from widgethelp import all_html

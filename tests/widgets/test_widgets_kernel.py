@@ -13,7 +13,7 @@ import pytest
 SETUP = '''%load_ext openprogram
 import asyncio, threading
 from openprogram import decision, observe, Runtime
-from openprogram.agentic_programming.model import ModelResponse, run_blocking
+from openprogram.base.model_protocol import ModelResponse, run_blocking
 from openprogram.runtimes import ScriptedRuntime, ToolCall
 from openprogram.widgets import DecisionPanel
 

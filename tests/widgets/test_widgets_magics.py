@@ -269,7 +269,7 @@ def test_decision_menu_prints_the_menu_and_returns_the_option_table(shell, capsy
 
 
 def test_decision_trace_shows_the_last_or_nth_decision(shell):
-    from openprogram.agentic_programming import trace as T
+    from openprogram.trace import decision_trace as T
     from openprogram.widgets import DecisionPanel
     shell.run_cell("rt = ScriptedRuntime(['{\"call\": \"a\"}', '{\"call\": \"b\"}'])")
     shell.run_cell("%%decide {'a': 1, 'b': 2} -r rt\nPick.\n")

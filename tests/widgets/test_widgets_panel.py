@@ -298,7 +298,7 @@ def test_a_live_panel_draws_immutable_records_and_chunks_that_carry_only_new_tex
     import copy
     import dataclasses
 
-    from openprogram.agentic_programming.trace import Attempt, TraceEvent
+    from openprogram.trace.decision_trace import Attempt, TraceEvent
     reply = '{"call": "book", "args": {"city": "Oslo"}}'
     decision.make("Pick.", OPTIONS, runtime=ScriptedRuntime([reply]))
     done = decision.last_trace()

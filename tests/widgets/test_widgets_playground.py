@@ -5,7 +5,7 @@ import html
 import pytest
 
 from openprogram import OptionError, UsageError
-from openprogram.agentic_programming import trace as T
+from openprogram.trace import decision_trace as T
 from openprogram.widgets.playground import Playground
 from widgethelp import all_html
 

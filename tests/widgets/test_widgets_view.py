@@ -1,4 +1,4 @@
-"""The HTML view of a decision (`openprogram.agentic_programming.view`): the standard library
+"""The HTML view of a decision (`openprogram.trace.view`): the standard library
 only, the same tables as the trace's frames, one MathJax-proof wrapper around every view, and
 nothing a trace can hold (a result whose repr raises, a huge reply) breaks or floods it."""
 import ast
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from openprogram import DecisionError, decision
-from openprogram.agentic_programming import view
+from openprogram.trace import view
 from openprogram.runtimes import ScriptedRuntime
 from openprogram.widgets.panel import DecisionPanel
 from openprogram.widgets.playground import Playground
@@ -37,7 +37,7 @@ def two_attempt_trace():
     return decision.last_trace()
 
 
-def test_the_view_imports_the_standard_library_and_the_errors_module_only(tmp_path):
+def test_the_view_imports_the_standard_library_errors_text_and_tables_only(tmp_path):
     tree = ast.parse(VIEW.read_text())
     imported, ours = set(), set()
     for node in ast.walk(tree):
@@ -47,14 +47,14 @@ def test_the_view_imports_the_standard_library_and_the_errors_module_only(tmp_pa
             ours.add(node.module)  # relative: a module of the package
         elif isinstance(node, ast.ImportFrom):
             imported.add(node.module)
-    assert ours == {"errors"}, ours
+    assert ours == {"base.errors", "base.text", "tables"}, ours
     assert not {m for m in imported if m.split(".")[0] == "openprogram"}
     others = {m.split(".")[0] for m in imported - ours} - {"__future__"}
     assert others <= set(sys.stdlib_module_names), others
     # and importing it (then drawing a trace) loads no pandas, IPython or notebook layer
     code = ("import sys\nfrom openprogram import decision\n"
             "from openprogram.runtimes import ScriptedRuntime\n"
-            "from openprogram.agentic_programming.view import trace_html\n"
+            "from openprogram.trace.view import trace_html\n"
             "decision.make('p', {'a': 1}, runtime=ScriptedRuntime(['{\"call\": \"a\"}']))\n"
             "assert '<table' in trace_html(decision.last_trace())\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "

@@ -1,0 +1,206 @@
+"""The mechanism's errors: one family, and the stable list of error kinds.
+
+Every exception this library raises on purpose derives from `OpenProgramError`, so
+`except openprogram.OpenProgramError` catches "anything openprogram raised", and each also keeps
+the builtin base users already catch (`DecisionError` is a `ValueError`, `ModelCallError` a
+`RuntimeError`, ...). `ERROR_KINDS` names every way an attempt can fail, each with a sentence a
+person can act on; the trace, the panel, the re-ask and `DecisionError` all read it from here.
+This module is the bottom layer: it imports nothing else of the package.
+"""
+from __future__ import annotations
+
+from .text import cut
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any
+
+#: The stable set of error kinds, each with a sentence a person can act on.
+ERROR_KINDS: dict[str, str] = {
+    "not_text": "The model reply was not text. A Runtime's model call must return a str "
+                "(or native tool calls); check the runtime's call function.",
+    "no_action": "The reply holds no JSON object with a \"call\" key. Ask the model to end its reply "
+                 "with one JSON object such as {\"call\": \"<option>\", \"args\": {...}}.",
+    "bad_args": "The JSON object names an option but its \"call\" or \"args\" has the wrong shape: "
+                "\"call\" must be a string and \"args\" a JSON object.",
+    "unknown_call": "The reply calls an option that is not on the menu. Check the option names, "
+                    "or make the names and descriptions easier to tell apart.",
+    "missing_required": "A required field is missing. Every schema field, and every function "
+                        "parameter without a default, must be given.",
+    "type_mismatch": "A field has the wrong JSON type (bool never counts as int; float accepts int).",
+    "enum_violation": "A field's value is not one of its allowed values.",
+    "invalid_value": "A field has the right JSON type but a value its declared type refuses (a "
+                     "number JSON cannot hold such as 1e400 or NaN, text that is not valid "
+                     "Unicode, or a constraint or validator of the option's own). Say in the "
+                     "field's description what values are allowed.",
+    "rejected": "A rule of the caller's (validate=, or the option raising openprogram.Retry) "
+                "rejected the pick; its message says why and was sent back to the model.",
+    "multiple_calls": "The model asked for several options at once; exactly one must be picked.",
+    "refused": "The provider reported that the model refused to answer; rephrase the request "
+               "or check it against the provider's policies.",
+    "truncated": "The reply was cut off at the token limit before the pick was complete; raise "
+                 "max_tokens or ask for a shorter reply.",
+    "timeout": "The decision ran out of time (timeout_s covers the whole decision, re-asks included).",
+    "model_error": "The model call itself failed (network, key, rate limit, server error).",
+    "not_recorded": "A replayed cassette holds no recording of this request: the program asks "
+                    "something it did not ask when recording (a prompt, an option, a tool result "
+                    "or the way of asking changed). Record it again, or use CachedRuntime.",
+}
+
+
+#: What to do about each kind, without restating what happened: a `DecisionError`'s message
+#: already says that in the words of the failure itself, so it appends only this (each fact once).
+_FIXES: dict[str, str] = {
+    "not_text": "A Runtime's model call must return a str (or native tool calls): check the "
+                "runtime's call function.",
+    "no_action": "Ask the model to end its reply with one JSON object such as "
+                 "{\"call\": \"<option>\", \"args\": {...}}.",
+    "bad_args": "The menu's Call: lines show the shape to write: a string under \"call\", a JSON "
+                "object under \"args\".",
+    "unknown_call": "Check the option names, or make the names and descriptions easier to tell "
+                    "apart.",
+    "missing_required": "Every schema field, and every function parameter without a default, must "
+                        "be given.",
+    "type_mismatch": "bool never counts as int; float accepts int. Describe the field so the model "
+                     "writes its type.",
+    "enum_violation": "Name the allowed values in the field's description.",
+    "invalid_value": "Say in the field's description what values are allowed.",
+    "rejected": "The rule's message was sent back to the model with the re-ask.",
+    "multiple_calls": "Ask the model for exactly one pick.",
+    "refused": "Rephrase the request or check it against the provider's policies.",
+    "truncated": "Raise max_tokens or ask for a shorter reply.",
+    "timeout": "timeout_s covers the whole decision, re-asks included: raise it or lower "
+               "max_retries.",
+    "model_error": "Its message says whether running again can help.",
+    "not_recorded": "",   # the replay's own message names the fix (record again, or cache)
+}
+
+
+def explain(kind: str) -> str:
+    """The actionable sentence for an error kind (empty for an unknown kind)."""
+    return ERROR_KINDS.get(kind, "")
+
+
+def fix(kind: str) -> str:
+    """What to do about an error kind, without saying again what happened: empty where the
+    failure's own message already says it, the kind's whole explanation for a kind with no
+    entry here."""
+    return _FIXES.get(kind, explain(kind))
+
+
+class OpenProgramError(Exception):
+    """Base of every exception openprogram raises on purpose."""
+
+
+class OptionError(OpenProgramError, ValueError):
+    """An option set that cannot be used; raised before any model call."""
+
+
+class UsageError(OpenProgramError, TypeError):
+    """An argument of the wrong kind (`runtime=` that is not a Runtime, a class where an
+    instance is needed, `context=` that is not a dict); raised before any model call."""
+
+
+class ArgumentError(OpenProgramError, ValueError):
+    """An argument of the right kind with a value that cannot be used (`timeout_s=-1`, a
+    `reask=` template naming an unknown field); raised before any model call."""
+
+
+class SchemaError(OpenProgramError, TypeError):
+    """A schema or an annotation that cannot be described (rules S1-S3): `[str, int]`, an
+    empty dict, a type JSON has no form for."""
+
+
+class NoRuntimeError(OpenProgramError, RuntimeError):
+    """A model call with no Runtime to make it (rule E3); the message says how to give one."""
+
+
+class MissingExtraError(OpenProgramError, ImportError):
+    """A feature needs an optional package that is not installed; the message names the extra
+    of this project's distribution that brings it."""
+
+
+def require(module: str, extra: str, what: str) -> Any:
+    """`module`, imported, or a `MissingExtraError` saying that `what` needs it and which extra
+    installs it (the core itself needs nothing beyond the standard library)."""
+    import importlib
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        top = module.split(".")[0]
+        raise MissingExtraError(
+            f"{what} needs {top}, which is not installed here: "
+            f"pip install 'openprogram-decisions[{extra}]'") from exc
+
+
+class OptionWarning(UserWarning):
+    """An option set that works but probably does not say what was meant (a dict that looks
+    like a tool definition used as a value, a description that is only a type name), or a
+    schema whose annotations are kept but not checked. The message names the fix."""
+
+
+class ParseError(OpenProgramError, ValueError):
+    """One attempt's reply could not be turned into a usable pick. `kind` is one of
+    ERROR_KINDS; `path` points into the arguments (`args.items[0].qty`) when it can."""
+
+    def __init__(self, kind: str, message: str, path: str | None = None):
+        super().__init__(message)
+        self.kind, self.message, self.path = kind, message, path
+
+
+class Retry(OpenProgramError, ValueError):
+    """Raise `Retry("why")` from a `validate=` rule or from inside a function option to reject
+    the pick: the attempt fails with kind `rejected`, "why" is sent back to the model in the
+    re-ask, and nothing of the pick runs (or, from inside an option, its result is dropped)."""
+
+    def __init__(self, message: str = "a rule of the caller's rejected this pick; pick again"):
+        super().__init__(message)
+        self.message = message
+
+
+class ModelCallError(OpenProgramError, RuntimeError):
+    """A model call failed (network, key, rate limit, server error, timeout). `partial` holds the
+    text received before the failure, so nothing that arrived is lost."""
+
+    def __init__(self, message: str, *, partial: str = "", kind: str = "model_error"):
+        super().__init__(message)
+        self.partial = partial
+        self.kind = kind
+
+
+_REPLY_HEAD = 300
+
+
+def reply_head(text: Any, n: int = _REPLY_HEAD) -> str | None:
+    """The beginning of a reply, for error messages."""
+    if text is None:
+        return None
+    s = text if isinstance(text, str) else repr(text)
+    return cut(s, n)
+
+
+class DecisionError(OpenProgramError, ValueError):
+    """The model never produced a usable pick. `kind`, `message` and `reply_head` describe the
+    last failure; `trace` holds every attempt (so the last invalid reply is never lost)."""
+
+    def __init__(self, kind: str, message: str, reply_head: str | None,
+                 trace: Any = None, path: str | None = None):
+        self.kind, self.message, self.reply_head = kind, message, reply_head
+        self.trace, self.path = trace, path
+        n = len(trace.attempts) if trace else 1
+        text = f"no usable decision after {n} attempt(s): [{kind}] {message.rstrip('.')}."
+        hint = fix(kind)
+        if hint:
+            text += f" {hint}"
+        if reply_head is not None:
+            text += f" The last reply began: {reply_head!r}."
+        text += " Every attempt is on err.trace."
+        super().__init__(text)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:  # picklable for process pools; the trace travels as a dict
+        return (_rebuild_error, (self.kind, self.message, self.reply_head, self.path))
+
+
+def _rebuild_error(kind: str, message: str, reply_head: str | None,
+                   path: str | None) -> DecisionError:
+    return DecisionError(kind, message, reply_head, None, path)

@@ -1,0 +1,283 @@
+"""What the mechanism needs of a model, below every layer that calls one.
+
+The decision loop, the tool loop and the Agent layer all hand work to "the runtime": this module
+holds what they share without importing the `Runtime` class itself — the values a model call
+returns (`ToolCall`, `ModelResponse`), the `ModelCaller` protocol that `Runtime` implements, the
+content-block helpers, time budgets, and which runtime and Agent are bound to the running call
+(context variables, so threads and asyncio tasks that copy the context keep them). Keeping these
+here is what lets the loop sit below the Runtime without an import cycle.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import inspect
+import time
+from dataclasses import dataclass, field
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any, Callable, Coroutine, Iterator, TypeVar
+    T = TypeVar("T")
+
+from .errors import ArgumentError, ModelCallError, NoRuntimeError, UsageError
+
+__all__ = ["ToolCall", "ModelResponse", "ModelCaller", "ModelCallError", "current_runtime",
+           "using_runtime", "current_agent", "resolve_runtime", "check_timeout",
+           "deadline_after", "check_iterations", "check_modes", "to_blocks", "blocks_text",
+           "run_sync",
+           "run_blocking", "settle_value"]
+
+
+# ---------------------------------------------------------------------------------------------
+# What a model call returns
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ToolCall:
+    """A native tool call the model asked for."""
+    name: str
+    args: dict = field(default_factory=dict)
+    id: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "args": self.args, "id": self.id}
+
+
+@dataclass
+class ModelResponse:
+    """One model call's answer: its text, the native tool calls it asked for, token usage."""
+    text: Any = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: dict | None = None     # {"input_tokens": n, "output_tokens": m}
+    model: str | None = None
+    finish_reason: str | None = None  # "stop", "length" / "max_tokens", "tool_calls", ...
+    refusal: str | None = None        # the provider's refusal message, when it reports one
+    raw: dict | None = None           # {"request": ..., "response": ...} as sent and received,
+                                      # keys redacted, bounded (provider runtimes fill it)
+    cached: bool = False              # answered from a cache file, not by the model (CachedRuntime)
+
+
+class ModelCaller:
+    """The protocol the layers below the Runtime call through: `call_model` makes one model
+    call (a DAG node) and returns `(ModelResponse, node)`; `dag.span(kind, name)` makes a node
+    that parents everything inside it. `Runtime` is the implementation; a class deriving from
+    this one is accepted wherever a runtime is."""
+
+    name: str | None = None
+    model: str | None = None
+    #: Who serves the model, as OpenTelemetry's gen_ai.provider.name says it ("openai", ...).
+    provider: str | None = None
+    #: The ways of asking this runtime can carry out (see modes.py).
+    modes: frozenset[str] = frozenset({"menu"})
+    #: The calls made, as a DAG (`Runtime`'s is `runtime.DAG`); `dag.span(kind, name)`.
+    dag: Any
+
+    def call_model(self, messages: list[dict[str, Any]], *,
+                   tools: list[dict[str, Any]] | None = None,
+                   on_text: Callable[[str], None] | None = None,
+                   deadline: float | None = None, label: str = "model_call",
+                   **extra: Any) -> tuple[Any, Any]:
+        raise NotImplementedError
+
+    async def acall_model(self, messages: list[dict[str, Any]], *,
+                          tools: list[dict[str, Any]] | None = None,
+                          on_text: Callable[[str], None] | None = None,
+                          deadline: float | None = None, label: str = "model_call",
+                          **extra: Any) -> tuple[Any, Any]:
+        raise NotImplementedError
+
+
+# ---------------------------------------------------------------------------------------------
+# One loop for sync and async callers
+# ---------------------------------------------------------------------------------------------
+# The decision loop is written once, as coroutines. An async caller awaits them; a sync caller
+# drives them with run_sync(), which is possible because on the sync path nothing inside ever
+# suspends: model calls and options are called directly, and anything async the user handed in
+# (an async model function, an async option or tool) is finished with run_blocking().
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends (the sync path of the loop) and return its value."""
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    coro.close()
+    raise RuntimeError("internal error: a synchronous decision tried to suspend")
+
+
+def run_blocking(awaitable):
+    """Finish an awaitable from synchronous code. With no event loop running in this thread,
+    asyncio.run; inside a running loop (every notebook cell), a worker thread runs it on a loop
+    of its own while this thread waits, since the running loop cannot be re-entered. Context
+    variables (the bound runtime, observers) travel with it."""
+    import asyncio
+
+    async def main():
+        return await awaitable
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(main())
+    ctx = contextvars.copy_context()
+    box: dict = {}
+
+    def work():
+        try:
+            box["value"] = ctx.run(asyncio.run, main())
+        except BaseException as exc:  # handed to the waiting thread as is
+            box["error"] = exc
+    import threading  # only a sync call made inside a running event loop needs a thread
+    t = threading.Thread(target=work, name="openprogram-sync-await", daemon=True)
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+async def settle_value(value: Any, sync: bool) -> Any:
+    """A user callable's return value, finished: an awaitable (an async option, tool or model
+    function) is awaited on the async path and run to completion on the sync path, so a
+    coroutine is never taken for a result."""
+    if inspect.isawaitable(value):
+        return run_blocking(value) if sync else await value
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# The Runtime and Agent bound to the running call
+# ---------------------------------------------------------------------------------------------
+
+current_runtime_var: contextvars.ContextVar["ModelCaller | None"] = contextvars.ContextVar(
+    "openprogram_runtime", default=None)
+current_agent_var: contextvars.ContextVar[tuple[Any, str | None]] = contextvars.ContextVar(
+    "openprogram_agent", default=(None, None))
+
+
+def current_runtime() -> "ModelCaller | None":
+    """The Runtime bound by the enclosing Agent method call, if any."""
+    return current_runtime_var.get()
+
+
+def current_agent() -> tuple[Any, str | None]:
+    """The Agent whose method is running, and that method's name."""
+    return current_agent_var.get()
+
+
+@contextlib.contextmanager
+def using_runtime(runtime: "ModelCaller") -> Iterator["ModelCaller"]:
+    """Bind `runtime` for `decision.make` / `agent()` calls inside the block (as an Agent method
+    call does)."""
+    token = current_runtime_var.set(runtime)
+    try:
+        yield runtime
+    finally:
+        current_runtime_var.reset(token)
+
+
+def resolve_runtime(runtime: "ModelCaller | None", what: str) -> "ModelCaller":
+    """The runtime a call uses: the one passed, else the bound one; a clear error otherwise."""
+    rt = runtime if runtime is not None else current_runtime_var.get()
+    if rt is None:
+        ag, method = current_agent()
+        if ag is not None:
+            # Inside an Agent method, "call it inside an Agent method" would be no help.
+            cls = type(ag).__name__
+            raise NoRuntimeError(
+                f"{what} in {cls}.{method}() has no Runtime: this {cls} has none of its own and "
+                f"no Agent method that called it has one. Create it with "
+                f"{cls}(runtime=...), e.g. runtime=ScriptedRuntime([...]) from "
+                f"openprogram.runtimes or Runtime(call=your_model_function); call it from a "
+                f"method of an Agent that has a Runtime; or pass runtime=... to {what}.")
+        raise NoRuntimeError(
+            f"{what} has no Runtime: call it inside an Agent method (whose Runtime is bound), "
+            f"or pass runtime=..., e.g. runtime=ScriptedRuntime([...]) from openprogram.runtimes "
+            f"or Runtime(call=your_model_function).")
+    if isinstance(rt, type) and issubclass(rt, ModelCaller):
+        raise UsageError(f"runtime= got the class {rt.__name__}, not a Runtime; pass an "
+                         f"instance: runtime={rt.__name__}(...)")
+    if not isinstance(rt, ModelCaller):
+        raise UsageError(f"runtime= must be an openprogram Runtime, got {type(rt).__name__}; "
+                        f"wrap a model function with Runtime(call=fn).")
+    return rt
+
+
+def check_modes(runtime: ModelCaller, mode: str) -> None:
+    """Fail before any model call when `runtime` cannot ask in `mode`."""
+    modes = getattr(runtime, "modes", frozenset({"menu"}))
+    if mode not in modes:
+        raise ArgumentError(
+            f"{getattr(runtime, 'name', runtime)!r} cannot ask in mode {mode!r}; it can do "
+            f"{', '.join(repr(m) for m in sorted(modes))}. A Runtime(call=fn) can do 'tools' when "
+            f"fn accepts tools= (and returns ToolCalls), and 'json_schema' when fn accepts "
+            f"response_format=.")
+
+
+# ---------------------------------------------------------------------------------------------
+# Time budgets
+# ---------------------------------------------------------------------------------------------
+
+
+def check_timeout(timeout_s: Any) -> None:
+    """Reject a time budget that is not a positive number of seconds (None means no budget)."""
+    if timeout_s is not None and (isinstance(timeout_s, bool) or
+                                  not isinstance(timeout_s, (int, float)) or not timeout_s > 0):
+        raise ArgumentError(f"timeout_s must be a number of seconds > 0 (it covers the whole call, "
+                         f"re-asks and tool rounds included), or None for no limit; got "
+                         f"{timeout_s!r}")
+
+
+def deadline_after(timeout_s: float | None) -> float | None:
+    """The time.monotonic() at which a budget of `timeout_s` seconds, starting now, runs out."""
+    check_timeout(timeout_s)
+    return None if timeout_s is None else time.monotonic() + timeout_s
+
+
+def check_iterations(max_iterations: Any) -> None:
+    if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or \
+            max_iterations < 1:
+        raise ArgumentError(f"max_iterations must be a whole number >= 1 (the model calls of one "
+                         f"turn, tool rounds included), got {max_iterations!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Content helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def to_blocks(content: Any) -> list[dict]:
+    """A turn's content as a list of content blocks; a plain string becomes one text block."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, dict):
+        content = [content]
+    if isinstance(content, (list, tuple)):
+        blocks = []
+        for b in content:
+            if isinstance(b, str):
+                blocks.append({"type": "text", "text": b})
+            elif isinstance(b, dict) and "type" in b:
+                blocks.append(b)
+            else:
+                raise UsageError(f"content block {b!r} is not a str or a dict with a 'type' key; "
+                                f"use {{'type': 'text', 'text': ...}}")
+        return blocks
+    raise UsageError(f"content must be a str or a list of content blocks, got "
+                    f"{type(content).__name__}")
+
+
+def blocks_text(blocks: list[dict]) -> str:
+    """The text of a list of content blocks (other block types are shown by their type)."""
+    parts = []
+    for b in blocks:
+        if b.get("type") == "text":
+            parts.append(b.get("text", ""))
+        elif b.get("type") == "tool_result":
+            parts.append(f"[tool result {b.get('name', '')}: {b.get('content', '')}]")
+        elif b.get("type") == "tool_use":
+            parts.append(f"[tool call {b.get('name', '')}({b.get('input', {})})]")
+        else:
+            parts.append(f"[{b.get('type')}]")
+    return "\n".join(parts)

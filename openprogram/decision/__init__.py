@@ -1,0 +1,36 @@
+"""`openprogram.decision`: the public face of the next-step decision (rule E4).
+
+Rule ids in the docstrings (E1, P7, ...) are those of docs/rules.md; docs/api.md lists the
+public names.
+
+`from openprogram import decision` gives this module: `decision.make` (and `amake`), `render_options`,
+`extract_action`, `parse_args`, `resolve_decision`, `DecisionError`,
+`DECISION_FINISH_INSTRUCTION`, `last_trace`, the prototyping tools `evaluate` / `compare` (and
+their awaitable twins `aevaluate` / `acompare`), and `clear_option_cache` (forget the function
+options kept between calls). The prototyping tools, `revalidate` and `steps` (the step-through of
+a recorded decision) are imported the first time they are used.
+It only re-exports: the loop lives in loop.py, evaluation in evaluate.py. Being a facade at the
+top of the layers is what lets `decision.evaluate` exist without evaluate.py and the loop
+importing each other.
+"""
+from __future__ import annotations
+
+from ..base.errors import DecisionError, OptionError, Retry
+from .extract import extract_action
+from ..base.lazy import lazy_names
+from .loop import (DECISION_FINISH_INSTRUCTION, amake, make, parse_args, reask_prompt, render_options,
+                   resolve_decision)
+from .options import clear_option_cache
+from ..trace.decision_trace import last_trace
+
+__all__ = ["make", "amake", "render_options", "extract_action", "parse_args", "resolve_decision",
+           "DecisionError", "DECISION_FINISH_INSTRUCTION", "last_trace", "OptionError",
+           "evaluate", "aevaluate", "compare", "acompare", "reask_prompt", "revalidate", "clear_option_cache", "steps",
+           "Retry", "Variant"]
+
+# Evaluation and re-checking load on first use: a decision needs neither.
+__getattr__, __dir__ = lazy_names(__name__, {
+    "evaluate": "openprogram.evaluation.evaluate", "aevaluate": "openprogram.evaluation.evaluate",
+    "compare": "openprogram.evaluation.evaluate", "acompare": "openprogram.evaluation.evaluate",
+    "Variant": "openprogram.evaluation.evaluate",
+    "revalidate": ".recheck", "steps": ".stepthrough"})

@@ -1,0 +1,502 @@
+"""The option kinds: what one entry of an option set is, shows, accepts and becomes (O1-O4).
+
+Each kind is a class (`FunctionOption`, `ValueOption`, `SchemaOption`, and any kind registered
+with `register_option_kind`: usertypes.py's classes, tooldefs.py's tool definitions) that owns its
+menu lines, the JSON Schema of its payload, the validation of a pick's arguments (`bind`) and
+`resolve()`: the decision loop calls those methods and never asks which kind it holds. This
+module also reads one entry of the dict or the list form into its option (`build_option`),
+warning where an entry keeps its specified meaning but looks like a mistake, and checks
+`context=` against the hidden parameters before any model call.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import types
+import warnings
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any, Callable, ClassVar, Sequence
+
+from ...base.errors import OptionError, OptionWarning, ParseError, UsageError
+from ...base.json_form import to_jsonable
+from .menu import Menu, _hidden, param_lines, shown
+from ..schema.fields import (MISSING, Param, repr_head, looks_like_json_schema, user_stacklevel, function_params,
+                             schema_field, validate)
+from ..schema.reply_values import safe_key
+from ...base.text import safe_repr
+from ...trace.view import clip
+from . import sources
+
+class Option:
+    """One entry of the menu. Subclasses are the option kinds; each owns what the menu says about
+    it (`menu_lines`), the JSON Schema of its payload (`json_schema`), the validation of a pick's
+    arguments (`bind`) and what a pick resolves to (`resolve`).
+
+    A new kind plugs in with `register_option_kind(cls)`: `cls.from_handler(name, handler,
+    description, where)` returns an option for a handler it recognises, or None.
+    """
+    kind: ClassVar[str] = "option"
+    handler: Callable | None = None
+    value: Any = None
+
+    def __init__(self, name: str, description: str = "", params: list[Param] | None = None):
+        self.name, self.description = name, description
+        self.params = list(params or [])
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+    @classmethod
+    def from_handler(cls, name: str, handler: Any, description: str | None,
+                     where: str) -> "Option | None":
+        """The option for `handler` if this kind recognises it, else None (for kinds plugged in
+        with `register_option_kind`)."""
+        return None
+
+    @property
+    def llm_params(self) -> list[Param]:
+        return [p for p in self.params if p.source == "llm"]
+
+    # -- what the model is shown ---------------------------------------------------------------
+    def signature(self) -> str:
+        parts = []
+        for p in self.llm_params:
+            part = f"{p.name}: {p.field.view().type_name()}"
+            if not p.required:  # a default made by a factory has no value to show
+                part += " = ..." if p.default is MISSING else f" = {shown(p.default)}"
+            parts.append(part)
+        return f"{self.name}({', '.join(parts)})"
+
+    def example(self) -> str:
+        call: dict = {"call": self.name}
+        args = {p.name: p.field.view().placeholder() for p in self.llm_params}
+        if args:
+            call["args"] = args
+        return json.dumps(call, ensure_ascii=False)
+
+    def menu_lines(self) -> list[str]:
+        """This option's block of the menu (R1): signature, description, one line per
+        parameter, and the `Call:` example."""
+        lines = [f"- {self.signature()}"]
+        if self.description:
+            lines.append(f"  {self.description}")
+        lines += param_lines(self)
+        lines.append(f"  Call: {self.example()}")
+        return lines
+
+    def json_schema(self) -> dict:
+        """The JSON Schema of this option's payload (its `args` object): what the menu
+        describes in text, for native tools and structured output."""
+        props = {p.name: p.field.json_schema() for p in self.llm_params}
+        out: dict = {"type": "object", "properties": props,
+                     "required": [p.name for p in self.llm_params if p.required],
+                     "additionalProperties": False}
+        if self.description:
+            out["description"] = self.description
+        return out
+
+    def pick_schema(self) -> dict:
+        """The JSON Schema of a whole pick of this option: `{"call": name, "args": {...}}`."""
+        args = self.json_schema()
+        # The option's description says what picking it does, so it goes on the pick, where a
+        # model reading the schema (json_schema mode sends no menu text) meets it beside the name.
+        description = args.pop("description", None)
+        pick = {"type": "object", "properties": {"call": {"const": self.name}, "args": args},
+                "required": ["call", "args"], "additionalProperties": False}
+        if description:
+            pick = {"description": description, **pick}
+        return pick
+
+    def info(self) -> dict:
+        """One row of the option table (what `%decision_menu` and `trace.options` show)."""
+        return {
+            "name": self.name, "kind": self.kind, "description": self.description,
+            "params": [{
+                "name": p.name, "type": p.field.type_name(), "required": p.required,
+                "default": None if p.default is MISSING else to_jsonable(p.default),
+                "options": None if p.field.options is None else to_jsonable(p.field.options),
+                "source": p.source, "hidden": p.source != "llm",
+                "description": p.field.description,
+            } for p in self.params],
+            "signature": self.signature(),
+        }
+
+    # -- what a pick becomes -------------------------------------------------------------------
+    def bind(self, args: dict, *, runtime: Any, context: dict, dropped: list[str],
+             injected: list[str], prefix: str = "args") -> tuple[dict, dict]:
+        """Validate the model's `args` (P3-P5) into `(kwargs, kept)`: the keyword arguments
+        for `resolve` (injected ones included) and the model-supplied ones that were kept.
+        Paths into `dropped` and the names in `injected` are recorded even when a field
+        fails, so the record holds up to the failure."""
+        kwargs: dict = {}
+        kept: dict = {}
+        names = {p.name for p in self.params}
+        # A5: a model value for a hidden parameter is never used. It is recorded as dropped up
+        # front, so the record holds even when a later field fails the attempt.
+        dropped += [f"{prefix}.{p.name}" for p in self.params
+                    if p.source != "llm" and p.name in args]
+        unknown = [f"{prefix}.{safe_key(k)}" for k in args if k not in names]
+        try:
+            for p in self.params:
+                path = f"{prefix}.{p.name}"
+                if p.source == "runtime":
+                    kwargs[p.name] = runtime
+                    injected.append(p.name)
+                elif p.source == "context":
+                    if p.name in context:
+                        kwargs[p.name] = context[p.name]
+                        injected.append(p.name)
+                elif p.name in args:
+                    kept[p.name] = kwargs[p.name] = validate(args[p.name], p.field, path,
+                                                              dropped)
+                elif p.required:
+                    raise ParseError("missing_required",
+                                     f"{path} is required by option {self.name!r} "
+                                     f"({p.field.type_name()})", path)
+        finally:
+            dropped += unknown
+        return kwargs, kept
+
+    def resolve(self, kwargs: dict) -> Any:
+        """The next step's result for a validated pick (Z1)."""
+        raise NotImplementedError
+
+    def chosen(self) -> Any:
+        """What `parse_args` returns as the pick (P6): the name, for most kinds."""
+        return self.name
+
+    # Where the menu's lines came from, for the step-through (its menu stage shows each line
+    # beside its source). Each kind says it of itself; a kind that cannot tell says so in a note.
+
+    def code_place(self) -> tuple[str | None, int | None, list[str]]:
+        """(file, first line, source lines) of the code that declared this option, if any."""
+        return None, None, []
+
+    def head_sources(self, options: Any, code: tuple) -> tuple[dict, dict]:
+        """Where the signature line and the description line of this option came from, in the
+        option set `options` as the user wrote it (`code` is `code_place()`)."""
+        note = {"kind": "note", "label": f"option {self.name!r} ({self.kind})"}
+        return note, note
+
+    def param_source(self, name: str, nested: list[str], options: Any, code: tuple) -> dict:
+        """Where the menu line of parameter `name` (and of `nested` fields under it) came from."""
+        return {"kind": "note", "label": f"parameter {name!r} of option {self.name!r}"}
+
+
+class FunctionOption(Option):
+    """Picked → the function runs with the validated and injected arguments (O1)."""
+    kind = "function"
+
+    def __init__(self, name: str, fn: Callable, description: str | None, where: str):
+        super().__init__(name, description if description is not None else _describe(fn),
+                         function_params(fn, where))
+        self.handler = fn
+
+    def resolve(self, kwargs: dict) -> Any:
+        positional = self.__dict__.get("_positional")
+        if positional is None:
+            positional = self._positional = positional_only(self.handler)
+        return call_function(self.handler, kwargs, positional)
+
+    def chosen(self) -> Any:
+        return self.handler
+
+    def code_place(self) -> tuple[str | None, int | None, list[str]]:
+        return sources.code_place(self.handler)
+
+    def head_sources(self, options: Any, code: tuple) -> tuple[dict, dict]:
+        file, start, lines = code
+        fn = self.handler
+        sig = sources.place(file, sources.line_of(lines, start, lambda s: s.lstrip().startswith(
+            ("def ", "async def "))), f"the signature of {getattr(fn, '__name__', self.name)}")
+        doc = sources.place(file, sources.line_of(lines, start,
+                                                  lambda s: '"""' in s or "'''" in s),
+                            "the docstring's first paragraph")
+        return sig, doc
+
+    def param_source(self, name: str, nested: list[str], options: Any, code: tuple) -> dict:
+        meta = getattr(self.handler, "input_meta", None) or {}
+        file, start, lines = code
+        if name in meta and not nested:
+            return {**sources.place(file, sources.meta_line(file, start, self.handler, name),
+                                    f"input_meta[{name!r}]"), "input_meta": name}
+        line = sources.line_of(lines, start, lambda s: f"{name}" in s.split("#")[0]
+                               and (":" in s or "=" in s or "," in s)) if lines else None
+        return {**sources.place(file, line, f"parameter {name!r} of {self.handler.__name__}"
+                                " (its annotation and default)"), "param": name}
+
+
+class ValueOption(Option):
+    """Picked → the value itself (O1)."""
+    kind = "value"
+
+    def __init__(self, name: str, value: Any, description: str = ""):
+        super().__init__(name, description)
+        self.value = value
+
+    def resolve(self, kwargs: dict) -> Any:
+        return self.value
+
+    def head_sources(self, options: Any, code: tuple) -> tuple[dict, dict]:
+        value = {"kind": "value", "value": safe_repr(self.value),
+                 "label": f"the value {clip(safe_repr(self.value), 200)}"}
+        desc = {"kind": "note", "label": "the description given with the value"}
+        raw = options.get(self.name) if isinstance(options, dict) else None
+        if isinstance(raw, tuple) and len(raw) == 2:  # O2's (value, "description")
+            value.update(path=[self.name, 0])
+            desc = {"kind": "option_set", "path": [self.name, 1],
+                    "label": sources.path_text([self.name, 1])}
+        elif isinstance(options, dict):
+            value.update(path=[self.name])
+        return value, desc
+
+
+class SchemaOption(Option):
+    """The model fills the declared fields → `{"decision": name, **fields}` (O1, Z1). Every
+    field is required (P5)."""
+    kind = "schema"
+
+    def __init__(self, name: str, description: str, params: list[Param]):
+        super().__init__(name, description, params)
+
+    @classmethod
+    def from_schema(cls, name: str, desc: str, schema: Any, where: str) -> "SchemaOption":
+        if not isinstance(schema, dict) or not schema:
+            raise OptionError(f"{where}: a schema option's schema must be a non-empty dict "
+                              f"{{field: type}}, got {schema!r}")
+        if looks_like_json_schema(schema):
+            warnings.warn(f"{where}: this schema looks like a JSON Schema, but a schema dict "
+                          f"here is the spec form (rules S1, S3: its keys are field names, so "
+                          f"'type' and 'properties' would be fields); to give a JSON Schema, "
+                          f"wrap it: openprogram.JsonSchema(schema)", OptionWarning,
+                          stacklevel=user_stacklevel())
+        if "decision" in schema:
+            # The result is {"decision": name, **fields}: the model's value would replace the name.
+            raise OptionError(f"{where}: a schema option cannot have a field 'decision' (the "
+                              f"result {{'decision': {name!r}, ...}} holds the option name "
+                              f"there); rename the field")
+        params = [Param(k, schema_field(v, f"{where}: field {k!r}")) for k, v in schema.items()]
+        return cls(name, desc, params)
+
+    def resolve(self, kwargs: dict) -> Any:
+        return {"decision": self.name, **kwargs}
+
+    def head_sources(self, options: Any, code: tuple) -> tuple[dict, dict]:
+        found = sources.raw_schema(options, self)
+        if found is None:
+            return super().head_sources(options, code)
+        return ({"kind": "option_set", "path": found[0], "label": sources.path_text(found[0])},
+                {"kind": "option_set", "path": [found[0][0], 0],
+                 "label": sources.path_text([found[0][0], 0])})
+
+    def param_source(self, name: str, nested: list[str], options: Any, code: tuple) -> dict:
+        found = sources.raw_schema(options, self)
+        if found is None:
+            return super().param_source(name, nested, options, code)
+        path = [*found[0], name, *nested]
+        return {"kind": "option_set", "path": path, "label": sources.path_text(path)}
+
+
+_option_kinds: list[type[Option]] = []
+# What to call when a kind is registered (the option cache forgets what it built without it).
+_kind_listeners: list[Callable[[], None]] = []
+
+
+def register_option_kind(cls: type[Option]) -> type[Option]:
+    """Plug in a new option kind: `cls.from_handler(name, handler, description, where)` is
+    asked first (the latest registered first) for every handler of every option set, and returns
+    an `Option` for a handler it recognises, or None. Usable as a class decorator."""
+    if not (isinstance(cls, type) and issubclass(cls, Option)):
+        raise UsageError(f"register_option_kind takes a subclass of Option, got {cls!r}")
+    if cls not in _option_kinds:
+        _option_kinds.insert(0, cls)
+        for forget in _kind_listeners:  # the new kind may claim a handler a cached option was built from
+            forget()
+    return cls
+
+
+def _plugged(name: str, handler: Any, description: str | None, where: str) -> Option | None:
+    for cls in _option_kinds:
+        option = cls.from_handler(name, handler, description, where)
+        if option is not None:
+            return option
+    return None
+
+
+def positional_only(fn: Callable) -> tuple[str, ...]:
+    """The names of `fn`'s positional-only parameters, in order. A plain function's come from
+    its code object, without reading its signature."""
+    if type(fn) is types.FunctionType and "__wrapped__" not in fn.__dict__ \
+            and "__signature__" not in fn.__dict__:
+        code = fn.__code__
+        return code.co_varnames[:code.co_posonlyargcount]
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    return tuple(p.name for p in params if p.kind is p.POSITIONAL_ONLY)
+
+
+def call_function(fn: Callable, kwargs: dict, positional: tuple[str, ...] | None = None) -> Any:
+    """`fn(**kwargs)`, except that positional-only parameters (`def f(x, /)`, many builtins)
+    are passed by position, as they must be. `positional` is `positional_only(fn)` when the
+    caller has it already."""
+    head = positional_only(fn) if positional is None else positional
+    if not head or head[0] not in kwargs:
+        return fn(**kwargs)
+    rest = dict(kwargs)
+    args = []
+    for name in head:  # up to the first one not given: the rest keep their defaults
+        if name not in rest:
+            break
+        args.append(rest.pop(name))
+    return fn(*args, **rest)
+
+
+def _describe(fn: Callable) -> str:
+    doc = inspect.getdoc(fn) or ""
+    return doc.strip().split("\n\n")[0].replace("\n", " ")
+
+
+def _fn_name(fn: Callable, where: str) -> str:
+    name = getattr(fn, "__name__", None)
+    if not name or name == "<lambda>":
+        raise OptionError(f"{where}: a callable in the list form needs a name ({fn!r} has "
+                          f"none); use the dict form {{'name': fn}} or a def")
+    return name
+
+
+def _dict_option(name: str, handler: Any, where: str) -> Option:
+    plugged = _plugged(name, handler, None, where)
+    if plugged is not None:
+        return plugged
+    if isinstance(handler, tuple) and len(handler) == 2 and isinstance(handler[1], str):
+        plugged = _plugged(name, handler[0], handler[1], where)
+        if plugged is not None:
+            return plugged
+    if callable(handler):
+        return FunctionOption(name, handler, None, where)
+    if isinstance(handler, tuple):
+        if len(handler) != 2:
+            raise OptionError(f"{where}: a tuple handler is (callable, 'description'), "
+                              f"('description', schema) or (value, 'description'); got "
+                              f"{len(handler)} items. To return a tuple value, wrap it: "
+                              f"(your_tuple, 'description')")
+        a, b = handler
+        if isinstance(a, str) and isinstance(b, dict):
+            return SchemaOption.from_schema(name, a, b, where)
+        if isinstance(a, str):
+            plugged = _plugged(name, b, a, where)   # ("description", a class of a plugged kind)
+            if plugged is not None:
+                return plugged
+        if not isinstance(b, str):
+            raise OptionError(f"{where}: the second item of a tuple handler must be the "
+                              f"description string, got {b!r}")
+        if callable(a):
+            return FunctionOption(name, a, b, where)
+        return _value_option(name, a, b, where)
+    return _value_option(name, handler, "", where)
+
+
+def _value_option(name: str, value: Any, description: str, where: str) -> ValueOption:
+    """O2's value option, with a warning where the value looks like something else meant."""
+    if isinstance(value, dict):
+        shape = tool_shape(value)
+        if shape:
+            warnings.warn(f"{where}: this value looks like {shape}, but a dict handler is a value "
+                          f"option (rule O2): picking it returns the dict. To offer it as a "
+                          f"tool, write openprogram.tool(definition) (or "
+                          f"openprogram.tool(definition, fn) to run a function)", OptionWarning,
+                          stacklevel=user_stacklevel())
+        elif looks_like_json_schema(value):
+            warnings.warn(f"{where}: this value looks like a JSON Schema, but a dict handler is "
+                          f"a value option (rule O2). To have the model fill it in, write "
+                          f"openprogram.JsonSchema(schema)", OptionWarning, stacklevel=user_stacklevel())
+        elif any(isinstance(v, type) or (isinstance(v, list) and len(v) == 1 and
+                                         isinstance(v[0], type)) for v in value.values()):
+            warnings.warn(f"{where}: this value option's dict holds Python types "
+                          f"({repr_head(value)}); picking it returns that dict. For a schema option "
+                          f"whose fields the model fills in, write "
+                          f"{{{name!r}: ('description', {repr_head(value)})}}", OptionWarning,
+                          stacklevel=user_stacklevel())
+    return ValueOption(name, value, description)
+
+
+def tool_shape(d: Any) -> str | None:
+    """Which provider's tool definition `d` is shaped like (for tooldefs.py and the warning
+    about an unmarked one), or None."""
+    if not isinstance(d, dict):
+        return None
+    if d.get("type") == "function" and isinstance(d.get("function"), dict):
+        return "an OpenAI tool definition (chat completions)"
+    if d.get("type") == "function" and "name" in d and "parameters" in d:
+        return "an OpenAI tool definition (responses)"
+    if "name" in d and "input_schema" in d:
+        return "an Anthropic tool definition"
+    if "name" in d and "inputSchema" in d:
+        return "an MCP tool definition"
+    return None
+
+
+_list_readers: list[Callable[[Any, str], "Option | None"]] = []
+
+
+def register_list_reader(reader: Callable[[Any, str], "Option | None"]) -> None:
+    """Let `reader(item, where)` read list-form items that carry their own name (tool
+    definitions: tooldefs.py); it returns an Option, or None for an item it does not know."""
+    if reader not in _list_readers:
+        _list_readers.insert(0, reader)
+
+
+def _list_option(item: Any, where: str) -> Option:
+    if isinstance(item, str):
+        return ValueOption(item, item)
+    if not callable(item) and not isinstance(item, (str, tuple)):
+        for reader in _list_readers:
+            option = reader(item, where)
+            if option is not None:
+                return option
+    if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], str):
+        a, desc = item
+    else:
+        a, desc = item, None
+    if callable(a):
+        name = _fn_name(a, where)
+        return _plugged(name, a, desc, where) or FunctionOption(name, a, desc, where)
+    if isinstance(a, str) and desc is not None:
+        return ValueOption(a, a, desc)
+    if isinstance(item, tuple) and len(item) == 3 and isinstance(item[0], str) \
+            and isinstance(item[1], str):
+        plugged = _plugged(item[0], item[2], item[1], where)  # ("name", "desc", JsonSchema(...))
+        if plugged is not None:
+            return plugged
+        return SchemaOption.from_schema(item[0], item[1], item[2], where)
+    raise OptionError(f"{where}: a list item is a callable, (callable, 'description'), 'name', "
+                      f"('name', 'description') or ('name', 'description', schema); use the "
+                      f"dict form for value options")
+
+
+def build_option(name: str | None, handler: Any, position: int | None) -> Option:
+    if name is None:
+        return _list_option(handler, f"option #{position} ({handler!r:.60})")
+    return _dict_option(name, handler, f"option {name!r}")
+
+
+def check_context(menu: Sequence[Option], context: dict[str, Any] | None) -> None:
+    """Fail before any model call when a hidden parameter without a default has no value."""
+    if context is not None and not isinstance(context, dict):
+        raise UsageError(f"context= must be a dict, got {type(context).__name__}")
+    pairs = menu.hidden if isinstance(menu, Menu) else [(o, _hidden(o)) for o in menu]
+    for o, hidden in pairs:
+        if hidden:
+            check_hidden(f"option {o.name!r}", hidden, context)
+
+
+def check_hidden(where: str, params: list[Param], context: dict | None) -> None:
+    """Fail when one of `params` is hidden, has no default and has no value in `context`."""
+    for p in params:
+        if p.source == "context" and p.required and p.name not in (context or {}):
+            raise OptionError(
+                f"{where}: hidden parameter {p.name!r} has no default and is not in context; "
+                f"pass context={{{p.name!r}: ...}} or give it a default")

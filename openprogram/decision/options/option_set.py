@@ -1,0 +1,47 @@
+"""`normalize`: an option set (the dict or the list form) as a `Menu` of options (O1-O4).
+
+Each entry becomes its option through the option cache (a function seen before, unchanged, is
+not read again); a set with no options or a repeated name is refused, naming the culprit.
+"""
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any
+
+from ...base.errors import OptionError
+from .kinds import Option
+from .menu import Menu
+from .cache import _cached_menu, _cached_option
+
+def normalize(options: Any) -> Menu:
+    """An option set (dict or list form) as a `Menu` of `Option`s; rejects bad sets (O4). A
+    Menu comes back as it is, so its derived text is reused."""
+    if isinstance(options, Menu):
+        return options
+    if isinstance(options, (list, tuple)) and options and \
+            all(isinstance(o, Option) for o in options):
+        return Menu(options)
+    out: list[Option]
+    if isinstance(options, dict):
+        for name in options:
+            if not isinstance(name, str) or not name:
+                raise OptionError(f"option names must be non-empty strings, got {name!r}")
+        out = [_cached_option(name, handler, None) for name, handler in options.items()]
+    elif isinstance(options, (list, tuple)):
+        out = [_cached_option(None, item, i) for i, item in enumerate(options)]
+    else:
+        raise OptionError(f"options must be a dict {{name: handler}} or a list, got "
+                          f"{type(options).__name__}")
+    if not out:
+        raise OptionError("the option set is empty: give at least one option, e.g. "
+                          "{'done': 'DONE'}")
+    names = tuple([o.name for o in out])
+    if len(set(names)) < len(names):
+        seen: set[str] = set()
+        for o in out:
+            if o.name in seen:
+                raise OptionError(f"option name {o.name!r} appears twice; option names must "
+                                  f"be unique (rename one, or use the dict form)")
+            seen.add(o.name)
+    return _cached_menu(names, tuple(out))

@@ -1,0 +1,249 @@
+"""Tool definitions and plain JSON Schema as options.
+
+A user who already has tool definitions hands them over as they are: in the list form, an OpenAI
+tool (chat-completions `{"type": "function", "function": {...}}` or responses `{"type":
+"function", "name", "parameters"}`), an Anthropic tool (`input_schema`) or an MCP tool
+(`inputSchema`) is one option. Where the specification already gives a dict a meaning (O2: a
+value; S1/S3: the spec form) a definition is marked: `openprogram.tool(definition, fn=None)`,
+`openprogram.JsonSchema(schema)`. A definition without a function is a schema option (the pick
+is `{"decision": name, **arguments}`); with one, the function runs with the arguments the
+definition's schema validated. The schema is read once, when the option set is built
+(validator.py refuses unsupported keywords there, and its annotations are named once in an
+`OptionWarning`); the menu lines, the `Call:` example and the schema sent in the tools and
+json_schema modes all come from it.
+"""
+from __future__ import annotations
+
+import copy
+import warnings
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any, Callable
+
+from ...base.errors import OptionError, OptionWarning
+from ...base.text import cut
+from .kinds import Option, call_function, register_list_reader, register_option_kind
+from ..schema.fields import MISSING, Field, Param
+from ..schema.type_table import python_type
+from ..schema.reader import UserType, SchemaDoc
+from ..schema.validator import compile_schema, merge_all_of
+
+__all__ = ["JsonSchema", "ToolDefinition", "tool", "read_definition", "JsonSchemaOption"]
+
+
+class JsonSchema:
+    """A plain JSON Schema (of an object) marked as such: `{"order": JsonSchema(schema)}` is a
+    schema option whose fields the schema describes, where an unmarked dict would be the spec
+    form (S1). `name` and `description` serve the list form (the schema's `title` and
+    `description` otherwise)."""
+
+    def __init__(self, schema: dict, *, name: str | None = None,
+                 description: str | None = None):
+        if not isinstance(schema, dict):
+            raise OptionError(f"JsonSchema takes a JSON Schema object (a dict), got "
+                              f"{type(schema).__name__}")
+        self.schema, self.name, self.description = schema, name, description
+
+    def __repr__(self) -> str:
+        return f"JsonSchema({self.name or self.schema.get('title') or '...'})"
+
+
+class ToolDefinition:
+    """A provider's tool definition marked as such (`openprogram.tool(definition, fn)`)."""
+
+    def __init__(self, definition: dict, fn: Callable | None = None):
+        read = read_definition(definition)
+        if read is None:
+            raise OptionError(
+                "tool() takes a tool definition: OpenAI's {'type': 'function', 'function': "
+                "{'name', 'description', 'parameters'}} (or the responses form with 'name' and "
+                "'parameters' at the top), Anthropic's {'name', 'description', 'input_schema'} "
+                f"or MCP's {{'name', 'description', 'inputSchema'}}; got {_head(definition)}")
+        if fn is not None and not callable(fn):
+            raise OptionError(f"tool(definition, fn): fn must be callable, got {fn!r}")
+        self.definition, self.fn = definition, fn
+        self.name, self.description, self.schema = read
+
+    def __repr__(self) -> str:
+        return f"tool({self.name!r})"
+
+
+def tool(definition: dict, fn: Callable | None = None) -> ToolDefinition:
+    """Mark a tool definition (OpenAI, Anthropic or MCP shape) as an option. Without `fn` the
+    pick is the filled arguments (`{"decision": name, **arguments}`); with it, `fn(**arguments)`
+    runs and its return value is the result."""
+    return ToolDefinition(definition, fn)
+
+
+def _head(x: Any) -> str:
+    return cut(repr(x), 80, "")
+
+
+def read_definition(d: Any) -> tuple[str, str, dict] | None:
+    """(name, description, input schema) of a tool definition in a provider's shape, or None
+    when `d` is not one."""
+    if not isinstance(d, dict):
+        return None
+    if d.get("type") == "function" and isinstance(d.get("function"), dict):
+        f = d["function"]      # OpenAI chat completions
+        schema = f.get("parameters", {"type": "object", "properties": {}})
+        name, desc = f.get("name"), f.get("description")
+    elif d.get("type") == "function" and "name" in d:
+        schema = d.get("parameters", {"type": "object", "properties": {}})   # OpenAI responses
+        name, desc = d.get("name"), d.get("description")
+    elif "name" in d and "input_schema" in d:
+        schema, name, desc = d["input_schema"], d["name"], d.get("description")   # Anthropic
+    elif "name" in d and "inputSchema" in d:
+        schema, name, desc = d["inputSchema"], d["name"], d.get("description")    # MCP
+    else:
+        return None
+    if not isinstance(name, str) or not name:
+        raise OptionError(f"a tool definition needs a non-empty name, got {name!r} in "
+                          f"{_head(d)}")
+    if not isinstance(schema, dict):
+        raise OptionError(f"tool {name!r}: its input schema must be a JSON Schema object, got "
+                          f"{_head(schema)}")
+    return name, desc if isinstance(desc, str) else "", schema
+
+
+class JsonSchemaOption(Option):
+    """A tool definition or a plain JSON Schema as an option: the model fills the arguments the
+    schema describes; the pick runs `fn` with them, or resolves to `{"decision": name,
+    **arguments}` (O1's schema option)."""
+    kind = "json_schema"
+
+    def __init__(self, name: str, description: str, schema: dict, fn: Callable | None,
+                 where: str):
+        self.check = compile_schema(schema, where)
+        schema = merge_all_of(schema, where)
+        defs = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {}), "#": schema}
+        doc = SchemaDoc(defs)
+        if "$ref" in schema:  # pydantic's form for a recursive model: the root is a reference
+            root, _ = doc.deref(schema)
+            schema = {**root, **{k: schema[k] for k in ("$defs", "definitions") if k in schema}}
+        if "type" in schema and schema["type"] != "object" or \
+                not isinstance(schema.get("properties", {}), dict):
+            raise OptionError(f"{where}: the arguments of an option are an object; its schema "
+                              f"must have type 'object' (with properties), got "
+                              f"{_head(schema)}")
+        self.schema = schema
+        if self.check.annotations:
+            warnings.warn(f"{where}: kept as annotations, not checked: "
+                          f"{', '.join(self.check.annotations)} (words that are not JSON Schema "
+                          f"keywords, and formats other than date, date-time, time, email, uri "
+                          f"and uuid)", OptionWarning, stacklevel=6)
+        props = schema.get("properties") or {}
+        if fn is None and "decision" in props:
+            raise OptionError(f"{where}: a schema option cannot have a field 'decision' (the "
+                              f"result {{'decision': {name!r}, ...}} holds the option name "
+                              f"there); rename the field")
+        required = set(schema.get("required") or ())
+        props = {k: p if isinstance(p, dict) else {} for k, p in props.items()}
+        params = [Param(k, Field(doc.project_type(p), doc.description(p),
+                                 user=UserType(doc, p if isinstance(p, dict) else {})),
+                        required=k in required,
+                        default=p.get("default", MISSING) if isinstance(p, dict) else MISSING)
+                  for k, p in props.items()]
+        super().__init__(name, description or doc.description(schema), params)
+        self.handler = fn
+        self._convert = _conversions(fn, props) if fn is not None else {}
+
+    def menu_lines(self) -> list[str]:
+        lines = super().menu_lines()
+        extra = self.schema.get("additionalProperties")
+        if isinstance(extra, dict) and extra:  # keys beyond the named ones, and what they hold
+            doc = self.params[0].field.user.doc if self.params else SchemaDoc({"#": self.schema})
+            lines[-1:-1] = doc.field_lines("<other keys>", extra, False, "    ", ())
+        return lines
+
+    @classmethod
+    def from_handler(cls, name: str, handler: Any, description: str | None,
+                     where: str) -> "JsonSchemaOption | None":
+        if isinstance(handler, JsonSchema):
+            return cls(name, description or handler.description or "", handler.schema, None,
+                       where)
+        if isinstance(handler, ToolDefinition):
+            return cls(name, description or handler.description, handler.schema, handler.fn,
+                       where)
+        return None
+
+    def json_schema(self) -> dict:
+        out = {k: v for k, v in copy.deepcopy(self.schema).items()
+               if k not in ("$schema", "$id", "title")}
+        out.setdefault("type", "object")
+        out.setdefault("properties", {})
+        if self.description:
+            out["description"] = self.description
+        return out
+
+    def pick_schema(self) -> dict:
+        out = super().pick_schema()
+        args = out["properties"]["args"]
+        for key in ("$defs", "definitions"):
+            if key in args:  # `#/$defs/...` points at the root of the document
+                out[key] = args.pop(key)
+        return out
+
+    def bind(self, args: dict, *, runtime: Any, context: dict, dropped: list[str],
+             injected: list[str], prefix: str = "args") -> tuple[dict, dict]:
+        kwargs = self.check(args, prefix, dropped)
+        kept = dict(kwargs)
+        for k, convert in self._convert.items():
+            if k in kwargs:
+                kwargs[k] = convert(kwargs[k])
+        return kwargs, kept
+
+    def head_sources(self, options: Any, code: tuple) -> tuple[dict, dict]:
+        return ({"kind": "json_pointer", "pointer": "#/properties",
+                 "label": "JSON Schema keyword #/properties"},
+                {"kind": "json_pointer", "pointer": "#/description",
+                 "label": "the tool's description (JSON Schema #/description)"})
+
+    def param_source(self, name: str, nested: list[str], options: Any, code: tuple) -> dict:
+        pointer = "#/properties/" + name + "".join(f"/properties/{n}" for n in nested)
+        return {"kind": "json_pointer", "pointer": pointer,
+                "label": f"JSON Schema keyword {pointer}"}
+
+    def resolve(self, kwargs: dict) -> Any:
+        if self.handler is None:
+            return {"decision": self.name, **kwargs}
+        return call_function(self.handler, kwargs)
+
+    def chosen(self) -> Any:
+        return self.handler if self.handler is not None else self.name
+
+
+def _conversions(fn: Callable, props: dict) -> dict[str, Callable]:
+    """For each parameter whose annotation asks for a Python type the table knows (a date, a
+    UUID), the function that makes it from the validated JSON value."""
+    import typing
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        return {}
+    out = {}
+    for k in props:
+        found = python_type(hints.get(k))
+        if found is not None:
+            out[k] = found[1]
+    return out
+
+
+def _list_item(item: Any, where: str) -> Option | None:
+    """A list-form item that is a tool definition (marked or not) or a marked JSON Schema."""
+    if isinstance(item, ToolDefinition):
+        return JsonSchemaOption(item.name, item.description, item.schema, item.fn, where)
+    if isinstance(item, JsonSchema):
+        name = item.name or item.schema.get("title")
+        if not isinstance(name, str) or not name:
+            raise OptionError(f"{where}: a JsonSchema in the list form needs a name: "
+                              f"JsonSchema(schema, name='...') or a 'title' in the schema")
+        return JsonSchemaOption(name, item.description or "", item.schema, None, where)
+    read = read_definition(item) if isinstance(item, dict) else None
+    if read is not None:
+        return JsonSchemaOption(*read, None, where)
+    return None
+
+
+register_option_kind(JsonSchemaOption)
+register_list_reader(_list_item)

@@ -1,0 +1,384 @@
+"""Reading a JSON Schema for the menu: type names, placeholders, notes and nested lines.
+
+A `SchemaDoc` is one JSON Schema document (its `$defs`, and the aliases of pydantic models' fields,
+which the schema does not keep); it names a node's type as the menu does (`list[str]`,
+`Order`, `int | null`), writes a valid placeholder for the `Call:` example, says what a node
+allows besides its type (allowed values, bounds, lengths, patterns, formats, each union
+member's), and writes the lines below a parameter for nested objects, items and union members
+(a recursive type is shown once). A `UserType` is such a node as a `Field.user`, with the check
+that validates it: usertypes.py's classes (pydantic's schema, validated by pydantic) and
+tooldefs.py's definitions (the user's schema, validated by validator.py) are both shown this way.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any, Callable
+
+from ...base.json_form import to_jsonable
+from .type_table import FORMAT_EXAMPLES, SHORT, json_type
+
+__all__ = ["UserType", "first_paragraph", "field_line", "shown"]
+
+
+def shown(value: Any) -> str:
+    """A default or an allowed value as the menu shows it: its JSON text (an Enum member as its
+    value, a date as ISO text), or its repr when JSON has no form for it."""
+    j = to_jsonable(value)
+    if isinstance(j, dict) and set(j) == {"repr", "type"}:
+        j = j["repr"]
+    return json.dumps(j)
+
+
+def field_line(name: str, type_name: str, required: bool, default: Any, description: str,
+               notes: list[str], indent: str) -> str:
+    """One line of the menu for a field: `- name (type, required): description; note; ...`."""
+    if required:
+        state = "required"
+    else:
+        state = "optional" if default is MISSING else f"optional, default {shown(default)}"
+    line = f"{indent}- {name} ({type_name}, {state})"
+    if description:
+        line += f": {description}"
+    return "".join([line, *(f"; {n}" for n in notes)])
+
+
+def first_paragraph(text: Any) -> str:
+    text = text if isinstance(text, str) else ""
+    return text.strip().split("\n\n")[0].replace("\n", " ")
+
+
+_first_paragraph = first_paragraph
+
+
+_JSON_TYPES = SHORT
+_FORMAT_EXAMPLES = FORMAT_EXAMPLES
+_CONSTRAINTS = [("minimum", ">= {}"), ("exclusiveMinimum", "> {}"), ("maximum", "<= {}"),
+                ("exclusiveMaximum", "< {}"), ("multipleOf", "a multiple of {}"),
+                ("minLength", "at least {} characters"), ("maxLength", "at most {} characters"),
+                ("pattern", "matching the pattern {}"), ("format", "format {}"),
+                ("minItems", "at least {} items"), ("maxItems", "at most {} items"),
+                ("minProperties", "at least {} keys"), ("maxProperties", "at most {} keys")]
+MISSING = inspect.Parameter.empty  # (schema.py's: no default)
+_CUT = object()  # a placeholder that would expand a recursive type into itself
+_UNSET = object()
+
+
+class SchemaDoc:
+    """A JSON Schema document: its `$defs` and, for pydantic models, the aliases of their
+    fields (`{model title: {alias: field name}}`), which the schema itself does not keep."""
+
+    def __init__(self, defs: dict, aliases: dict | None = None):
+        self.defs, self.aliases = defs, aliases or {}
+
+    def deref(self, node: dict) -> tuple[dict, str | None]:
+        """`node` with a `$ref` to one of the defs followed (the node's own keys win), and the
+        def's name."""
+        if not isinstance(node, dict):  # a boolean schema: `true` is any value
+            return {}, None
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            name = "#" if ref == "#" else ref.rpartition("/")[2] \
+                if ref.startswith(("#/$defs/", "#/definitions/")) else None
+            if name in self.defs:
+                return {**self.defs[name], **{k: v for k, v in node.items() if k != "$ref"}}, name
+        return node, None
+
+    def variants(self, node: dict) -> list[dict]:
+        """The non-null members of an anyOf / oneOf."""
+        return [v for v in node.get("anyOf") or node.get("oneOf") or []
+                if v.get("type") != "null"]
+
+    def type_name(self, node: dict) -> str:
+        node, ref = self.deref(node)
+        if ref is not None and ("properties" in node or "enum" in node):
+            return node.get("title") or (ref if ref != "#" else "object")
+        members = node.get("anyOf") or node.get("oneOf")
+        if members:
+            return " | ".join(dict.fromkeys(self.type_name(m) for m in members))
+        if "const" in node or "enum" in node:
+            values = [node["const"]] if "const" in node else node["enum"]
+            kinds = {_JSON_TYPES.get(_json_type(v), "any") for v in values}
+            return kinds.pop() if len(kinds) == 1 else "any"
+        t = node.get("type")
+        null = " | null" if node.get("nullable") is True else ""  # OpenAPI's spelling
+        if isinstance(t, list):
+            return " | ".join(self._one_type(x, node) for x in t) + null
+        return self._one_type(t, node) + null
+
+    def _one_type(self, t: Any, node: dict) -> str:
+        if t == "array":
+            items = node.get("items")
+            return f"list[{self.type_name(items)}]" if isinstance(items, dict) and items \
+                else "list"
+        if t == "object" or "properties" in node:
+            if "properties" in node:
+                return node.get("title") or "object"
+            extra = node.get("additionalProperties")
+            return f"dict[str, {self.type_name(extra)}]" if isinstance(extra, dict) and extra \
+                else "dict"
+        return _JSON_TYPES.get(t, "any")
+
+    def project_type(self, node: dict) -> str:
+        """The `Field.type` (schema/fields.py) closest to `node`."""
+        node, _ = self.deref(node)
+        members = self.variants(node)
+        if len(members) == 1:
+            return self.project_type(members[0])
+        t = node.get("type")
+        if "properties" in node:
+            return "object"
+        return _JSON_TYPES.get(t, "any") if isinstance(t, str) and t != "null" else "any"
+
+    def description(self, node: dict) -> str:
+        return _first_paragraph(self.deref(node)[0].get("description"))
+
+    def example(self, node: dict, stack: tuple = ()) -> Any:
+        """A JSON value of `node`'s type, nested shapes included (R3); `_CUT` where it would
+        expand a recursive type into itself."""
+        node, ref = self.deref(node)
+        if ref is not None:
+            if ref in stack:
+                return _CUT
+            stack = (*stack, ref)
+        if "const" in node:
+            return node["const"]
+        if node.get("enum"):
+            return node["enum"][0]
+        if node.get("anyOf") or node.get("oneOf"):
+            members = self.variants(node)
+            for m in members:
+                x = self.example(m, stack)
+                if x is not _CUT:
+                    return x
+            return None if len(members) < len(node.get("anyOf") or node.get("oneOf")) else _CUT
+        t = node.get("type")
+        if isinstance(t, list):
+            t = next((x for x in t if x != "null"), "null")
+        if t == "object" or "properties" in node:
+            return self._object_example(node, stack)
+        if t == "array":
+            items = node.get("items")
+            x = self.example(items, stack) if isinstance(items, dict) and items else _CUT
+            return [] if x is _CUT else [x]
+        if t in ("integer", "number"):
+            return _number_example(node, int if t == "integer" else float)
+        if t == "string":
+            return _FORMAT_EXAMPLES.get(node.get("format"), "<str>")
+        return {"boolean": False, "null": None}.get(t, "<any>")
+
+    def _object_example(self, node: dict, stack: tuple) -> Any:
+        props = node.get("properties")
+        if props:
+            out = {}
+            for key, sub in props.items():
+                x = self.example(sub, stack)
+                if x is _CUT:
+                    if key in node.get("required", ()):
+                        return _CUT
+                    continue
+                out[key] = x
+            return out
+        extra = node.get("additionalProperties")
+        x = self.example(extra, stack) if isinstance(extra, dict) and extra else _CUT
+        return {} if x is _CUT else {"<key>": x}
+
+    def notes(self, node: dict) -> list[str]:
+        """What the menu says about a value besides its type: allowed values, constraints."""
+        node, _ = self.deref(node)
+        members = self.variants(node)
+        if len(members) == 1:
+            return self.notes(members[0])
+        out = []
+        for m in members:  # what each alternative of a union allows
+            inner = self.notes(m)
+            if inner:
+                out.append(f"as {self.type_name(m)}: {', '.join(inner)}")
+        if "const" in node:
+            out.append(f"always {json.dumps(node['const'])}")
+        elif node.get("enum"):
+            out.append("one of: " + ", ".join(json.dumps(v) for v in node["enum"]))
+        out += [text.format(json.dumps(node[key])) for key, text in _CONSTRAINTS if key in node]
+        if node.get("uniqueItems"):
+            out.append("no repeated items")
+        return out
+
+    def nested(self, node: dict, name: str, indent: str, stack: tuple) -> list[str]:
+        """The menu lines below a field of type `node`: one per field of an object, and of the
+        items of a list or a dict, all the way down; a recursive type is shown once."""
+        node, ref = self.deref(node)
+        if ref is not None:
+            if ref in stack:
+                return []
+            stack = (*stack, ref)
+        members = self.variants(node)
+        if len(members) == 1:
+            return self.nested(members[0], name, indent, stack)
+        if members:
+            return self._union_lines(node, members, name, indent, stack)
+        if "properties" in node:
+            title = node.get("title") or ref
+            aliases = self.aliases.get(title, {})
+            required = set(node.get("required", ()))
+            return [line for key, sub in node["properties"].items()
+                    for line in self.field_lines(
+                        f"{name}.{key}", sub, key in required, indent, stack,
+                        [f"alias of {aliases[key]}"] if key in aliases else [])]
+        items, extra = node.get("items"), node.get("additionalProperties")
+        if isinstance(node.get("prefixItems"), list):
+            lines = [line for i, sub in enumerate(node["prefixItems"])
+                     for line in self.field_lines(f"{name}[{i}]", sub, True, indent, stack)]
+            if isinstance(items, dict):
+                lines += self.field_lines(f"{name}[{len(node['prefixItems'])}:]", items, True,
+                                          indent, stack, only_shapes=True)
+            return lines
+        if node.get("type") == "array" and isinstance(items, dict):
+            return self.field_lines(f"{name}[]", items, True, indent, stack, only_shapes=True)
+        if isinstance(extra, dict) and extra:
+            return self.field_lines(f"{name}.<key>", extra, True, indent, stack,
+                                    only_shapes=True)
+        return []
+
+    def _union_lines(self, node: dict, members: list[dict], name: str, indent: str,
+                     stack: tuple) -> list[str]:
+        tag = (node.get("discriminator") or {}).get("propertyName")
+        lines = []
+        for m in members:
+            inner = self.nested(m, name, indent + "  ", stack)
+            if not inner:
+                continue  # a scalar member: the type name says all there is
+            head = f"{indent}- {name} as {self.type_name(m)}"
+            tag_node = self.deref(m)[0].get("properties", {}).get(tag or "", {})
+            if "const" in tag_node:
+                head += f" ({tag} = {json.dumps(tag_node['const'])})"
+            lines += [head + ":", *inner]
+        return lines
+
+    def field_lines(self, name: str, node: dict, required: bool, indent: str, stack: tuple,
+                    notes: list[str] = (), only_shapes: bool = False, default: Any = _UNSET,
+                    description: Any = _UNSET) -> list[str]:
+        """A field's line (`- name (type, required): description; notes`) and those below it;
+        with `only_shapes`, nothing for a field with nothing below it. `default` and
+        `description` are a parameter's own, where the schema's are not the ones to show."""
+        inner = self.nested(node, name, indent + "  ", stack)
+        if only_shapes and not inner and not self.notes(node):
+            return []
+        line = field_line(name, self.type_name(node), required,
+                          node.get("default", MISSING) if default is _UNSET else default,
+                          self.description(node) if description is _UNSET else description,
+                          [*self.notes(node), *notes], indent)
+        return [line, *inner]
+
+    def inline(self, node: Any, stack: tuple = ()) -> Any:
+        """`node` with every `$ref` written out in place (a schema to put inside another
+        one, where `#/$defs/...` would point nowhere); a recursive reference becomes an open
+        object."""
+        if isinstance(node, list):
+            return [self.inline(x, stack) for x in node]
+        if not isinstance(node, dict):
+            return node
+        node, ref = self.deref(node)
+        if ref is not None:
+            if ref in stack:
+                return {"type": "object", "description": f"a {ref}, as above"}
+            stack = (*stack, ref)
+        return {k: v if k in ("enum", "const", "default", "examples") else self.inline(v, stack)
+                for k, v in node.items() if k not in ("$defs", "discriminator")}
+
+    def extra_paths(self, node: dict, value: Any, path: str, dropped: list[str]) -> None:
+        """Record the paths of fields in `value` that the type ignores (P5: dropped)."""
+        node, _ = self.deref(node)
+        members = self.variants(node)
+        tag = (node.get("discriminator") or {}).get("propertyName")
+        if tag and isinstance(value, dict):
+            ref = (node["discriminator"].get("mapping") or {}).get(value.get(tag))
+            if isinstance(ref, str):
+                self.extra_paths({"$ref": ref}, value, path, dropped)
+            return
+        if len(members) == 1:
+            self.extra_paths(members[0], value, path, dropped)
+        elif isinstance(value, dict) and "properties" in node:
+            props = node["properties"]
+            names = set(self.aliases.get(node.get("title"), {}).values())
+            ignored = "additionalProperties" not in node and "patternProperties" not in node
+            for k, v in value.items():
+                if k in props:
+                    self.extra_paths(props[k], v, f"{path}.{k}", dropped)
+                elif ignored and k not in names:
+                    dropped.append(f"{path}.{k}")
+        elif isinstance(value, dict) and isinstance(node.get("additionalProperties"), dict):
+            for k, v in value.items():
+                self.extra_paths(node["additionalProperties"], v, f"{path}.{k}", dropped)
+        elif isinstance(value, list) and isinstance(node.get("items"), dict):
+            for i, v in enumerate(value):
+                self.extra_paths(node["items"], v, f"{path}[{i}]", dropped)
+
+
+def _json_type(v: Any) -> str:
+    return json_type(v) or "any"
+
+
+def _number_example(node: dict, kind: type) -> Any:
+    """The smallest value the bounds allow, else 0: a placeholder that passes `ge=1`."""
+    lo = node.get("minimum")
+    if lo is None and "exclusiveMinimum" in node:
+        lo = node["exclusiveMinimum"] + 1
+    hi = node.get("maximum")
+    if hi is None and "exclusiveMaximum" in node:
+        hi = node["exclusiveMaximum"] - 1
+    x = lo if lo is not None else (min(0, hi) if hi is not None else 0)
+    return kind(x)
+
+
+
+
+class UserType:
+    """A type of the user's, as a `Field.user`: a node of a JSON Schema document, and the check
+    that turns a JSON value into the Python one (None for the fields of a `ClassOption`, which
+    validates the class as a whole)."""
+
+    def __init__(self, doc: SchemaDoc, node: dict, check: Callable | None = None,
+                 stack: tuple = (), notes: list[str] = ()):
+        self.doc, self.node, self.check = doc, node, check
+        self.stack, self.extra_notes = stack, list(notes)
+
+    def __repr__(self) -> str:
+        return f"UserType({self.type_name()})"
+
+    def type_name(self) -> str:
+        return self.doc.type_name(self.node)
+
+    def placeholder(self) -> Any:
+        x = self.doc.example(self.node, self.stack)
+        return {} if x is _CUT else x
+
+    def notes(self) -> list[str]:
+        return [*self.doc.notes(self.node), *self.extra_notes]
+
+    def nested_lines(self, name: str, indent: str) -> list[str]:
+        return self.doc.nested(self.node, name, indent, self.stack)
+
+    def json_schema(self, defs: dict | None = None) -> dict:
+        if defs is None:
+            return self.doc.inline(self.node, self.stack)
+        defs.update(self.doc.defs)
+        return {k: v for k, v in self.node.items() if k != "$defs"}
+
+    def document(self) -> dict:
+        """The whole JSON Schema: the type with its `$defs` beside it (the type written out at
+        the top, unless it refers to itself)."""
+        node, ref = self.doc.deref(self.node)
+        defs = dict(self.doc.defs)
+        if ref is not None and f'"#/$defs/{ref}"' not in json.dumps(self.doc.defs):
+            defs.pop(ref)
+        else:
+            node = {k: v for k, v in self.node.items() if k != "$defs"}
+        import copy
+        return {**copy.deepcopy(node), **({"$defs": copy.deepcopy(defs)} if defs else {})}
+
+    def validate(self, value: Any, path: str, dropped: list[str]) -> Any:
+        if self.check is None:
+            raise TypeError(f"{path}: a field of a class is validated with its class")
+        return self.check(value, path, dropped)

@@ -1,0 +1,644 @@
+"""The validator: a model-written value checked against a JSON Schema, with error kinds and paths.
+
+`compile_schema(schema, where)` reads a JSON Schema (draft 2020-12, the keywords in `SUPPORTED`)
+once, when the option set is built, and returns a `Checker`: `checker(value, path, dropped)`
+returns the value as the option receives it or raises `ParseError` with the kind
+(`type_mismatch`, `enum_violation`, `missing_required`, `invalid_value`) and the path of the
+field at fault (`args.steps[0].action`). A keyword that would change what is valid but is not
+supported is refused there and then (`OptionError` naming the keyword and where it is); words
+that are not JSON Schema (`optional`, `x-...`) and formats other than the checked ones are
+annotations, kept and reported once (`Checker.annotations`). Where this project's rules differ
+from the specification on purpose: a boolean is never an integer or a number, fields outside
+the schema are dropped (their paths recorded) rather than refused, and an integer given for a
+`number` arrives as a float; what a reply may hold at all (finite numbers, valid Unicode) is
+jsonvalues.py's, checked here for every value wherever it sits. Internal schemas built from
+Python types (schema.py) carry, under keys no JSON Schema has, the name messages use (`NAME`),
+a function that turns the validated JSON value into the Python one (`PY`: an Enum member, a
+date) and one that validates the node itself (`CHECK`: a class of the user's, validated by
+pydantic). It is long for one concept: each supported keyword's check is written out
+once, with fast paths for the nodes most schemas are made of.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any, Callable
+
+from ...base.errors import OptionError, ParseError
+from .reply_values import (FORMAT_CHECKS, SURROGATE as _SURROGATE, _bad_json_value,
+                           check_json_value, describe_value, equal, json_head, safe_key)
+from .type_table import SHORT, json_type
+
+__all__ = ["compile_schema", "merge_all_of", "Checker", "SUPPORTED", "REFUSED", "ANNOTATIONS", "FORMATS", "PY",
+           "CHECK", "NAME", "check_json_value", "describe_value", "json_head", "safe_key", "equal"]
+
+#: Keywords that decide what is valid, all checked.
+SUPPORTED = frozenset({
+    "type", "properties", "required", "additionalProperties", "enum", "const", "items",
+    "prefixItems", "minItems", "maxItems", "uniqueItems", "minimum", "maximum",
+    "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength", "maxLength", "pattern",
+    "format", "anyOf", "oneOf", "allOf", "$ref", "$defs", "definitions", "nullable",
+    "minProperties", "maxProperties"})
+#: Keywords of the specification that only describe (kept, never reported).
+ANNOTATIONS = frozenset({
+    "description", "title", "examples", "default", "$comment", "$schema", "$id", "readOnly",
+    "writeOnly", "deprecated", "contentMediaType", "contentEncoding", "discriminator"})
+#: Standard keywords that change what is valid and are not supported: refused when built.
+REFUSED = frozenset({
+    "if", "then", "else", "not", "patternProperties", "dependentRequired", "dependentSchemas",
+    "propertyNames", "unevaluatedProperties", "unevaluatedItems", "contains", "minContains",
+    "maxContains", "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor",
+    "additionalItems", "dependencies", "$anchor", "$vocabulary", "contentSchema"})
+#: The `format` values checked; any other is an annotation.
+FORMATS = frozenset({"date", "date-time", "time", "email", "uri", "uuid"})
+
+PY = object()     # internal key: JSON value -> Python value, after validation
+CHECK = object()  # internal key: a function that validates the node itself
+NAME = object()   # internal key: the type's name in error messages (`list[str]`, `Order`)
+
+
+
+class Checker:
+    """A compiled schema: call it as `checker(value, path, dropped)`."""
+    __slots__ = ("run", "annotations", "schema")
+
+    def __init__(self, run: Callable, annotations: list[str], schema: Any):
+        self.run, self.annotations, self.schema = run, annotations, schema
+
+    def __call__(self, value: Any, path: str, dropped: list[str]) -> Any:
+        return self.run(value, path, dropped)
+
+
+# ---------------------------------------------------------------------------------------------
+# Compiling a schema
+# ---------------------------------------------------------------------------------------------
+
+
+def compile_schema(schema: Any, where: str) -> Checker:
+    """`schema` read once into a `Checker`; `OptionError` (naming `where`, the keyword and its
+    place in the schema) for a keyword that would change what is valid but is not supported,
+    for a `$ref` that points at nothing and for a malformed keyword value."""
+    c = _Compiler(schema, where)
+    run = c.node(schema, "#")
+    return Checker(run, c.annotations, schema)
+
+
+def merge_all_of(schema: Any, where: str = "the schema") -> Any:
+    """`schema` with every `allOf` of objects written as one object (what the menu shows and
+    the modes send); `OptionError` for parts that cannot be joined."""
+    c = _Compiler(schema, where)
+
+    def walk(node: Any, ptr: str) -> Any:
+        if isinstance(node, list):
+            return [walk(x, f"{ptr}/{i}") for i, x in enumerate(node)]
+        if not isinstance(node, dict):
+            return node
+        if "allOf" in node:
+            node = c.merge_all_of(node, ptr)
+        return {k: v if k in ("enum", "const", "default", "examples") else walk(v, f"{ptr}/{k}")
+                for k, v in node.items()}
+    return walk(schema, "#")
+
+
+class _Compiler:
+    def __init__(self, root: Any, where: str):
+        self.root, self.where = root, where
+        self.refs: dict[str, list] = {}   # "$ref" -> [checker], filled once compiled
+        self.annotations: list[str] = []
+
+    def fail(self, ptr: str, text: str) -> OptionError:
+        return OptionError(f"{self.where}: {text} (at {ptr} of the schema)")
+
+    # -- references ----------------------------------------------------------------------------
+    def resolve(self, ref: Any, ptr: str) -> Any:
+        if not isinstance(ref, str) or not ref.startswith("#"):
+            raise self.fail(ptr, f"$ref {ref!r} points outside the schema; only references "
+                                 f"into it (#/$defs/Name, #/definitions/Name, #) are followed")
+        node: Any = self.root
+        for part in [p for p in ref[1:].split("/") if p]:
+            part = part.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            elif isinstance(node, dict) and part in node:
+                node = node[part]
+            else:
+                raise self.fail(ptr, f"$ref {ref!r} points at nothing; define it under $defs")
+        return node
+
+    def ref(self, ref: str, ptr: str) -> Callable:
+        cell = self.refs.get(ref)
+        if cell is None:
+            cell = self.refs[ref] = []
+            target = self.resolve(ref, ptr)
+            cell.append(self.node(target, ref))
+        if cell:
+            return cell[0]
+        # Recursion: the reference is being compiled; call it through the cell once it is.
+        return lambda v, p, d: cell[0](v, p, d)
+
+    # -- one node ------------------------------------------------------------------------------
+    def node(self, s: Any, ptr: str) -> Callable:
+        if s is True or (isinstance(s, dict) and not s):
+            return _any
+        if s is False:
+            return _nothing
+        if not isinstance(s, dict):
+            raise self.fail(ptr, f"a schema is an object (or true / false), got {s!r}")
+        if CHECK in s:
+            check = s[CHECK]
+            if s.get("nullable") is True:
+                return lambda v, p, d: None if v is None else check(v, p, d)
+            return check
+        words = [k for k in s if isinstance(k, str)]
+        for k in words:
+            if k in REFUSED:
+                raise self.fail(ptr, f"the keyword {k!r} changes what is valid and is not "
+                                     f"supported; express the rule with the supported keywords "
+                                     f"({', '.join(sorted(SUPPORTED))}) or check it in a "
+                                     f"validate= rule")
+            if k not in SUPPORTED and k not in ANNOTATIONS:
+                self.annotations.append(f"{k!r} at {ptr}")
+        fmt = s.get("format")
+        if fmt is not None and fmt not in FORMATS:
+            self.annotations.append(f"format {fmt!r} at {ptr}")
+        if "allOf" in s:
+            s = self.merge_all_of(s, ptr)
+        if "$ref" in s:
+            target = self.ref(s["$ref"], ptr)
+            rest = {k: v for k, v in s.items() if k not in ("$ref", "$defs", "definitions")}
+            if not [k for k in rest if k in SUPPORTED]:
+                return self.wrap_py(s, target)
+            own = self.node(rest, ptr)
+
+            def both(v, p, d, target=target, own=own):
+                return own(target(v, p, d), p, d)
+            return self.wrap_py(s, both)
+        return self.wrap_py(s, self.plain(s, ptr))
+
+    def wrap_py(self, s: dict, run: Callable) -> Callable:
+        py = s.get(PY)
+        if py is None:
+            return run
+        return lambda v, p, d: py(run(v, p, d))
+
+    def merge_all_of(self, s: dict, ptr: str) -> dict:
+        """`allOf` of objects as one object: properties and required joined (a property in
+        two parts must fit both), other keywords taken when the parts agree."""
+        parts = s["allOf"]
+        if not isinstance(parts, list) or not parts:
+            raise self.fail(ptr, "allOf takes a non-empty list of schemas")
+        out = {k: v for k, v in s.items() if k != "allOf"}
+        for i, part in enumerate(parts):
+            here = f"{ptr}/allOf/{i}"
+            seen = set()
+            while isinstance(part, dict) and "$ref" in part:
+                ref = part["$ref"]
+                if ref in seen:
+                    raise self.fail(here, "allOf of a schema that refers to itself")
+                seen.add(ref)
+                part = {**self.resolve(ref, here), **{k: v for k, v in part.items()
+                                                      if k != "$ref"}}
+            if not isinstance(part, dict):
+                raise self.fail(here, "allOf combines objects; this part is not a schema")
+            if "allOf" in part:
+                part = self.merge_all_of(part, here)
+            for k, v in part.items():
+                if k == "properties":
+                    props = dict(out.get("properties") or {})
+                    for name, sub in (v or {}).items():
+                        props[name] = {"allOf": [props[name], sub]} if name in props else sub
+                    out["properties"] = props
+                elif k == "required":
+                    out["required"] = list(dict.fromkeys([*(out.get("required") or []), *v]))
+                elif k in ANNOTATIONS or k in ("$defs", "definitions"):
+                    out.setdefault(k, v)
+                elif k in out and not equal(out[k], v):
+                    raise self.fail(here, f"allOf combines parts that set {k!r} differently; "
+                                          f"write the combined schema out")
+                else:
+                    out[k] = v
+        return out
+
+    def plain(self, s: dict, ptr: str) -> Callable:
+        types = s.get("type")
+        if types is not None:
+            types = [types] if isinstance(types, str) else types
+            if not isinstance(types, list) or not all(t in SHORT for t in types):
+                raise self.fail(ptr, f"type must be a JSON type name or a list of them "
+                                     f"({', '.join(SHORT)}), got {s['type']!r}")
+            if s.get("nullable") is True and "null" not in types:
+                types = [*types, "null"]
+        name = s.get(NAME) or _type_name(s, types)
+        steps: list[Callable] = []
+        if "enum" in s or "const" in s:
+            steps.append(self.choice(s, ptr))
+        for key in ("anyOf", "oneOf"):
+            if key in s:
+                steps.append(self.alternatives(s, key, ptr, name))
+        if types is None or set(types) & {"string"} or "pattern" in s or "format" in s \
+                or "minLength" in s or "maxLength" in s:
+            steps += self.string(s, ptr)
+        steps += self.number(s, ptr, types)
+        if types is None or "array" in types:
+            steps += self.array(s, ptr)
+        obj = self.object(s, ptr) if types is None or "object" in types else None
+        # OpenAPI's `nullable: true` lets null through whatever else the node says.
+        return _make_node(types, name, steps, obj, s.get("nullable") is True,
+                          "anyOf" in s or "oneOf" in s)
+
+    def choice(self, s: dict, ptr: str) -> Callable:
+        if "const" in s:
+            values, what = [s["const"]], f"always {json.dumps(s['const'], default=repr)}"
+        else:
+            values = s["enum"]
+            if not isinstance(values, list) or not values:
+                raise self.fail(ptr, "enum takes a non-empty list of allowed values")
+            what = "one of " + ", ".join(json.dumps(v, default=repr) for v in values)
+        if s.get("nullable") is True and None not in values:
+            values = [*values, None]
+
+        texts = frozenset(x for x in values if type(x) is str)
+
+        def step(v, p, d):
+            if type(v) is str and v in texts:  # the common case, without a loop
+                return v
+            for allowed in values:
+                if equal(v, allowed):
+                    return v
+            raise ParseError("enum_violation", f"{p} must be {what}; got {json_head(v)}", p)
+        step.texts = texts
+        return step
+
+    def alternatives(self, s: dict, key: str, ptr: str, name: str) -> Callable:
+        alts = s[key]
+        if not isinstance(alts, list) or not alts:
+            raise self.fail(ptr, f"{key} takes a non-empty list of schemas")
+        runs = [self.node(a, f"{ptr}/{key}/{i}") for i, a in enumerate(alts)]
+        names = s.get(NAME) or " | ".join(_type_name(a, None) if isinstance(a, dict) else "any"
+                                          for a in alts)
+        one = key == "oneOf"
+        nullable = s.get("nullable") is True
+
+        def step(v, p, d):
+            if v is None and nullable:
+                return v
+            closest = None
+            found, out, trial_kept = 0, v, None
+            for run in runs:
+                trial: list[str] = []
+                try:
+                    got = run(v, p, trial)
+                except ParseError as err:
+                    if err.kind != "type_mismatch" and closest is None:
+                        closest = err
+                    continue
+                found += 1
+                if found == 1:
+                    out, trial_kept = got, trial
+                if not one:
+                    break
+            if found == 0:
+                raise closest or ParseError("type_mismatch", f"{p} must be {names}, got "
+                                                             f"{describe_value(v)}", p)
+            if one and found > 1:
+                raise ParseError("invalid_value", f"{p} fits {found} of the alternatives of "
+                                                  f"oneOf ({names}); it must fit exactly one",
+                                 p)
+            d.extend(trial_kept)
+            return out
+        return step
+
+    def string(self, s: dict, ptr: str) -> list[Callable]:
+        steps = self.sized(s, ptr, "minLength", "maxLength", str, "characters")
+        if "pattern" in s:
+            text = s["pattern"]
+            try:
+                rx = re.compile(text)
+            except (re.error, TypeError) as exc:
+                raise self.fail(ptr, f"pattern {text!r} is not a regular expression ({exc})") \
+                    from None
+
+            def pattern(v, p, d):
+                if isinstance(v, str) and not rx.search(v):
+                    raise ParseError("invalid_value", f"{p} must match the pattern {text}, got "
+                                                      f"{json_head(v)}", p)
+                return v
+            steps.append(pattern)
+        fmt = s.get("format")
+        if fmt in FORMAT_CHECKS:
+            test = FORMAT_CHECKS[fmt]
+
+            def form(v, p, d):
+                if isinstance(v, str) and not test(v):
+                    raise ParseError("invalid_value", f"{p} must be in the format {fmt}, got "
+                                                      f"{json_head(v)}", p)
+                return v
+            steps.append(form)
+        return steps
+
+    def sized(self, s: dict, ptr: str, low: str, high: str, kind: type,
+              unit: str) -> list[Callable]:
+        """The step checking a text's length or a list's count against `low` / `high`."""
+        lo, hi = s.get(low), s.get(high)
+        for k, n in ((low, lo), (high, hi)):
+            if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 0):
+                raise self.fail(ptr, f"{k} takes a non-negative integer, got {n!r}")
+        if lo is None and hi is None:
+            return []
+
+        def size(v, p, d):
+            if isinstance(v, kind):
+                n = len(v)
+                if lo is not None and n < lo:
+                    raise ParseError("invalid_value", f"{p} must have at least {lo} {unit}, "
+                                                      f"got {n}", p)
+                if hi is not None and n > hi:
+                    raise ParseError("invalid_value", f"{p} must have at most {hi} {unit}, "
+                                                      f"got {n}", p)
+            return v
+        return [size]
+
+    def number(self, s: dict, ptr: str, types: list | None) -> list[Callable]:
+        bounds = []
+        for key, test, text in (("minimum", lambda v, b: v >= b, ">="),
+                                ("exclusiveMinimum", lambda v, b: v > b, ">"),
+                                ("maximum", lambda v, b: v <= b, "<="),
+                                ("exclusiveMaximum", lambda v, b: v < b, "<")):
+            if key in s:
+                b = s[key]
+                if isinstance(b, bool) or not isinstance(b, (int, float)):
+                    raise self.fail(ptr, f"{key} takes a number, got {b!r} (the boolean form "
+                                         f"is draft 4's; write the bound itself)")
+                bounds.append((test, b, text))
+        steps = []
+        if bounds:
+            def bound(v, p, d):
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    for test, b, text in bounds:
+                        if not test(v, b):
+                            raise ParseError("invalid_value", f"{p} must be {text} {b}, got "
+                                                              f"{json_head(v)}", p)
+                return v
+            steps.append(bound)
+        if "multipleOf" in s:
+            m = s["multipleOf"]
+            if isinstance(m, bool) or not isinstance(m, (int, float)) or m <= 0:
+                raise self.fail(ptr, f"multipleOf takes a number above 0, got {m!r}")
+
+            def multiple(v, p, d):
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    if isinstance(m, float):
+                        q = v / m
+                        try:
+                            bad = int(q) != q
+                        except OverflowError:
+                            bad = True
+                    else:
+                        bad = bool(v % m)
+                    if bad:
+                        raise ParseError("invalid_value", f"{p} must be a multiple of {m}, "
+                                                          f"got {json_head(v)}", p)
+                return v
+            steps.append(multiple)
+        return steps
+
+    def array(self, s: dict, ptr: str) -> list[Callable]:
+        steps = []
+        items, prefix = s.get("items"), s.get("prefixItems")
+        if isinstance(items, list):
+            raise self.fail(ptr, "items holds one schema in draft 2020-12; a list of schemas "
+                                 "(one per position) is written prefixItems")
+        head = [self.node(x, f"{ptr}/prefixItems/{i}") for i, x in enumerate(prefix or [])]
+        rest = self.node(items, f"{ptr}/items") if items is not None else None
+        if not head and rest is None:
+            steps.append(_any)   # an array of anything: each value still JSON's
+        else:
+            def each(v, p, d):
+                if not isinstance(v, list):
+                    return v
+                out = []
+                for i, x in enumerate(v):
+                    run = head[i] if i < len(head) else rest
+                    out.append(run(x, f"{p}[{i}]", d) if run is not None else
+                               _any(x, f"{p}[{i}]", d))
+                return out
+            if not head:
+                each.item = rest  # an array of one item schema: see _fast
+            steps.append(each)
+        steps += self.sized(s, ptr, "minItems", "maxItems", list, "items")
+        if s.get("uniqueItems") is True:
+            def unique(v, p, d):
+                if isinstance(v, list):
+                    for i in range(len(v)):
+                        for j in range(i):
+                            if equal(v[i], v[j]):
+                                raise ParseError("invalid_value", f"{p}[{i}] repeats {p}[{j}]; "
+                                                                  f"items must differ", f"{p}[{i}]")
+                return v
+            steps.append(unique)
+        return steps
+
+    def object(self, s: dict, ptr: str) -> tuple | None:
+        props = s.get("properties")
+        if props is not None and not isinstance(props, dict):
+            raise self.fail(ptr, "properties takes an object of schemas")
+        required = s.get("required") or []
+        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+            raise self.fail(ptr, "required takes a list of property names")
+        fields = [(k, self.node(sub, f"{ptr}/properties/{k}"), k in required, f".{k}")
+                  for k, sub in (props or {}).items()]
+        missing_only = [r for r in required if r not in (props or {})]
+        extra = s.get("additionalProperties")
+        if isinstance(extra, dict) or extra is True:
+            extra_run = self.node(extra, f"{ptr}/additionalProperties")
+        else:
+            extra_run = None  # absent or false: outside the schema, so dropped
+        lo, hi = s.get("minProperties"), s.get("maxProperties")
+        titles = {k: sub.get(NAME) or _type_name(sub, None) if isinstance(sub, dict) else "any"
+                  for k, sub in (props or {}).items()}
+        if props is None and extra is None:
+            extra_run = _any   # a free-form object keeps what it holds
+        return fields, missing_only, extra_run, lo, hi, titles
+
+
+def _type_name(s: dict, types: list | None) -> str:
+    if types is None:
+        t = s.get("type")
+        types = [t] if isinstance(t, str) else t if isinstance(t, list) else None
+    if types is None:
+        if "properties" in s:
+            return s.get("title") or "object"
+        if "enum" in s or "const" in s:
+            values = s["enum"] if isinstance(s.get("enum"), list) else [s.get("const")]
+            kinds = {SHORT.get(json_type(v) or "", "any") for v in values}
+            return kinds.pop() if len(kinds) == 1 else "any"
+        return "any"
+    return " | ".join((s.get("title") if t == "object" and "properties" in s and s.get("title")
+                       else SHORT.get(t, t)) for t in types)
+
+
+def _any(v: Any, p: str, d: list[str]) -> Any:
+    check_json_value(v, p, deep=True)
+    return v
+
+
+def _nothing(v: Any, p: str, d: list[str]) -> Any:
+    raise ParseError("invalid_value", f"{p} must not be given (the schema allows no value)", p)
+
+
+def _make_node(types: list | None, name: str, steps: list[Callable], obj: tuple | None,
+               nullable: bool, union: bool) -> Callable:
+    allowed = frozenset(types) if types is not None else None
+    to_float = allowed is not None and "number" in allowed and "integer" not in allowed
+
+    def run(v: Any, p: str, d: list[str]) -> Any:
+        if v is None and nullable:
+            return v
+        if allowed is not None:
+            t = json_type(v)
+            if t not in allowed and not (t == "integer" and "number" in allowed):
+                raise ParseError("type_mismatch", f"{p} must be {name}, got "
+                                                  f"{describe_value(v)}", p)
+        if isinstance(v, (str, float)) or (isinstance(v, int) and not isinstance(v, bool)):
+            problem = _bad_json_value(v)
+            if problem:
+                raise ParseError("invalid_value", f"{p} {problem}", p)
+        for step in steps:
+            v = step(v, p, d)
+        if obj is not None and isinstance(v, dict) and not union:
+            v = _object(v, p, d, obj)
+        if to_float and type(v) is int:
+            try:
+                return float(v)
+            except OverflowError:  # an integer literal of 309 digits or more
+                # (bit_length, not str(): an int of over 4300 digits cannot be printed)
+                digits = int(v.bit_length() * math.log10(2)) + 1
+                raise ParseError("invalid_value", f"{p} must be a finite number, got an integer "
+                                                  f"of about {digits} digits, too large for a "
+                                                  f"float", p) from None
+        return v
+    return _fast(run, allowed, steps, obj, nullable, union) or run
+
+
+_ABSENT = object()
+#: What a field of each simple kind needs to be valid, as generated code tests it.
+_VALID = {"string": "type(x) is str and (x.isascii() or not SUR(x))",
+          "integer": "type(x) is int and x.bit_length() <= 14000",
+          "number": "type(x) is float and x - x == 0.0",
+          "boolean": "type(x) is bool",
+          "enum": "type(x) is str and x in {t}"}
+
+
+def _scalar_code(kind: str, run: Callable, texts: frozenset | None = None) -> Callable:
+    """A one-line check of a scalar node that only lets a valid value through (anything else
+    goes to the node's `run`), marked with its kind so an object's generated code tests it
+    inline."""
+    env = {"run": run, "SUR": _SURROGATE.search, "T": texts}
+    exec(f"def fast(x, p, d):\n    return x if {_VALID[kind].format(t='T')} else "
+         f"run(x, p, d)", env)  # noqa: S102 (code made here from _VALID only)
+    env["fast"].fast = (kind, texts) if kind == "enum" else (kind,)
+    return env["fast"]
+
+
+def _fast(run: Callable, allowed: frozenset | None, steps: list, obj: tuple | None,
+          nullable: bool, union: bool) -> Callable | None:
+    """For the nodes most schemas are made of (one scalar type, or an object, with nothing
+    else to check), a check that does only what a valid value needs; anything else (and every
+    error) goes through `run`, so messages and results are the same."""
+    if nullable or union or allowed is None or len(allowed) != 1:
+        return None
+    (t,) = allowed
+    texts = getattr(steps[0], "texts", None) if len(steps) == 1 else None
+    item = getattr(steps[0], "item", None) if len(steps) == 1 else None
+    if t == "array" and item is not None:
+        def array(v, p, d):
+            if type(v) is list:
+                return [item(x, f"{p}[{i}]", d) for i, x in enumerate(v)]
+            return run(v, p, d)
+        return array
+    if t == "string" and texts:  # an enum of strings
+        return _scalar_code("enum", run, texts)
+    if steps:
+        return None
+    if t in _VALID:
+        return _scalar_code(t, run)
+    if t == "object" and obj is not None:
+        def object_(v, p, d):
+            return _object(v, p, d, obj) if type(v) is dict else run(v, p, d)
+        return _object_code(obj, object_) or object_
+    return None
+
+
+def _object_code(obj: tuple, general: Callable) -> Callable | None:
+    """An object of named fields as one generated function: a valid value is checked field by
+    field in straight-line code (the kinds in `_VALID` tested inline, any other field by its
+    own check), with no path built unless a field is checked by its own check; at the first
+    doubt — a key outside the schema, a field missing or of another type — the whole object
+    goes to `general`, which gives the same result, drops and error as ever."""
+    fields, missing_only, extra_run, lo, hi, _ = obj
+    if missing_only or extra_run is not None or lo is not None or hi is not None or \
+            not fields or len(fields) > 200:
+        return None
+    env: dict = {"KEYS": frozenset(k for k, *_ in fields), "general": general,
+                 "ABSENT": _ABSENT, "SUR": _SURROGATE.search}
+    code = ["def fast(v, p, d):",
+            "    if type(v) is not dict or not v.keys() <= KEYS:",
+            "        return general(v, p, d)",
+            "    n = len(d)",
+            "    out = {}"]
+    bail = "del d[n:]; return general(v, p, d)"
+    for i, (k, run, required, dot_k) in enumerate(fields):
+        env[f"K{i}"], env[f"R{i}"], env[f"P{i}"], env[f"T{i}"] = k, run, dot_k, None
+        fast = getattr(run, "fast", None)
+        code += [f"    x = v.get(K{i}, ABSENT)",
+                 "    if x is ABSENT:",
+                 f"        {bail if required else 'pass'}"]
+        if fast is None:
+            code += ["    else:", f"        out[K{i}] = R{i}(x, p + P{i}, d)"]
+            continue
+        if fast[0] == "enum":
+            env[f"T{i}"] = fast[1]
+        code += [f"    elif {_VALID[fast[0]].format(t=f'T{i}')}:", f"        out[K{i}] = x"]
+        if fast[0] == "number":  # an integer for a number arrives as a float
+            code += ["    elif type(x) is int and x.bit_length() < 1000:",
+                     f"        out[K{i}] = float(x)"]
+        code += ["    else:", f"        {bail}"]
+    code.append("    return out")
+    exec("\n".join(code), env)  # noqa: S102 (code made here, from field names held in env)
+    return env["fast"]
+
+
+def _object(v: dict, p: str, d: list[str], obj: tuple) -> dict:
+    fields, missing_only, extra_run, lo, hi, titles = obj
+    if extra_run is not None:  # keys that are kept: text a key holds is JSON's too
+        for k in v:
+            if isinstance(k, str) and not k.isascii() and _SURROGATE.search(k):
+                raise ParseError("invalid_value", f"{p} (a key) {_bad_json_value(k)}",
+                                 f"{p} (a key)")
+    out = {}
+    for k, run, required, dot_k in fields:
+        if k in v:
+            out[k] = run(v[k], p + dot_k, d)
+        elif required:
+            raise ParseError("missing_required", f"{p}.{k} is required ({titles[k]})", f"{p}.{k}")
+    for k in missing_only:
+        if k not in v:
+            raise ParseError("missing_required", f"{p}.{k} is required", f"{p}.{k}")
+        out[k] = _any(v[k], f"{p}.{k}", d)
+    if len(out) < len(v):
+        for k, x in v.items():
+            if k in out:
+                continue
+            if extra_run is None:
+                d.append(f"{p}.{safe_key(k)}")
+            else:
+                out[k] = extra_run(x, f"{p}.{k}", d)
+    n = len(v)  # as the specification counts: the keys given, dropped ones too
+    if lo is not None and n < lo:
+        raise ParseError("invalid_value", f"{p} must have at least {lo} keys, got {n}", p)
+    if hi is not None and n > hi:
+        raise ParseError("invalid_value", f"{p} must have at most {hi} keys, got {n}", p)
+    return out

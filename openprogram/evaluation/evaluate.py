@@ -1,0 +1,648 @@
+"""Prototyping at scale: run one option set over a table of inputs, and line option sets up.
+
+One decision shows how the mechanism works; an option set is only designed well once it has been
+run over many inputs. `evaluate` fills a prompt template from each row of the inputs (a
+DataFrame, a list of dicts, or any iterable of dicts: see `evaluate_inputs`), runs the decisions
+many at a time (see `evaluate_runner`: threads, or tasks on one event loop for an async model;
+`aevaluate` runs them on the caller's own loop) and returns an `EvaluationResult` (see
+`evaluate_results`): one row per input and the summaries that judge an option set — pick
+distribution, retry and failure rates, accuracy and a confusion table against expected picks.
+`compare` runs two or more option sets, runtimes or ways of asking over the same inputs and puts
+their picks side by side. A failing input never stops a run; Ctrl-C keeps what finished. With
+`journal=` every finished row is appended to a file as it finishes (see `journal`), so a run that
+dies resumes where it stopped and a million rows need no more memory than their summaries.
+pandas and tqdm are imported only inside functions, so the core stays standard-library-only at
+import time.
+"""
+from __future__ import annotations
+
+import contextvars
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any, Callable, Iterator, Sequence
+
+    from ..base.type_names import ModeName, Options
+    from ..decision.options.kinds import Option
+    from ..decision.options.menu import Menu
+    from ..trace.records import Reask
+    Reasker = str | Callable[[Reask], str] | None
+
+from .inputs import Table, row_key
+from .results import (NO_PICK, ComparisonResult, EvaluationResult, Outcomes, pick_of,
+                      summarize)
+from .runner import Board, arows, interrupted as _interrupted, run as _run_rows
+from ..base.json_form import to_jsonable
+from .journal import Journal, JournalMismatch
+from ..decision.loop import check_reask, check_validate, max_attempts as _max_attempts
+from ..base.model_protocol import ModelCaller as Runtime, check_modes, check_timeout, resolve_runtime
+from ..decision.modes import get_mode
+from ..decision.options import check_context, normalize, render_menu
+from .ratelimit import RateLimit, check_rate_limit, using as _limited
+from ..trace.decision_trace import repr_head, batch
+from ..trace.decision_trace import batch as _trace_batch
+
+__all__ = ["evaluate", "aevaluate", "compare", "acompare", "EvaluationResult", "ComparisonResult",
+           "Variant", "JournalMismatch", "NO_PICK", "RateLimit"]
+
+
+def _known(**attrs: Any) -> dict[str, Any]:
+    """The batch attributes that have a value (a streamed input's row count may be unknown)."""
+    return {k: v for k, v in attrs.items() if v is not None}
+
+
+def _positive_int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{what} must be a whole number >= 1, got {value!r}")
+    return value
+
+
+def _check_on_interrupt(value: Any) -> None:
+    if value not in ("return", "raise"):
+        raise ValueError(f"on_interrupt must be 'return' (give back what finished) or 'raise' "
+                         f"(re-raise KeyboardInterrupt with the partial result on its .result), "
+                         f"got {value!r}")
+
+
+def _settings(on_interrupt: Any, concurrency: Any, max_retries: Any, timeout_s: Any,
+              context: Any, validate: Any, reask: Any,
+              mode: Any = None) -> tuple[int, dict[str, Any]]:
+    """The run settings shared by evaluate, aevaluate and compare, checked before anything
+    runs: the concurrency, and the keyword arguments every row's decision gets."""
+    _check_on_interrupt(on_interrupt)
+    concurrency = _positive_int(concurrency, "concurrency")
+    _max_attempts(max_retries)
+    check_timeout(timeout_s)
+    return concurrency, {"context": context, "max_retries": max_retries,
+                         "timeout_s": timeout_s, "validate": check_validate(validate),
+                         "reask": check_reask(reask), "mode": get_mode(mode).name}
+
+
+# ---------------------------------------------------------------------------------------------
+# One run: its rows pulled from the table, each finished row summarised (and journaled)
+# ---------------------------------------------------------------------------------------------
+
+
+class _Sink:
+    """Takes each finished row: its summary into the result's columns, and the row itself into
+    memory — or, with a journal, its line into the journal (and only the summary into memory)."""
+
+    def __init__(self, names: list[str], total: int | None, journal: Journal | None):
+        self.outcomes = Outcomes(names, total or 0)
+        self.rows: list[Any] | None = None if journal is not None else [None] * (total or 0)
+        self.journal = journal
+        self.lock = threading.Lock()
+        self.seen = total or 0  # rows read from the table so far (or its known total)
+        self.failed = self.retried = 0
+        if journal is not None:
+            for i, (_, line, offset) in journal.done.items():
+                self.outcomes.set(i, (line["status"], line.get("pick"),
+                                      line.get("attempts") or 0,
+                                      tuple(line.get("error_kinds") or ()), line.get("raised"),
+                                      line.get("tokens_in"), line.get("tokens_out"),
+                                      line.get("latency_s"), bool(line.get("cached"))), offset)
+                if line.get("expected") is not None:
+                    self.outcomes.expected[i] = self.outcomes.code(line["expected"])
+                self.failed += line["status"] == "failed"
+                self.retried += (line.get("attempts") or 0) > 1
+
+    def expect(self, i: int, expected: str | None) -> None:
+        with self.lock:
+            self.seen = max(self.seen, i + 1)
+            o = self.outcomes
+            if i >= len(o):
+                o.grow(max(i + 1, 2 * len(o)))
+            o.expected[i] = o.code(expected)
+
+    def __call__(self, i: int, extra: tuple[Any, ...], row: Any) -> None:
+        s = summarize(row)
+        offset = -1
+        data = None
+        if self.journal is not None:
+            key, record, expected = extra
+            data = _journal_row(row, s, record, expected)
+        with self.lock:
+            if data is not None and self.journal is not None:
+                offset = self.journal.write_row(i, key, data)
+            if self.rows is not None:
+                if i >= len(self.rows):
+                    self.rows.extend([None] * (i + 1 - len(self.rows)))
+                self.rows[i] = row
+            self.outcomes.set(i, s, offset)
+
+    def settle(self, n: int) -> None:
+        """The run is over: `n` rows were (or would have been) read."""
+        o = self.outcomes
+        if len(o) < n:
+            o.grow(n)
+        o.trim(n)
+        if self.rows is not None:
+            del self.rows[n:]
+            self.rows.extend([None] * (n - len(self.rows)))
+
+
+def _journal_row(row: Any, s: tuple[Any, ...], record: Any,
+                 expected: str | None) -> dict[str, Any]:
+    status, pick, attempts, kinds, raised, tin, tout, duration, cached = s
+    trace = row.trace
+    last = trace.attempts[-1] if trace is not None and trace.attempts else None
+    err = row.error
+    return {
+        "input": to_jsonable(dict(record)), "expected": expected, "pick": pick,
+        "args": to_jsonable(last.args) if last is not None and pick is not None else None,
+        "result": to_jsonable(row.result) if status == "resolved" else None,
+        "result_repr": repr_head(row.result) if status == "resolved" else None,
+        "status": status,
+        "error": None if err is None else {"type": type(err).__name__,
+                                           "message": to_jsonable(str(err))},
+        "error_kind": None if err is None else (getattr(err, "kind", None) or
+                                                (last.error_kind if last else None)),
+        "error_kinds": list(kinds), "raised": raised, "attempts": attempts,
+        "tokens_in": tin, "tokens_out": tout, "latency_s": duration, "cached": cached,
+        "trace": trace.to_dict() if trace is not None else None,
+    }
+
+
+def _items(table: Table, journal: Journal | None,
+           sink: _Sink) -> Iterator[tuple[int, str, tuple[Any, Any, Any]]]:
+    """The rows still to run, as `(i, filled prompt, (key, record, expected))`."""
+    for i, record, text, expected in table.rows():
+        sink.expect(i, expected)
+        key = None
+        if journal is not None:
+            key = row_key(text)
+            if journal.check_key(i, key):
+                continue
+        yield i, text, (key, record, expected)
+
+
+def _open_journal(journal: Any, name: str, prompt: str, menu: Sequence[Option], mode: str,
+                  rt: Runtime,
+                  table: Table, concurrency: int) -> Journal | None:
+    if journal is None:
+        return None
+    return Journal(journal, {"section": name, "prompt": prompt, "menu": render_menu(menu),
+                             "mode": mode, "runtime": rt.name,
+                             "options": [o.name for o in menu], "total": table.total,
+                             "expected": table.has_expected,
+                             "concurrency": concurrency})
+
+
+class _Run:
+    """One option set over one table: its journal, sink, board and the rows left to run."""
+
+    def __init__(self, table: Table, menu: Sequence[Option], rt: Runtime, settings: dict[str, Any],
+                 concurrency: int,
+                 progress: Any, desc: str, journal: Any, name: str,
+                 limit: RateLimit | None = None) -> None:
+        self.table, self.menu, self.rt, self.settings = table, menu, rt, settings
+        self.limit = limit
+        self.concurrency, self.name = concurrency, name
+        self.journal = _open_journal(journal, name, table.prompt, menu, settings["mode"], rt,
+                                     table, concurrency)
+        self.names = [o.name for o in menu]
+        self.sink = _Sink(self.names, table.total, self.journal)
+        before = len(self.journal.done) if self.journal is not None else 0
+        self.board = Board(self.sink, table.total, progress, desc, done_before=before,
+                           failed_before=self.sink.failed, retried_before=self.sink.retried,
+                           waiting=limit.status if limit is not None else None)
+        self.items = _items(table, self.journal, self.sink)
+
+    def result(self, wall: float, was_interrupted: bool,
+               label: str | None = None) -> EvaluationResult:
+        table = self.table
+        n = table.total if table.total is not None else self.sink.seen
+        self.sink.settle(n)
+        if self.journal is not None:
+            self.journal.close()
+        return EvaluationResult(
+            prompt=table.prompt, options=self.names, columns=table.columns,
+            records=table.records, outcomes=self.sink.outcomes, rows=self.sink.rows,
+            has_expected=table.has_expected, wall_s=wall, concurrency=self.concurrency,
+            runtime=self.rt.name, interrupted=was_interrupted, name=label,
+            journal=self.journal.path if self.journal is not None else None,
+            shared=self.journal.shared_lines if self.journal is not None else None)
+
+    def go(self) -> tuple[float, bool]:
+        workers = self.concurrency if self.table.total is None else \
+            max(1, min(self.concurrency, self.table.total - self.board.finished))
+        with _limited(self.limit):  # the rows' contexts are copies of this one
+            return _run_rows(self.items, self.menu, self.rt, concurrency=workers,
+                             settings=self.settings, board=self.board)
+
+
+def _rate_limit(value: Any, rts: list[Runtime]) -> RateLimit | None:
+    """`rate_limit=` checked: it paces HTTP requests, so a runtime that sends none through the
+    provider transport (a scripted or local model) cannot keep to it, and says so."""
+    limit = check_rate_limit(value)
+    if limit is None:
+        return None
+    for rt in rts:
+        inner: Any = rt
+        while inner is not None and not getattr(inner, "honours_rate_limit", False):
+            inner = getattr(inner, "inner", None)
+        if inner is None:
+            raise TypeError(f"rate_limit= paces the HTTP requests of OpenAIRuntime and "
+                            f"AnthropicRuntime (also when recorded); runtime {rt.name!r} "
+                            f"({type(rt).__name__}) sends none, so there is nothing to pace. "
+                            f"Drop rate_limit= or use a provider runtime.")
+    return limit
+
+
+def _batched(batch: Any, rt: Runtime) -> Runtime:
+    """The runtime that answers a run's calls: `rt`, or with `batch=` its batch path."""
+    if batch is None or batch is False:
+        return rt
+    if batch is not True and not isinstance(batch, Mapping):
+        raise TypeError(f"batch must be True, False or a dict of the batch path's settings "
+                        f"(poll_s, settle_s, max_requests, max_bytes), got "
+                        f"{type(batch).__name__}")
+    make = getattr(rt, "batched", None)
+    if make is None:
+        raise TypeError(f"batch=True sends the run through a provider's batch API: it needs an "
+                        f"OpenAIRuntime or an AnthropicRuntime, got {type(rt).__name__} "
+                        f"({rt.name!r}). Run without batch=.")
+    batched: Runtime = make(**({} if batch is True else dict(batch)))
+    return batched
+
+
+def _batch_hooks(one: "_Run", batched: Runtime, rt: Runtime) -> None:
+    """On the batch path: the bar shows the batch's counts, and the journal holds its batches
+    (those in flight are re-attached to, new ones recorded)."""
+    if batched is rt:
+        return
+    one.board.waiting = getattr(batched, "status")  # a BatchRuntime's (runtimes/batch.py)
+    if one.journal is not None:
+        getattr(batched, "attach")(one.journal.batches, one.journal.write_batch)
+
+
+def _new_run(table: Table, menu: Sequence[Option], rt: Runtime, batch: Any,
+             settings: dict[str, Any], concurrency: int, progress: Any, desc: str, journal: Any,
+             name: str, limit: RateLimit | None) -> "_Run":
+    """A run of `menu` over `table` on `rt`, or on its batch path when `batch=` asks: there
+    every row waits on its round, so all of them are in flight at once (a task each, no
+    thread)."""
+    batched = _batched(batch, rt)
+    if batched is not rt:
+        concurrency = max(concurrency, table.total or 50_000)
+    one = _Run(table, menu, batched, settings, concurrency, progress, desc, journal, name, limit)
+    _batch_hooks(one, batched, rt)
+    return one
+
+
+def _evaluation(what: str, prompt: str, options: Options, inputs: Any, runtime: Runtime | None,
+                concurrency: Any, max_retries: Any, expected: Any, context: Any, timeout_s: Any,
+                progress: Any, on_interrupt: Any, validate: Any, reask: Any, mode: Any,
+                journal: Any, total: int | None, rate_limit: Any, batch: Any) -> "_Run":
+    """The one run of `evaluate` / `aevaluate` (`what`), every argument checked before any
+    model call."""
+    concurrency, settings = _settings(on_interrupt, concurrency, max_retries, timeout_s,
+                                      context, validate, reask, mode)
+    menu, table, rt = _plan(prompt, options, inputs, runtime, expected, context, what, total,
+                            journal)
+    check_modes(rt, settings["mode"])
+    return _new_run(table, menu, rt, batch, settings, concurrency, progress, "evaluate",
+                    journal, "evaluate", _rate_limit(rate_limit, [rt]))
+
+
+def _evaluation_span(one: "_Run") -> Any:
+    return _trace_batch("evaluate", None, **_known(inputs=one.table.total),
+                        concurrency=one.concurrency, mode=one.settings["mode"])
+
+
+def _plan(prompt: str, options: Options, inputs: Any, runtime: Runtime | None, expected: Any,
+          context: dict[str, Any] | None, what: str, total: int | None,
+          journal: Any) -> tuple[Menu, Table, Runtime]:
+    """An evaluation's option set, inputs and runtime, checked before any model call."""
+    menu = normalize(options)
+    check_context(menu, context)
+    names = [o.name for o in menu]
+    table = Table(prompt, inputs, expected, names, what, total=total, keep=journal is None)
+    return menu, table, resolve_runtime(runtime, what)
+
+
+# ---------------------------------------------------------------------------------------------
+# Public entry points
+# ---------------------------------------------------------------------------------------------
+
+
+def evaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runtime | None = None,
+             concurrency: int = 8, max_retries: int = 1, expected: Any = None,
+             context: dict[str, Any] | None = None, timeout_s: float | None = None,
+             progress: bool = True, on_interrupt: str = "return",
+             validate: Callable[..., Any] | None = None, reask: Reasker = None,
+             mode: ModeName = "menu", journal: Any = None, total: int | None = None,
+             rate_limit: Any = None, batch: Any = False) -> "EvaluationResult":
+    """Run the decision `prompt.format_map(row)` over `options` for every row of `inputs` (a
+    pandas DataFrame, a list of dicts, or any iterable of dicts — a generator, a
+    `csv.DictReader`, `pandas.read_csv(..., chunksize=)` chunks — with `total=` its row count
+    for the progress bar) and return an `EvaluationResult`.
+
+    The decisions run `concurrency` at a time, each in a copy of the caller's context, on
+    `runtime` (else the Runtime bound by the enclosing Agent method): on threads, or, when
+    the runtime's model is async (`Runtime(call=async_fn)`, `runtime.async_native`), as tasks
+    on one event loop in a worker thread, so a concurrency of hundreds needs no thread per row.
+    Rows are read from `inputs` as workers free up. `expected` (a column name, or a list of
+    option names, one per input) adds accuracy and a confusion table. `validate=`, `reask=` and
+    `mode=` apply to every decision, as in `decision.make`. A failing input (no valid pick, a
+    model error, or an exception in a picked function) is recorded on its row and never stops
+    the run.
+
+    `journal="runs/x.jsonl"` appends every finished row to that file as it finishes (see
+    `openprogram.evaluation.journal`), and keeps in memory only each row's summary
+    (traces, results and errors are read back from the file when asked for). Calling the same
+    evaluation again with the same journal resumes it: rows already journaled are not run again
+    and the progress bar starts at their count. A journal of another evaluation (another
+    prompt, option set, way of asking or runtime) is refused with `JournalMismatch`.
+
+    `batch=True` (OpenAIRuntime, AnthropicRuntime) sends the rows through the provider's
+    batch API (half the price, answered within a day; see `openprogram.runtimes.batch`): all
+    rows are asked in one round, re-asks go in the next; a dict sets the path's options
+    (`{"poll_s": 30}`).
+
+    `rate_limit=RateLimit(requests_per_minute=..., tokens_per_minute=...)` (or a number of
+    requests per minute) keeps every request of the run to the provider's limits (see
+    `ratelimit`): requests are paced before they are sent, a 429 / 529 pauses the whole run for
+    the server's retry-after and halves its concurrency, and a row fails only after
+    `patience_s` (default 600) without any success; the progress bar says when the run waits
+    and why. It applies to OpenAIRuntime and AnthropicRuntime (a runtime's own
+    `rate_limit=` does the same for every call it makes).
+
+    Ctrl-C (or interrupting the kernel) stops the run at once: rows not yet started are
+    cancelled, finished rows are kept, and rows in flight are marked "cancelled" too — on
+    threads their current model call ends in the background (a thread cannot be killed) but
+    they make no further model call; on the event loop they are cancelled at once. With
+    `on_interrupt="return"` (the default, so a notebook keeps what finished) the partial result
+    is returned with `.interrupted` set and status "cancelled" on unfinished rows; with
+    `"raise"` the KeyboardInterrupt is re-raised carrying the partial result as `.result`.
+    """
+    one = _evaluation("evaluate", prompt, options, inputs, runtime, concurrency, max_retries,
+                      expected, context, timeout_s, progress, on_interrupt, validate, reask,
+                      mode, journal, total, rate_limit, batch)
+    with _evaluation_span(one):
+        wall, was_interrupted = one.go()
+    result = one.result(wall, was_interrupted)
+    if was_interrupted:
+        return _interrupted(result, on_interrupt, f"evaluate was interrupted: {result.finished} "
+                            f"of {len(result)} inputs finished")
+    return result
+
+
+async def aevaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runtime | None = None,
+                    concurrency: int = 8, max_retries: int = 1, expected: Any = None,
+                    context: dict[str, Any] | None = None, timeout_s: float | None = None,
+                    progress: bool = True, on_interrupt: str = "return",
+                    validate: Callable[..., Any] | None = None, reask: Reasker = None,
+                    mode: ModeName = "menu",
+                    journal: Any = None, total: int | None = None,
+                    rate_limit: Any = None, batch: Any = False) -> "EvaluationResult":
+    """`evaluate`, awaitable: every row is a `decision.amake` task on the running event loop,
+    at most `concurrency` in flight, each in a copy of the caller's context. Same arguments
+    (`journal=`, `total=`, `rate_limit=` and `batch=` included) and the same
+    `EvaluationResult`; with a synchronous model each call runs in a worker thread (see
+    `Runtime.acomplete`), with an async one nothing but the loop is needed.
+
+    A KeyboardInterrupt (raised inside a row, or reaching this coroutine) stops the run as in
+    `evaluate`: rows in flight are cancelled, finished rows are kept, and `on_interrupt` says
+    whether the partial result is returned or raised. Cancelling the task that awaits
+    `aevaluate` cancels every row in flight (each trace finishes as failed) and re-raises the
+    CancelledError, carrying the partial result as `.result`.
+    """
+    import asyncio
+    one = _evaluation("aevaluate", prompt, options, inputs, runtime, concurrency, max_retries,
+                      expected, context, timeout_s, progress, on_interrupt, validate, reask,
+                      mode, journal, total, rate_limit, batch)
+    with _evaluation_span(one):
+        wall, was_interrupted = await _arun(one)
+    result = one.result(wall, was_interrupted)
+    if was_interrupted:
+        return _interrupted(result, on_interrupt, f"aevaluate was interrupted: "
+                            f"{result.finished} of {len(result)} inputs finished")
+    return result
+
+
+async def _arun(one: "_Run") -> tuple[float, bool]:
+    """One run's rows as tasks on the running loop: (wall seconds, interrupted). A cancel of
+    the awaiting task re-raises with the partial result as `.result` (what finished is kept)."""
+    import asyncio
+    board = one.board
+    stop = threading.Event()
+
+    def on_row(i: int, extra: Any, row: Any) -> None:
+        board.put(i, extra, row)
+        board.show()
+
+    t0 = time.perf_counter()
+    try:
+        with _limited(one.limit):
+            was_interrupted = await arows(one.items, one.menu, one.rt, one.settings,
+                                          one.concurrency, stop, contextvars.copy_context(),
+                                          on_row)
+    except KeyboardInterrupt:
+        was_interrupted = True
+    except asyncio.CancelledError as exc:
+        board.close()
+        setattr(exc, "result", one.result(time.perf_counter() - t0, True))
+        raise
+    finally:
+        if board.bar is not None:
+            board.bar.close()
+    board.close()
+    return time.perf_counter() - t0, was_interrupted
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One column of `compare`: what differs from compare's own arguments. Whatever is left
+    None comes from them — so `{"menu": Variant(mode="menu"), "tools": Variant(mode="tools")}`
+    compares ways of asking on the same options, runtime and inputs."""
+    options: Any = None
+    runtime: Any = None
+    mode: str | None = None
+    prompt: str | None = None
+    max_retries: int | None = None
+    validate: Any = None
+    reask: Any = None
+
+    def __post_init__(self) -> None:
+        # A misspelt way of asking is refused here, where it was written, not when compare runs
+        if self.mode is not None:
+            get_mode(self.mode)
+
+
+def _variants(variants: Any, options: Options | None,
+              runtime: Runtime | None) -> list[tuple[str, Menu, Runtime, dict[str, Any]]]:
+    if not isinstance(variants, Mapping):
+        raise TypeError(f"variants must be a dict {{name: option set}}, {{name: Runtime}} or "
+                        f"{{name: (option set, Runtime)}}, got {type(variants).__name__}")
+    if len(variants) < 2:
+        raise ValueError(f"compare needs two or more variants, got {len(variants)}; for one "
+                         f"option set use evaluate()")
+    out = []
+    for name, v in variants.items():
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"variant names must be non-empty strings, got {name!r}")
+        overrides: dict[str, Any] = {}
+        if isinstance(v, Variant):
+            overrides = {k: getattr(v, k) for k in ("mode", "prompt", "max_retries", "validate",
+                                                    "reask") if getattr(v, k) is not None}
+            if "mode" in overrides:
+                overrides["mode"] = get_mode(overrides["mode"]).name
+            if "max_retries" in overrides:
+                _max_attempts(overrides["max_retries"])
+            if "validate" in overrides:
+                overrides["validate"] = check_validate(overrides["validate"])
+            if "reask" in overrides:
+                overrides["reask"] = check_reask(overrides["reask"])
+            opts = v.options if v.options is not None else options
+            rt = v.runtime if v.runtime is not None else runtime
+            if opts is None:
+                raise ValueError(f"variant {name!r} sets no options, so compare needs options=")
+        elif isinstance(v, Runtime):
+            if options is None:
+                raise ValueError(f"variant {name!r} is a Runtime, so compare needs options= "
+                                 f"(the option set the runtime variants run)")
+            opts, rt = options, v
+        elif isinstance(v, tuple) and len(v) == 2 and isinstance(v[1], Runtime):
+            opts, rt = v
+        else:
+            opts, rt = v, runtime
+        try:
+            menu = normalize(opts)
+        except (ValueError, TypeError) as exc:
+            raise type(exc)(f"variant {name!r}: {exc}") from None
+        out.append((name, menu, resolve_runtime(rt, f"compare variant {name!r}"), overrides))
+    return out
+
+
+
+
+def compare(prompt: str, variants: Any, inputs: Any, *, options: Options | None = None,
+            runtime: Runtime | None = None, concurrency: int = 8, max_retries: int = 1,
+            expected: Any = None, context: dict[str, Any] | None = None,
+            timeout_s: float | None = None,
+            progress: bool = True, on_interrupt: str = "return",
+            validate: Callable[..., Any] | None = None, reask: Reasker = None,
+            mode: ModeName = "menu", journal: Any = None, total: int | None = None,
+            rate_limit: Any = None, batch: Any = False) -> "ComparisonResult":
+    """Run two or more variants over the same inputs and line their picks up side by side.
+
+    `variants` maps a name to an option set (run on `runtime`, else the bound Runtime), to a
+    Runtime (running `options=`), to an `(option set, Runtime)` pair, or to a `Variant` whose
+    unset fields come from compare's own arguments (ways of asking: `Variant(mode="tools")`). The
+    variants run one after another, each with `concurrency` workers, exactly as `evaluate` runs
+    them (`validate=`, `reask=` and `journal=` included: each variant is a section of the
+    journal, named after it, and resumes on its own). An iterable of inputs is read once and
+    kept, since every variant runs over it. Returns a `ComparisonResult`: `.to_frame()` (one
+    pick column per variant), `.differences`, `.summary` (retry and failure rates, accuracy, per
+    variant), `.picks` (each variant's picks), `.pick_counts`, `.plot()`. `batch=` and `rate_limit=` apply to every variant, as in
+    `evaluate` (on the batch path each variant is its own rounds). Ctrl-C behaves as in
+    `evaluate`; variants not yet started are all "cancelled".
+    """
+    prep = _Comparison(prompt, variants, inputs, options, runtime, concurrency, max_retries,
+                       expected, context, timeout_s, progress, on_interrupt, validate, reask,
+                       mode, journal, total, rate_limit, batch)
+    with _trace_batch("compare", None, variants=len(prep.plan), inputs=prep.table.total):
+        for one in prep.runs():
+            wall, interrupted = (0.0, True) if prep.interrupted else one.go()
+            prep.done(one, wall, interrupted)
+    return prep.result()
+
+
+async def acompare(prompt: str, variants: Any, inputs: Any, *, options: Options | None = None,
+                   runtime: Runtime | None = None, concurrency: int = 8, max_retries: int = 1,
+                   expected: Any = None, context: dict[str, Any] | None = None,
+                   timeout_s: float | None = None, progress: bool = True,
+                   on_interrupt: str = "return", validate: Callable[..., Any] | None = None,
+                   reask: Reasker = None, mode: ModeName = "menu", journal: Any = None,
+                   total: int | None = None, rate_limit: Any = None,
+                   batch: Any = False) -> "ComparisonResult":
+    """`compare`, awaitable: each variant's rows run as `aevaluate` runs them (tasks on the
+    running event loop, at most `concurrency` in flight), one variant after another. Same
+    arguments and the same `ComparisonResult`. Cancelling the awaiting task cancels the rows
+    in flight and re-raises the CancelledError, carrying the partial comparison as `.result`
+    (unstarted variants "cancelled")."""
+    import asyncio
+    prep = _Comparison(prompt, variants, inputs, options, runtime, concurrency, max_retries,
+                       expected, context, timeout_s, progress, on_interrupt, validate, reask,
+                       mode, journal, total, rate_limit, batch)
+    with _trace_batch("compare", None, variants=len(prep.plan), inputs=prep.table.total):
+        for one in prep.runs():
+            if prep.interrupted:
+                prep.done(one, 0.0, True)
+                continue
+            try:
+                wall, interrupted = await _arun(one)
+            except asyncio.CancelledError as exc:
+                prep.done(one, 0.0, True, getattr(exc, "result"))
+                for rest in prep.runs():
+                    prep.done(rest, 0.0, True)
+                setattr(exc, "result", prep.comparison())
+                raise
+            prep.done(one, wall, interrupted)
+    return prep.result()
+
+
+class _Comparison:
+    """What compare and acompare share: the variants checked, the inputs read once, one run
+    per variant (made as the previous one ends) and the results gathered."""
+
+    def __init__(self, prompt: str, variants: Any, inputs: Any, options: Options | None,
+                 runtime: Runtime | None, concurrency: int, max_retries: int, expected: Any,
+                 context: dict[str, Any] | None, timeout_s: float | None, progress: bool,
+                 on_interrupt: str, validate: Callable[..., Any] | None, reask: Reasker,
+                 mode: str, journal: Any, total: int | None, rate_limit: Any,
+                 batch: Any) -> None:
+        self.concurrency, self.settings = _settings(on_interrupt, concurrency, max_retries,
+                                                    timeout_s, context, validate, reask, mode)
+        self.plan = _variants(variants, options, runtime)
+        for _, menu, rt, overrides in self.plan:
+            check_context(menu, context)
+            check_modes(rt, overrides.get("mode", self.settings["mode"]))
+        self.limit = _rate_limit(rate_limit, [rt for _, _, rt, _ in self.plan])
+        names = list(dict.fromkeys(o.name for _, menu, _, _ in self.plan for o in menu))
+        table = Table(prompt, inputs, expected, names, "compare on", total=total)
+        if table.streamed:  # every variant runs over the rows: read them once, keep them
+            for _ in table.rows():
+                pass
+            exp = table.expected
+            table = Table(prompt, table.records, exp, names, "compare on")
+        self.table, self.prompt, self.progress = table, prompt, progress
+        self.journal, self.batch, self.on_interrupt = journal, batch, on_interrupt
+        self.results: dict[str, EvaluationResult] = {}
+        self.interrupted = False
+        self._next = 0
+
+    def runs(self) -> Iterator[_Run]:
+        """The next variants' runs, each made only when the one before has finished."""
+        while self._next < len(self.plan):
+            name, menu, rt, overrides = self.plan[self._next]
+            self._next += 1
+            own = {k: v for k, v in overrides.items() if k != "prompt"}
+            own_prompt = overrides.get("prompt", self.prompt)
+            table = self.table if own_prompt == self.prompt else self.table.refill(own_prompt)
+            yield _new_run(table, menu, rt, self.batch, {**self.settings, **own},
+                           self.concurrency, self.progress and not self.interrupted, name,
+                           self.journal, name, self.limit)
+
+    def done(self, one: _Run, wall: float, interrupted: bool,
+             result: EvaluationResult | None = None) -> None:
+        if self.interrupted or result is not None:
+            one.board.close()
+        self.results[one.name] = (result if result is not None
+                                  else one.result(wall, interrupted, label=one.name))
+        self.interrupted = self.interrupted or interrupted
+
+    def comparison(self) -> ComparisonResult:
+        return ComparisonResult(self.results, columns=self.table.columns,
+                                records=self.table.records or [], expected=self.table.expected,
+                                interrupted=self.interrupted)
+
+    def result(self) -> ComparisonResult:
+        result = self.comparison()
+        if self.interrupted:
+            return _interrupted(result, self.on_interrupt, "compare was interrupted")
+        return result

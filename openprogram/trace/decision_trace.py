@@ -1,0 +1,352 @@
+"""The decision trace: what one decision did, assembled from the events it emitted.
+
+The decision loop emits one event per step (decision started, attempt sent, reply chunk, reply
+received, extracted, validated or failed, tool round, resolved or failed), each carrying an
+immutable record (`records.Attempt`, `records.ToolRound`). `DecisionTrace` is assembled from
+those events and nothing else (`DecisionTrace._apply`); observers (the notebook panel, progress
+bars, a logger) see the same events as they happen, after the trace has taken them in. Nothing here
+imports pandas until `to_frame()` is called.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import itertools
+from _thread import allocate_lock as Lock  # threading.Lock itself, without importing threading
+import time
+import warnings
+import weakref
+from collections import deque
+from dataclasses import dataclass, field
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any, Callable, Iterator
+    Observer = Callable[["TraceEvent"], None]
+
+from ..base.errors import ERROR_KINDS, ArgumentError, explain, require
+from ..base.json_form import to_jsonable
+from ..base.text import cut, safe_repr
+from .records import Attempt, ToolRound
+from .tables import attempt_rows
+from .view import trace_html
+
+__all__ = ["ERROR_KINDS", "explain", "Attempt", "ToolRound", "DecisionTrace", "TraceEvent",
+           "EVENT_KINDS", "add_observer", "remove_observer", "observe", "emit", "last_trace",
+           "history", "register_trace_view", "trace_view", "register_batch_hook", "batch",
+           "record", "recorded_readers", "register_recorded_reader"]
+
+
+def _now() -> float:
+    return time.time()
+
+
+_ids = itertools.count(1)
+
+
+@dataclass
+class DecisionTrace:
+    """Everything one decision did: its menu, every attempt, the tool rounds, the outcome."""
+    prompt: str
+    menu: str
+    options: list[dict]
+    entry: str = "make"                # "make", "agent" or "format"
+    max_attempts: int = 2
+    runtime: str | None = None
+    id: int = field(default_factory=lambda: next(_ids))
+    status: str = "running"            # "running", "resolved", "failed" (or "recorded": read from a cassette)
+    attempts: list[Attempt] = field(default_factory=list)
+    tool_rounds: list[ToolRound] = field(default_factory=list)
+    result: Any = None
+    error: Exception | None = None
+    started_at: float = field(default_factory=_now)
+    duration_s: float | None = None
+    context_keys: list[str] = field(default_factory=list)
+    mode: str = "menu"                 # the way of asking: "menu", "tools" or "json_schema"
+    model: str | None = None           # the runtime's model name, when it has one
+    provider: str | None = None        # the runtime's provider ("openai", "anthropic", ...)
+
+    @property
+    def chosen(self) -> str | None:
+        return self.attempts[-1].chosen if self.attempts and self.status == "resolved" else None
+
+    @property
+    def error_kinds(self) -> list[str]:
+        return [a.error_kind for a in self.attempts if a.error_kind]
+
+    def usage(self) -> dict:
+        total = {"input_tokens": 0, "output_tokens": 0}
+        for a in self.attempts:
+            for k in total:
+                total[k] += (a.usage or {}).get(k) or 0
+        return total
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id, "entry": self.entry, "mode": self.mode, "status": self.status,
+            "prompt": to_jsonable(self.prompt),
+            "menu": self.menu, "options": self.options, "runtime": self.runtime,
+            "max_attempts": self.max_attempts, "context_keys": list(self.context_keys),
+            "attempts": [a.to_dict() for a in self.attempts],
+            "tool_rounds": [t.to_dict() for t in self.tool_rounds],
+            "chosen": self.chosen, "result": to_jsonable(self.result),
+            "error": None if self.error is None else {
+                "type": type(self.error).__name__, "kind": getattr(self.error, "kind", None),
+                "message": to_jsonable(str(self.error))},
+            "started_at": self.started_at, "duration_s": self.duration_s,
+        }
+
+    def _apply(self, event: "TraceEvent") -> None:
+        """Take in one event: the only way a trace changes. A new or updated attempt record
+        replaces the one with its number in a new list, so a list of attempts that a view
+        already holds is never changed under it."""
+        if event.attempt is not None:
+            att = event.attempt
+            if self.attempts and self.attempts[-1].number == att.number:
+                self.attempts = [*self.attempts[:-1], att]
+            else:
+                self.attempts = [*self.attempts, att]
+        if event.kind == "tool_call":
+            self.tool_rounds = [*self.tool_rounds, event.data["round"]]
+        elif event.kind in ("resolved", "decision_failed"):
+            self.status = "resolved" if event.kind == "resolved" else "failed"
+            self.result, self.error = event.data.get("result"), event.data.get("error")
+            self.duration_s = event.data.get("duration_s")
+
+    def to_frame(self, table: str = "attempts"):
+        """A pandas DataFrame of one of the trace's tables: "attempts" (one row per attempt),
+        "options" (the menu), "tools" (tool rounds) or "summary" (one row)."""
+        pd = require("pandas", "pandas", "DecisionTrace.to_frame()")
+        if table == "attempts":
+            columns, rows = attempt_rows(self.attempts)
+            return pd.DataFrame(rows, columns=columns).set_index("attempt")
+        if table == "options":
+            return pd.DataFrame(self.options).set_index("name")
+        if table == "tools":
+            return pd.DataFrame([t.to_dict() for t in self.tool_rounds],
+                                columns=["round", "tool", "args", "result", "error", "duration_s"])
+        if table == "summary":
+            d = self.to_dict()
+            return pd.DataFrame([{
+                "id": self.id, "entry": self.entry, "status": self.status, "chosen": self.chosen,
+                "attempts": len(self.attempts), "error_kinds": self.error_kinds,
+                "result": repr_head(self.result), "error": (d["error"] or {}).get("message"),
+                "duration_s": self.duration_s, **self.usage()}]).set_index("id")
+        raise ArgumentError(f"unknown table {table!r}: use 'attempts', 'options', 'tools' or 'summary'")
+
+    def __repr__(self) -> str:
+        outcome = (f"result={repr_head(self.result)}" if self.status == "resolved"
+                   else f"error={getattr(self.error, 'kind', None)!r}" if self.status == "failed"
+                   else "running")
+        return (f"<DecisionTrace #{self.id} {self.entry} {self.status}: "
+                f"{len(self.attempts)} attempt(s), {outcome}>")
+
+    def _repr_pretty_(self, p, cycle):  # IPython's plain-text repr (terminal, nbconvert)
+        p.text(self.format_text())
+
+    def format_text(self) -> str:
+        """A readable plain-text rendering of the whole trace."""
+        lines = [repr(self)]
+        for a in self.attempts:
+            state = "ok" if a.ok else (a.error_kind or "pending")
+            lines.append(f"  attempt {a.number}{' (last)' if a.is_last else ''}: {state}")
+            if a.reply is not None:
+                lines.append(f"    reply: {_head(a.reply, 200)!r}")
+            if a.extracted is not None:
+                lines.append(f"    extracted ({a.found_in}, key {a.key_alias!r}, "
+                             f"{a.candidates} candidate(s)): {a.extracted}")
+            if a.error_kind:
+                where = f" at {a.error_path}" if a.error_path else ""
+                lines.append(f"    error {a.error_kind}{where}: {a.error_message}")
+            if a.chosen:
+                lines.append(f"    chosen: {a.chosen} args={a.args} dropped={a.dropped} "
+                             f"injected={a.injected}")
+        for t in self.tool_rounds:
+            lines.append(f"  tool {t.name}({t.args}) -> {repr_head(t.result)}"
+                         + (f" error: {t.error}" if t.error else ""))
+        if self.status == "resolved":
+            lines.append(f"  result: {repr_head(self.result)}")
+        elif self.status == "failed":
+            lines.append(f"  error: {self.error}")
+        return "\n".join(lines)
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        """In a notebook (or a static export of one), a trace shows as the decision's tables;
+        everywhere else, as text. Plain HTML from the standard library: the core never imports
+        the notebook layer."""
+        return {"text/plain": self.format_text(), "text/html": trace_html(self)}
+
+
+def _head(text: str, n: int) -> str:
+    return cut(text, n, "... [{n} more chars]")
+
+
+def repr_head(value: Any, limit: int = 500) -> str | None:
+    """The head of a value's repr (None for None), never raising on a user's object."""
+    return None if value is None else _head(safe_repr(value), limit)
+
+
+# ---------------------------------------------------------------------------------------------
+# Events and observers
+# ---------------------------------------------------------------------------------------------
+
+#: The event kinds, in the order a decision emits them.
+EVENT_KINDS = (
+    "decision_started",   # the menu is built; no model call yet
+    "attempt_sent",       # a prompt went to the model (attempt number, is_last)
+    "reply_chunk",        # a streamed piece of the reply: data["text"] is only the new text
+    "reply_received",     # the whole reply is in (attempt.reply)
+    "tool_call",          # a native tool ran (data["round"] is the frozen ToolRound)
+    "extracted",          # the JSON object was found (attempt.extracted), or not
+    "validated",          # the pick and its arguments passed (attempt.chosen, attempt.args)
+    "attempt_failed",     # attempt.error_kind / error_message say why
+    "resolved",           # data["result"]; trace.result holds it too
+    "decision_failed",    # data["error"]: the DecisionError (or what ended the decision)
+)
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    """One step of one decision. `attempt` is the frozen record of the attempt as of this step;
+    `data` holds what the step adds: the new text of a `reply_chunk` (never the whole reply so
+    far), the `ToolRound` of a `tool_call`, the result or error of the outcome."""
+    kind: str
+    trace: DecisionTrace
+    attempt: Attempt | None = None
+    data: dict = field(default_factory=dict)
+    time: float = field(default_factory=_now)
+
+    @property
+    def attempt_number(self) -> int | None:
+        return self.attempt.number if self.attempt else None
+
+    @property
+    def is_last_attempt(self) -> bool:
+        return bool(self.attempt and self.attempt.is_last)
+
+
+
+_global_observers: list[Observer] = []
+_scoped_observers: contextvars.ContextVar[tuple[Observer, ...]] = contextvars.ContextVar(
+    "openprogram_observers", default=())
+_lock = Lock()
+# The observers already reported, held weakly: an id would be reused by a later observer, and a
+# set of them would grow with every failing observer a long-lived kernel ever made.
+_warned: weakref.WeakSet = weakref.WeakSet()
+
+#: The most recent finished traces of this process, newest last.
+history: deque[DecisionTrace] = deque(maxlen=100)
+
+
+def add_observer(fn: Observer) -> Observer:
+    """Let `fn(event)` see every event of every decision in this process. Returns `fn`."""
+    with _lock:
+        _global_observers.append(fn)
+    return fn
+
+
+def remove_observer(fn: Observer) -> None:
+    with _lock:
+        if fn in _global_observers:
+            _global_observers.remove(fn)
+
+
+@contextlib.contextmanager
+def observe(fn: Observer) -> Iterator[Observer]:
+    """Let `fn(event)` see the events of decisions made inside this block (and in threads or
+    tasks that copy this context)."""
+    token = _scoped_observers.set(_scoped_observers.get() + (fn,))
+    try:
+        yield fn
+    finally:
+        _scoped_observers.reset(token)
+
+
+def emit(kind: str, trace: DecisionTrace, attempt: Attempt | None = None, **data) -> None:
+    """Send one event to every observer. An observer that raises is reported once as a warning
+    and never breaks the decision."""
+    # The frozen dataclass's __init__ sets each field through object.__setattr__; six events
+    # per decision made that a measurable part of a decision's own time.
+    event = object.__new__(TraceEvent)
+    event.__dict__.update(kind=kind, trace=trace, attempt=attempt, data=data, time=_now())
+    trace._apply(event)
+    if kind in ("resolved", "decision_failed"):
+        history.append(trace)
+    for fn in (*_global_observers, *_scoped_observers.get()):
+        try:
+            fn(event)
+        except Exception as exc:
+            if _first_failure(fn):
+                warnings.warn(f"decision observer {fn!r} raised {exc!r}; it is ignored",
+                              RuntimeWarning, stacklevel=2)
+
+
+def record(kind: str, trace: DecisionTrace, attempt: Attempt | None = None, **data) -> None:
+    """Apply one event to its trace without publishing it: for decisions that are only
+    re-checked (`decision.revalidate`), which observers and `last_trace()` must not see."""
+    trace._apply(TraceEvent(kind, trace, attempt, data))
+
+
+_batch_hooks: list[Callable[..., Any]] = []
+
+
+def register_batch_hook(fn: Callable[..., Any], remove: bool = False) -> None:
+    """Plug in something that wraps each batch of decisions (an `evaluate` or `compare` run):
+    `fn(kind, name, attrs)` returns a context manager entered around the run, in the caller's
+    context (OpenTelemetry's parent span is one)."""
+    if remove:
+        if fn in _batch_hooks:
+            _batch_hooks.remove(fn)
+    elif fn not in _batch_hooks:
+        _batch_hooks.append(fn)
+
+
+@contextlib.contextmanager
+def batch(kind: str, name: str | None = None, **attrs) -> Iterator[None]:
+    """Run a batch of decisions inside every registered batch hook's context manager."""
+    with contextlib.ExitStack() as stack:
+        for fn in list(_batch_hooks):
+            stack.enter_context(fn(kind, name, attrs))
+        yield
+
+
+def _first_failure(fn: Observer) -> bool:
+    try:
+        if fn in _warned:
+            return False
+        _warned.add(fn)
+    except TypeError:  # not weakly referenceable: report every time rather than keep it
+        pass
+    return True
+
+
+_trace_view: Callable[[DecisionTrace], Any] | None = None
+
+
+def register_trace_view(factory: Callable[[DecisionTrace], Any] | None) -> None:
+    """Plug in the view that shows one finished trace (`EvaluationResult.panel(i)`,
+    `%decision_trace`): the notebook layer registers its panel when it loads. None unregisters."""
+    global _trace_view
+    _trace_view = factory
+
+
+def trace_view(trace: DecisionTrace) -> Any:
+    """The registered view of `trace`, or the trace itself (which displays as HTML)."""
+    return trace if _trace_view is None else _trace_view(trace)
+
+
+#: Readers of recordings (`fn(recorded)`: traces, or None when `fn` does not read that kind of
+#: thing) that `decision.revalidate` tries in turn.
+recorded_readers: list[Callable[[Any], "list[DecisionTrace] | None"]] = []
+
+
+def register_recorded_reader(fn: Callable[[Any], "list[DecisionTrace] | None"]) -> None:
+    """Plug in a reader of recordings `revalidate` takes besides traces (the runtimes package
+    registers the cassette reader; it lives here, not in revalidate.py, so registering it does
+    not import revalidation)."""
+    if fn not in recorded_readers:
+        recorded_readers.append(fn)
+
+
+def last_trace() -> DecisionTrace | None:
+    """The trace of the most recent decision that finished in this process."""
+    return history[-1] if history else None

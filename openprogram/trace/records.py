@@ -1,0 +1,136 @@
+"""Immutable records of what one decision did, step by step.
+
+The decision loop never edits a record: each step (attempt sent, reply received, extracted,
+validated or failed) makes a new frozen `Attempt` from the previous one with
+`replace`, hands it to the trace and to every observer, and moves on. An observer (the
+live panel, a logger, an OpenTelemetry exporter) may keep any record it was given: it never
+changes afterwards. The lists inside a record are fresh for every record and never mutated.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any
+
+from ..base.json_form import to_jsonable
+
+__all__ = ["Attempt", "ToolRound", "Pick", "Reask", "replace"]
+
+
+def _now() -> float:
+    return time.time()
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One model call of a decision and what the mechanism made of its reply."""
+    number: int
+    is_last: bool
+    prompt: str
+    reply: str | None = None
+    extracted: dict | None = None
+    found_in: str | None = None        # "fence", "text", "tool_call" or "schema"
+    span: tuple[int, int] | None = None        # where the extracted JSON sits in the reply
+    error_span: tuple[int, int] | None = None  # where the value at error_path sits in it
+    key_alias: str | None = None       # "call", "action", "function" or "tool"
+    candidates: int = 0
+    error_kind: str | None = None
+    error_message: str | None = None
+    error_path: str | None = None      # e.g. "args.steps[0].action"
+    chosen: str | None = None
+    args: dict | None = None           # the model-supplied arguments that were kept
+    dropped: list[str] = field(default_factory=list)
+    injected: list[str] = field(default_factory=list)
+    started_at: float = field(default_factory=_now)
+    duration_s: float | None = None
+    model_call_id: int | None = None
+    usage: dict | None = None          # {"input_tokens": n, "output_tokens": m} when the runtime knows
+    sent: dict | None = None           # besides the prompt: the tools or the schema the mode sent
+    tool_calls: list[dict] | None = None  # the reply's native tool calls, if any
+    finish_reason: str | None = None   # why the model stopped, as the provider says
+    raw: dict | None = None            # the raw request and response of the model call, if known
+    cached: bool = False               # the reply came from a cache file (CachedRuntime), not the model
+    redacted: list[str] = field(default_factory=list)  # where the decoded pick held a key (paths)
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is None and self.chosen is not None
+
+    def to_dict(self) -> dict:
+        return {
+            # Text goes through to_jsonable: a lone surrogate a reply held is made writable
+            # (UTF-8 refuses it), and a reply that is not text (bytes, a dict from a broken
+            # runtime) is kept as its repr, so the export always survives json.dumps.
+            "attempt": self.number, "is_last": self.is_last, "prompt": to_jsonable(self.prompt),
+            "reply": to_jsonable(self.reply if self.reply is None or isinstance(self.reply, str)
+                                 else repr(self.reply)),
+            "extracted": to_jsonable(self.extracted), "found_in": self.found_in,
+            "span": None if self.span is None else list(self.span),
+            "error_span": None if self.error_span is None else list(self.error_span),
+            "key_alias": self.key_alias, "candidates": self.candidates,
+            "error_kind": self.error_kind, "error_message": to_jsonable(self.error_message),
+            "error_path": to_jsonable(self.error_path), "chosen": to_jsonable(self.chosen),
+            "args": to_jsonable(self.args),
+            "dropped": to_jsonable(list(self.dropped)), "injected": list(self.injected),
+            "started_at": self.started_at, "duration_s": self.duration_s,
+            "model_call_id": self.model_call_id, "usage": self.usage,
+            "sent": to_jsonable(self.sent), "tool_calls": to_jsonable(self.tool_calls),
+            "finish_reason": self.finish_reason, "raw": to_jsonable(self.raw),
+            "cached": self.cached,
+            "redacted": list(self.redacted),
+        }
+
+
+@dataclass(frozen=True)
+class ToolRound:
+    """One native tool call made during an `agent(..., options=)` turn."""
+    round: int
+    name: str
+    args: dict
+    result: Any = None
+    error: str | None = None
+    duration_s: float | None = None
+
+    def to_dict(self) -> dict:
+        return {"round": self.round, "tool": self.name, "args": to_jsonable(self.args),
+                "result": to_jsonable(self.result), "error": self.error,
+                "duration_s": self.duration_s}
+
+
+@dataclass(frozen=True)
+class Pick:
+    """What a `validate=` rule is handed: the picked option's name (`call`), its arguments as
+    validated (`args`), and the `option` itself (its `kind`, `description`, `params`)."""
+    call: str
+    args: dict
+    option: Any
+
+
+@dataclass(frozen=True)
+class Reask:
+    """What a `reask=` callable is handed (and the fields a `reask=` template may name): the
+    original request, the previous reply, the error's kind, message and path, the menu, and the
+    number of the attempt that failed."""
+    request: str
+    reply: str
+    kind: str
+    error: str
+    path: str
+    menu: str
+    attempt: int
+
+
+def replace(record: Any, **changes) -> Any:
+    """`dataclasses.replace` for these records, without running the frozen dataclass's
+    `__init__` again (it sets each of an Attempt's twenty fields through `object.__setattr__`,
+    which was a tenth of a decision's own time). The loop passes field names only; what is not
+    changed is shared with the previous record, as `dataclasses.replace` shares it."""
+    state = getattr(record, "__dict__", None)
+    if state is None:  # a record class with __slots__
+        return dataclasses.replace(record, **changes)
+    new = object.__new__(type(record))
+    new.__dict__.update(state, **changes)
+    return new
