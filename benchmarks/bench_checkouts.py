@@ -1,0 +1,89 @@
+"""One benchmark script run on two checkouts in one run, its figures side by side.
+
+A change that should cost nothing (a move of files, say) is checked by running the same
+benchmark on the code before it and after it, interleaved (old, new, old, new, ...) so that the
+machine's drift during the run falls on both alike. Each run's printed lines are matched line by
+line; for a line whose words agree, the numbers of each side are shown with the ratio new / old
+of each (the best of the runs per side for a time: the lowest).
+
+    .venv/bin/python benchmarks/bench_checkouts.py 560fa4f bench_core.py make validate
+    .venv/bin/python benchmarks/bench_checkouts.py 560fa4f bench_scale.py --rows 100000 --plain-rows 20000 --entries 20000
+
+The old checkout is a `git worktree` of REV in a temporary folder (removed at the end); both run
+with this venv's interpreter, each script importing its own checkout's `openprogram` (the
+benchmarks put their checkout first on sys.path). Prints figures; asserts nothing about time.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NUMBER = re.compile(r"-?\d[\d,]*\.?\d*(?:e-?\d+)?")
+
+
+def run(checkout: Path, script: str, args: list[str]) -> list[str]:
+    env = {"PYTHONPATH": str(checkout), "PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
+    out = subprocess.run([sys.executable, str(checkout / "benchmarks" / script), *args],
+                         cwd=checkout, env=env, capture_output=True, text=True)
+    if out.returncode:
+        sys.exit(f"{script} failed in {checkout}:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+    return out.stdout.splitlines()
+
+
+def numbers(line: str) -> list[float]:
+    return [float(n.replace(",", "")) for n in NUMBER.findall(line)]
+
+
+def best(lines_per_run: list[list[str]]) -> list[str]:
+    """The runs' lines merged: where every run printed the same words, each number is the
+    lowest the runs printed (times and sizes: the least disturbed run)."""
+    merged = []
+    for group in zip(*lines_per_run):
+        shape = {NUMBER.sub("#", g) for g in group}
+        if len(shape) != 1:
+            merged.append(group[0])
+            continue
+        lows = [min(col) for col in zip(*(numbers(g) for g in group))]
+        it = iter(lows)
+        merged.append(NUMBER.sub(lambda m: f"{next(it):g}", group[0]))
+    return merged
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("rev", help="the old checkout's revision, e.g. 560fa4f")
+    ap.add_argument("script", help="a script of benchmarks/, e.g. bench_core.py")
+    ap.add_argument("--runs", type=int, default=2, help="runs of each side, interleaved")
+    ns, rest = ap.parse_known_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        old = Path(tmp) / "old"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(old),
+                        ns.rev], check=True)
+        try:
+            runs: dict[str, list[list[str]]] = {"old": [], "new": []}
+            for i in range(ns.runs):
+                for side, checkout in (("old", old), ("new", ROOT)):
+                    print(f"run {i + 1} of {ns.runs}: {side}", file=sys.stderr, flush=True)
+                    runs[side].append(run(checkout, ns.script, rest))
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)],
+                           check=False)
+    old_lines, new_lines = best(runs["old"]), best(runs["new"])
+    print(f"{ns.script} {' '.join(rest)}: old = {ns.rev}, new = this checkout; best of "
+          f"{ns.runs} interleaved runs each")
+    for a, b in zip(old_lines, new_lines):
+        na, nb = numbers(a), numbers(b)
+        if NUMBER.sub("#", a) != NUMBER.sub("#", b) or not na:
+            print(f"  {b}")
+            continue
+        ratios = ", ".join(f"{y / x:.2f}" if x else "-" for x, y in zip(na, nb))
+        print(f"  {b}\n      old: {a.strip()}\n      new/old: {ratios}")
+
+
+if __name__ == "__main__":
+    main()
