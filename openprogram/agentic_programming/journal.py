@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from typing import Any, Iterator
 
 from .errors import OpenProgramError
+from .filesecrets import scrub
 
 __all__ = ["Journal", "JournalMismatch", "read_journal"]
 
@@ -45,7 +46,9 @@ class JournalMismatch(OpenProgramError, ValueError):
 
 
 def _line(data: dict) -> bytes:
-    return (json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=repr)
+    # every key a runtime of this process holds is masked: no writer is trusted to have
+    # redacted what it journals (a batch's id, an error a server chose)
+    return (json.dumps(scrub(data), ensure_ascii=False, separators=(",", ":"), default=repr)
             .encode("utf-8", "backslashreplace") + b"\n")
 
 

@@ -35,7 +35,7 @@ from ..agentic_programming.errors import OpenProgramError
 from ..agentic_programming.model import run_sync
 from ..agentic_programming.runtime import ModelCallError, ModelResponse, Runtime, ToolCall
 from ._raw import LIMIT, bounded, raw_record, redact_stream, size
-from ._secrets import MASK, StreamRedactor, _Secret, redact, redact_json
+from ._secrets import MASK, StreamRedactor, _Secret, redact, redact_json, without_secrets
 from ._servers import FORMS
 from ._unicode import sendable
 
@@ -773,6 +773,7 @@ class ProviderRuntime(Runtime):
         # the body as it goes on the wire: the SDK sends extra_body's fields at the top level
         sent = {k: v for k, v in ask.body.items() if k != "extra_body"}
         sent.update(ask.body.get("extra_body") or {})
+        sent = without_secrets(sent)   # a key in extra_query / extra_body is not the server's
         raw = raw_record(sent, response_json, self.redact, ask.notes)
         if ask.negotiated:
             raw["negotiated"] = redact_json(ask.negotiated, self.redact)

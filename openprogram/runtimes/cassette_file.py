@@ -29,7 +29,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..agentic_programming.filesecrets import scrub
 from ..agentic_programming.runtime import ModelResponse, ToolCall
+from ._secrets import without_secrets
 from ._unicode import escape_surrogates
 
 FORMAT = "openprogram-cassette"
@@ -94,8 +96,10 @@ def settings_of(runtime: Any) -> dict:
     for name, value in (getattr(runtime, "request_options", None) or {}).items():
         low = str(name).lower()
         if value is not None and not any(word in low for word in _NOT_SAMPLING):
-            sampling[str(name)] = _plain(value)
-    return {"model": _plain(getattr(runtime, "model", None)), "sampling": sampling}
+            sampling[str(name)] = without_secrets(_plain(value))
+    # a key passed in extra_query / extra_body (or any setting) is masked before it is part
+    # of a line or of the digest that keys it
+    return scrub({"model": _plain(getattr(runtime, "model", None)), "sampling": sampling})
 
 
 def _digest(data: Any) -> str:
@@ -172,8 +176,10 @@ def header(runtime: str | None, model: str | None) -> dict:
 def line(data: Any) -> bytes:
     """`data` as one line of a version-3 cassette, in UTF-8: JSON on one line (it escapes every
     newline inside a string), non-ASCII text readable, and the one kind of text UTF-8 cannot
-    encode (surrogates, see _unicode) written as its escape."""
-    return (escape_surrogates(json.dumps(data, ensure_ascii=False)) + "\n").encode("utf-8")
+    encode (surrogates, see _unicode) written as its escape. Every key a runtime of this process
+    holds is masked first (`scrub`): no writer is trusted to have redacted what it records."""
+    return (escape_surrogates(json.dumps(scrub(data), ensure_ascii=False)) + "\n"
+            ).encode("utf-8")
 
 
 def write_atomically(path: Path, data: bytes) -> None:

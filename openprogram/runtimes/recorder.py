@@ -22,6 +22,7 @@ import warnings
 from collections import OrderedDict
 from pathlib import Path
 
+from ..agentic_programming.filesecrets import scrub
 from ..agentic_programming.model import run_sync
 from ..agentic_programming.runtime import (DEFAULT_WINDOW, ModelCallError, ModelResponse, Runtime,
                                            Window, as_response)
@@ -178,7 +179,8 @@ class RecordingRuntime(Runtime):
     def _entry(self, messages, tools, mode_args) -> tuple[dict, int | None]:
         """A new call's entry (request, key, settings, place) and its decision's node id."""
         where, decision = self._places.place(messages, tools, mode_args)
-        request = request_record(messages, tools, mode_args)
+        # keyed as written: a request holding a key is written masked, and its key says so
+        request = scrub(request_record(messages, tools, mode_args))
         settings = settings_of(self.inner)
         return ({"key": request_key(request, settings), "call": None, "decision": where,
                  "request": request, "settings": settings}, decision)
