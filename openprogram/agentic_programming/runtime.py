@@ -325,7 +325,8 @@ class Runtime(ModelCaller):
         "tool_calls", tool messages "tool_call_id", "name" and "content". An async model
         function is run to completion here (see `model.run_blocking`)."""
         out = self._invoke(messages, tools, timeout, mode_args)
-        return as_response(run_blocking(out) if inspect.isawaitable(out) else out)
+        return as_response(run_blocking(within(out, timeout)) if inspect.isawaitable(out)
+                           else out)
 
     async def acomplete(self, messages: list[dict], *, tools: list[dict] | None = None,
                         on_text: Callable[[str], None] | None = None,
@@ -335,7 +336,7 @@ class Runtime(ModelCaller):
         thread so the loop keeps going. Runtimes with a native async client override this."""
         if self._async_call:
             out = self._invoke(messages, tools, timeout, mode_args)
-            return as_response(await out if inspect.isawaitable(out) else out)
+            return as_response(await within(out, timeout) if inspect.isawaitable(out) else out)
         import asyncio
         return await asyncio.to_thread(self.complete, messages, tools=tools, on_text=on_text,
                                        timeout=timeout, **mode_args)
@@ -379,6 +380,10 @@ class Runtime(ModelCaller):
         with self.dag.span("model_call", label, prompt=prompt) as node:
             resp = self.complete(messages, tools=tools, on_text=on_text, timeout=timeout,
                                  **_given(mode_args))
+            # a synchronous model cannot be stopped part-way: a reply that came after the
+            # budget ran out is not used, whatever the model did with the timeout it was given
+            if deadline is not None and time.monotonic() > deadline:
+                raise timed_out(timeout, returned=True)
             return _record_reply(node, resp), node
 
     async def acall_model(self, messages: list[dict], *, tools: list[dict] | None = None,
@@ -388,8 +393,9 @@ class Runtime(ModelCaller):
         """`acomplete()` as a DAG node, with the time left before `deadline`."""
         timeout, prompt = _call_budget(messages, deadline)
         with self.dag.span("model_call", label, prompt=prompt) as node:
-            resp = await self.acomplete(messages, tools=tools, on_text=on_text, timeout=timeout,
-                                        **_given(mode_args))
+            # every model, whether or not it takes a timeout: cancelled when the budget is out
+            resp = await within(self.acomplete(messages, tools=tools, on_text=on_text,
+                                               timeout=timeout, **_given(mode_args)), timeout)
             return _record_reply(node, resp), node
 
     def exec(self, content, *, tools=None, toolset=None, options=None, response_format=None,
@@ -452,6 +458,26 @@ def _describe_error(exc: BaseException) -> str:
 
 def _given(mode_args: dict) -> dict:
     return {k: v for k, v in mode_args.items() if v is not None}
+
+
+def timed_out(timeout: float | None, returned: bool = False) -> ModelCallError:
+    """The error of a model call that the time budget (timeout_s) ended."""
+    left = "" if timeout is None else f" ({timeout:.3g}s were left for this call)"
+    how = "answered after" if returned else "did not answer before"
+    return ModelCallError(f"the model {how} the time budget (timeout_s) ran out{left}; raise "
+                          f"timeout_s, or make the model answer sooner", kind="timeout")
+
+
+async def within(awaitable: Any, timeout: float | None) -> Any:
+    """`await awaitable`, cancelled after `timeout` seconds (None: no bound) with the
+    time budget's `ModelCallError`."""
+    if timeout is None:
+        return await awaitable
+    import asyncio
+    try:
+        return await asyncio.wait_for(awaitable, max(timeout, 0))
+    except asyncio.TimeoutError:
+        raise timed_out(timeout) from None
 
 
 def _call_budget(messages: list[dict], deadline: float | None) -> tuple[float | None, str | None]:
