@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import secrets
 import time
 from pathlib import Path
@@ -139,6 +140,7 @@ def keyed_line(entry: dict) -> bytes:
 
 
 _KEY_HEAD = b'{"key": "'
+_HEX_KEY = re.compile(rb'[0-9a-f]{64}"')
 
 
 def scan_keys(data: bytes, start: int) -> tuple[list[tuple[str, int, int]], int]:
@@ -152,12 +154,12 @@ def scan_keys(data: bytes, start: int) -> tuple[list[tuple[str, int, int]], int]
         end = data.find(b"\n", pos)
         if end < 0:
             break
-        if data.startswith(_KEY_HEAD, pos):
+        if data.startswith(_KEY_HEAD, pos) and _HEX_KEY.fullmatch(data, pos + 9, pos + 74):
             out.append((data[pos + 9:pos + 73].decode("ascii"), pos, end + 1 - pos))
-        else:
+        else:  # an older line, or a key that is not a digest (an edited file): parsed
             try:
                 entry = json.loads(data[pos:end])
-            except ValueError:
+            except (ValueError, RecursionError):   # not JSON, or nested past any request
                 entry = None
             if isinstance(entry, dict) and isinstance(entry.get("request"), dict) and \
                     "response" in entry and entry.get("settings") is not None:
