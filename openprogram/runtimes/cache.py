@@ -125,7 +125,7 @@ class _Store:
             head = f.readline(1 << 20).rstrip(b"\n")
         try:
             first = json.loads(head)
-        except ValueError:
+        except (ValueError, RecursionError):
             first = None
         if not isinstance(first, dict) or first.get("format") != FORMAT or "calls" in first:
             # not a JSON Lines cassette: the reader says exactly what it is

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..agentic_programming.errors import OpenProgramError
 from ..agentic_programming.filesecrets import scrub
 from ..agentic_programming.runtime import ModelResponse, ToolCall
 from ._secrets import without_secrets
@@ -234,6 +235,13 @@ def append_whole(path: Path, data: bytes, size: int) -> int:
     return start + len(data)
 
 
+class CassetteFileError(OpenProgramError, ValueError):
+    """A file that cannot be read as a cassette: says which file, which line and what to do."""
+
+
+_FileError = CassetteFileError
+
+
 def load_cassette(path: str | os.PathLike) -> dict:
     """The cassette at `path` as data (`{"format", "version", ..., "calls": [...]}`, whichever
     version wrote it), checked: a file that is not one, half of one, one of another format
@@ -248,12 +256,12 @@ def load_cassette(path: str | os.PathLike) -> dict:
     try:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{where!r} is not a cassette: it is not UTF-8 text ({exc.reason} at "
+        raise _FileError(f"{where!r} is not a cassette: it is not UTF-8 text ({exc.reason} at "
                          f"byte {exc.start}); {redo}") from None
     first = text.partition("\n")[0]
     try:  # a version-3 header line; the first line of a version-2 file is a lone "{"
         head = json.loads(first)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         head = None
     if isinstance(head, dict) and head.get("format") == FORMAT and "calls" not in head:
         data, lines = _read_lines(head, text, where, redo), True
@@ -263,7 +271,7 @@ def load_cassette(path: str | os.PathLike) -> dict:
         problem = _entry_problem(entry)
         if problem:
             at = f" (line {n + 1})" if lines else ""
-            raise ValueError(f"call #{n}{at} of the cassette {where!r} {problem}: the file was "
+            raise _FileError(f"call #{n}{at} of the cassette {where!r} {problem}: the file was "
                              f"cut or edited by hand; {redo}")
     return data
 
@@ -272,17 +280,20 @@ def _read_document(text: str, where: str, redo: str) -> dict:
     """A cassette of versions 1 and 2: one JSON document holding a "calls" list."""
     try:
         data = json.loads(text)
+    except RecursionError:
+        raise _FileError(f"{where!r} is nested deeper than any cassette: the file was "
+                         f"edited; {redo}") from None
     except json.JSONDecodeError as exc:
         if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
             # the text ends before the JSON does (an unterminated string runs to the end)
-            raise ValueError(f"{where!r} was cut short: its JSON ends at character "
+            raise _FileError(f"{where!r} was cut short: its JSON ends at character "
                              f"{len(text)} before it is complete (it was half-written or "
                              f"half-copied; RecordingRuntime itself never leaves one). Restore "
                              f"it from version control or {redo}.") from None
-        raise ValueError(f"{where!r} is not a JSON cassette ({exc}); {redo}") from None
+        raise _FileError(f"{where!r} is not a JSON cassette ({exc}); {redo}") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT or \
             not isinstance(data.get("calls"), list):
-        raise ValueError(f"{where!r} is not an openprogram cassette (it needs "
+        raise _FileError(f"{where!r} is not an openprogram cassette (it needs "
                          f'"format": "{FORMAT}" and a "calls" list); {redo}')
     _check_version(data, where, redo)
     return data
@@ -294,7 +305,7 @@ def _read_lines(head: dict, text: str, where: str, redo: str) -> dict:
     that fails); it is named, with what to do."""
     _check_version(head, where, redo)
     if head["version"] < 3:
-        raise ValueError(f"{where!r} is written as JSON Lines, as version 3 cassettes are, but "
+        raise _FileError(f"{where!r} is written as JSON Lines, as version 3 cassettes are, but "
                          f"its first line says version {head['version']}: it was edited by "
                          f"hand; {redo}")
     rows = text.split("\n")
@@ -303,11 +314,14 @@ def _read_lines(head: dict, text: str, where: str, redo: str) -> dict:
     for n, row in enumerate(rows[1:], 2):
         try:
             calls.append(json.loads(row))
+        except RecursionError:
+            raise _FileError(f"line {n} of the cassette {where!r} is nested deeper than "
+                             f"any recorded call: the file was edited; {redo}") from None
         except json.JSONDecodeError as exc:
             if n == len(rows) and not tail:
                 raise _cut_off(where, n, len(calls), f"it is not whole JSON ({exc.msg})",
                                redo) from None
-            raise ValueError(f"line {n} of the cassette {where!r} is not JSON ({exc.msg} at "
+            raise _FileError(f"line {n} of the cassette {where!r} is not JSON ({exc.msg} at "
                              f"column {exc.colno}): the file was edited by hand; {redo}") from None
     if tail and rows:  # (a header alone without its newline is a whole empty cassette)
         raise _cut_off(where, len(rows) + 1, len(calls), "it has no newline at its end", redo)
@@ -315,7 +329,7 @@ def _read_lines(head: dict, text: str, where: str, redo: str) -> dict:
 
 
 def _cut_off(where: str, n: int, whole: int, why: str, redo: str) -> ValueError:
-    return ValueError(f"the last line of the cassette {where!r}, line {n}, was cut off: {why}. "
+    return _FileError(f"the last line of the cassette {where!r}, line {n}, was cut off: {why}. "
                      f"A recording stopped in the middle of a write (the process was killed or "
                      f"the power went). The {whole} calls before it are whole: delete line {n} "
                      f"to replay them, or {redo}.")
@@ -323,19 +337,19 @@ def _cut_off(where: str, n: int, whole: int, why: str, redo: str) -> ValueError:
 
 def _check_version(data: dict, where: str, redo: str) -> None:
     if "version" not in data:
-        raise ValueError(f'{where!r} has no "version" field, which every cassette '
+        raise _FileError(f'{where!r} has no "version" field, which every cassette '
                          f"RecordingRuntime writes (this release writes version {VERSION}); "
                          f"{redo}")
     v = data["version"]
     if isinstance(v, bool) or not isinstance(v, int):
-        raise ValueError(f'{where!r} has "version": {json.dumps(v)}, which is not a format '
+        raise _FileError(f'{where!r} has "version": {json.dumps(v)}, which is not a format '
                          f"version (a whole number; this release reads versions {OLDEST} to "
                          f"{VERSION}); {redo}")
     if v < OLDEST:
-        raise ValueError(f"{where!r} is a cassette of format version {v}, older than this "
+        raise _FileError(f"{where!r} is a cassette of format version {v}, older than this "
                          f"release reads (versions {OLDEST} to {VERSION}); {redo}")
     if v > VERSION:
-        raise ValueError(f"{where!r} is a cassette of format version {v}, written by a newer "
+        raise _FileError(f"{where!r} is a cassette of format version {v}, written by a newer "
                          f"release (this one reads versions {OLDEST} to {VERSION}). Upgrade: "
                          f"pip install -U openprogram-decisions")
 
