@@ -48,7 +48,10 @@ def scrub(value: Any) -> Any:
     if _redact is None:
         return value
     keys = secrets()
-    return _walk(value, lambda s: _redact(s, keys))
+    # a text shorter than a masked stretch (8 characters of a key, or a key-shaped word) holds
+    # none: most strings of a line are field names and short values, passed as they are
+    least = min([8, *(len(k) for k in keys)])
+    return _walk(value, lambda s: s if len(s) < least else _redact(s, keys))
 
 
 def _walk(value: Any, redact: Callable[[str], str]) -> Any:

@@ -18,6 +18,14 @@ naming their section. Readers skip kinds they do not know: batch submission (iss
 same file. A section whose prompt, options, way of asking or runtime changed is refused with a
 message saying what changed: a journal holds the rows of one evaluation, and mixing two would
 make its accuracy mean nothing; start a new journal (or delete the old one) to run the new one.
+
+A journal may come from someone else (a colleague's run, a file from a bug report), so it is
+read as untrusted input: a line too long or nested too deep, a field of the wrong type, a row
+position or total larger than a file of its size can hold, is a `JournalFileError` naming the
+file, the line and what to do, before anything is built from it; a journal of a newer format is
+neither read nor appended to. Every line written goes through `filesecrets.scrub` (no API key of
+the process reaches the file), and a write that fails (a full disk) is a `JournalWriteError`
+saying how many rows are safe and that the same call resumes.
 """
 from __future__ import annotations
 
@@ -34,7 +42,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
 from .errors import OpenProgramError
 from .filesecrets import scrub
 
-__all__ = ["Journal", "JournalMismatch", "read_journal"]
+__all__ = ["Journal", "JournalMismatch", "JournalFileError", "JournalWriteError", "read_journal"]
 
 FORMAT = "openprogram-journal"
 VERSION = 1
