@@ -238,10 +238,11 @@ class _Store:
                           RuntimeWarning, stacklevel=5)
         self.size += end
 
-    def add(self, entry: dict) -> None:
+    def add(self, entry: dict, keep_theirs: bool = True) -> None:
         """Append the call's line: under the file's lock (other processes append too), at the
         end whatever they wrote (O_APPEND), in one write; their lines are read and indexed
-        first, and none of them is ever cut."""
+        first, and none of them is ever cut. With `keep_theirs`, a request another process
+        answered meanwhile (both asked before either wrote) is not written twice."""
         data = keyed_line(entry)
         with self.lock:
             try:
@@ -249,6 +250,9 @@ class _Store:
                 try:
                     with _FileLock(fd):
                         self._catch_up(repair=True)
+                        if keep_theirs and entry["key"] in self.index:
+                            self.memory.pop(entry["key"], None)
+                            return
                         start = os.fstat(fd).st_size
                         try:
                             view = memoryview(data)
@@ -394,7 +398,7 @@ class CachedRuntime(RecordingRuntime):
                 self._count += 1
                 entry["call"] = self._count
                 self.calls.append(entry)
-            store.add(entry)
+            store.add(entry, keep_theirs=not self.refresh)
             done = entry
             return resp
         finally:

@@ -361,6 +361,10 @@ def _entry_problem(entry: Any) -> str | None:
     request = entry.get("request")
     if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
         return "has no request (an object with a \"messages\" list)"
+    duration = entry.get("duration_s")
+    if duration is not None and (isinstance(duration, bool) or
+                                 not isinstance(duration, (int, float)) or duration < 0):
+        return "has a \"duration_s\" that is not a number of seconds"
     if "error" in entry:
         if not isinstance(entry["error"], dict):
             return "has an error that is not an object"

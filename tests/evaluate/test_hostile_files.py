@@ -179,3 +179,18 @@ def test_a_full_disk_says_how_many_rows_are_safe_and_that_the_same_call_resumes(
     rows = [{"message": f"please refund me {i}"} for i in range(200)]
     res = evaluate(PROMPT, OPTIONS, rows, runtime=rt, journal=path, progress=False)
     assert res.finished == 200 and len(rt.calls) == 200 - safe
+
+
+def test_a_cassette_whose_latency_is_not_a_number(tmp_path):
+    from openprogram import decision
+    from openprogram.runtimes import RecordingRuntime
+    path = tmp_path / "c.jsonl"
+    decision.make("pick", {"a": ("A", "one")},
+                  runtime=RecordingRuntime(ScriptedRuntime(['{"call": "a"}']), path))
+    head, call = path.read_text().splitlines()
+    entry = json.loads(call)
+    entry["duration_s"] = "slow"
+    path.write_text(head + "\n" + json.dumps(entry) + "\n")
+    with pytest.raises(OpenProgramError, match=r"call #1 \(line 2\) .* \"duration_s\" that is not "
+                                               r"a number"):
+        ReplayRuntime(path, realtime=True)

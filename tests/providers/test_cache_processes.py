@@ -79,11 +79,10 @@ def test_two_processes_asking_the_same_requests(tmp_path):
     outs = [k.communicate(timeout=300) for k in kids]
     assert [k.returncode for k in kids] == [0, 0], outs
     calls, bad = _lines(path)
-    # each request is in the file, whole: a line written twice (both asked before either
-    # wrote) is a duplicate, never a loss
-    assert bad == 0 and {c["request"]["messages"][0]["content"] for c in calls} == \
-        {f"same {i}" for i in range(200)}
-    assert 200 <= len(calls) <= 400
+    # each request is in the file once, whole: when both asked before either wrote, the
+    # second to write finds the first's line and keeps it
+    assert bad == 0 and sorted(c["request"]["messages"][0]["content"] for c in calls) == \
+        sorted(f"same {i}" for i in range(200))
 
 
 def test_a_writer_killed_mid_run_loses_nothing_but_its_last_line(tmp_path):
