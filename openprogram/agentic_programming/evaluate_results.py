@@ -718,7 +718,7 @@ class ComparisonResult:
         pd = require("pandas", "pandas", "the result's .summary")
         table = pd.DataFrame({name: r.summary for name, r in self.results.items()}).T
         table.index.name = "variant"
-        return table
+        return quiet_frame(table)
 
     @property
     def picks(self) -> dict[str, list[str | None]]:

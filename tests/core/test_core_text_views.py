@@ -52,7 +52,9 @@ def test_every_frame_for_display_sits_in_the_wrapper():
     cmp = compare("Message: {m}", {"one": options, "two": options}, rows,
                   runtime=ScriptedRuntime(rule=lambda prompt: '{"call": "a"}'),
                   progress=False, concurrency=1)
-    frames.update({"compare to_frame": cmp.to_frame(), "compare pick_counts": cmp.pick_counts})
+    frames.update({"compare to_frame": cmp.to_frame(), "compare pick_counts": cmp.pick_counts,
+                   "compare summary": cmp.summary, "compare differences": cmp.differences,
+                   "the runtime's DAG": rt.dag.to_frame()})
     for name, frame in frames.items():
         assert isinstance(frame, pd.DataFrame), name
         html = frame._repr_html_()
