@@ -327,8 +327,8 @@ class Runtime(ModelCaller):
         "tool_calls", tool messages "tool_call_id", "name" and "content". An async model
         function is run to completion here (see `model.run_blocking`)."""
         out = self._invoke(messages, tools, timeout, mode_args)
-        return as_response(run_blocking(within(out, timeout)) if inspect.isawaitable(out)
-                           else out)
+        return as_response(run_blocking(within(out, timeout, "timeout" in self._accepts))
+                           if inspect.isawaitable(out) else out)
 
     async def acomplete(self, messages: list[dict], *, tools: list[dict] | None = None,
                         on_text: Callable[[str], None] | None = None,
@@ -338,7 +338,8 @@ class Runtime(ModelCaller):
         thread so the loop keeps going. Runtimes with a native async client override this."""
         if self._async_call:
             out = self._invoke(messages, tools, timeout, mode_args)
-            return as_response(await within(out, timeout) if inspect.isawaitable(out) else out)
+            return as_response(await within(out, timeout, "timeout" in self._accepts)
+                               if inspect.isawaitable(out) else out)
         import asyncio
         return await asyncio.to_thread(self.complete, messages, tools=tools, on_text=on_text,
                                        timeout=timeout, **mode_args)
@@ -397,7 +398,8 @@ class Runtime(ModelCaller):
         with self.dag.span("model_call", label, prompt=prompt) as node:
             # every model, whether or not it takes a timeout: cancelled when the budget is out
             resp = await within(self.acomplete(messages, tools=tools, on_text=on_text,
-                                               timeout=timeout, **_given(mode_args)), timeout)
+                                               timeout=timeout, **_given(mode_args)), timeout,
+                                grace=True)
             return _record_reply(node, resp), node
 
     def exec(self, content, *, tools=None, toolset=None, options=None, response_format=None,
@@ -470,14 +472,19 @@ def timed_out(timeout: float | None, returned: bool = False) -> ModelCallError:
                           f"timeout_s, or make the model answer sooner", kind="timeout")
 
 
-async def within(awaitable: Any, timeout: float | None) -> Any:
+async def within(awaitable: Any, timeout: float | None, grace: bool = False) -> Any:
     """`await awaitable`, cancelled after `timeout` seconds (None: no bound) with the
-    time budget's `ModelCallError`."""
+    time budget's `ModelCallError`. With `grace`, a little later (a tenth of a second and 5%):
+    a runtime that was given the timeout and stops itself (keeping the partial reply, saying
+    how many tokens it wrote) does so first, and one that does not is stopped all the same."""
     if timeout is None:
         return await awaitable
     import asyncio
+    wait = max(timeout, 0)
+    if grace:
+        wait += 0.1 + 0.05 * wait
     try:
-        return await asyncio.wait_for(awaitable, max(timeout, 0))
+        return await asyncio.wait_for(awaitable, wait)
     except asyncio.TimeoutError:
         raise timed_out(timeout) from None
 

@@ -109,3 +109,26 @@ def test_a_provider_call_that_answers_too_late(server, make_runtime, way):
     else:
         _timed_out(lambda: asyncio.run(decision.amake("pick", OPTIONS, runtime=rt,
                                                       max_retries=0, timeout_s=BUDGET)))
+
+
+@pytest.mark.parametrize("way", ["make", "amake"])
+def test_a_model_that_stops_itself_at_the_budget_keeps_its_partial_reply(way):
+    """A model given the timeout stops itself and keeps what it wrote (as the provider and
+    local runtimes do): the bound leaves it the moment to do so, so its error, partial reply
+    included, is the one on the trace."""
+    from openprogram.runtimes import ModelCallError
+
+    async def model(content, timeout=None):
+        await asyncio.sleep(timeout)
+        raise ModelCallError("stopped after 12 tokens; they are kept as the partial reply",
+                             partial='{"call": "a"', kind="timeout")
+
+    rt = Runtime(call=model)
+    run = (lambda: decision.make("pick", OPTIONS, runtime=rt, max_retries=0, timeout_s=BUDGET)) \
+        if way == "make" else (lambda: asyncio.run(decision.amake(
+            "pick", OPTIONS, runtime=rt, max_retries=0, timeout_s=BUDGET)))
+    with pytest.raises(DecisionError) as info:
+        run()
+    (att,) = info.value.trace.attempts
+    assert att.error_kind == "timeout" and "stopped after 12 tokens" in att.error_message
+    assert att.reply == '{"call": "a"'
