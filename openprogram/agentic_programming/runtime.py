@@ -385,7 +385,8 @@ class Runtime(ModelCaller):
                                  **_given(mode_args))
             # a synchronous model cannot be stopped part-way: a reply that came after the
             # budget ran out is not used, whatever the model did with the timeout it was given
-            if deadline is not None and time.monotonic() > deadline:
+            # (past the same moment of grace `within` leaves)
+            if deadline is not None and time.monotonic() > deadline + _grace(timeout):
                 raise timed_out(timeout, returned=True)
             return _record_reply(node, resp), node
 
@@ -472,6 +473,10 @@ def timed_out(timeout: float | None, returned: bool = False) -> ModelCallError:
                           f"timeout_s, or make the model answer sooner", kind="timeout")
 
 
+def _grace(timeout: float | None) -> float:
+    return 0.1 + 0.05 * max(timeout or 0, 0)
+
+
 async def within(awaitable: Any, timeout: float | None, grace: bool = False) -> Any:
     """`await awaitable`, cancelled after `timeout` seconds (None: no bound) with the
     time budget's `ModelCallError`. With `grace`, a little later (a tenth of a second and 5%):
@@ -480,9 +485,7 @@ async def within(awaitable: Any, timeout: float | None, grace: bool = False) -> 
     if timeout is None:
         return await awaitable
     import asyncio
-    wait = max(timeout, 0)
-    if grace:
-        wait += 0.1 + 0.05 * wait
+    wait = max(timeout, 0) + (_grace(timeout) if grace else 0)
     try:
         return await asyncio.wait_for(awaitable, wait)
     except asyncio.TimeoutError:
