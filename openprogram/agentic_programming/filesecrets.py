@@ -5,12 +5,14 @@ batch API's errors and ids, request settings (`extra_query`, `extra_body`) recor
 call, whatever a later feature adds. So no writer is trusted to have redacted its data: the
 cassette and cache lines (`runtimes.cassette_file.line`) and the journal's lines
 (`journal._line`) pass every string of what they write, keys of objects included, through
-`scrub`, which masks every API key a runtime of this process holds (and, through the same
-`redact`, anything shaped like a key). The keys themselves live in the runtimes' `_Secret`
-objects; each registers itself here when it is made (`remember`), weakly, so a dropped runtime's
-key is forgotten with it. This module imports nothing: `runtimes._secrets` installs its `redact`
-here when it is imported, which is before any key exists, so the core never imports the
-runtimes.
+`scrub`, which masks every API key a runtime of this process holds, whole or in part, as
+written or spelled with JSON escapes (`runtimes._secrets.mask_secrets`); what is only shaped
+like a key is left to the runtimes, which mask it in what their servers send (a prompt about
+"Bearer tokens" is recorded as it was asked). The keys themselves live in the runtimes'
+`_Secret` objects; each registers itself here when it is made (`remember`), weakly, so a
+dropped runtime's key is forgotten with it. This module imports nothing: `runtimes._secrets`
+installs its masking here when it is imported, which is before any key exists, so the core
+never imports the runtimes. A process that holds no key writes its files untouched.
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ _redact: "Callable[[Any, tuple], Any] | None" = None
 
 
 def install(redact: Callable[[Any, tuple], Any]) -> None:
-    """Set the function that masks secrets in one string (`runtimes._secrets.redact`)."""
+    """Set the function that masks secrets in one string (`runtimes._secrets.mask_secrets`)."""
     global _redact
     _redact = redact
 
@@ -43,11 +45,13 @@ def secrets() -> tuple[str, ...]:
 
 def scrub(value: Any) -> Any:
     """`value` (JSON data: dicts, lists, strings, numbers) with every string masked of every
-    key this process holds. Nothing changes (the same object comes back) before the first
-    provider runtime is made: no key exists to leak."""
+    key this process holds. Nothing changes (the same object comes back) while no provider
+    runtime holds a key: none exists to leak."""
     if _redact is None:
         return value
     keys = secrets()
+    if not keys:
+        return value
     # a text shorter than a masked stretch (8 characters of a key, or a key-shaped word) holds
     # none: most strings of a line are field names and short values, passed as they are
     least = min([8, *(len(k) for k in keys)])

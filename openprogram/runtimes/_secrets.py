@@ -481,4 +481,16 @@ def without_secrets(value: Any) -> Any:
     return value
 
 
-filesecrets.install(redact)
+def mask_secrets(text: Any, secrets: tuple[str, ...] = ()) -> Any:
+    """`text` with every stretch of 8+ characters of a secret masked (as written or spelled
+    with JSON escapes), and nothing else: what the file writers apply to everything they
+    write. Not the key-shaped words `redact` also masks: a prompt about "Bearer tokens" is the
+    program's own text, and a cassette must record it as it was asked."""
+    secrets = _secrets(secrets)
+    if not isinstance(text, str) or not text or not secrets:
+        return text
+    hit = _all_hits(text, secrets)
+    return _masked(text, hit) if any(hit) else text
+
+
+filesecrets.install(mask_secrets)
