@@ -231,6 +231,8 @@ def _scan(path: Path) -> tuple[list[tuple[dict, int]], int, int]:
                                    f"journal: restore it, delete that line, or pass another path")
         out.append((item, pos))
         pos = end + 1
+    if out and out[0][0].get("format") == FORMAT:   # a newer format says so, not its lines
+        _check_version(out[0][0], path)
     limit = max(MIN_ROWS, ROWS_PER_LINE * len(out))
     for k, (item, _) in enumerate(out[1:], 2):
         check_line(item, path, k, limit)

@@ -118,7 +118,10 @@ def test_a_newer_journal_is_neither_read_nor_appended_to(tmp_path):
     lines = path.read_text().splitlines()
     head = json.loads(lines[0])
     head.update(version=2, written_by="9.0.0")
-    path.write_text("\n".join([json.dumps(head)] + lines[1:]) + "\n")
+    # and its rows are of a shape this release does not know
+    rows = [json.dumps({**json.loads(x), "row": {"at": 0}}) if '"kind": "row"' in x or
+            '"kind":"row"' in x else x for x in lines[1:]]
+    path.write_text("\n".join([json.dumps(head)] + rows) + "\n")
     before = path.read_bytes()
     for read in (lambda: EvaluationResult.from_journal(path),
                  lambda: evaluate(PROMPT, OPTIONS, ROWS + [{"message": "new"}],
