@@ -80,7 +80,7 @@ def _names_defined(setup: str) -> set[str]:
 
 
 def _identifier(name: str) -> str:
-    out = re.sub(r"\W", "_", name)
+    out = re.sub(r"\W", "_", name, flags=re.ASCII)
     if not out or out[0].isdigit() or keyword.iskeyword(out):
         out = "_" + out
     return out
@@ -117,12 +117,26 @@ def trace_to_pytest(trace, options_expr: str = "OPTIONS", module: str | None = N
     """The source of a pytest test that replays `trace` on ScriptedRuntime (see the module's
     docstring for where the option set comes from). Raises ValueError when the trace cannot be
     replayed as given, with what to pass instead."""
+    # A trace may come from a file someone else wrote (a journal): nothing of it is written
+    # into the test as text. Strings go through repr; what only a few values can be (the
+    # status, the entry point, the numbers) is checked to be one of them, and refused if not.
+    if isinstance(trace.id, bool) or not isinstance(trace.id, (int, type(None))):
+        raise ValueError(f"the trace's id {trace.id!r:.80} is not a decision number; it was read "
+                         f"from an edited file and cannot be turned into a test")
     if trace.status == "running":
         raise ValueError(f"decision #{trace.id} is still running; generate its test once it has "
                          f"resolved or failed")
+    if trace.status not in ("resolved", "failed"):
+        raise ValueError(f"decision #{trace.id} has status {trace.status!r:.80}, not 'resolved' "
+                         f"or 'failed': only a finished decision can be replayed (was the trace "
+                         f"read from an edited file?)")
     if trace.entry not in ("make", "agent"):
-        raise ValueError(f"decision #{trace.id} came from {trace.entry!r}; only decision.make and "
-                         f"agent(..., options=) traces can be replayed")
+        raise ValueError(f"decision #{trace.id} came from {trace.entry!r:.80}; only decision.make "
+                         f"and agent(..., options=) traces can be replayed")
+    if isinstance(trace.max_attempts, bool) or not isinstance(trace.max_attempts, int) or \
+            trace.max_attempts < 1:
+        raise ValueError(f"decision #{trace.id} has max_attempts {trace.max_attempts!r:.80}, not "
+                         f"a whole number >= 1 (was the trace read from an edited file?)")
     if not trace.attempts:
         raise ValueError(f"decision #{trace.id} has no attempts to replay")
     if module is None and setup is None:
@@ -246,7 +260,7 @@ def trace_to_pytest(trace, options_expr: str = "OPTIONS", module: str | None = N
             "from openprogram import DecisionError, agent, decision, observe"
     else:
         etype = type(err)
-        if etype.__module__ == "builtins":
+        if etype.__module__ == "builtins" and getattr(builtins, etype.__name__, None) is etype:
             out += [f"        with pytest.raises({etype.__name__}):", f"            {call}"]
         else:
             out += ["        with pytest.raises(Exception) as info:", f"            {call}",

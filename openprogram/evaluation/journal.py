@@ -18,6 +18,14 @@ naming their section. Readers skip kinds they do not know: batch submission (iss
 same file. A section whose prompt, options, way of asking or runtime changed is refused with a
 message saying what changed: a journal holds the rows of one evaluation, and mixing two would
 make its accuracy mean nothing; start a new journal (or delete the old one) to run the new one.
+
+A journal may come from someone else (a colleague's run, a file from a bug report), so it is
+read as untrusted input: a line too long or nested too deep, a field of the wrong type, a row
+position or total larger than a file of its size can hold, is a `JournalFileError` naming the
+file, the line and what to do, before anything is built from it; a journal of a newer format is
+neither read nor appended to. Every line written goes through `filesecrets.scrub` (no API key of
+the process reaches the file), and a write that fails (a full disk) is a `JournalWriteError`
+saying how many rows are safe and that the same call resumes.
 """
 from __future__ import annotations
 
@@ -33,8 +41,9 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
 
 from ..base.errors import OpenProgramError
 from ..base.text import cut
+from ..base.filesecrets import scrub
 
-__all__ = ["Journal", "JournalMismatch", "read_journal"]
+__all__ = ["Journal", "JournalMismatch", "JournalFileError", "JournalWriteError", "read_journal"]
 
 FORMAT = "openprogram-journal"
 VERSION = 1
@@ -45,8 +54,146 @@ class JournalMismatch(OpenProgramError, ValueError):
     or inputs differ)."""
 
 
+class JournalFileError(OpenProgramError, ValueError):
+    """A journal that cannot be read as one: a line that is not JSON, nested too deep, or with
+    a field of the wrong type, or a file written by a newer release. Names the file, the line
+    and what to do."""
+
+
+class JournalWriteError(OpenProgramError, OSError):
+    """A journal line could not be written (a full disk): says how many rows are safe in the
+    journal and that the same call resumes."""
+
+
+#: A journaled row's position (and a section's total) may reach this far past what the file
+#: holds: a journal is read as untrusted input, and a 3 KB file saying "row 30000000" must not
+#: make a result of 30 million rows. Each row line holds at least one row; an interrupted run
+#: of many inputs has journaled few of them, so positions up to ROWS_PER_LINE times the lines
+#: of the file (and at least MIN_ROWS) are read.
+ROWS_PER_LINE = 1_000
+MIN_ROWS = 1_000_000
+#: A line longer than this is not read (a journal row is a trace: kilobytes, rarely megabytes).
+MAX_LINE = 256 * 1024 * 1024
+
+_STATUSES = ("cancelled", "resolved", "failed")
+_NUM = (int, float)
+_OPT_STR = (str, type(None))
+# The fields of each kind of line that code reads, and the types they may hold (a list of str
+# written as [str]); any other field is kept as it is.
+_FIELDS = {
+    "row": {"row": int, "key": _OPT_STR, "status": str, "pick": _OPT_STR,
+            "expected": _OPT_STR, "attempts": (int, type(None)), "error_kinds": ([str], None),
+            "raised": _OPT_STR, "tokens_in": (int, type(None)), "tokens_out": (int, type(None)),
+            "latency_s": (*_NUM, type(None)), "cached": (bool, type(None)),
+            "input": (dict, type(None)), "error": (dict, type(None)),
+            "error_kind": _OPT_STR, "trace": (dict, type(None)), "section": _OPT_STR},
+    "section": {"section": str, "prompt": _OPT_STR, "options": ([str], None),
+                "total": (int, type(None)), "fingerprint": _OPT_STR,
+                "concurrency": (int, type(None))},
+    "shared": {"section": _OPT_STR, "menu": _OPT_STR, "options": (list, type(None))},
+    "batch": {"section": _OPT_STR, "batch_id": str, "round": (int, type(None)),
+              "state": str, "custom_ids": ([str], None), "answered": (int, type(None))},
+}
+_TRACE_FIELDS = {"id": (int, type(None)), "entry": _OPT_STR, "mode": _OPT_STR,
+                 "status": _OPT_STR, "prompt": _OPT_STR, "menu": _OPT_STR,
+                 "options": (list, type(None)), "runtime": _OPT_STR,
+                 "max_attempts": (int, type(None)), "context_keys": ([str], None),
+                 "attempts": ([dict], None), "tool_rounds": ([dict], None),
+                 "chosen": _OPT_STR, "error": (dict, type(None)),
+                 "started_at": (*_NUM, type(None)), "duration_s": (*_NUM, type(None)),
+                 "menu_appended": (bool, type(None))}
+_ATTEMPT_FIELDS = {"attempt": (int, type(None)), "is_last": (bool, type(None)),
+                   "prompt": _OPT_STR, "reply": _OPT_STR, "extracted": (dict, type(None)),
+                   "found_in": _OPT_STR, "span": ([int], None), "error_span": ([int], None),
+                   "key_alias": _OPT_STR, "candidates": (int, type(None)),
+                   "error_kind": _OPT_STR, "error_message": _OPT_STR, "error_path": _OPT_STR,
+                   "chosen": _OPT_STR, "args": (dict, type(None)), "dropped": ([str], None),
+                   "injected": ([str], None), "started_at": (*_NUM, type(None)),
+                   "duration_s": (*_NUM, type(None)), "model_call_id": (int, type(None)),
+                   "usage": (dict, type(None)), "sent": (dict, type(None)),
+                   "tool_calls": ([dict], None), "finish_reason": _OPT_STR,
+                   "raw": (dict, type(None)), "cached": (bool, type(None)),
+                   "redacted": ([str], None), "menu_appended": (bool, type(None))}
+_TOOL_FIELDS = {"round": (int, type(None)), "tool": _OPT_STR, "args": (dict, type(None)),
+                "error": _OPT_STR, "duration_s": (*_NUM, type(None))}
+
+
+def _type_ok(value: Any, want: Any) -> bool:
+    if isinstance(want, tuple) and want and isinstance(want[0], list):  # ([str], None)
+        return value is None or _type_ok(value, want[0])
+    if isinstance(want, list):
+        return isinstance(value, list) and all(_type_ok(v, want[0]) for v in value)
+    if isinstance(value, bool) and want is not bool and (
+            want in (int, float) or (isinstance(want, tuple) and bool not in want)):
+        return False  # JSON's true is not a count
+    return isinstance(value, want)
+
+
+def _type_name(want: Any) -> str:
+    if isinstance(want, tuple) and want and isinstance(want[0], list):
+        return f"a list of {_type_name(want[0][0])} or null"
+    if isinstance(want, list):
+        return f"a list of {_type_name(want[0])}"
+    if isinstance(want, tuple):
+        return " or ".join("null" if t is type(None) else _type_name(t) for t in want)
+    return {int: "a whole number", float: "a number", str: "a string", bool: "true or false",
+            dict: "an object", list: "a list"}.get(want, want.__name__)
+
+
+def _check_fields(item: dict, fields: dict, where: str) -> None:
+    for name, want in fields.items():
+        if name in item and not _type_ok(item[name], want):
+            raise ValueError(f"its {where}{name!r} is {_show(item[name])}, not "
+                             f"{_type_name(want)}")
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value, default=repr)
+    return text if len(text) <= 60 else text[:60] + "..."
+
+
+def check_line(item: dict, path: Any, n: int, limit: int) -> None:
+    """Raise a JournalFileError naming the file and line `n` when `item` (a line of the
+    journal) holds a field code reads with a type or value it cannot have."""
+    kind = item.get("kind")
+    try:
+        fields = _FIELDS.get(kind)
+        if fields is None:
+            return   # a kind a later release writes: skipped by readers
+        _check_fields(item, fields, "")
+        if kind == "row":
+            if item["row"] < 0 or item["row"] >= limit:
+                raise ValueError(f"its input position \"row\" is {item['row']}, which the "
+                                 f"journal cannot hold (it holds positions below {limit:,})")
+            if item["status"] not in _STATUSES:
+                raise ValueError(f"its \"status\" is {_show(item['status'])}, not one of "
+                                 f"{', '.join(_STATUSES)}")
+            err = item.get("error")
+            if err is not None:
+                _check_fields(err, {"type": _OPT_STR, "message": _OPT_STR}, "error's ")
+            trace = item.get("trace")
+            if trace is not None:
+                _check_fields(trace, _TRACE_FIELDS, "trace's ")
+                for k, a in enumerate(trace.get("attempts") or []):
+                    _check_fields(a, _ATTEMPT_FIELDS, f"trace's attempt {k + 1}'s ")
+                for k, t in enumerate(trace.get("tool_rounds") or []):
+                    _check_fields(t, _TOOL_FIELDS, f"trace's tool round {k + 1}'s ")
+        elif kind == "section":
+            total = item.get("total")
+            if total is not None and not 0 <= total <= limit:
+                raise ValueError(f"its \"total\" is {total}, which the journal cannot hold "
+                                 f"(at most {limit:,} inputs for a file of its size)")
+    except ValueError as exc:
+        raise JournalFileError(f"line {n} of the journal {str(path)!r} is not a line "
+                               f"evaluate(..., journal=) writes: {exc}. The file was edited or "
+                               f"damaged: restore it, delete that line (its row runs again), or "
+                               f"pass a new journal= path") from None
+
+
 def _line(data: dict) -> bytes:
-    return (json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=repr)
+    # every key a runtime of this process holds is masked: no writer is trusted to have
+    # redacted what it journals (a batch's id, an error a server chose)
+    return (json.dumps(scrub(data), ensure_ascii=False, separators=(",", ":"), default=repr)
             .encode("utf-8", "backslashreplace") + b"\n")
 
 
@@ -67,17 +214,44 @@ def _scan(path: Path) -> tuple[list[tuple[dict, int]], int, int]:
         end = data.find(b"\n", pos)
         if end < 0:
             break
-        try:
-            item = json.loads(data[pos:end])
-        except ValueError:
-            item = None
+        why = "it is not a JSON object"
+        if end - pos > MAX_LINE:
+            item, why = None, f"it is {end - pos:,} bytes long (at most {MAX_LINE:,} are read)"
+        else:
+            try:
+                item = json.loads(data[pos:end])
+            except UnicodeDecodeError as exc:
+                item, why = None, f"it is not UTF-8 text ({exc.reason} at byte {exc.start})"
+            except ValueError:
+                item = None
+            except RecursionError:
+                item, why = None, "it is nested deeper than any journal line"
         if not isinstance(item, dict):
-            raise ValueError(f"line {len(out) + 1} of the journal {str(path)!r} is not a JSON "
-                             f"object: the file was edited by hand or is not a journal; pass "
-                             f"another path")
+            raise JournalFileError(f"line {len(out) + 1} of the journal {str(path)!r} cannot be "
+                                   f"read: {why}. The file was edited by hand or is not a "
+                                   f"journal: restore it, delete that line, or pass another path")
         out.append((item, pos))
         pos = end + 1
+    if out and out[0][0].get("format") == FORMAT:   # a newer format says so, not its lines
+        _check_version(out[0][0], path)
+    limit = max(MIN_ROWS, ROWS_PER_LINE * len(out))
+    for k, (item, _) in enumerate(out[1:], 2):
+        check_line(item, path, k, limit)
     return out, pos, n
+
+
+def _check_version(head: dict, path: Path) -> None:
+    """A journal of a newer format is neither read nor written to (appending this release's
+    lines to it would make a file neither release reads whole)."""
+    version = head.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or version > VERSION:
+        by = head.get("written_by")
+        raise JournalFileError(
+            f"{str(path)!r} is a journal of format version {_show(version)}"
+            + (f", written by openprogram {_show(by)}" if by else "")
+            + f", which this release (journal version {VERSION}) can neither read nor append "
+              f"to: upgrade openprogram (pip install -U openprogram-decisions), or pass a new "
+              f"journal= path")
 
 
 def read_journal(path: str | os.PathLike, shared: dict | None = None
@@ -93,10 +267,7 @@ def read_journal(path: str | os.PathLike, shared: dict | None = None
     if not lines or lines[0][0].get("format") != FORMAT:
         raise ValueError(f"{str(p)!r} is not an openprogram journal (its first line has no "
                          f'"format": "{FORMAT}"); pass the path evaluate(..., journal=) wrote')
-    version = lines[0][0].get("version")
-    if not isinstance(version, int) or version > VERSION:
-        raise ValueError(f"{str(p)!r} is a journal of format version {version!r}, which this "
-                         f"release (version {VERSION}) cannot read: upgrade openprogram")
+    _check_version(lines[0][0], p)
     sections: list[dict] = []
     rows: dict[str, dict[int, tuple[dict, int]]] = {}
     for item, offset in lines[1:]:
@@ -130,6 +301,7 @@ class Journal:
         if not self.path.exists() or self.path.stat().st_size == 0:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             head = _line({"kind": "journal", "format": FORMAT, "version": VERSION,
+                          "written_by": _release(),
                           "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
             with open(self.path, "wb") as f:
                 f.write(head)
@@ -144,6 +316,7 @@ class Journal:
             raise ValueError(f"{where!r} is not an openprogram journal (its first line has no "
                              f'"format": "{FORMAT}"); pass a new path, or the one '
                              f"evaluate(..., journal=) wrote")
+        _check_version(lines[0][0], self.path)
         old = None
         self.shared: dict | None = None
         self.batches: list[dict] = []   # this section's batch lines (the batch path's rounds)
@@ -170,6 +343,7 @@ class Journal:
                 f"{_short(old.get(changed[0]))}; now: {_short(section.get(changed[0]))}). A "
                 f"journal resumes one evaluation: pass a new journal= path to run this one, "
                 f"or delete the file to start over")
+        self.rows = len(self.done)   # this section's rows in the file (a full disk says so)
         self._file = open(self.path, "ab", buffering=0)
         self.size = self._file.seek(0, os.SEEK_END)
         if old is None:
@@ -194,8 +368,18 @@ class Journal:
         try:
             while view:
                 view = view[self._file.write(view):]
-        except BaseException:
-            os.ftruncate(self._file.fileno(), start)  # never half a line
+        except BaseException as exc:
+            try:
+                os.ftruncate(self._file.fileno(), start)  # never half a line
+            except OSError:
+                pass
+            if isinstance(exc, OSError) and not isinstance(exc, JournalWriteError):
+                raise JournalWriteError(
+                    exc.errno, f"the journal {str(self.path)!r} could not be written "
+                    f"({exc.strerror or exc}): the {self.rows} rows journaled before are safe "
+                    f"in it. Free space (or fix what stopped the write) and call the same "
+                    f"evaluation with the same journal= again: it resumes from those rows") \
+                    from None
             raise
         self.size = start + len(data)
         return start
@@ -210,7 +394,9 @@ class Journal:
                 self.shared = {"kind": "shared", "section": self.name, **new}
                 self.shared_lines.append((self._write(_line(self.shared)), self.shared))
             data = {**data, "trace": packed}
-        return self._write(row_line(self.name, i, key, data))
+        at = self._write(row_line(self.name, i, key, data))
+        self.rows += 1
+        return at
 
     def write_batch(self, data: dict) -> None:
         """Append a batch line (a batch sent, or how it ended), so a restarted run re-attaches
@@ -221,6 +407,16 @@ class Journal:
 
     def close(self) -> None:
         self._file.close()
+
+
+def _release() -> str | None:
+    """This release's version, written in a new journal's header (a reader that cannot read
+    the file names the release that wrote it)."""
+    try:
+        from importlib.metadata import version
+        return version("openprogram-decisions")
+    except Exception:   # not installed (run from a checkout)
+        return None
 
 
 def pack_trace(trace: dict, shared: dict | None) -> tuple[dict, dict | None]:

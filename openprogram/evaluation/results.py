@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
 from ..base.errors import require
 from ..trace.records import Attempt, ToolRound
 from ..trace.decision_trace import DecisionTrace, trace_view
+from ..trace.view import quiet_frame  # model and row text: every frame shown in the wrapper
 
 __all__ = ["EvaluationResult", "ComparisonResult", "NO_PICK"]
 
@@ -509,7 +510,7 @@ class EvaluationResult:
             table["expected"] = exp
             table["correct"] = [None if e is None or not s else p == e
                                 for e, p, s in zip(exp, picks, o.status)]
-        return pd.concat([frame, table], axis=1)
+        return quiet_frame(pd.concat([frame, table], axis=1))
 
     # -- summaries ----------------------------------------------------------------------------
     @property
@@ -529,7 +530,7 @@ class EvaluationResult:
         count = pd.Series([counts.get(k, 0) for k in index], index=pd.Index(index, name="option"),
                           dtype="int64")
         share = count / finished if finished else count.astype(float) * float("nan")
-        return pd.DataFrame({"count": count, "share": share})
+        return quiet_frame(pd.DataFrame({"count": count, "share": share}))
 
     @property
     def retry_rate(self) -> float:
@@ -593,7 +594,7 @@ class EvaluationResult:
                              columns=pd.Index(cols, name="picked"), dtype="int64")
         for (e, p), c in Counter(scored).items():
             table.loc[e, p or NO_PICK] += c
-        return table
+        return quiet_frame(table)
 
     @property
     def summary(self) -> Any:
@@ -702,7 +703,7 @@ class ComparisonResult:
             else:
                 agree.append(len({picks[name][i] for name in self.variants}) == 1)
         frame["agree"] = pd.Series(agree, index=frame.index, dtype=object)
-        return frame
+        return quiet_frame(frame)
 
     @property
     def differences(self) -> Any:
@@ -717,7 +718,7 @@ class ComparisonResult:
         pd = require("pandas", "pandas", "the result's .summary")
         table = pd.DataFrame({name: r.summary for name, r in self.results.items()}).T
         table.index.name = "variant"
-        return table
+        return quiet_frame(table)
 
     @property
     def picks(self) -> dict[str, list[str | None]]:
@@ -734,7 +735,7 @@ class ComparisonResult:
         table = pd.DataFrame({name: c.reindex(order, fill_value=0) for name, c in counts.items()},
                              index=pd.Index(order, name="option")).astype("int64")
         table.columns.name = "variant"
-        return table
+        return quiet_frame(table)
 
     def plot(self, ax: Any = None, **kwargs: Any) -> Any:
         """Grouped bars: the picks of each variant per option; returns the matplotlib axes."""

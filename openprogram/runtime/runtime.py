@@ -212,7 +212,9 @@ class DAG:
         first = nodes[0].id if nodes else 0
         rows = [{**n.to_dict(), "parent_dropped": n.parent is not None and n.parent < first}
                 for n in nodes]
-        return pd.DataFrame(rows, columns=[*_NODE_FIELDS, "parent_dropped"]).set_index("id")
+        from ..trace.view import quiet_frame  # prompts and replies: shown in the library's wrapper
+        return quiet_frame(pd.DataFrame(rows, columns=[*_NODE_FIELDS, "parent_dropped"])
+                           .set_index("id"))
 
 
 class _Span:
@@ -325,7 +327,8 @@ class Runtime(ModelCaller):
         "tool_calls", tool messages "tool_call_id", "name" and "content". An async model
         function is run to completion here (see `model.run_blocking`)."""
         out = self._invoke(messages, tools, timeout, mode_args)
-        return as_response(run_blocking(out) if inspect.isawaitable(out) else out)
+        return as_response(run_blocking(within(out, timeout, "timeout" in self._accepts))
+                           if inspect.isawaitable(out) else out)
 
     async def acomplete(self, messages: list[dict], *, tools: list[dict] | None = None,
                         on_text: Callable[[str], None] | None = None,
@@ -335,7 +338,8 @@ class Runtime(ModelCaller):
         thread so the loop keeps going. Runtimes with a native async client override this."""
         if self._async_call:
             out = self._invoke(messages, tools, timeout, mode_args)
-            return as_response(await out if inspect.isawaitable(out) else out)
+            return as_response(await within(out, timeout, "timeout" in self._accepts)
+                               if inspect.isawaitable(out) else out)
         import asyncio
         return await asyncio.to_thread(self.complete, messages, tools=tools, on_text=on_text,
                                        timeout=timeout, **mode_args)
@@ -379,6 +383,11 @@ class Runtime(ModelCaller):
         with self.dag.span("model_call", label, prompt=prompt) as node:
             resp = self.complete(messages, tools=tools, on_text=on_text, timeout=timeout,
                                  **_given(mode_args))
+            # a synchronous model cannot be stopped part-way: a reply that came after the
+            # budget ran out is not used, whatever the model did with the timeout it was given
+            # (past the same moment of grace `within` leaves)
+            if deadline is not None and time.monotonic() > deadline + _grace(timeout):
+                raise timed_out(timeout, returned=True)
             return _record_reply(node, resp), node
 
     async def acall_model(self, messages: list[dict], *, tools: list[dict] | None = None,
@@ -388,8 +397,10 @@ class Runtime(ModelCaller):
         """`acomplete()` as a DAG node, with the time left before `deadline`."""
         timeout, prompt = _call_budget(messages, deadline)
         with self.dag.span("model_call", label, prompt=prompt) as node:
-            resp = await self.acomplete(messages, tools=tools, on_text=on_text, timeout=timeout,
-                                        **_given(mode_args))
+            # every model, whether or not it takes a timeout: cancelled when the budget is out
+            resp = await within(self.acomplete(messages, tools=tools, on_text=on_text,
+                                               timeout=timeout, **_given(mode_args)), timeout,
+                                grace=True)
             return _record_reply(node, resp), node
 
     def exec(self, content, *, tools=None, toolset=None, options=None, response_format=None,
@@ -452,6 +463,33 @@ def _describe_error(exc: BaseException) -> str:
 
 def _given(mode_args: dict) -> dict:
     return {k: v for k, v in mode_args.items() if v is not None}
+
+
+def timed_out(timeout: float | None, returned: bool = False) -> ModelCallError:
+    """The error of a model call that the time budget (timeout_s) ended."""
+    left = "" if timeout is None else f" ({timeout:.3g}s were left for this call)"
+    how = "answered after" if returned else "did not answer before"
+    return ModelCallError(f"the model {how} the time budget (timeout_s) ran out{left}; raise "
+                          f"timeout_s, or make the model answer sooner", kind="timeout")
+
+
+def _grace(timeout: float | None) -> float:
+    return 0.1 + 0.05 * max(timeout or 0, 0)
+
+
+async def within(awaitable: Any, timeout: float | None, grace: bool = False) -> Any:
+    """`await awaitable`, cancelled after `timeout` seconds (None: no bound) with the
+    time budget's `ModelCallError`. With `grace`, a little later (a tenth of a second and 5%):
+    a runtime that was given the timeout and stops itself (keeping the partial reply, saying
+    how many tokens it wrote) does so first, and one that does not is stopped all the same."""
+    if timeout is None:
+        return await awaitable
+    import asyncio
+    wait = max(timeout, 0) + (_grace(timeout) if grace else 0)
+    try:
+        return await asyncio.wait_for(awaitable, wait)
+    except asyncio.TimeoutError:
+        raise timed_out(timeout) from None
 
 
 def _call_budget(messages: list[dict], deadline: float | None) -> tuple[float | None, str | None]:

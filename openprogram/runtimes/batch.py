@@ -26,6 +26,7 @@ from typing import Any
 from ..base.errors import ArgumentError, UsageError
 from ..runtime.runtime import ModelCallError, ModelResponse, Runtime
 from .provider import mode_arguments
+from .key_redaction import MASK
 from .unencodable import sendable
 
 __all__ = ["BatchRuntime"]
@@ -81,8 +82,11 @@ class BatchRuntime(Runtime):
         """A journal's batch lines (`record(data)` appends one): batches sent and not ended
         are re-attached to by the requests they hold, instead of being sent again."""
         ended = {x["batch_id"] for x in lines if x.get("state") != "submitted"}
+        # an id that held the key was journaled masked: it cannot be asked for again, so its
+        # requests are sent anew
         self._open = {x["batch_id"]: x for x in lines
-                      if x.get("state") == "submitted" and x["batch_id"] not in ended}
+                      if x.get("state") == "submitted" and x["batch_id"] not in ended
+                      and MASK not in str(x["batch_id"])}
         self._record = record
 
     def __repr__(self) -> str:
@@ -197,9 +201,10 @@ class BatchRuntime(Runtime):
                 for _, _, fut in everyone:
                     if not fut.done():
                         fut.set_exception(exc if isinstance(exc, ModelCallError) else
-                                          ModelCallError(f"the batch round failed: "
-                                                         f"{type(exc).__name__}: {exc}",
-                                                         kind="model_error"))
+                                          ModelCallError(self.redact(
+                                              f"the batch round failed: "
+                                              f"{type(exc).__name__}: {exc}"),
+                                              kind="model_error"))
                 if not isinstance(exc, Exception):
                     raise
 
@@ -214,7 +219,7 @@ class BatchRuntime(Runtime):
                     await client.batches.cancel(bid)
                 else:
                     await client.messages.batches.cancel(bid)
-                self.cancelled.append(bid)
+                self.cancelled.append(self.redact(bid))
             except Exception:   # best effort: the run is stopping either way
                 pass
         self._flying.clear()
@@ -232,28 +237,31 @@ class BatchRuntime(Runtime):
 
     def _sent(self, bid: str, part: list, round_no: int) -> None:
         if self._record is not None:
-            self._record({"batch_id": bid, "round": round_no, "state": "submitted",
-                          "custom_ids": [cid for cid, _, _ in part]})
+            self._record({"batch_id": self.redact(bid), "round": round_no,
+                          "state": "submitted", "custom_ids": [cid for cid, _, _ in part]})
 
     async def _one_batch(self, part: list, round_no: int, attach: str | None = None) -> None:
         client = self.inner._async_client()
         send = self._openai if self.inner.provider == "openai" else self._anthropic
         answers, bid, state = await send(client, part, round_no, attach)
         self._flying.discard(bid)
-        self.batches.append({"id": bid, "round": round_no, "requests": len(part),
+        # the id and the state are the server's choice: from here on they are shown and
+        # written, so they are redacted like its replies (the real id is only sent back)
+        shown, state = self.redact(bid), self.redact(state)
+        self.batches.append({"id": shown, "round": round_no, "requests": len(part),
                              "state": state, "attached": attach is not None})
         if self._record is not None:
-            self._record({"batch_id": bid, "round": round_no, "state": state,
+            self._record({"batch_id": shown, "round": round_no, "state": state,
                           "answered": len(answers)})
         for cid, _, fut in part:
             if fut.done():
                 continue
-            where = {"batch_id": bid, "custom_id": cid, "round": round_no}
+            where = {"batch_id": shown, "custom_id": cid, "round": round_no}
             if cid in answers:
                 fut.set_result((*answers[cid], where))
             else:
                 fut.set_exception(ModelCallError(
-                    f"the {self.inner.api.name} batch {bid} ended {state} without answering "
+                    f"the {self.inner.api.name} batch {shown} ended {state} without answering "
                     f"request {cid} (round {round_no}); every answered request is kept. "
                     f"Evaluate the rows that failed this way again (their inputs only, or "
                     f"with a new journal=) to send them in a new batch.", kind="model_error"))
@@ -272,8 +280,8 @@ class BatchRuntime(Runtime):
         self._flying.add(b.id)
         while b.status not in OPENAI_DONE:
             c = b.request_counts
-            self._status = (f"batch {b.id} (round {round_no}) {b.status}"
-                            + (f": {c.completed + c.failed}/{c.total}" if c else ""))
+            self._status = self.redact(f"batch {b.id} (round {round_no}) {b.status}"
+                                       + (f": {c.completed + c.failed}/{c.total}" if c else ""))
             await asyncio.sleep(self.poll_s)
             b = await client.batches.retrieve(b.id)
         answers: dict = {}
@@ -293,8 +301,9 @@ class BatchRuntime(Runtime):
         self._flying.add(b.id)
         while b.processing_status != "ended":
             c = b.request_counts
-            self._status = (f"batch {b.id} (round {round_no}) {b.processing_status}: "
-                            f"{c.succeeded + c.errored}/{len(part)}")
+            self._status = self.redact(f"batch {b.id} (round {round_no}) "
+                                       f"{b.processing_status}: "
+                                       f"{c.succeeded + c.errored}/{len(part)}")
             await asyncio.sleep(self.poll_s)
             b = await client.messages.batches.retrieve(b.id)
         answers: dict = {}

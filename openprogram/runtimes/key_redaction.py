@@ -21,16 +21,19 @@ import functools
 import re
 from typing import Any, Callable
 
+from ..base import filesecrets
+
 MASK = "[redacted]"
 _PIECE = 8   # a stretch of this many characters of a secret is masked wherever it appears
 
 
 class _Secret:
     """An API key that does not show itself: its repr, str and pickled form are masked."""
-    __slots__ = ("_value",)
+    __slots__ = ("_value", "__weakref__")
 
     def __init__(self, value: str):
         self._value = value
+        filesecrets.remember(self)   # every file written from now on masks it
 
     def reveal(self) -> str:
         return self._value
@@ -452,3 +455,42 @@ class StreamRedactor:
             self._shown = text[max(0, cut - _PIECE):cut]
         if shown:
             self._out(shown)
+
+
+#: The words of a setting's name that say it holds a secret ("api_key", "x-auth-token"); the
+#: words of a sampling setting ("stop_token", "max_tokens") keep it a setting.
+_SECRET_WORDS = {"key", "apikey", "auth", "authorization", "secret", "password", "passwd",
+                 "credential", "credentials", "signature", "token", "bearer", "cookie"}
+_SETTING_WORDS = {"max", "min", "stop", "eos", "bos", "pad", "logit"}
+
+
+def _holds_secret(name: str) -> bool:
+    words = set(re.split(r"[^a-z0-9]+", name.lower()))
+    return bool(words & _SECRET_WORDS) and not words & _SETTING_WORDS
+
+
+def without_secrets(value: Any) -> Any:
+    """`value` (a setting's or a request body's JSON form) with every string under a name that
+    holds a secret (`extra_query={"api_key": ...}`, `extra_body={"auth": {"signature": ...}}`)
+    masked, at any depth. Only strings: a tool's schema may well have a parameter named "key"."""
+    if isinstance(value, dict):
+        return {k: MASK if isinstance(v, str) and isinstance(k, str) and _holds_secret(k)
+                else without_secrets(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_secrets(v) for v in value]
+    return value
+
+
+def mask_secrets(text: Any, secrets: tuple[str, ...] = ()) -> Any:
+    """`text` with every stretch of 8+ characters of a secret masked (as written or spelled
+    with JSON escapes), and nothing else: what the file writers apply to everything they
+    write. Not the key-shaped words `redact` also masks: a prompt about "Bearer tokens" is the
+    program's own text, and a cassette must record it as it was asked."""
+    secrets = _secrets(secrets)
+    if not isinstance(text, str) or not text or not secrets:
+        return text
+    hit = _all_hits(text, secrets)
+    return _masked(text, hit) if any(hit) else text
+
+
+filesecrets.install(mask_secrets)

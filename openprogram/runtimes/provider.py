@@ -35,7 +35,7 @@ from ..base.errors import OpenProgramError
 from ..base.model_protocol import run_sync
 from ..runtime.runtime import ModelCallError, ModelResponse, Runtime, ToolCall
 from .raw_record import LIMIT, bounded, raw_record, redact_stream, size
-from .key_redaction import MASK, StreamRedactor, _Secret, redact, redact_json
+from .key_redaction import MASK, StreamRedactor, _Secret, redact, redact_json, without_secrets
 from .server_forms import FORMS
 from .unencodable import sendable
 
@@ -773,6 +773,7 @@ class ProviderRuntime(Runtime):
         # the body as it goes on the wire: the SDK sends extra_body's fields at the top level
         sent = {k: v for k, v in ask.body.items() if k != "extra_body"}
         sent.update(ask.body.get("extra_body") or {})
+        sent = without_secrets(sent)   # a key in extra_query / extra_body is not the server's
         raw = raw_record(sent, response_json, self.redact, ask.notes)
         if ask.negotiated:
             raw["negotiated"] = redact_json(ask.negotiated, self.redact)

@@ -28,7 +28,7 @@ from ..base.json_form import to_jsonable
 from ..base.text import cut, safe_repr
 from .records import Attempt, ToolRound
 from .tables import attempt_rows
-from .view import trace_html
+from .view import quiet_frame, trace_html
 
 __all__ = ["ERROR_KINDS", "explain", "Attempt", "ToolRound", "DecisionTrace", "TraceEvent",
            "EVENT_KINDS", "add_observer", "remove_observer", "observe", "emit", "last_trace",
@@ -114,7 +114,11 @@ class DecisionTrace:
 
     def to_frame(self, table: str = "attempts"):
         """A pandas DataFrame of one of the trace's tables: "attempts" (one row per attempt),
-        "options" (the menu), "tools" (tool rounds) or "summary" (one row)."""
+        "options" (the menu), "tools" (tool rounds) or "summary" (one row). It displays in the
+        wrapper MathJax skips, as the trace's HTML does: a reply's `$...$` is not typeset."""
+        return quiet_frame(self._table_frame(table))
+
+    def _table_frame(self, table: str):
         pd = require("pandas", "pandas", "DecisionTrace.to_frame()")
         if table == "attempts":
             columns, rows = attempt_rows(self.attempts)
@@ -167,13 +171,31 @@ class DecisionTrace:
             lines.append(f"  result: {repr_head(self.result)}")
         elif self.status == "failed":
             lines.append(f"  error: {self.error}")
-        return "\n".join(lines)
+        # what a model, a server or an option set wrote is shown, never obeyed by the terminal:
+        # its control characters (an OSC title, a screen clear, a carriage return) as escapes,
+        # as the step-through's text shows them
+        return "\n".join(lines).translate(_CONTROL_ESCAPES)
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         """In a notebook (or a static export of one), a trace shows as the decision's tables;
         everywhere else, as text. Plain HTML from the standard library: the core never imports
         the notebook layer."""
         return {"text/plain": self.format_text(), "text/html": trace_html(self)}
+
+
+class _ControlEscapes(dict):
+    """str.translate's table: every character that is not printable (a newline and a tab
+    excepted) becomes its escape, found as the text is translated (no table of all Unicode)."""
+
+    def __missing__(self, code: int) -> str | int:
+        c = chr(code)
+        out = code if c in "\n\t" or c.isprintable() else ascii(c)[1:-1]
+        if code < 0x3000:   # the common scripts are kept; a text of every code point is not
+            self[code] = out
+        return out
+
+
+_CONTROL_ESCAPES = _ControlEscapes()
 
 
 def _head(text: str, n: int) -> str:

@@ -134,6 +134,8 @@ class FakeServer:
         self.batch_end: str | None = None
         self.batch_answer: int | None = None
         self.batches_created = 0
+        self.batch_id_prefix = "batch_"      # a hostile server's ids: the key, say
+        self.batch_refusal: Reply | None = None   # a status every files / batches call gets
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -299,7 +301,7 @@ class FakeServer:
     def _new_batch(self, lines: list[tuple[str, dict]]) -> dict:
         with self._lock:
             self.batches_created += 1
-            bid = f"batch_{self.batches_created:04d}"
+            bid = f"{self.batch_id_prefix}{self.batches_created:04d}"
         answers = {cid: self._line_answer(body) for cid, body in lines}
         batch = {"id": bid, "order": [cid for cid, _ in lines], "answers": answers, "step": 0,
                  "end": self.batch_end, "answer": self.batch_answer, "cancelled": False}
@@ -378,6 +380,10 @@ class FakeServer:
         path = h.path.split("?")[0]
         with self._lock:
             self.requests.append(Request(h.command, path, dict(h.headers), None))
+        if self.batch_refusal is not None:
+            reply = self.batch_refusal
+            return self._send_json(h, reply.status, self._error_body(reply), reply.headers,
+                                   reply)
         parts = [p for p in path.split("/") if p]
         if self.provider == "openai":
             if path == "/v1/files" and h.command == "POST":

@@ -216,3 +216,53 @@ def test_what_cannot_be_replayed_is_refused_with_the_fix(mod):
           runtime=ScriptedRuntime([ToolCall("lookup", {"q": "x"}), '{"call": "a"}']))
     with pytest.raises(ValueError, match="pass tools_expr="):
         trace_to_pytest(decision.last_trace(), module="m")
+
+
+# Code in every string of a trace read from a file someone else wrote (issue 41, finding 6):
+# each payload breaks out of a different kind of quoting if written as text.
+_PAYLOADS = ['"""\nimport os; os.environ["OP_TESTGEN_PWNED"] = "docstring"\n"""',
+             "'''\nimport os; os.environ['OP_TESTGEN_PWNED'] = 'single'\n'''",
+             "\nimport os; os.environ['OP_TESTGEN_PWNED'] = 'newline'  #",
+             "x}; __import__('os').environ.__setitem__('OP_TESTGEN_PWNED', 'brace') #",
+             "\\\nimport os; os.environ['OP_TESTGEN_PWNED'] = 'backslash'"]
+
+
+def _hostile_trace(payload: str, **overrides):
+    from openprogram.evaluation.results import trace_from_dict
+    attempt = {"attempt": 1, "is_last": True, "prompt": payload, "reply": payload,
+               "chosen": payload, "args": {payload: payload}, "error_kind": payload,
+               "error_message": payload, "finish_reason": payload}
+    d = {"entry": "make", "status": "failed", "prompt": payload, "menu": payload,
+         "options": [payload], "runtime": payload, "mode": payload, "max_attempts": 1,
+         "attempts": [attempt], "result": payload,
+         "error": {"kind": payload, "type": payload, "message": payload}}
+    d.update(overrides)
+    return trace_from_dict(d)
+
+
+@pytest.mark.parametrize("payload", _PAYLOADS)
+def test_a_trace_whose_every_string_holds_code_generates_a_test_that_runs_none(
+        tmp_path, monkeypatch, payload):
+    import importlib.util
+    monkeypatch.delenv("OP_TESTGEN_PWNED", raising=False)
+    source = trace_to_pytest(_hostile_trace(payload), setup="OPTIONS = {'a': ('A', 'a')}")
+    path = tmp_path / "test_hostile.py"
+    path.write_text(source, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("test_hostile", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)      # importing the generated test runs none of the payload
+    assert "OP_TESTGEN_PWNED" not in os.environ
+    # the strings are in the test as the values they were
+    assert module.PROMPT == payload and module.EXPECTED_CHOSEN == [payload]
+    assert module.__doc__.startswith("Replays decision #") and \
+        "(make, failed, 1 attempt(s))" in module.__doc__
+
+
+@pytest.mark.parametrize("field,value", [
+    ("status", 'failed"""\nimport os; os.environ["OP_TESTGEN_PWNED"] = "status"\n"""'),
+    ("entry", 'make"""\nimport os\n"""'), ("max_attempts", "1) or (1"),
+    ("max_attempts", True)])
+def test_fields_that_can_only_be_a_few_values_are_refused_otherwise(field, value):
+    with pytest.raises(ValueError) as info:   # before: the status ran as code on import
+        trace_to_pytest(_hostile_trace("x", **{field: value}), setup="OPTIONS = {}")
+    assert "edited file" in str(info.value) or "can be replayed" in str(info.value)

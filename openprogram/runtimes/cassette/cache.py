@@ -15,7 +15,13 @@ asks `inner` again for every request and appends the new reply, which answers fr
 Failed calls are not cached (the next run asks again). Every `CachedRuntime` on the same file in
 one process shares one index and one writer, and a request asked by several rows at once is
 sent once (the others wait for its reply), so concurrent writers leave no torn line and no
-duplicate; lines another process appended meanwhile are read before each write. The file is a
+duplicate. Processes share the file too: each append is one write of a whole line at its end
+(O_APPEND) under an advisory lock on the file (`fcntl.flock`), after the lines others appended
+are read and indexed, so no line overwrites or cuts another; a line a killed writer left without
+its end is removed under the lock, with a warning naming it; and a line read back answers only
+if its key is the digest of its own request (an edited key would answer another request), else
+it is skipped with a warning naming the file and the line. A file written by a newer release is
+refused rather than appended to. The file is a
 cassette: `ReplayRuntime(path)` replays it offline, and a cassette recorded by `RecordingRuntime`
 (version 4) serves as a cache (its failed calls excepted); calls recorded by older releases do not
 say which model settings answered them, so they are replayed but never answer the cache. The
@@ -26,18 +32,62 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
 import threading
 import warnings
 from pathlib import Path
 
+from ...base.errors import OpenProgramError
 from ...base.model_protocol import run_sync
 from ...runtime.runtime import DEFAULT_WINDOW, ModelCallError, ModelResponse, Runtime
 from ...runtime.runtime import as_response
-from .cassette_file import (FORMAT, append_whole, header, keyed_line, line, live_key,
-                            load_cassette, scan_keys, settings_of, write_atomically)
+from .cassette_file import (FORMAT, VERSION, header, keyed_line, line, live_key,
+                            load_cassette, request_key, scan_keys, settings_of,
+                            write_atomically)
 from .cassette_file import response_record
 from .recorder import RecordingRuntime
 from .replay import answer, astream_entry, stream_entry
+
+
+class CacheFileError(OpenProgramError, ValueError):
+    """A cache file this release cannot append to."""
+
+
+class _FileLock:
+    """An advisory lock on the whole cache file (every CachedRuntime of every process takes
+    it around its read-and-append); without `fcntl` (Windows), appends rely on O_APPEND alone."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def __enter__(self):
+        if fcntl is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        if fcntl is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+
+def _create(path: Path, data: bytes) -> None:
+    """A new cache file holding `data` (its header), whole from the moment it has its name;
+    when another process created it first, theirs is kept."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    write_atomically(tmp, data)
+    try:
+        os.link(tmp, path)   # fails when the name exists: never replaces another's cache
+    except FileExistsError:
+        pass
+    except OSError:          # a file system without hard links
+        if not path.exists():
+            os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 class _Store:
@@ -64,19 +114,18 @@ class _Store:
         self.flying: dict[str, concurrent.futures.Future] = {}
         where = str(path)
         if not path.exists():
-            first = line(header(runtime, model))
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                write_atomically(path, first)
+                _create(path, line(header(runtime, model)))
             except OSError as exc:
                 raise OSError(f"CachedRuntime cannot create the cache {where!r} "
                               f"({exc.strerror or exc}); pass a path in a writable folder") \
                     from None
-        data = path.read_bytes()
-        head = data.partition(b"\n")[0]
+        with open(path, "rb") as f:
+            head = f.readline(1 << 20).rstrip(b"\n")
         try:
             first = json.loads(head)
-        except ValueError:
+        except (ValueError, RecursionError):
             first = None
         if not isinstance(first, dict) or first.get("format") != FORMAT or "calls" in first:
             # not a JSON Lines cassette: the reader says exactly what it is
@@ -89,21 +138,20 @@ class _Store:
                              f"format version {version} (one JSON document), and a cache is "
                              f"JSON Lines. Replay it with ReplayRuntime, and give CachedRuntime "
                              f"a new path.")
-        found, end = scan_keys(data, len(head) + 1)
-        if end < len(data):
-            # a line cut off by a kill or a power cut: the calls before it are whole
-            with open(path, "r+b") as f:
-                f.truncate(end)
-            warnings.warn(f"the last line of the cache {where!r} was cut off (the process "
-                          f"writing it was stopped mid-write); it was removed, and the "
-                          f"{len(found)} whole calls before it are used", RuntimeWarning,
-                          stacklevel=4)
-        for key, offset, length in found:
-            self.index[key] = (offset, length)
-        self.size = end
-        self._stat = os.stat(path)
-        # kept open: a hit reads its line with one pread, no open and close per call
+        version = first.get("version")
+        if isinstance(version, int) and not isinstance(version, bool) and version > VERSION:
+            raise CacheFileError(
+                f"CachedRuntime cannot append to {where!r}: it is a cassette of format version "
+                f"{version}, written by a newer release of openprogram (this one writes version "
+                f"{VERSION}); lines appended to it would be of an older format. Upgrade (pip "
+                f"install -U openprogram-decisions), or give CachedRuntime a new path.")
+        self.size = len(head) + 1
+        # kept open: a hit reads its line with one pread, no open and close per call; the
+        # appends go through a descriptor of their own, opened with O_APPEND
         self._fd = os.open(path, os.O_RDONLY)
+        self._stat = os.stat(path)
+        with _FileLock(self._fd):
+            self._catch_up(repair=True)
 
     def __del__(self):
         fd = getattr(self, "_fd", None)
@@ -118,33 +166,105 @@ class _Store:
         return (st.st_ino, st.st_dev) == (self._stat.st_ino, self._stat.st_dev) and \
             st.st_size >= self.size
 
+    def _line_number(self, offset: int) -> int:
+        """The line of the file that starts at `offset` (counted on an error's path only)."""
+        n, at = 1, 0
+        while at < offset:
+            chunk = os.pread(self._fd, min(1 << 20, offset - at), at)
+            if not chunk:
+                break
+            n += chunk.count(b"\n")
+            at += len(chunk)
+        return n
+
+    def _skip(self, key: str, offset: int, why: str) -> None:
+        """Drop a line that cannot answer (it is left in the file) and say which."""
+        self.index.pop(key, None)
+        warnings.warn(f"line {self._line_number(offset)} of the cache {str(self.path)!r} {why}; "
+                      f"it is skipped (its request is asked again and answered by a new line). "
+                      f"Delete the line, or the file, if it was edited by hand", RuntimeWarning,
+                      stacklevel=5)
+
     def get(self, key: str) -> dict | None:
-        """The newest recorded call for `key`, read back from the file."""
+        """The newest recorded call for `key`, read back from the file and checked: a line
+        that is not whole JSON (a writer killed mid-line, an edit) or whose key is not the
+        digest of its own request (an edit that would answer one request with another's
+        reply) is skipped with a warning naming its line."""
         where = self.index.get(key)
         if where is None:
             return self.memory.get(key)
-        entry = json.loads(os.pread(self._fd, where[1], where[0]))
-        return None if "error" in entry else entry  # a recorded failure is asked again
+        data = os.pread(self._fd, where[1], where[0])
+        try:
+            entry = json.loads(data)
+        except (ValueError, RecursionError) as exc:
+            why = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else \
+                "is not whole JSON (a writer was stopped mid-line, or it was edited)"
+            self._skip(key, where[0], why)
+            return None
+        if not isinstance(entry, dict) or not isinstance(entry.get("request"), dict) or \
+                not isinstance(entry.get("settings"), dict):
+            self._skip(key, where[0], "is not a recorded call with a request and its settings")
+            return None
+        if request_key(entry["request"], entry["settings"]) != key:
+            self._skip(key, where[0], "has a key that is not the digest of its own request "
+                                      "(it would answer another request)")
+            return None
+        if "error" in entry:
+            return None  # a recorded failure is asked again
+        if not isinstance(entry.get("response"), dict):
+            self._skip(key, where[0], "has no response object")
+            return None
+        return entry
 
-    def _catch_up(self) -> None:
-        """Index the lines another process appended since this one last wrote."""
-        now = os.path.getsize(self.path)
-        if now > self.size:
-            with open(self.path, "rb") as f:
-                f.seek(self.size)
-                tail = f.read(now - self.size)
-            found, end = scan_keys(tail, 0)
-            for key, offset, length in found:
-                self.index[key] = (self.size + offset, length)
-            self.size += end
+    def _catch_up(self, repair: bool = False) -> None:
+        """Index the whole lines the file holds past what was read (other processes append to
+        it too). Called with the file locked: a line without its newline at the end is then a
+        writer's that was killed mid-write (a live writer writes its line whole while it holds
+        the lock), and with `repair` it is cut off, with a warning naming it."""
+        now = os.fstat(self._fd).st_size
+        if now <= self.size:
+            return
+        tail = os.pread(self._fd, now - self.size, self.size)
+        found, end = scan_keys(tail, 0)
+        for key, offset, length in found:
+            self.index[key] = (self.size + offset, length)
+        if end < len(tail) and repair:
+            line_no = self._line_number(self.size + end)
+            with open(self.path, "r+b") as f:
+                f.truncate(self.size + end)
+            warnings.warn(f"the last line of the cache {str(self.path)!r}, line {line_no}, was "
+                          f"cut off (the process writing it was stopped mid-write); it was "
+                          f"removed, and the {len(self.index)} whole calls before it are used",
+                          RuntimeWarning, stacklevel=5)
+        self.size += end
 
-    def add(self, entry: dict) -> None:
+    def add(self, entry: dict, keep_theirs: bool = True) -> None:
+        """Append the call's line: under the file's lock (other processes append too), at the
+        end whatever they wrote (O_APPEND), in one write; their lines are read and indexed
+        first, and none of them is ever cut. With `keep_theirs`, a request another process
+        answered meanwhile (both asked before either wrote) is not written twice."""
         data = keyed_line(entry)
         with self.lock:
             try:
-                self._catch_up()
-                start = self.size
-                self.size = append_whole(self.path, data, start)
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+                try:
+                    with _FileLock(fd):
+                        self._catch_up(repair=True)
+                        if keep_theirs and entry["key"] in self.index:
+                            self.memory.pop(entry["key"], None)
+                            return
+                        start = os.fstat(fd).st_size
+                        try:
+                            view = memoryview(data)
+                            while view:
+                                view = view[os.write(fd, view):]
+                            os.fsync(fd)
+                        except BaseException:
+                            # only this line's bytes: every other writer waits on the lock
+                            os.ftruncate(fd, start)
+                            raise
+                finally:
+                    os.close(fd)
             except OSError as exc:
                 self.memory[entry["key"]] = entry
                 warnings.warn(f"CachedRuntime could not write to the cache {str(self.path)!r} "
@@ -152,6 +272,7 @@ class _Store:
                               f"session only", RuntimeWarning, stacklevel=4)
                 return
             self.index[entry["key"]] = (start, len(data))
+            self.size = start + len(data)
             self.memory.pop(entry["key"], None)
 
     def __len__(self) -> int:
@@ -277,7 +398,7 @@ class CachedRuntime(RecordingRuntime):
                 self._count += 1
                 entry["call"] = self._count
                 self.calls.append(entry)
-            store.add(entry)
+            store.add(entry, keep_theirs=not self.refresh)
             done = entry
             return resp
         finally:

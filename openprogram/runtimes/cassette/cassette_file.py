@@ -24,12 +24,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import secrets
 import time
 from pathlib import Path
 from typing import Any
 
+from ...base.errors import OpenProgramError
+from ...base.filesecrets import scrub
 from ...runtime.runtime import ModelResponse, ToolCall
+from ..key_redaction import without_secrets
 from ..unencodable import escape_surrogates
 
 FORMAT = "openprogram-cassette"
@@ -94,8 +98,10 @@ def settings_of(runtime: Any) -> dict:
     for name, value in (getattr(runtime, "request_options", None) or {}).items():
         low = str(name).lower()
         if value is not None and not any(word in low for word in _NOT_SAMPLING):
-            sampling[str(name)] = _plain(value)
-    return {"model": _plain(getattr(runtime, "model", None)), "sampling": sampling}
+            sampling[str(name)] = without_secrets(_plain(value))
+    # a key passed in extra_query / extra_body (or any setting) is masked before it is part
+    # of a line or of the digest that keys it
+    return scrub({"model": _plain(getattr(runtime, "model", None)), "sampling": sampling})
 
 
 def _digest(data: Any) -> str:
@@ -135,6 +141,7 @@ def keyed_line(entry: dict) -> bytes:
 
 
 _KEY_HEAD = b'{"key": "'
+_HEX_KEY = re.compile(rb'[0-9a-f]{64}"')
 
 
 def scan_keys(data: bytes, start: int) -> tuple[list[tuple[str, int, int]], int]:
@@ -148,12 +155,12 @@ def scan_keys(data: bytes, start: int) -> tuple[list[tuple[str, int, int]], int]
         end = data.find(b"\n", pos)
         if end < 0:
             break
-        if data.startswith(_KEY_HEAD, pos):
+        if data.startswith(_KEY_HEAD, pos) and _HEX_KEY.fullmatch(data, pos + 9, pos + 74):
             out.append((data[pos + 9:pos + 73].decode("ascii"), pos, end + 1 - pos))
-        else:
+        else:  # an older line, or a key that is not a digest (an edited file): parsed
             try:
                 entry = json.loads(data[pos:end])
-            except ValueError:
+            except (ValueError, RecursionError):   # not JSON, or nested past any request
                 entry = None
             if isinstance(entry, dict) and isinstance(entry.get("request"), dict) and \
                     "response" in entry and entry.get("settings") is not None:
@@ -172,8 +179,10 @@ def header(runtime: str | None, model: str | None) -> dict:
 def line(data: Any) -> bytes:
     """`data` as one line of a cassette (any version since 3), in UTF-8: JSON on one line (it escapes every
     newline inside a string), non-ASCII text readable, and the one kind of text UTF-8 cannot
-    encode (surrogates, see unencodable.py) written as its escape."""
-    return (escape_surrogates(json.dumps(data, ensure_ascii=False)) + "\n").encode("utf-8")
+    encode (surrogates, see unencodable.py) written as its escape. Every key a runtime of this process
+    holds is masked first (`scrub`): no writer is trusted to have redacted what it records."""
+    return (escape_surrogates(json.dumps(scrub(data), ensure_ascii=False)) + "\n"
+            ).encode("utf-8")
 
 
 def write_atomically(path: Path, data: bytes) -> None:
@@ -226,6 +235,13 @@ def append_whole(path: Path, data: bytes, size: int) -> int:
     return start + len(data)
 
 
+class CassetteFileError(OpenProgramError, ValueError):
+    """A file that cannot be read as a cassette: says which file, which line and what to do."""
+
+
+_FileError = CassetteFileError
+
+
 def load_cassette(path: str | os.PathLike) -> dict:
     """The cassette at `path` as data (`{"format", "version", ..., "calls": [...]}`, whichever
     version wrote it), checked: a file that is not one, half of one, one of another format
@@ -240,12 +256,12 @@ def load_cassette(path: str | os.PathLike) -> dict:
     try:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{where!r} is not a cassette: it is not UTF-8 text ({exc.reason} at "
+        raise _FileError(f"{where!r} is not a cassette: it is not UTF-8 text ({exc.reason} at "
                          f"byte {exc.start}); {redo}") from None
     first = text.partition("\n")[0]
     try:  # a version-3 header line; the first line of a version-2 file is a lone "{"
         head = json.loads(first)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         head = None
     if isinstance(head, dict) and head.get("format") == FORMAT and "calls" not in head:
         data, lines = _read_lines(head, text, where, redo), True
@@ -255,7 +271,7 @@ def load_cassette(path: str | os.PathLike) -> dict:
         problem = _entry_problem(entry)
         if problem:
             at = f" (line {n + 1})" if lines else ""
-            raise ValueError(f"call #{n}{at} of the cassette {where!r} {problem}: the file was "
+            raise _FileError(f"call #{n}{at} of the cassette {where!r} {problem}: the file was "
                              f"cut or edited by hand; {redo}")
     return data
 
@@ -264,17 +280,20 @@ def _read_document(text: str, where: str, redo: str) -> dict:
     """A cassette of versions 1 and 2: one JSON document holding a "calls" list."""
     try:
         data = json.loads(text)
+    except RecursionError:
+        raise _FileError(f"{where!r} is nested deeper than any cassette: the file was "
+                         f"edited; {redo}") from None
     except json.JSONDecodeError as exc:
         if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
             # the text ends before the JSON does (an unterminated string runs to the end)
-            raise ValueError(f"{where!r} was cut short: its JSON ends at character "
+            raise _FileError(f"{where!r} was cut short: its JSON ends at character "
                              f"{len(text)} before it is complete (it was half-written or "
                              f"half-copied; RecordingRuntime itself never leaves one). Restore "
                              f"it from version control or {redo}.") from None
-        raise ValueError(f"{where!r} is not a JSON cassette ({exc}); {redo}") from None
+        raise _FileError(f"{where!r} is not a JSON cassette ({exc}); {redo}") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT or \
             not isinstance(data.get("calls"), list):
-        raise ValueError(f"{where!r} is not an openprogram cassette (it needs "
+        raise _FileError(f"{where!r} is not an openprogram cassette (it needs "
                          f'"format": "{FORMAT}" and a "calls" list); {redo}')
     _check_version(data, where, redo)
     return data
@@ -286,7 +305,7 @@ def _read_lines(head: dict, text: str, where: str, redo: str) -> dict:
     that fails); it is named, with what to do."""
     _check_version(head, where, redo)
     if head["version"] < 3:
-        raise ValueError(f"{where!r} is written as JSON Lines, as version 3 cassettes are, but "
+        raise _FileError(f"{where!r} is written as JSON Lines, as version 3 cassettes are, but "
                          f"its first line says version {head['version']}: it was edited by "
                          f"hand; {redo}")
     rows = text.split("\n")
@@ -295,11 +314,14 @@ def _read_lines(head: dict, text: str, where: str, redo: str) -> dict:
     for n, row in enumerate(rows[1:], 2):
         try:
             calls.append(json.loads(row))
+        except RecursionError:
+            raise _FileError(f"line {n} of the cassette {where!r} is nested deeper than "
+                             f"any recorded call: the file was edited; {redo}") from None
         except json.JSONDecodeError as exc:
             if n == len(rows) and not tail:
                 raise _cut_off(where, n, len(calls), f"it is not whole JSON ({exc.msg})",
                                redo) from None
-            raise ValueError(f"line {n} of the cassette {where!r} is not JSON ({exc.msg} at "
+            raise _FileError(f"line {n} of the cassette {where!r} is not JSON ({exc.msg} at "
                              f"column {exc.colno}): the file was edited by hand; {redo}") from None
     if tail and rows:  # (a header alone without its newline is a whole empty cassette)
         raise _cut_off(where, len(rows) + 1, len(calls), "it has no newline at its end", redo)
@@ -307,7 +329,7 @@ def _read_lines(head: dict, text: str, where: str, redo: str) -> dict:
 
 
 def _cut_off(where: str, n: int, whole: int, why: str, redo: str) -> ValueError:
-    return ValueError(f"the last line of the cassette {where!r}, line {n}, was cut off: {why}. "
+    return _FileError(f"the last line of the cassette {where!r}, line {n}, was cut off: {why}. "
                      f"A recording stopped in the middle of a write (the process was killed or "
                      f"the power went). The {whole} calls before it are whole: delete line {n} "
                      f"to replay them, or {redo}.")
@@ -315,19 +337,19 @@ def _cut_off(where: str, n: int, whole: int, why: str, redo: str) -> ValueError:
 
 def _check_version(data: dict, where: str, redo: str) -> None:
     if "version" not in data:
-        raise ValueError(f'{where!r} has no "version" field, which every cassette '
+        raise _FileError(f'{where!r} has no "version" field, which every cassette '
                          f"RecordingRuntime writes (this release writes version {VERSION}); "
                          f"{redo}")
     v = data["version"]
     if isinstance(v, bool) or not isinstance(v, int):
-        raise ValueError(f'{where!r} has "version": {json.dumps(v)}, which is not a format '
+        raise _FileError(f'{where!r} has "version": {json.dumps(v)}, which is not a format '
                          f"version (a whole number; this release reads versions {OLDEST} to "
                          f"{VERSION}); {redo}")
     if v < OLDEST:
-        raise ValueError(f"{where!r} is a cassette of format version {v}, older than this "
+        raise _FileError(f"{where!r} is a cassette of format version {v}, older than this "
                          f"release reads (versions {OLDEST} to {VERSION}); {redo}")
     if v > VERSION:
-        raise ValueError(f"{where!r} is a cassette of format version {v}, written by a newer "
+        raise _FileError(f"{where!r} is a cassette of format version {v}, written by a newer "
                          f"release (this one reads versions {OLDEST} to {VERSION}). Upgrade: "
                          f"pip install -U openprogram-decisions")
 
@@ -339,6 +361,10 @@ def _entry_problem(entry: Any) -> str | None:
     request = entry.get("request")
     if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
         return "has no request (an object with a \"messages\" list)"
+    duration = entry.get("duration_s")
+    if duration is not None and (isinstance(duration, bool) or
+                                 not isinstance(duration, (int, float)) or duration < 0):
+        return "has a \"duration_s\" that is not a number of seconds"
     if "error" in entry:
         if not isinstance(entry["error"], dict):
             return "has an error that is not an object"

@@ -22,9 +22,10 @@ import warnings
 from collections import OrderedDict
 from pathlib import Path
 
+from ...base.filesecrets import scrub
 from ...base.model_protocol import run_sync
 from ...runtime.runtime import (DEFAULT_WINDOW, ModelCallError, ModelResponse, Runtime,
-                                Window, as_response)
+                                           Window, as_response)
 from .cassette_file import (_plain, append_whole, header, keyed_line, line, request_key,
                             request_record, response_record, settings_of, write_atomically)
 
@@ -178,7 +179,8 @@ class RecordingRuntime(Runtime):
     def _entry(self, messages, tools, mode_args) -> tuple[dict, int | None]:
         """A new call's entry (request, key, settings, place) and its decision's node id."""
         where, decision = self._places.place(messages, tools, mode_args)
-        request = request_record(messages, tools, mode_args)
+        # keyed as written: a request holding a key is written masked, and its key says so
+        request = scrub(request_record(messages, tools, mode_args))
         settings = settings_of(self.inner)
         return ({"key": request_key(request, settings), "call": None, "decision": where,
                  "request": request, "settings": settings}, decision)

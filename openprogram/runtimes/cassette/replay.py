@@ -23,9 +23,10 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from ...decision.modes import MODES
 from ...base.text import cut
+from ...decision.modes import MODES
 from ...runtime.runtime import ModelCallError, ModelResponse, Runtime, ToolCall
+from ...runtime.runtime import timed_out
 from .cassette_file import ask_key, load_cassette, request_record
 from ..scripted import stream_pieces, stream_text
 
@@ -137,7 +138,8 @@ class ReplayRuntime(Runtime):
     """Answers each request with the reply recorded for it. `strict=True` (default) matches
     requests to recordings; `strict=False` only replays the replies in recorded order.
     `stream_chunk` is the size of the text pieces sent to `on_text`; `realtime=True` sleeps the
-    recorded latency."""
+    recorded latency, never longer than the time budget left (`timeout_s`): a call recorded
+    as slower ends as a timeout when the budget does."""
 
     streams = True
     #: A recording holds text, tool calls or JSON alike: every way of asking replays.
@@ -173,14 +175,24 @@ class ReplayRuntime(Runtime):
     def complete(self, messages, *, tools=None, on_text=None, timeout=None,
                  **mode_args) -> ModelResponse:
         entry = self._take(messages, tools, mode_args)
-        stream_entry(entry, self.stream_chunk, on_text, self._latency(entry))
+        wait = self._latency(entry)
+        if timeout is not None and wait > timeout:   # the recorded call outlasts the budget
+            import time
+            time.sleep(max(timeout, 0))
+            raise timed_out(timeout)
+        stream_entry(entry, self.stream_chunk, on_text, wait)
         return answer(entry)
 
     async def acomplete(self, messages, *, tools=None, on_text=None, timeout=None,
                         **mode_args) -> ModelResponse:
         """The same replay on the caller's event loop (a recorded latency is `asyncio.sleep`)."""
         entry = self._take(messages, tools, mode_args)
-        await astream_entry(entry, self.stream_chunk, on_text, self._latency(entry))
+        wait = self._latency(entry)
+        if timeout is not None and wait > timeout:
+            import asyncio
+            await asyncio.sleep(max(timeout, 0))
+            raise timed_out(timeout)
+        await astream_entry(entry, self.stream_chunk, on_text, wait)
         return answer(entry)
 
     def _where(self, i: int) -> str:
