@@ -68,6 +68,11 @@ class DecisionTrace:
         return self.attempts[-1].chosen if self.attempts and self.status == "resolved" else None
 
     @property
+    def confidence(self) -> Any:
+        """The final attempt's `Confidence` (None when the decision asked for none)."""
+        return self.attempts[-1].confidence if self.attempts else None
+
+    @property
     def error_kinds(self) -> list[str]:
         return [a.error_kind for a in self.attempts if a.error_kind]
 
@@ -126,10 +131,15 @@ class DecisionTrace:
             } for a in self.attempts]
             # the cached column only when a cache answered: most traces never meet one
             cached = ["cached"] if any(a.cached for a in self.attempts) else []
+            # the confidence columns only when the decision asked for a distribution
+            conf = list(CONFIDENCE_COLUMNS) if any(a.confidence for a in self.attempts) else []
+            if conf:
+                for row, a in zip(rows, self.attempts):
+                    row.update(confidence_row(a.confidence))
             return pd.DataFrame(rows, columns=[
                 "attempt", "last", "chosen", "error_kind", "error_path", "error_message", "args",
                 "dropped", "injected", "found_in", "key", "candidates", "reply", "duration_s",
-                "tokens_in", "tokens_out", *cached]).set_index("attempt")
+                "tokens_in", "tokens_out", *cached, *conf]).set_index("attempt")
         if table == "options":
             return pd.DataFrame(self.options).set_index("name")
         if table == "tools":
@@ -171,6 +181,8 @@ class DecisionTrace:
             if a.chosen:
                 lines.append(f"    chosen: {a.chosen} args={a.args} dropped={a.dropped} "
                              f"injected={a.injected}")
+            if a.confidence is not None:
+                lines.append(f"    confidence: {a.confidence!r}")
         for t in self.tool_rounds:
             lines.append(f"  tool {t.name}({t.args}) -> {_safe_repr(t.result)}"
                          + (f" error: {t.error}" if t.error else ""))
@@ -185,6 +197,19 @@ class DecisionTrace:
         everywhere else, as text. Plain HTML from the standard library: the core never imports
         the notebook layer."""
         return {"text/plain": self.format_text(), "text/html": trace_html(self)}
+
+
+#: The columns a distribution adds to a table of picks (a trace's attempts, an evaluation's rows).
+CONFIDENCE_COLUMNS = ("p_pick", "runner_up", "p_runner_up", "margin", "entropy",
+                      "confidence_source")
+
+
+def confidence_row(conf: Any) -> dict:
+    """The `CONFIDENCE_COLUMNS` of one `Confidence` (all None without one)."""
+    if conf is None:
+        return dict.fromkeys(CONFIDENCE_COLUMNS)
+    return {"p_pick": conf.p_pick, "runner_up": conf.runner_up, "p_runner_up": conf.p_runner_up,
+            "margin": conf.margin, "entropy": conf.entropy, "confidence_source": conf.source}
 
 
 def _head(text: str, n: int) -> str:
