@@ -230,6 +230,8 @@ def from_response(data: Any, names: Sequence[str]) -> Confidence:
         other, total = 1.0, 1.0
     elif abs(total - 1) > _TOLERANCE:
         notes.append(f"probabilities summed to {total:.6g}; renormalised")
+    else:  # within rounding of 1: the runtime's own numbers, untouched
+        total = 1.0
     probs = {k: v / total for k, v in probs.items()}
     note = data.get("note")
     if notes:
