@@ -159,7 +159,7 @@ def check_confidence(value: Any, runtime: Any = None, *, where: str = "decision.
             return ConfidenceAsk(native=True, samples=value)
         return ConfidenceAsk(native=False, samples=value)
     if value is True:
-        if runtime is None or _native(runtime, mode):
+        if runtime is None or _native(runtime, mode) or getattr(runtime, "cascade_stages", None):
             return ConfidenceAsk(native=True)
         name = getattr(runtime, "name", None) or type(runtime).__name__
         why = (" In mode='tools' the providers return no log-probabilities for a native tool "

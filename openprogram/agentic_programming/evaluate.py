@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
 
 from .confidence import Confidence, check_confidence, check_threshold
 from .evaluate_inputs import Table, row_key
-from .evaluate_results import (NO_PICK, ComparisonResult, EvaluationResult, Outcomes, pick_of,
+from .evaluate_results import (NO_PICK, cascade_of, ComparisonResult, EvaluationResult, Outcomes, pick_of,
                                summarize)
 from .evaluate_runner import Board, arows, interrupted as _interrupted, run as _run_rows
 from .jsonable import to_jsonable
@@ -127,6 +127,8 @@ class _Sink:
                     self.outcomes.expected[i] = self.outcomes.code(line["expected"])
                 if line.get("confidence") is not None:
                     self.outcomes.conf[i] = Confidence.from_dict(line["confidence"])
+                if line.get("cascade"):
+                    self.outcomes.cascade[i] = [tuple(s) for s in line["cascade"]]
                 self.failed += line["status"] == "failed"
                 self.retried += (line.get("attempts") or 0) > 1
 
@@ -141,6 +143,7 @@ class _Sink:
     def __call__(self, i: int, extra: tuple[Any, ...], row: Any) -> None:
         s = summarize(row)
         conf = row.trace.confidence if row.trace is not None else None
+        stages = cascade_of(row.trace)
         offset = -1
         data = None
         if self.journal is not None:
@@ -158,6 +161,8 @@ class _Sink:
                 self.outcomes.conf[i] = conf
             else:
                 self.outcomes.conf.pop(i, None)
+            if stages:
+                self.outcomes.cascade[i] = stages
 
     def settle(self, n: int) -> None:
         """The run is over: `n` rows were (or would have been) read."""
@@ -190,6 +195,7 @@ def _journal_row(row: Any, s: tuple[Any, ...], record: Any,
         "tokens_in": tin, "tokens_out": tout, "latency_s": duration, "cached": cached,
         "confidence": (trace.confidence.to_dict() if trace is not None and
                        trace.confidence is not None else None),
+        "cascade": [list(st) for st in cascade_of(trace)] or None,
         "trace": trace.to_dict() if trace is not None else None,
     }
 

@@ -37,6 +37,18 @@ STATUSES = ("cancelled", "resolved", "failed")
 _CODE = {s: k for k, s in enumerate(STATUSES)}
 
 
+def cascade_of(trace: Any) -> list[tuple]:
+    """The stages a CascadeRuntime asked over a decision's attempts: (runtime, answered the
+    attempt, tokens in, tokens out) each; [] for any other runtime."""
+    out = []
+    for a in (trace.attempts if trace is not None else ()):
+        for st in getattr(a, "cascade", None) or ():
+            u = st.get("usage") or {}
+            out.append((st.get("runtime"), bool(st.get("answered")),
+                        u.get("input_tokens") or 0, u.get("output_tokens") or 0))
+    return out
+
+
 def pick_of(row: Any) -> str | None:
     """The option the model validly picked (kept even when the picked function then raised)."""
     if row is None or row.trace is None or not row.trace.attempts:
@@ -87,6 +99,8 @@ class Outcomes:
         self.raised: dict[int, str] = {}
         # each row's final Confidence, for the rows whose decision asked for one
         self.conf: dict[int, Confidence] = {}
+        # CascadeRuntime rows: each stage asked, (runtime, answered, tokens in, tokens out)
+        self.cascade: dict[int, list[tuple]] = {}
 
     def __len__(self) -> int:
         return len(self.status)
@@ -137,8 +151,9 @@ class Outcomes:
         for col in (self.status, self.pick, self.expected, self.attempts, self.tokens_in,
                     self.tokens_out, self.duration, self.cached, self.offset):
             del col[n:]
-        for i in [i for i in self.conf if i >= n]:
-            del self.conf[i]
+        for kept in (self.conf, self.cascade):
+            for i in [i for i in kept if i >= n]:
+                del kept[i]
 
     def finished(self) -> list[int]:
         return [i for i, s in enumerate(self.status) if s]
@@ -362,6 +377,8 @@ class EvaluationResult:
                 out.expected[r["row"]] = out.code(r["expected"])
             if r.get("confidence") is not None:
                 out.conf[r["row"]] = Confidence.from_dict(r["confidence"])
+            if r.get("cascade"):
+                out.cascade[r["row"]] = [tuple(st) for st in r["cascade"]]
             columns.update(dict.fromkeys(r.get("input") or {}))
         has_expected = has_expected or bool(head.get("expected"))
         return cls(prompt=head.get("prompt") or "", options=head.get("options") or [],
@@ -648,6 +665,35 @@ class EvaluationResult:
             "tokens_out": sum(t for t in o.tokens_out if t > 0),
         })
         return pd.Series(data, name=self.name or "evaluation", dtype=object)
+
+    @property
+    def cascade_counts(self) -> Any:
+        """For a run on a `CascadeRuntime`: per runtime, how many rows it answered (its reply
+        was the row's last attempt's), how many it was asked on, and the tokens it spent; None
+        for any other runtime."""
+        o = self._outcomes
+        if not o.cascade:
+            return None
+        pd = require("pandas", "pandas", "the result's .cascade_counts")
+        table: dict[str, dict[str, int]] = {}
+        for i, stages in o.cascade.items():
+            if i >= len(o) or not o.status[i]:
+                continue
+            answered_by = None
+            for rt, answered, tin, tout in stages:
+                row = table.setdefault(str(rt), {"answered": 0, "asked": 0, "tokens_in": 0,
+                                                 "tokens_out": 0})
+                row["asked"] += 1
+                row["tokens_in"] += tin
+                row["tokens_out"] += tout
+                if answered:
+                    answered_by = str(rt)
+            if answered_by is not None:
+                table[answered_by]["answered"] += 1
+        frame = pd.DataFrame.from_dict(table, orient="index",
+                                       columns=["answered", "asked", "tokens_in", "tokens_out"])
+        frame.index.name = "runtime"
+        return frame
 
     # -- how sure, against the expected picks -------------------------------------------------
     def _confident(self) -> list[tuple[Confidence, str, str | None]]:

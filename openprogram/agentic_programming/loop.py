@@ -210,23 +210,15 @@ class Decider:
             parts.append(chunk)
             self._emit("reply_chunk", trace, att, text=chunk)
 
-        ask, conf, missing = self.confidence, None, None
-        if ask is not None and ask.native:
-            extra["confidence"] = list(self.by_name)
+        ask, cascade = self.confidence, None
+        stages = getattr(self.runtime, "cascade_stages", None)
         try:
-            if ask is not None and not ask.native:
-                resp, node, conf = await self._sample(messages, extra, on_text, specs)
+            if stages:
+                resp, node, conf, missing, cascade = await self._cascade(
+                    stages, messages, extra, on_text, specs)
             else:
-                resp, node = await self._once(messages, extra, on_text)
-                if ask is not None:
-                    if resp.confidence is not None:
-                        conf = from_response(resp.confidence, list(self.by_name))
-                    elif ask.samples is not None:  # the user allowed samples in its place
-                        spent = resp.usage
-                        resp, node, conf = await self._sample(messages, extra, on_text, specs)
-                        resp = dataclasses.replace(resp, usage=_add_usage([spent, resp.usage]))
-                    else:
-                        missing = self._no_distribution(resp)
+                resp, node, conf, missing = await self._ask(self.model, ask, messages, extra,
+                                                            on_text, specs)
         except ModelCallError as exc:
             self.att = replace(self.cur, reply=exc.partial or "".join(parts),
                                duration_s=self._elapsed(t0))
@@ -241,28 +233,76 @@ class Decider:
                    duration_s=self._elapsed(t0), finish_reason=resp.finish_reason, raw=resp.raw,
                    cached=getattr(resp, "cached", False),
                    tool_calls=[tc.to_dict() for tc in resp.tool_calls] or None,
-                   **({"confidence": conf} if ask is not None else {}))
+                   **({"confidence": conf} if ask is not None or stages else {}),
+                   **({"cascade": cascade} if stages else {}))
         if missing is not None:
             self.fail_with(ParseError("no_confidence", missing))
         return resp
 
-    async def _once(self, messages: list[dict[str, Any]], extra: dict[str, Any],
+    async def _ask(self, rt: ModelCaller, ask: ConfidenceAsk | None,
+                   messages: list[dict[str, Any]], extra: dict[str, Any],
+                   on_text: Callable[[str], None] | None,
+                   specs: list[dict[str, Any]] | None) -> tuple[Any, Any, Any, str | None]:
+        """One attempt's model call on `rt`, with what `ask` wants of its probabilities:
+        `(response, node, Confidence or None, why there is none when one was asked for)`."""
+        if ask is None:
+            resp, node = await self._once(rt, messages, extra, on_text)
+            return resp, node, None, None
+        if not ask.native:
+            return (*await self._sample(rt, ask.samples, messages, extra, on_text, specs), None)
+        resp, node = await self._once(rt, messages, {**extra, "confidence": list(self.by_name)},
+                                      on_text)
+        if resp.confidence is not None:
+            return resp, node, from_response(resp.confidence, list(self.by_name)), None
+        if ask.samples is not None:  # the user allowed samples in its place
+            spent = resp.usage
+            resp, node, conf = await self._sample(rt, ask.samples, messages, extra, on_text,
+                                                  specs)
+            return dataclasses.replace(resp, usage=_add_usage([spent, resp.usage])), node, \
+                conf, None
+        return resp, node, None, self._no_distribution(resp, rt)
+
+    async def _cascade(self, stages: list, messages: list[dict[str, Any]],
+                       extra: dict[str, Any], on_text: Callable[[str], None] | None,
+                       specs: list[dict[str, Any]] | None) -> tuple[Any, Any, Any, Any, list]:
+        """A `CascadeRuntime`: each stage asked in turn until one is sure enough of its pick
+        (`min_confidence`), the last one's reply standing whatever its probability. Every stage
+        asked is recorded, with its tokens; the attempt's tokens are all of theirs."""
+        threshold = getattr(self.runtime, "min_confidence", 1.0)
+        asked: list[dict[str, Any]] = []
+        spent = []
+        for k, (rt, ask) in enumerate(stages):
+            last = k == len(stages) - 1
+            resp, node, conf, _ = await self._ask(rt, ask, messages, extra,
+                                                  on_text if k == 0 else None, specs)
+            name = self._named(resp)
+            if conf is not None and name in self.by_name:
+                conf = replace(conf, pick=name)
+            p = conf.p_pick if conf is not None and name in self.by_name else None
+            spent.append(resp.usage)
+            asked.append({"runtime": getattr(rt, "name", None), "pick": name, "p_pick": p,
+                          "answered": False, "usage": dict(resp.usage) if resp.usage else None,
+                          "confidence": conf.to_dict() if conf is not None else None})
+            if last or (p is not None and p >= threshold):
+                asked[-1]["answered"] = True
+                resp = dataclasses.replace(resp, usage=_add_usage(spent))
+                return resp, node, conf, None, asked
+        raise RuntimeError("internal error: a cascade with no stage")
+
+    async def _once(self, rt: ModelCaller, messages: list[dict[str, Any]],
+                    extra: dict[str, Any],
                     on_text: Callable[[str], None] | None) -> tuple[Any, Any]:
         if self.sync:
-            return self.model.call_model(messages, on_text=on_text, deadline=self.deadline,
-                                         **extra)
-        return await self.model.acall_model(messages, on_text=on_text, deadline=self.deadline,
-                                            **extra)
+            return rt.call_model(messages, on_text=on_text, deadline=self.deadline, **extra)
+        return await rt.acall_model(messages, on_text=on_text, deadline=self.deadline, **extra)
 
-    async def _sample(self, messages: list[dict[str, Any]], extra: dict[str, Any],
-                      on_text: Callable[[str], None] | None,
+    async def _sample(self, rt: ModelCaller, s: Any, messages: list[dict[str, Any]],
+                      extra: dict[str, Any], on_text: Callable[[str], None] | None,
                       specs: list[dict[str, Any]] | None) -> tuple[Any, Any, Any]:
         """`confidence=Samples(n)`: n replies to the same request, each its own call (its
         index goes with the request as `sample=`, so a cache or a cassette keeps each apart),
         concurrently on the async path. The reply that resolves is the first drawn of the most
         frequent pick; the tokens are those of all n."""
-        s = self.confidence.samples if self.confidence is not None else None
-        assert s is not None
         if specs:
             raise UsageError("confidence=decision.Samples(n) cannot be drawn in a turn that "
                              "calls tools (each sample would run the tools again); ask without "
@@ -273,12 +313,12 @@ class Decider:
                                                  "temperature": s.temperature})
                  for i in range(s.n)]
         if self.sync:
-            got = [self.model.call_model(messages, on_text=show, deadline=self.deadline, **kw)
+            got = [rt.call_model(messages, on_text=show, deadline=self.deadline, **kw)
                    for show, kw in calls]
         else:
             import asyncio
             got = await asyncio.gather(*(
-                self.model.acall_model(messages, on_text=show, deadline=self.deadline, **kw)
+                rt.acall_model(messages, on_text=show, deadline=self.deadline, **kw)
                 for show, kw in calls))
         conf, i = from_counts([self._named(r) for r, _ in got], list(self.by_name))
         resp, node = got[i]
@@ -298,8 +338,7 @@ class Decider:
         name = action.get("call") if isinstance(action, dict) else None
         return name if isinstance(name, str) else None
 
-    def _no_distribution(self, resp: Any) -> str:
-        rt = self.runtime
+    def _no_distribution(self, resp: Any, rt: Any) -> str:
         name = getattr(rt, "name", None) or type(rt).__name__
         negotiated = (resp.raw or {}).get("negotiated") if isinstance(resp.raw, dict) else None
         why = f" (the server's answer: {negotiated})" if negotiated else ""

@@ -56,6 +56,7 @@ class Attempt:
     redacted: list[str] = field(default_factory=list)  # where the decoded pick held a key (paths)
     confidence: Any = None             # a confidence.Confidence when the decision asked for one
     low_pick: str | None = None        # the model's pick set aside for low_confidence= (p below min)
+    cascade: list | None = None        # CascadeRuntime: each runtime asked (pick, p_pick, tokens)
 
     @property
     def ok(self) -> bool:
@@ -84,7 +85,7 @@ class Attempt:
             "cached": self.cached,
             "redacted": list(self.redacted),
             "confidence": None if self.confidence is None else self.confidence.to_dict(),
-            "low_pick": self.low_pick,
+            "low_pick": self.low_pick, "cascade": to_jsonable(self.cascade),
         }
 
 
