@@ -15,6 +15,8 @@ reply's token count times `top_logprobs`.
 """
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 import re
 from typing import Any, Sequence
@@ -69,13 +71,10 @@ def distribution(text: Any, tokens: list[dict] | None, names: Sequence[str]) -> 
         return _missing(names, 'no "call" value in the reply to read a name at')
     start, written = where
     # the token that holds the name's first character, and the name's last (its closing quote)
-    ends, pos = [], 0
-    for p in pieces:
-        pos += len(p)
-        ends.append(pos)
-    first = next(i for i, e in enumerate(ends) if e > start)
+    ends = list(itertools.accumulate(map(len, pieces)))
+    first = bisect.bisect_right(ends, start)
     close = start + len(written)   # the closing quote's offset
-    last = next((i for i, e in enumerate(ends) if e > close), len(ends) - 1)
+    last = min(bisect.bisect_right(ends, close), len(ends) - 1)
     probs = {n: 0.0 for n in names}
     p_written = 1.0
     for t in tokens[first:last + 1]:
@@ -85,10 +84,12 @@ def distribution(text: Any, tokens: list[dict] | None, names: Sequence[str]) -> 
                                    f"({t.get('logprob')!r})")
         p_written *= p
     notes: list[str] = []
+    ordered = sorted(names)
     head = text[ends[first] - len(pieces[first]):start]   # the token's text before the name
     chosen = pieces[first]
     alts = tokens[first].get("top_logprobs") or []
     seen_chosen = False
+    seen: set = set()
     listed = 0.0
     other = 0.0
     shared = 0.0
@@ -97,8 +98,9 @@ def distribution(text: Any, tokens: list[dict] | None, names: Sequence[str]) -> 
         if not isinstance(tok, str) or p is None:
             notes.append("an alternative token without a usable log-probability was skipped")
             continue
-        if tok in [a.get("token") for a in alts[:alts.index(alt)]]:
+        if tok in seen:
             continue  # a server that lists a token twice
+        seen.add(tok)
         listed += p
         if tok == chosen:
             seen_chosen = True
@@ -113,10 +115,10 @@ def distribution(text: Any, tokens: list[dict] | None, names: Sequence[str]) -> 
             else:
                 other += p_written
             other += rest
-            if rest > 0 and any(n != written for n in _begun(tok, head, names)):
+            if rest > 0 and any(n != written for n in _begun(tok, head, ordered)):
                 shared += rest
             continue
-        begun = _begun(tok, head, names)
+        begun = _begun(tok, head, ordered)
         if len(begun) == 1:
             probs[begun[0]] += p
         else:
@@ -165,17 +167,20 @@ def _name_at(text: str, names: Sequence[str]) -> tuple[int, str] | None:
     return fallback
 
 
-def _begun(token: str, head: str, names: Sequence[str]) -> list[str]:
+def _begun(token: str, head: str, names: list[str]) -> list[str]:
     """The option names an alternative token at the name's first position begins: the token
     must repeat what the chosen token had before the name (`head`, e.g. the opening quote),
-    and what follows must be the start of a name (or a whole name and its closing quote)."""
+    and what follows must be the start of a name (or a whole name and its closing quote).
+    `names` is sorted, so the names a text begins are one range of it."""
     if not token.startswith(head):
         return []
     rest = token[len(head):]
     if not rest:
         return []
-    out = []
-    for n in names:
-        if n.startswith(rest) or rest.startswith(n + '"'):
-            out.append(n)
-    return out
+    if '"' in rest:  # a whole name and its closing quote (and what follows it)
+        whole = rest.split('"', 1)[0]
+        i = bisect.bisect_left(names, whole)
+        return [whole] if i < len(names) and names[i] == whole else []
+    lo = bisect.bisect_left(names, rest)
+    hi = bisect.bisect_left(names, rest + "\U0010ffff", lo)
+    return names[lo:hi]
