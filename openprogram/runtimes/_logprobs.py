@@ -26,6 +26,8 @@ __all__ = ["distribution", "tokens_of", "MAX_TOKENS"]
 _CALL = re.compile(r'"call"\s*:\s*"')
 #: at most this many tokens are read: a decision's reply is short, a runaway one is not read whole
 MAX_TOKENS = 20_000
+#: and at most this many alternatives at a token (OpenAI sends 20 at most; a server may not)
+MAX_ALTERNATIVES = 64
 
 
 def tokens_of(content: Any) -> list[dict] | None:
@@ -37,7 +39,7 @@ def tokens_of(content: Any) -> list[dict] | None:
     for item in list(content)[:MAX_TOKENS]:
         get = item.get if isinstance(item, dict) else (lambda k, i=item: getattr(i, k, None))
         tops = []
-        for t in get("top_logprobs") or []:
+        for t in list(get("top_logprobs") or [])[:MAX_ALTERNATIVES]:
             tget = t.get if isinstance(t, dict) else (lambda k, i=t: getattr(i, k, None))
             tops.append({"token": tget("token"), "logprob": tget("logprob")})
         out.append({"token": get("token"), "logprob": get("logprob"), "top_logprobs": tops})

@@ -143,3 +143,11 @@ def test_the_reader_is_bounded_and_never_invents_a_number():
            for t in ['{"call": "', "a", '"}']]
     d = distribution('{"call": "a"}', bad, ["a", "b"])
     assert d["other"] == 1.0 and "not a log-probability" in d["note"]
+
+
+def test_a_flood_of_alternatives_is_read_only_up_to_the_bound():
+    from openprogram.runtimes._logprobs import MAX_ALTERNATIVES, tokens_of
+    flood = [{"token": "a", "logprob": 0.0,
+              "top_logprobs": [{"token": f"t{i}", "logprob": -20.0} for i in range(10_000)]}]
+    read = tokens_of(flood)
+    assert len(read[0]["top_logprobs"]) == MAX_ALTERNATIVES
