@@ -51,10 +51,12 @@ def _missing(names: Sequence[str], why: str) -> dict:
 
 
 def _p(logprob: Any) -> float | None:
-    if isinstance(logprob, bool) or not isinstance(logprob, (int, float)) or \
-            math.isnan(logprob) or logprob > 1e-9:
-        return None
-    return math.exp(max(logprob, -1e4))
+    """exp(logprob) of a log-probability (a float or int <= 0, not NaN, not a bool); None
+    otherwise. Called for every alternative of the name's first token: kept cheap."""
+    if (logprob.__class__ is float or logprob.__class__ is int) and logprob <= 1e-9 \
+            and logprob == logprob:
+        return math.exp(logprob) if logprob > -1e4 else 0.0
+    return None
 
 
 def distribution(text: Any, tokens: list[dict] | None, names: Sequence[str]) -> dict:
@@ -106,8 +108,6 @@ def distribution(text: Any, tokens: list[dict] | None, names: Sequence[str]) -> 
         listed += p
         if tok == chosen:
             seen_chosen = True
-            # the chosen first token: the name written gets its whole path; the rest of this
-            # token's mass began other names sharing it, or other replies
             # the chosen first token: the name written gets its whole path; the rest of this
             # token's mass went on to other names sharing it or to other replies, which the
             # server does not show, so it is other
