@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import json
 import math
+import re
 
 import pytest
 
@@ -289,3 +290,19 @@ def test_the_attempts_table_and_the_export_carry_the_distribution():
     exported = json.loads(json.dumps(t.to_dict()))
     assert exported["attempts"][-1]["confidence"]["probs"] == {"A": 0.6, "B": 0.4}
     assert "confidence: Confidence(samples, n=5" in t.format_text()
+
+
+def test_a_recorded_distribution_replays_with_confidence_true(tmp_path):
+    path = tmp_path / "exact.jsonl"
+    rt = Exact(pick("b"), {"probs": {"a": 0.25, "b": 0.75}, "other": 0.0, "source": "exact"})
+    decision.make("Pick.", {"a": 1, "b": 2}, runtime=RecordingRuntime(rt, path), confidence=True)
+    replay = ReplayRuntime(path)
+    assert replay.confidence_source == "exact"
+    assert decision.make("Pick.", {"a": 1, "b": 2}, runtime=replay, confidence=True) == 2
+    conf = decision.last_trace().confidence
+    assert (conf.probs, conf.source, conf.pick) == ({"a": 0.25, "b": 0.75}, "exact", "b")
+    # a cassette recorded without any distribution cannot give one, and says so
+    plain = tmp_path / "plain.jsonl"
+    decision.make("Pick.", MENU, runtime=RecordingRuntime(ScriptedRuntime([A]), plain))
+    with pytest.raises(UsageError, match=re.escape("decision.Samples(n)")):
+        decision.make("Pick.", MENU, runtime=ReplayRuntime(plain), confidence=True)
