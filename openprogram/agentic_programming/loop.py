@@ -317,9 +317,15 @@ class Decider:
                    for show, kw in calls]
         else:
             import asyncio
-            got = await asyncio.gather(*(
-                rt.acall_model(messages, on_text=show, deadline=self.deadline, **kw)
-                for show, kw in calls))
+            tasks = [asyncio.ensure_future(rt.acall_model(messages, on_text=show,
+                                                          deadline=self.deadline, **kw))
+                     for show, kw in calls]
+            try:
+                got = await asyncio.gather(*tasks)
+            except BaseException:  # one sample failed (or the decision was cancelled): the
+                for t in tasks:     # others are not left running on their own
+                    t.cancel()
+                raise
         conf, i = from_counts([self._named(r) for r, _ in got], list(self.by_name))
         resp, node = got[i]
         # a copy: a scripted runtime may hand out the same response object again

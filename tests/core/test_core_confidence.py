@@ -306,3 +306,29 @@ def test_a_recorded_distribution_replays_with_confidence_true(tmp_path):
     decision.make("Pick.", MENU, runtime=RecordingRuntime(ScriptedRuntime([A]), plain))
     with pytest.raises(UsageError, match=re.escape("decision.Samples(n)")):
         decision.make("Pick.", MENU, runtime=ReplayRuntime(plain), confidence=True)
+
+
+def test_a_failing_async_sample_fails_the_attempt_and_cancels_the_others():
+    started, cancelled = [], []
+
+    async def model(content, sample=0):
+        started.append(sample)
+        if sample == 1:
+            raise RuntimeError("sample 1 broke")
+        try:
+            await asyncio.sleep(3600)   # would hold the decision for an hour if left running
+        except asyncio.CancelledError:
+            cancelled.append(sample)
+            raise
+        return A
+
+    async def main():
+        with pytest.raises(DecisionError) as info:
+            await decision.amake("Pick.", MENU, runtime=Runtime(call=model),
+                                 confidence=decision.Samples(3), max_retries=0)
+        await asyncio.sleep(0)
+        # read before asyncio.run's own shutdown, which would cancel any task left over
+        return info.value, sorted(cancelled)
+    err, cancelled_in_time = asyncio.run(main())
+    assert err.kind == "model_error" and "sample 1 broke" in str(err)
+    assert sorted(started) == [0, 1, 2] and cancelled_in_time == [0, 2]
