@@ -59,22 +59,28 @@ def main() -> None:
     ap.add_argument("rev", help="the old checkout's revision, e.g. 560fa4f")
     ap.add_argument("script", help="a script of benchmarks/, e.g. bench_core.py")
     ap.add_argument("--runs", type=int, default=2, help="runs of each side, interleaved")
+    ap.add_argument("--new", default=None,
+                    help="the new side's revision (default: this checkout as it is)")
     ns, rest = ap.parse_known_args()
     with tempfile.TemporaryDirectory() as tmp:
-        old = Path(tmp) / "old"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(old),
-                        ns.rev], check=True)
+        old, new = Path(tmp) / "old", (Path(tmp) / "new" if ns.new else ROOT)
+        for path, rev in ((old, ns.rev), (new, ns.new)):
+            if rev:
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach",
+                                str(path), rev], check=True)
         try:
             runs: dict[str, list[list[str]]] = {"old": [], "new": []}
             for i in range(ns.runs):
-                for side, checkout in (("old", old), ("new", ROOT)):
+                for side, checkout in (("old", old), ("new", new)):
                     print(f"run {i + 1} of {ns.runs}: {side}", file=sys.stderr, flush=True)
                     runs[side].append(run(checkout, ns.script, rest))
         finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)],
-                           check=False)
+            for path in (old, new):
+                if path != ROOT:
+                    subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
+                                    str(path)], check=False)
     old_lines, new_lines = best(runs["old"]), best(runs["new"])
-    print(f"{ns.script} {' '.join(rest)}: old = {ns.rev}, new = this checkout; best of "
+    print(f"{ns.script} {' '.join(rest)}: old = {ns.rev}, new = {ns.new or 'this checkout'}; best of "
           f"{ns.runs} interleaved runs each")
     for a, b in zip(old_lines, new_lines):
         na, nb = numbers(a), numbers(b)

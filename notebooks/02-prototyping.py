@@ -334,3 +334,107 @@ resumed = decision.evaluate(handle, support, tickets, runtime=paid, journal=jour
                             expected="label", progress=False)
 print(f"the resumed run asked the model {len(paid.calls) - before} times for {len(tickets)} rows")
 EvaluationResult.from_journal(journal).to_frame()[["message", "chosen", "status", "attempts"]]
+
+# %% [markdown]
+# ## How sure was the model: the probability of every option
+#
+# A pick made with 99 % and one made with 34 % against a runner-up at 33 % look the same in a
+# trace, in `to_frame()` and in accuracy. `confidence=` puts on each attempt the probability the
+# model gave **every** option (`trace.confidence`, a `Confidence`: `probs`, `other` for replies
+# that name no option, `p_pick`, `runner_up`, `margin`, `entropy`), and the panel draws it as a
+# bar per option. The bundled model gives the exact distribution (`confidence=True` on
+# `LlamaCppRuntime`); OpenAI-compatible servers give it from token log-probabilities; any runtime
+# can draw samples: `decision.Samples(n)` asks the same request n times and counts the picks.
+#
+# The toy model below reads the message like the one above, but it is unsure in proportion to
+# how close the options' scores are (each sample is its own draw, seeded by the request and the
+# sample's index, so a re-run gives the same numbers).
+
+# %%
+import hashlib
+import math
+import random
+from openprogram import ModelResponse, Runtime
+
+def unsure_model(content, sample=0, temperature=1.0):
+    """Word overlap as before, turned into odds: a pick drawn in proportion to exp(score).
+    It reports a token per word read, so a cascade's costs can be compared."""
+    prompt = "".join(block.get("text", "") for block in content)
+    message = set(re.findall(r"[a-z]+", prompt.split("Message:")[1].split("Options")[0].lower()))
+    scores = {block.split("(")[0]: len(message & set(re.findall(r"[a-z]+", block.lower())))
+              for block in prompt.split("\n- ")[1:]}
+    seed = int(hashlib.sha256(f"{prompt}|{sample}".encode()).hexdigest()[:8], 16)
+    weights = [math.exp(s / max(temperature, 1e-6)) for s in scores.values()]
+    pick = random.Random(seed).choices(list(scores), weights)[0]
+    return ModelResponse(text='{"call": "%s"}' % pick,
+                         usage={"input_tokens": len(prompt.split()), "output_tokens": 4})
+
+unsure = Runtime(call=unsure_model, name="unsure")
+decision.make(template.format(message="My parcel arrived broken, I want my money back"), v1,
+              runtime=unsure, confidence=decision.Samples(20))
+decision.last_trace()
+
+# %% [markdown]
+# Over a table, with `expected=`, the probability given to the expected option moves with every
+# edit of a description, where accuracy on a few rows moves in big steps. `compare` ranks the
+# variants by `mean_p_expected` (with a 95 % bootstrap interval) beside their accuracy, and says
+# when two intervals overlap: then these rows cannot tell the two apart.
+
+# %%
+sure_of = compare(template, {"v1": v1, "v2": v2}, messages, runtime=unsure, expected="label",
+                  confidence=decision.Samples(20), progress=False)
+sure_of.ranking
+
+# %%
+scored = sure_of["v2"]
+scored.to_frame()[["message", "chosen", "expected", "p_pick", "runner_up", "margin"]]
+
+# %% [markdown]
+# `calibration()` bins the rows by the probability of their pick and compares it with how often
+# the pick was right (`ece` and `brier` sum that up); `selective()` shows what a threshold would
+# buy: the accuracy of the most confident share of the rows, and the threshold that keeps them.
+
+# %%
+scored.calibration(bins=5)
+
+# %%
+scored.selective([0.25, 0.5, 0.75, 1.0])
+
+# %%
+_ = scored.plot_selective()
+
+# %% [markdown]
+# A threshold chosen from that curve is used where the decision is made: `min_confidence=`
+# with `low_confidence=` resolves the named option instead of an unsure pick (the decision is
+# still the branch: the caller writes no `if`); without `low_confidence=` an unsure pick fails as
+# `low_confidence`, carrying the distribution. A `CascadeRuntime` asks a cheap model first and a
+# bigger one only when the cheap one is unsure; `cascade_counts` says how many rows each
+# answered and the tokens each spent.
+
+# %%
+careful = {**v2, "review": ("QUEUED FOR REVIEW", "queue it for review later")}
+unsure_message = template.format(message="How long does delivery take to Berlin?")
+decision.make(unsure_message, careful, runtime=unsure, confidence=decision.Samples(20),
+              min_confidence=0.8, low_confidence="review")
+
+# %% [markdown]
+# The model picked `answer` (its `low_pick`), but only with this probability:
+
+# %%
+decision.last_trace().confidence
+
+# %%
+try:
+    decision.make(unsure_message, careful, runtime=unsure, confidence=decision.Samples(20),
+                  min_confidence=0.8)
+except decision.DecisionError as err:
+    print(err.kind, err.confidence)
+
+# %%
+from openprogram.runtimes import CascadeRuntime
+
+bigger = ScriptedRuntime(rule=word_overlap_model, name="bigger")
+cascade = CascadeRuntime([unsure, bigger], min_confidence=0.8, confidence=decision.Samples(10))
+cascaded = decision.evaluate(template, v2, messages, runtime=cascade, expected="label",
+                             progress=False)
+cascaded.cascade_counts

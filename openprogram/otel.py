@@ -180,6 +180,14 @@ class Instrumentation:
             span.set_status(trace.Status(trace.StatusCode.ERROR, e.attempt.error_message or ""))
         elif e.attempt.chosen:
             span.set_attribute("openprogram.attempt.pick", e.attempt.chosen)
+        conf = getattr(e.attempt, "confidence", None)
+        if conf is not None:  # how sure: numbers and option names only, never content
+            span.set_attribute("openprogram.attempt.confidence.source", conf.source)
+            if conf.p_pick is not None:
+                span.set_attribute("openprogram.attempt.confidence.p_pick", conf.p_pick)
+            if conf.margin is not None:
+                span.set_attribute("openprogram.attempt.confidence.margin", conf.margin)
+            span.set_attribute("openprogram.attempt.confidence.entropy", conf.entropy)
         span.end()
         try:
             context.detach(token)

@@ -66,7 +66,7 @@ def _first_flag(line: str, flags: list[str]) -> int:
 
 def _decision_flags(func):
     """The flags %%decide and %%agent share: --runtime, --context, --timeout, --mode,
-    --validate, --reask, --as."""
+    --validate, --reask, --confidence, --min-confidence, --low-confidence, --as."""
     for flag in reversed([
             argument("--runtime", "-r", default=None,
                      help="the Runtime to call (default: the one set with %%decision_runtime)"),
@@ -83,6 +83,16 @@ def _decision_flags(func):
             argument("--reask", default=None, metavar="NAME",
                      help="the re-ask text: a template string with {request}, {reply}, "
                           "{kind}, {error}, {path}, {menu}, {attempt}, or a function of them"),
+            argument("--confidence", nargs="?", const="True", default=None, metavar="N|EXPR",
+                     help="put the model's probability of every option on the decision: "
+                          "alone, the runtime's own (confidence=True); a number N draws N "
+                          "samples (decision.Samples(N)); or an expression such as "
+                          "decision.Samples(5, fallback=True)"),
+            argument("--min-confidence", type=float, default=None, metavar="P",
+                     help="a pick below this probability fails as low_confidence, or resolves "
+                          "--low-confidence's option instead"),
+            argument("--low-confidence", default=None, metavar="OPTION",
+                     help="the option to resolve when the pick is below --min-confidence"),
             argument("--as", dest="as_name", default=None, metavar="NAME",
                      help="also bind the result to this variable")]):
         func = flag(func)
@@ -200,6 +210,19 @@ class DecisionMagics(Magics):
             raise UsageError(f"--reask {expr!r}: {exc}") from None
         return text
 
+    def _confidence(self, expr: str | None) -> Any:
+        """--confidence: absent (False), alone (True), a number of samples, or an expression
+        (a `decision.Samples(...)`); what it gives is checked by the decision itself."""
+        if expr is None:
+            return False
+        text = _unquote(expr.strip())
+        if text == "True":
+            return True
+        if text.isdigit():
+            from openprogram.trace.confidence import Samples
+            return Samples(int(text))
+        return self._eval(text, "--confidence")
+
     def _check_mode(self, rt, mode: str) -> None:
         from openprogram.base.model_protocol import check_modes
         try:
@@ -252,7 +275,9 @@ class DecisionMagics(Magics):
         self._check_mode(rt, args.mode)
         ctx = self._context(args.context)
         common = dict(runtime=rt, context=ctx, timeout_s=args.timeout, mode=args.mode,
-                      validate=self._validate(args.validate), reask=self._reask(args.reask))
+                      validate=self._validate(args.validate), reask=self._reask(args.reask),
+                      confidence=self._confidence(args.confidence),
+                      min_confidence=args.min_confidence, low_confidence=args.low_confidence)
         call, tools = start(args, prompt, options, common)
         result = self._run(call, options, args.options, ctx, tools)
         self._bind(args.as_name, result)

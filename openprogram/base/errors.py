@@ -45,6 +45,12 @@ ERROR_KINDS: dict[str, str] = {
     "not_recorded": "A replayed cassette holds no recording of this request: the program asks "
                     "something it did not ask when recording (a prompt, an option, a tool result "
                     "or the way of asking changed). Record it again, or use CachedRuntime.",
+    "low_confidence": "The model's probability of its pick was below min_confidence=; the "
+                      "error's .confidence holds the whole distribution. Name an option to take "
+                      "instead with low_confidence=, or lower the threshold.",
+    "no_confidence": "The decision asked for confidence=True but the runtime returned no "
+                     "probabilities for the reply (a server that refuses logprobs); allow "
+                     "samples in their place with confidence=decision.Samples(5, fallback=True).",
 }
 
 
@@ -73,6 +79,9 @@ _FIXES: dict[str, str] = {
                "max_retries.",
     "model_error": "Its message says whether running again can help.",
     "not_recorded": "",   # the replay's own message names the fix (record again, or cache)
+    "low_confidence": "The error's .confidence holds the distribution; name an option to take "
+                      "instead with low_confidence=, or lower min_confidence=.",
+    "no_confidence": "",  # the message names the fix (Samples(n, fallback=True))
 }
 
 

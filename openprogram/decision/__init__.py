@@ -6,7 +6,8 @@ public names.
 `from openprogram import decision` gives this module: `decision.make` (and `amake`), `render_options`,
 `extract_action`, `parse_args`, `resolve_decision`, `DecisionError`,
 `DECISION_FINISH_INSTRUCTION`, `last_trace`, the prototyping tools `evaluate` / `compare` (and
-their awaitable twins `aevaluate` / `acompare`), and `clear_option_cache` (forget the function
+their awaitable twins `aevaluate` / `acompare`), `Samples` and `Confidence` (how sure the model
+was: `confidence=`), and `clear_option_cache` (forget the function
 options kept between calls). The prototyping tools, `revalidate` and `steps` (the step-through of
 a recorded decision) are imported the first time they are used.
 It only re-exports: the loop lives in loop.py, evaluation in evaluate.py. Being a facade at the
@@ -15,6 +16,7 @@ importing each other.
 """
 from __future__ import annotations
 
+from ..trace.confidence import Confidence, Samples
 from ..base.errors import DecisionError, OptionError, Retry
 from .extract import extract_action
 from ..base.lazy import lazy_names
@@ -26,7 +28,7 @@ from ..trace.decision_trace import last_trace
 __all__ = ["make", "amake", "render_options", "extract_action", "parse_args", "resolve_decision",
            "DecisionError", "DECISION_FINISH_INSTRUCTION", "last_trace", "OptionError",
            "evaluate", "aevaluate", "compare", "acompare", "reask_prompt", "revalidate", "clear_option_cache", "steps",
-           "Retry", "Variant"]
+           "Retry", "Variant", "Confidence", "Samples"]
 
 # Evaluation and re-checking load on first use: a decision needs neither.
 __getattr__, __dir__ = lazy_names(__name__, {

@@ -11,6 +11,7 @@ assembled from those events. Entry points that run a whole turn first (`agent(op
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import time
 TYPE_CHECKING = False
@@ -20,8 +21,10 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from ..base.type_names import ModeName, Options
     from .extract import Extraction
 
+from ..trace.confidence import (ConfidenceAsk, check_confidence, check_threshold, from_counts,
+                         from_response)
 from ..base.errors import (ArgumentError, DecisionError, ModelCallError, ParseError, Retry, UsageError,
-                           explain, reply_head)
+                     explain, reply_head)
 from .extract import extract_action, value_span
 from .modes import MenuMode, Mode, get_mode
 from ..base.model_protocol import (ModelCaller, ModelResponse, check_modes, current_runtime, deadline_after,
@@ -130,8 +133,12 @@ class Decider:
                  deadline: float | None = None, menu_text: str | None = None,
                  sync: bool = True, validate: Callable[..., Any] | None = None,
                  reask: Callable[[Reask], str] | None = None, mode: Mode | None = None,
-                 quiet: bool = False) -> None:
+                 quiet: bool = False, confidence: ConfidenceAsk | None = None,
+                 min_confidence: float | None = None, low_confidence: str | None = None) -> None:
         self.runtime, self.menu, self.request = runtime, menu, request
+        # what the decision asks of the model's probabilities (checked by the entry point)
+        self.confidence = confidence
+        self.min_confidence, self.low_confidence = min_confidence, low_confidence
         self._emit = record if quiet else emit  # quiet: the trace only, no observers
         self.mode = mode or MenuMode(menu)
         self.resp: Any = None        # the last model response, as the mode reads it
@@ -203,13 +210,15 @@ class Decider:
             parts.append(chunk)
             self._emit("reply_chunk", trace, att, text=chunk)
 
+        ask, cascade = self.confidence, None
+        stages = getattr(self.runtime, "cascade_stages", None)
         try:
-            if self.sync:
-                resp, node = self.model.call_model(messages, on_text=on_text,
-                                                     deadline=self.deadline, **extra)
+            if stages:
+                resp, node, conf, missing, cascade = await self._cascade(
+                    stages, messages, extra, on_text, specs)
             else:
-                resp, node = await self.model.acall_model(messages, on_text=on_text,
-                                                            deadline=self.deadline, **extra)
+                resp, node, conf, missing = await self._ask(self.model, ask, messages, extra,
+                                                            on_text, specs)
         except ModelCallError as exc:
             self.att = replace(self.cur, reply=exc.partial or "".join(parts),
                                duration_s=self._elapsed(t0))
@@ -223,8 +232,125 @@ class Decider:
         self._step("reply_received", reply=resp.text, model_call_id=node.id, usage=usage,
                    duration_s=self._elapsed(t0), finish_reason=resp.finish_reason, raw=resp.raw,
                    cached=getattr(resp, "cached", False),
-                   tool_calls=[tc.to_dict() for tc in resp.tool_calls] or None)
+                   tool_calls=[tc.to_dict() for tc in resp.tool_calls] or None,
+                   **({"confidence": conf} if ask is not None or stages else {}),
+                   **({"cascade": cascade} if stages else {}))
+        if missing is not None:
+            self.fail_with(ParseError("no_confidence", missing))
         return resp
+
+    async def _ask(self, rt: ModelCaller, ask: ConfidenceAsk | None,
+                   messages: list[dict[str, Any]], extra: dict[str, Any],
+                   on_text: Callable[[str], None] | None,
+                   specs: list[dict[str, Any]] | None) -> tuple[Any, Any, Any, str | None]:
+        """One attempt's model call on `rt`, with what `ask` wants of its probabilities:
+        `(response, node, Confidence or None, why there is none when one was asked for)`."""
+        if ask is None:
+            resp, node = await self._once(rt, messages, extra, on_text)
+            return resp, node, None, None
+        if not ask.native:
+            return (*await self._sample(rt, ask.samples, messages, extra, on_text, specs), None)
+        resp, node = await self._once(rt, messages, {**extra, "confidence": list(self.by_name)},
+                                      on_text)
+        if resp.confidence is not None:
+            return resp, node, from_response(resp.confidence, list(self.by_name)), None
+        if ask.samples is not None:  # the user allowed samples in its place
+            spent = resp.usage
+            resp, node, conf = await self._sample(rt, ask.samples, messages, extra, on_text,
+                                                  specs)
+            return dataclasses.replace(resp, usage=_add_usage([spent, resp.usage])), node, \
+                conf, None
+        return resp, node, None, self._no_distribution(resp, rt)
+
+    async def _cascade(self, stages: list, messages: list[dict[str, Any]],
+                       extra: dict[str, Any], on_text: Callable[[str], None] | None,
+                       specs: list[dict[str, Any]] | None) -> tuple[Any, Any, Any, Any, list]:
+        """A `CascadeRuntime`: each stage asked in turn until one is sure enough of its pick
+        (`min_confidence`), the last one's reply standing whatever its probability. Every stage
+        asked is recorded, with its tokens; the attempt's tokens are all of theirs."""
+        threshold = getattr(self.runtime, "min_confidence", 1.0)
+        asked: list[dict[str, Any]] = []
+        spent = []
+        for k, (rt, ask) in enumerate(stages):
+            last = k == len(stages) - 1
+            resp, node, conf, _ = await self._ask(rt, ask, messages, extra,
+                                                  on_text if k == 0 else None, specs)
+            name = self._named(resp)
+            if conf is not None and name in self.by_name:
+                conf = replace(conf, pick=name)
+            p = conf.p_pick if conf is not None and name in self.by_name else None
+            spent.append(resp.usage)
+            asked.append({"runtime": getattr(rt, "name", None), "pick": name, "p_pick": p,
+                          "answered": False, "usage": dict(resp.usage) if resp.usage else None,
+                          "confidence": conf.to_dict() if conf is not None else None})
+            if last or (p is not None and p >= threshold):
+                asked[-1]["answered"] = True
+                resp = dataclasses.replace(resp, usage=_add_usage(spent))
+                return resp, node, conf, None, asked
+        raise RuntimeError("internal error: a cascade with no stage")
+
+    async def _once(self, rt: ModelCaller, messages: list[dict[str, Any]],
+                    extra: dict[str, Any],
+                    on_text: Callable[[str], None] | None) -> tuple[Any, Any]:
+        if self.sync:
+            return rt.call_model(messages, on_text=on_text, deadline=self.deadline, **extra)
+        return await rt.acall_model(messages, on_text=on_text, deadline=self.deadline, **extra)
+
+    async def _sample(self, rt: ModelCaller, s: Any, messages: list[dict[str, Any]],
+                      extra: dict[str, Any], on_text: Callable[[str], None] | None,
+                      specs: list[dict[str, Any]] | None) -> tuple[Any, Any, Any]:
+        """`confidence=Samples(n)`: n replies to the same request, each its own call (its
+        index goes with the request as `sample=`, so a cache or a cassette keeps each apart),
+        concurrently on the async path. The reply that resolves is the first drawn of the most
+        frequent pick; the tokens are those of all n."""
+        if specs:
+            raise UsageError("confidence=decision.Samples(n) cannot be drawn in a turn that "
+                             "calls tools (each sample would run the tools again); ask without "
+                             "tools=, or with confidence=True on a runtime that gives a "
+                             "distribution (LlamaCppRuntime, OpenAIRuntime)")
+        base = {k: v for k, v in extra.items() if k != "confidence"}
+        calls = [(on_text if i == 0 else None, {**base, "sample": i,
+                                                 "temperature": s.temperature})
+                 for i in range(s.n)]
+        if self.sync:
+            got = [rt.call_model(messages, on_text=show, deadline=self.deadline, **kw)
+                   for show, kw in calls]
+        else:
+            import asyncio
+            tasks = [asyncio.ensure_future(rt.acall_model(messages, on_text=show,
+                                                          deadline=self.deadline, **kw))
+                     for show, kw in calls]
+            try:
+                got = await asyncio.gather(*tasks)
+            except BaseException:  # one sample failed (or the decision was cancelled): the
+                for t in tasks:     # others are not left running on their own
+                    t.cancel()
+                raise
+        conf, i = from_counts([self._named(r) for r, _ in got], list(self.by_name))
+        resp, node = got[i]
+        # a copy: a scripted runtime may hand out the same response object again
+        resp = dataclasses.replace(resp, usage=_add_usage([r.usage for r, _ in got]),
+                                   cached=all(getattr(r, "cached", False) for r, _ in got))
+        return resp, node, conf
+
+    def _named(self, resp: Any) -> str | None:
+        """The option a sample's reply names, or None (unreadable, refused, no pick)."""
+        if getattr(resp, "refusal", None):
+            return None
+        try:
+            action = self.mode.action(resp).action
+        except Exception:  # a reply the mode cannot read counts as `other`
+            return None
+        name = action.get("call") if isinstance(action, dict) else None
+        return name if isinstance(name, str) else None
+
+    def _no_distribution(self, resp: Any, rt: Any) -> str:
+        name = getattr(rt, "name", None) or type(rt).__name__
+        negotiated = (resp.raw or {}).get("negotiated") if isinstance(resp.raw, dict) else None
+        why = f" (the server's answer: {negotiated})" if negotiated else ""
+        return (f"runtime {name!r} returned no probabilities for this reply{why}; ask with "
+                f"confidence=decision.Samples(5, fallback=True) to draw samples when it gives "
+                f"none")
 
     def _elapsed(self, t0: float) -> float:
         return (self.cur.duration_s or 0) + time.perf_counter() - t0
@@ -269,6 +395,8 @@ class Decider:
             raise ParseError("bad_args", f'"{ex.key}" must be an option name (a string), got '
                                          f"{type(name).__name__}", "call")
         option = self.by_name.get(name)
+        if self.cur.confidence is not None and option is not None:
+            self.att = replace(self.cur, confidence=replace(self.cur.confidence, pick=name))
         if option is None:
             raise ParseError("unknown_call", f"{name!r} is not an option; the options are "
                                              f"{', '.join(self.by_name)}", "call")
@@ -321,6 +449,8 @@ class Decider:
         while True:
             try:
                 option, kwargs = check()
+                if self.min_confidence is not None:
+                    option, kwargs = self._threshold(option, kwargs)
                 if self.validate is not None:
                     await self._rule(option)
                 self._step("validated")
@@ -336,6 +466,24 @@ class Decider:
                                       self.cur.number)
                 self.new_attempt(prompt)
                 await self.call(self.mode.reask_messages(self.messages, self.resp, prompt))
+
+    def _threshold(self, option: Option, kwargs: dict[str, Any]) -> tuple[Option, dict[str, Any]]:
+        """`min_confidence=`: a pick below it resolves the `low_confidence=` option instead, or
+        fails the decision as `low_confidence` (no re-ask: asking again asks the same model the
+        same thing). A reply without a readable probability counts as below."""
+        conf, m = self.cur.confidence, self.min_confidence
+        p = conf.p_pick if conf is not None else None
+        if p is not None and p >= m:
+            return option, kwargs
+        shown = "unknown" if p is None else f"{p:.3f}"
+        if self.low_confidence is None:
+            self.record_failure(ParseError(
+                "low_confidence", f"the model picked {option.name!r} with probability {shown}, "
+                                  f"below min_confidence={m}"))
+            self.fail()
+        low = self.by_name[self.low_confidence]
+        self.att = replace(self.cur, low_pick=option.name, args=None)
+        return low, self.bind(low, {}, [])
 
     async def _rule(self, option: Option) -> None:
         pick = Pick(option.name, dict(self.cur.args or {}), option)
@@ -357,6 +505,7 @@ class Decider:
         att = self.cur
         err = DecisionError(att.error_kind or "model_error", att.error_message or "",
                             reply_head(att.reply), self.trace, att.error_path)
+        err.confidence = att.confidence  # the distribution the last attempt had, if asked
         self.finish("decision_failed", error=err)
         raise err from cause
 
@@ -400,6 +549,19 @@ def _reply_shown(att: Attempt) -> Any:
     return att.reply
 
 
+def _add_usage(usages: list[Any]) -> dict | None:
+    """The token counts of several calls added up (None when none of them reported any)."""
+    known = [u for u in usages if u]
+    if not known:
+        return None
+    total: dict = {}
+    for u in known:
+        for k, v in u.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                total[k] = total.get(k, 0) + v
+    return total
+
+
 def max_attempts(max_retries: Any) -> int:
     if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
         raise ArgumentError(f"max_retries must be a whole number >= 0 (0 turns re-asks off), got "
@@ -415,7 +577,8 @@ def max_attempts(max_retries: Any) -> int:
 async def _make(prompt: str, options: Options, *, runtime: ModelCaller | None,
                 context: dict[str, Any] | None, max_retries: int, timeout_s: float | None,
                 sync: bool, entry: str, validate: Callable[..., Any] | None, reask: Any,
-                mode: Any) -> Any:
+                mode: Any, confidence: Any = None, min_confidence: Any = None,
+                low_confidence: Any = None) -> Any:
     if not isinstance(prompt, str):
         raise UsageError(f"prompt must be a str, got {type(prompt).__name__}")
     reask = check_reask(reask)
@@ -426,11 +589,14 @@ async def _make(prompt: str, options: Options, *, runtime: ModelCaller | None,
     check_context(menu, context)
     rt = resolve_runtime(runtime, entry)
     check_modes(rt, way.name)
+    ask = check_confidence(confidence, rt, where=entry, mode=way.name)
+    check_threshold(min_confidence, low_confidence, [o.name for o in menu], ask, entry)
     menu_text = render_menu(menu)
     with rt.dag.span("decision", entry):
         d = Decider(rt, menu, request=prompt, context=context, max_attempts=attempts,
                     entry="make", deadline=deadline, menu_text=menu_text, sync=sync,
-                    validate=validate, reask=reask, mode=way(menu))
+                    validate=validate, reask=reask, mode=way(menu), confidence=ask,
+                    min_confidence=min_confidence, low_confidence=low_confidence)
         with d.running():
             text = d.mode.prompt(prompt, menu_text)
             d.new_attempt(text)
@@ -441,7 +607,9 @@ async def _make(prompt: str, options: Options, *, runtime: ModelCaller | None,
 def make(prompt: str, options: Options, *, runtime: ModelCaller | None = None,
          context: dict[str, Any] | None = None, max_retries: int = 1,
          timeout_s: float | None = None, validate: Callable[..., Any] | None = None,
-         reask: str | Callable[[Reask], str] | None = None, mode: ModeName = "menu") -> Any:
+         reask: str | Callable[[Reask], str] | None = None, mode: ModeName = "menu",
+         confidence: Any = False, min_confidence: float | None = None,
+         low_confidence: str | None = None) -> Any:
     """Pure decision (rule E1 of docs/rules.md): send `prompt + "\\n\\n" + menu` in one model call and return the
     resolved result of the model's pick. Your prompt must ask the model to pick. Works with
     async models and async options too, also inside a running event loop (a notebook cell):
@@ -452,23 +620,34 @@ def make(prompt: str, options: Options, *, runtime: ModelCaller | None = None,
     re-ask). `reask=` replaces the re-ask text: a format template with the fields of `Reask`
     ({request}, {reply}, {kind}, {error}, {path}, {menu}, {attempt}) or a callable of a `Reask`.
     `mode=` is the way of asking: "menu" (the text menu, the default), "tools" (one native
-    tool per option) or "json_schema" (the provider's structured output); see modes.py."""
+    tool per option) or "json_schema" (the provider's structured output); see modes.py.
+
+    `confidence=True` puts the model's probability of every option on each attempt
+    (`trace.confidence`, a `Confidence`), from the runtime's own numbers;
+    `confidence=decision.Samples(n)` counts the picks of n replies instead (any runtime).
+    `min_confidence=p` fails a pick below p as `low_confidence`, or resolves the option named
+    by `low_confidence=` in its place."""
     return run_sync(_make(prompt, options, runtime=runtime, context=context,
                           max_retries=max_retries, timeout_s=timeout_s, sync=True,
-                          entry="decision.make", validate=validate, reask=reask, mode=mode))
+                          entry="decision.make", validate=validate, reask=reask, mode=mode,
+                          confidence=confidence, min_confidence=min_confidence,
+                          low_confidence=low_confidence))
 
 
 async def amake(prompt: str, options: Options, *, runtime: ModelCaller | None = None,
                 context: dict[str, Any] | None = None, max_retries: int = 1,
                 timeout_s: float | None = None, validate: Callable[..., Any] | None = None,
                 reask: str | Callable[[Reask], str] | None = None,
-                mode: ModeName = "menu") -> Any:
+                mode: ModeName = "menu", confidence: Any = False,
+                min_confidence: float | None = None, low_confidence: str | None = None) -> Any:
     """`make`, awaitable: the model call goes through the runtime's async path
     (`acall_model`), async options are awaited, and many `amake`s run concurrently on one
     event loop. Cancelling the task finishes its trace as failed."""
     return await _make(prompt, options, runtime=runtime, context=context,
                        max_retries=max_retries, timeout_s=timeout_s, sync=False,
-                       entry="decision.amake", validate=validate, reask=reask, mode=mode)
+                       entry="decision.amake", validate=validate, reask=reask, mode=mode,
+                       confidence=confidence, min_confidence=min_confidence,
+                       low_confidence=low_confidence)
 
 
 def parse_args(reply: Any, options: Options, *, runtime: ModelCaller | None = None,

@@ -26,6 +26,7 @@ from .modes import MODES, JsonSchemaMode
 from .options.option_set import normalize
 from ..trace.decision_trace import DecisionTrace
 from ..trace.view import esc, json_text, label, pre, pre_html, result_text, safe_repr, wrap, clip
+from ..trace.view import confidence_html, confidence_source_text
 
 __all__ = ["steps", "Steps", "Stage", "menu_sources", "side_by_side", "STAGE_RULES"]
 
@@ -485,10 +486,19 @@ def steps(trace: DecisionTrace, options: Any = None) -> Steps:
                  f"arguments: {json_text(last.args if last else None, None)}",
                  f"injected: {', '.join(last.injected) if last and last.injected else 'none'}",
                  f"result: {clip(result_text(trace.result), 2000)}"]
-        add("resolution", last.number if last else None, "The resolution",
-            f"Picking the option is the branch: {what}. The caller never checks which option "
-            "won.", (lines, pre("\n".join(lines), 240, "op-result"),
-                     {"chosen": last.chosen if last else None, "kind": kind}))
+        conf = getattr(last, "confidence", None) if last else None
+        body = pre("\n".join(lines), 240, "op-result")
+        data = {"chosen": last.chosen if last else None, "kind": kind}
+        why = (f"Picking the option is the branch: {what}. The caller never checks which "
+               "option won.")
+        if conf is not None:  # how sure the model was, and where that number comes from
+            lines += [f"probability of {n}: {p:.3f}" for n, p in conf.ranked()]
+            lines += [f"other: {conf.other:.3f}", confidence_source_text(conf)]
+            body += confidence_html(conf, getattr(last, "low_pick", None))
+            data["confidence"] = conf.to_dict()
+            why += " " + confidence_source_text(conf)
+        add("resolution", last.number if last else None, "The resolution", why,
+            (lines, body, data))
     else:
         err = trace.error
         lines = [f"status: {trace.status}", f"error: {clip(safe_repr(err), 2000)}"]

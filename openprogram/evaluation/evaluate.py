@@ -31,9 +31,10 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from ..trace.records import Reask
     Reasker = str | Callable[[Reask], str] | None
 
+from ..trace.confidence import Confidence, check_confidence, check_threshold
 from .inputs import Table, row_key
-from .results import (NO_PICK, ComparisonResult, EvaluationResult, Outcomes, pick_of,
-                      summarize)
+from .results import (NO_PICK, cascade_of, ComparisonResult, EvaluationResult, Outcomes, pick_of,
+                               summarize)
 from .runner import Board, arows, interrupted as _interrupted, run as _run_rows
 from ..base.json_form import to_jsonable
 from .journal import Journal, JournalMismatch
@@ -69,16 +70,34 @@ def _check_on_interrupt(value: Any) -> None:
 
 def _settings(on_interrupt: Any, concurrency: Any, max_retries: Any, timeout_s: Any,
               context: Any, validate: Any, reask: Any,
-              mode: Any = None) -> tuple[int, dict[str, Any]]:
+              mode: Any = None, confidence: tuple = (False, None, None)
+              ) -> tuple[int, dict[str, Any]]:
     """The run settings shared by evaluate, aevaluate and compare, checked before anything
-    runs: the concurrency, and the keyword arguments every row's decision gets."""
+    runs: the concurrency, and the keyword arguments every row's decision gets (the
+    confidence ones only when asked for)."""
     _check_on_interrupt(on_interrupt)
     concurrency = _positive_int(concurrency, "concurrency")
     _max_attempts(max_retries)
     check_timeout(timeout_s)
-    return concurrency, {"context": context, "max_retries": max_retries,
-                         "timeout_s": timeout_s, "validate": check_validate(validate),
-                         "reask": check_reask(reask), "mode": get_mode(mode).name}
+    settings = {"context": context, "max_retries": max_retries,
+                "timeout_s": timeout_s, "validate": check_validate(validate),
+                "reask": check_reask(reask), "mode": get_mode(mode).name}
+    for key, value in zip(_CONFIDENCE_KEYS, confidence):
+        if value is not None and value is not False:
+            settings[key] = value
+    return concurrency, settings
+
+
+_CONFIDENCE_KEYS = ("confidence", "min_confidence", "low_confidence")
+
+
+def _check_confidence(settings: dict[str, Any], menu: Sequence[Option], rt: Runtime,
+                      where: str) -> None:
+    """The confidence settings of a run checked against its runtime and menu, once, before any
+    row runs (each row's decision would otherwise fail with the same error)."""
+    ask = check_confidence(settings.get("confidence"), rt, where=where, mode=settings["mode"])
+    check_threshold(settings.get("min_confidence"), settings.get("low_confidence"),
+                    [o.name for o in menu], ask, where)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -106,6 +125,10 @@ class _Sink:
                                       line.get("latency_s"), bool(line.get("cached"))), offset)
                 if line.get("expected") is not None:
                     self.outcomes.expected[i] = self.outcomes.code(line["expected"])
+                if line.get("confidence") is not None:
+                    self.outcomes.conf[i] = Confidence.from_dict(line["confidence"])
+                if line.get("cascade"):
+                    self.outcomes.cascade[i] = [tuple(s) for s in line["cascade"]]
                 self.failed += line["status"] == "failed"
                 self.retried += (line.get("attempts") or 0) > 1
 
@@ -119,6 +142,8 @@ class _Sink:
 
     def __call__(self, i: int, extra: tuple[Any, ...], row: Any) -> None:
         s = summarize(row)
+        conf = row.trace.confidence if row.trace is not None else None
+        stages = cascade_of(row.trace)
         offset = -1
         data = None
         if self.journal is not None:
@@ -132,6 +157,12 @@ class _Sink:
                     self.rows.extend([None] * (i + 1 - len(self.rows)))
                 self.rows[i] = row
             self.outcomes.set(i, s, offset)
+            if conf is not None:
+                self.outcomes.conf[i] = conf
+            else:
+                self.outcomes.conf.pop(i, None)
+            if stages:
+                self.outcomes.cascade[i] = stages
 
     def settle(self, n: int) -> None:
         """The run is over: `n` rows were (or would have been) read."""
@@ -162,6 +193,9 @@ def _journal_row(row: Any, s: tuple[Any, ...], record: Any,
                                                 (last.error_kind if last else None)),
         "error_kinds": list(kinds), "raised": raised, "attempts": attempts,
         "tokens_in": tin, "tokens_out": tout, "latency_s": duration, "cached": cached,
+        "confidence": (trace.confidence.to_dict() if trace is not None and
+                       trace.confidence is not None else None),
+        "cascade": [list(st) for st in cascade_of(trace)] or None,
         "trace": trace.to_dict() if trace is not None else None,
     }
 
@@ -296,14 +330,16 @@ def _new_run(table: Table, menu: Sequence[Option], rt: Runtime, batch: Any,
 def _evaluation(what: str, prompt: str, options: Options, inputs: Any, runtime: Runtime | None,
                 concurrency: Any, max_retries: Any, expected: Any, context: Any, timeout_s: Any,
                 progress: Any, on_interrupt: Any, validate: Any, reask: Any, mode: Any,
-                journal: Any, total: int | None, rate_limit: Any, batch: Any) -> "_Run":
+                journal: Any, total: int | None, rate_limit: Any, batch: Any,
+                confidence: tuple = (False, None, None)) -> "_Run":
     """The one run of `evaluate` / `aevaluate` (`what`), every argument checked before any
     model call."""
     concurrency, settings = _settings(on_interrupt, concurrency, max_retries, timeout_s,
-                                      context, validate, reask, mode)
+                                      context, validate, reask, mode, confidence)
     menu, table, rt = _plan(prompt, options, inputs, runtime, expected, context, what, total,
                             journal)
     check_modes(rt, settings["mode"])
+    _check_confidence(settings, menu, rt, what)
     return _new_run(table, menu, rt, batch, settings, concurrency, progress, "evaluate",
                     journal, "evaluate", _rate_limit(rate_limit, [rt]))
 
@@ -335,7 +371,9 @@ def evaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runtime | N
              progress: bool = True, on_interrupt: str = "return",
              validate: Callable[..., Any] | None = None, reask: Reasker = None,
              mode: ModeName = "menu", journal: Any = None, total: int | None = None,
-             rate_limit: Any = None, batch: Any = False) -> "EvaluationResult":
+             rate_limit: Any = None, batch: Any = False, confidence: Any = False,
+             min_confidence: float | None = None,
+             low_confidence: str | None = None) -> "EvaluationResult":
     """Run the decision `prompt.format_map(row)` over `options` for every row of `inputs` (a
     pandas DataFrame, a list of dicts, or any iterable of dicts — a generator, a
     `csv.DictReader`, `pandas.read_csv(..., chunksize=)` chunks — with `total=` its row count
@@ -381,7 +419,8 @@ def evaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runtime | N
     """
     one = _evaluation("evaluate", prompt, options, inputs, runtime, concurrency, max_retries,
                       expected, context, timeout_s, progress, on_interrupt, validate, reask,
-                      mode, journal, total, rate_limit, batch)
+                      mode, journal, total, rate_limit, batch,
+                      (confidence, min_confidence, low_confidence))
     with _evaluation_span(one):
         wall, was_interrupted = one.go()
     result = one.result(wall, was_interrupted)
@@ -398,7 +437,9 @@ async def aevaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runt
                     validate: Callable[..., Any] | None = None, reask: Reasker = None,
                     mode: ModeName = "menu",
                     journal: Any = None, total: int | None = None,
-                    rate_limit: Any = None, batch: Any = False) -> "EvaluationResult":
+                    rate_limit: Any = None, batch: Any = False, confidence: Any = False,
+                    min_confidence: float | None = None,
+                    low_confidence: str | None = None) -> "EvaluationResult":
     """`evaluate`, awaitable: every row is a `decision.amake` task on the running event loop,
     at most `concurrency` in flight, each in a copy of the caller's context. Same arguments
     (`journal=`, `total=`, `rate_limit=` and `batch=` included) and the same
@@ -414,7 +455,8 @@ async def aevaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runt
     import asyncio
     one = _evaluation("aevaluate", prompt, options, inputs, runtime, concurrency, max_retries,
                       expected, context, timeout_s, progress, on_interrupt, validate, reask,
-                      mode, journal, total, rate_limit, batch)
+                      mode, journal, total, rate_limit, batch,
+                      (confidence, min_confidence, low_confidence))
     with _evaluation_span(one):
         wall, was_interrupted = await _arun(one)
     result = one.result(wall, was_interrupted)
@@ -466,6 +508,9 @@ class Variant:
     max_retries: int | None = None
     validate: Any = None
     reask: Any = None
+    confidence: Any = None
+    min_confidence: float | None = None
+    low_confidence: str | None = None
 
     def __post_init__(self) -> None:
         # A misspelt way of asking is refused here, where it was written, not when compare runs
@@ -488,7 +533,8 @@ def _variants(variants: Any, options: Options | None,
         overrides: dict[str, Any] = {}
         if isinstance(v, Variant):
             overrides = {k: getattr(v, k) for k in ("mode", "prompt", "max_retries", "validate",
-                                                    "reask") if getattr(v, k) is not None}
+                                                    "reask", *_CONFIDENCE_KEYS)
+                         if getattr(v, k) is not None}
             if "mode" in overrides:
                 overrides["mode"] = get_mode(overrides["mode"]).name
             if "max_retries" in overrides:
@@ -527,7 +573,9 @@ def compare(prompt: str, variants: Any, inputs: Any, *, options: Options | None 
             progress: bool = True, on_interrupt: str = "return",
             validate: Callable[..., Any] | None = None, reask: Reasker = None,
             mode: ModeName = "menu", journal: Any = None, total: int | None = None,
-            rate_limit: Any = None, batch: Any = False) -> "ComparisonResult":
+            rate_limit: Any = None, batch: Any = False, confidence: Any = False,
+            min_confidence: float | None = None,
+            low_confidence: str | None = None) -> "ComparisonResult":
     """Run two or more variants over the same inputs and line their picks up side by side.
 
     `variants` maps a name to an option set (run on `runtime`, else the bound Runtime), to a
@@ -544,7 +592,8 @@ def compare(prompt: str, variants: Any, inputs: Any, *, options: Options | None 
     """
     prep = _Comparison(prompt, variants, inputs, options, runtime, concurrency, max_retries,
                        expected, context, timeout_s, progress, on_interrupt, validate, reask,
-                       mode, journal, total, rate_limit, batch)
+                       mode, journal, total, rate_limit, batch,
+                       (confidence, min_confidence, low_confidence))
     with _trace_batch("compare", None, variants=len(prep.plan), inputs=prep.table.total):
         for one in prep.runs():
             wall, interrupted = (0.0, True) if prep.interrupted else one.go()
@@ -559,7 +608,9 @@ async def acompare(prompt: str, variants: Any, inputs: Any, *, options: Options 
                    on_interrupt: str = "return", validate: Callable[..., Any] | None = None,
                    reask: Reasker = None, mode: ModeName = "menu", journal: Any = None,
                    total: int | None = None, rate_limit: Any = None,
-                   batch: Any = False) -> "ComparisonResult":
+                   batch: Any = False, confidence: Any = False,
+                   min_confidence: float | None = None,
+                   low_confidence: str | None = None) -> "ComparisonResult":
     """`compare`, awaitable: each variant's rows run as `aevaluate` runs them (tasks on the
     running event loop, at most `concurrency` in flight), one variant after another. Same
     arguments and the same `ComparisonResult`. Cancelling the awaiting task cancels the rows
@@ -568,7 +619,8 @@ async def acompare(prompt: str, variants: Any, inputs: Any, *, options: Options 
     import asyncio
     prep = _Comparison(prompt, variants, inputs, options, runtime, concurrency, max_retries,
                        expected, context, timeout_s, progress, on_interrupt, validate, reask,
-                       mode, journal, total, rate_limit, batch)
+                       mode, journal, total, rate_limit, batch,
+                       (confidence, min_confidence, low_confidence))
     with _trace_batch("compare", None, variants=len(prep.plan), inputs=prep.table.total):
         for one in prep.runs():
             if prep.interrupted:
@@ -595,13 +647,20 @@ class _Comparison:
                  context: dict[str, Any] | None, timeout_s: float | None, progress: bool,
                  on_interrupt: str, validate: Callable[..., Any] | None, reask: Reasker,
                  mode: str, journal: Any, total: int | None, rate_limit: Any,
-                 batch: Any) -> None:
+                 batch: Any, confidence: tuple = (False, None, None)) -> None:
         self.concurrency, self.settings = _settings(on_interrupt, concurrency, max_retries,
-                                                    timeout_s, context, validate, reask, mode)
+                                                    timeout_s, context, validate, reask, mode,
+                                                    confidence)
         self.plan = _variants(variants, options, runtime)
-        for _, menu, rt, overrides in self.plan:
+        for name, menu, rt, overrides in self.plan:
             check_context(menu, context)
             check_modes(rt, overrides.get("mode", self.settings["mode"]))
+            own = {**self.settings, **overrides}
+            if own.get("confidence") is False:  # Variant(confidence=False) turns it off
+                for key in _CONFIDENCE_KEYS:
+                    own.pop(key, None)
+                    overrides[key] = None
+            _check_confidence(own, menu, rt, f"compare variant {name!r}")
         self.limit = _rate_limit(rate_limit, [rt for _, _, rt, _ in self.plan])
         names = list(dict.fromkeys(o.name for _, menu, _, _ in self.plan for o in menu))
         table = Table(prompt, inputs, expected, names, "compare on", total=total)

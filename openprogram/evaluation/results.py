@@ -21,9 +21,11 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from pathlib import Path
     from typing import Any, Callable, Iterator
 
-from ..base.errors import require
+from ..trace.confidence import Confidence
+from ..base.errors import ArgumentError, require
 from ..trace.records import Attempt, ToolRound
 from ..trace.decision_trace import DecisionTrace, trace_view
+from ..trace.tables import CONFIDENCE_COLUMNS, confidence_row
 from ..trace.view import quiet_frame  # model and row text: every frame shown in the wrapper
 
 __all__ = ["EvaluationResult", "ComparisonResult", "NO_PICK"]
@@ -35,6 +37,18 @@ ROW_COLUMNS = ["chosen", "args", "result", "error", "attempts", "error_kinds", "
                "tokens_in", "tokens_out", "status", "cached"]
 STATUSES = ("cancelled", "resolved", "failed")
 _CODE = {s: k for k, s in enumerate(STATUSES)}
+
+
+def cascade_of(trace: Any) -> list[tuple]:
+    """The stages a CascadeRuntime asked over a decision's attempts: (runtime, answered the
+    attempt, tokens in, tokens out) each; [] for any other runtime."""
+    out = []
+    for a in (trace.attempts if trace is not None else ()):
+        for st in getattr(a, "cascade", None) or ():
+            u = st.get("usage") or {}
+            out.append((st.get("runtime"), bool(st.get("answered")),
+                        u.get("input_tokens") or 0, u.get("output_tokens") or 0))
+    return out
 
 
 def pick_of(row: Any) -> str | None:
@@ -85,6 +99,10 @@ class Outcomes:
         self.offset = array("q", [-1]) * n
         self.kinds: dict[int, tuple[str, ...]] = {}
         self.raised: dict[int, str] = {}
+        # each row's final Confidence, for the rows whose decision asked for one
+        self.conf: dict[int, Confidence] = {}
+        # CascadeRuntime rows: each stage asked, (runtime, answered, tokens in, tokens out)
+        self.cascade: dict[int, list[tuple]] = {}
 
     def __len__(self) -> int:
         return len(self.status)
@@ -135,6 +153,9 @@ class Outcomes:
         for col in (self.status, self.pick, self.expected, self.attempts, self.tokens_in,
                     self.tokens_out, self.duration, self.cached, self.offset):
             del col[n:]
+        for kept in (self.conf, self.cascade):
+            for i in [i for i in kept if i >= n]:
+                del kept[i]
 
     def finished(self) -> list[int]:
         return [i for i, s in enumerate(self.status) if s]
@@ -163,6 +184,7 @@ def trace_from_dict(d: dict[str, Any]) -> DecisionTrace:
     for a in d.get("attempts") or []:
         kw = {k: v for k, v in a.items() if k in fields}
         kw["number"], kw["is_last"] = a.get("attempt", 1), a.get("is_last", False)
+        kw["confidence"] = Confidence.from_dict(a.get("confidence"))
         for k in ("span", "error_span"):
             if kw.get(k) is not None:
                 kw[k] = tuple(kw[k])
@@ -219,6 +241,21 @@ class _Picks(list["str | None"]):
                            f".statuses are); {i!r} is a column of the pick counts: use "
                            f".pick_counts[{i!r}]")
         return super().__getitem__(i)
+
+
+def bootstrap_interval(values: Sequence[float], level: float = 0.95, resamples: int = 2000,
+                       seed: int = 0) -> tuple[float, float]:
+    """The percentile bootstrap interval of the mean of `values`: resample the values with
+    replacement `resamples` times (a fixed seed: the same values give the same interval) and
+    take the central `level` of the resampled means. (nan, nan) for no values."""
+    n = len(values)
+    if not n:
+        return (math.nan, math.nan)
+    import random
+    rng = random.Random(seed)
+    means = sorted(sum(rng.choices(values, k=n)) / n for _ in range(resamples))
+    tail = (1 - level) / 2
+    return (means[int(tail * resamples)], means[min(resamples - 1, int((1 - tail) * resamples))])
 
 
 def _rate(numerator: int, denominator: int) -> float:
@@ -340,6 +377,10 @@ class EvaluationResult:
             if r.get("expected") is not None:
                 has_expected = True
                 out.expected[r["row"]] = out.code(r["expected"])
+            if r.get("confidence") is not None:
+                out.conf[r["row"]] = Confidence.from_dict(r["confidence"])
+            if r.get("cascade"):
+                out.cascade[r["row"]] = [tuple(st) for st in r["cascade"]]
             columns.update(dict.fromkeys(r.get("input") or {}))
         has_expected = has_expected or bool(head.get("expected"))
         return cls(prompt=head.get("prompt") or "", options=head.get("options") or [],
@@ -510,6 +551,10 @@ class EvaluationResult:
             table["expected"] = exp
             table["correct"] = [None if e is None or not s else p == e
                                 for e, p, s in zip(exp, picks, o.status)]
+        if o.conf:  # the distribution's columns only when the run asked for one
+            rows = [confidence_row(o.conf.get(i)) for i in range(len(o))]
+            for col in CONFIDENCE_COLUMNS:
+                table[col] = [r[col] for r in rows]
         return quiet_frame(pd.concat([frame, table], axis=1))
 
     # -- summaries ----------------------------------------------------------------------------
@@ -611,6 +656,10 @@ class EvaluationResult:
         }
         if self._has_expected:
             data["accuracy"] = self.accuracy
+        if self._has_expected and self._outcomes.conf:
+            lo, hi = self.mean_p_expected_ci
+            data.update(mean_p_expected=self.mean_p_expected, mean_p_expected_lo=lo,
+                        mean_p_expected_hi=hi, ece=self.ece, brier=self.brier)
         data.update({
             "mean_duration_s": sum(durations) / len(durations) if durations else float("nan"),
             "wall_s": self.wall_s, "concurrency": self.concurrency,
@@ -618,6 +667,194 @@ class EvaluationResult:
             "tokens_out": sum(t for t in o.tokens_out if t > 0),
         })
         return pd.Series(data, name=self.name or "evaluation", dtype=object)
+
+    @property
+    def cascade_counts(self) -> Any:
+        """For a run on a `CascadeRuntime`: per runtime, how many rows it answered (its reply
+        was the row's last attempt's), how many it was asked on, and the tokens it spent; None
+        for any other runtime."""
+        o = self._outcomes
+        if not o.cascade:
+            return None
+        pd = require("pandas", "pandas", "the result's .cascade_counts")
+        table: dict[str, dict[str, int]] = {}
+        for i, stages in o.cascade.items():
+            if i >= len(o) or not o.status[i]:
+                continue
+            answered_by = None
+            for rt, answered, tin, tout in stages:
+                row = table.setdefault(str(rt), {"answered": 0, "asked": 0, "tokens_in": 0,
+                                                 "tokens_out": 0})
+                row["asked"] += 1
+                row["tokens_in"] += tin
+                row["tokens_out"] += tout
+                if answered:
+                    answered_by = str(rt)
+            if answered_by is not None:
+                table[answered_by]["answered"] += 1
+        frame = pd.DataFrame.from_dict(table, orient="index",
+                                       columns=["answered", "asked", "tokens_in", "tokens_out"])
+        frame.index.name = "runtime"
+        return frame
+
+    # -- how sure, against the expected picks -------------------------------------------------
+    def _confident(self) -> list[tuple[Confidence, str, str | None]]:
+        """(confidence, expected, pick) of the finished rows that have both a distribution
+        and an expected pick."""
+        o = self._outcomes
+        if not self._has_expected:
+            return []
+        names = o.names
+        return [(o.conf[i], names[o.expected[i]], names[o.pick[i]] if o.pick[i] >= 0 else None)
+                for i in sorted(o.conf) if i < len(o) and o.status[i] and o.expected[i] >= 0]
+
+    def _need_confidence(self, what: str) -> list[tuple[Confidence, str, str | None]]:
+        if not self._has_expected:
+            raise ArgumentError(f"{what} compares the model's probabilities with the expected "
+                                f"picks: run evaluate(..., expected=...)")
+        rows = self._confident()
+        if not rows and not self._outcomes.conf:
+            raise ArgumentError(f"{what} needs each row's distribution: run evaluate(..., "
+                                f"confidence=True) or confidence=decision.Samples(n)")
+        return rows
+
+    @property
+    def mean_p_expected(self) -> float | None:
+        """The mean probability the model gave the expected option, over the rows with a
+        distribution and an expected pick (None without either). It moves with every edit of
+        an option's description, where accuracy on twenty rows moves in steps of 5 %."""
+        if not self._has_expected or not self._outcomes.conf:
+            return None
+        ps = [c.probs.get(e, 0.0) for c, e, _ in self._confident()]
+        return sum(ps) / len(ps) if ps else float("nan")
+
+    @property
+    def mean_p_expected_ci(self) -> tuple[float, float] | None:
+        """The 95 % bootstrap interval of `mean_p_expected` (2,000 resamples of the rows, a
+        fixed seed, so the same rows give the same interval)."""
+        if not self._has_expected or not self._outcomes.conf:
+            return None
+        ps = [c.probs.get(e, 0.0) for c, e, _ in self._confident()]
+        return bootstrap_interval(ps)
+
+    def calibration(self, bins: int = 10) -> Any:
+        """Reliability table: the rows binned by the probability of their pick (`bins` equal
+        widths over [0, 1]); per bin the count, the mean confidence and the accuracy (the
+        share whose pick was the expected one). Rows without a pick have no confidence in one
+        and are left out."""
+        pd = require("pandas", "pandas", "the result's calibration()")
+        rows = self._binned(bins, "calibration()")
+        out = []
+        for k, members in enumerate(rows):
+            n = len(members)
+            out.append({"bin": f"[{k / bins:.2f}, {(k + 1) / bins:.2f}" +
+                               ("]" if k == bins - 1 else ")"),
+                        "count": n,
+                        "mean_confidence": sum(p for p, _ in members) / n if n else math.nan,
+                        "accuracy": sum(ok for _, ok in members) / n if n else math.nan})
+        return pd.DataFrame(out, columns=["bin", "count", "mean_confidence", "accuracy"])
+
+    def _binned(self, bins: Any, what: str) -> list[list[tuple[float, bool]]]:
+        if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
+            raise ArgumentError(f"{what}: bins must be a whole number >= 1, got {bins!r}")
+        out: list[list[tuple[float, bool]]] = [[] for _ in range(bins)]
+        for c, e, p in self._need_confidence(what):
+            if c.p_pick is not None:
+                out[min(int(c.p_pick * bins), bins - 1)].append((c.p_pick, p == e))
+        return out
+
+    @property
+    def ece(self) -> float | None:
+        """Expected calibration error over 10 bins: the count-weighted mean of
+        |accuracy − mean confidence| per bin (0 for a model exactly as sure as it is right)."""
+        if not self._has_expected or not self._outcomes.conf:
+            return None
+        binned = self._binned(10, "ece")
+        total = sum(len(b) for b in binned)
+        if not total:
+            return float("nan")
+        return sum(abs(sum(ok for _, ok in b) - sum(p for p, _ in b)) for b in binned) / total
+
+    @property
+    def brier(self) -> float | None:
+        """The multi-class Brier score: the mean over rows of Σ (p_option − [option is
+        expected])² over every option, `other` counted as one more outcome that is never
+        expected. 0 is a certain, right model; 2 a certain, wrong one."""
+        if not self._has_expected or not self._outcomes.conf:
+            return None
+        rows = self._confident()
+        if not rows:
+            return float("nan")
+        total = 0.0
+        for c, e, _ in rows:
+            total += sum((p - (name == e)) ** 2 for name, p in c.probs.items())
+            # `other` is never expected; an expected name off this menu had probability 0
+            total += c.other ** 2 + (0.0 if e in c.probs else 1.0)
+        return total / len(rows)
+
+    def selective(self, coverage: Any = None) -> Any:
+        """What a threshold would buy: the rows sorted by the probability of their pick, and
+        for each `coverage` (a share of rows, or a list of them; default 0.1 to 1.0) the
+        accuracy of that most confident share, the number of rows and the threshold (the
+        lowest p_pick kept). Rows without a pick count as least confident."""
+        pd = require("pandas", "pandas", "the result's selective()")
+        if coverage is None:
+            coverage = [k / 10 for k in range(1, 11)]
+        many = isinstance(coverage, (list, tuple))
+        covs = list(coverage) if many else [coverage]
+        for c in covs:
+            if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 < c <= 1:
+                raise ArgumentError(f"selective(coverage=...) takes shares of the rows in (0, 1], "
+                                    f"e.g. 0.8 or [0.5, 0.8, 1.0], got {c!r}")
+        rows = self._need_confidence("selective()")
+        ranked = sorted(((c.p_pick if c.p_pick is not None else -1.0, p == e)
+                         for c, e, p in rows), key=lambda r: -r[0])
+        out = []
+        for c in covs:
+            k = max(1, math.ceil(c * len(ranked) - 1e-9)) if ranked else 0
+            kept = ranked[:k]
+            out.append({"coverage": c, "rows": k,
+                        "threshold": (kept[-1][0] if kept and kept[-1][0] >= 0 else math.nan),
+                        "accuracy": sum(ok for _, ok in kept) / k if k else math.nan})
+        return pd.DataFrame(out, columns=["coverage", "rows", "threshold", "accuracy"])
+
+    def plot_calibration(self, bins: int = 10, ax: Any = None) -> Any:
+        """A reliability diagram: accuracy against mean confidence per bin, the diagonal of a
+        calibrated model, each bin's count written over its point. Returns the matplotlib
+        figure (`fig.savefig("calibration.png")`)."""
+        table = self.calibration(bins)
+        ax = _new_axes(ax)
+        ax.plot([0, 1], [0, 1], linestyle="--", color="grey", label="calibrated")
+        shown = table[table["count"] > 0]
+        ax.plot(shown["mean_confidence"], shown["accuracy"], marker="o", label="this run")
+        for _, r in shown.iterrows():
+            ax.annotate(str(int(r["count"])), (r["mean_confidence"], r["accuracy"]),
+                        textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1.05)
+        ax.set_xlabel("mean probability of the pick")
+        ax.set_ylabel("accuracy")
+        ax.set_title(f"calibration (ECE {self.ece:.3f}, rows per point shown)")
+        ax.legend(loc="lower right")
+        return ax.figure
+
+    def plot_selective(self, ax: Any = None) -> Any:
+        """Accuracy of the most confident share of rows against that share (coverage), with
+        the threshold each point needs; returns the matplotlib figure."""
+        grid = [k / 20 for k in range(1, 21)]
+        table = self.selective(grid)
+        ax = _new_axes(ax)
+        ax.plot(table["coverage"], table["accuracy"], marker=".")
+        for _, r in table.iloc[::4].iterrows():
+            if r["threshold"] == r["threshold"]:
+                ax.annotate(f"p≥{r['threshold']:.2f}", (r["coverage"], r["accuracy"]),
+                            textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8)
+        ax.set_xlim(0, 1.02)
+        ax.set_ylim(0, 1.05)
+        ax.set_xlabel("coverage (share of rows answered, most confident first)")
+        ax.set_ylabel("accuracy")
+        ax.set_title("selective accuracy")
+        return ax.figure
 
     # -- views --------------------------------------------------------------------------------
     def _headline(self) -> str:
@@ -629,6 +866,9 @@ class EvaluationResult:
         text += f" · retry rate {self.retry_rate:.1%} · failure rate {self.failure_rate:.1%}"
         if self._has_expected:
             text += f" · accuracy {self.accuracy:.1%}"
+            m = self.mean_p_expected
+            if m is not None and m == m:
+                text += f" · mean p(expected) {m:.3f}"
         if self.wall_s == self.wall_s:
             text += f" · {self.wall_s:.2f} s at concurrency {self.concurrency}"
         if self.interrupted:
@@ -721,6 +961,29 @@ class ComparisonResult:
         return quiet_frame(table)
 
     @property
+    def ranking(self) -> Any:
+        """The variants ranked by `mean_p_expected` (best first), beside their accuracy, with
+        each one's 95 % bootstrap interval and the variants whose interval overlaps it (an
+        overlap means these rows cannot tell the two apart). None when the runs asked for no
+        distribution or had no expected picks."""
+        pd = require("pandas", "pandas", "the comparison's .ranking")
+        rows = {}
+        for name, r in self.results.items():
+            m = r.mean_p_expected
+            if m is None:
+                return None
+            lo, hi = r.mean_p_expected_ci or (math.nan, math.nan)
+            rows[name] = {"mean_p_expected": m, "lo": lo, "hi": hi, "accuracy": r.accuracy}
+        for name, row in rows.items():
+            row["overlaps"] = [other for other, o in rows.items() if other != name and
+                               o["lo"] <= row["hi"] and row["lo"] <= o["hi"]]
+        table = pd.DataFrame.from_dict(rows, orient="index",
+                                       columns=["mean_p_expected", "lo", "hi", "accuracy",
+                                                "overlaps"])
+        table.index.name = "variant"
+        return table.sort_values("mean_p_expected", ascending=False, kind="stable")
+
+    @property
     def picks(self) -> dict[str, list[str | None]]:
         """Each variant's pick of each input: `{variant: [pick, ...]}`."""
         return {name: r.picks for name, r in self.results.items()}
@@ -749,6 +1012,15 @@ class ComparisonResult:
         diff = len(self.differences)
         text = (f"{len(self.variants)} variants over {len(self.records)} inputs; they pick "
                 f"differently on {diff} input{'s' if diff != 1 else ''}")
+        ranking = self.ranking
+        if ranking is not None and len(ranking):
+            best = ranking.index[0]
+            text += (f"; by mean p(expected) {best!r} leads "
+                     f"({ranking.loc[best, 'mean_p_expected']:.3f})")
+            tied = ranking.loc[best, "overlaps"]
+            if tied:
+                text += (f", but its 95 % interval overlaps {', '.join(map(repr, tied))}: "
+                         f"these rows do not tell them apart")
         if self.interrupted:
             text += " · INTERRUPTED"
         return text
@@ -761,6 +1033,9 @@ class ComparisonResult:
         title = f"<b>compare</b> {html.escape(', '.join(self.variants))}: " \
                 f"{html.escape(self._headline())}"
         tables = [("summary", _shown_summary(self.summary)), ("picks", self.pick_counts)]
+        ranking = self.ranking
+        if ranking is not None:
+            tables.insert(1, ("ranked by mean p(expected)", ranking))
         diffs = self.differences
         if len(diffs):
             shown = diffs.head(20)

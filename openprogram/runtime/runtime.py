@@ -25,12 +25,13 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from typing import Any, Callable, Iterator
 
 from ..base.errors import ModelCallError, ParseError, UsageError, require
+from ..trace.confidence import check_confidence, check_threshold
 from ..decision.loop import DECISION_FINISH_INSTRUCTION, Decider, check_reask
-from ..decision.modes import format_mode, get_mode
+from ..decision.modes import MenuMode, format_mode, get_mode
 from ..base.model_protocol import (ModelCaller, ModelResponse, ToolCall, blocks_text, check_iterations,
-                                   check_modes, check_timeout, current_runtime, deadline_after, resolve_runtime,
-                                   run_blocking,
-                                   run_sync, to_blocks, using_runtime)
+                    check_modes, check_timeout, current_runtime, deadline_after, resolve_runtime,
+                    run_blocking,
+                    run_sync, to_blocks, using_runtime)
 from ..decision.options import Param, SchemaOption, check_context, normalize, param_lines, render_menu
 from ..decision.options import schema_field, validate
 from ..trace.records import ToolRound, replace
@@ -406,28 +407,33 @@ class Runtime(ModelCaller):
     def exec(self, content, *, tools=None, toolset=None, options=None, response_format=None,
              max_iterations: int = 20, timeout_s: float | None = None, context: dict | None = None,
              validate: Callable | None = None, reask: Any = None, mode: str = "menu",
-             choices=None):
+             choices=None, confidence: Any = False, min_confidence: float | None = None,
+             low_confidence: str | None = None):
         """Run one turn. Returns the reply text; with `options=` (an option set, as in
         `decision.make`; `choices=` is its older name), the resolved decision (a `validate=`
         rule and a `reask=` text apply as in `decision.make`); with `response_format=`, the
         validated object."""
         return run_sync(self._exec(content, tools, toolset, option_set(options, choices, "exec"),
                                    response_format, max_iterations, timeout_s, context,
-                                   validate, reask, mode, sync=True))
+                                   validate, reask, mode, sync=True,
+                                   confidence=(confidence, min_confidence, low_confidence)))
 
     async def aexec(self, content, *, tools=None, toolset=None, options=None,
                     response_format=None, max_iterations: int = 20,
                     timeout_s: float | None = None, context: dict | None = None,
                     validate: Callable | None = None, reask: Any = None, mode: str = "menu",
-                    choices=None):
+                    choices=None, confidence: Any = False, min_confidence: float | None = None,
+                    low_confidence: str | None = None):
         """`exec()` for async callers: model calls through `acall_model`, async tools and
         options awaited."""
         return await self._exec(content, tools, toolset, option_set(options, choices, "aexec"),
                                 response_format, max_iterations, timeout_s, context, validate,
-                                reask, mode, sync=False)
+                                reask, mode, sync=False,
+                                confidence=(confidence, min_confidence, low_confidence))
 
     async def _exec(self, content, tools, toolset, options, response_format, max_iterations,
-                    timeout_s, context, validate, reask, mode, *, sync: bool):
+                    timeout_s, context, validate, reask, mode, *, sync: bool,
+                    confidence: tuple = (False, None, None)):
         check_iterations(max_iterations)
         reask = check_reask(reask)
         deadline = deadline_after(timeout_s)
@@ -442,7 +448,10 @@ class Runtime(ModelCaller):
             return await run_agent_decision(self, blocks, options, tool_list, context=context,
                                             max_iterations=max_iterations, deadline=deadline,
                                             sync=sync, validate=validate, reask=reask,
-                                            mode=mode)
+                                            mode=mode, confidence=confidence)
+        if confidence[0] not in (False, None) or confidence[1] is not None:
+            raise UsageError("exec(confidence=..., min_confidence=...) applies to a decision: "
+                             "pass options= as well")
         if response_format is not None:
             return await run_format(self, blocks, response_format, tool_list, context=context,
                                     max_iterations=max_iterations, deadline=deadline, sync=sync,
@@ -619,7 +628,7 @@ async def run_agent_decision(rt: Runtime, blocks: list[dict], options: Any, tool
                              *, context: dict | None, max_iterations: int,
                              deadline: float | None, sync: bool = True,
                              validate: Callable | None = None, reask: Callable | None = None,
-                             mode: Any = None):
+                             mode: Any = None, confidence: tuple = (False, None, None)):
     """`exec(options=)` (E2): one turn with tools, then the last reply is the decision; one
     re-pick, fixed. In menu mode the finish instruction and the menu end the prompt; in the
     other modes the choices travel as tools or as the schema."""
@@ -627,6 +636,13 @@ async def run_agent_decision(rt: Runtime, blocks: list[dict], options: Any, tool
     check_context(menu, context)
     way = get_mode(mode)(menu)
     check_modes(rt, way.name)
+    ask = check_confidence(confidence[0], rt, where="agent", mode=way.name)
+    check_threshold(confidence[1], confidence[2], [o.name for o in menu], ask, "agent")
+    if ask is not None and not ask.native and tools:
+        raise UsageError("agent(options=..., confidence=decision.Samples(n)) cannot draw samples "
+                         "of a turn that calls tools (each sample would run the tools again); "
+                         "drop tools=, or use confidence=True on a runtime that gives a "
+                         "distribution (LlamaCppRuntime, OpenAIRuntime)")
     menu_text = render_menu(menu)
     request = blocks_text(blocks)
     turn = _append_text(blocks, DECISION_FINISH_INSTRUCTION + "\n\n" + menu_text) \
@@ -634,7 +650,8 @@ async def run_agent_decision(rt: Runtime, blocks: list[dict], options: Any, tool
     with rt.dag.span("decision", "agent(options=)"):
         d = Decider(rt, menu, request=request, context=context, max_attempts=2, entry="agent",
                     deadline=deadline, menu_text=menu_text, sync=sync, validate=validate,
-                    reask=reask, mode=way)
+                    reask=reask, mode=way, confidence=ask, min_confidence=confidence[1],
+                    low_confidence=confidence[2])
         with d.running():
             d.new_attempt(blocks_text(turn))
             await _turn(d, turn, tools, max_iterations)

@@ -24,6 +24,7 @@ _LAZY = {
     "cassette_traces": ".cassette",
     "cassette_decisions": ".cassette",
     "BatchRuntime": ".batch",
+    "CascadeRuntime": ".cascade",
 }
 
 __all__ = ["Runtime", "ToolCall", "ModelResponse", "ModelCallError", "ScriptedRuntime",

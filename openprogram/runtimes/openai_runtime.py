@@ -68,7 +68,8 @@ from typing import Any
 from ..runtime.runtime import ModelCallError, ModelResponse, to_blocks
 from .batch import BatchRuntime
 from .provider import (CUT_OFF, Ask, ProviderAPI, ProviderRuntime, StreamedReply, _Malformed,
-                       tc_parts, tool_call, unique_tools)
+                        tc_parts, tool_call, unique_tools)
+from .logprobs import MAX_TOKENS, distribution, tokens_of
 from .server_forms import Negotiator, check_server
 from .strict_schema import strip_forced_nulls
 
@@ -81,6 +82,9 @@ class OpenAIRuntime(ProviderRuntime):
     api = ProviderAPI(name="OpenAI-compatible", env_key="OPENAI_API_KEY", sdk="openai",
                       client_class="OpenAI", end_marker="finish_reason",
                       example_model="gpt-4o-mini")
+    #: `confidence=True` reads the probability of each option from the reply's token
+    #: log-probabilities (see `_logprobs`); not in mode="tools", where none come back.
+    confidence_source = "logprobs"
 
     def __init__(self, model: str, *, server: str | None = None, stream_usage: bool = True,
                  **options: Any):
@@ -129,6 +133,10 @@ class OpenAIRuntime(ProviderRuntime):
                 self._negotiator.shape_stream(body, ask)
         return ask
 
+    def _ask_confidence(self, ask, names):
+        super()._ask_confidence(ask, names)
+        self._negotiator.shape_logprobs(ask.body, ask)
+
     def _negotiate(self, status, words, ask):
         return self._negotiator.refused(status, words, ask, f"the server at {self.where}"
                                     + (f" ({self.server})" if self.server else ""))
@@ -149,11 +157,15 @@ class OpenAIRuntime(ProviderRuntime):
         msg = choices[0].message
         calls = [tool_call(tc.function.name, tc.function.arguments, tc.id)
                  for tc in (msg.tool_calls or []) if getattr(tc, "function", None)]
-        return ModelResponse(text=msg.content or "", tool_calls=calls,
+        resp = ModelResponse(text=msg.content or "", tool_calls=calls,
                              usage=_usage(getattr(r, "usage", None)),
                              model=getattr(r, "model", None) or self.model,
                              finish_reason=choices[0].finish_reason,
                              refusal=getattr(msg, "refusal", None) or None)
+        lp = getattr(choices[0], "logprobs", None)
+        if lp is not None:
+            resp._logprobs = tokens_of(getattr(lp, "content", None))  # read by _shape
+        return resp
 
     def _read_event(self, chunk: Any, reply: StreamedReply) -> None:
         reply.model = getattr(chunk, "model", None) or reply.model
@@ -167,6 +179,12 @@ class OpenAIRuntime(ProviderRuntime):
                 reply.add_text(delta.content)
             if delta is not None and getattr(delta, "refusal", None):
                 reply.refusal.append(delta.refusal)
+            lp = getattr(choice, "logprobs", None)
+            if lp is not None and getattr(lp, "content", None):
+                if reply.logprobs is None:
+                    reply.logprobs = []
+                if len(reply.logprobs) < MAX_TOKENS:  # bounded: a runaway reply is not kept whole
+                    reply.logprobs.extend(tokens_of(lp.content) or [])
             for tc in (getattr(delta, "tool_calls", None) or []):
                 slot = reply.tool(tc.index)
                 slot["id"] = tc.id or slot["id"]
@@ -183,7 +201,12 @@ class OpenAIRuntime(ProviderRuntime):
     def _shape(self, resp: ModelResponse, ask: Ask) -> ModelResponse:
         """In strict mode, the nulls strict mode forced on optional fields are taken out of the
         reply (the option then sees them as not given, as in the other modes); the text as it
-        came is kept in the raw record. A reply without token usage says so in the notes."""
+        came is kept in the raw record. A reply without token usage says so in the notes.
+        With `confidence=`, the probability of each option is read from the reply as the
+        server wrote it (before any null is removed)."""
+        tokens = resp.__dict__.pop("_logprobs", None)
+        if ask.confidence is not None and ask.forms.get("logprobs") == "logprobs":
+            resp.confidence = distribution(resp.text, tokens, ask.confidence)
         if resp.usage is None:
             how = ("though stream_options.include_usage asked for it"
                    if ask.forms.get("stream_options") == "stream_options" else

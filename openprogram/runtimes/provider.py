@@ -253,6 +253,7 @@ class Ask:
     reply_as_sent: str | None = None  # the reply's text before it was made the core's
     forms: dict = field(default_factory=dict)       # kind of request form -> the form sent
     negotiated: list[dict] = field(default_factory=list)  # forms sent in place of others, why
+    confidence: list | None = None   # the option names whose probabilities the reply is read for
 
 
 def as_json(obj: Any) -> Any:
@@ -285,6 +286,7 @@ class StreamedReply:
         self.refusal: list[str] = []
         self.finished = False
         self.events: list = []
+        self.logprobs: list | None = None  # the tokens' log-probabilities, when the server sends them
         self._event_chars = 0
         self._events_cut = 0
 
@@ -319,12 +321,15 @@ class StreamedReply:
         return out
 
     def response(self, default_model: str) -> ModelResponse:
-        return ModelResponse(
+        resp = ModelResponse(
             text="".join(self.text),
             tool_calls=[tool_call(c["name"], c["args"], c["id"])
                         for _, c in sorted(self.calls.items())],
             usage=self.usage or None, model=self.model or default_model,
             finish_reason=self.finish_reason, refusal="".join(self.refusal) or None)
+        if self.logprobs is not None:
+            resp._logprobs = self.logprobs  # read by the runtime's _shape, then dropped
+        return resp
 
 
 @dataclass(frozen=True)
@@ -351,12 +356,19 @@ def unique_tools(tools: list[dict] | None) -> list[dict]:
     return list(by_name.values())
 
 
+#: What a decision asking for confidence adds to a call: the option names to give the
+#: probability of (`confidence=`), a sample's index (part of the request's key only) and the
+#: sampling temperature of `decision.Samples`.
+CONFIDENCE_ARGS = frozenset({"confidence", "sample", "temperature"})
+
+
 def mode_arguments(mode_args: dict) -> tuple[str | None, dict | None]:
     """`(tool_choice, response_format)` from a call's mode arguments, checked."""
-    unknown = sorted(set(mode_args) - {"tool_choice", "response_format"})
+    unknown = sorted(set(mode_args) - {"tool_choice", "response_format"} - CONFIDENCE_ARGS)
     if unknown:
         raise TypeError(f"complete() got unexpected arguments {unknown}; a provider runtime "
-                        f"takes tool_choice= and response_format= (see modes.py)")
+                        f"takes tool_choice=, response_format=, confidence=, sample= and "
+                        f"temperature= (see modes.py)")
     choice, fmt = mode_args.get("tool_choice"), mode_args.get("response_format")
     if choice is not None and choice not in ("required", "auto", "none"):
         raise ValueError(f"tool_choice must be 'required', 'auto' or 'none', got {choice!r}")
@@ -688,12 +700,21 @@ class ProviderRuntime(Runtime):
             raise ModelCallError("the time budget (timeout_s) ran out before this model call",
                                  kind="timeout")
         tool_choice, response_format = mode_arguments(mode_args)
+        names, temperature = mode_args.get("confidence"), mode_args.get("temperature")
+
+        def request() -> Ask:
+            ask = self._request(messages, tools, tool_choice, response_format)
+            if temperature is not None:  # a sample of decision.Samples: its own temperature
+                ask.body["temperature"] = temperature
+            if names is not None:
+                self._ask_confidence(ask, list(names))
+            return ask
         per_call = timeout if self.timeout is None else (
             self.timeout if timeout is None else min(self.timeout, timeout))
         call = _Call(self, on_text, per_call)
         token = _deadline.set(call.deadline)
         try:
-            ask = self._request(messages, tools, tool_choice, response_format)
+            ask = request()
             resend = False
             while True:
                 # a reply can hold text UTF-8 cannot encode; the request that carries it back
@@ -715,8 +736,7 @@ class ProviderRuntime(Runtime):
                 # outside the except block, so the SDK's exception is chained to nothing
                 if isinstance(refusal, ModelCallError):
                     raise refusal
-                ask = self._again(ask, refusal,
-                                  self._request(messages, tools, tool_choice, response_format))
+                ask = self._again(ask, refusal, request())
                 call.started, resend = False, True
             return call.done(self._finish(resp, ask, response_json))
         except ModelCallError as exc:
@@ -751,6 +771,11 @@ class ProviderRuntime(Runtime):
             async for event in stream:
                 call.event(event, reply)
         return call.streamed(reply)
+
+    def _ask_confidence(self, ask: Ask, names: list[str]) -> None:
+        """Ask for what gives the probability of each of `names` (a runtime with a
+        `confidence_source` overrides this); the names are kept on the ask for the reply."""
+        ask.confidence = names
 
     def _finish(self, resp: ModelResponse, ask: Ask, response_json: Any) -> ModelResponse:
         """The reply as the core gets it: shaped for the way of asking, a tool call cut off at

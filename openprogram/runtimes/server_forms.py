@@ -34,6 +34,9 @@ OBJECT_BOTH = "json_object+schema+prompt"  # the same, and the schema in the pro
 GUIDED = "guided_json"                   # vLLM's own parameter
 OBJECT_PROMPT = "json_object+prompt"     # JSON mode; the schema only in the prompt
 
+#: How many alternatives at each token `confidence=True` asks for (OpenAI's most).
+TOP_LOGPROBS = 20
+
 # The ways of forcing a tool call.
 REQUIRED, NAMED, AUTO = "required", "named", "auto"
 
@@ -51,6 +54,7 @@ FORMS = {
     AUTO: 'tool_choice "auto" (a reply with no tool call is re-asked)',
     "parallel_tool_calls": "parallel_tool_calls false",
     "stream_options": "stream_options.include_usage",
+    "logprobs": "logprobs with top_logprobs (the probability of each option)",
     "null": "an assistant message with tool calls and content null",
     "empty": 'an assistant message with tool calls and content ""',
     "tools": "native tools",
@@ -60,6 +64,7 @@ FORMS = {
 #: What a refusal's words must contain to be about a form: kind -> words (lower case).
 _WORDS = {
     "stream_options": ("stream_options", "include_usage"),
+    "logprobs": ("logprobs", "logprob", "log_probs"),
     "parallel_tool_calls": ("parallel_tool_calls",),
     "strict": ("strict",),
     "structured": ("response_format", "json_schema", "json_object", "guided_json", "schema"),
@@ -155,6 +160,7 @@ class Negotiator:
         self.stream_usage = server.stream_usage
         self.null_content = server.null_content
         self.tools = True
+        self.logprobs = True   # False once the server refused logprobs / top_logprobs
         #: kind -> the server's words when it refused that kind's form on an earlier call
         self.learned: dict[str, str] = {}
         #: every refusal this runtime met: {"asked", "refused", "sent"}
@@ -244,6 +250,18 @@ class Negotiator:
         else:
             self._record(ask, "stream_options", "stream_options", "omitted")
 
+    def shape_logprobs(self, body: dict, ask: Any) -> None:
+        """`confidence=True`: the tokens' log-probabilities and the alternatives at each (20,
+        OpenAI's most), from which the probability of every option is read; left out once the
+        server refused them (the reply then carries no distribution, and the decision says
+        so or draws samples)."""
+        if self.logprobs:
+            body["logprobs"] = True
+            body["top_logprobs"] = TOP_LOGPROBS
+            ask.forms["logprobs"] = "logprobs"
+        else:
+            self._record(ask, "logprobs", "logprobs", "omitted")
+
     # -- a refusal ----------------------------------------------------------------------------
     def confirm(self, ask: Any) -> None:
         """The server answered `ask`: every form it carried is accepted."""
@@ -258,7 +276,7 @@ class Negotiator:
         if not w or w in ("internal server error", "internal_server_error"):
             return [k for k, f in sent.items() if f != "omitted" and
                     (k, f) not in self.confirmed and self._step_down(k, f, dry=True)]
-        hits = [k for k in ("stream_options", "parallel_tool_calls", "tool_choice")
+        hits = [k for k in ("stream_options", "parallel_tool_calls", "tool_choice", "logprobs")
                 if k in sent and sent[k] != "omitted" and any(x in w for x in _WORDS[k])]
         if sent.get("assistant_content") == "null" and "assistant" in w and "content" in w \
                 and ("none" in w or "null" in w):
@@ -317,7 +335,7 @@ class Negotiator:
                 setattr(self, "tool_choice" if kind == "tool_choice" else "structured", left)
             return bool(left)
         if not dry:   # an optional field: left out from now on
-            setattr(self, {"stream_options": "stream_usage",
+            setattr(self, {"stream_options": "stream_usage", "logprobs": "logprobs",
                            "parallel_tool_calls": "parallel_tool_calls",
                            "assistant_content": "null_content"}[kind], False)
         return True

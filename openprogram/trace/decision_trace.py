@@ -70,6 +70,11 @@ class DecisionTrace:
         return self.attempts[-1].chosen if self.attempts and self.status == "resolved" else None
 
     @property
+    def confidence(self) -> Any:
+        """The final attempt's `Confidence` (None when the decision asked for none)."""
+        return self.attempts[-1].confidence if self.attempts else None
+
+    @property
     def error_kinds(self) -> list[str]:
         return [a.error_kind for a in self.attempts if a.error_kind]
 
@@ -164,6 +169,8 @@ class DecisionTrace:
             if a.chosen:
                 lines.append(f"    chosen: {a.chosen} args={a.args} dropped={a.dropped} "
                              f"injected={a.injected}")
+            if a.confidence is not None:
+                lines.append(f"    confidence: {a.confidence!r}")
         for t in self.tool_rounds:
             lines.append(f"  tool {t.name}({t.args}) -> {repr_head(t.result)}"
                          + (f" error: {t.error}" if t.error else ""))
@@ -196,7 +203,6 @@ class _ControlEscapes(dict):
 
 
 _CONTROL_ESCAPES = _ControlEscapes()
-
 
 def _head(text: str, n: int) -> str:
     return cut(text, n, "... [{n} more chars]")

@@ -54,6 +54,9 @@ class Attempt:
     raw: dict | None = None            # the raw request and response of the model call, if known
     cached: bool = False               # the reply came from a cache file (CachedRuntime), not the model
     redacted: list[str] = field(default_factory=list)  # where the decoded pick held a key (paths)
+    confidence: Any = None             # a confidence.Confidence when the decision asked for one
+    low_pick: str | None = None        # the model's pick set aside for low_confidence= (p below min)
+    cascade: list | None = None        # CascadeRuntime: each runtime asked (pick, p_pick, tokens)
 
     @property
     def ok(self) -> bool:
@@ -81,6 +84,8 @@ class Attempt:
             "finish_reason": self.finish_reason, "raw": to_jsonable(self.raw),
             "cached": self.cached,
             "redacted": list(self.redacted),
+            "confidence": None if self.confidence is None else self.confidence.to_dict(),
+            "low_pick": self.low_pick, "cascade": to_jsonable(self.cascade),
         }
 
 

@@ -36,6 +36,7 @@ from ..base.text import cut, safe_repr, safe_str
 from .tables import attempt_rows
 
 __all__ = ["trace_html", "attempt_html", "compare_attempts_html", "table_html",
+           "confidence_html", "confidence_source_text",
            "options_table_html", "marked_html", "diff_html", "wrap", "text_html", "quiet_frame",
            "esc", "TABLES", "COLOURS"]
 
@@ -363,7 +364,76 @@ def attempt_body_html(att: Attempt, reply: str | None = None) -> str:
             extras.append(f"injected: {', '.join(att.injected)}")
         if extras:
             parts.append(f'<div style="font-size:12px;color:#555">{esc("; ".join(extras))}</div>')
+    if getattr(att, "confidence", None) is not None:
+        parts.append(confidence_html(att.confidence, getattr(att, "low_pick", None)))
     return "".join(parts)
+
+
+#: How many options the bars show; the rest are summed in one line (a menu may have hundreds).
+CONFIDENCE_BARS = 25
+
+
+def confidence_source_text(conf: Any) -> str:
+    """One sentence on where a distribution's numbers come from."""
+    source = getattr(conf, "source", None)
+    if source == "exact":
+        return ("Exact: the model's own probability of each option's whole name under the "
+                "decision grammar, at the place where the name is written.")
+    if source == "logprobs":
+        return ("From the server's token log-probabilities: the name written gets the product "
+                "of its tokens' probabilities, the other options the alternatives listed at its "
+                "first token; what cannot be told apart is other.")
+    if source == "samples":
+        return (f"Counted: the same request was sent {getattr(conf, 'n', None)} times and each "
+                f"bar is the share of replies that picked that option.")
+    return "Where these numbers come from is not recorded."
+
+
+def confidence_html(conf: Any, low_pick: str | None = None) -> str:
+    """The attempt's distribution as one horizontal bar per option, most probable first, the
+    pick marked, `other` in grey, the source (and n) in the caption; plain HTML with inline
+    styles (no script), every name escaped."""
+    try:
+        ranked = sorted(dict(conf.probs).items(), key=lambda kv: -kv[1])
+        other, pick = float(conf.other), conf.pick
+    except Exception:  # a record that is not a Confidence: said so, never raised
+        return f'<div class="op-confidence">{esc("confidence: " + safe_repr(conf))}</div>'
+    n = f", n={conf.n}" if getattr(conf, "n", None) is not None else ""
+    caption = f"How sure: probability of each option ({conf.source}{n})"
+    rows = []
+
+    def bar(name: str, p: float, cls: str, colour: str, mark: str = "") -> str:
+        width = max(0.0, min(1.0, p)) * 100
+        return (f'<div class="op-conf-row {cls}" style="display:flex;align-items:center;'
+                f'gap:6px;font-size:12px;line-height:16px">'
+                f'<span class="op-conf-name" style="flex:0 0 180px;overflow:hidden;'
+                f'text-overflow:ellipsis;white-space:nowrap{";font-weight:600" if mark else ""}">'
+                f"{esc(name)}{esc(mark)}</span>"
+                f'<span style="flex:1 1 auto;background:#eee;height:10px;min-width:60px">'
+                f'<span class="op-conf-bar" style="display:block;height:10px;width:{width:.1f}%;'
+                f'background:{colour}"></span></span>'
+                f'<span class="op-conf-p" style="flex:0 0 48px;text-align:right">{p:.3f}</span>'
+                "</div>")
+    for name, p in ranked[:CONFIDENCE_BARS]:
+        picked = name == pick
+        mark = " ◀ picked" if picked else ""
+        if name == low_pick:
+            mark = " ◀ picked (below min_confidence)"
+        rows.append(bar(name, p, "op-conf-pick" if picked else "op-conf-option",
+                        _OK if picked else "#5c7cfa", mark))
+    if len(ranked) > CONFIDENCE_BARS:
+        rest = sum(p for _, p in ranked[CONFIDENCE_BARS:])
+        rows.append(f'<div class="op-conf-more" style="font-size:12px;color:#555">'
+                    f"{esc(f'{len(ranked) - CONFIDENCE_BARS} more options, {rest:.3f} together')}"
+                    "</div>")
+    rows.append(bar("other (no option named)", other, "op-conf-other", "#9e9e9e"))
+    note = getattr(conf, "note", None)
+    foot = (f'<div class="op-conf-note" style="font-size:11px;color:#555">'
+            f"{esc(clip(str(note), 600))}</div>") if note else ""
+    return (f'<div class="op-confidence" style="margin:4px 0;padding:4px 6px;background:#fff;'
+            f'border:1px solid #ddd;border-radius:3px">'
+            f'<div class="op-conf-caption" style="{LABEL_STYLE}">{esc(caption)}</div>'
+            + "".join(rows) + foot + "</div>")
 
 
 def negotiated_html(raw: Any) -> str:

@@ -29,6 +29,12 @@ def _failing(content):
     raise ModelCallError("the server went away; run again later")
 
 
+class _Promising(Runtime):
+    """A runtime that says it gives log-probabilities and returns a reply without any (what a
+    server that dropped them sends)."""
+    confidence_source = "logprobs"
+
+
 def _cassette(tmp_path):
     path = tmp_path / "c.jsonl"
     from openprogram.runtimes import RecordingRuntime
@@ -58,6 +64,10 @@ CASES = {
                                 timeout_s=0.01),
     "model_error": lambda tmp: dict(runtime=Runtime(call=_failing)),
     "not_recorded": lambda tmp: dict(runtime=_cassette(tmp)),
+    "low_confidence": lambda tmp: dict(runtime=ScriptedRuntime(['{"call": "done"}', '{"call": "add", "args": {"x": 1}}']),
+                                       confidence=decision.Samples(2), min_confidence=0.9),
+    "no_confidence": lambda tmp: dict(runtime=_Promising(call=lambda content: '{"call": "done"}'),
+                                      confidence=True),
 }
 
 

@@ -134,3 +134,15 @@ def test_with_an_sdk_instrumentation_active_the_attempt_is_not_a_second_chat_spa
     assert "attempt 1" in names and not any(n.startswith("chat ") for n in names)
     decision.make("Pick.", ["a"], runtime=ScriptedRuntime(['{"call": "a"}'], model="m"))
     assert "chat m" in [s.name for s in spans.get_finished_spans()]
+
+
+def test_an_attempt_span_carries_how_sure_the_model_was(spans):
+    rt = ScriptedRuntime(['{"call": "yes"}', '{"call": "no"}', '{"call": "yes"}',
+                          '{"call": "yes"}'], model="m")
+    decision.make("Which one?", ["yes", "no"], runtime=rt, confidence=decision.Samples(4))
+    # the four samples are one attempt: one span, its tokens those of all four
+    (chat,) = [s for s in spans.get_finished_spans() if s.name == "chat m"]
+    assert chat.attributes["openprogram.attempt.confidence.source"] == "samples"
+    assert chat.attributes["openprogram.attempt.confidence.p_pick"] == 0.75
+    assert chat.attributes["openprogram.attempt.confidence.margin"] == 0.5
+    assert chat.attributes["openprogram.attempt.confidence.entropy"] == pytest.approx(0.8112781)

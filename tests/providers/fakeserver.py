@@ -57,6 +57,20 @@ class Reply:
     gate: int | None = None       # answer only once this many requests are in flight at once
     no_usage: bool = False        # OpenAI: send no usage, even when stream_options asks for it
                                   # (as llama-cpp-python's server does)
+    logprobs: list | None = None  # OpenAI: the reply's tokens, each (token, logprob, [(alt,
+                                  # logprob), ...]), sent when the request asks logprobs (the
+                                  # tokens spell the text; streamed one token a chunk); a dict or
+                                  # a string is sent as the logprobs field as it is (malformed)
+
+
+def logprob_tokens(tokens: list) -> Any:
+    """A Reply's `logprobs` as OpenAI's `choices[0].logprobs.content` (a malformed one as is)."""
+    if not isinstance(tokens, list):
+        return tokens
+    return [{"token": t, "logprob": lp, "bytes": list(t.encode("utf-8")),
+             "top_logprobs": [{"token": a, "logprob": alp, "bytes": list(a.encode("utf-8"))}
+                              for a, alp in alts]}
+            for t, lp, alts in tokens]
 
 
 def text(t: str, **kw) -> Reply:
@@ -275,7 +289,7 @@ class FakeServer:
         if self.provider == "openai":
             if stream:
                 return self._stream(h, reply, self._openai_events(reply, model, body))
-            return self._send_json(h, 200, self._openai_message(reply, model), reply=reply)
+            return self._send_json(h, 200, self._openai_message(reply, model, body), reply=reply)
         if stream:
             return self._stream(h, reply, self._anthropic_events(reply, model))
         return self._send_json(h, 200, self._anthropic_message(reply, model), reply=reply)
@@ -527,7 +541,7 @@ class FakeServer:
     def _anthropic_stop(reply: Reply) -> str:
         return reply.finish or ("tool_use" if reply.tool_calls else "end_turn")
 
-    def _openai_message(self, reply: Reply, model: str) -> dict:
+    def _openai_message(self, reply: Reply, model: str, body: Any = None) -> dict:
         msg: dict = {"role": "assistant", "content": reply.text or None,
                      "refusal": reply.refusal}
         if reply.tool_calls:
@@ -541,13 +555,18 @@ class FakeServer:
                          "total_tokens": sum(reply.usage)}}
         if reply.no_usage:
             del out["usage"]
+        if isinstance(body, dict) and body.get("logprobs") and reply.logprobs is not None:
+            tokens = logprob_tokens(reply.logprobs)
+            out["choices"][0]["logprobs"] = {"content": tokens} if isinstance(tokens, list) \
+                else tokens
         return out
 
     def _openai_events(self, reply: Reply, model: str, body: dict) -> list:
-        def chunk(delta: dict, finish=None, usage=None, choices=True):
+        def chunk(delta: dict, finish=None, usage=None, choices=True, logprobs=None):
             c = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
                  "model": model,
-                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
+                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish,
+                              **({"logprobs": logprobs} if logprobs is not None else {})}]
                  if choices else []}
             if usage is not None:
                 c["usage"] = usage
@@ -557,7 +576,12 @@ class FakeServer:
         if reply.refusal:
             for i in range(0, len(reply.refusal), reply.chunk):
                 ev.append((None, chunk({"refusal": reply.refusal[i:i + reply.chunk]}), False))
-        for i in range(0, len(reply.text), reply.chunk):
+        if body.get("logprobs") and isinstance(reply.logprobs, list):
+            for entry in logprob_tokens(reply.logprobs):  # one token a chunk, as servers do
+                ev.append((None, chunk({"content": entry["token"]},
+                                       logprobs={"content": [entry]}), True))
+        for i in range(0, len(reply.text) if not (body.get("logprobs") and isinstance(
+                reply.logprobs, list)) else 0, reply.chunk):
             ev.append((None, chunk({"content": reply.text[i:i + reply.chunk]}), True))
             if reply.bad_event and i == 0:
                 ev.append((None, '{"id": "chatcmpl-1", "choices": [', False))

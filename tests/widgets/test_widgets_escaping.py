@@ -118,3 +118,18 @@ def test_the_test_box_shows_errors_about_typed_text_as_text():
     panel.test_box.button.click()
     assert "is not a dotted module path" in panel.test_box.status.value
     assert_inert(panel.test_box.status.value, IMG)
+
+
+def test_the_confidence_bars_show_names_and_descriptions_as_text():
+    # option names and descriptions that are markup, picked by samples: every bar is inert
+    options = {IMG: PRE, QUOTE: IMG, "plain": QUOTE}
+    rt = ScriptedRuntime(['{"call": "%s"}' % IMG, '{"call": "%s"}' % QUOTE.replace('"', '\\"'),
+                          '{"call": "%s"}' % IMG])
+    decision.make("Pick.", options, runtime=rt, confidence=decision.Samples(3))
+    trace = decision.last_trace()
+    assert trace.confidence.probs[IMG] == pytest.approx(2 / 3)
+    for name, text in views(trace).items():
+        assert_inert(text, IMG, PRE, QUOTE)
+        assert text.count('class="op-conf-bar"') == 4, name  # three options and other
+    from openprogram.decision.stepthrough import steps
+    assert_inert(steps(trace).to_html(), IMG, PRE, QUOTE)

@@ -399,3 +399,20 @@ def test_bad_validate_reask_and_mode_flags_name_the_flag(shell, flags, needle):
         assert isinstance(err, UsageError), (magic, err)
         assert needle in str(err), (magic, str(err))
     assert shell.user_ns["rt"].calls == [] and shell.user_ns["called"] == []
+
+
+def test_confidence_flags_draw_samples_and_escalate(shell):
+    setup_options(shell)
+    wait = '{"call": "wait"}'
+    shell.run_cell(f"rt = ScriptedRuntime([{GOOD!r}, {GOOD!r}, {wait!r}])")
+    r = shell.run_cell("%%decide OPTIONS --runtime rt --confidence 3 --as step\nPick for {city}.")
+    assert r.success, error_of(r)
+    r = shell.run_cell("from openprogram import decision; decision.last_trace().confidence")
+    assert r.result.probs == {"book": 2 / 3, "wait": 1 / 3} and r.result.n == 3
+    shell.run_cell(f"rt = ScriptedRuntime([{GOOD!r}, {wait!r}, {wait!r}, {GOOD!r}])")
+    r = shell.run_cell("%%decide OPTIONS --runtime rt --confidence decision.Samples(4) "
+                       "--min-confidence 0.9 --low-confidence wait\nPick for {city}.")
+    assert r.success and r.result == "WAIT", error_of(r)
+    # confidence=True on a runtime with no distribution of its own names samples
+    r = shell.run_cell("%%decide OPTIONS --runtime rt --confidence\nPick for {city}.")
+    assert not r.success and "decision.Samples(n)" in str(r.error_in_exec)

@@ -440,3 +440,27 @@ def test_a_redraw_reaches_the_front_end_as_one_update_per_widget(monkeypatch):
     updates = [model for model, msg in sent if msg["method"] == "update"]
     assert len(updates) > 20                # the redraw did reach the front end
     assert sorted(updates) == sorted(set(updates))
+
+
+def test_the_panel_and_its_static_copy_draw_one_bar_per_option_sorted_with_the_pick_marked():
+    import re
+    from openprogram import decision as d
+    from openprogram.runtimes import ScriptedRuntime as S
+    menu = {"a": "A", "b": "B", "c": "C"}
+    d.make("Pick.", menu, runtime=S(['{"call": "b"}', '{"call": "a"}', '{"call": "b"}',
+                                     'no pick here', '{"call": "b"}']),
+           confidence=d.Samples(5))
+    trace = d.last_trace()
+    for text in (all_html(DecisionPanel(trace)), DecisionPanel(trace).static_html(),
+                 trace._repr_mimebundle_()["text/html"]):
+        rows = re.findall(r'class="op-conf-row (op-conf-\w+)".*?<span class="op-conf-name"[^>]*>'
+                          r'([^<]*)</span>.*?width:([\d.]+)%', text)
+        assert [(cls, name.split(" ")[0]) for cls, name, _ in rows] == [
+            ("op-conf-pick", "b"), ("op-conf-option", "a"), ("op-conf-option", "c"),
+            ("op-conf-other", "other")]
+        assert [float(w) for *_, w in rows] == [60.0, 20.0, 0.0, 20.0]
+        assert "picked" in rows[0][1]
+        assert "samples, n=5" in text and "<script" not in text
+    stage = [s for s in d.steps(trace) if s.kind == "resolution"][0]
+    assert "same request was sent 5 times" in stage.explanation
+    assert stage.data["confidence"]["probs"]["b"] == 0.6

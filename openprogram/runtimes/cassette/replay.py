@@ -130,7 +130,7 @@ def answer(entry: dict, *, cached: bool = False) -> ModelResponse:
                     for t in r.get("tool_calls") or []],
         usage=dict(r["usage"]) if r.get("usage") else None, model=r.get("model"),
         finish_reason=r.get("finish_reason"), refusal=r.get("refusal"), raw=r.get("raw"),
-        cached=cached)
+        cached=cached, confidence=r.get("confidence"))
     return resp
 
 
@@ -166,6 +166,16 @@ class ReplayRuntime(Runtime):
     def __repr__(self) -> str:
         return (f"ReplayRuntime({str(self.path)!r}, {len(self.recorded)} calls, "
                 f"{self._answered} replayed)")
+
+    @property
+    def confidence_source(self) -> str | None:
+        """The distribution the recorded runtime gave ("exact", "logprobs"), read from the
+        recording: a replay gives what was recorded, so confidence=True replays too."""
+        for entry in self.recorded:
+            conf = (entry.get("response") or {}).get("confidence")
+            if isinstance(conf, dict) and conf.get("source") in ("exact", "logprobs"):
+                return conf["source"]
+        return None
 
     @property
     def remaining(self) -> int:

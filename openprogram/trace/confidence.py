@@ -1,0 +1,270 @@
+"""How sure the model was: the probability of every option of the menu, for one attempt.
+
+A decision asked with `confidence=` gets, on each attempt, a frozen `Confidence`: the probability
+the model gave each option's name (`probs`, every option of the menu, in menu order), the mass on
+replies that name no option (`other`), where the numbers come from (`source`: "exact" from an
+in-process model's own probabilities under the decision grammar, "logprobs" from a server's token
+log-probabilities, "samples" from counting the picks of n replies) and how many replies were
+drawn (`n`, samples only). A runtime that can give a distribution says so with the class attribute
+`confidence_source` and fills `ModelResponse.confidence` (a plain dict, see model.py) when the loop
+passes it `confidence=[names]`; this module turns that dict into the record, checks the
+arguments a caller gives (`confidence=`, `Samples(...)`, `min_confidence=`, `low_confidence=`),
+and counts samples. Nothing here imports anything outside the standard library.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any, Iterable, Sequence
+
+from ..base.errors import ArgumentError, UsageError
+
+__all__ = ["Confidence", "Samples", "ConfidenceAsk", "check_confidence", "check_threshold",
+           "confidence_source", "from_response", "from_counts", "SOURCES"]
+
+#: Where a distribution can come from.
+SOURCES = ("exact", "logprobs", "samples")
+#: How far `probs` + `other` may stray from 1 before a runtime's numbers are renormalised.
+_TOLERANCE = 1e-6
+
+
+@dataclass(frozen=True)
+class Confidence:
+    """The model's probability over the whole menu for one attempt. `probs` maps every option
+    name to its probability (menu order), `other` is the mass on replies that name no option;
+    they sum to 1. `pick` is the option the attempt's reply named (None before it is read or
+    when it named none); `note` says why a distribution is partial (logprobs missing, ...)."""
+    probs: dict = field(default_factory=dict)
+    other: float = 0.0
+    source: str = "exact"
+    n: int | None = None
+    pick: str | None = None
+    note: str | None = None
+
+    @property
+    def p_pick(self) -> float | None:
+        """The probability of the option picked (None when the reply named no option)."""
+        return None if self.pick is None else self.probs.get(self.pick, 0.0)
+
+    @property
+    def runner_up(self) -> str | None:
+        """The most probable option other than the pick (the first in menu order on a tie);
+        without a pick, the second most probable option."""
+        ranked = self.ranked()
+        rest = [name for name, _ in ranked if name != self.pick]
+        if self.pick is None:
+            rest = rest[1:]
+        return rest[0] if rest else None
+
+    @property
+    def p_runner_up(self) -> float | None:
+        r = self.runner_up
+        return None if r is None else self.probs[r]
+
+    @property
+    def margin(self) -> float | None:
+        """`p_pick − p_runner_up`: how far the pick stood ahead (negative when the model wrote a
+        name it found less likely than another, which sampling can do)."""
+        p = self.p_pick
+        if p is None:
+            return None
+        return p - (self.p_runner_up or 0.0)
+
+    @property
+    def entropy(self) -> float:
+        """Shannon entropy in bits of the distribution, `other` counted as one more outcome:
+        0 for a certain pick, log2(k) for k options equally likely."""
+        return -sum(p * math.log2(p) for p in (*self.probs.values(), self.other) if p > 0)
+
+    def ranked(self) -> list[tuple[str, float]]:
+        """`(name, p)` from most to least probable; a tie keeps menu order."""
+        return sorted(self.probs.items(), key=lambda kv: -kv[1])
+
+    def to_dict(self) -> dict:
+        return {"probs": dict(self.probs), "other": self.other, "source": self.source,
+                "n": self.n, "pick": self.pick, "note": self.note}
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> "Confidence | None":
+        """The record again from `to_dict()` (a journal, an export); None from None."""
+        if data is None:
+            return None
+        return cls(probs={str(k): float(v) for k, v in dict(data.get("probs") or {}).items()},
+                   other=float(data.get("other") or 0.0), source=str(data.get("source")),
+                   n=data.get("n"), pick=data.get("pick"), note=data.get("note"))
+
+    def __repr__(self) -> str:
+        top = ", ".join(f"{k}={v:.3f}" for k, v in self.ranked()[:4])
+        more = f", +{len(self.probs) - 4} more" if len(self.probs) > 4 else ""
+        n = f", n={self.n}" if self.n is not None else ""
+        return (f"Confidence({self.source}{n}: pick={self.pick!r}, {top}{more}, "
+                f"other={self.other:.3f})")
+
+
+@dataclass(frozen=True)
+class Samples:
+    """`confidence=decision.Samples(n=5, temperature=1.0)`: draw `n` replies to the same
+    request and count the picks they name; the decision resolves the most frequent (a tie goes
+    to the one drawn first). Works with any runtime. `fallback=True` asks the runtime for its
+    own distribution first and draws samples only when it can give none (a runtime without
+    one, a server that refuses log-probabilities)."""
+    n: int = 5
+    temperature: float = 1.0
+    fallback: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 2:
+            raise ArgumentError(f"Samples(n=...) must be a whole number >= 2 (one reply is not a "
+                                f"distribution), got {self.n!r}; e.g. decision.Samples(5)")
+        t = self.temperature
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t <= 2 or t != t:
+            raise ArgumentError(f"Samples(temperature=...) must be a number from 0 to 2 (samples "
+                                f"drawn at 0 are all the same reply), got {t!r}")
+        if not isinstance(self.fallback, bool):
+            raise UsageError(f"Samples(fallback=...) must be True or False, got "
+                             f"{self.fallback!r}")
+
+
+@dataclass(frozen=True)
+class ConfidenceAsk:
+    """What a decision asks for, checked: the runtime's own distribution (`native`), samples
+    (`samples`), or the runtime's and samples where it can give none (both)."""
+    native: bool
+    samples: Samples | None = None
+
+
+def confidence_source(runtime: Any) -> str | None:
+    """The distribution `runtime` can give ("exact", "logprobs") or None; a wrapper (a cache, a
+    recorder, a rate limit) gives what the runtime it wraps gives."""
+    seen = 0
+    while runtime is not None and seen < 16:
+        source = getattr(runtime, "confidence_source", None)
+        if source is not None:
+            return source
+        runtime, seen = getattr(runtime, "inner", None), seen + 1
+    return None
+
+
+def check_confidence(value: Any, runtime: Any = None, *, where: str = "decision.make",
+                     mode: str | None = None) -> ConfidenceAsk | None:
+    """`confidence=` as what to ask for, or None for nothing; checked before any model call.
+    With a runtime, `True` on one that can give no distribution is a `UsageError` naming
+    samples."""
+    if value is None or value is False:
+        return None
+    if isinstance(value, Samples):
+        if value.fallback and runtime is not None and _native(runtime, mode):
+            return ConfidenceAsk(native=True, samples=value)
+        return ConfidenceAsk(native=False, samples=value)
+    if value is True:
+        if runtime is None or _native(runtime, mode) or getattr(runtime, "cascade_stages", None):
+            return ConfidenceAsk(native=True)
+        name = getattr(runtime, "name", None) or type(runtime).__name__
+        why = (" In mode='tools' the providers return no log-probabilities for a native tool "
+               "call." if mode == "tools" and confidence_source(runtime) else "")
+        raise UsageError(
+            f"{where}(confidence=True): runtime {name!r} cannot give the probability of each "
+            f"option (only LlamaCppRuntime and OpenAIRuntime can, in mode 'menu' or "
+            f"'json_schema').{why} Draw samples instead: confidence=decision.Samples(n), e.g. "
+            f"decision.Samples(5), which asks the same request n times and counts the picks.")
+    raise UsageError(f"{where}(confidence=...) takes True, False or decision.Samples(n), got "
+                     f"{value!r}")
+
+
+def _native(runtime: Any, mode: str | None) -> bool:
+    # Native tool calls come back without token log-probabilities from every provider.
+    return confidence_source(runtime) is not None and mode != "tools"
+
+
+def check_threshold(min_confidence: Any, low_confidence: Any, names: Sequence[str],
+                    ask: ConfidenceAsk | None, where: str = "decision.make") -> None:
+    """`min_confidence=` in (0, 1] and `low_confidence=` naming an option of the menu; both
+    need `confidence=`."""
+    if min_confidence is None:
+        if low_confidence is not None:
+            raise UsageError(f"{where}(low_confidence={low_confidence!r}) needs min_confidence=, "
+                             f"the probability below which that option is taken instead, "
+                             f"e.g. min_confidence=0.7")
+        return
+    m = min_confidence
+    if isinstance(m, bool) or not isinstance(m, (int, float)) or not 0 < m <= 1:
+        raise ArgumentError(f"{where}(min_confidence=...) must be a probability in (0, 1], "
+                            f"e.g. 0.7, got {m!r}")
+    if ask is None:
+        raise UsageError(f"{where}(min_confidence={m!r}) needs confidence=True (or "
+                         f"confidence=decision.Samples(n)): the threshold is on the "
+                         f"probability of the pick")
+    if low_confidence is not None and low_confidence not in names:
+        raise ArgumentError(f"{where}(low_confidence={low_confidence!r}) names no option of the "
+                            f"menu; it must be one of {', '.join(map(repr, names))} (the option "
+                            f"to resolve instead of a pick below min_confidence)")
+
+
+def from_response(data: Any, names: Sequence[str]) -> Confidence:
+    """The record from a runtime's `ModelResponse.confidence` dict. Whatever a runtime (or a
+    server through it) wrote is checked: a name off the menu counts as `other`, a number that
+    is not a probability is dropped with a note, and a total off 1 is renormalised, so the
+    record always sums to 1 and never carries a made-up number."""
+    notes: list[str] = []
+    if not isinstance(data, dict):
+        return Confidence({n: 0.0 for n in names}, 1.0, "logprobs",
+                          note=f"the runtime's confidence was {type(data).__name__}, not a dict")
+    source = data.get("source") if data.get("source") in SOURCES else "logprobs"
+    probs = {n: 0.0 for n in names}
+    other = _prob(data.get("other"), notes, "other")
+    raw = data.get("probs")
+    if not isinstance(raw, dict):
+        raw = {}
+        notes.append("no per-option probabilities")
+    for k, v in raw.items():
+        p = _prob(v, notes, repr(k))
+        if k in probs:
+            probs[k] += p
+        else:
+            other += p
+    total = sum(probs.values()) + other
+    if total <= 0:
+        notes.append("no probability at all")
+        other, total = 1.0, 1.0
+    elif abs(total - 1) > _TOLERANCE:
+        notes.append(f"probabilities summed to {total:.6g}; renormalised")
+    else:  # within rounding of 1: the runtime's own numbers, untouched
+        total = 1.0
+    probs = {k: v / total for k, v in probs.items()}
+    note = data.get("note")
+    if notes:
+        note = "; ".join([*([str(note)] if note else []), *notes])
+    return Confidence(probs, other / total, source, note=None if note is None else str(note))
+
+
+def _prob(value: Any, notes: list[str], what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        if value is not None:
+            notes.append(f"{what} was not a probability ({value!r})")
+        return 0.0
+    return float(value)
+
+
+def from_counts(picks: Iterable[str | None], names: Sequence[str]) -> tuple[Confidence, int]:
+    """The distribution of the picks n samples named (None or a name off the menu: `other`),
+    and the index of the sample that resolves: the first drawn of the most frequent pick (the
+    first sample when none named an option)."""
+    picks = list(picks)
+    counts = {n: 0 for n in names}
+    other = 0
+    first: dict[str, int] = {}
+    for i, p in enumerate(picks):
+        if p in counts:
+            counts[p] += 1
+            first.setdefault(p, i)
+        else:
+            other += 1
+    n = len(picks)
+    winner = None
+    if first:
+        best = max(counts.values())
+        winner = min((first[k] for k, c in counts.items() if c == best and k in first))
+    conf = Confidence({k: c / n for k, c in counts.items()}, other / n, "samples", n=n)
+    return conf, (0 if winner is None else winner)
