@@ -56,6 +56,7 @@ class ModelResponse:
     raw: dict | None = None           # {"request": ..., "response": ...} as sent and received,
                                       # keys redacted, bounded (provider runtimes fill it)
     cached: bool = False              # answered from a cache file, not by the model (CachedRuntime)
+    confidence: dict | None = None    # {"probs": {name: p}, "other": p, "source": "exact"|"logprobs", "note": str|None}
 
 
 class ModelCaller:
