@@ -912,7 +912,8 @@ class LlamaCppRuntime(Runtime):
                 'the reply wrote no "call" value, so it named no option')
             # the model's work beyond the reply (`_NameOdds`)
             raw["response"]["confidence_work"] = {"evaluations": odds.evals,
-                                                  "tokens": odds.read}
+                                                  "tokens": odds.read,
+                                                  "unfollowed": odds.unfollowed}
         return ModelResponse(text=text, usage=usage, model=self.model, finish_reason=finish,
                              raw=raw, confidence=confidence)
 
@@ -1170,14 +1171,15 @@ class _Sampler:
 
 #: Where the name of a pick begins: just after the opening quote of its "call" value.
 _CALL_VALUE = re.compile(r'"call"\s*:\s*"')
-#: A branch of the names' tree carrying less of the mass than this is not followed (its mass
-#: goes to `other`, and the note says how much when it is more than `_NOTED`).
-CONFIDENCE_MIN_MASS = 1e-9
+#: How far a name's probability may be from its exact value: the branches of the names' tree
+#: are followed heaviest first until those left carry no more than this in all; their mass is
+#: counted in `other` (`attempt.raw["response"]["confidence_work"]["unfollowed"]`).
+CONFIDENCE_TOLERANCE = 1e-4
 #: The model evaluations one distribution may make besides the reply's own: this many per
-#: option name, plus `_EXTRA_EVALS`. Names that differ in their first token need none.
+#: option name, plus `_EXTRA_EVALS` (names that differ in their first token need none); when
+#: they run out first, the note says how much was left unfollowed.
 CONFIDENCE_EVALS_PER_NAME = 6
 _EXTRA_EVALS = 8
-_NOTED = 1e-6
 
 
 class _Pieces:
@@ -1249,6 +1251,7 @@ class _NameOdds:
                           for n in names}
         self.result: dict | None = None
         self.evals = self.read = 0  # model evaluations made, and the tokens they read
+        self.unfollowed, self.cut = 0.0, False  # mass left unfollowed; by the budget?
 
     # -- where the name is ---------------------------------------------------------------------
     def at(self, before: str, after: str) -> tuple[bytes, bytes] | None:
@@ -1290,20 +1293,16 @@ class _NameOdds:
         budget = CONFIDENCE_EVALS_PER_NAME * len(self.names) + _EXTRA_EVALS
         root_logits = np.ctypeslib.as_array(
             llama_cpp.llama_get_logits_ith(llama._ctx.ctx, -1), shape=(n_vocab,)).copy()
-        data = None
-        if grammar is not None:
-            from llama_cpp import _internals
-            data = _internals.LlamaTokenDataArray(n_vocab=n_vocab)
         # branches to follow: (-mass, order, text from the root, tokens from the root, grammar)
         heap: list = [(-1.0, 0, b"", [], grammar)] if targets else []
-        order = 1
+        order, waiting = 1, 1.0 if targets else 0.0  # waiting: the mass on the heap
         if not targets and grammar is not None:
             llama_cpp.llama_sampler_free(grammar)
 
         def follow(here: float, text: bytes, path: list[int], state: Any) -> float:
             """One branch: its tokens read, its children placed on a name or on the heap;
             returns the branch's mass that goes to other."""
-            nonlocal order
+            nonlocal order, waiting
             if path:
                 llama.n_tokens = base
                 llama.eval(path)
@@ -1313,7 +1312,6 @@ class _NameOdds:
                     llama_cpp.llama_get_logits_ith(llama._ctx.ctx, -1), shape=(n_vocab,))
             else:
                 logits = root_logits
-            probs = self._probs(logits, state, data)
             fits: set[int] = set()
             for spelled in targets.values():
                 for t in spelled:
@@ -1321,13 +1319,14 @@ class _NameOdds:
                         fits |= pieces.fitting(t[len(text):])
             if len(text) < len(context):
                 fits |= pieces.fitting(context[len(text):])
+            probs = self._probs(logits, state, sorted(fits))
             # tokens that leave the text the reply wrote before the name are outside the
             # distribution (it is conditioned on that text); within it, what is not placed
             # on a name or a branch is other
             universe = 1.0 if len(text) >= len(context) else 0.0
             placed = 0.0
             for token in fits:
-                p = float(probs[token])
+                p = probs.get(token, 0.0)
                 if p <= 0.0:
                     continue
                 grown = text + pieces.of[token]
@@ -1355,17 +1354,20 @@ class _NameOdds:
                         continue
                 heapq.heappush(heap, (-here * p, order, grown, [*path, token, *forced], child))
                 order += 1
+                waiting += here * p
                 placed += p
             return here * max(universe - placed, 0.0)
 
         try:
             while heap:
+                if waiting <= CONFIDENCE_TOLERANCE or self.evals >= budget:
+                    self.cut = self.evals >= budget and waiting > CONFIDENCE_TOLERANCE
+                    unfollowed = sum(-item[0] for item in heap)
+                    break
                 neg, _, text, path, state = heapq.heappop(heap)
+                waiting += neg
                 try:
-                    if path and (self.evals >= budget or -neg < CONFIDENCE_MIN_MASS):
-                        unfollowed -= neg
-                    else:
-                        other += follow(-neg, text, path, state)
+                    other += follow(-neg, text, path, state)
                 finally:
                     if state is not None:
                         llama_cpp.llama_sampler_free(state)
@@ -1389,19 +1391,35 @@ class _NameOdds:
                     break
         return None, live
 
-    def _probs(self, logits: Any, state: Any, data: Any) -> Any:
-        """The model's probability of every token, renormalised over what the grammar allows
-        (`state`) when there is one."""
+    def _probs(self, logits: Any, state: Any, fits: list[int]) -> dict:
+        """The model's probability of each token of `fits`. Under a grammar (`state`), over
+        what the grammar allows, which in a name is a subset of `fits` (a token the grammar
+        allows writes some name's next characters): the grammar is asked about those tokens
+        only, not the whole vocabulary. Without a grammar, over the whole vocabulary."""
         import llama_cpp
         import numpy as np
-        x = np.asarray(logits, dtype=np.float64)
-        if state is not None:
-            data.copy_logits(np.asarray(logits, dtype=np.float32))
-            data.candidates.selected = -1
-            llama_cpp.llama_sampler_apply(state, ctypes.byref(data.candidates))
-            x = np.where(np.isfinite(data.candidates_data.logit), x, -np.inf)
-        p = np.exp(x - x.max())
-        return p / p.sum()
+        if state is None:
+            x = np.asarray(logits, dtype=np.float64)
+            top = x.max()
+            total = float(np.exp(x - top).sum())
+            return {t: float(np.exp(x[t] - top)) / total for t in fits}
+        if not fits:
+            return {}
+        ids = np.asarray(fits, dtype=np.intc)
+        data = np.zeros(len(ids), dtype=np.dtype([("id", np.intc), ("logit", np.single),
+                                                  ("p", np.single)], align=True))
+        data["id"] = ids
+        data["logit"] = np.asarray(logits, dtype=np.single)[ids]
+        arr = llama_cpp.llama_token_data_array(
+            data=data.ctypes.data_as(llama_cpp.llama_token_data_p), size=len(ids),
+            selected=-1, sorted=False)
+        llama_cpp.llama_sampler_apply(state, ctypes.byref(arr))
+        allowed = np.isfinite(data["logit"])
+        if not allowed.any():
+            return {}
+        x = np.asarray(logits, dtype=np.float64)[ids[allowed]]
+        e = np.exp(x - x.max())
+        return dict(zip(ids[allowed].tolist(), (e / e.sum()).tolist()))
 
     def _grown(self, sampler: "_Sampler", state: Any, token: int) -> tuple[Any, list[int]]:
         """The grammar's state after `token` (a copy) and the tokens the runtime would write
@@ -1426,6 +1444,7 @@ class _NameOdds:
 
     def _finish(self, mass: dict, other: float, unfollowed: float) -> None:
         total = sum(mass.values()) + other + unfollowed
+        self.unfollowed = unfollowed / total if total > 0 else 0.0
         note = None
         if total <= 0:
             probs, rest = {n: 0.0 for n in self.names}, 1.0
@@ -1433,11 +1452,10 @@ class _NameOdds:
         else:
             probs = {n: mass.get(n, 0.0) / total for n in self.names}
             rest = (other + unfollowed) / total
-            if unfollowed / total > _NOTED:
-                note = (f"{unfollowed / total:.2g} of the probability was on spellings of "
-                        f"names not followed (each under {CONFIDENCE_MIN_MASS:g}, or past "
-                        f"the {CONFIDENCE_EVALS_PER_NAME} evaluations per name); it is "
-                        f"counted in other")
+            if self.cut:
+                note = (f"{self.unfollowed:.2g} of the probability was on spellings of names "
+                        f"not followed within {CONFIDENCE_EVALS_PER_NAME} model evaluations "
+                        f"per name; it is counted in other")
         self.result = {"probs": probs, "other": rest, "source": "exact", "note": note}
 
     def missing(self, why: str) -> dict:
