@@ -40,6 +40,11 @@ is compact JSON; `attempt.raw["response"]["forced_tokens"]` counts them). A repl
 as it holds its pick (in menu mode: one complete JSON object with a call key, read by the
 extractor's own rules), with finish reason "stop".
 
+With `confidence=[option names]` (`complete`, `acomplete`; the decision loop passes it when a
+decision asks how sure the model was) the response also carries the probability the model gave
+each option's whole name where the reply writes it, read from its logits (`_NameOdds`;
+`confidence_source = "exact"`).
+
 A model file is loaded once per process for each (path, n_ctx, n_threads, n_batch,
 n_gpu_layers) and shared by every runtime that asks for it. A llama.cpp context is not
 thread-safe, so calls on one loaded model take turns (a lock): `evaluate(..., concurrency=8)`
@@ -1235,9 +1240,12 @@ class _NameOdds:
     quote and its first characters come in one token, the tree starts before that token and
     is conditioned on the text before the name being written as the reply wrote it.
 
-    Branches are followed most probable first, within `CONFIDENCE_EVALS_PER_NAME` evaluations
+    Branches are followed most probable first until those left carry at most
+    `CONFIDENCE_TOLERANCE` (counted in `other`), within `CONFIDENCE_EVALS_PER_NAME` evaluations
     per name; the prompt is never read again (the tree starts from the model's memory and is
-    cut back to it afterwards), so the extra cost is the names' tokens only."""
+    cut back to it afterwards), so the extra cost is the names' tokens only. Each branch is one
+    model evaluation of its own: where names share their first tokens, that is most of the
+    cost (benchmarks/bench_confidence.py)."""
 
     def __init__(self, runtime: "LlamaCppRuntime", model: "_Loaded", names: list[str],
                  grammar: bool):
