@@ -419,3 +419,30 @@ def test_confidence_takes_a_list_of_names(bad):
 
 def test_the_runtime_says_it_gives_the_exact_distribution():
     assert LlamaCppRuntime.confidence_source == "exact"
+
+
+def test_a_single_option_is_certain_and_acomplete_gives_the_same_distribution():
+    """One option: the runtime writes its whole name itself, so it has probability 1 at no
+    evaluation. acomplete() (the loop's async path) carries `confidence=` as complete() does:
+    the same request at temperature 0 gets the same distribution."""
+    import asyncio
+    rt = Asking(["refund"], temperature=0.0, seed=0)
+    resp = _decide(rt, SHARED[0][1], {"refund": refund})
+    assert resp.confidence == {"probs": {"refund": 1.0}, "other": 0.0, "source": "exact",
+                               "note": None}
+    assert resp.raw["response"]["confidence_work"]["evaluations"] == 0
+
+    rt = Asking(list(REFUND_OR_CANCEL), temperature=0.0, seed=0)
+    sync = _decide(rt, SHARED[2][1], REFUND_OR_CANCEL)
+    # the schema the loop sent, with the request alone as the conversation
+    fmt = {"name": "decision", "schema": sync.raw["request"]["response_format"]["schema"]}
+    messages = [{"role": "user", "content": SHARED[2][1]}]
+    rt.forget()
+    first = rt.complete(messages, response_format=fmt, confidence=list(REFUND_OR_CANCEL))
+    rt.forget()
+    second = asyncio.run(rt.acomplete(messages, response_format=fmt,
+                                      confidence=list(REFUND_OR_CANCEL)))
+    assert second.text == first.text
+    assert second.confidence == first.confidence
+    assert math.isclose(sum(first.confidence["probs"].values()) + first.confidence["other"],
+                        1.0, abs_tol=1e-6)
