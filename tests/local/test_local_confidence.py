@@ -332,8 +332,8 @@ def test_the_picks_probability_is_the_product_over_the_tokens_it_wrote_plus_its_
 def test_where_no_two_names_share_a_first_token_the_greedy_pick_is_the_most_probable():
     """Four tools whose names begin with different tokens, at temperature 0: the model's pick
     is the option of highest probability, and no token beyond the reply was read."""
-    firsts = {rt_tok[0] for rt_tok in (LlamaCppRuntime().llama.tokenize(
-        n.encode(), add_bos=False) for n in TOOLS)}
+    llama = LlamaCppRuntime().llama
+    firsts = {llama.tokenize(name.encode(), add_bos=False)[0] for name in TOOLS}
     assert len(firsts) == len(TOOLS)
     rt = Asking(list(TOOLS), temperature=0.0, seed=3)
     for request, _ in TOOL_REQUESTS[:6]:
