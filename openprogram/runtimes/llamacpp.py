@@ -40,6 +40,11 @@ is compact JSON; `attempt.raw["response"]["forced_tokens"]` counts them). A repl
 as it holds its pick (in menu mode: one complete JSON object with a call key, read by the
 extractor's own rules), with finish reason "stop".
 
+With `confidence=[option names]` (`complete`, `acomplete`; the decision loop passes it when a
+decision asks how sure the model was) the response also carries the probability the model gave
+each option's whole name where the reply writes it, read from its logits (`_NameOdds`;
+`confidence_source = "exact"`).
+
 A model file is loaded once per process for each (path, n_ctx, n_threads, n_batch,
 n_gpu_layers) and shared by every runtime that asks for it. A llama.cpp context is not
 thread-safe, so calls on one loaded model take turns (a lock): `evaluate(..., concurrency=8)`
@@ -57,6 +62,7 @@ import functools
 import json
 import os
 import random
+import re
 import struct
 import threading
 import time
@@ -390,6 +396,11 @@ class _Loaded:
         """The model's one-byte tokens (`_probe`), read from its vocabulary at first use."""
         return _probe(self.llama)
 
+    @functools.cached_property
+    def pieces(self) -> "_Pieces":
+        """Every token's bytes, read from the vocabulary at the first `confidence=` call."""
+        return _Pieces(self.llama)
+
     def tokens(self, messages: list[dict]) -> tuple[list[int], list[str]]:
         """The prompt of a chat as the model's template writes it, in tokens, and the texts
         that end a reply in this template."""
@@ -617,6 +628,9 @@ class LlamaCppRuntime(Runtime):
     streams = True
     provider = "llama.cpp"
     modes = frozenset({"menu", "json_schema"})
+    #: `complete(..., confidence=[names])` gives the exact probability of every option's name
+    #: (`_NameOdds`), read from the model's own logits.
+    confidence_source = "exact"
     #: How many times this process has loaded a model file (once per file and settings).
     loads = 0
 
@@ -746,6 +760,7 @@ class LlamaCppRuntime(Runtime):
                 f"model that makes tool calls (Ollama, llama.cpp's server) and use "
                 f"OpenAIRuntime", kind="model_error")
         request, grammar, shared = self._request(messages, response_format)
+        odds = self._odds(mode_args.get("confidence"), grammar, request)
         picked = None
         if self.stop_at_pick:
             picked = _document_closed if grammar is not None else _menu_pick_closed
@@ -753,13 +768,13 @@ class LlamaCppRuntime(Runtime):
         self._acquire(model.lock, deadline, cancel, timeout)
         try:
             return self._run(model, request, grammar, shared, picked, on_text, deadline,
-                             timeout, cancel, t0)
+                             timeout, cancel, t0, odds)
         finally:
             model.lock.release()
 
     def _run(self, model: _Loaded, request: dict, grammar: Any, shared: int,
              picked: Callable[[str], bool] | None, on_text, deadline, timeout, cancel,
-             t0: float) -> ModelResponse:
+             t0: float, odds: "_NameOdds | None" = None) -> ModelResponse:
         """One generation, under the model's lock: the prompt's tokens (the shared prefix from
         memory when it is there), then one token at a time until the model ends its turn, the
         reply holds its pick, a stop text, `max_tokens` or the end of the context."""
@@ -798,6 +813,7 @@ class LlamaCppRuntime(Runtime):
         limit = min(self.max_tokens, llama.n_ctx() - len(tokens))
         text, shown, written, forced, finish, first = "", 0, 0, 0, None, None
         reply: list[int] = []
+        before = None  # a copy of the grammar's state (`_NameOdds`)
 
         def show(upto: int) -> None:
             nonlocal shown
@@ -833,6 +849,9 @@ class LlamaCppRuntime(Runtime):
                     finish = "length"
                     break
                 llama.eval(pending)
+                # the grammar as it is before this token, for a name's tree starting here
+                if odds is not None and odds.result is None and grammar is not None:
+                    before = llama_cpp.llama_sampler_clone(sampler.grammar)
                 token = sampler.sample(llama._ctx, -1)
                 if first is None:
                     first = time.perf_counter()
@@ -845,6 +864,14 @@ class LlamaCppRuntime(Runtime):
                 written += 1
                 piece = decoder.decode(llama.detokenize([token], prev_tokens=tokens + reply))
                 reply.append(token)
+                if odds is not None and odds.result is None:
+                    # before `token` is read: the memory and logits it was drawn from
+                    where = odds.at(text, text + piece)
+                    given, before = before, None  # compute frees it
+                    if where is not None:
+                        odds.compute(sampler, given, *where)
+                    elif given is not None:
+                        llama_cpp.llama_sampler_free(given)
                 text += piece
                 pending = [token]
                 if written < limit:
@@ -861,6 +888,8 @@ class LlamaCppRuntime(Runtime):
                     show(len(text))
                     raise self._timeout(timeout, text, written)
         finally:
+            if before is not None:
+                llama_cpp.llama_sampler_free(before)
             redraws = sampler.redraws if grammar is not None and self.grammar_last else None
             sampler.close()
         text += decoder.decode(b"", final=True)
@@ -882,8 +911,32 @@ class LlamaCppRuntime(Runtime):
             raw["response"]["grammar_redraws"] = redraws
         if grammar is not None and self.fast_forward:  # written by the runtime (_Sampler)
             raw["response"]["forced_tokens"] = forced
+        confidence = None
+        if odds is not None:
+            confidence = odds.result or odds.missing(
+                'the reply wrote no "call" value, so it named no option')
+            # the model's work beyond the reply (`_NameOdds`)
+            raw["response"]["confidence_work"] = {"evaluations": odds.evals,
+                                                  "tokens": odds.read,
+                                                  "unfollowed": odds.unfollowed}
         return ModelResponse(text=text, usage=usage, model=self.model, finish_reason=finish,
-                             raw=raw)
+                             raw=raw, confidence=confidence)
+
+    def _odds(self, names: Any, grammar: Any, request: dict) -> "_NameOdds | None":
+        """What `confidence=` asks for: None (nothing), or the option names, in menu order,
+        whose probabilities the reply's `ModelResponse.confidence` gives."""
+        if names is None:
+            return None
+        if isinstance(names, str) or not isinstance(names, (list, tuple)) or not names or \
+                not all(isinstance(n, str) and n for n in names):
+            raise ModelCallError(f"confidence= takes the option names whose probabilities are "
+                                 f"wanted, as a non-empty list of strings (the menu's names "
+                                 f"in order), got {names!r}", kind="model_error")
+        if grammar is not None and _picks(request["response_format"]["schema"]) is None:
+            raise ModelCallError("confidence= needs a decision's JSON Schema in json_schema "
+                                 "mode ({'decision': {'call': NAME, 'args': ...}}); this "
+                                 "schema names no options", kind="model_error")
+        return _NameOdds(self, self._model, list(dict.fromkeys(names)), grammar is not None)
 
     def _request(self, messages: list[dict], response_format: Any) -> tuple[dict, Any, int]:
         """What is asked of llama.cpp, as the trace records it — the chat as laid out, the
@@ -1064,10 +1117,15 @@ class _Sampler:
         """Up to `limit` bytes the grammar allows alone, one after another. Found on a copy
         of the grammar: the grammar itself takes only the tokens the model is given (`take`),
         which may be fewer."""
+        return self.forced_from(self.grammar, limit)
+
+    def forced_from(self, grammar: Any, limit: int) -> bytes:
+        """`forced` from another state of the grammar (`_NameOdds` follows a name's branches
+        on copies of it); `grammar` itself is left as it is."""
         import llama_cpp
-        if self.probe is None or self._alone(self.grammar) is None:
+        if self.probe is None or self._alone(grammar) is None:
             return b""  # the usual case, settled without copying the grammar
-        copy = llama_cpp.llama_sampler_clone(self.grammar)
+        copy = llama_cpp.llama_sampler_clone(grammar)
         out = bytearray()
         try:
             while len(out) < limit:
@@ -1110,6 +1168,307 @@ class _Sampler:
             llama_cpp.llama_sampler_free(self.grammar)
             self.grammar = None
         self.chain.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# How sure the model was: the probability of every option's name where the name is written
+# ---------------------------------------------------------------------------------------------
+
+#: Where the name of a pick begins: just after the opening quote of its "call" value.
+_CALL_VALUE = re.compile(r'"call"\s*:\s*"')
+#: How far a name's probability may be from its exact value: the branches of the names' tree
+#: are followed heaviest first until those left carry no more than this in all; their mass is
+#: counted in `other` (`attempt.raw["response"]["confidence_work"]["unfollowed"]`).
+CONFIDENCE_TOLERANCE = 1e-4
+#: The model evaluations one distribution may make besides the reply's own: this many per
+#: option name, plus `_EXTRA_EVALS` (names that differ in their first token need none); when
+#: they run out first, the note says how much was left unfollowed.
+CONFIDENCE_EVALS_PER_NAME = 6
+_EXTRA_EVALS = 8
+
+
+class _Pieces:
+    """Every token of a model's vocabulary as the bytes it writes (b"" for a special token),
+    and an index to find the tokens that fit a text: those whose bytes are a start of it, and
+    those that start with all of it and go on."""
+
+    def __init__(self, llama: Any):
+        import bisect
+        import llama_cpp
+        vocab, buf = llama._model.vocab, ctypes.create_string_buffer(256)
+        self.of: list[bytes] = []
+        for token in range(llama.n_vocab()):
+            n = llama_cpp.llama_token_to_piece(vocab, token, buf, 256, 0, False)
+            self.of.append(buf.raw[:n] if n > 0 else b"")
+        self.ids: dict[bytes, list[int]] = {}
+        for token, piece in enumerate(self.of):
+            if piece:
+                self.ids.setdefault(piece, []).append(token)
+        self.sorted = sorted(self.ids)
+        self._bisect = bisect.bisect_left
+
+    def fitting(self, text: bytes) -> set[int]:
+        """The tokens whose bytes begin `text` or begin with it."""
+        out: set[int] = set()
+        for j in range(1, len(text) + 1):
+            out.update(self.ids.get(text[:j], ()))
+        i = self._bisect(self.sorted, text)
+        while i < len(self.sorted) and self.sorted[i].startswith(text):
+            out.update(self.ids[self.sorted[i]])
+            i += 1
+        return out
+
+
+class _NameOdds:
+    """The probability the model gives each option's whole name, computed at the point of the
+    reply where the name is written (`confidence=` of `complete`).
+
+    The reply is generated as usual; this looks on. Right after the model draws the token in
+    which the name begins (or the first token after the name's opening quote), before that
+    token is read, the model's memory holds the reply up to there and its logits are the ones
+    the token was drawn from: the root of a tree of the tokens that could write a name. Each
+    token's probability is the model's own (softmax of its logits, temperature 1, no top-k or
+    top-p: the odds, not the sampler's sharpening of them), under a grammar renormalised over
+    the tokens the grammar allows — what the grammar-last draw of `_Sampler` gives each
+    allowed token. A token that leaves one name possible under a grammar ends its branch (the
+    grammar writes the rest with probability 1); one that leaves two or more (`refund` when
+    `refund_partial` is an option too) is read by the model and its branch followed, with the
+    characters the runtime would then write itself (`fast_forward`) written the same way, until
+    the name is told apart — its closing quote included, which is how `refund` ends where
+    `refund_partial` goes on. Without a grammar (menu mode) every name is followed to its
+    closing quote, and the tokens that leave the names are `other`. When the name's opening
+    quote and its first characters come in one token, the tree starts before that token and
+    is conditioned on the text before the name being written as the reply wrote it.
+
+    Branches are followed most probable first until those left carry at most
+    `CONFIDENCE_TOLERANCE` (counted in `other`), within `CONFIDENCE_EVALS_PER_NAME` evaluations
+    per name; the prompt is never read again (the tree starts from the model's memory and is
+    cut back to it afterwards), so the extra cost is the names' tokens only. Each branch is one
+    model evaluation of its own: where names share their first tokens, that is most of the
+    cost (benchmarks/bench_confidence.py)."""
+
+    def __init__(self, runtime: "LlamaCppRuntime", model: "_Loaded", names: list[str],
+                 grammar: bool):
+        self.runtime, self.model, self.names = runtime, model, names
+        self.grammar = grammar
+        # json_schema writes a name as json.dumps does (the grammar's literal); in a menu reply
+        # a name may also come with its non-ASCII characters as they are
+        self.spellings = {n: {json.dumps(n)[1:].encode("utf-8")} if grammar else
+                          {json.dumps(n)[1:].encode("utf-8"),
+                           json.dumps(n, ensure_ascii=False)[1:].encode("utf-8")}
+                          for n in names}
+        self.result: dict | None = None
+        self.evals = self.read = 0  # model evaluations made, and the tokens they read
+        self.unfollowed, self.cut = 0.0, False  # mass left unfollowed; by the budget?
+
+    # -- where the name is ---------------------------------------------------------------------
+    def at(self, before: str, after: str) -> tuple[bytes, bytes] | None:
+        """Whether the token just drawn (`before` the reply's text without it, `after` with it)
+        is where the tree starts: (the name's bytes already written, the bytes of the drawn
+        token's piece before the name's first character), else None."""
+        m = _CALL_VALUE.search(after)
+        if m is None:
+            return None
+        start = m.end()
+        if start <= len(before):  # the name began before this token (it may be forced text)
+            return before[start:].encode("utf-8"), b""
+        if start < len(after):    # this token opens the name and writes some of it
+            return b"", after[len(before):start].encode("utf-8")
+        return None               # the token ends at the opening quote: the next one starts
+
+    # -- the tree ------------------------------------------------------------------------------
+    def compute(self, sampler: "_Sampler", grammar: Any, written: bytes,
+                context: bytes) -> None:
+        """Follow the names' tree from the model's present memory (`grammar`: a copy of the
+        grammar's state there, or None; freed here), and keep the distribution in `result`."""
+        import heapq
+        import llama_cpp
+        import numpy as np
+        llama, pieces = self.model.llama, self.model.pieces
+        n_vocab = llama.n_vocab()
+        base = llama.n_tokens
+        # what each name still needs written, from the tree's root
+        mass = {n: 0.0 for n in self.names}
+        other = unfollowed = 0.0
+        targets: dict[str, list[bytes]] = {}
+        for name, spelled in self.spellings.items():
+            if any(written.startswith(s) for s in spelled):  # forced text holds it whole
+                mass[name], targets = 1.0, {}
+                break
+            for s in spelled:
+                if s.startswith(written):
+                    targets.setdefault(name, []).append(context + s[len(written):])
+        budget = CONFIDENCE_EVALS_PER_NAME * len(self.names) + _EXTRA_EVALS
+        root_logits = np.ctypeslib.as_array(
+            llama_cpp.llama_get_logits_ith(llama._ctx.ctx, -1), shape=(n_vocab,)).copy()
+        # branches to follow: (-mass, order, text from the root, tokens from the root, grammar)
+        heap: list = [(-1.0, 0, b"", [], grammar)] if targets else []
+        order, waiting = 1, 1.0 if targets else 0.0  # waiting: the mass on the heap
+        if not targets and grammar is not None:
+            llama_cpp.llama_sampler_free(grammar)
+
+        def follow(here: float, text: bytes, path: list[int], state: Any) -> float:
+            """One branch: its tokens read, its children placed on a name or on the heap;
+            returns the branch's mass that goes to other."""
+            nonlocal order, waiting
+            if path:
+                llama.n_tokens = base
+                llama.eval(path)
+                self.evals += 1
+                self.read += len(path)
+                logits = np.ctypeslib.as_array(
+                    llama_cpp.llama_get_logits_ith(llama._ctx.ctx, -1), shape=(n_vocab,))
+            else:
+                logits = root_logits
+            fits: set[int] = set()
+            for spelled in targets.values():
+                for t in spelled:
+                    if t.startswith(text):
+                        fits |= pieces.fitting(t[len(text):])
+            if len(text) < len(context):
+                fits |= pieces.fitting(context[len(text):])
+            probs = self._probs(logits, state, sorted(fits))
+            # tokens that leave the text the reply wrote before the name are outside the
+            # distribution (it is conditioned on that text); within it, what is not placed
+            # on a name or a branch is other
+            universe = 1.0 if len(text) >= len(context) else 0.0
+            placed = 0.0
+            for token in fits:
+                p = probs.get(token, 0.0)
+                if p <= 0.0:
+                    continue
+                grown = text + pieces.of[token]
+                if not (context.startswith(grown) or grown.startswith(context)):
+                    continue
+                if len(text) < len(context):
+                    universe += p
+                if len(grown) > len(context):
+                    done, live = self._names(targets, grown)
+                    if done is None and len(live) == 1 and state is not None:
+                        done = live[0]  # the grammar writes the rest of it
+                    if done is not None:
+                        mass[done] += here * p
+                        placed += p
+                    if done is not None or not live:
+                        continue
+                child, forced = self._grown(sampler, state, token)
+                grown += b"".join(pieces.of[t] for t in forced)
+                if forced and len(grown) > len(context):
+                    done, _ = self._names(targets, grown)
+                    if done is not None:  # the runtime's own characters end the name
+                        mass[done] += here * p
+                        placed += p
+                        llama_cpp.llama_sampler_free(child)
+                        continue
+                heapq.heappush(heap, (-here * p, order, grown, [*path, token, *forced], child))
+                order += 1
+                waiting += here * p
+                placed += p
+            return here * max(universe - placed, 0.0)
+
+        try:
+            while heap:
+                if waiting <= CONFIDENCE_TOLERANCE or self.evals >= budget:
+                    self.cut = self.evals >= budget and waiting > CONFIDENCE_TOLERANCE
+                    unfollowed = sum(-item[0] for item in heap)
+                    break
+                neg, _, text, path, state = heapq.heappop(heap)
+                waiting += neg
+                try:
+                    other += follow(-neg, text, path, state)
+                finally:
+                    if state is not None:
+                        llama_cpp.llama_sampler_free(state)
+        finally:
+            for item in heap:
+                if item[4] is not None:
+                    llama_cpp.llama_sampler_free(item[4])
+            llama.n_tokens = base  # the model's memory is cut back to the reply so far
+        self._finish(mass, other, unfollowed)
+
+    def _names(self, targets: dict, grown: bytes) -> tuple[str | None, list[str]]:
+        """The name `grown` has written whole (closing quote and all), and the names it may
+        still be writing."""
+        live = []
+        for name, spelled in targets.items():
+            for t in spelled:
+                if grown.startswith(t):
+                    return name, [name]
+                if t.startswith(grown):
+                    live.append(name)
+                    break
+        return None, live
+
+    def _probs(self, logits: Any, state: Any, fits: list[int]) -> dict:
+        """The model's probability of each token of `fits`. Under a grammar (`state`), over
+        what the grammar allows, which in a name is a subset of `fits` (a token the grammar
+        allows writes some name's next characters): the grammar is asked about those tokens
+        only, not the whole vocabulary. Without a grammar, over the whole vocabulary."""
+        import llama_cpp
+        import numpy as np
+        if state is None:
+            x = np.asarray(logits, dtype=np.float64)
+            top = x.max()
+            total = float(np.exp(x - top).sum())
+            return {t: float(np.exp(x[t] - top)) / total for t in fits}
+        if not fits:
+            return {}
+        ids = np.asarray(fits, dtype=np.intc)
+        data = np.zeros(len(ids), dtype=np.dtype([("id", np.intc), ("logit", np.single),
+                                                  ("p", np.single)], align=True))
+        data["id"] = ids
+        data["logit"] = np.asarray(logits, dtype=np.single)[ids]
+        arr = llama_cpp.llama_token_data_array(
+            data=data.ctypes.data_as(llama_cpp.llama_token_data_p), size=len(ids),
+            selected=-1, sorted=False)
+        llama_cpp.llama_sampler_apply(state, ctypes.byref(arr))
+        allowed = np.isfinite(data["logit"])
+        if not allowed.any():
+            return {}
+        x = np.asarray(logits, dtype=np.float64)[ids[allowed]]
+        e = np.exp(x - x.max())
+        return dict(zip(ids[allowed].tolist(), (e / e.sum()).tolist()))
+
+    def _grown(self, sampler: "_Sampler", state: Any, token: int) -> tuple[Any, list[int]]:
+        """The grammar's state after `token` (a copy) and the tokens the runtime would write
+        itself next (`_Sampler.forced`, tokenized as `_run` does)."""
+        import llama_cpp
+        if state is None:
+            return None, []
+        child = llama_cpp.llama_sampler_clone(state)
+        llama_cpp.llama_sampler_accept(child, token)
+        if not self.runtime.fast_forward or sampler.probe is None:
+            return child, []
+        fixed = sampler.forced_from(child, 256)
+        if not fixed:
+            return child, []
+        llama = self.model.llama
+        more = llama.tokenize(fixed, add_bos=False, special=False)
+        if not fixed.startswith(llama._model.detokenize(more)):
+            return child, []
+        for t in more:
+            llama_cpp.llama_sampler_accept(child, t)
+        return child, more
+
+    def _finish(self, mass: dict, other: float, unfollowed: float) -> None:
+        total = sum(mass.values()) + other + unfollowed
+        self.unfollowed = unfollowed / total if total > 0 else 0.0
+        note = None
+        if total <= 0:
+            probs, rest = {n: 0.0 for n in self.names}, 1.0
+            note = "the model gave no probability to any text that writes a name here"
+        else:
+            probs = {n: mass.get(n, 0.0) / total for n in self.names}
+            rest = (other + unfollowed) / total
+            if self.cut:
+                note = (f"{self.unfollowed:.2g} of the probability was on spellings of names "
+                        f"not followed within {CONFIDENCE_EVALS_PER_NAME} model evaluations "
+                        f"per name; it is counted in other")
+        self.result = {"probs": probs, "other": rest, "source": "exact", "note": note}
+
+    def missing(self, why: str) -> dict:
+        return {"probs": {n: 0.0 for n in self.names}, "other": 1.0, "source": "exact",
+                "note": why}
 
 
 def _probe(llama: Any) -> tuple[Any, Any] | None:
