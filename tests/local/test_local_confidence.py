@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from openprogram import DecisionError, decision
-from openprogram.agentic_programming.errors import ModelCallError
+from openprogram.base.errors import ModelCallError
 from openprogram.runtimes import LlamaCppRuntime
 from openprogram.runtimes.llamacpp import (CONFIDENCE_TOLERANCE, MIN_PREFIX_TOKENS,
                                            decision_grammar)
