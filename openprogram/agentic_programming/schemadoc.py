@@ -75,21 +75,24 @@ class _Doc:
 
     def deref(self, node: dict) -> tuple[dict, str | None]:
         """`node` with a `$ref` to one of the defs followed (the node's own keys win), and the
-        def's name."""
+        def's name; a boolean schema as an object (`true`: any value; `false`: none)."""
         if not isinstance(node, dict):  # a boolean schema: `true` is any value
-            return {}, None
+            return ({"not": {}} if node is False else {}), None
         ref = node.get("$ref")
         if isinstance(ref, str):
-            name = "#" if ref == "#" else ref.rpartition("/")[2] \
+            name = "#" if ref == "#" else _unescape(ref.rpartition("/")[2]) \
                 if ref.startswith(("#/$defs/", "#/definitions/")) else None
-            if name in self.defs:
-                return {**self.defs[name], **{k: v for k, v in node.items() if k != "$ref"}}, name
+            target = self.defs.get(name) if name is not None else None
+            if isinstance(target, dict):
+                return {**target, **{k: v for k, v in node.items() if k != "$ref"}}, name
+            if target is not None:   # a boolean def
+                return self.deref(target)[0], name
         return node, None
 
     def variants(self, node: dict) -> list[dict]:
         """The non-null members of an anyOf / oneOf."""
         return [v for v in node.get("anyOf") or node.get("oneOf") or []
-                if v.get("type") != "null"]
+                if not isinstance(v, dict) or v.get("type") != "null"]
 
     def type_name(self, node: dict) -> str:
         node, ref = self.deref(node)
@@ -265,8 +268,9 @@ class _Doc:
         inner = self.nested(node, name, indent + "  ", stack)
         if only_shapes and not inner and not self.notes(node):
             return []
+        own = node if isinstance(node, dict) else {}
         line = field_line(name, self.type_name(node), required,
-                          node.get("default", _MISSING) if default is _UNSET else default,
+                          own.get("default", _MISSING) if default is _UNSET else default,
                           self.description(node) if description is _UNSET else description,
                           [*self.notes(node), *notes], indent)
         return [line, *inner]
@@ -314,6 +318,11 @@ class _Doc:
         elif isinstance(value, list) and isinstance(node.get("items"), dict):
             for i, v in enumerate(value):
                 self.extra_paths(node["items"], v, f"{path}[{i}]", dropped)
+
+
+def _unescape(token: str) -> str:
+    from urllib.parse import unquote
+    return unquote(token).replace("~1", "/").replace("~0", "~")
 
 
 def _json_type(v: Any) -> str:

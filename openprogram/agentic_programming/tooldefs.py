@@ -113,7 +113,7 @@ class JsonSchemaOption(Option):
 
     def __init__(self, name: str, description: str, schema: dict, fn: Callable | None,
                  where: str):
-        self.check = compile_schema(schema, where)
+        self.check = compile_schema(schema, where, as_written=True)
         schema = merge_all_of(schema, where)
         defs = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {}), "#": schema}
         doc = _Doc(defs)

@@ -28,8 +28,10 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from typing import Any, Callable
 
 from .errors import OptionError, ParseError
-from .jsonvalues import (FORMAT_CHECKS, SURROGATE as _SURROGATE, _bad_json_value,
-                         check_json_value, describe_value, equal, json_head, safe_key)
+from .jsonvalues import (FORMAT_CHECKS, OPENAPI_FORMATS, PYTHON_FORMAT_CHECKS,
+                         SURROGATE as _SURROGATE,
+                         _bad_json_value, check_json_value, describe_value, equal, json_head,
+                         safe_key)
 from .pytypes import SHORT, json_type
 
 __all__ = ["compile_schema", "merge_all_of", "Checker", "SUPPORTED", "REFUSED", "ANNOTATIONS", "FORMATS", "PY",
@@ -52,8 +54,10 @@ REFUSED = frozenset({
     "propertyNames", "unevaluatedProperties", "unevaluatedItems", "contains", "minContains",
     "maxContains", "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor",
     "additionalItems", "dependencies", "$anchor", "$vocabulary", "contentSchema"})
-#: The `format` values checked; any other is an annotation.
-FORMATS = frozenset({"date", "date-time", "time", "email", "uri", "uuid"})
+#: The `format` values checked; any other is an annotation (OpenAPI's numeric ones are bounds).
+FORMATS = frozenset(FORMAT_CHECKS)
+#: Keywords only a schema as written may use (schemaeval.py judges a document that has one).
+WRITTEN_ONLY = REFUSED | {"allOf", "$id"}
 
 PY = object()     # internal key: JSON value -> Python value, after validation
 CHECK = object()  # internal key: a function that validates the node itself
@@ -77,13 +81,59 @@ class Checker:
 # ---------------------------------------------------------------------------------------------
 
 
-def compile_schema(schema: Any, where: str) -> Checker:
+def compile_schema(schema: Any, where: str, as_written: bool = False) -> Checker:
     """`schema` read once into a `Checker`; `OptionError` (naming `where`, the keyword and its
     place in the schema) for a keyword that would change what is valid but is not supported,
-    for a `$ref` that points at nothing and for a malformed keyword value."""
-    c = _Compiler(schema, where)
+    for a `$ref` that points at nothing and for a malformed keyword value.
+
+    `as_written` is for a schema of the user's (`JsonSchema`, a tool definition): JSON Schema's
+    meaning holds — keys the schema allows are kept, `additionalProperties: false` refuses
+    others, `1.0` is an integer (delivered as `1`) — and a document using any keyword beyond
+    the ones compiled here is judged by schemaeval.py, the value delivered as written."""
+    if as_written and _needs_evaluator(schema):
+        from .schemaeval import Evaluator
+        ev = Evaluator(schema, where)
+
+        def run(v, p, d, check=ev.check):
+            check_json_value(v, p, deep=True)
+            return check(v, p)
+        return Checker(run, ev.annotations, schema)
+    c = _Compiler(schema, where, as_written)
     run = c.node(schema, "#")
     return Checker(run, c.annotations, schema)
+
+
+def _needs_evaluator(schema: Any) -> bool:
+    """Whether a document uses what only schemaeval.py judges: a keyword of WRITTEN_ONLY, a
+    boolean subschema, a reference beyond a plain pointer, an empty enum."""
+    stack = [(schema, True)]
+    while stack:
+        node, at_root = stack.pop()
+        if isinstance(node, list):
+            stack += [(x, False) for x in node]
+            continue
+        if not isinstance(node, dict):
+            if isinstance(node, bool) and not at_root:
+                return True
+            continue
+        for k, v in node.items():
+            if k in WRITTEN_ONLY or k in ("$anchor", "$dynamicRef", "$dynamicAnchor"):
+                return True
+            if k == "$ref" and (not isinstance(v, str) or not v.startswith("#")
+                                or "%" in v or (len(v) > 1 and not v.startswith("#/"))):
+                return True
+            if k == "enum" and v == []:
+                return True
+            if k == "format" and v in OPENAPI_FORMATS:
+                return True
+            if k == "items" and isinstance(v, bool):
+                return True
+            if k in ("properties", "$defs", "definitions") and isinstance(v, dict):
+                stack += [(x, False) for x in v.values()]
+            elif k not in ("enum", "const", "default", "examples") and \
+                    isinstance(v, (dict, list, bool)):
+                stack.append((v, False))
+    return False
 
 
 def merge_all_of(schema: Any, where: str = "the schema") -> Any:
@@ -97,15 +147,18 @@ def merge_all_of(schema: Any, where: str = "the schema") -> Any:
         if not isinstance(node, dict):
             return node
         if "allOf" in node:
-            node = c.merge_all_of(node, ptr)
+            try:
+                node = c.merge_all_of(node, ptr)
+            except OptionError:
+                pass   # parts that do not join (booleans, conflicts): shown as they are
         return {k: v if k in ("enum", "const", "default", "examples") else walk(v, f"{ptr}/{k}")
                 for k, v in node.items()}
     return walk(schema, "#")
 
 
 class _Compiler:
-    def __init__(self, root: Any, where: str):
-        self.root, self.where = root, where
+    def __init__(self, root: Any, where: str, as_written: bool = False):
+        self.root, self.where, self.as_written = root, where, as_written
         self.refs: dict[str, list] = {}   # "$ref" -> [checker], filled once compiled
         self.annotations: list[str] = []
 
@@ -162,7 +215,7 @@ class _Compiler:
             if k not in SUPPORTED and k not in ANNOTATIONS:
                 self.annotations.append(f"{k!r} at {ptr}")
         fmt = s.get("format")
-        if fmt is not None and fmt not in FORMATS:
+        if fmt is not None and fmt not in FORMATS and fmt not in OPENAPI_FORMATS:
             self.annotations.append(f"format {fmt!r} at {ptr}")
         if "allOf" in s:
             s = self.merge_all_of(s, ptr)
@@ -247,7 +300,7 @@ class _Compiler:
         obj = self.object(s, ptr) if types is None or "object" in types else None
         # OpenAPI's `nullable: true` lets null through whatever else the node says.
         return _make_node(types, name, steps, obj, s.get("nullable") is True,
-                          "anyOf" in s or "oneOf" in s)
+                          "anyOf" in s or "oneOf" in s, self.as_written)
 
     def choice(self, s: dict, ptr: str) -> Callable:
         if "const" in s:
@@ -329,7 +382,7 @@ class _Compiler:
             steps.append(pattern)
         fmt = s.get("format")
         if fmt in FORMAT_CHECKS:
-            test = FORMAT_CHECKS[fmt]
+            test = (FORMAT_CHECKS if self.as_written else PYTHON_FORMAT_CHECKS)[fmt]
 
             def form(v, p, d):
                 if isinstance(v, str) and not test(v):
@@ -344,8 +397,11 @@ class _Compiler:
         """The step checking a text's length or a list's count against `low` / `high`."""
         lo, hi = s.get(low), s.get(high)
         for k, n in ((low, lo), (high, hi)):
+            if isinstance(n, float) and n.is_integer():
+                n = int(n)   # JSON Schema counts 1.0 as an integer
             if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 0):
                 raise self.fail(ptr, f"{k} takes a non-negative integer, got {n!r}")
+        lo, hi = (int(n) if isinstance(n, float) else n for n in (lo, hi))
         if lo is None and hi is None:
             return []
 
@@ -454,6 +510,8 @@ class _Compiler:
         extra = s.get("additionalProperties")
         if isinstance(extra, dict) or extra is True:
             extra_run = self.node(extra, f"{ptr}/additionalProperties")
+        elif self.as_written:   # JSON Schema's meaning: kept when allowed, refused when not
+            extra_run = _any if extra is None else _refused
         else:
             extra_run = None  # absent or false: outside the schema, so dropped
         lo, hi = s.get("minProperties"), s.get("maxProperties")
@@ -485,18 +543,26 @@ def _any(v: Any, p: str, d: list[str]) -> Any:
     return v
 
 
+def _refused(v: Any, p: str, d: list[str]) -> Any:
+    raise ParseError("invalid_value", f"{p} is not allowed (the schema allows no other keys)", p)
+
+
 def _nothing(v: Any, p: str, d: list[str]) -> Any:
     raise ParseError("invalid_value", f"{p} must not be given (the schema allows no value)", p)
 
 
 def _make_node(types: list | None, name: str, steps: list[Callable], obj: tuple | None,
-               nullable: bool, union: bool) -> Callable:
+               nullable: bool, union: bool, as_written: bool = False) -> Callable:
     allowed = frozenset(types) if types is not None else None
     to_float = allowed is not None and "number" in allowed and "integer" not in allowed
+    # JSON Schema counts 1.0 as an integer; Python annotations (the spec's forms) do not
+    whole = as_written and allowed is not None and "integer" in allowed
 
     def run(v: Any, p: str, d: list[str]) -> Any:
         if v is None and nullable:
             return v
+        if whole and type(v) is float and v.is_integer() and "number" not in allowed:
+            v = int(v)
         if allowed is not None:
             t = json_type(v)
             if t not in allowed and not (t == "integer" and "number" in allowed):
@@ -579,8 +645,8 @@ def _object_code(obj: tuple, general: Callable) -> Callable | None:
     doubt — a key outside the schema, a field missing or of another type — the whole object
     goes to `general`, which gives the same result, drops and error as ever."""
     fields, missing_only, extra_run, lo, hi, _ = obj
-    if missing_only or extra_run is not None or lo is not None or hi is not None or \
-            not fields or len(fields) > 200:
+    # (a key outside the fields goes to `general` whatever `extra_run` does with it)
+    if missing_only or lo is not None or hi is not None or not fields or len(fields) > 200:
         return None
     env: dict = {"KEYS": frozenset(k for k, *_ in fields), "general": general,
                  "ABSENT": _ABSENT, "SUR": _SURROGATE.search}
@@ -635,7 +701,7 @@ def _object(v: dict, p: str, d: list[str], obj: tuple) -> dict:
             if extra_run is None:
                 d.append(f"{p}.{safe_key(k)}")
             else:
-                out[k] = extra_run(x, f"{p}.{k}", d)
+                out[k] = extra_run(x, f"{p}.{safe_key(k)}", d)
     n = len(v)  # as the specification counts: the keys given, dropped ones too
     if lo is not None and n < lo:
         raise ParseError("invalid_value", f"{p} must have at least {lo} keys, got {n}", p)
