@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
 from .errors import ParseError
 from .pytypes import json_type
 
-__all__ = ["check_json_value", "describe_value", "json_head", "safe_key", "equal",
+__all__ = ["check_json_value", "describe_value", "json_head", "json_text", "safe_key", "equal",
            "FORMAT_CHECKS", "OPENAPI_FORMATS", "PYTHON_FORMAT_CHECKS"]
 
 SURROGATE = re.compile("[\ud800-\udfff]")
@@ -45,9 +45,19 @@ def _preview(v: Any, depth: int = 0) -> Any:
     return v
 
 
+def json_text(v: Any) -> str:
+    """`v` as JSON text, text as written (거실, not \\uac70\\uc2e4), a lone surrogate escaped."""
+    text = json.dumps(v, default=repr, ensure_ascii=False)
+    return text if text.isascii() or not SURROGATE.search(text) else json.dumps(v, default=repr)
+
+
 def json_head(v: Any) -> str:
-    """The start of `v` as JSON text (a lone surrogate escaped), for an error message."""
-    return json.dumps(_preview(v), default=repr)[:60]
+    """The start of `v` as JSON text, for an error message: text as written (거실), a lone
+    surrogate escaped."""
+    text = json.dumps(_preview(v), default=repr, ensure_ascii=False)
+    if not text.isascii() and SURROGATE.search(text):
+        text = json.dumps(_preview(v), default=repr)
+    return text[:60]
 
 
 def describe_value(v: Any) -> str:

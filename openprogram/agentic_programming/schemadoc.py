@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from typing import Any, Callable
 
 from .jsonable import to_jsonable
+from .jsonvalues import SURROGATE as _SURROGATE
 from .pytypes import FORMAT_EXAMPLES, SHORT, json_type
 
 __all__ = ["UserType", "first_paragraph", "field_line", "shown"]
@@ -29,7 +30,14 @@ def shown(value: Any) -> str:
     j = to_jsonable(value)
     if isinstance(j, dict) and set(j) == {"repr", "type"}:
         j = j["repr"]
-    return json.dumps(j)
+    return _json_text(j)
+
+
+def _json_text(j: Any) -> str:
+    """JSON text with what it holds as written (거실, not \\uac70\\uc2e4); a lone
+    surrogate, which no text can be written out with, escaped."""
+    text = json.dumps(j, ensure_ascii=False, default=repr)
+    return text if text.isascii() or not _SURROGATE.search(text) else json.dumps(j, default=repr)
 
 
 def field_line(name: str, type_name: str, required: bool, default: Any, description: str,
@@ -177,6 +185,8 @@ class _Doc:
         if props:
             out = {}
             for key, sub in props.items():
+                if sub is False:
+                    continue   # a key that must not be given
                 x = self.example(sub, stack)
                 if x is _CUT:
                     if key in node.get("required", ()):
@@ -200,13 +210,75 @@ class _Doc:
             if inner:
                 out.append(f"as {self.type_name(m)}: {', '.join(inner)}")
         if "const" in node:
-            out.append(f"always {json.dumps(node['const'])}")
+            out.append(f"always {_json_text(node['const'])}")
         elif node.get("enum"):
-            out.append("one of: " + ", ".join(json.dumps(v) for v in node["enum"]))
-        out += [text.format(json.dumps(node[key])) for key, text in _CONSTRAINTS if key in node]
+            out.append("one of: " + ", ".join(_json_text(v) for v in node["enum"]))
+        elif node.get("enum") == []:
+            out.append("no value is allowed (the enum is empty)")
+        out += [text.format(_json_text(node[key])) for key, text in _CONSTRAINTS if key in node]
         if node.get("uniqueItems"):
             out.append("no repeated items")
+        return out + self.rule_notes(node)
+
+    def rule_notes(self, node: dict, depth: int = 0) -> list[str]:
+        """The keywords that relate parts of a value, in words (`not`, `if` / `then`, keys by
+        pattern, `contains`, ...)."""
+        out = []
+        d = lambda sub: self.describe(sub, depth + 1)  # noqa: E731
+        for i, part in enumerate(node.get("allOf") or ()):
+            if part is not True and part != {} and \
+                    not (isinstance(part, dict) and set(part) <= {"properties", "required"}):
+                out.append(f"and {d(part)}")
+        if node.get("not") in ({}, True):
+            out.append("must not be given (the schema allows no value)")
+        elif "not" in node:
+            out.append(f"must not be {d(node['not'])}")
+        if "if" in node and ("then" in node or "else" in node):
+            text = f"if it is {d(node['if'])}"
+            if "then" in node:
+                text += f", then it must be {d(node['then'])}"
+            if "else" in node:
+                text += f"; otherwise it must be {d(node['else'])}"
+            out.append(text)
+        for pattern, sub in (node.get("patternProperties") or {}).items():
+            out.append(f"keys matching the pattern {_json_text(pattern)} hold {d(sub)}")
+        if node.get("additionalProperties") is False:
+            out.append("no other keys")
+        if "propertyNames" in node:
+            out.append(f"every key is {d(node['propertyNames'])}")
+        for key, needs in (node.get("dependentRequired") or {}).items():
+            if isinstance(needs, list) and needs:
+                out.append(f"when {key} is given, {', '.join(map(str, needs))} must be too")
+        for key, sub in (node.get("dependentSchemas") or {}).items():
+            out.append(f"when {key} is given, it must be {d(sub)}")
+        if "contains" in node:
+            lo, hi = node.get("minContains", 1), node.get("maxContains")
+            many = f"at least {lo}" if hi is None else f"{lo} to {hi}"
+            out.append(f"holds {many} item(s) that are {d(node['contains'])}")
+        for key, what in (("unevaluatedProperties", "keys"), ("unevaluatedItems", "items")):
+            if node.get(key) is False:
+                out.append(f"no {what} other than those described")
+            elif isinstance(node.get(key), dict):
+                out.append(f"other {what} hold {d(node[key])}")
         return out
+
+    def describe(self, node: Any, depth: int = 0) -> str:
+        """A subschema in a few words: its type and what it allows."""
+        if node is True or node == {}:
+            return "any value"
+        if node is False:
+            return "nothing (no value is allowed)"
+        if depth > 3:
+            return "as its schema says"
+        node, _ = self.deref(node)
+        parts = [] if self.type_name(node) == "any" else [self.type_name(node)]
+        props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+        for key, sub in props.items():
+            parts.append(f"{key} {self.describe(sub, depth + 1)}")
+        if node.get("required"):
+            parts.append(f"with {', '.join(map(str, node['required']))} given")
+        parts += self.notes(node) if depth < 3 else []
+        return ", ".join(parts) or "any value"
 
     def nested(self, node: dict, name: str, indent: str, stack: tuple) -> list[str]:
         """The menu lines below a field of type `node`: one per field of an object, and of the
@@ -255,7 +327,7 @@ class _Doc:
             head = f"{indent}- {name} as {self.type_name(m)}"
             tag_node = self.deref(m)[0].get("properties", {}).get(tag or "", {})
             if "const" in tag_node:
-                head += f" ({tag} = {json.dumps(tag_node['const'])})"
+                head += f" ({tag} = {_json_text(tag_node['const'])})"
             lines += [head + ":", *inner]
         return lines
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from typing import Any, Callable
 
 from .errors import OptionError, ParseError
-from .jsonvalues import FORMAT_CHECKS, OPENAPI_FORMATS, equal, json_head, safe_key
+from .jsonvalues import FORMAT_CHECKS, OPENAPI_FORMATS, equal, json_head, json_text, safe_key
 
 __all__ = ["Evaluator", "KEYWORDS"]
 
@@ -306,12 +306,12 @@ class Evaluator:
             steps.append(type_)
         if "enum" in s or "const" in s:
             if "const" in s:
-                values, what = [s["const"]], f"always {json_head(s['const'])}"
+                values, what = [s["const"]], f"always {json_text(s['const'])}"
             else:
                 values = s["enum"]
                 if not isinstance(values, list):
                     raise self.fail(ptr, "enum takes a list of the allowed values")
-                what = "one of " + ", ".join(json_head(x) for x in values) if values else \
+                what = "one of " + ", ".join(json_text(x) for x in values) if values else \
                     "nothing (the enum is empty)"
             if s.get("nullable") is True:
                 values = [*values, None]

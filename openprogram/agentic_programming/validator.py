@@ -20,7 +20,6 @@ once, with fast paths for the nodes most schemas are made of.
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 TYPE_CHECKING = False
@@ -31,7 +30,7 @@ from .errors import OptionError, ParseError
 from .jsonvalues import (FORMAT_CHECKS, OPENAPI_FORMATS, PYTHON_FORMAT_CHECKS,
                          SURROGATE as _SURROGATE,
                          _bad_json_value, check_json_value, describe_value, equal, json_head,
-                         safe_key)
+                         json_text, safe_key)
 from .pytypes import SHORT, json_type
 
 __all__ = ["compile_schema", "merge_all_of", "Checker", "SUPPORTED", "REFUSED", "ANNOTATIONS", "FORMATS", "PY",
@@ -246,6 +245,8 @@ class _Compiler:
         out = {k: v for k, v in s.items() if k != "allOf"}
         for i, part in enumerate(parts):
             here = f"{ptr}/allOf/{i}"
+            if part is True:   # allows anything: adds nothing to join
+                continue
             seen = set()
             while isinstance(part, dict) and "$ref" in part:
                 ref = part["$ref"]
@@ -304,12 +305,12 @@ class _Compiler:
 
     def choice(self, s: dict, ptr: str) -> Callable:
         if "const" in s:
-            values, what = [s["const"]], f"always {json.dumps(s['const'], default=repr)}"
+            values, what = [s["const"]], f"always {json_text(s['const'])}"
         else:
             values = s["enum"]
             if not isinstance(values, list) or not values:
                 raise self.fail(ptr, "enum takes a non-empty list of allowed values")
-            what = "one of " + ", ".join(json.dumps(v, default=repr) for v in values)
+            what = "one of " + ", ".join(json_text(v) for v in values)
         if s.get("nullable") is True and None not in values:
             values = [*values, None]
 
