@@ -575,7 +575,8 @@ def _make_node(types: list | None, name: str, steps: list[Callable], obj: tuple 
                 raise ParseError("invalid_value", f"{p} {problem}", p)
         for step in steps:
             v = step(v, p, d)
-        if obj is not None and isinstance(v, dict) and not union:
+        # (a union's object keywords are its own as well; the spec's forms never have both)
+        if obj is not None and isinstance(v, dict) and (not union or as_written):
             v = _object(v, p, d, obj)
         if to_float and type(v) is int:
             try:
