@@ -118,6 +118,33 @@ def check_json_value(value: Any, path: str, deep: bool = False, numbers: bool = 
                 stack.append((k, f"{where} (a key)"))
 
 
+def is_json_value(value: Any) -> bool:
+    """Whether `value` holds only what JSON means, all the way down: the quick yes of
+    `check_json_value(value, path, deep=True)`, which names the fault when this says no."""
+    stack = [value]
+    pop, many = stack.pop, stack.extend
+    while stack:
+        v = pop()
+        t = type(v)
+        if t is str:
+            if not v.isascii() and SURROGATE.search(v):
+                return False
+        elif t is dict:
+            for k in v:
+                if type(k) is str and not k.isascii() and SURROGATE.search(k):
+                    return False
+            many(v.values())
+        elif t is list:
+            many(v)
+        elif t is float:
+            if v - v != 0.0:
+                return False
+        elif t is int:
+            if v.bit_length() > 14_000:
+                return False
+    return True
+
+
 def equal(a: Any, b: Any) -> bool:
     """JSON equality: `1 == 1.0`, but a boolean never equals a number, all the way down."""
     if isinstance(a, bool) or isinstance(b, bool):

@@ -42,6 +42,7 @@ KEYWORDS = frozenset({
 _TYPES = ("null", "boolean", "object", "array", "number", "string", "integer")
 _WORDS = {"null": "null", "boolean": "a boolean", "object": "an object", "array": "a list",
           "number": "a number", "string": "a string", "integer": "an integer"}
+_PY = {"null": type(None), "boolean": bool, "object": dict, "array": list, "string": str}
 _NONE = (frozenset(), frozenset())   # a subschema's annotations: no property, no item
 
 
@@ -271,14 +272,16 @@ class Evaluator:
         def run(v, p):
             if v is None and nullable:
                 return _NONE
-            if len(steps) == 1:
-                got = steps[0](v, p)
-                return unevaluated(v, p, got) if unevaluated else got
-            found = [step(v, p) for step in steps]
-            got = _merge(found)
+            got = _NONE
+            for step in steps:
+                found = step(v, p)
+                if found is not _NONE:
+                    got = found if got is _NONE else (got[0] | found[0], got[1] | found[1])
             return unevaluated(v, p, got) if unevaluated else got
         if not steps and unevaluated is None:
             return lambda v, p: _NONE
+        if len(steps) == 1 and unevaluated is None and not nullable:
+            return steps[0]
         return run
 
     def _bad(self, ptr: str, key: str, what: str) -> None:
@@ -296,8 +299,15 @@ class Evaluator:
             if s.get("nullable") is True:
                 types = [*types, "null"]
             words = " or ".join(_WORDS[t] for t in types)
+            exact = frozenset(_PY[t] for t in types if t in _PY)
+            if "number" in types:
+                exact |= {int, float}
+            elif "integer" in types:
+                exact |= {int}
 
             def type_(v, p):
+                if type(v) in exact:
+                    return _NONE
                 for t in types:
                     if _is(v, t):
                         return _NONE
@@ -315,8 +325,11 @@ class Evaluator:
                     "nothing (the enum is empty)"
             if s.get("nullable") is True:
                 values = [*values, None]
+            texts = frozenset(x for x in values if type(x) is str)
 
             def choice(v, p):
+                if type(v) is str and v in texts:
+                    return _NONE
                 for allowed in values:
                     if equal(v, allowed):
                         return _NONE
@@ -482,18 +495,28 @@ class Evaluator:
             patterns.append((rx, c(x, base, f"{ptr}/patternProperties/{text}")))
         extra = c(s["additionalProperties"], base, f"{ptr}/additionalProperties") \
             if "additionalProperties" in s else None
-        if props or patterns or extra is not None:
+        if props and not patterns and extra is None:
+            def named_only(v, p):   # (the common case: the named keys, looked up)
+                if not isinstance(v, dict):
+                    return _NONE
+                seen = []
+                for k, run in props.items():
+                    if k in v:
+                        run(v[k], p + "." + k if k.isascii() else f"{p}.{safe_key(k)}")
+                        seen.append(k)
+                return (frozenset(seen), frozenset()) if seen else _NONE
+            steps.append(named_only)
+        elif props or patterns or extra is not None:
             def properties(v, p):
                 if not isinstance(v, dict):
                     return _NONE
                 seen = set()
                 for k, x in v.items():
-                    here = f"{p}.{safe_key(k)}"
-                    matched = False
+                    here = p + "." + k if k.isascii() else f"{p}.{safe_key(k)}"
                     run = props.get(k)
-                    if run is not None:
+                    matched = run is not None
+                    if matched:
                         run(x, here)
-                        matched = True
                     for rx, prun in patterns:
                         if rx.search(k):
                             prun(x, here)

@@ -29,8 +29,8 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
 from .errors import OptionError, ParseError
 from .jsonvalues import (FORMAT_CHECKS, OPENAPI_FORMATS, PYTHON_FORMAT_CHECKS,
                          SURROGATE as _SURROGATE,
-                         _bad_json_value, check_json_value, describe_value, equal, json_head,
-                         json_text, safe_key)
+                         _bad_json_value, check_json_value, describe_value, equal,
+                         is_json_value, json_head, json_text, safe_key)
 from .pytypes import SHORT, json_type
 
 __all__ = ["compile_schema", "merge_all_of", "Checker", "SUPPORTED", "REFUSED", "ANNOTATIONS", "FORMATS", "PY",
@@ -94,7 +94,8 @@ def compile_schema(schema: Any, where: str, as_written: bool = False) -> Checker
         ev = Evaluator(schema, where)
 
         def run(v, p, d, check=ev.check):
-            check_json_value(v, p, deep=True)
+            if not is_json_value(v):
+                check_json_value(v, p, deep=True)
             return check(v, p)
         return Checker(run, ev.annotations, schema)
     c = _Compiler(schema, where, as_written)
