@@ -104,17 +104,20 @@ class Evaluator:
     """A JSON Schema document read once: `evaluator.check(value, path)` raises `ParseError`
     for a value the schema does not allow, and returns the value unchanged otherwise."""
 
-    def __init__(self, root: Any, where: str):
+    def __init__(self, root: Any, where: str, compile: bool = True):
         self.root, self.where = root, where
         self.resources: dict[str, Any] = {}   # base URI -> the node that has it as $id
         self.anchors: dict[str, Any] = {}     # base URI # anchor -> node
         self.bases: dict[int, str] = {}       # id(node) -> its base URI
         self.pointers: dict[int, str] = {}    # id(node) -> its JSON Pointer, for messages
         self.compiled: dict[tuple, list] = {}
+        self.nodes: list[tuple] = []          # every subschema: (node, base, pointer)
         self.annotations: list[str] = []
         self.resources[""] = root
         self._scan(root, "", "#")
-        self.run = self._compile(root, "", "#")
+        self._no_empty_cycles()
+        if compile:   # (without: the document's references checked, and nothing more)
+            self.run = self._compile(root, "", "#")
 
     def fail(self, ptr: str, text: str) -> OptionError:
         return OptionError(f"{self.where}: {text} (at {ptr} of the schema)")
@@ -153,6 +156,7 @@ class Evaluator:
                 self.anchors[f"{base}#{anchor}"] = node
             self.bases[id(node)] = base
             self.pointers[id(node)] = ptr
+            self.nodes.append((node, base, ptr))
             for k in _SINGLE:
                 if k in node:
                     stack.append((node[k], base, f"{ptr}/{k}", depth + 1))
@@ -164,6 +168,40 @@ class Evaluator:
                 if isinstance(node.get(k), dict):
                     stack += [(x, base, f"{ptr}/{k}/{name}", depth + 1)
                               for name, x in node[k].items()]
+
+    def _no_empty_cycles(self) -> None:
+        """Refuse a cycle of references with no structure in between (`a` -> `b` -> `a`, or
+        through allOf / anyOf / not ...): it would judge the same value against itself for
+        ever. A cycle through properties or items is a recursive type, and ends with the value."""
+        state: dict[int, int] = {}   # id -> 1 on the path, 2 done
+        stack = [(node, base, ptr, False) for node, base, ptr in reversed(self.nodes)]
+        while stack:
+            node, base, ptr, leaving = stack.pop()
+            if leaving:
+                state[id(node)] = 2
+                continue
+            if not isinstance(node, dict) or state.get(id(node)) == 2:
+                continue
+            if state.get(id(node)) == 1:
+                raise self.fail(ptr, "the references form a cycle with no properties or items "
+                                     "in between, so no value could ever be judged; give the "
+                                     "recursion a shape (a property or items)")
+            state[id(node)] = 1
+            stack.append((node, base, ptr, True))
+            if isinstance(node.get("$id"), str):
+                base = _join(base, node["$id"]).partition("#")[0]
+            if "$ref" in node:
+                target, tbase, tptr = self._resolve(node["$ref"], base, ptr)
+                stack.append((target, tbase, tptr, False))
+            for k in ("not", "if", "then", "else"):
+                if k in node:
+                    stack.append((node[k], base, f"{ptr}/{k}", False))
+            for k in ("allOf", "anyOf", "oneOf"):
+                if isinstance(node.get(k), list):
+                    stack += [(x, base, f"{ptr}/{k}/{i}", False) for i, x in enumerate(node[k])]
+            if isinstance(node.get("dependentSchemas"), dict):
+                stack += [(x, base, f"{ptr}/dependentSchemas/{n}", False)
+                          for n, x in node["dependentSchemas"].items()]
 
     def _resolve(self, ref: Any, base: str, ptr: str) -> tuple[Any, str, str]:
         if not isinstance(ref, str):

@@ -98,6 +98,9 @@ def compile_schema(schema: Any, where: str, as_written: bool = False) -> Checker
                 check_json_value(v, p, deep=True)
             return check(v, p)
         return Checker(run, ev.annotations, schema)
+    if as_written:   # its depth bounded, a cycle of bare references refused, by name
+        from .schemaeval import Evaluator
+        Evaluator(schema, where, compile=False)
     c = _Compiler(schema, where, as_written)
     run = c.node(schema, "#")
     return Checker(run, c.annotations, schema)

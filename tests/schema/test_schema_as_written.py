@@ -155,10 +155,21 @@ def test_the_spec_forms_still_drop_and_record_keys_outside_the_parameters():
     ({"type": "strnig"}, "type must be"),
     ({"minimum": "3"}, "minimum takes a number"),
     ({"$ref": "#/$defs/nowhere"}, "points at nothing"),
+    ({"$id": "urn:v", "$ref": "#/$defs/percent%25field",
+      "$defs": {"percent%field": {"type": "string"}}, "minimum": "x"}, "minimum takes a number"),
     ({"not": {"$ref": "#/$defs/nowhere"}}, "points at nothing"),
     ({"patternProperties": {"(": {}}}, "is not a regular expression"),
+    ({"$id": "urn:v", "$ref": "#/$defs/a",
+      "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}},
+     "cycle with no properties or items"),
+    ({"$id": "urn:v", "$defs": {"a": {"not": {"allOf": [{"$ref": "#/$defs/a"}]}}}},
+     "cycle with no properties or items"),
+    ({"$ref": "https://example.org/address.json"}, "inline that schema under $defs"),
+    ({"$id": "urn:v", "$ref": "#/$defs/a", "$defs": {"a": {"$dynamicRef": "#x"}}},
+     "$dynamicRef"),
+    (json.loads('{"items": ' * 300 + '{}' + '}' * 300), "deeper than 200 levels"),
 ])
 def test_a_schema_that_is_not_json_schema_is_refused_at_build_naming_where(schema, words):
-    with pytest.raises(openprogram.OptionError, match="#/properties/v") as err:
+    with pytest.raises(openprogram.OptionError, match="at #/properties/v") as err:
         normalize({"fill": openprogram.JsonSchema({"type": "object", "properties": {"v": schema}})})
     assert words in str(err.value)
