@@ -7,10 +7,12 @@ tool (chat-completions `{"type": "function", "function": {...}}` or responses `{
 value; S1/S3: the spec form) a definition is marked: `openprogram.tool(definition, fn=None)`,
 `openprogram.JsonSchema(schema)`. A definition without a function is a schema option (the pick
 is `{"decision": name, **arguments}`); with one, the function runs with the arguments the
-definition's schema validated. The schema is read once, when the option set is built
-(validator.py refuses unsupported keywords there, and its annotations are named once in an
-`OptionWarning`); the menu lines, the `Call:` example and the schema sent in the tools and
-json_schema modes all come from it.
+definition's schema validated. The schema is read once, when the option set is built, as
+written: JSON Schema's meaning holds (validator.py, and schemaeval.py for the keywords beyond
+it; what cannot be followed is refused there, and annotations are named once in an
+`OptionWarning`), so keys the schema allows are kept, not dropped as the spec's forms drop
+them; the menu lines, the `Call:` example and the schema sent in the tools and json_schema
+modes all come from it.
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from .kinds import Option, call_function, register_list_reader, register_option_
 from .schema import _MISSING, Field, Param
 from .pytypes import python_type
 from .schemadoc import UserType, _Doc
-from .validator import compile_schema, merge_all_of
+from .validator import FORMATS, compile_schema, merge_all_of
 
 __all__ = ["JsonSchema", "ToolDefinition", "tool", "read_definition", "JsonSchemaOption"]
 
@@ -129,8 +131,8 @@ class JsonSchemaOption(Option):
         if self.check.annotations:
             warnings.warn(f"{where}: kept as annotations, not checked: "
                           f"{', '.join(self.check.annotations)} (words that are not JSON Schema "
-                          f"keywords, and formats other than date, date-time, time, email, uri "
-                          f"and uuid)", OptionWarning, stacklevel=6)
+                          f"keywords, and formats other than {', '.join(sorted(FORMATS))} and "
+                          f"OpenAPI's numeric ones)", OptionWarning, stacklevel=6)
         props = schema.get("properties") or {}
         if fn is None and "decision" in props:
             raise OptionError(f"{where}: a schema option cannot have a field 'decision' (the "

@@ -5,12 +5,15 @@ once, when the option set is built, and returns a `Checker`: `checker(value, pat
 returns the value as the option receives it or raises `ParseError` with the kind
 (`type_mismatch`, `enum_violation`, `missing_required`, `invalid_value`) and the path of the
 field at fault (`args.steps[0].action`). A keyword that would change what is valid but is not
-supported is refused there and then (`OptionError` naming the keyword and where it is); words
-that are not JSON Schema (`optional`, `x-...`) and formats other than the checked ones are
-annotations, kept and reported once (`Checker.annotations`). Where this project's rules differ
-from the specification on purpose: a boolean is never an integer or a number, fields outside
-the schema are dropped (their paths recorded) rather than refused, and an integer given for a
-`number` arrives as a float; what a reply may hold at all (finite numbers, valid Unicode) is
+supported is refused there and then (`OptionError` naming the keyword and where it is);
+words that are not JSON Schema (`optional`, `x-...`) and formats other than the checked ones
+are annotations, kept and reported once (`Checker.annotations`). Where the spec's own forms
+differ from the specification on purpose: a boolean is never an integer or a number, fields
+outside the schema are dropped (their paths recorded) rather than refused, `2.0` is not an
+integer, and an integer given for a `number` arrives as a float. A schema of the user's
+(`as_written=True`: `JsonSchema`, a tool definition) follows the specification instead (keys
+kept or refused, `2.0` an integer), and one using a keyword beyond `SUPPORTED` is judged
+whole by schemaeval.py; what a reply may hold at all (finite numbers, valid Unicode) is
 jsonvalues.py's, checked here for every value wherever it sits. Internal schemas built from
 Python types (schema.py) carry, under keys no JSON Schema has, the name messages use (`NAME`),
 a function that turns the validated JSON value into the Python one (`PY`: an Enum member, a
@@ -47,7 +50,8 @@ SUPPORTED = frozenset({
 ANNOTATIONS = frozenset({
     "description", "title", "examples", "default", "$comment", "$schema", "$id", "readOnly",
     "writeOnly", "deprecated", "contentMediaType", "contentEncoding", "discriminator"})
-#: Standard keywords that change what is valid and are not supported: refused when built.
+#: Standard keywords that change what is valid and are not compiled here: refused when built
+#: for the spec's forms; for a schema as written, schemaeval.py judges them.
 REFUSED = frozenset({
     "if", "then", "else", "not", "patternProperties", "dependentRequired", "dependentSchemas",
     "propertyNames", "unevaluatedProperties", "unevaluatedItems", "contains", "minContains",
