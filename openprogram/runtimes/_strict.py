@@ -120,6 +120,9 @@ class _Strict:
 
     def node(self, s: Any, path: str, root: bool = False) -> dict:
         where = path or "the root"
+        if s is False:
+            raise NotStrict(f"{where} allows no value (a false schema), which strict mode "
+                            f"cannot express")
         if not isinstance(s, dict) or not s:
             raise NotStrict(f"{where} accepts any value, which strict mode cannot express")
         s = dict(s)
@@ -165,6 +168,11 @@ class _Strict:
 
     def _object(self, s: dict, out: dict, path: str) -> None:
         props = s.get("properties") or {}
+        for key in ("patternProperties", "unevaluatedProperties"):
+            if key in s and s[key] is not False:
+                # strict mode closes every object, which would forbid the keys these allow
+                raise NotStrict(f"{path or 'the root'} allows keys beyond its properties "
+                                f"({key}), which strict mode cannot express")
         extra = s.get("additionalProperties", True if not props else False)
         if extra is not False:
             raise NotStrict(f"{path or 'the root'} is an object with free-form keys (a dict), "
