@@ -116,7 +116,8 @@ class JsonSchemaOption(Option):
     def __init__(self, name: str, description: str, schema: dict, fn: Callable | None,
                  where: str):
         self.check = compile_schema(schema, where, as_written=True)
-        schema = merge_all_of(schema, where)
+        self.given = schema
+        schema = merge_all_of(schema, where)   # (for the menu: allOf of objects as one object)
         defs = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {}), "#": schema}
         doc = _Doc(defs)
         if "$ref" in schema:  # pydantic's form for a recursive model: the root is a reference
@@ -169,7 +170,10 @@ class JsonSchemaOption(Option):
         return None
 
     def json_schema(self) -> dict:
-        out = {k: v for k, v in copy.deepcopy(self.schema).items()
+        # The schema as given (allOf kept: flattened, a sibling additionalProperties would
+        # judge other keys), but for a root that is a reference, sent written out.
+        base = self.schema if "$ref" in self.given else self.given
+        out = {k: v for k, v in copy.deepcopy(base).items()
                if k not in ("$schema", "$id", "title")}
         out.setdefault("type", "object")
         out.setdefault("properties", {})

@@ -173,3 +173,15 @@ def test_a_schema_that_is_not_json_schema_is_refused_at_build_naming_where(schem
     with pytest.raises(openprogram.OptionError, match="at #/properties/v") as err:
         normalize({"fill": openprogram.JsonSchema({"type": "object", "properties": {"v": schema}})})
     assert words in str(err.value)
+
+
+def test_the_tools_and_json_schema_modes_send_allof_as_given():
+    from openprogram.agentic_programming.modes import JsonSchemaMode, ToolsMode
+    schema = {"type": "object", "properties": {"v": {
+        "allOf": [{"properties": {"foo": {}}}], "additionalProperties": {"type": "boolean"}}}}
+    menu = normalize({"fill": openprogram.JsonSchema(schema)})
+    assert menu[0].json_schema()["properties"] == schema["properties"]
+    tool = ToolsMode(menu).request()["tools"][0]
+    assert json.dumps(schema["properties"]) in json.dumps(tool)
+    sent = JsonSchemaMode(menu).request()
+    assert json.dumps(schema["properties"]) in json.dumps(sent)
