@@ -63,6 +63,12 @@ _first_paragraph = first_paragraph
 
 _JSON_TYPES = SHORT
 _FORMAT_EXAMPLES = FORMAT_EXAMPLES
+#: Placeholders for a schema as written, whose formats follow their RFCs (a time has its offset;
+#: a Python `datetime.time` may be naive, so the shared table keeps "12:00:00").
+WRITTEN_FORMAT_EXAMPLES = {
+    **FORMAT_EXAMPLES, "time": "12:00:00Z", "duration": "P1D", "hostname": "example.com",
+    "idn-email": "user@example.com", "ipv4": "192.0.2.1", "ipv6": "2001:db8::1",
+    "uri-reference": "https://example.com/", "regex": ".*", "json-pointer": "/a"}
 _CONSTRAINTS = [("minimum", ">= {}"), ("exclusiveMinimum", "> {}"), ("maximum", "<= {}"),
                 ("exclusiveMaximum", "< {}"), ("multipleOf", "a multiple of {}"),
                 ("minLength", "at least {} characters"), ("maxLength", "at most {} characters"),
@@ -77,6 +83,8 @@ _UNSET = object()
 class _Doc:
     """A JSON Schema document: its `$defs` and, for pydantic models, the aliases of their
     fields (`{model title: {alias: field name}}`), which the schema itself does not keep."""
+
+    formats = _FORMAT_EXAMPLES   # the placeholder of each format
 
     def __init__(self, defs: dict, aliases: dict | None = None):
         self.defs, self.aliases = defs, aliases or {}
@@ -177,7 +185,7 @@ class _Doc:
         if t in ("integer", "number"):
             return _number_example(node, int if t == "integer" else float)
         if t == "string":
-            return _FORMAT_EXAMPLES.get(node.get("format"), "<str>")
+            return self.formats.get(node.get("format"), "<str>")
         return {"boolean": False, "null": None}.get(t, "<any>")
 
     def _object_example(self, node: dict, stack: tuple) -> Any:

@@ -26,7 +26,7 @@ from .errors import OptionError, OptionWarning
 from .kinds import Option, call_function, register_list_reader, register_option_kind
 from .schema import _MISSING, Field, Param
 from .pytypes import python_type
-from .schemadoc import UserType, _Doc
+from .schemadoc import WRITTEN_FORMAT_EXAMPLES, UserType, _Doc
 from .validator import FORMATS, compile_schema, merge_all_of
 
 __all__ = ["JsonSchema", "ToolDefinition", "tool", "read_definition", "JsonSchemaOption"]
@@ -120,6 +120,7 @@ class JsonSchemaOption(Option):
         schema = merge_all_of(schema, where)   # (for the menu: allOf of objects as one object)
         defs = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {}), "#": schema}
         doc = _Doc(defs)
+        doc.formats = WRITTEN_FORMAT_EXAMPLES
         if "$ref" in schema:  # pydantic's form for a recursive model: the root is a reference
             root, _ = doc.deref(schema)
             schema = {**root, **{k: schema[k] for k in ("$defs", "definitions") if k in schema}}

@@ -216,3 +216,15 @@ def test_formats_are_checked_as_their_rfcs_write_them(fmt, text, valid):
         with pytest.raises(DecisionError) as err:
             fill(schema, {"v": text}, max_retries=0)
         assert f"must be in the format {fmt}" in str(err.value.trace.attempts[0].error_message)
+
+
+def test_every_format_placeholder_in_the_call_example_is_valid_as_written():
+    from openprogram.agentic_programming.jsonvalues import FORMAT_CHECKS
+    schema = {"type": "object", "properties": {
+        f.replace("-", "_"): {"type": "string", "format": f} for f in FORMAT_CHECKS}}
+    menu = render_menu(normalize({"fill": openprogram.JsonSchema(schema)}))
+    call = json.loads(menu.rsplit("Call: ", 1)[1].splitlines()[0])
+    assert set(call["args"]) == {f.replace("-", "_") for f in FORMAT_CHECKS}
+    for f in FORMAT_CHECKS:
+        assert FORMAT_CHECKS[f](call["args"][f.replace("-", "_")]), f
+    assert fill(schema, call["args"])[0] == {"decision": "fill", **call["args"]}
