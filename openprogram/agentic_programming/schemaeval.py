@@ -115,6 +115,9 @@ class Evaluator:
         self.annotations: list[str] = []
         self.resources[""] = root
         self._scan(root, "", "#")
+        self.integers = any(n.get("type") == "integer" or (isinstance(n.get("type"), list)
+                                                           and "integer" in n["type"])
+                            for n, _, _ in self.nodes)
         self._no_empty_cycles()
         if compile:   # (without: the document's references checked, and nothing more)
             self.run = self._compile(root, "", "#")
@@ -124,7 +127,35 @@ class Evaluator:
 
     def check(self, value: Any, path: str) -> Any:
         self.run(value, path)
-        return value
+        return self._whole(self.root, "", value, 0) if self.integers else value
+
+    def _whole(self, s: Any, base: str, v: Any, depth: int) -> Any:
+        """A valid `v` with each integer-valued float that the schema's structure (properties,
+        items, prefixItems, allOf, $ref) declares an integer written as one: JSON Schema counts
+        `1.0` an integer, and a Python function asking for an int gets `1`."""
+        if not isinstance(s, dict) or depth > 200:
+            return v
+        if isinstance(s.get("$id"), str):
+            base = _join(base, s["$id"]).partition("#")[0]
+        if "$ref" in s:
+            target, tbase, _ = self._resolve(s["$ref"], base, "#")
+            v = self._whole(target, tbase, v, depth + 1)
+        t = s.get("type")
+        if type(v) is float:
+            types = (t,) if isinstance(t, str) else t if isinstance(t, list) else ()
+            if "integer" in types and "number" not in types and v.is_integer():
+                return int(v)
+        elif type(v) is dict and isinstance(s.get("properties"), dict):
+            props = s["properties"]
+            v = {k: self._whole(props[k], base, x, depth + 1) if k in props else x
+                 for k, x in v.items()}
+        elif type(v) is list and (isinstance(s.get("prefixItems"), list) or "items" in s):
+            prefix, items = s.get("prefixItems") or [], s.get("items")
+            v = [self._whole(prefix[i] if i < len(prefix) else items, base, x, depth + 1)
+                 for i, x in enumerate(v)]
+        for part in s.get("allOf") or ():   # every part holds, so each one's types do
+            v = self._whole(part, base, v, depth + 1)
+        return v
 
     # -- reading the document ------------------------------------------------------------------
     def _scan(self, node: Any, base: str, ptr: str) -> None:

@@ -76,6 +76,14 @@ def test_an_integer_valued_float_is_an_integer_delivered_as_one():
     assert got == {"decision": "fill", "n": 2} and type(got["n"]) is int
     with pytest.raises(DecisionError):
         fill(schema, {"n": 2.5}, max_retries=0)
+    # the same where schemaeval.py judges (here for `not` and allOf): 2.0 arrives as 2
+    schema = {"type": "object", "properties": {
+        "n": {"type": "integer", "not": {"const": 3}},
+        "m": {"type": "array", "items": {"allOf": [{"type": "integer"}]}},
+        "x": {"type": "number", "not": {"const": 3}}}}
+    got, _, _ = fill(schema, {"n": 2.0, "m": [1.0, 2], "x": 2.0})
+    assert got == {"decision": "fill", "n": 2, "m": [1, 2], "x": 2.0}
+    assert [type(got["n"]), *map(type, got["m"]), type(got["x"])] == [int, int, int, float]
 
 
 def test_all_of_keeps_each_parts_additional_properties_to_its_own_properties():
