@@ -26,7 +26,7 @@ from ..agentic_programming.modes import api_name  # noqa: F401  (the runtimes im
 from ..agentic_programming.pytypes import JSON_TYPES as _JSON_TYPES
 
 __all__ = ["NotStrict", "to_strict", "strip_forced_nulls", "check_limits", "api_name",
-           "FORMATS", "LIMITS"]
+           "FORMATS", "LIMITS", "unexpressed"]
 
 #: The string formats strict mode understands.
 FORMATS = frozenset({"date-time", "time", "date", "duration", "email", "hostname", "ipv4",
@@ -45,6 +45,38 @@ _BY_TYPE = {
     "object": {"properties", "required", "additionalProperties"},
     "boolean": set(), "null": set(),
 }
+
+
+#: Keywords that change what is valid and that strict mode drops (the server enforces less).
+_DROPPED = ("not", "if", "then", "else", "dependentRequired", "dependentSchemas",
+            "propertyNames", "contains", "minContains", "maxContains", "unevaluatedItems",
+            "uniqueItems", "minLength", "maxLength", "minProperties", "maxProperties",
+            "prefixItems", "oneOf")
+
+
+def unexpressed(schema: Any) -> list[str]:
+    """What `to_strict` leaves for the option's validation alone: `keyword at pointer` for each
+    keyword strict mode drops (`oneOf` is sent as the looser `anyOf`), and each format it does
+    not know."""
+    out: list[str] = []
+    stack = [(schema, "#")]
+    while stack:
+        s, ptr = stack.pop()
+        if not isinstance(s, dict):
+            continue
+        out += [f"{k} at {ptr}" for k in _DROPPED if k in s]
+        if "format" in s and s["format"] not in FORMATS:
+            out.append(f"format {s['format']!r} at {ptr}")
+        for k in ("items", "additionalProperties", "not", "if", "then", "else", "contains"):
+            if isinstance(s.get(k), dict):
+                stack.append((s[k], f"{ptr}/{k}"))
+        for k in ("anyOf", "oneOf", "allOf", "prefixItems"):
+            if isinstance(s.get(k), list):
+                stack += [(x, f"{ptr}/{k}/{i}") for i, x in enumerate(s[k])]
+        for k in ("properties", "$defs", "definitions", "dependentSchemas"):
+            if isinstance(s.get(k), dict):
+                stack += [(x, f"{ptr}/{k}/{n}") for n, x in s[k].items()]
+    return sorted(out, key=lambda t: t.split(" at ")[1])
 
 
 class NotStrict(ValueError):
