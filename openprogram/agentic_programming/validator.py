@@ -131,8 +131,6 @@ def _needs_evaluator(schema: Any) -> bool:
                 return True
             if k == "enum" and v == []:
                 return True
-            if k == "format" and v in OPENAPI_FORMATS:
-                return True
             if k == "items" and isinstance(v, bool):
                 return True
             if k in ("properties", "$defs", "definitions") and isinstance(v, dict):
@@ -438,6 +436,9 @@ class _Compiler:
                     raise self.fail(ptr, f"{key} takes a number, got {b!r} (the boolean form "
                                          f"is draft 4's; write the bound itself)")
                 bounds.append((test, b, text))
+        lo, hi = OPENAPI_FORMATS.get(s.get("format"), (None, None))
+        if lo is not None:   # OpenAPI's int32 / int64: the range the format names
+            bounds += [(lambda v, b: v >= b, lo, ">="), (lambda v, b: v <= b, hi, "<=")]
         steps = []
         if bounds:
             def bound(v, p, d):
@@ -563,7 +564,9 @@ def _nothing(v: Any, p: str, d: list[str]) -> Any:
 def _make_node(types: list | None, name: str, steps: list[Callable], obj: tuple | None,
                nullable: bool, union: bool, as_written: bool = False) -> Callable:
     allowed = frozenset(types) if types is not None else None
-    to_float = allowed is not None and "number" in allowed and "integer" not in allowed
+    # (a schema as written delivers a number as the model wrote it: 2 stays 2)
+    to_float = allowed is not None and "number" in allowed and "integer" not in allowed \
+        and not as_written
     # JSON Schema counts 1.0 as an integer; Python annotations (the spec's forms) do not
     whole = as_written and allowed is not None and "integer" in allowed
 
@@ -596,7 +599,7 @@ def _make_node(types: list | None, name: str, steps: list[Callable], obj: tuple 
                                                   f"of about {digits} digits, too large for a "
                                                   f"float", p) from None
         return v
-    return _fast(run, allowed, steps, obj, nullable, union) or run
+    return _fast(run, allowed, steps, obj, nullable, union, as_written) or run
 
 
 _ABSENT = object()
@@ -604,6 +607,8 @@ _ABSENT = object()
 _VALID = {"string": "type(x) is str and (x.isascii() or not SUR(x))",
           "integer": "type(x) is int and x.bit_length() <= 14000",
           "number": "type(x) is float and x - x == 0.0",
+          "written_number": "(type(x) is float and x - x == 0.0) or "
+                            "(type(x) is int and x.bit_length() <= 14000)",
           "boolean": "type(x) is bool",
           "enum": "type(x) is str and x in {t}"}
 
@@ -620,7 +625,7 @@ def _scalar_code(kind: str, run: Callable, texts: frozenset | None = None) -> Ca
 
 
 def _fast(run: Callable, allowed: frozenset | None, steps: list, obj: tuple | None,
-          nullable: bool, union: bool) -> Callable | None:
+          nullable: bool, union: bool, as_written: bool = False) -> Callable | None:
     """For the nodes most schemas are made of (one scalar type, or an object, with nothing
     else to check), a check that does only what a valid value needs; anything else (and every
     error) goes through `run`, so messages and results are the same."""
@@ -639,6 +644,8 @@ def _fast(run: Callable, allowed: frozenset | None, steps: list, obj: tuple | No
         return _scalar_code("enum", run, texts)
     if steps:
         return None
+    if t == "number" and as_written:   # (an int stays an int)
+        return _scalar_code("written_number", run)
     if t in _VALID:
         return _scalar_code(t, run)
     if t == "object" and obj is not None:
