@@ -242,11 +242,13 @@ class _Doc:
         elif "not" in node:
             out.append(f"must not be {d(node['not'])}")
         if "if" in node and ("then" in node or "else" in node):
-            text = f"if it is {d(node['if'])}"
+            text = f"if {'' if _keyed(node['if']) else 'it is '}{d(node['if'])}"
             if "then" in node:
-                text += f", then it must be {d(node['then'])}"
+                text += f", then {'' if _keyed(node['then']) else 'it must be '}" \
+                        f"{d(node['then'])}"
             if "else" in node:
-                text += f"; otherwise it must be {d(node['else'])}"
+                text += f"; otherwise {'' if _keyed(node['else']) else 'it must be '}" \
+                        f"{d(node['else'])}"
             out.append(text)
         for pattern, sub in (node.get("patternProperties") or {}).items():
             out.append(f"keys matching the pattern {_json_text(pattern)} hold {d(sub)}")
@@ -279,12 +281,18 @@ class _Doc:
         if depth > 3:
             return "as its schema says"
         node, _ = self.deref(node)
-        parts = [] if self.type_name(node) == "any" else [self.type_name(node)]
         props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+        name = self.type_name(node)
+        parts = [] if name == "any" or (_keyed(node) and name in ("object", "dict")) else [name]
         for key, sub in props.items():
-            parts.append(f"{key} {self.describe(sub, depth + 1)}")
+            if isinstance(sub, dict) and "const" in sub:
+                parts.append(f"{key} = {_json_text(sub['const'])}")
+            elif sub is False:
+                parts.append(f"{key} must not be given")
+            else:
+                parts.append(f"{key} {self.describe(sub, depth + 1)}")
         if node.get("required"):
-            parts.append(f"with {', '.join(map(str, node['required']))} given")
+            parts.append(f"{', '.join(map(str, node['required']))} must be given")
         parts += self.notes(node) if depth < 3 else []
         return ", ".join(parts) or "any value"
 
@@ -398,6 +406,12 @@ class _Doc:
         elif isinstance(value, list) and isinstance(node.get("items"), dict):
             for i, v in enumerate(value):
                 self.extra_paths(node["items"], v, f"{path}[{i}]", dropped)
+
+
+def _keyed(node: Any) -> bool:
+    """A subschema about an object's keys (what a condition on the arguments is made of)."""
+    return isinstance(node, dict) and bool({"properties", "required"} & set(node)) and \
+        node.get("type") in (None, "object")
 
 
 def _unescape(token: str) -> str:

@@ -154,9 +154,12 @@ class JsonSchemaOption(Option):
     def menu_lines(self) -> list[str]:
         lines = super().menu_lines()
         extra = self.schema.get("additionalProperties")
+        doc = self.params[0].field.user.doc if self.params else _Doc({"#": self.schema})
         if isinstance(extra, dict) and extra:  # keys beyond the named ones, and what they hold
-            doc = self.params[0].field.user.doc if self.params else _Doc({"#": self.schema})
             lines[-1:-1] = doc.field_lines("<other keys>", extra, False, "    ", ())
+        rules = [n for n in doc.rule_notes(self.schema) if n != "no other keys"]
+        if rules:   # what relates the arguments to one another (dependentRequired, if/then...)
+            lines[-1:-1] = [f"    - the arguments together: {'; '.join(rules)}"]
         return lines
 
     @classmethod

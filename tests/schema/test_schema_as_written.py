@@ -138,6 +138,15 @@ def test_the_menu_says_what_each_new_keyword_asks():
                   "when card is given, billing must be too"):
         assert words in menu, (words, menu)
 
+    # rules over the arguments as a whole get a line of their own
+    schema = {"type": "object", "properties": {"kind": {"enum": ["a", "b"]},
+                                               "card": {"type": "string"}},
+              "if": {"properties": {"kind": {"const": "a"}}}, "then": {"required": ["card"]},
+              "else": {"properties": {"card": False}}, "dependentRequired": {"card": ["kind"]}}
+    menu = render_menu(normalize({"pay": openprogram.JsonSchema(schema)}))
+    assert ('- the arguments together: if kind = "a", then card must be given; otherwise card '
+            'must not be given; when card is given, kind must be too') in menu, menu
+
 
 def test_openapi_numeric_formats_are_bounds_not_warnings():
     import warnings
