@@ -15,9 +15,14 @@
    the field's compiled schema) beside the one it replaced (benchmarks/_old_validator.py, kept
    verbatim) and beside pydantic's `TypeAdapter(...).validate_python` of the same structure as
    TypedDicts.
+5. A schema as written using patternProperties, if/then/else and unevaluatedProperties (judged
+   by schemaeval.py), on the same valid and invalid values: this library's validator, the
+   `jsonschema` package's (`is_valid` of a validator made once; target: ours >= 5x faster) and
+   `jsonschema-rs` (compiled, the limit: the ratio is printed).
 
 Run: .venv/bin/python benchmarks/bench_core.py   (about a minute on 2 cores); name sections to
-run only those: `bench_core.py make validate` (of make, memory, import, validate).
+run only those: `bench_core.py make validate schema` (of make, memory, import, validate,
+schema).
 Prints figures and ratios; asserts nothing about time.
 """
 from __future__ import annotations
@@ -224,9 +229,65 @@ def bench_validate(rounds: int = 7, loops: int = 400) -> dict:
             "pydantic": per_call_us(lambda: adapter.validate_python(value))}
 
 
+#: Section 5's schema: keys by pattern, a condition, and no key no part of it evaluated.
+RULES_SCHEMA = {
+    "type": "object",
+    "properties": {"kind": {"enum": ["person", "company"]}, "name": {"type": "string",
+                                                                   "minLength": 1}},
+    "required": ["kind", "name"],
+    "patternProperties": {"^x-": {"type": "string", "maxLength": 40}},
+    "if": {"properties": {"kind": {"const": "company"}}},
+    "then": {"properties": {"vat": {"type": "string", "pattern": "^[A-Z]{2}[0-9]{8,12}$"}},
+             "required": ["vat"]},
+    "else": {"properties": {"age": {"type": "integer", "minimum": 0, "maximum": 150}}},
+    "unevaluatedProperties": False,
+}
+RULES_VALUES = [
+    ({"kind": "company", "name": "Acme", "vat": "DE123456789", "x-source": "crm"}, True),
+    ({"kind": "person", "name": "Ann", "age": 41, "x-a": "1", "x-b": "2"}, True),
+    ({"kind": "company", "name": "Acme"}, False),                 # then: vat required
+    ({"kind": "person", "name": "Ann", "vat": "DE123456789"}, False),  # vat unevaluated
+    ({"kind": "person", "name": "Ann", "x-a": 3}, False),          # pattern-keyed value
+]
+
+
+def bench_rules(rounds: int = 7, loops: int = 300) -> dict:
+    import jsonschema
+    from openprogram.base.errors import ParseError
+    from openprogram.decision.schema.validator import compile_schema
+    ours = compile_schema(RULES_SCHEMA, "bench", as_written=True)
+    theirs = jsonschema.Draft202012Validator(RULES_SCHEMA)
+
+    def ours_valid(v):
+        try:
+            ours(v, "args", [])
+            return True
+        except ParseError:
+            return False
+    runs = {"ours": ours_valid, "jsonschema": theirs.is_valid}
+    try:
+        import jsonschema_rs
+        runs["jsonschema-rs"] = jsonschema_rs.validator_for(RULES_SCHEMA).is_valid
+    except ImportError:
+        pass
+    for name, fn in runs.items():  # all three judge every value alike
+        assert [fn(v) for v, _ in RULES_VALUES] == [ok for _, ok in RULES_VALUES], name
+
+    def per_round_us(fn) -> tuple[float, float]:
+        times = []
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            for _ in range(loops):
+                for v, _ in RULES_VALUES:
+                    fn(v)
+            times.append((time.perf_counter() - t0) / loops / len(RULES_VALUES) * 1e6)
+        return statistics.median(times), min(times)
+    return {name: per_round_us(fn) for name, fn in runs.items()}
+
+
 def main() -> None:
     t_start = time.perf_counter()
-    wanted = set(sys.argv[1:]) or {"make", "memory", "import", "validate"}
+    wanted = set(sys.argv[1:]) or {"make", "memory", "import", "validate", "schema"}
     print(f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} "
           f"CPU(s), load average {os.getloadavg()[0]:.1f} at start\n")
 
@@ -240,6 +301,22 @@ def main() -> None:
               f"{new / old:.2f}x, min {new_min / old_min:.2f}x (target <= 1.00)")
         print(f"  pydantic TypeAdapter             {pyd:8.1f} {pyd_min:8.1f}   new/pydantic "
               f"{new / pyd:.2f}x, min {new_min / pyd_min:.2f}x (target <= 2.00)\n")
+    if "schema" in wanted:
+        r = bench_rules()
+        ours, ours_min = r["ours"]
+        print(f"A schema as written with patternProperties, if/then/else and "
+              f"unevaluatedProperties, {len(RULES_VALUES)} values (2 valid, 3 not), "
+              f"microseconds per value (median, min):")
+        print(f"  this library (schemaeval.py)     {ours:8.2f} {ours_min:8.2f}")
+        js, js_min = r["jsonschema"]
+        print(f"  jsonschema Draft202012Validator  {js:8.2f} {js_min:8.2f}   jsonschema/ours "
+              f"{js / ours:.1f}x, min {js_min / ours_min:.1f}x (target >= 5.0)")
+        if "jsonschema-rs" in r:
+            rs, rs_min = r["jsonschema-rs"]
+            print(f"  jsonschema-rs (compiled)         {rs:8.2f} {rs_min:8.2f}   ours/rs "
+                  f"{ours / rs:.1f}x, min {ours_min / rs_min:.1f}x (the compiled limit)\n")
+        else:
+            print("  jsonschema-rs: not installed (pip install jsonschema-rs)\n")
     if "make" not in wanted:
         return _rest(wanted, t_start)
     print("decision.make, the core's own time per decision (wall time minus the scripted "

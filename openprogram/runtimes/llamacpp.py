@@ -988,8 +988,17 @@ class LlamaCppRuntime(Runtime):
             made = self._grammars.get(key)
         if made is None:
             from llama_cpp.llama_grammar import LlamaGrammar
+            from .grammar_schema import for_grammar
+            readable, loosened = for_grammar(schema)
+            if loosened:
+                import warnings
+                from ..base.errors import OptionWarning
+                warnings.warn(f"llama.cpp's grammar cannot express {', '.join(loosened)}; the "
+                              f"grammar lets more through there, and the reply is validated "
+                              f"after it is written (re-asked on failure)", OptionWarning,
+                              stacklevel=2)
             try:
-                gbnf = decision_grammar(schema, compact=self.fast_forward)
+                gbnf = decision_grammar(readable, compact=self.fast_forward)
             except Exception as exc:
                 raise ModelCallError(
                     f"llama.cpp's converter could not turn the option set's JSON Schema into a "

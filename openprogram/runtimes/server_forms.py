@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..runtime.runtime import ModelCallError
-from .strict_schema import NotStrict, api_name, to_strict
+from .strict_schema import NotStrict, api_name, to_strict, unexpressed
 
 __all__ = ["SERVERS", "Server", "Negotiator", "FORMS"]
 
@@ -226,6 +226,10 @@ class Negotiator:
                 body["response_format"] = {"type": "json_schema", "json_schema": {
                     "name": name, "schema": to_strict(schema), "strict": True}}
                 ask.schema = schema
+                lost = unexpressed(schema)
+                if lost:
+                    ask.notes.append(f"strict mode cannot express {', '.join(lost)}; the "
+                                     f"reply is validated after it is written")
             except NotStrict as exc:
                 body["response_format"] = {"type": "json_schema", "json_schema": {
                     "name": name, "schema": schema, "strict": False}}

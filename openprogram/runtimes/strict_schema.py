@@ -28,7 +28,7 @@ from ..decision.modes import api_name  # noqa: F401  (the runtimes import it fro
 from ..decision.schema.type_table import JSON_TYPES as _JSON_TYPES
 
 __all__ = ["NotStrict", "to_strict", "strip_forced_nulls", "check_limits", "api_name",
-           "FORMATS", "LIMITS"]
+           "FORMATS", "LIMITS", "unexpressed"]
 
 #: The string formats strict mode understands.
 FORMATS = frozenset({"date-time", "time", "date", "duration", "email", "hostname", "ipv4",
@@ -47,6 +47,38 @@ _BY_TYPE = {
     "object": {"properties", "required", "additionalProperties"},
     "boolean": set(), "null": set(),
 }
+
+
+#: Keywords that change what is valid and that strict mode drops (the server enforces less).
+_DROPPED = ("not", "if", "then", "else", "dependentRequired", "dependentSchemas",
+            "propertyNames", "contains", "minContains", "maxContains", "unevaluatedItems",
+            "uniqueItems", "minLength", "maxLength", "minProperties", "maxProperties",
+            "prefixItems", "oneOf")
+
+
+def unexpressed(schema: Any) -> list[str]:
+    """What `to_strict` leaves for the option's validation alone: `keyword at pointer` for each
+    keyword strict mode drops (`oneOf` is sent as the looser `anyOf`), and each format it does
+    not know."""
+    out: list[str] = []
+    stack = [(schema, "#")]
+    while stack:
+        s, ptr = stack.pop()
+        if not isinstance(s, dict):
+            continue
+        out += [f"{k} at {ptr}" for k in _DROPPED if k in s]
+        if "format" in s and s["format"] not in FORMATS:
+            out.append(f"format {s['format']!r} at {ptr}")
+        for k in ("items", "additionalProperties", "not", "if", "then", "else", "contains"):
+            if isinstance(s.get(k), dict):
+                stack.append((s[k], f"{ptr}/{k}"))
+        for k in ("anyOf", "oneOf", "allOf", "prefixItems"):
+            if isinstance(s.get(k), list):
+                stack += [(x, f"{ptr}/{k}/{i}") for i, x in enumerate(s[k])]
+        for k in ("properties", "$defs", "definitions", "dependentSchemas"):
+            if isinstance(s.get(k), dict):
+                stack += [(x, f"{ptr}/{k}/{n}") for n, x in s[k].items()]
+    return sorted(out, key=lambda t: t.split(" at ")[1])
 
 
 class NotStrict(OpenProgramError, ValueError):
@@ -122,6 +154,9 @@ class _Strict:
 
     def node(self, s: Any, path: str, root: bool = False) -> dict:
         where = path or "the root"
+        if s is False:
+            raise NotStrict(f"{where} allows no value (a false schema), which strict mode "
+                            f"cannot express")
         if not isinstance(s, dict) or not s:
             raise NotStrict(f"{where} accepts any value, which strict mode cannot express")
         s = dict(s)
@@ -167,6 +202,11 @@ class _Strict:
 
     def _object(self, s: dict, out: dict, path: str) -> None:
         props = s.get("properties") or {}
+        for key in ("patternProperties", "unevaluatedProperties"):
+            if key in s and s[key] is not False:
+                # strict mode closes every object, which would forbid the keys these allow
+                raise NotStrict(f"{path or 'the root'} allows keys beyond its properties "
+                                f"({key}), which strict mode cannot express")
         extra = s.get("additionalProperties", True if not props else False)
         if extra is not False:
             raise NotStrict(f"{path or 'the root'} is an object with free-form keys (a dict), "

@@ -169,7 +169,7 @@ def test_retry_without_a_message_has_a_default_text():
     (lambda: openprogram.Runtime(), TypeError),
     (lambda: openprogram.Runtime(call="gpt"), TypeError),
     (lambda: openprogram.JsonSchema({"type": "object", "properties": {}, "not": {}}) and
-     normalize({"x": openprogram.JsonSchema({"type": "object", "not": {}})}), ValueError),
+     normalize({"x": openprogram.JsonSchema({"type": "object", "minimum": "3"})}), ValueError),
 ])
 def test_every_deliberate_error_is_an_openprogram_error_keeping_its_builtin_base(call, base):
     with pytest.raises(base) as err:

@@ -103,3 +103,74 @@ def test_native_tools_and_non_text_content_are_refused_with_the_way_out():
         rt.complete([{"role": "user", "content": [{"type": "image_url", "image_url": "x"}]}])
     reply = rt.complete([{"role": "user", "content": "Say hello."}])
     assert reply.text and reply.usage["output_tokens"] <= 8 and reply.model == rt.model
+
+
+def test_for_grammar_loosens_what_the_converter_cannot_read_and_names_it():
+    """Every keyword llama.cpp's converter cannot read is taken out (the grammar then allows
+    more, never less), named with its place; `{}`, `true` and `false` become any JSON value (the
+    converter reads `{}` as any object); the caller's schema is untouched."""
+    from llama_cpp.llama_grammar import LlamaGrammar
+    from openprogram.runtimes.grammar_schema import for_grammar
+    from openprogram.runtimes.llamacpp import decision_grammar
+    schema = {"type": "object", "properties": {
+        "level": {"type": "integer", "not": {"const": 5}},
+        "note": {"if": {"type": "string"}, "then": {"maxLength": 20}},
+        "tags": {"type": "object", "properties": {"a": {}},
+                 "patternProperties": {"^x-": {"type": "string"}}},
+        "list": {"type": "array", "contains": {"type": "integer"}},
+        "legacy": False, "free": True}, "unevaluatedProperties": False}
+    original = json.dumps(schema, sort_keys=True)
+    readable, loosened = for_grammar(schema)
+    assert json.dumps(schema, sort_keys=True) == original
+    assert loosened == ["unevaluatedProperties at #", "not at #/properties/level",
+                        "if at #/properties/note", "then at #/properties/note",
+                        "patternProperties at #/properties/tags",
+                        "contains at #/properties/list", "false at #/properties/legacy"]
+    anything = ["null", "boolean", "object", "array", "number", "string"]
+    p = readable["properties"]
+    assert p["level"] == {"type": "integer"} and p["note"]["type"] == anything
+    assert p["tags"]["additionalProperties"]["type"] == anything   # x-... keys stay writable
+    assert p["tags"]["properties"]["a"]["type"] == anything
+    assert p["legacy"]["type"] == p["free"]["type"] == anything
+    with pytest.raises(AssertionError, match="Unrecognized schema"):
+        decision_grammar(schema)            # what the converter does with the schema itself
+    LlamaGrammar.from_string(decision_grammar(readable), verbose=False)
+
+
+def test_keywords_the_grammar_cannot_express_are_validated_after_the_reply_not_refused():
+    """A JsonSchema using `not` and `if`/`then` on typed values, in json_schema mode on the real
+    model: the option set is not refused, the runtime names what its grammar let through, and
+    every reply the model writes still parses and is judged by the validator (a re-ask when it
+    breaks a rule), with a result the `jsonschema` package accepts."""
+    import warnings
+
+    import jsonschema
+
+    import openprogram
+    from openprogram import OptionWarning
+    schema = {"type": "object", "required": ["room", "level"], "properties": {
+        "room": {"type": "string", "enum": ["kitchen", "hall"],
+                 "if": {"const": "hall"}, "then": {"not": {"const": "hall"}}},
+        "level": {"type": "integer", "minimum": 0, "maximum": 9, "not": {"const": 5}}},
+        "additionalProperties": False}
+    rt = LlamaCppRuntime(seed=1, max_tokens=120)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            got = decision.make("Set the lights in the kitchen to level 3.",
+                                {"lights": openprogram.JsonSchema(schema)}, runtime=rt,
+                                mode="json_schema", max_retries=1)
+        except DecisionError as exc:
+            got, trace = None, exc.trace
+        else:
+            trace = decision.last_trace()
+    said = [str(w.message) for w in caught if issubclass(w.category, OptionWarning)]
+    assert any("llama.cpp's grammar cannot express" in s and "not at #/" in s
+               and "if at #/" in s for s in said), said
+    assert trace.attempts
+    for att in trace.attempts:   # the grammar held: each reply parsed as a pick
+        assert att.error_kind in (None, "type_mismatch", "enum_violation", "missing_required",
+                                  "invalid_value"), (att.error_kind, att.reply)
+    if got is not None:
+        args = {k: v for k, v in got.items() if k != "decision"}
+        assert jsonschema.Draft202012Validator(schema).is_valid(args), got

@@ -213,6 +213,29 @@ def test_a_schema_strict_mode_cannot_express_goes_with_strict_off(server, make_r
     assert "strict mode is off" in note and "free-form keys" in note
 
 
+@pytest.mark.parametrize("provider", ["openai"])
+def test_keywords_strict_mode_drops_are_named_and_judged_after_the_reply(server, make_runtime,
+                                                                         provider):
+    """A JsonSchema whose `not` and `minLength` strict mode cannot carry: sent strict, the
+    trace names what the server did not enforce, and the option's validation re-asks a reply
+    that breaks them."""
+    import openprogram
+    rt = make_runtime()
+    schema = {"type": "object", "required": ["code", "level"], "properties": {
+        "code": {"type": "string", "minLength": 3},
+        "level": {"type": "integer", "not": {"const": 5}}}, "additionalProperties": False}
+    server.push(text('{"decision": {"call": "set", "args": {"code": "abc", "level": 5}}}'))
+    server.push(text('{"decision": {"call": "set", "args": {"code": "abc", "level": 4}}}'))
+    got = decision.make("Pick.", {"set": openprogram.JsonSchema(schema), "done": "DONE"},
+                        runtime=rt, mode="json_schema")
+    assert got == {"decision": "set", "code": "abc", "level": 4}
+    assert server.bodies[0]["response_format"]["json_schema"]["strict"] is True
+    first = decision.last_trace().attempts[0]
+    note = next(n for n in first.raw["notes"] if "strict mode cannot express" in n)
+    assert "minLength at #/" in note and "not at #/" in note and "/properties/level" in note
+    assert (first.error_kind, first.error_path) == ("invalid_value", "args.level")
+
+
 @pytest.mark.parametrize("provider", ["anthropic"])
 def test_json_schema_mode_on_anthropic_is_one_forced_tool(server, make_runtime, stream,
                                                           provider):

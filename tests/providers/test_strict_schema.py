@@ -298,3 +298,21 @@ def test_names_are_made_acceptable_to_the_apis():
     assert api_name("") == "response" and len(api_name("x" * 100)) == 64
     assert to_strict({"type": "object", "properties": {}, "additionalProperties": False}) == \
         {"type": "object", "properties": {}, "required": [], "additionalProperties": False}
+
+
+def test_keys_a_schema_allows_beyond_its_properties_turn_strict_mode_off_not_away():
+    """Strict mode closes every object; where a schema lets other keys in (by pattern, through
+    unevaluatedProperties), closing it would keep the model from writing them: the schema is
+    sent with strict off instead, the reason named. A false subschema is named as such."""
+    from openprogram.runtimes.strict_schema import NotStrict, to_strict
+    for key, value in (("patternProperties", {"^x-": {"type": "string"}}),
+                       ("unevaluatedProperties", {"type": "integer"})):
+        schema = {"type": "object", "properties": {"a": {"type": "string"}}, key: value,
+                  "required": ["a"], "additionalProperties": False}
+        with pytest.raises(NotStrict, match=f"allows keys beyond its properties \\({key}\\)"):
+            to_strict(schema)
+    closed = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"],
+              "unevaluatedProperties": False, "additionalProperties": False}
+    assert to_strict(closed)["properties"] == {"a": {"type": "string"}}
+    with pytest.raises(NotStrict, match="allows no value"):
+        to_strict({"type": "object", "properties": {"a": False}})

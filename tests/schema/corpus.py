@@ -61,7 +61,7 @@ CORPUS = [
         "date": {"type": "string", "format": "date"},
         "start": {"type": "string", "format": "time"},
         "duration_minutes": {"type": "integer", "multipleOf": 15, "minimum": 15},
-    }, ["title", "date"])), {"title": "Standup", "date": "2024-03-01", "start": "09:00:00",
+    }, ["title", "date"])), {"title": "Standup", "date": "2024-03-01", "start": "09:00:00Z",
                              "duration_minutes": 30}),
     ("set_thermostat", openai("set_thermostat", "Set the temperature.", obj({
         "celsius": {"type": "number", "minimum": 5, "maximum": 30, "multipleOf": 0.5},

@@ -16,6 +16,11 @@ project's rules deliberately differ from the specification, each named here and 
   email): `format` is left out of both sides, and is tested in test_schema_corpus.py;
 - OpenAPI's `nullable: true` lets null through: `jsonschema` sees it as `anyOf [..., null]`;
 - only what JSON means is drawn (finite numbers, valid Unicode; the rest is P3's own test).
+
+Those differences are the spec's forms'. A schema as written (`JsonSchema`, a tool definition:
+`compile_schema(..., as_written=True)`) has none but `nullable`: the second test judges the
+corpus and a schema for each keyword once refused (NEW_KEYWORDS) as `jsonschema` does, draws
+integer-valued floats too, and checks that a valid value comes back as it was given.
 """
 from __future__ import annotations
 
@@ -138,3 +143,91 @@ def test_the_named_differences_are_real():
     nullable = {"type": "string", "nullable": True}
     assert ours_valid(compile_schema(nullable, "t"), None)
     assert not jsonschema.Draft202012Validator(nullable).is_valid(None)
+
+
+# -- a schema as written (JsonSchema, tool definitions): no difference but `nullable` ---------
+
+def as_the_specification(schema):
+    """What `jsonschema` sees for a schema as written: the same, OpenAPI's `nullable` spelled
+    as an anyOf with null (the only word of this library's that is not the specification's)."""
+    if isinstance(schema, list):
+        return [as_the_specification(x) for x in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: v if k in ("enum", "const", "default", "examples") else as_the_specification(v)
+           for k, v in schema.items()}
+    if out.pop("nullable", False) is True:
+        out = {"anyOf": [out, {"type": "null"}]}
+    return out
+
+
+#: Schemas with the keywords once refused, each with a value that fits it.
+NEW_KEYWORDS = [
+    ("patternProperties", {"type": "object", "patternProperties": {
+        "^x-": {"type": "string"}, "n$": {"type": "integer"}}, "additionalProperties": False},
+     {"x-a": "s", "bn": 2}),
+    ("propertyNames", {"type": "object", "propertyNames": {"pattern": "^[a-z]+$",
+                                                           "maxLength": 4}}, {"ab": [1]}),
+    ("not", {"type": "object", "properties": {"v": {"not": {"type": ["string", "null"]}}}},
+     {"v": 3}),
+    ("if/then/else", {"type": "object", "properties": {"kind": {"enum": ["a", "b"]}},
+                      "if": {"properties": {"kind": {"const": "a"}}},
+                      "then": {"required": ["a"]}, "else": {"required": ["b"]}},
+     {"kind": "a", "a": 1}),
+    ("dependentRequired", {"type": "object", "dependentRequired": {"card": ["billing"]}},
+     {"card": 1, "billing": "x"}),
+    ("dependentSchemas", {"type": "object", "dependentSchemas": {
+        "card": {"properties": {"billing": {"type": "string"}}, "required": ["billing"]}}},
+     {"card": 1, "billing": "x"}),
+    ("contains", {"type": "array", "contains": {"type": "integer", "minimum": 3},
+                  "minContains": 1, "maxContains": 2}, [1, 5, "a"]),
+    ("unevaluatedProperties", {"type": "object", "properties": {"a": {"type": "integer"}},
+                               "allOf": [{"properties": {"b": {"type": "string"}}}],
+                               "unevaluatedProperties": False}, {"a": 1, "b": "s"}),
+    ("unevaluatedItems", {"type": "array", "prefixItems": [{"type": "string"}],
+                          "anyOf": [{"prefixItems": [True, {"type": "integer"}]}, True],
+                          "unevaluatedItems": {"type": "boolean"}}, ["s", 1, True]),
+    ("allOf", {"allOf": [{"properties": {"foo": {"type": "integer"}}}],
+               "additionalProperties": {"type": "boolean"}}, {"bar": True}),
+    ("anyOf", {"type": "object", "anyOf": [{"required": ["foo"]}, {"required": ["bar"]}],
+               "properties": {"foo": {"type": "string"}, "bar": {"type": "integer"}}},
+     {"foo": "baz", "bar": 2}),
+    ("$anchor", {"$defs": {"n": {"$anchor": "num", "type": "number", "minimum": 0}},
+                 "type": "object", "properties": {"a": {"$ref": "#num"}}}, {"a": 1.5}),
+    ("boolean", {"type": "object", "properties": {"a": True, "b": False},
+                 "additionalProperties": {"type": "integer"}}, {"a": None, "c": 1}),
+    ("integer", {"type": "object", "properties": {"n": {"type": "integer", "maximum": 5}}},
+     {"n": 2.0}),
+]
+all_scalars = (st.none() | st.booleans() | st.integers(-20, 20)
+               | st.sampled_from([0.0, 1.0, 2.0, 1.5, -3.0, 5.5])
+               | st.sampled_from(["", "a", "s", "x-", "x-a", "abcde", "bn", "card", "billing"]))
+all_values = st.recursive(
+    all_scalars, lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(st.sampled_from(["a", "b", "c", "v", "kind", "card", "billing", "foo",
+                                       "bar", "x-a", "x-b", "bn", "n", "AB", "abcde"]),
+                      inner, max_size=4), max_leaves=10)
+
+
+@pytest.mark.parametrize("eid, definition, good",
+                         [*ENTRIES, *NEW_KEYWORDS],
+                         ids=[e[0] for e in [*ENTRIES, *NEW_KEYWORDS]])
+@settings(max_examples=60, derandomize=True, database=None, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_schema_as_written_is_judged_as_jsonschema_does(eid, definition, good, data):
+    schema = without_format(schema_of(definition))
+    check = compile_schema(schema, eid, as_written=True)
+    theirs = jsonschema.Draft202012Validator(as_the_specification(schema))
+    assert theirs.is_valid(good), eid
+    how = data.draw(st.sampled_from(["near", "any"]))
+    value = data.draw(values_for(good)) if how == "near" else data.draw(all_values)
+    dropped = []
+    try:
+        got = check(copy.deepcopy(value), "args", dropped)
+        ours = True
+    except ParseError:
+        ours = False
+    assert ours == theirs.is_valid(value), (eid, value)
+    if ours:   # nothing allowed is dropped, nothing changed but 1.0 -> 1 and 1 -> 1.0
+        assert dropped == [] and got == value, (eid, value, got)

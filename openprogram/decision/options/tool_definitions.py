@@ -7,10 +7,12 @@ tool (chat-completions `{"type": "function", "function": {...}}` or responses `{
 value; S1/S3: the spec form) a definition is marked: `openprogram.tool(definition, fn=None)`,
 `openprogram.JsonSchema(schema)`. A definition without a function is a schema option (the pick
 is `{"decision": name, **arguments}`); with one, the function runs with the arguments the
-definition's schema validated. The schema is read once, when the option set is built
-(validator.py refuses unsupported keywords there, and its annotations are named once in an
-`OptionWarning`); the menu lines, the `Call:` example and the schema sent in the tools and
-json_schema modes all come from it.
+definition's schema validated. The schema is read once, when the option set is built, as
+written: JSON Schema's meaning holds (validator.py, and schemaeval.py for the keywords beyond
+it; what cannot be followed is refused there, and annotations are named once in an
+`OptionWarning`), so keys the schema allows are kept, not dropped as the spec's forms drop
+them; the menu lines, the `Call:` example and the schema sent in the tools and json_schema
+modes all come from it.
 """
 from __future__ import annotations
 
@@ -25,8 +27,8 @@ from ...base.text import cut
 from .kinds import Option, call_function, register_list_reader, register_option_kind
 from ..schema.fields import MISSING, Field, Param
 from ..schema.type_table import python_type
-from ..schema.reader import UserType, SchemaDoc
-from ..schema.validator import compile_schema, merge_all_of
+from ..schema.reader import WRITTEN_FORMAT_EXAMPLES, UserType, SchemaDoc
+from ..schema.validator import FORMATS, compile_schema, merge_all_of
 
 __all__ = ["JsonSchema", "ToolDefinition", "tool", "read_definition", "JsonSchemaOption"]
 
@@ -114,10 +116,12 @@ class JsonSchemaOption(Option):
 
     def __init__(self, name: str, description: str, schema: dict, fn: Callable | None,
                  where: str):
-        self.check = compile_schema(schema, where)
-        schema = merge_all_of(schema, where)
+        self.check = compile_schema(schema, where, as_written=True)
+        self.given = schema
+        schema = merge_all_of(schema, where)   # (for the menu: allOf of objects as one object)
         defs = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {}), "#": schema}
         doc = SchemaDoc(defs)
+        doc.formats = WRITTEN_FORMAT_EXAMPLES
         if "$ref" in schema:  # pydantic's form for a recursive model: the root is a reference
             root, _ = doc.deref(schema)
             schema = {**root, **{k: schema[k] for k in ("$defs", "definitions") if k in schema}}
@@ -130,8 +134,8 @@ class JsonSchemaOption(Option):
         if self.check.annotations:
             warnings.warn(f"{where}: kept as annotations, not checked: "
                           f"{', '.join(self.check.annotations)} (words that are not JSON Schema "
-                          f"keywords, and formats other than date, date-time, time, email, uri "
-                          f"and uuid)", OptionWarning, stacklevel=6)
+                          f"keywords, and formats other than {', '.join(sorted(FORMATS))} and "
+                          f"OpenAPI's numeric ones)", OptionWarning, stacklevel=6)
         props = schema.get("properties") or {}
         if fn is None and "decision" in props:
             raise OptionError(f"{where}: a schema option cannot have a field 'decision' (the "
@@ -151,9 +155,12 @@ class JsonSchemaOption(Option):
     def menu_lines(self) -> list[str]:
         lines = super().menu_lines()
         extra = self.schema.get("additionalProperties")
+        doc = self.params[0].field.user.doc if self.params else SchemaDoc({"#": self.schema})
         if isinstance(extra, dict) and extra:  # keys beyond the named ones, and what they hold
-            doc = self.params[0].field.user.doc if self.params else SchemaDoc({"#": self.schema})
             lines[-1:-1] = doc.field_lines("<other keys>", extra, False, "    ", ())
+        rules = [n for n in doc.rule_notes(self.schema) if n != "no other keys"]
+        if rules:   # what relates the arguments to one another (dependentRequired, if/then...)
+            lines[-1:-1] = [f"    - the arguments together: {'; '.join(rules)}"]
         return lines
 
     @classmethod
@@ -168,7 +175,10 @@ class JsonSchemaOption(Option):
         return None
 
     def json_schema(self) -> dict:
-        out = {k: v for k, v in copy.deepcopy(self.schema).items()
+        # The schema as given (allOf kept: flattened, a sibling additionalProperties would
+        # judge other keys), but for a root that is a reference, sent written out.
+        base = self.schema if "$ref" in self.given else self.given
+        out = {k: v for k, v in copy.deepcopy(base).items()
                if k not in ("$schema", "$id", "title")}
         out.setdefault("type", "object")
         out.setdefault("properties", {})

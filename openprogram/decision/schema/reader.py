@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from typing import Any, Callable
 
 from ...base.json_form import to_jsonable
+from .reply_values import SURROGATE as _SURROGATE
 from .type_table import FORMAT_EXAMPLES, SHORT, json_type
 
 __all__ = ["UserType", "first_paragraph", "field_line", "shown"]
@@ -29,7 +30,14 @@ def shown(value: Any) -> str:
     j = to_jsonable(value)
     if isinstance(j, dict) and set(j) == {"repr", "type"}:
         j = j["repr"]
-    return json.dumps(j)
+    return _json_text(j)
+
+
+def _json_text(j: Any) -> str:
+    """JSON text with what it holds as written (거실, not \\uac70\\uc2e4); a lone
+    surrogate, which no text can be written out with, escaped."""
+    text = json.dumps(j, ensure_ascii=False, default=repr)
+    return text if text.isascii() or not _SURROGATE.search(text) else json.dumps(j, default=repr)
 
 
 def field_line(name: str, type_name: str, required: bool, default: Any, description: str,
@@ -55,6 +63,12 @@ _first_paragraph = first_paragraph
 
 _JSON_TYPES = SHORT
 _FORMAT_EXAMPLES = FORMAT_EXAMPLES
+#: Placeholders for a schema as written, whose formats follow their RFCs (a time has its offset;
+#: a Python `datetime.time` may be naive, so the shared table keeps "12:00:00").
+WRITTEN_FORMAT_EXAMPLES = {
+    **FORMAT_EXAMPLES, "time": "12:00:00Z", "duration": "P1D", "hostname": "example.com",
+    "idn-email": "user@example.com", "ipv4": "192.0.2.1", "ipv6": "2001:db8::1",
+    "uri-reference": "https://example.com/", "regex": ".*", "json-pointer": "/a"}
 _CONSTRAINTS = [("minimum", ">= {}"), ("exclusiveMinimum", "> {}"), ("maximum", "<= {}"),
                 ("exclusiveMaximum", "< {}"), ("multipleOf", "a multiple of {}"),
                 ("minLength", "at least {} characters"), ("maxLength", "at most {} characters"),
@@ -70,26 +84,31 @@ class SchemaDoc:
     """A JSON Schema document: its `$defs` and, for pydantic models, the aliases of their
     fields (`{model title: {alias: field name}}`), which the schema itself does not keep."""
 
+    formats = _FORMAT_EXAMPLES   # the placeholder of each format
+
     def __init__(self, defs: dict, aliases: dict | None = None):
         self.defs, self.aliases = defs, aliases or {}
 
     def deref(self, node: dict) -> tuple[dict, str | None]:
         """`node` with a `$ref` to one of the defs followed (the node's own keys win), and the
-        def's name."""
+        def's name; a boolean schema as an object (`true`: any value; `false`: none)."""
         if not isinstance(node, dict):  # a boolean schema: `true` is any value
-            return {}, None
+            return ({"not": {}} if node is False else {}), None
         ref = node.get("$ref")
         if isinstance(ref, str):
-            name = "#" if ref == "#" else ref.rpartition("/")[2] \
+            name = "#" if ref == "#" else _unescape(ref.rpartition("/")[2]) \
                 if ref.startswith(("#/$defs/", "#/definitions/")) else None
-            if name in self.defs:
-                return {**self.defs[name], **{k: v for k, v in node.items() if k != "$ref"}}, name
+            target = self.defs.get(name) if name is not None else None
+            if isinstance(target, dict):
+                return {**target, **{k: v for k, v in node.items() if k != "$ref"}}, name
+            if target is not None:   # a boolean def
+                return self.deref(target)[0], name
         return node, None
 
     def variants(self, node: dict) -> list[dict]:
         """The non-null members of an anyOf / oneOf."""
         return [v for v in node.get("anyOf") or node.get("oneOf") or []
-                if v.get("type") != "null"]
+                if not isinstance(v, dict) or v.get("type") != "null"]
 
     def type_name(self, node: dict) -> str:
         node, ref = self.deref(node)
@@ -166,7 +185,7 @@ class SchemaDoc:
         if t in ("integer", "number"):
             return _number_example(node, int if t == "integer" else float)
         if t == "string":
-            return _FORMAT_EXAMPLES.get(node.get("format"), "<str>")
+            return self.formats.get(node.get("format"), "<str>")
         return {"boolean": False, "null": None}.get(t, "<any>")
 
     def _object_example(self, node: dict, stack: tuple) -> Any:
@@ -174,6 +193,8 @@ class SchemaDoc:
         if props:
             out = {}
             for key, sub in props.items():
+                if sub is False:
+                    continue   # a key that must not be given
                 x = self.example(sub, stack)
                 if x is _CUT:
                     if key in node.get("required", ()):
@@ -197,13 +218,83 @@ class SchemaDoc:
             if inner:
                 out.append(f"as {self.type_name(m)}: {', '.join(inner)}")
         if "const" in node:
-            out.append(f"always {json.dumps(node['const'])}")
+            out.append(f"always {_json_text(node['const'])}")
         elif node.get("enum"):
-            out.append("one of: " + ", ".join(json.dumps(v) for v in node["enum"]))
-        out += [text.format(json.dumps(node[key])) for key, text in _CONSTRAINTS if key in node]
+            out.append("one of: " + ", ".join(_json_text(v) for v in node["enum"]))
+        elif node.get("enum") == []:
+            out.append("no value is allowed (the enum is empty)")
+        out += [text.format(_json_text(node[key])) for key, text in _CONSTRAINTS if key in node]
         if node.get("uniqueItems"):
             out.append("no repeated items")
+        return out + self.rule_notes(node)
+
+    def rule_notes(self, node: dict, depth: int = 0) -> list[str]:
+        """The keywords that relate parts of a value, in words (`not`, `if` / `then`, keys by
+        pattern, `contains`, ...)."""
+        out = []
+        d = lambda sub: self.describe(sub, depth + 1)  # noqa: E731
+        for i, part in enumerate(node.get("allOf") or ()):
+            if part is not True and part != {} and \
+                    not (isinstance(part, dict) and set(part) <= {"properties", "required"}):
+                out.append(f"and {d(part)}")
+        if node.get("not") in ({}, True):
+            out.append("must not be given (the schema allows no value)")
+        elif "not" in node:
+            out.append(f"must not be {d(node['not'])}")
+        if "if" in node and ("then" in node or "else" in node):
+            text = f"if {'' if _keyed(node['if']) else 'it is '}{d(node['if'])}"
+            if "then" in node:
+                text += f", then {'' if _keyed(node['then']) else 'it must be '}" \
+                        f"{d(node['then'])}"
+            if "else" in node:
+                text += f"; otherwise {'' if _keyed(node['else']) else 'it must be '}" \
+                        f"{d(node['else'])}"
+            out.append(text)
+        for pattern, sub in (node.get("patternProperties") or {}).items():
+            out.append(f"keys matching the pattern {_json_text(pattern)} hold {d(sub)}")
+        if node.get("additionalProperties") is False:
+            out.append("no other keys")
+        if "propertyNames" in node:
+            out.append(f"every key is {d(node['propertyNames'])}")
+        for key, needs in (node.get("dependentRequired") or {}).items():
+            if isinstance(needs, list) and needs:
+                out.append(f"when {key} is given, {', '.join(map(str, needs))} must be too")
+        for key, sub in (node.get("dependentSchemas") or {}).items():
+            out.append(f"when {key} is given, it must be {d(sub)}")
+        if "contains" in node:
+            lo, hi = node.get("minContains", 1), node.get("maxContains")
+            many = f"at least {lo}" if hi is None else f"{lo} to {hi}"
+            out.append(f"holds {many} item(s) that are {d(node['contains'])}")
+        for key, what in (("unevaluatedProperties", "keys"), ("unevaluatedItems", "items")):
+            if node.get(key) is False:
+                out.append(f"no {what} other than those described")
+            elif isinstance(node.get(key), dict):
+                out.append(f"other {what} hold {d(node[key])}")
         return out
+
+    def describe(self, node: Any, depth: int = 0) -> str:
+        """A subschema in a few words: its type and what it allows."""
+        if node is True or node == {}:
+            return "any value"
+        if node is False:
+            return "nothing (no value is allowed)"
+        if depth > 3:
+            return "as its schema says"
+        node, _ = self.deref(node)
+        props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+        name = self.type_name(node)
+        parts = [] if name == "any" or (_keyed(node) and name in ("object", "dict")) else [name]
+        for key, sub in props.items():
+            if isinstance(sub, dict) and "const" in sub:
+                parts.append(f"{key} = {_json_text(sub['const'])}")
+            elif sub is False:
+                parts.append(f"{key} must not be given")
+            else:
+                parts.append(f"{key} {self.describe(sub, depth + 1)}")
+        if node.get("required"):
+            parts.append(f"{', '.join(map(str, node['required']))} must be given")
+        parts += self.notes(node) if depth < 3 else []
+        return ", ".join(parts) or "any value"
 
     def nested(self, node: dict, name: str, indent: str, stack: tuple) -> list[str]:
         """The menu lines below a field of type `node`: one per field of an object, and of the
@@ -252,7 +343,7 @@ class SchemaDoc:
             head = f"{indent}- {name} as {self.type_name(m)}"
             tag_node = self.deref(m)[0].get("properties", {}).get(tag or "", {})
             if "const" in tag_node:
-                head += f" ({tag} = {json.dumps(tag_node['const'])})"
+                head += f" ({tag} = {_json_text(tag_node['const'])})"
             lines += [head + ":", *inner]
         return lines
 
@@ -265,8 +356,9 @@ class SchemaDoc:
         inner = self.nested(node, name, indent + "  ", stack)
         if only_shapes and not inner and not self.notes(node):
             return []
+        own = node if isinstance(node, dict) else {}
         line = field_line(name, self.type_name(node), required,
-                          node.get("default", MISSING) if default is _UNSET else default,
+                          own.get("default", MISSING) if default is _UNSET else default,
                           self.description(node) if description is _UNSET else description,
                           [*self.notes(node), *notes], indent)
         return [line, *inner]
@@ -314,6 +406,17 @@ class SchemaDoc:
         elif isinstance(value, list) and isinstance(node.get("items"), dict):
             for i, v in enumerate(value):
                 self.extra_paths(node["items"], v, f"{path}[{i}]", dropped)
+
+
+def _keyed(node: Any) -> bool:
+    """A subschema about an object's keys (what a condition on the arguments is made of)."""
+    return isinstance(node, dict) and bool({"properties", "required"} & set(node)) and \
+        node.get("type") in (None, "object")
+
+
+def _unescape(token: str) -> str:
+    from urllib.parse import unquote
+    return unquote(token).replace("~1", "/").replace("~0", "~")
 
 
 def _json_type(v: Any) -> str:

@@ -5,7 +5,9 @@ A reply may hold finite numbers and valid Unicode text; Python's json module let
 `invalid_value`, with the path). Here too: JSON equality (`equal`: `1 == 1.0`, but a boolean
 never equals a number), how a value is named in an error message (`describe_value`,
 `json_head`, a key made safe for a path), and the checks of the string formats the validator
-asserts (`FORMAT_CHECKS`: date, date-time, time, email, uri, uuid).
+asserts (`FORMAT_CHECKS`, each exactly as its RFC writes it: date, date-time, time, duration,
+email, idn-email, hostname, ipv4, ipv6, uri, uri-reference, uuid, regex, json-pointer; and
+OpenAPI's numeric formats, `OPENAPI_FORMATS`, as bounds).
 """
 from __future__ import annotations
 
@@ -20,8 +22,8 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
 from ...base.errors import ParseError
 from .type_table import json_type
 
-__all__ = ["check_json_value", "describe_value", "json_head", "safe_key", "equal",
-           "FORMAT_CHECKS"]
+__all__ = ["check_json_value", "describe_value", "json_head", "json_text", "safe_key", "equal",
+           "FORMAT_CHECKS", "OPENAPI_FORMATS", "PYTHON_FORMAT_CHECKS"]
 
 SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE = SURROGATE
@@ -43,9 +45,19 @@ def _preview(v: Any, depth: int = 0) -> Any:
     return v
 
 
+def json_text(v: Any) -> str:
+    """`v` as JSON text, text as written (거실, not \\uac70\\uc2e4), a lone surrogate escaped."""
+    text = json.dumps(v, default=repr, ensure_ascii=False)
+    return text if text.isascii() or not SURROGATE.search(text) else json.dumps(v, default=repr)
+
+
 def json_head(v: Any) -> str:
-    """The start of `v` as JSON text (a lone surrogate escaped), for an error message."""
-    return json.dumps(_preview(v), default=repr)[:60]
+    """The start of `v` as JSON text, for an error message: text as written (거실), a lone
+    surrogate escaped."""
+    text = json.dumps(_preview(v), default=repr, ensure_ascii=False)
+    if not text.isascii() and SURROGATE.search(text):
+        text = json.dumps(_preview(v), default=repr)
+    return text[:60]
 
 
 def describe_value(v: Any) -> str:
@@ -106,6 +118,33 @@ def check_json_value(value: Any, path: str, deep: bool = False, numbers: bool = 
                 stack.append((k, f"{where} (a key)"))
 
 
+def is_json_value(value: Any) -> bool:
+    """Whether `value` holds only what JSON means, all the way down: the quick yes of
+    `check_json_value(value, path, deep=True)`, which names the fault when this says no."""
+    stack = [value]
+    pop, many = stack.pop, stack.extend
+    while stack:
+        v = pop()
+        t = type(v)
+        if t is str:
+            if not v.isascii() and SURROGATE.search(v):
+                return False
+        elif t is dict:
+            for k in v:
+                if type(k) is str and not k.isascii() and SURROGATE.search(k):
+                    return False
+            many(v.values())
+        elif t is list:
+            many(v)
+        elif t is float:
+            if v - v != 0.0:
+                return False
+        elif t is int:
+            if v.bit_length() > 14_000:
+                return False
+    return True
+
+
 def equal(a: Any, b: Any) -> bool:
     """JSON equality: `1 == 1.0`, but a boolean never equals a number, all the way down."""
     if isinstance(a, bool) or isinstance(b, bool):
@@ -123,10 +162,34 @@ def equal(a: Any, b: Any) -> bool:
 
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
-_TIME = re.compile(r"\d{2}:\d{2}:\d{2}(\.\d+)?([zZ]|[+-]\d{2}:\d{2})?", re.ASCII)
-_EMAIL = re.compile(r"[^@\s]+@[^@\s]+")
-_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:\S+")
+_TIME = re.compile(r"(\d{2}):(\d{2}):(\d{2})(?:\.\d+)?(?:([zZ])|([+-])(\d{2}):(\d{2}))", re.ASCII)
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+# RFC 3339 appendix A: a duration.
+_DUR_TIME = r"T(?:\d+H(?:\d+M(?:\d+S)?)?|\d+M(?:\d+S)?|\d+S)"
+_DURATION = re.compile(rf"P(?:(?:\d+Y(?:\d+M(?:\d+D)?)?|\d+M(?:\d+D)?|\d+D)(?:{_DUR_TIME})?"
+                       rf"|{_DUR_TIME}|\d+W)", re.ASCII)
+# RFC 3986's grammar, written out.
+_UNRESERVED, _PCT, _SUB = r"A-Za-z0-9\-._~", r"%[0-9A-Fa-f]{2}", r"!$&'()*+,;="
+_PCHAR = rf"(?:[{_UNRESERVED}{_SUB}:@]|{_PCT})"
+_AUTHORITY = (rf"(?:(?:[{_UNRESERVED}{_SUB}:]|{_PCT})*@)?"
+              rf"(?:\[(?P<literal>[^\]]*)\]|(?:[{_UNRESERVED}{_SUB}]|{_PCT})*)(?::\d*)?")
+_TAIL = rf"(?:\?(?:{_PCHAR}|[/?])*)?(?:#(?:{_PCHAR}|[/?])*)?"
+_URI = re.compile(rf"[A-Za-z][A-Za-z0-9+\-.]*:(?://{_AUTHORITY}(?:/{_PCHAR}*)*"
+                  rf"|/(?:{_PCHAR}+(?:/{_PCHAR}*)*)?|{_PCHAR}+(?:/{_PCHAR}*)*|){_TAIL}",
+                  re.ASCII)
+_RELATIVE = re.compile(rf"(?://{_AUTHORITY}(?:/{_PCHAR}*)*|/(?:{_PCHAR}+(?:/{_PCHAR}*)*)?"
+                       rf"|(?:[{_UNRESERVED}{_SUB}@]|{_PCT})+(?:/{_PCHAR}*)*|){_TAIL}",
+                       re.ASCII)
+_ATEXT = r"[A-Za-z0-9!#$%&'*+\-/=?^_`{|}~]"
+_LOCAL = re.compile(rf"{_ATEXT}+(?:\.{_ATEXT}+)*|\"(?:[\x20\x21\x23-\x5b\x5d-\x7e]"
+                    rf"|\\[\x20-\x7e])*\"", re.ASCII)
+_IDN_LOCAL = re.compile(r"(?:[A-Za-z0-9!#$%&'*+\-/=?^_`{|}~]|[^\x00-\x7f])+"
+                        r"(?:\.(?:[A-Za-z0-9!#$%&'*+\-/=?^_`{|}~]|[^\x00-\x7f])+)*"
+                        r"|\"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|[^\x00-\x7f]|\\[\x20-\x7e])*\"")
+_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?", re.ASCII)
+_IPV4 = re.compile(r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?:\.(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}",
+                   re.ASCII)
+_POINTER = re.compile(r"(?:/(?:[^~/]|~[01])*)*")
 
 
 def _is_date(text: str) -> bool:
@@ -140,20 +203,104 @@ def _is_date(text: str) -> bool:
     return True
 
 
-def _is_time(text: str) -> bool:
-    if not _TIME.fullmatch(text):
+def _is_time(text: str, date_ok: bool = True) -> bool:
+    """RFC 3339's full-time: the offset required; a leap second only at 23:59 UTC."""
+    m = _TIME.fullmatch(text)
+    if not m:
         return False
-    h, m, s = int(text[:2]), int(text[3:5]), int(text[6:8])
-    return h < 24 and m < 60 and s < 61
+    h, mi, s = int(m[1]), int(m[2]), int(m[3])
+    oh, om = (int(m[6]), int(m[7])) if m[5] else (0, 0)
+    if h > 23 or mi > 59 or s > 60 or oh > 23 or om > 59:
+        return False
+    if s == 60:
+        sign = -1 if m[5] == "+" else 1
+        minutes = (h * 60 + mi + sign * (oh * 60 + om)) % (24 * 60)
+        return minutes == 23 * 60 + 59
+    return True
 
 
 def _is_datetime(text: str) -> bool:
-    head, sep, tail = text.partition("T") if "T" in text else text.partition("t")
-    return bool(sep) and _is_date(head) and _is_time(tail) and tail[-1:] in "zZ0123456789" \
-        and (tail[-1:] in "zZ" or tail[-6:-5] in "+-")
+    head, sep, tail = text[:10], text[10:11], text[11:]
+    return sep in ("T", "t") and _is_date(head) and _is_time(tail)
+
+
+def _is_hostname(text: str) -> bool:
+    """RFC 1123: dot-separated labels of letters, digits and inner hyphens, 253 at most;
+    an A-label (xn--) must be valid Punycode."""
+    if not text or len(text) > 253:
+        return False
+    for label in text.split("."):
+        if not _LABEL.fullmatch(label):
+            return False
+        if label[2:4] == "--" and label[:4].lower() != "xn--":
+            return False   # RFC 5891 4.2.3.1: hyphens in both third and fourth places
+        if label[:4].lower() == "xn--":
+            try:
+                label[4:].encode("ascii").decode("punycode")
+            except (UnicodeError, ValueError):
+                return False
+    return True
+
+
+def _is_ipv6(text: str) -> bool:
+    import ipaddress
+    if not text.isascii() or "%" in text or not re.fullmatch(r"[0-9A-Fa-f:.]+", text):
+        return False
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_email(text: str, idn: bool = False) -> bool:
+    """RFC 5321's Mailbox (RFC 6531's for idn-email): a dot-atom or quoted local part, a
+    host name or an address literal."""
+    local, at, domain = text.rpartition("@")
+    if not at or not (_IDN_LOCAL if idn else _LOCAL).fullmatch(local):
+        return False
+    if domain.startswith("[") and domain.endswith("]"):
+        inner = domain[1:-1]
+        return bool(_IPV4.fullmatch(inner)) or (inner[:5] == "IPv6:" and _is_ipv6(inner[5:]))
+    if idn:
+        try:
+            domain = domain.encode("idna").decode("ascii")
+        except UnicodeError:
+            return False
+    return _is_hostname(domain)
+
+
+def _is_uri(text: str, relative: bool = False) -> bool:
+    m = _URI.fullmatch(text) or (_RELATIVE.fullmatch(text) if relative else None)
+    if not m:
+        return False
+    literal = m["literal"]
+    return literal is None or _is_ipv6(literal) or \
+        bool(re.fullmatch(r"v[0-9A-Fa-f]+\.[A-Za-z0-9\-._~!$&'()*+,;=:]+", literal))
+
+
+def _is_regex(text: str) -> bool:
+    try:
+        re.compile(text)
+    except (re.error, RecursionError, OverflowError):
+        return False
+    return True
 
 
 FORMAT_CHECKS: dict[str, Callable[[str], bool]] = {
     "date": _is_date, "time": _is_time, "date-time": _is_datetime,
-    "email": lambda t: bool(_EMAIL.fullmatch(t)), "uri": lambda t: bool(_URI.fullmatch(t)),
-    "uuid": lambda t: bool(_UUID.fullmatch(t))}
+    "duration": lambda t: bool(_DURATION.fullmatch(t)),
+    "email": _is_email, "idn-email": lambda t: _is_email(t, idn=True),
+    "hostname": _is_hostname, "ipv4": lambda t: bool(_IPV4.fullmatch(t)), "ipv6": _is_ipv6,
+    "uri": _is_uri, "uri-reference": lambda t: _is_uri(t, relative=True),
+    "uuid": lambda t: bool(_UUID.fullmatch(t)), "regex": _is_regex,
+    "json-pointer": lambda t: bool(_POINTER.fullmatch(t))}
+
+#: For a Python annotation (`datetime.time`, the spec's forms) a time may be naive, as Python's.
+PYTHON_FORMAT_CHECKS: dict[str, Callable[[str], bool]] = {
+    **FORMAT_CHECKS, "time": lambda t: _is_time(t) or _is_time(t + "Z")}
+
+#: OpenAPI's numeric formats: known (no warning), checked as the bounds they name.
+OPENAPI_FORMATS: dict[str, tuple] = {
+    "int32": (-2 ** 31, 2 ** 31 - 1), "int64": (-2 ** 63, 2 ** 63 - 1),
+    "float": (None, None), "double": (None, None)}

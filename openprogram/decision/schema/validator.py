@@ -5,12 +5,15 @@ once, when the option set is built, and returns a `Checker`: `checker(value, pat
 returns the value as the option receives it or raises `ParseError` with the kind
 (`type_mismatch`, `enum_violation`, `missing_required`, `invalid_value`) and the path of the
 field at fault (`args.steps[0].action`). A keyword that would change what is valid but is not
-supported is refused there and then (`OptionError` naming the keyword and where it is); words
-that are not JSON Schema (`optional`, `x-...`) and formats other than the checked ones are
-annotations, kept and reported once (`Checker.annotations`). Where this project's rules differ
-from the specification on purpose: a boolean is never an integer or a number, fields outside
-the schema are dropped (their paths recorded) rather than refused, and an integer given for a
-`number` arrives as a float; what a reply may hold at all (finite numbers, valid Unicode) is
+supported is refused there and then (`OptionError` naming the keyword and where it is);
+words that are not JSON Schema (`optional`, `x-...`) and formats other than the checked ones
+are annotations, kept and reported once (`Checker.annotations`). Where the spec's own forms
+differ from the specification on purpose: a boolean is never an integer or a number, fields
+outside the schema are dropped (their paths recorded) rather than refused, `2.0` is not an
+integer, and an integer given for a `number` arrives as a float. A schema of the user's
+(`as_written=True`: `JsonSchema`, a tool definition) follows the specification instead (keys
+kept or refused, `2.0` an integer), and one using a keyword beyond `SUPPORTED` is judged
+whole by schemaeval.py; what a reply may hold at all (finite numbers, valid Unicode) is
 jsonvalues.py's, checked here for every value wherever it sits. Internal schemas built from
 Python types (schema.py) carry, under keys no JSON Schema has, the name messages use (`NAME`),
 a function that turns the validated JSON value into the Python one (`PY`: an Enum member, a
@@ -20,7 +23,6 @@ once, with fast paths for the nodes most schemas are made of.
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 TYPE_CHECKING = False
@@ -28,8 +30,10 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from typing import Any, Callable
 
 from ...base.errors import OptionError, ParseError
-from .reply_values import (FORMAT_CHECKS, SURROGATE as _SURROGATE, _bad_json_value,
-                           check_json_value, describe_value, equal, json_head, safe_key)
+from .reply_values import (FORMAT_CHECKS, OPENAPI_FORMATS, PYTHON_FORMAT_CHECKS,
+                         SURROGATE as _SURROGATE,
+                         _bad_json_value, check_json_value, describe_value, equal,
+                         is_json_value, json_head, json_text, safe_key)
 from .type_table import SHORT, json_type
 
 __all__ = ["compile_schema", "merge_all_of", "Checker", "SUPPORTED", "REFUSED", "ANNOTATIONS", "FORMATS", "PY",
@@ -46,14 +50,17 @@ SUPPORTED = frozenset({
 ANNOTATIONS = frozenset({
     "description", "title", "examples", "default", "$comment", "$schema", "$id", "readOnly",
     "writeOnly", "deprecated", "contentMediaType", "contentEncoding", "discriminator"})
-#: Standard keywords that change what is valid and are not supported: refused when built.
+#: Standard keywords that change what is valid and are not compiled here: refused when built
+#: for the spec's forms; for a schema as written, schemaeval.py judges them.
 REFUSED = frozenset({
     "if", "then", "else", "not", "patternProperties", "dependentRequired", "dependentSchemas",
     "propertyNames", "unevaluatedProperties", "unevaluatedItems", "contains", "minContains",
     "maxContains", "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor",
     "additionalItems", "dependencies", "$anchor", "$vocabulary", "contentSchema"})
-#: The `format` values checked; any other is an annotation.
-FORMATS = frozenset({"date", "date-time", "time", "email", "uri", "uuid"})
+#: The `format` values checked; any other is an annotation (OpenAPI's numeric ones are bounds).
+FORMATS = frozenset(FORMAT_CHECKS)
+#: Keywords only a schema as written may use (schemaeval.py judges a document that has one).
+WRITTEN_ONLY = REFUSED | {"allOf", "$id"}
 
 PY = object()     # internal key: JSON value -> Python value, after validation
 CHECK = object()  # internal key: a function that validates the node itself
@@ -77,13 +84,61 @@ class Checker:
 # ---------------------------------------------------------------------------------------------
 
 
-def compile_schema(schema: Any, where: str) -> Checker:
+def compile_schema(schema: Any, where: str, as_written: bool = False) -> Checker:
     """`schema` read once into a `Checker`; `OptionError` (naming `where`, the keyword and its
     place in the schema) for a keyword that would change what is valid but is not supported,
-    for a `$ref` that points at nothing and for a malformed keyword value."""
-    c = _Compiler(schema, where)
+    for a `$ref` that points at nothing and for a malformed keyword value.
+
+    `as_written` is for a schema of the user's (`JsonSchema`, a tool definition): JSON Schema's
+    meaning holds — keys the schema allows are kept, `additionalProperties: false` refuses
+    others, `1.0` is an integer (delivered as `1`) — and a document using any keyword beyond
+    the ones compiled here is judged by schemaeval.py, the value delivered as written."""
+    if as_written and _needs_evaluator(schema):
+        from .schemaeval import Evaluator
+        ev = Evaluator(schema, where)
+
+        def run(v, p, d, check=ev.check):
+            if not is_json_value(v):
+                check_json_value(v, p, deep=True)
+            return check(v, p)
+        return Checker(run, ev.annotations, schema)
+    if as_written:   # its depth bounded, a cycle of bare references refused, by name
+        from .schemaeval import Evaluator
+        Evaluator(schema, where, compile=False)
+    c = _Compiler(schema, where, as_written)
     run = c.node(schema, "#")
     return Checker(run, c.annotations, schema)
+
+
+def _needs_evaluator(schema: Any) -> bool:
+    """Whether a document uses what only schemaeval.py judges: a keyword of WRITTEN_ONLY, a
+    boolean subschema, a reference beyond a plain pointer, an empty enum."""
+    stack = [(schema, True)]
+    while stack:
+        node, at_root = stack.pop()
+        if isinstance(node, list):
+            stack += [(x, False) for x in node]
+            continue
+        if not isinstance(node, dict):
+            if isinstance(node, bool) and not at_root:
+                return True
+            continue
+        for k, v in node.items():
+            if k in WRITTEN_ONLY or k in ("$anchor", "$dynamicRef", "$dynamicAnchor"):
+                return True
+            if k == "$ref" and (not isinstance(v, str) or not v.startswith("#")
+                                or "%" in v or (len(v) > 1 and not v.startswith("#/"))):
+                return True
+            if k == "enum" and v == []:
+                return True
+            if k == "items" and isinstance(v, bool):
+                return True
+            if k in ("properties", "$defs", "definitions") and isinstance(v, dict):
+                stack += [(x, False) for x in v.values()]
+            elif k not in ("enum", "const", "default", "examples") and \
+                    isinstance(v, (dict, list, bool)):
+                stack.append((v, False))
+    return False
 
 
 def merge_all_of(schema: Any, where: str = "the schema") -> Any:
@@ -97,15 +152,18 @@ def merge_all_of(schema: Any, where: str = "the schema") -> Any:
         if not isinstance(node, dict):
             return node
         if "allOf" in node:
-            node = c.merge_all_of(node, ptr)
+            try:
+                node = c.merge_all_of(node, ptr)
+            except OptionError:
+                pass   # parts that do not join (booleans, conflicts): shown as they are
         return {k: v if k in ("enum", "const", "default", "examples") else walk(v, f"{ptr}/{k}")
                 for k, v in node.items()}
     return walk(schema, "#")
 
 
 class _Compiler:
-    def __init__(self, root: Any, where: str):
-        self.root, self.where = root, where
+    def __init__(self, root: Any, where: str, as_written: bool = False):
+        self.root, self.where, self.as_written = root, where, as_written
         self.refs: dict[str, list] = {}   # "$ref" -> [checker], filled once compiled
         self.annotations: list[str] = []
 
@@ -162,7 +220,7 @@ class _Compiler:
             if k not in SUPPORTED and k not in ANNOTATIONS:
                 self.annotations.append(f"{k!r} at {ptr}")
         fmt = s.get("format")
-        if fmt is not None and fmt not in FORMATS:
+        if fmt is not None and fmt not in FORMATS and fmt not in OPENAPI_FORMATS:
             self.annotations.append(f"format {fmt!r} at {ptr}")
         if "allOf" in s:
             s = self.merge_all_of(s, ptr)
@@ -193,6 +251,8 @@ class _Compiler:
         out = {k: v for k, v in s.items() if k != "allOf"}
         for i, part in enumerate(parts):
             here = f"{ptr}/allOf/{i}"
+            if part is True:   # allows anything: adds nothing to join
+                continue
             seen = set()
             while isinstance(part, dict) and "$ref" in part:
                 ref = part["$ref"]
@@ -247,16 +307,16 @@ class _Compiler:
         obj = self.object(s, ptr) if types is None or "object" in types else None
         # OpenAPI's `nullable: true` lets null through whatever else the node says.
         return _make_node(types, name, steps, obj, s.get("nullable") is True,
-                          "anyOf" in s or "oneOf" in s)
+                          "anyOf" in s or "oneOf" in s, self.as_written)
 
     def choice(self, s: dict, ptr: str) -> Callable:
         if "const" in s:
-            values, what = [s["const"]], f"always {json.dumps(s['const'], default=repr)}"
+            values, what = [s["const"]], f"always {json_text(s['const'])}"
         else:
             values = s["enum"]
             if not isinstance(values, list) or not values:
                 raise self.fail(ptr, "enum takes a non-empty list of allowed values")
-            what = "one of " + ", ".join(json.dumps(v, default=repr) for v in values)
+            what = "one of " + ", ".join(json_text(v) for v in values)
         if s.get("nullable") is True and None not in values:
             values = [*values, None]
 
@@ -329,7 +389,7 @@ class _Compiler:
             steps.append(pattern)
         fmt = s.get("format")
         if fmt in FORMAT_CHECKS:
-            test = FORMAT_CHECKS[fmt]
+            test = (FORMAT_CHECKS if self.as_written else PYTHON_FORMAT_CHECKS)[fmt]
 
             def form(v, p, d):
                 if isinstance(v, str) and not test(v):
@@ -344,8 +404,11 @@ class _Compiler:
         """The step checking a text's length or a list's count against `low` / `high`."""
         lo, hi = s.get(low), s.get(high)
         for k, n in ((low, lo), (high, hi)):
+            if isinstance(n, float) and n.is_integer():
+                n = int(n)   # JSON Schema counts 1.0 as an integer
             if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 0):
                 raise self.fail(ptr, f"{k} takes a non-negative integer, got {n!r}")
+        lo, hi = (int(n) if isinstance(n, float) else n for n in (lo, hi))
         if lo is None and hi is None:
             return []
 
@@ -373,6 +436,9 @@ class _Compiler:
                     raise self.fail(ptr, f"{key} takes a number, got {b!r} (the boolean form "
                                          f"is draft 4's; write the bound itself)")
                 bounds.append((test, b, text))
+        lo, hi = OPENAPI_FORMATS.get(s.get("format"), (None, None))
+        if lo is not None:   # OpenAPI's int32 / int64: the range the format names
+            bounds += [(lambda v, b: v >= b, lo, ">="), (lambda v, b: v <= b, hi, "<=")]
         steps = []
         if bounds:
             def bound(v, p, d):
@@ -454,6 +520,8 @@ class _Compiler:
         extra = s.get("additionalProperties")
         if isinstance(extra, dict) or extra is True:
             extra_run = self.node(extra, f"{ptr}/additionalProperties")
+        elif self.as_written:   # JSON Schema's meaning: kept when allowed, refused when not
+            extra_run = _any if extra is None else _refused
         else:
             extra_run = None  # absent or false: outside the schema, so dropped
         lo, hi = s.get("minProperties"), s.get("maxProperties")
@@ -485,18 +553,28 @@ def _any(v: Any, p: str, d: list[str]) -> Any:
     return v
 
 
+def _refused(v: Any, p: str, d: list[str]) -> Any:
+    raise ParseError("invalid_value", f"{p} is not allowed (the schema allows no other keys)", p)
+
+
 def _nothing(v: Any, p: str, d: list[str]) -> Any:
     raise ParseError("invalid_value", f"{p} must not be given (the schema allows no value)", p)
 
 
 def _make_node(types: list | None, name: str, steps: list[Callable], obj: tuple | None,
-               nullable: bool, union: bool) -> Callable:
+               nullable: bool, union: bool, as_written: bool = False) -> Callable:
     allowed = frozenset(types) if types is not None else None
-    to_float = allowed is not None and "number" in allowed and "integer" not in allowed
+    # (a schema as written delivers a number as the model wrote it: 2 stays 2)
+    to_float = allowed is not None and "number" in allowed and "integer" not in allowed \
+        and not as_written
+    # JSON Schema counts 1.0 as an integer; Python annotations (the spec's forms) do not
+    whole = as_written and allowed is not None and "integer" in allowed
 
     def run(v: Any, p: str, d: list[str]) -> Any:
         if v is None and nullable:
             return v
+        if whole and type(v) is float and v.is_integer() and "number" not in allowed:
+            v = int(v)
         if allowed is not None:
             t = json_type(v)
             if t not in allowed and not (t == "integer" and "number" in allowed):
@@ -508,7 +586,8 @@ def _make_node(types: list | None, name: str, steps: list[Callable], obj: tuple 
                 raise ParseError("invalid_value", f"{p} {problem}", p)
         for step in steps:
             v = step(v, p, d)
-        if obj is not None and isinstance(v, dict) and not union:
+        # (a union's object keywords are its own as well; the spec's forms never have both)
+        if obj is not None and isinstance(v, dict) and (not union or as_written):
             v = _object(v, p, d, obj)
         if to_float and type(v) is int:
             try:
@@ -520,7 +599,7 @@ def _make_node(types: list | None, name: str, steps: list[Callable], obj: tuple 
                                                   f"of about {digits} digits, too large for a "
                                                   f"float", p) from None
         return v
-    return _fast(run, allowed, steps, obj, nullable, union) or run
+    return _fast(run, allowed, steps, obj, nullable, union, as_written) or run
 
 
 _ABSENT = object()
@@ -528,6 +607,8 @@ _ABSENT = object()
 _VALID = {"string": "type(x) is str and (x.isascii() or not SUR(x))",
           "integer": "type(x) is int and x.bit_length() <= 14000",
           "number": "type(x) is float and x - x == 0.0",
+          "written_number": "(type(x) is float and x - x == 0.0) or "
+                            "(type(x) is int and x.bit_length() <= 14000)",
           "boolean": "type(x) is bool",
           "enum": "type(x) is str and x in {t}"}
 
@@ -544,7 +625,7 @@ def _scalar_code(kind: str, run: Callable, texts: frozenset | None = None) -> Ca
 
 
 def _fast(run: Callable, allowed: frozenset | None, steps: list, obj: tuple | None,
-          nullable: bool, union: bool) -> Callable | None:
+          nullable: bool, union: bool, as_written: bool = False) -> Callable | None:
     """For the nodes most schemas are made of (one scalar type, or an object, with nothing
     else to check), a check that does only what a valid value needs; anything else (and every
     error) goes through `run`, so messages and results are the same."""
@@ -563,6 +644,8 @@ def _fast(run: Callable, allowed: frozenset | None, steps: list, obj: tuple | No
         return _scalar_code("enum", run, texts)
     if steps:
         return None
+    if t == "number" and as_written:   # (an int stays an int)
+        return _scalar_code("written_number", run)
     if t in _VALID:
         return _scalar_code(t, run)
     if t == "object" and obj is not None:
@@ -579,8 +662,8 @@ def _object_code(obj: tuple, general: Callable) -> Callable | None:
     doubt — a key outside the schema, a field missing or of another type — the whole object
     goes to `general`, which gives the same result, drops and error as ever."""
     fields, missing_only, extra_run, lo, hi, _ = obj
-    if missing_only or extra_run is not None or lo is not None or hi is not None or \
-            not fields or len(fields) > 200:
+    # (a key outside the fields goes to `general` whatever `extra_run` does with it)
+    if missing_only or lo is not None or hi is not None or not fields or len(fields) > 200:
         return None
     env: dict = {"KEYS": frozenset(k for k, *_ in fields), "general": general,
                  "ABSENT": _ABSENT, "SUR": _SURROGATE.search}
@@ -635,7 +718,7 @@ def _object(v: dict, p: str, d: list[str], obj: tuple) -> dict:
             if extra_run is None:
                 d.append(f"{p}.{safe_key(k)}")
             else:
-                out[k] = extra_run(x, f"{p}.{k}", d)
+                out[k] = extra_run(x, f"{p}.{safe_key(k)}", d)
     n = len(v)  # as the specification counts: the keys given, dropped ones too
     if lo is not None and n < lo:
         raise ParseError("invalid_value", f"{p} must have at least {lo} keys, got {n}", p)
