@@ -196,6 +196,8 @@ class DecisionError(OpenProgramError, ValueError):
                  trace: Any = None, path: str | None = None):
         self.kind, self.message, self.reply_head = kind, message, reply_head
         self.trace, self.path = trace, path
+        #: the last attempt's distribution over the options, when the decision asked for one
+        self.confidence: Any = None
         n = len(trace.attempts) if trace else 1
         text = f"no usable decision after {n} attempt(s): [{kind}] {message.rstrip('.')}."
         hint = fix(kind)

@@ -262,9 +262,9 @@ class Decider:
                 conf, None
         return resp, node, None, self._no_distribution(resp, rt)
 
-    async def _cascade(self, stages: list, messages: list[dict[str, Any]],
+    async def _cascade(self, stages: list[Any], messages: list[dict[str, Any]],
                        extra: dict[str, Any], on_text: Callable[[str], None] | None,
-                       specs: list[dict[str, Any]] | None) -> tuple[Any, Any, Any, Any, list]:
+                       specs: list[dict[str, Any]] | None) -> tuple[Any, Any, Any, Any, list[Any]]:
         """A `CascadeRuntime`: each stage asked in turn until one is sure enough of its pick
         (`min_confidence`), the last one's reply standing whatever its probability. Every stage
         asked is recorded, with its tokens; the attempt's tokens are all of theirs."""
@@ -549,12 +549,12 @@ def _reply_shown(att: Attempt) -> Any:
     return att.reply
 
 
-def _add_usage(usages: list[Any]) -> dict | None:
+def _add_usage(usages: list[Any]) -> dict[str, Any] | None:
     """The token counts of several calls added up (None when none of them reported any)."""
     known = [u for u in usages if u]
     if not known:
         return None
-    total: dict = {}
+    total: dict[str, Any] = {}
     for u in known:
         for k, v in u.items():
             if isinstance(v, (int, float)) and not isinstance(v, bool):

@@ -70,7 +70,7 @@ def _check_on_interrupt(value: Any) -> None:
 
 def _settings(on_interrupt: Any, concurrency: Any, max_retries: Any, timeout_s: Any,
               context: Any, validate: Any, reask: Any,
-              mode: Any = None, confidence: tuple = (False, None, None)
+              mode: Any = None, confidence: tuple[Any, ...] = (False, None, None)
               ) -> tuple[int, dict[str, Any]]:
     """The run settings shared by evaluate, aevaluate and compare, checked before anything
     runs: the concurrency, and the keyword arguments every row's decision gets (the
@@ -125,8 +125,9 @@ class _Sink:
                                       line.get("latency_s"), bool(line.get("cached"))), offset)
                 if line.get("expected") is not None:
                     self.outcomes.expected[i] = self.outcomes.code(line["expected"])
-                if line.get("confidence") is not None:
-                    self.outcomes.conf[i] = Confidence.from_dict(line["confidence"])
+                conf = Confidence.from_dict(line.get("confidence"))
+                if conf is not None:
+                    self.outcomes.conf[i] = conf
                 if line.get("cascade"):
                     self.outcomes.cascade[i] = [tuple(s) for s in line["cascade"]]
                 self.failed += line["status"] == "failed"
@@ -331,7 +332,7 @@ def _evaluation(what: str, prompt: str, options: Options, inputs: Any, runtime: 
                 concurrency: Any, max_retries: Any, expected: Any, context: Any, timeout_s: Any,
                 progress: Any, on_interrupt: Any, validate: Any, reask: Any, mode: Any,
                 journal: Any, total: int | None, rate_limit: Any, batch: Any,
-                confidence: tuple = (False, None, None)) -> "_Run":
+                confidence: tuple[Any, ...] = (False, None, None)) -> "_Run":
     """The one run of `evaluate` / `aevaluate` (`what`), every argument checked before any
     model call."""
     concurrency, settings = _settings(on_interrupt, concurrency, max_retries, timeout_s,
@@ -647,7 +648,7 @@ class _Comparison:
                  context: dict[str, Any] | None, timeout_s: float | None, progress: bool,
                  on_interrupt: str, validate: Callable[..., Any] | None, reask: Reasker,
                  mode: str, journal: Any, total: int | None, rate_limit: Any,
-                 batch: Any, confidence: tuple = (False, None, None)) -> None:
+                 batch: Any, confidence: tuple[Any, ...] = (False, None, None)) -> None:
         self.concurrency, self.settings = _settings(on_interrupt, concurrency, max_retries,
                                                     timeout_s, context, validate, reask, mode,
                                                     confidence)

@@ -39,7 +39,7 @@ STATUSES = ("cancelled", "resolved", "failed")
 _CODE = {s: k for k, s in enumerate(STATUSES)}
 
 
-def cascade_of(trace: Any) -> list[tuple]:
+def cascade_of(trace: Any) -> list[tuple[Any, ...]]:
     """The stages a CascadeRuntime asked over a decision's attempts: (runtime, answered the
     attempt, tokens in, tokens out) each; [] for any other runtime."""
     out = []
@@ -102,7 +102,7 @@ class Outcomes:
         # each row's final Confidence, for the rows whose decision asked for one
         self.conf: dict[int, Confidence] = {}
         # CascadeRuntime rows: each stage asked, (runtime, answered, tokens in, tokens out)
-        self.cascade: dict[int, list[tuple]] = {}
+        self.cascade: dict[int, list[tuple[Any, ...]]] = {}
 
     def __len__(self) -> int:
         return len(self.status)
@@ -377,8 +377,9 @@ class EvaluationResult:
             if r.get("expected") is not None:
                 has_expected = True
                 out.expected[r["row"]] = out.code(r["expected"])
-            if r.get("confidence") is not None:
-                out.conf[r["row"]] = Confidence.from_dict(r["confidence"])
+            conf = Confidence.from_dict(r.get("confidence"))
+            if conf is not None:
+                out.conf[r["row"]] = conf
             if r.get("cascade"):
                 out.cascade[r["row"]] = [tuple(st) for st in r["cascade"]]
             columns.update(dict.fromkeys(r.get("input") or {}))
@@ -657,7 +658,7 @@ class EvaluationResult:
         if self._has_expected:
             data["accuracy"] = self.accuracy
         if self._has_expected and self._outcomes.conf:
-            lo, hi = self.mean_p_expected_ci
+            lo, hi = self.mean_p_expected_ci or (math.nan, math.nan)
             data.update(mean_p_expected=self.mean_p_expected, mean_p_expected_lo=lo,
                         mean_p_expected_hi=hi, ece=self.ece, brier=self.brier)
         data.update({
@@ -967,7 +968,7 @@ class ComparisonResult:
         overlap means these rows cannot tell the two apart). None when the runs asked for no
         distribution or had no expected picks."""
         pd = require("pandas", "pandas", "the comparison's .ranking")
-        rows = {}
+        rows: dict[str, dict[str, Any]] = {}
         for name, r in self.results.items():
             m = r.mean_p_expected
             if m is None:
