@@ -4,7 +4,7 @@ A change that should cost nothing (a move of files, say) is checked by running t
 benchmark on the code before it and after it, interleaved (old, new, old, new, ...) so that the
 machine's drift during the run falls on both alike. Each run's printed lines are matched line by
 line; for a line whose words agree, the numbers of each side are shown with the ratio new / old
-of each (the best of the runs per side for a time: the lowest).
+of each (the median of the runs per side).
 
     .venv/bin/python benchmarks/bench_checkouts.py 560fa4f bench_core.py make validate
     .venv/bin/python benchmarks/bench_checkouts.py 560fa4f bench_scale.py --rows 100000 --plain-rows 20000 --entries 20000
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,14 +42,14 @@ def numbers(line: str) -> list[float]:
 
 def best(lines_per_run: list[list[str]]) -> list[str]:
     """The runs' lines merged: where every run printed the same words, each number is the
-    lowest the runs printed (times and sizes: the least disturbed run)."""
+    median of what the runs printed (the lowest would favour a time and disfavour a rate)."""
     merged = []
     for group in zip(*lines_per_run):
         shape = {NUMBER.sub("#", g) for g in group}
         if len(shape) != 1:
             merged.append(group[0])
             continue
-        lows = [min(col) for col in zip(*(numbers(g) for g in group))]
+        lows = [statistics.median(col) for col in zip(*(numbers(g) for g in group))]
         it = iter(lows)
         merged.append(NUMBER.sub(lambda m: f"{next(it):g}", group[0]))
     return merged
@@ -80,8 +81,8 @@ def main() -> None:
                     subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
                                     str(path)], check=False)
     old_lines, new_lines = best(runs["old"]), best(runs["new"])
-    print(f"{ns.script} {' '.join(rest)}: old = {ns.rev}, new = {ns.new or 'this checkout'}; best of "
-          f"{ns.runs} interleaved runs each")
+    print(f"{ns.script} {' '.join(rest)}: old = {ns.rev}, new = {ns.new or 'this checkout'}; median "
+          f"of {ns.runs} interleaved runs each")
     for a, b in zip(old_lines, new_lines):
         na, nb = numbers(a), numbers(b)
         if NUMBER.sub("#", a) != NUMBER.sub("#", b) or not na:
