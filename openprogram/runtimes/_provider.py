@@ -87,7 +87,8 @@ def deadline_transport(httpx2: Any, asynchronous: bool = False,
         before it goes, and sent again after the run's pause while the server answers 429 /
         529 — the SDK sees a rate limit only once the run's patience is spent (then marked
         not to be retried: the run already waited)."""
-        limit = ratelimit.current() or (own_limit() if own_limit is not None else None)
+        limit = ratelimit.choose(ratelimit.current(),
+                                 own_limit() if own_limit is not None else None)
         if limit is None:
             return await once(request, send)
         try:   # ~4 bytes a token; a streamed body (a batch file upload) is not counted
