@@ -378,6 +378,7 @@ class _Call:
         self.deadline = time.monotonic() + per_call if per_call is not None else None
         self.received: list[str] = []
         self.started = False
+        self.streams = rt.stream   # this request's: negotiation may send one unstreamed
         # observers (the live panel) get each chunk only once it is redacted
         self._shown = StreamRedactor((rt._key.reveal(),), on_text) \
             if on_text is not None else None
@@ -414,8 +415,8 @@ class _Call:
         return self.rt._parse(r), as_json(r)
 
     def done(self, resp: ModelResponse) -> ModelResponse:
-        if not self.rt.stream and isinstance(resp.text, str):
-            self.emit(resp.text)
+        if not self.streams and isinstance(resp.text, str):
+            self.emit(resp.text)   # an unstreamed reply reaches the panel whole, at once
         if self._shown is not None:
             self._shown.close()
         return resp
@@ -732,7 +733,8 @@ class ProviderRuntime(Runtime):
 
     async def _send(self, ask: Ask, call: _Call) -> tuple[ModelResponse, Any]:
         """One request on the sync client (never suspends)."""
-        if not self.stream:
+        call.streams = bool(ask.body.get("stream"))
+        if not call.streams:
             return call.once(self._create()(**call.kwargs(ask)))
         stream = self._create()(**call.kwargs(ask))
         reply = call.streaming(ask)
@@ -744,7 +746,8 @@ class ProviderRuntime(Runtime):
     async def _asend(self, ask: Ask, call: _Call) -> tuple[ModelResponse, Any]:
         """One request on the async client of the running event loop."""
         create = self._create(self._async_client())
-        if not self.stream:
+        call.streams = bool(ask.body.get("stream"))
+        if not call.streams:
             return call.once(await create(**call.kwargs(ask)))
         stream = await create(**call.kwargs(ask))
         reply = call.streaming(ask)
