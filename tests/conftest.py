@@ -13,7 +13,9 @@ _BROWSER = Path(__file__).parent / "browser"
 def pytest_collection_modifyitems(config, items):
     """Browser tests run last. Playwright's sync API keeps an event loop marked as running in the
     main thread while its session-scoped browser lives, and code under test that calls
-    asyncio.run() (the A7 tests of tests/core) must not see it."""
+    asyncio.run() (the A7 tests of tests/core) must not see it. Under xdist (`./dev test`) this
+    holds too: the browser tests are one unit of work (tests/notebooks/xdist_groups.py), the
+    last one handed out, so the worker that runs them runs nothing after them."""
     items.sort(key=lambda item: _BROWSER in Path(str(item.fspath)).parents)
 
 
