@@ -283,3 +283,24 @@ def test_rate_limit_defaults_on_only_where_requests_go_over_http():
     assert res.statuses == ["resolved"] * 2 and res.rate_limit is None
     with pytest.raises(ArgumentError, match="or False"):
         evaluate("Message: {m}", OPTIONS, ROWS[:1], runtime=rt, progress=False, rate_limit="on")
+
+
+@pytest.mark.parametrize("provider", ["openai"])
+def test_compare_and_acompare_handle_a_rate_limit_by_default_too(server, make_runtime, provider):
+    import asyncio
+
+    from openprogram.agentic_programming.evaluate import acompare, compare
+    server.responder = respond = _server_limit(per_s=10)
+    variants = {"a": OPTIONS, "b": OPTIONS}
+    res = compare("Message: {m}", variants, ROWS[:20], runtime=make_runtime(max_retries=0),
+                  concurrency=20, progress=False)
+    assert res["a"].statuses == res["b"].statuses == ["resolved"] * 20
+    # one run, one limit shared by its variants, which absorbed every 429 the server sent
+    assert res["a"].rate_limit is res["b"].rate_limit
+    assert respond.sent_429 > 0 and res["a"].rate_limit.stats["rate_limited"] == respond.sent_429
+    before = respond.sent_429
+    res = asyncio.run(acompare("Message: {m}", variants, ROWS[:20],
+                               runtime=make_runtime(max_retries=0), concurrency=20,
+                               progress=False))
+    assert res["a"].statuses == res["b"].statuses == ["resolved"] * 20
+    assert res["b"].rate_limit.stats["rate_limited"] == respond.sent_429 - before
