@@ -42,7 +42,7 @@ from ..decision.loop import check_reask, check_validate, max_attempts as _max_at
 from ..base.model_protocol import ModelCaller as Runtime, check_modes, check_timeout, resolve_runtime
 from ..decision.modes import get_mode
 from ..decision.options import check_context, normalize, render_menu
-from .ratelimit import RateLimit, check_rate_limit, using as _limited
+from .ratelimit import RateLimit, check_rate_limit, run_default, using as _limited
 from ..trace.decision_trace import repr_head, batch
 from ..trace.decision_trace import batch as _trace_batch
 
@@ -253,13 +253,15 @@ class _Run:
         self.sink.settle(n)
         if self.journal is not None:
             self.journal.close()
-        return EvaluationResult(
+        result = EvaluationResult(
             prompt=table.prompt, options=self.names, columns=table.columns,
             records=table.records, outcomes=self.sink.outcomes, rows=self.sink.rows,
             has_expected=table.has_expected, wall_s=wall, concurrency=self.concurrency,
             runtime=self.rt.name, interrupted=was_interrupted, name=label,
             journal=self.journal.path if self.journal is not None else None,
             shared=self.journal.shared_lines if self.journal is not None else None)
+        result.rate_limit = self.limit
+        return result
 
     def go(self) -> tuple[float, bool]:
         workers = self.concurrency if self.table.total is None else \
@@ -271,20 +273,30 @@ class _Run:
 
 def _rate_limit(value: Any, rts: list[Runtime]) -> RateLimit | None:
     """`rate_limit=` checked: it paces HTTP requests, so a runtime that sends none through the
-    provider transport (a scripted or local model) cannot keep to it, and says so."""
+    provider transport (a scripted or local model) cannot keep to it, and says so. None (or
+    True) is the default: when a runtime sends HTTP requests, the run handles 429 / 529 with a
+    RateLimit of its own that paces nothing (`ratelimit.run_default`); False, no handling."""
+    if value is None or value is True:
+        return run_default() if any(_sends_http(rt) for rt in rts) else None
     limit = check_rate_limit(value)
     if limit is None:
         return None
     for rt in rts:
-        inner: Any = rt
-        while inner is not None and not getattr(inner, "honours_rate_limit", False):
-            inner = getattr(inner, "inner", None)
-        if inner is None:
+        if not _sends_http(rt):
             raise TypeError(f"rate_limit= paces the HTTP requests of OpenAIRuntime and "
                             f"AnthropicRuntime (also when recorded); runtime {rt.name!r} "
                             f"({type(rt).__name__}) sends none, so there is nothing to pace. "
                             f"Drop rate_limit= or use a provider runtime.")
     return limit
+
+
+def _sends_http(rt: Runtime) -> bool:
+    """Whether `rt` (or the runtime it wraps: a recorder, a cache) sends its calls through the
+    provider transport, which keeps to a RateLimit."""
+    inner: Any = rt
+    while inner is not None and not getattr(inner, "honours_rate_limit", False):
+        inner = getattr(inner, "inner", None)
+    return inner is not None
 
 
 def _batched(batch: Any, rt: Runtime) -> Runtime:
@@ -402,13 +414,16 @@ def evaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runtime | N
     rows are asked in one round, re-asks go in the next; a dict sets the path's options
     (`{"poll_s": 30}`).
 
+    Rate limits are handled without any setting (OpenAIRuntime, AnthropicRuntime; see
+    `ratelimit`): a 429 / 529 pauses the whole run for the server's retry-after and halves its
+    concurrency (grown back by successes), and a row fails only after `patience_s` (600 s)
+    without any success; the progress bar says when the run waits and why, and
+    `result.rate_limit.stats` counts the 429s and the pauses.
     `rate_limit=RateLimit(requests_per_minute=..., tokens_per_minute=...)` (or a number of
-    requests per minute) keeps every request of the run to the provider's limits (see
-    `ratelimit`): requests are paced before they are sent, a 429 / 529 pauses the whole run for
-    the server's retry-after and halves its concurrency, and a row fails only after
-    `patience_s` (default 600) without any success; the progress bar says when the run waits
-    and why. It applies to OpenAIRuntime and AnthropicRuntime (a runtime's own
-    `rate_limit=` does the same for every call it makes).
+    requests per minute) adds pacing: requests are sent no faster than the provider's limits
+    (a runtime's own `rate_limit=` does the same for every call it makes, and is kept when
+    evaluate is given none). `rate_limit=False` turns the handling off: the SDK's own retries
+    (`max_retries=` of the runtime) see the 429s.
 
     Ctrl-C (or interrupting the kernel) stops the run at once: rows not yet started are
     cancelled, finished rows are kept, and rows in flight are marked "cancelled" too — on

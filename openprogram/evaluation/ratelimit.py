@@ -19,6 +19,13 @@ sends; it absorbs the 429s, so the SDK's own retries (`max_retries=`) never see 
 is no second, independent retry of a rate limit. Waiting is plain arithmetic on a clock:
 `reserve()` says how long to wait, the caller sleeps (a thread or an event loop, each its own
 way).
+
+The handling is on by default for a run: `evaluate`, `aevaluate`, `compare` and `acompare`
+without `rate_limit=` keep to a `RateLimit()` of their own (no pacing, since no limit is known,
+but the pause, the halving and the patience), because a user's first run is the one written
+without it and a rate limit must not lose its rows. That default yields to a runtime's own
+`rate_limit=`; `rate_limit=False` turns the handling off (the SDK's own retries then see the
+429s). A lone call outside a run keeps the SDK's retries: one call has no run to pause.
 """
 from __future__ import annotations
 
@@ -31,7 +38,7 @@ if TYPE_CHECKING:
 
 from ..base.errors import ArgumentError
 
-__all__ = ["RateLimit", "current", "using", "check_rate_limit"]
+__all__ = ["RateLimit", "current", "using", "check_rate_limit", "run_default"]
 
 #: Statuses that mean "too many requests, wait": 429, and Anthropic's 529 (overloaded).
 LIMIT_STATUSES = frozenset({429, 529})
@@ -81,6 +88,9 @@ class RateLimit:
         self._last_ok = clock()
         self.stats = {"sent": 0, "ok": 0, "rate_limited": 0, "pauses": 0, "paused_s": 0.0,
                       "gave_up": 0, "concurrency": None}
+        #: True for the RateLimit a run makes when given no rate_limit= (`run_default`): it yields
+        #: to a runtime's own rate_limit=, which a user set on purpose
+        self.implicit = False
 
     def __repr__(self) -> str:
         return (f"RateLimit(requests_per_minute={self.requests_per_minute}, "
@@ -170,6 +180,21 @@ def current() -> RateLimit | None:
     return _current.get()
 
 
+def run_default() -> RateLimit:
+    """The RateLimit of a run given no `rate_limit=`: no pacing, but 429 / 529 handled."""
+    limit = RateLimit()
+    limit.implicit = True
+    return limit
+
+
+def choose(run: RateLimit | None, own: RateLimit | None) -> RateLimit | None:
+    """The limit a request keeps to: the run's, unless the run's is only the default and the
+    runtime has one of its own."""
+    if own is not None and (run is None or run.implicit):
+        return own
+    return run
+
+
 class using:
     """`with using(limit):` every provider request in this context (and in the rows' copies of
     it) keeps to `limit`."""
@@ -187,9 +212,12 @@ class using:
 
 
 def check_rate_limit(value: Any) -> RateLimit | None:
-    """`rate_limit=` as given to evaluate: a RateLimit, a number (requests per minute), a dict
-    of RateLimit's arguments, or None."""
-    if value is None or isinstance(value, RateLimit):
+    """`rate_limit=` as given to evaluate or a runtime: a RateLimit, a number (requests per
+    minute), a dict of RateLimit's arguments, or None / False (none given; the caller decides
+    what that means)."""
+    if value is None or value is False:
+        return None
+    if isinstance(value, RateLimit):
         return value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return RateLimit(requests_per_minute=value)
@@ -200,5 +228,6 @@ def check_rate_limit(value: Any) -> RateLimit | None:
             raise ArgumentError(f"rate_limit={value!r}: {exc}; its keys are "
                                 f"requests_per_minute, tokens_per_minute, patience_s") from None
     raise ArgumentError(f"rate_limit must be a RateLimit(requests_per_minute=..., "
-                        f"tokens_per_minute=...), a number of requests per minute, or a dict of "
-                        f"those arguments; got {type(value).__name__}")
+                        f"tokens_per_minute=...), a number of requests per minute, a dict of "
+                        f"those arguments, or False (no handling of 429s by the run); got "
+                        f"{type(value).__name__}")

@@ -328,7 +328,8 @@ class EvaluationResult:
     the figures `.retry_rate`, `.failure_rate`, `.accuracy`. `.traces[i]` / `.panel(i)` open one row's decision; `.plot()` draws
     the pick distribution. Rates are over finished rows. A journaled result (`journal=`, or
     `from_journal`) reads traces, results and errors back from its journal when asked for; its
-    `errors` are the journaled errors' type and message.
+    `errors` are the journaled errors' type and message. `.rate_limit` is the run's
+    `RateLimit`, whose `.stats` count the 429s it absorbed and the pauses it made.
     """
 
     def __init__(self, *, prompt: str, options: list[str], columns: list[str],
@@ -343,6 +344,9 @@ class EvaluationResult:
         self.interrupted, self.name = interrupted, name
         self.journal = journal  # the journal's path, when the rows are on disk
         self._shared = shared or []  # the journal's shared lines (menu, options) of this run
+        #: the run's RateLimit (its `.stats`: rate-limit answers, pauses, seconds paused), set by
+        #: the run; None when no request went through the provider transport, or rate_limit=False
+        self.rate_limit: Any = None
 
     @classmethod
     def from_journal(cls, path: Any, section: str | None = None) -> "EvaluationResult":

@@ -127,7 +127,7 @@ class OpenAIRuntime(ProviderRuntime):
             self._negotiator.shape_tool_choice(body, ask, tool_choice, specs)
         if response_format is not None:
             self._negotiator.shape_structured(body, ask, response_format, out)
-        if self.stream:
+        if self.stream and self._negotiator.shape_streaming(body, ask):
             body["stream"] = True
             if self.stream_usage:
                 self._negotiator.shape_stream(body, ask)
@@ -210,8 +210,8 @@ class OpenAIRuntime(ProviderRuntime):
         if resp.usage is None:
             how = ("though stream_options.include_usage asked for it"
                    if ask.forms.get("stream_options") == "stream_options" else
-                   "and this server has no way to ask for it in a stream" if self.stream
-                   else "")
+                   "and this server has no way to ask for it in a stream"
+                   if ask.body.get("stream") else "")
             ask.notes.append(f"the server sent no token usage with this reply{' ' if how else ''}"
                              f"{how}; its tokens are unknown")
         limit = ask.body.get("max_completion_tokens") or ask.body.get("max_tokens")

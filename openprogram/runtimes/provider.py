@@ -87,7 +87,8 @@ def deadline_transport(httpx2: Any, asynchronous: bool = False,
         before it goes, and sent again after the run's pause while the server answers 429 /
         529 — the SDK sees a rate limit only once the run's patience is spent (then marked
         not to be retried: the run already waited)."""
-        limit = ratelimit.current() or (own_limit() if own_limit is not None else None)
+        limit = ratelimit.choose(ratelimit.current(),
+                                 own_limit() if own_limit is not None else None)
         if limit is None:
             return await once(request, send)
         try:   # ~4 bytes a token; a streamed body (a batch file upload) is not counted
@@ -389,6 +390,7 @@ class _Call:
         self.deadline = time.monotonic() + per_call if per_call is not None else None
         self.received: list[str] = []
         self.started = False
+        self.streams = rt.stream   # this request's: negotiation may send one unstreamed
         # observers (the live panel) get each chunk only once it is redacted
         self._shown = StreamRedactor((rt._key.reveal(),), on_text) \
             if on_text is not None else None
@@ -425,8 +427,8 @@ class _Call:
         return self.rt._parse(r), as_json(r)
 
     def done(self, resp: ModelResponse) -> ModelResponse:
-        if not self.rt.stream and isinstance(resp.text, str):
-            self.emit(resp.text)
+        if not self.streams and isinstance(resp.text, str):
+            self.emit(resp.text)   # an unstreamed reply reaches the panel whole, at once
         if self._shown is not None:
             self._shown.close()
         return resp
@@ -751,7 +753,8 @@ class ProviderRuntime(Runtime):
 
     async def _send(self, ask: Ask, call: _Call) -> tuple[ModelResponse, Any]:
         """One request on the sync client (never suspends)."""
-        if not self.stream:
+        call.streams = bool(ask.body.get("stream"))
+        if not call.streams:
             return call.once(self._create()(**call.kwargs(ask)))
         stream = self._create()(**call.kwargs(ask))
         reply = call.streaming(ask)
@@ -763,7 +766,8 @@ class ProviderRuntime(Runtime):
     async def _asend(self, ask: Ask, call: _Call) -> tuple[ModelResponse, Any]:
         """One request on the async client of the running event loop."""
         create = self._create(self._async_client())
-        if not self.stream:
+        call.streams = bool(ask.body.get("stream"))
+        if not call.streams:
             return call.once(await create(**call.kwargs(ask)))
         stream = await create(**call.kwargs(ask))
         reply = call.streaming(ask)

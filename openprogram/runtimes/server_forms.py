@@ -13,6 +13,11 @@ the prompt; "required" → the one tool named, or "auto" and the decision's re-a
 fields left out) and remembers it, so a later request sends the accepted form at once; a refusal
 with nothing nearer left is an error that names the form and the server's words. Every request
 records, in `Ask.negotiated`, each form sent in place of the one the way of asking means, and why.
+The stream is such a form too: a request the server cannot stream (llama-cpp-python's
+chatml-function-calling raises "Automatic streaming tool choice is not supported", which reaches
+the client only as a stream that ends before any reply) is sent once more without streaming,
+and later requests of that kind (with tools, with a schema, or plain) go unstreamed at once; a
+named server's profile says up front what it cannot stream, and is never stepped down.
 """
 from __future__ import annotations
 
@@ -55,6 +60,8 @@ FORMS = {
     "parallel_tool_calls": "parallel_tool_calls false",
     "stream_options": "stream_options.include_usage",
     "logprobs": "logprobs with top_logprobs (the probability of each option)",
+    "stream": "stream true (the reply grows in the panel)",
+    "unstreamed": "stream false (the reply reaches the panel whole, at once)",
     "null": "an assistant message with tool calls and content null",
     "empty": 'an assistant message with tool calls and content ""',
     "tools": "native tools",
@@ -88,6 +95,7 @@ class Server:
     parallel_tool_calls: bool = True
     stream_usage: bool = True
     null_content: bool = True     # an assistant turn of tool calls may have content null
+    stream_auto_tools: bool = True  # it streams a reply whose tool_choice is "auto"
     why: str = ""
 
 
@@ -105,10 +113,12 @@ SERVERS = {s.name: s for s in (
            why="llama-server takes response_format json_schema or json_object with a schema, "
                "and tools with --jinja"),
     Server("llama-cpp-python", (OBJECT_SCHEMA,), (NAMED, AUTO), parallel_tool_calls=False,
-           stream_usage=False, null_content=False,
+           stream_usage=False, null_content=False, stream_auto_tools=False,
            why="llama-cpp-python's server takes response_format text or json_object (with a "
                "schema), tool_choice 'auto', 'none' or a named function, an assistant "
-               "message's content only as a string, and sends no usage in streams"),
+               "message's content only as a string, sends no usage in streams, and cannot "
+               "stream a tool call chosen by tool_choice 'auto' (chatml-function-calling: "
+               "\"Automatic streaming tool choice is not supported\")"),
     Server("lm-studio", (PLAIN,), (REQUIRED, NAMED, AUTO),
            why="LM Studio takes response_format json_schema (not json_object)"),
 )}
@@ -167,6 +177,8 @@ class Negotiator:
         self.refusals: list[dict] = []
         #: (kind, form) pairs a request carried that the server answered: known to be accepted
         self.confirmed: set[tuple[str, str]] = set()
+        #: the kinds of request (`_stream_kind`) the server could not stream: sent unstreamed
+        self.unstreamed: set[str] = set()
 
     @property
     def modes(self) -> frozenset:
@@ -247,6 +259,25 @@ class Negotiator:
                 _with_prompt(messages, schema_prompt(schema))
         self._record(ask, "structured", STRICT, form)
 
+    @staticmethod
+    def _stream_kind(body: dict) -> str:
+        """What a server's ability to stream a request depends on: its tools, its schema."""
+        if "tools" in body:
+            return "tools"
+        return "structured" if "response_format" in body or "guided_json" in body else "plain"
+
+    def shape_streaming(self, body: dict, ask: Any) -> bool:
+        """Whether this request goes streamed (the runtime streams): not when the server
+        could not stream its kind of request before, or its profile says it cannot."""
+        cannot = self._stream_kind(body) in self.unstreamed or (
+            not self.server.stream_auto_tools and body.get("tool_choice") == "auto"
+            and "tools" in body)
+        if cannot:
+            self._record(ask, "stream", "stream", "unstreamed")
+            return False
+        ask.forms["stream"] = "stream"
+        return True
+
     def shape_stream(self, body: dict, ask: Any) -> None:
         if self.stream_usage:
             body["stream_options"] = {"include_usage": True}
@@ -278,8 +309,14 @@ class Negotiator:
         w = _bare(words).lower()
         sent = ask.forms
         if not w or w in ("internal server error", "internal_server_error"):
-            return [k for k, f in sent.items() if f != "omitted" and
-                    (k, f) not in self.confirmed and self._step_down(k, f, dry=True)]
+            found = [k for k, f in sent.items() if f not in ("omitted", "stream") and
+                     (k, f) not in self.confirmed and self._could_step(k, f, ask)]
+            # the stream last: a server that streams one request may not stream another (no
+            # earlier answer confirms it), and losing it costs only the growing reply
+            return found or (["stream"] if self._may_unstream(ask) else [])
+        if self._may_unstream(ask) and re.search(r"\bstream(ing|ed)?\b", w) and \
+                not any(x in w for x in _WORDS["stream_options"]):
+            return ["stream"]   # the same request unstreamed: nothing else is given up
         hits = [k for k in ("stream_options", "parallel_tool_calls", "tool_choice", "logprobs")
                 if k in sent and sent[k] != "omitted" and any(x in w for x in _WORDS[k])]
         if sent.get("assistant_content") == "null" and "assistant" in w and "content" in w \
@@ -294,6 +331,20 @@ class Negotiator:
         if not hits and "tools" in ask.body and any(x in w for x in _WORDS["tools"]):
             hits.append("tools")
         return hits
+
+    def _could_step(self, kind: str, form: str, ask: Any) -> bool:
+        """Whether a nearer form than `form` is left that this very request could send (the
+        one tool named only where it offers one tool)."""
+        if not self._step_down(kind, form, dry=True):
+            return False
+        if kind == "tool_choice" and len(ask.body.get("tools") or []) != 1:
+            return any(f not in (form, NAMED) for f in self.tool_choice)
+        return True
+
+    def _may_unstream(self, ask: Any) -> bool:
+        """The request streamed and may go again unstreamed: never for a named server, whose
+        profile says what it cannot stream."""
+        return ask.forms.get("stream") == "stream" and not self.server.name
 
     def refused(self, status: int | str | None, words: str, ask: Any,
                 where: str) -> dict | ModelCallError | None:
@@ -311,6 +362,11 @@ class Negotiator:
                 else f"{status}: {words}" if _bare(words) else f"{status}, with no message")
         asked = []
         for kind in kinds:
+            if kind == "stream":   # the kind of request, not the runtime, goes unstreamed
+                self.unstreamed.add(self._stream_kind(ask.body))
+                self.learned["stream"] = said
+                asked.append(FORMS["stream"])
+                continue
             form = ask.forms.get("structured" if kind == "strict" else kind)
             asked.append(FORMS.get(form, FORMS.get(kind, kind)))
             left = self._step_down(kind, form)

@@ -170,6 +170,7 @@ def interrupting(after: int):
     return answer
 
 
+@pytest.mark.usefixtures("python_sigint")   # interrupt_main() needs Python's SIGINT handler
 def test_ctrl_c_stops_evaluate_on_the_loop_and_cancels_rows_in_flight():
     # (a simulated Ctrl-C is seen when the waiting thread next wakes, a real one at once)
     model = AsyncRule(interrupting(after=20), seconds=0.005)

@@ -15,6 +15,9 @@ from openprogram import compare, decision
 from openprogram.evaluation.evaluate import ComparisonResult, EvaluationResult
 from openprogram.runtimes import ScriptedRuntime
 
+# interrupt_main() needs Python's SIGINT handler, absent when pytest started with SIGINT ignored
+pytestmark = pytest.mark.usefixtures("python_sigint")
+
 OPTIONS = {"echo": lambda n: n, "skip": "SKIPPED"}
 N = 300
 

@@ -147,6 +147,7 @@ def test_cancelling_an_amake_task_stops_the_generation(end_token):
     assert 5 <= tokens.sampled < 100  # without the cancellation: ~3800
 
 
+@pytest.mark.usefixtures("python_sigint")   # SIGINT raises KeyboardInterrupt only with its handler
 def test_a_kernel_interrupt_stops_the_generation(end_token):
     """Interrupting the kernel sends SIGINT: the KeyboardInterrupt lands between two tokens,
     the generation stops and the model is freed for the next call."""

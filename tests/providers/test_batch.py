@@ -211,6 +211,7 @@ def test_the_progress_bar_shows_the_batchs_own_counts(provider, server, make_run
     assert "waiting=batch batch_0001 (round 1) in_progress: 0/10" in shown
 
 
+@pytest.mark.usefixtures("python_sigint")   # interrupt_main() needs Python's SIGINT handler
 @pytest.mark.parametrize("journaled", [False, True])
 def test_ctrl_c_cancels_the_batch_unless_a_journal_can_reattach(provider, server, make_runtime,
                                                                tmp_path, journaled):

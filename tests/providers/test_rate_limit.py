@@ -48,16 +48,17 @@ def test_429s_pause_the_run_and_every_row_resolves(provider, server, make_runtim
     limit = RateLimit(requests_per_minute=PER_MINUTE)
     # the SDK may retry (max_retries=2) but must never see a 429: the run absorbs them
     rt = make_runtime(max_retries=2)
-    res = evaluate("Message: {m}", OPTIONS, ROWS, runtime=rt, expected="label",
+    # 150 rows are enough: the seeded 30% still gives over 40 429s to check, in half the pacing
+    res = evaluate("Message: {m}", OPTIONS, ROWS[:150], runtime=rt, expected="label",
                    concurrency=64, progress=False, rate_limit=limit)
 
     frame = res.to_frame()
-    assert list(frame["status"]) == ["resolved"] * 300
+    assert list(frame["status"]) == ["resolved"] * 150
     assert res.summary["accuracy"] == 1.0
     reqs = server.requests
     n429 = respond.sent_429
     assert n429 > 40                                      # the server did rate-limit the run
-    assert len(reqs) == 300 + n429                        # each 429 re-sent once, nothing more
+    assert len(reqs) == 150 + n429                        # each 429 re-sent once, nothing more
     assert limit.stats["rate_limited"] == n429 and limit.stats["gave_up"] == 0
     # no SDK retry on top of the run's own: every request is the SDK's first attempt
     assert {r.headers.get("x-stainless-retry-count", "0") for r in reqs} == {"0"}
@@ -107,12 +108,13 @@ def test_patience_spent_fails_the_row_with_a_clear_error(provider, server, make_
 
 
 @pytest.mark.parametrize("provider", ["anthropic"])   # 529 overloaded is Anthropic's status
-def test_overloaded_529_pauses_too(server, make_runtime, provider):
+@pytest.mark.parametrize("given", [True, False], ids=["rate_limit=", "by-default"])
+def test_overloaded_529_pauses_too(server, make_runtime, provider, given):
     server.push(status(529, "Overloaded", err_type="overloaded_error",
                        headers={"retry-after-ms": "30"}), text('{"call": "refund"}'))
-    limit = RateLimit()
     res = evaluate("Message: {m}", OPTIONS, ROWS[:1], runtime=make_runtime(max_retries=0),
-                   concurrency=1, progress=False, rate_limit=limit)
+                   concurrency=1, progress=False, **({"rate_limit": RateLimit()} if given else {}))
+    limit = res.rate_limit
     assert list(res.to_frame()["status"]) == ["resolved"]
     assert limit.stats["rate_limited"] == 1 and limit.stats["pauses"] == 1
     a, b = server.requests
@@ -188,3 +190,118 @@ def test_aevaluate_waits_on_the_async_client_too(provider, server, make_runtime)
     assert res.statuses == ["resolved"] * 40 and res.accuracy == 1.0
     assert respond.sent_429 > 0 and len(server.requests) == 40 + respond.sent_429
     assert limit.stats["rate_limited"] == respond.sent_429
+
+
+# -- on by default (issue 40) ---------------------------------------------------------------------
+LIMIT_PER_S = 25
+LIMIT_WAIT_MS = 400
+
+
+def _server_limit(per_s: int = LIMIT_PER_S):
+    """The server's own limit: at most `per_s` requests answered in any second of its clock;
+    past it, 429 with retry-after-ms, as a provider's key limit answers."""
+    lock, answered = threading.Lock(), []
+
+    def respond(body):
+        import time
+        with lock:
+            now = time.monotonic()
+            while answered and answered[0] <= now - 1.0:
+                answered.pop(0)
+            limited = len(answered) >= per_s
+            if limited:
+                respond.sent_429 += 1
+            else:
+                answered.append(now)
+        if limited:
+            return status(429, "Rate limit reached for requests", err_type="rate_limit_error",
+                          headers={"retry-after": "1", "retry-after-ms": str(LIMIT_WAIT_MS)})
+        return text('{"call": "%s"}' % ROWS[_row(body)]["label"])
+    respond.sent_429 = 0
+    return respond
+
+
+def test_a_rate_limit_loses_no_row_without_any_setting(provider, server, make_runtime):
+    server.responder = respond = _server_limit()
+    rt = make_runtime(max_retries=2)   # the SDK's default retries: they must never see a 429
+    res = evaluate("Message: {m}", OPTIONS, ROWS[:150], runtime=rt, expected="label",
+                   concurrency=64, progress=False)    # no rate_limit=
+
+    assert res.statuses == ["resolved"] * 150 and res.accuracy == 1.0
+    stats = res.rate_limit.stats
+    n429 = respond.sent_429
+    assert n429 > 0                                   # 64 at once against 25 a second: limited
+    # the server's count and the run's agree: every 429 absorbed by the run, re-sent once
+    assert stats["rate_limited"] == n429 and stats["gave_up"] == 0
+    assert len(server.requests) == 150 + n429 and stats["sent"] == 150 + n429
+    assert {r.headers.get("x-stainless-retry-count", "0") for r in server.requests} == {"0"}
+    # each 429 fell in a pause of the run (several in one burst share it), the concurrency was
+    # halved from the 64 in flight, and no pacing was invented (none was known)
+    assert 1 <= stats["pauses"] <= n429
+    assert stats["concurrency"] is not None and stats["concurrency"] < 64
+    assert res.rate_limit.requests_per_minute is None and res.rate_limit.implicit
+    # the server's clock: a row sent again came no sooner than the retry-after it was given
+    by_row: dict[int, list] = {}
+    for r in server.requests:
+        by_row.setdefault(_row(r.body), []).append(r.at)
+    resent = [seen for seen in by_row.values() if len(seen) > 1]
+    assert sum(len(seen) - 1 for seen in resent) == n429
+    assert all(b - a >= LIMIT_WAIT_MS / 1000 for seen in resent for a, b in zip(seen, seen[1:]))
+
+
+@pytest.mark.parametrize("provider", ["openai"])
+def test_rate_limit_false_leaves_the_429s_to_the_sdk(server, make_runtime, provider):
+    server.responder = respond = _server_limit()
+    res = evaluate("Message: {m}", OPTIONS, ROWS[:40], runtime=make_runtime(max_retries=0),
+                   concurrency=40, progress=False, rate_limit=False)
+    assert res.rate_limit is None
+    failed = [e for e in res.errors if e is not None]
+    # 40 at once against 25 a second, no retry: the rows answered 429 fail as a model error
+    assert respond.sent_429 > 0 and len(failed) == respond.sent_429
+    assert len(server.requests) == 40
+    assert {e.kind for e in failed} == {"model_error"}
+    assert all("rate limited" in str(e) for e in failed)
+
+
+@pytest.mark.parametrize("provider", ["openai"])
+def test_a_runtimes_own_rate_limit_is_kept_when_the_run_is_given_none(server, make_runtime,
+                                                                      provider):
+    server.responder = _limited_responder(0.3, seed=40)
+    own = RateLimit(requests_per_minute=PER_MINUTE)
+    res = evaluate("Message: {m}", OPTIONS, ROWS[:20], runtime=make_runtime(rate_limit=own),
+                   concurrency=8, progress=False)
+    assert res.statuses == ["resolved"] * 20
+    # every request went through the runtime's own limit (paced, 429s absorbed), none through
+    # the run's default
+    assert own.stats["sent"] == len(server.requests) and own.stats["rate_limited"] > 0
+    assert res.rate_limit.stats["sent"] == 0
+
+
+def test_rate_limit_defaults_on_only_where_requests_go_over_http():
+    from openprogram.runtimes import ScriptedRuntime
+    rt = ScriptedRuntime(rule=lambda prompt: '{"call": "refund"}')
+    res = evaluate("Message: {m}", OPTIONS, ROWS[:2], runtime=rt, progress=False)
+    assert res.statuses == ["resolved"] * 2 and res.rate_limit is None
+    with pytest.raises(ArgumentError, match="or False"):
+        evaluate("Message: {m}", OPTIONS, ROWS[:1], runtime=rt, progress=False, rate_limit="on")
+
+
+@pytest.mark.parametrize("provider", ["openai"])
+def test_compare_and_acompare_handle_a_rate_limit_by_default_too(server, make_runtime, provider):
+    import asyncio
+
+    from openprogram.evaluation.evaluate import acompare, compare
+    server.responder = respond = _server_limit(per_s=10)
+    variants = {"a": OPTIONS, "b": OPTIONS}
+    res = compare("Message: {m}", variants, ROWS[:20], runtime=make_runtime(max_retries=0),
+                  concurrency=20, progress=False)
+    assert res["a"].statuses == res["b"].statuses == ["resolved"] * 20
+    # one run, one limit shared by its variants, which absorbed every 429 the server sent
+    assert res["a"].rate_limit is res["b"].rate_limit
+    assert respond.sent_429 > 0 and res["a"].rate_limit.stats["rate_limited"] == respond.sent_429
+    before = respond.sent_429
+    res = asyncio.run(acompare("Message: {m}", variants, ROWS[:20],
+                               runtime=make_runtime(max_retries=0), concurrency=20,
+                               progress=False))
+    assert res["a"].statuses == res["b"].statuses == ["resolved"] * 20
+    assert res["b"].rate_limit.stats["rate_limited"] == respond.sent_429 - before

@@ -259,6 +259,64 @@ def test_a_crash_on_required_is_a_refusal_without_words(server, runtime, how):
     assert len(server.requests) == n + 1 and server.refused == 1
 
 
+THREE = {**OPTIONS, "wait": ("WAIT", "wait for the customer")}
+
+
+@pytest.mark.parametrize("how", ["sync-stream", "async-stream"])
+def test_a_request_the_server_cannot_stream_goes_again_unstreamed(server, runtime, how):
+    """llama-cpp-python's chatml-function-calling, unnamed, streamed, tools over three options:
+    "required" crashes it, the one tool cannot be named, and "auto" crashes it too when the model
+    calls a tool ("Automatic streaming tool choice is not supported", raised after the 200: a
+    stream that ends before any reply). Nothing but the stream is left to give up: the same
+    request goes once more unstreamed, and later tool requests go unstreamed at once."""
+    server.refuse(lambda b: b.get("tool_choice") == "required", 500, body=CRASH_BODY, crash=True)
+    server.refuse(lambda b: b.get("tool_choice") == "auto" and b.get("stream"), 500,
+                  body=CRASH_BODY, crash=True)
+    server.push(tools(("c1", "wait", {})), text('{"call": "done"}'), tools(("c2", "done", {})))
+    rt = runtime()
+    assert decide(how, "Pick.", THREE, rt, mode="tools") == "WAIT"
+    (att,) = decision.last_trace().attempts
+    first, second = att.raw["negotiated"][:2]
+    assert "tool_choice" in first["kind"] and first["sent"].startswith(FORMS["auto"])
+    assert second == {"kind": "stream", "asked": FORMS["stream"],
+                      "refused": "a stream that ended before any reply (no finish_reason)",
+                      "sent": FORMS["unstreamed"]}
+    assert [b.get("stream", False) for b in server.bodies] == [True, True, False]
+    assert att.usage is not None              # unstreamed, the server's usage came back
+    assert rt.negotiated[-1]["kind"] == "stream"
+    # remembered for requests with tools only: the menu still streams into the panel
+    assert decide(how, "Pick.", THREE, rt) == "DONE"
+    assert server.bodies[-1]["stream"] is True
+    assert decide(how, "Pick.", THREE, rt, mode="tools") == "DONE"
+    assert "stream" not in server.bodies[-1] and len(server.requests) == 5
+    (now,) = [n for n in decision.last_trace().attempts[0].raw["negotiated"]
+              if n["kind"] == "stream"]
+    assert now["why"].startswith("the server refused it on an earlier call") and \
+        "refused" not in now
+
+
+@pytest.mark.parametrize("how", ["sync-stream"])
+def test_a_refusal_that_names_streaming_gives_up_only_the_stream(server, runtime, how):
+    server.refuse(lambda b: b.get("stream") and "tools" in b, 400,
+                  "Automatic streaming tool choice is not supported")
+    server.push(tools(("c1", "done", {})))
+    rt = runtime()
+    assert decide(how, "Pick.", THREE, rt, mode="tools") == "DONE"
+    (record,) = [n for n in decision.last_trace().attempts[0].raw["negotiated"] if "refused" in n]
+    # its words say "tool choice" too, but the stream is the culprit: "required" stays
+    assert record["kind"] == "stream" and "Automatic streaming" in record["refused"]
+    assert server.bodies[-1]["tool_choice"] == "required" and "stream" not in server.bodies[-1]
+
+
+def test_a_named_server_never_gives_up_the_stream_by_negotiation(server):
+    server.refuse(lambda b: b.get("stream"), 400, "streaming is not supported")
+    rt = OpenAIRuntime(model="local", base_url=server.base_url, max_retries=0, server="vllm")
+    with pytest.raises(DecisionError) as info:
+        decision.make("Pick.", OPTIONS, runtime=rt, max_retries=0)
+    assert info.value.trace.attempts[0].error_kind == "model_error"
+    assert len(server.requests) == 1 and rt.negotiated == []
+
+
 def test_a_wordless_500_is_about_the_forms_not_yet_accepted_only(server):
     """uvicorn's own answer to a crash is a text/plain "Internal Server Error". Once a form was
     answered it is known to be accepted: a later 500 without words is a server error, not a
@@ -439,6 +497,15 @@ def test_llama_cpp_python_named_up_front_pays_no_refusal(server, how):
     note = decision.last_trace().attempts[0].raw["negotiated"][0]
     assert note["why"].startswith("server='llama-cpp-python'")
     if how.endswith("stream"):
+        # its profile: a tool call chosen by "auto" cannot stream, so those go unstreamed up
+        # front; the rest stream, with no way to ask for usage
+        assert [body.get("stream", False) for body in b] == [True, True, False, False]
+        (unstreamed,) = [n for n in decision.last_trace().attempts[0].raw["negotiated"]
+                         if n["kind"] == "stream"]
+        assert unstreamed["asked"] == FORMS["stream"] and unstreamed["sent"] == FORMS["unstreamed"]
+        assert "Automatic streaming tool choice" in unstreamed["why"]
+        server.push(picked({"call": "done"}))
+        assert decide(how, "Pick.", OPTIONS, rt, mode="json_schema") == "DONE"
         assert any("no way to ask for it in a stream" in n
                    for n in decision.last_trace().attempts[0].raw["notes"])
 

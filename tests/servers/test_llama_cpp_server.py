@@ -39,14 +39,14 @@ def runtime(server, stream: bool, named: bool = True, **kw) -> OpenAIRuntime:
                          max_retries=0, **kw)
 
 
-def ask(rt, options, mode: str, how: str, **kw):
+def ask(rt, options, mode: str, how: str, prompt: str = PROMPT, **kw):
     """One decision, sync or async; its trace, whether it resolved or not."""
     call = dict(runtime=rt, mode=mode, max_retries=kw.pop("max_retries", 0), **kw)
     try:
         if how == "async":
-            asyncio.run(decision.amake(PROMPT, options, **call))
+            asyncio.run(decision.amake(prompt, options, **call))
         else:
-            decision.make(PROMPT, options, **call)
+            decision.make(prompt, options, **call)
         return decision.last_trace()
     except DecisionError as err:
         return err.trace
@@ -68,7 +68,10 @@ def test_every_way_of_asking_gets_an_answer_not_a_server_error(local_server, mod
         (att,) = trace.attempts
         assert att.raw["request"]["max_tokens"] == TOKENS[mode]
         assert "stream_options" not in att.raw["request"]       # it has no usage in streams
-        if stream:
+        # the profile: a tool call chosen by "auto" cannot stream (chatml-function-calling)
+        auto = att.raw["request"].get("tool_choice") == "auto"
+        assert att.raw["request"].get("stream", False) is (stream and not auto)
+        if stream and not auto:
             assert att.usage is None and any("no token usage" in n for n in att.raw["notes"])
         else:
             assert att.usage["output_tokens"] <= TOKENS[mode]
@@ -162,3 +165,34 @@ def test_tools_on_an_unnamed_server_are_negotiated(local_server):
     else:
         assert att.raw["request"]["tool_choice"] == "required"
         assert att.error_kind in ("no_action", "truncated") and rt.negotiated == []
+
+
+THREE = {**OPTIONS, "wait": ("WAIT", "wait for the customer to write again")}
+CALL_IT = "Call the greet function for Ada."
+
+
+def test_tools_over_three_options_unnamed_and_streamed_are_negotiated_down_to_no_stream(
+        local_server):
+    """Three options: "required" crashes chatml-function-calling and the one tool cannot be
+    named, so "auto" goes, which that format cannot stream when the model calls a tool
+    ("Automatic streaming tool choice is not supported", after the 200). The request goes once
+    more unstreamed and is answered; the default format streams it (it ignores tools)."""
+    rt = runtime(local_server, stream=True, named=False, max_tokens=TOKENS["tools"])
+    # asked plainly for the tool, SmolLM2 calls it (to "Greet Ada." it answers in words, which
+    # streams: nothing to negotiate)
+    trace = ask(rt, THREE, "tools", "sync", prompt=CALL_IT)
+    no_server_error(trace)
+    (att,) = trace.attempts
+    sent = att.raw["request"]
+    if local_server.chat_format == "chatml-function-calling":
+        kinds = [n["kind"] for n in att.raw["negotiated"] if "refused" in n]
+        assert kinds[-1] == "stream" and "tool_choice" in kinds[0], att.raw["negotiated"]
+        assert sent["tool_choice"] == "auto" and "stream" not in sent
+        assert att.tool_calls and att.chosen in THREE
+        # remembered: the next tools request goes unstreamed at once, refused nothing
+        again = ask(rt, THREE, "tools", "sync", prompt=CALL_IT)
+        no_server_error(again)
+        assert not any("refused" in n for n in again.attempts[0].raw["negotiated"])
+        assert any(n["kind"] == "stream" for n in again.attempts[0].raw["negotiated"])
+    else:
+        assert sent["stream"] is True and rt.negotiated == []
