@@ -30,6 +30,8 @@ from .options import (Menu, Option, call_function, check_context, normalize, opt
                       render_menu, safe_key)
 from .records import Attempt, Pick, Reask, replace
 from .redaction import redact_decoded
+from .repair import DEFAULT_REPAIR, check_repair
+from . import repair as _repair
 from .trace import DecisionTrace, emit, record
 
 __all__ = ["make", "amake", "render_options", "extract_action", "parse_args", "resolve_decision",
@@ -130,7 +132,7 @@ class Decider:
                  deadline: float | None = None, menu_text: str | None = None,
                  sync: bool = True, validate: Callable[..., Any] | None = None,
                  reask: Callable[[Reask], str] | None = None, mode: Mode | None = None,
-                 quiet: bool = False) -> None:
+                 quiet: bool = False, repair: str = DEFAULT_REPAIR) -> None:
         self.runtime, self.menu, self.request = runtime, menu, request
         self._emit = record if quiet else emit  # quiet: the trace only, no observers
         self.mode = mode or MenuMode(menu)
@@ -138,6 +140,7 @@ class Decider:
         self.messages: list[dict[str, Any]] = []
         self.sync = sync  # how to call the model and finish the user's awaitables
         self.validate, self.reask = check_validate(validate), reask
+        self.repair = check_repair(repair)
         self.context = dict(context or {})
         self.deadline = deadline
         self.by_name = menu.by_name if isinstance(menu, Menu) else {o.name: o for o in menu}
@@ -246,6 +249,11 @@ class Decider:
             raise ParseError("not_text", f"the model reply is {type(att.reply).__name__}, "
                                          f"not text")
         ex = self.mode.action(resp)
+        repairs: list = []
+        if ex.action is None and self.repair != "off" and getattr(self.mode, "require_key", True):
+            # the strict reading found nothing: a reply it can read as written is never repaired
+            ex, repairs = _repair.repair_extraction(att.reply, ex, self.repair,
+                                                     list(self.menu))
         # the pick as decoded, redacted before anything reads it: JSON can spell a key the
         # runtime's redaction of the reply text did not see
         ex.action, redacted = redact_decoded(ex.action, getattr(self.runtime, "redact", None))
@@ -258,10 +266,25 @@ class Decider:
             raise ParseError("no_action", ex.problem or "no JSON object picks an option")
         self._step("extracted", candidates=ex.candidates, extracted=ex.action,
                    found_in=ex.found_in, key_alias=ex.key, span=ex.span, redacted=redacted)
+        if repairs:
+            self._add_repairs(repairs)
         return ex
 
     def check(self) -> tuple[Option, dict[str, Any]]:
-        """Find the pick in the reply and validate it (P1-P5)."""
+        """Find the pick in the reply and validate it (P1-P5); a pick closed after a reply cut
+        off at the token limit that still fails stays `truncated`."""
+        try:
+            return self._check()
+        except ParseError as err:
+            if (err.kind != "truncated" and self.cur.finish_reason in TRUNCATED
+                    and any(r.kind == "closed_truncation" for r in self.cur.repairs)):
+                raise ParseError("truncated", f"the reply was cut off at the token limit "
+                                              f"(finish reason {self.cur.finish_reason!r}); "
+                                              f"closed, its pick fails: {err.message}",
+                                 err.path) from None
+            raise
+
+    def _check(self) -> tuple[Option, dict[str, Any]]:
         ex = self.extract()
         assert ex.action is not None  # extract() raised otherwise
         name = ex.action["call"]  # whichever alias the model wrote; ex.key keeps that alias
@@ -269,6 +292,12 @@ class Decider:
             raise ParseError("bad_args", f'"{ex.key}" must be an option name (a string), got '
                                          f"{type(name).__name__}", "call")
         option = self.by_name.get(name)
+        if option is None and self.repair == "menu":
+            near = _repair.repair_name(name, list(self.by_name))
+            if near is not None:
+                option = self.by_name[near]
+                self._add_repairs([_repair.Repair("option_name", "call", json.dumps(
+                    name, ensure_ascii=False), json.dumps(near, ensure_ascii=False))])
         if option is None:
             raise ParseError("unknown_call", f"{name!r} is not an option; the options are "
                                              f"{', '.join(self.by_name)}", "call")
@@ -284,7 +313,38 @@ class Decider:
             dropped += [safe_key(k) for k in ex.action if k not in ("call", "args")]
         else:  # the flat form {"call": "x", "field": ...}; its paths still read args.field
             args = {k: v for k, v in ex.action.items() if k != "call"}
+        if self.repair == "menu":
+            return option, self._bind_repairing(option, args, dropped)
         return option, self.bind(option, args, dropped)
+
+    def _add_repairs(self, repairs: list) -> None:
+        repairs = _repair.redact_repairs(repairs, getattr(self.runtime, "redact", None))
+        self._step("repaired", repairs=[*self.cur.repairs, *repairs])
+
+    def _bind_repairing(self, option: Option, args: dict[str, Any],
+                        dropped: list[str]) -> dict[str, Any]:
+        """`bind`, and where a value fails that the option's schema makes unambiguous (an
+        enum value in other case, "3" for an integer), the value repaired and bound again: a
+        bounded number of times, each fix recorded."""
+        fixes: list = []
+        for _ in range(_repair.MAX_VALUE_FIXES):
+            try:
+                out = self.bind(option, args, list(dropped))
+                break
+            except ParseError as err:
+                fix = (_repair.value_fix(option, args, err.path)
+                       if err.kind in ("type_mismatch", "enum_violation") and err.path else None)
+                if fix is None:
+                    if fixes:
+                        self._add_repairs(fixes)
+                    raise
+                args, done = fix
+                fixes.append(done)
+        else:
+            out = self.bind(option, args, list(dropped))
+        if fixes:
+            self._add_repairs(fixes)
+        return out
 
     def bind(self, option: Option, args: dict[str, Any],
              dropped: list[str]) -> dict[str, Any]:
@@ -415,10 +475,11 @@ def max_attempts(max_retries: Any) -> int:
 async def _make(prompt: str, options: Options, *, runtime: ModelCaller | None,
                 context: dict[str, Any] | None, max_retries: int, timeout_s: float | None,
                 sync: bool, entry: str, validate: Callable[..., Any] | None, reask: Any,
-                mode: Any) -> Any:
+                mode: Any, repair: Any = None) -> Any:
     if not isinstance(prompt, str):
         raise UsageError(f"prompt must be a str, got {type(prompt).__name__}")
     reask = check_reask(reask)
+    repair = check_repair(repair)
     way = get_mode(mode)
     attempts = max_attempts(max_retries)
     deadline = deadline_after(timeout_s)
@@ -430,7 +491,7 @@ async def _make(prompt: str, options: Options, *, runtime: ModelCaller | None,
     with rt.dag.span("decision", entry):
         d = Decider(rt, menu, request=prompt, context=context, max_attempts=attempts,
                     entry="make", deadline=deadline, menu_text=menu_text, sync=sync,
-                    validate=validate, reask=reask, mode=way(menu))
+                    validate=validate, reask=reask, mode=way(menu), repair=repair)
         with d.running():
             text = d.mode.prompt(prompt, menu_text)
             d.new_attempt(text)
@@ -441,7 +502,8 @@ async def _make(prompt: str, options: Options, *, runtime: ModelCaller | None,
 def make(prompt: str, options: Options, *, runtime: ModelCaller | None = None,
          context: dict[str, Any] | None = None, max_retries: int = 1,
          timeout_s: float | None = None, validate: Callable[..., Any] | None = None,
-         reask: str | Callable[[Reask], str] | None = None, mode: ModeName = "menu") -> Any:
+         reask: str | Callable[[Reask], str] | None = None, mode: ModeName = "menu",
+         repair: str | None = None) -> Any:
     """Pure decision (rule E1 of docs/rules.md): send `prompt + "\\n\\n" + menu` in one model call and return the
     resolved result of the model's pick. Your prompt must ask the model to pick. Works with
     async models and async options too, also inside a running event loop (a notebook cell):
@@ -452,34 +514,41 @@ def make(prompt: str, options: Options, *, runtime: ModelCaller | None = None,
     re-ask). `reask=` replaces the re-ask text: a format template with the fields of `Reask`
     ({request}, {reply}, {kind}, {error}, {path}, {menu}, {attempt}) or a callable of a `Reask`.
     `mode=` is the way of asking: "menu" (the text menu, the default), "tools" (one native
-    tool per option) or "json_schema" (the provider's structured output); see modes.py."""
+    tool per option) or "json_schema" (the provider's structured output); see modes.py.
+    `repair=` is how sloppy a reply may be and still be read without a re-ask: "off" (every
+    deviation is re-asked), "safe" (the default: JSON syntax where one value is meant) or
+    "menu" (also what the options make unambiguous); each repair is on `attempt.repairs`."""
     return run_sync(_make(prompt, options, runtime=runtime, context=context,
                           max_retries=max_retries, timeout_s=timeout_s, sync=True,
-                          entry="decision.make", validate=validate, reask=reask, mode=mode))
+                          entry="decision.make", validate=validate, reask=reask, mode=mode,
+                          repair=repair))
 
 
 async def amake(prompt: str, options: Options, *, runtime: ModelCaller | None = None,
                 context: dict[str, Any] | None = None, max_retries: int = 1,
                 timeout_s: float | None = None, validate: Callable[..., Any] | None = None,
                 reask: str | Callable[[Reask], str] | None = None,
-                mode: ModeName = "menu") -> Any:
+                mode: ModeName = "menu", repair: str | None = None) -> Any:
     """`make`, awaitable: the model call goes through the runtime's async path
     (`acall_model`), async options are awaited, and many `amake`s run concurrently on one
     event loop. Cancelling the task finishes its trace as failed."""
     return await _make(prompt, options, runtime=runtime, context=context,
                        max_retries=max_retries, timeout_s=timeout_s, sync=False,
-                       entry="decision.amake", validate=validate, reask=reask, mode=mode)
+                       entry="decision.amake", validate=validate, reask=reask, mode=mode,
+                       repair=repair)
 
 
 def parse_args(reply: Any, options: Options, *, runtime: ModelCaller | None = None,
                context: dict[str, Any] | None = None, max_retries: int = 1, prompt: str = "",
                validate: Callable[..., Any] | None = None,
-               reask: str | Callable[[Reask], str] | None = None) -> tuple[Any, dict[str, Any]]:
+               reask: str | Callable[[Reask], str] | None = None,
+               repair: str | None = None) -> tuple[Any, dict[str, Any]]:
     """Parse and validate a reply (rules P1-P7 of docs/rules.md) into `(chosen, kwargs)`: the function for a function
     option, the name for a value or schema option. On a bad reply, re-asks through the runtime
     (`max_retries` times); with no runtime, a bad reply raises DecisionError at once."""
     attempts = max_attempts(max_retries)
     reask = check_reask(reask)
+    repair = check_repair(repair)
     menu = normalize(options)
     check_context(menu, context)
     if runtime is None:
@@ -487,7 +556,7 @@ def parse_args(reply: Any, options: Options, *, runtime: ModelCaller | None = No
     if runtime is None:
         attempts = 1
     d = Decider(runtime, menu, request=prompt, context=context, max_attempts=attempts,
-                entry="parse", validate=validate, reask=reask)
+                entry="parse", validate=validate, reask=reask, repair=repair)
     with d.running():
         d.new_attempt(prompt)
         d.received(reply)

@@ -54,6 +54,7 @@ class Attempt:
     raw: dict | None = None            # the raw request and response of the model call, if known
     cached: bool = False               # the reply came from a cache file (CachedRuntime), not the model
     redacted: list[str] = field(default_factory=list)  # where the decoded pick held a key (paths)
+    repairs: list = field(default_factory=list)  # the Repair records (repair.py) that saved a re-ask
 
     @property
     def ok(self) -> bool:
@@ -81,6 +82,7 @@ class Attempt:
             "finish_reason": self.finish_reason, "raw": to_jsonable(self.raw),
             "cached": self.cached,
             "redacted": list(self.redacted),
+            "repairs": [r.to_dict() for r in self.repairs],
         }
 
 

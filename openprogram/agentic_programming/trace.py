@@ -123,13 +123,14 @@ class DecisionTrace:
                 "candidates": a.candidates, "reply": a.reply, "duration_s": a.duration_s,
                 "tokens_in": (a.usage or {}).get("input_tokens"),
                 "tokens_out": (a.usage or {}).get("output_tokens"), "cached": a.cached,
+                "repairs": len(a.repairs), "repaired": bool(a.repairs),
             } for a in self.attempts]
             # the cached column only when a cache answered: most traces never meet one
             cached = ["cached"] if any(a.cached for a in self.attempts) else []
             return pd.DataFrame(rows, columns=[
                 "attempt", "last", "chosen", "error_kind", "error_path", "error_message", "args",
                 "dropped", "injected", "found_in", "key", "candidates", "reply", "duration_s",
-                "tokens_in", "tokens_out", *cached]).set_index("attempt")
+                "tokens_in", "tokens_out", *cached, "repairs", "repaired"]).set_index("attempt")
         if table == "options":
             return pd.DataFrame(self.options).set_index("name")
         if table == "tools":
@@ -213,6 +214,7 @@ EVENT_KINDS = (
     "reply_received",     # the whole reply is in (attempt.reply)
     "tool_call",          # a native tool ran (data["round"] is the frozen ToolRound)
     "extracted",          # the JSON object was found (attempt.extracted), or not
+    "repaired",           # the reply was repaired, not re-asked (attempt.repairs; repair.py)
     "validated",          # the pick and its arguments passed (attempt.chosen, attempt.args)
     "attempt_failed",     # attempt.error_kind / error_message say why
     "resolved",           # data["result"]; trace.result holds it too
