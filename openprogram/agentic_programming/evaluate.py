@@ -38,6 +38,7 @@ from .evaluate_runner import Board, arows, interrupted as _interrupted, run as _
 from .jsonable import to_jsonable
 from .journal import Journal, JournalMismatch
 from .loop import check_reask, check_validate, max_attempts as _max_attempts
+from .repair import check_repair
 from .model import ModelCaller as Runtime, check_modes, check_timeout, resolve_runtime
 from .modes import get_mode
 from .options import check_context, normalize, render_menu
@@ -69,7 +70,7 @@ def _check_on_interrupt(value: Any) -> None:
 
 def _settings(on_interrupt: Any, concurrency: Any, max_retries: Any, timeout_s: Any,
               context: Any, validate: Any, reask: Any,
-              mode: Any = None) -> tuple[int, dict[str, Any]]:
+              mode: Any = None, repair: Any = None) -> tuple[int, dict[str, Any]]:
     """The run settings shared by evaluate, aevaluate and compare, checked before anything
     runs: the concurrency, and the keyword arguments every row's decision gets."""
     _check_on_interrupt(on_interrupt)
@@ -78,7 +79,8 @@ def _settings(on_interrupt: Any, concurrency: Any, max_retries: Any, timeout_s: 
     check_timeout(timeout_s)
     return concurrency, {"context": context, "max_retries": max_retries,
                          "timeout_s": timeout_s, "validate": check_validate(validate),
-                         "reask": check_reask(reask), "mode": get_mode(mode).name}
+                         "reask": check_reask(reask), "mode": get_mode(mode).name,
+                         "repair": check_repair(repair)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -296,11 +298,12 @@ def _new_run(table: Table, menu: Sequence[Option], rt: Runtime, batch: Any,
 def _evaluation(what: str, prompt: str, options: Options, inputs: Any, runtime: Runtime | None,
                 concurrency: Any, max_retries: Any, expected: Any, context: Any, timeout_s: Any,
                 progress: Any, on_interrupt: Any, validate: Any, reask: Any, mode: Any,
-                journal: Any, total: int | None, rate_limit: Any, batch: Any) -> "_Run":
+                journal: Any, total: int | None, rate_limit: Any, batch: Any,
+                repair: Any = None) -> "_Run":
     """The one run of `evaluate` / `aevaluate` (`what`), every argument checked before any
     model call."""
     concurrency, settings = _settings(on_interrupt, concurrency, max_retries, timeout_s,
-                                      context, validate, reask, mode)
+                                      context, validate, reask, mode, repair)
     menu, table, rt = _plan(prompt, options, inputs, runtime, expected, context, what, total,
                             journal)
     check_modes(rt, settings["mode"])
@@ -335,7 +338,8 @@ def evaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runtime | N
              progress: bool = True, on_interrupt: str = "return",
              validate: Callable[..., Any] | None = None, reask: Reasker = None,
              mode: ModeName = "menu", journal: Any = None, total: int | None = None,
-             rate_limit: Any = None, batch: Any = False) -> "EvaluationResult":
+             rate_limit: Any = None, batch: Any = False,
+             repair: str | None = None) -> "EvaluationResult":
     """Run the decision `prompt.format_map(row)` over `options` for every row of `inputs` (a
     pandas DataFrame, a list of dicts, or any iterable of dicts — a generator, a
     `csv.DictReader`, `pandas.read_csv(..., chunksize=)` chunks — with `total=` its row count
@@ -346,8 +350,8 @@ def evaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runtime | N
     the runtime's model is async (`Runtime(call=async_fn)`, `runtime.async_native`), as tasks
     on one event loop in a worker thread, so a concurrency of hundreds needs no thread per row.
     Rows are read from `inputs` as workers free up. `expected` (a column name, or a list of
-    option names, one per input) adds accuracy and a confusion table. `validate=`, `reask=` and
-    `mode=` apply to every decision, as in `decision.make`. A failing input (no valid pick, a
+    option names, one per input) adds accuracy and a confusion table. `validate=`, `reask=`,
+    `mode=` and `repair=` apply to every decision, as in `decision.make`. A failing input (no valid pick, a
     model error, or an exception in a picked function) is recorded on its row and never stops
     the run.
 
@@ -381,7 +385,7 @@ def evaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runtime | N
     """
     one = _evaluation("evaluate", prompt, options, inputs, runtime, concurrency, max_retries,
                       expected, context, timeout_s, progress, on_interrupt, validate, reask,
-                      mode, journal, total, rate_limit, batch)
+                      mode, journal, total, rate_limit, batch, repair)
     with _evaluation_span(one):
         wall, was_interrupted = one.go()
     result = one.result(wall, was_interrupted)
@@ -398,7 +402,8 @@ async def aevaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runt
                     validate: Callable[..., Any] | None = None, reask: Reasker = None,
                     mode: ModeName = "menu",
                     journal: Any = None, total: int | None = None,
-                    rate_limit: Any = None, batch: Any = False) -> "EvaluationResult":
+                    rate_limit: Any = None, batch: Any = False,
+                    repair: str | None = None) -> "EvaluationResult":
     """`evaluate`, awaitable: every row is a `decision.amake` task on the running event loop,
     at most `concurrency` in flight, each in a copy of the caller's context. Same arguments
     (`journal=`, `total=`, `rate_limit=` and `batch=` included) and the same
@@ -414,7 +419,7 @@ async def aevaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runt
     import asyncio
     one = _evaluation("aevaluate", prompt, options, inputs, runtime, concurrency, max_retries,
                       expected, context, timeout_s, progress, on_interrupt, validate, reask,
-                      mode, journal, total, rate_limit, batch)
+                      mode, journal, total, rate_limit, batch, repair)
     with _evaluation_span(one):
         wall, was_interrupted = await _arun(one)
     result = one.result(wall, was_interrupted)
@@ -466,11 +471,14 @@ class Variant:
     max_retries: int | None = None
     validate: Any = None
     reask: Any = None
+    repair: str | None = None
 
     def __post_init__(self) -> None:
         # A misspelt way of asking is refused here, where it was written, not when compare runs
         if self.mode is not None:
             get_mode(self.mode)
+        if self.repair is not None:
+            check_repair(self.repair)
 
 
 def _variants(variants: Any, options: Options | None,
@@ -488,7 +496,8 @@ def _variants(variants: Any, options: Options | None,
         overrides: dict[str, Any] = {}
         if isinstance(v, Variant):
             overrides = {k: getattr(v, k) for k in ("mode", "prompt", "max_retries", "validate",
-                                                    "reask") if getattr(v, k) is not None}
+                                                    "reask", "repair")
+                         if getattr(v, k) is not None}
             if "mode" in overrides:
                 overrides["mode"] = get_mode(overrides["mode"]).name
             if "max_retries" in overrides:
@@ -527,7 +536,8 @@ def compare(prompt: str, variants: Any, inputs: Any, *, options: Options | None 
             progress: bool = True, on_interrupt: str = "return",
             validate: Callable[..., Any] | None = None, reask: Reasker = None,
             mode: ModeName = "menu", journal: Any = None, total: int | None = None,
-            rate_limit: Any = None, batch: Any = False) -> "ComparisonResult":
+            rate_limit: Any = None, batch: Any = False,
+            repair: str | None = None) -> "ComparisonResult":
     """Run two or more variants over the same inputs and line their picks up side by side.
 
     `variants` maps a name to an option set (run on `runtime`, else the bound Runtime), to a
@@ -544,7 +554,7 @@ def compare(prompt: str, variants: Any, inputs: Any, *, options: Options | None 
     """
     prep = _Comparison(prompt, variants, inputs, options, runtime, concurrency, max_retries,
                        expected, context, timeout_s, progress, on_interrupt, validate, reask,
-                       mode, journal, total, rate_limit, batch)
+                       mode, journal, total, rate_limit, batch, repair)
     with _trace_batch("compare", None, variants=len(prep.plan), inputs=prep.table.total):
         for one in prep.runs():
             wall, interrupted = (0.0, True) if prep.interrupted else one.go()
@@ -559,7 +569,7 @@ async def acompare(prompt: str, variants: Any, inputs: Any, *, options: Options 
                    on_interrupt: str = "return", validate: Callable[..., Any] | None = None,
                    reask: Reasker = None, mode: ModeName = "menu", journal: Any = None,
                    total: int | None = None, rate_limit: Any = None,
-                   batch: Any = False) -> "ComparisonResult":
+                   batch: Any = False, repair: str | None = None) -> "ComparisonResult":
     """`compare`, awaitable: each variant's rows run as `aevaluate` runs them (tasks on the
     running event loop, at most `concurrency` in flight), one variant after another. Same
     arguments and the same `ComparisonResult`. Cancelling the awaiting task cancels the rows
@@ -568,7 +578,7 @@ async def acompare(prompt: str, variants: Any, inputs: Any, *, options: Options 
     import asyncio
     prep = _Comparison(prompt, variants, inputs, options, runtime, concurrency, max_retries,
                        expected, context, timeout_s, progress, on_interrupt, validate, reask,
-                       mode, journal, total, rate_limit, batch)
+                       mode, journal, total, rate_limit, batch, repair)
     with _trace_batch("compare", None, variants=len(prep.plan), inputs=prep.table.total):
         for one in prep.runs():
             if prep.interrupted:
@@ -595,9 +605,10 @@ class _Comparison:
                  context: dict[str, Any] | None, timeout_s: float | None, progress: bool,
                  on_interrupt: str, validate: Callable[..., Any] | None, reask: Reasker,
                  mode: str, journal: Any, total: int | None, rate_limit: Any,
-                 batch: Any) -> None:
+                 batch: Any, repair: Any = None) -> None:
         self.concurrency, self.settings = _settings(on_interrupt, concurrency, max_retries,
-                                                    timeout_s, context, validate, reask, mode)
+                                                    timeout_s, context, validate, reask, mode,
+                                                    repair)
         self.plan = _variants(variants, options, runtime)
         for _, menu, rt, overrides in self.plan:
             check_context(menu, context)

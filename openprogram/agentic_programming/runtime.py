@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
 
 from .errors import ModelCallError, ParseError, UsageError, require
 from .loop import DECISION_FINISH_INSTRUCTION, Decider, check_reask
+from .repair import check_repair
 from .modes import MenuMode, format_mode, get_mode
 from .model import (ModelCaller, ModelResponse, ToolCall, blocks_text, check_iterations,
                     check_modes, check_timeout, current_runtime, deadline_after, resolve_runtime,
@@ -395,30 +396,32 @@ class Runtime(ModelCaller):
     def exec(self, content, *, tools=None, toolset=None, options=None, response_format=None,
              max_iterations: int = 20, timeout_s: float | None = None, context: dict | None = None,
              validate: Callable | None = None, reask: Any = None, mode: str = "menu",
-             choices=None):
+             choices=None, repair: str | None = None):
         """Run one turn. Returns the reply text; with `options=` (an option set, as in
         `decision.make`; `choices=` is its older name), the resolved decision (a `validate=`
         rule and a `reask=` text apply as in `decision.make`); with `response_format=`, the
-        validated object."""
+        validated object. `repair=` as in `decision.make`."""
         return run_sync(self._exec(content, tools, toolset, option_set(options, choices, "exec"),
                                    response_format, max_iterations, timeout_s, context,
-                                   validate, reask, mode, sync=True))
+                                   validate, reask, mode, sync=True, repair=repair))
 
     async def aexec(self, content, *, tools=None, toolset=None, options=None,
                     response_format=None, max_iterations: int = 20,
                     timeout_s: float | None = None, context: dict | None = None,
                     validate: Callable | None = None, reask: Any = None, mode: str = "menu",
-                    choices=None):
+                    choices=None, repair: str | None = None):
         """`exec()` for async callers: model calls through `acall_model`, async tools and
         options awaited."""
         return await self._exec(content, tools, toolset, option_set(options, choices, "aexec"),
                                 response_format, max_iterations, timeout_s, context, validate,
-                                reask, mode, sync=False)
+                                reask, mode, sync=False, repair=repair)
 
     async def _exec(self, content, tools, toolset, options, response_format, max_iterations,
-                    timeout_s, context, validate, reask, mode, *, sync: bool):
+                    timeout_s, context, validate, reask, mode, *, sync: bool,
+                    repair: str | None = None):
         check_iterations(max_iterations)
         reask = check_reask(reask)
+        repair = check_repair(repair)
         deadline = deadline_after(timeout_s)
         blocks = to_blocks(content)
         from . import tools as _tools  # loaded with the first exec(), not with openprogram
@@ -431,7 +434,7 @@ class Runtime(ModelCaller):
             return await run_agent_decision(self, blocks, options, tool_list, context=context,
                                             max_iterations=max_iterations, deadline=deadline,
                                             sync=sync, validate=validate, reask=reask,
-                                            mode=mode)
+                                            mode=mode, repair=repair)
         if response_format is not None:
             return await run_format(self, blocks, response_format, tool_list, context=context,
                                     max_iterations=max_iterations, deadline=deadline, sync=sync,
@@ -581,7 +584,7 @@ async def run_agent_decision(rt: Runtime, blocks: list[dict], options: Any, tool
                              *, context: dict | None, max_iterations: int,
                              deadline: float | None, sync: bool = True,
                              validate: Callable | None = None, reask: Callable | None = None,
-                             mode: Any = None):
+                             mode: Any = None, repair: str | None = None):
     """`exec(options=)` (E2): one turn with tools, then the last reply is the decision; one
     re-pick, fixed. In menu mode the finish instruction and the menu end the prompt; in the
     other modes the choices travel as tools or as the schema."""
@@ -596,7 +599,7 @@ async def run_agent_decision(rt: Runtime, blocks: list[dict], options: Any, tool
     with rt.dag.span("decision", "agent(options=)"):
         d = Decider(rt, menu, request=request, context=context, max_attempts=2, entry="agent",
                     deadline=deadline, menu_text=menu_text, sync=sync, validate=validate,
-                    reask=reask, mode=way)
+                    reask=reask, mode=way, repair=check_repair(repair))
         with d.running():
             d.new_attempt(blocks_text(turn))
             await _turn(d, turn, tools, max_iterations)
