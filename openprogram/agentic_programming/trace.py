@@ -166,6 +166,8 @@ class DecisionTrace:
             if a.extracted is not None:
                 lines.append(f"    extracted ({a.found_in}, key {a.key_alias!r}, "
                              f"{a.candidates} candidate(s)): {a.extracted}")
+            for r in a.repairs:
+                lines.append(f"    repaired {r}")
             if a.error_kind:
                 where = f" at {a.error_path}" if a.error_path else ""
                 lines.append(f"    error {a.error_kind}{where}: {a.error_message}")
