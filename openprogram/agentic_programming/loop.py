@@ -141,6 +141,7 @@ class Decider:
         self.sync = sync  # how to call the model and finish the user's awaitables
         self.validate, self.reask = check_validate(validate), reask
         self.repair = check_repair(repair)
+        self._enclosing: tuple[int, int] | None = None  # see check()
         self.context = dict(context or {})
         self.deadline = deadline
         self.by_name = menu.by_name if isinstance(menu, Menu) else {o.name: o for o in menu}
@@ -250,7 +251,15 @@ class Decider:
                                          f"not text")
         ex = self.mode.action(resp)
         repairs: list = []
-        if ex.action is None and self.repair != "off" and getattr(self.mode, "require_key", True):
+        inner = self._enclosing
+        if inner is not None:
+            ex, repairs = _repair.repair_extraction(att.reply, replace(ex, action=None),
+                                                     "safe", [])
+            if not repairs or ex.span is None or not (ex.span[0] <= inner[0]
+                                                      and inner[1] <= ex.span[1]):
+                raise _NotEnclosing
+        elif ex.action is None and self.repair != "off" and getattr(self.mode, "require_key",
+                                                                    True):
             # the strict reading found nothing: a reply it can read as written is never repaired
             ex, repairs = _repair.repair_extraction(att.reply, ex, self.repair,
                                                      list(self.menu))
@@ -274,7 +283,21 @@ class Decider:
         """Find the pick in the reply and validate it (P1-P5); a pick closed after a reply cut
         off at the token limit that still fails stays `truncated`."""
         try:
-            return self._check()
+            try:
+                return self._check()
+            except ParseError as err:
+                # The strict reading may have found a pick inside a broken one (an argument
+                # object keyed "action"): the repaired outer pick, if there is one, is meant.
+                if self.repair == "off" or self.cur.repairs or self.cur.span is None \
+                        or err.kind == "truncated":
+                    raise
+                self._enclosing = self.cur.span
+                try:
+                    return self._check()
+                except _NotEnclosing:
+                    raise err from None
+                finally:
+                    self._enclosing = None
         except ParseError as err:
             if (err.kind != "truncated" and self.cur.finish_reason in TRUNCATED
                     and any(r.kind == "closed_truncation" for r in self.cur.repairs)):
@@ -287,6 +310,8 @@ class Decider:
     def _check(self) -> tuple[Option, dict[str, Any]]:
         ex = self.extract()
         assert ex.action is not None  # extract() raised otherwise
+        if "call" not in ex.action:  # a structured-output reply's object that names no option
+            ex.action = self._unwrapped(ex.action)
         name = ex.action["call"]  # whichever alias the model wrote; ex.key keeps that alias
         if not isinstance(name, str):
             raise ParseError("bad_args", f'"{ex.key}" must be an option name (a string), got '
@@ -316,6 +341,20 @@ class Decider:
         if self.repair == "menu":
             return option, self._bind_repairing(option, args, dropped)
         return option, self.bind(option, args, dropped)
+
+    def _unwrapped(self, action: dict) -> dict:
+        """The pick of an object without "call": with repair="menu", the one option whose
+        parameters its keys match (call_wrapper); else the error that says what is missing."""
+        if self.repair == "menu":
+            got = _repair.repair_wrapper(action, list(self.menu))
+            if got is not None:
+                pick = {"call": got[0], "args": got[1]}
+                self._step("extracted", extracted=pick, key_alias="call")
+                self._add_repairs([_repair.Repair("call_wrapper", "call", _repair._json(action),
+                                                  _repair._json(pick))])
+                return pick
+        raise ParseError("bad_args", 'the pick has no "call" naming the option; write it as '
+                                     'in the option\'s "Call:" line', "call")
 
     def _add_repairs(self, repairs: list) -> None:
         repairs = _repair.redact_repairs(repairs, getattr(self.runtime, "redact", None))
@@ -450,6 +489,10 @@ class Decider:
         self._emit(kind, self.trace, self.att, result=result, error=error,
              duration_s=time.perf_counter() - self._t0)
         return result
+
+
+class _NotEnclosing(Exception):
+    """No repaired pick encloses the strict one: the strict reading's error stands."""
 
 
 def _reply_shown(att: Attempt) -> Any:

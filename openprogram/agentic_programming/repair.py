@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections import deque
 from dataclasses import dataclass
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
@@ -119,8 +118,9 @@ _SQ_BODY = re.compile(r"\\(.)|\"", re.S)
 _LITERALS = {"true": "true", "false": "false", "null": "null"}
 _PYTHON = {"True": "true", "False": "false", "None": "null"}
 # Where a pick can start: a `{` before a call key, quoted either way or not at all.
-_PICK_START = re.compile(r"""\{[ \t\r\n]*(?:"|'|)(?:call|action|function|tool)(?:"|'|)"""
-                         r"""[ \t\r\n]*:""")
+# A comment may sit before the key; each is bounded, so every `{` costs a bounded look.
+_PICK_START = re.compile(r"""\{(?:[ \t\r\n]|//[^\n]{0,200}\n|/\*[^*]{0,200}\*/){0,16}"""
+                         r"""(?:"|'|)(?:call|action|function|tool)(?:"|'|)[ \t\r\n]*:""")
 _DECODER = json.JSONDecoder(strict=False)
 
 
@@ -150,7 +150,7 @@ def _path(stack: list) -> str:
     return out
 
 
-def _one_value(text: str, start: int) -> tuple[str, list[Repair], int]:
+def _one_value(text: str, start: int, budget: list) -> tuple[str, list[Repair], int]:
     """The JSON text of the one value that starts at `start` (a `{`), with the syntax repairs
     it needed, and where it ends in `text`; _Fail when it cannot be read as exactly one
     value. (A comment at the very end of a cut-off reply is text, not a value: dropped.)"""
@@ -173,6 +173,9 @@ def _one_value(text: str, start: int) -> tuple[str, list[Repair], int]:
     while True:
         if pos >= n:
             break
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise _Fail("the reply took more reading than its length allows")
         m = match(text, pos)
         if m is None:
             raise _Fail(f"no JSON at character {pos}")
@@ -308,16 +311,26 @@ def _one_value(text: str, start: int) -> tuple[str, list[Repair], int]:
 
 def repair_syntax(text: str) -> tuple[dict, tuple[int, int], list[Repair]] | None:
     """The last pick in `text` that only JSON syntax kept from being read: `(pick as decoded,
-    its span, the repairs)`, or None. Tries the last few places a pick can start; each try
-    reads at most the rest of the text once."""
+    its span, the repairs)`, or None. Places a pick can start are read from the first on; one
+    that reads as a value hides the starts inside it (an argument object keyed "action" is
+    not a pick of its own), and the last value read is the pick, as A6 says. All reads
+    together take at most `_MAX_STARTS` tokens per character of the text."""
     if not isinstance(text, str):
         return None
-    starts = deque((m.start() for m in _PICK_START.finditer(text)), maxlen=_MAX_STARTS)
-    for s in reversed(starts):
+    budget = [_MAX_STARTS * (len(text) + 1)]
+    found = None
+    after = 0
+    for m in _PICK_START.finditer(text):
+        s = m.start()
+        if s < after:
+            continue  # inside the value read last
         try:
-            fixed, repairs, end = _one_value(text, s)
+            fixed, repairs, end = _one_value(text, s, budget)
         except _Fail:
+            if budget[0] <= 0:
+                break
             continue
+        after = end
         if not repairs:
             continue  # valid as written: the strict path decides what it means
         try:
@@ -325,8 +338,8 @@ def repair_syntax(text: str) -> tuple[dict, tuple[int, int], list[Repair]] | Non
         except (ValueError, RecursionError):
             continue
         if isinstance(obj, dict) and any(k in obj for k in ("call", "action", "function", "tool")):
-            return obj, (s, end), repairs
-    return None
+            found = (obj, (s, end), repairs)
+    return found
 
 
 # -- "menu": what the option set makes unambiguous -----------------------------------------------
