@@ -121,10 +121,20 @@ _PYTHON = {"True": "true", "False": "false", "None": "null"}
 # A comment may sit before the key; each is bounded, so every `{` costs a bounded look.
 _PICK_START = re.compile(r"""\{(?:[ \t\r\n]|//[^\n]{0,200}\n|/\*[^*]{0,200}\*/){0,16}"""
                          r"""(?:"|'|)(?:call|action|function|tool)(?:"|'|)[ \t\r\n]*:""")
-_DECODER = json.JSONDecoder(strict=False)
+
+
+def _not_json(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+_DECODER = json.JSONDecoder(strict=False, parse_constant=_not_json)
+_scan = _DECODER.scan_once  # NaN / Infinity are refused when the result is decoded again
 
 
 def _sq_to_dq(tok: str) -> str:
+    body = tok[1:-1]
+    if "\\" not in body and '"' not in body:
+        return '"' + body + '"'
     def one(m: re.Match) -> str:
         c = m.group(1)
         if c is None:
@@ -160,6 +170,7 @@ def _one_value(text: str, start: int, budget: list) -> tuple[str, list[Repair], 
     stack: list[list] = []
     match = _TOKEN.match
     pos, n = start, len(text)
+    scan_left = [2 * (n - start) + 64]
 
     def note(kind: str, a: int, b: int, after: str) -> None:
         if len(repairs) >= _MAX_REPAIRS:
@@ -176,10 +187,20 @@ def _one_value(text: str, start: int, budget: list) -> tuple[str, list[Repair], 
         budget[0] -= 1
         if budget[0] < 0:
             raise _Fail("the reply took more reading than its length allows")
-        m = match(text, pos)
-        if m is None:
-            raise _Fail(f"no JSON at character {pos}")
-        kind, tok, end = m.lastgroup, m.group(), m.end()
+        c = text[pos]
+        if c == " ":  # the usual whitespace, one space, without a pattern
+            pos += 1
+            continue
+        close = text.find(c, pos + 1) if c in "\"'" else -1
+        if close > 0 and text.find("\\", pos + 1, close) < 0:
+            # a string without escapes: found by substring search, much faster than a pattern
+            kind, end = ("dq" if c == '"' else "sq"), close + 1
+            tok = text[pos:end]
+        else:
+            m = match(text, pos)
+            if m is None:
+                raise _Fail(f"no JSON at character {pos}")
+            kind, tok, end = m.lastgroup, m.group(), m.end()
         if kind == "ws":
             pos = end
             continue
@@ -208,6 +229,23 @@ def _one_value(text: str, start: int, budget: list) -> tuple[str, list[Repair], 
                     raise _Fail("nested too deep")
                 if top is not None and top[0] == "[":
                     top[2] = 0 if top[2] is None else top[2] + 1
+                if top is not None and scan_left[0] > 0:
+                    # Most of a sloppy pick is valid JSON: a nested value the C decoder reads
+                    # whole is copied as written. The characters failed reads cover are counted,
+                    # so these tries cost at most twice the text before they stop.
+                    try:
+                        end = _scan(text, pos)[1]
+                    except StopIteration as exc:
+                        scan_left[0] -= max(exc.value - pos, 1)
+                    except ValueError as exc:
+                        scan_left[0] -= max(getattr(exc, "pos", n) - pos, 1)
+                    except RecursionError:
+                        scan_left[0] = 0
+                    else:
+                        out.append(text[pos:end])
+                        value_done()
+                        pos = end
+                        continue
                 stack.append([tok, "first" if tok == "[" else "key", None, None])
                 out.append(tok)
             elif tok in "}]":
@@ -255,7 +293,7 @@ def _one_value(text: str, start: int, budget: list) -> tuple[str, list[Repair], 
                 key = tok
             elif kind == "sq":
                 key = _sq_to_dq(tok)
-                top[2] = _DECODER.decode(key)
+                top[2] = key[1:-1] if "\\" not in key else _DECODER.decode(key)
                 note("single_quotes", pos, end, key)
             elif kind == "word":
                 key = json.dumps(tok)
@@ -264,7 +302,7 @@ def _one_value(text: str, start: int, budget: list) -> tuple[str, list[Repair], 
             else:
                 raise _Fail("an object key that is not a string")
             if kind == "dq":
-                top[2] = _DECODER.decode(key)
+                top[2] = key[1:-1] if "\\" not in key else _DECODER.decode(key)
             out.append(key)
             top[1] = "colon"
             pos = end
