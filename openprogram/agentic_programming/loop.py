@@ -117,8 +117,10 @@ def reask_prompt(request: str, reply: Any, err: ParseError, menu_text: str,
             raise UsageError(f"reask= callable returned {type(text).__name__}; it must return "
                             f"the text to send (a str)")
         return text
+    hint = getattr(err, "hint", "")  # the fix a repair level above would have made (repair.py)
     return DEFAULT_REASK.format(request=request, reply=shown, kind=err.kind, error=err.message,
-                               menu=menu_text, advice=explain(err.kind),
+                               menu=menu_text, advice=explain(err.kind) + (
+                                   f"\n{hint}" if hint else ""),
                                at_path=f" at {err.path}" if err.path else "")
 
 
@@ -324,8 +326,10 @@ class Decider:
                 self._add_repairs([_repair.Repair("option_name", "call", json.dumps(
                     name, ensure_ascii=False), json.dumps(near, ensure_ascii=False))])
         if option is None:
-            raise ParseError("unknown_call", f"{name!r} is not an option; the options are "
+            err = ParseError("unknown_call", f"{name!r} is not an option; the options are "
                                              f"{', '.join(self.by_name)}", "call")
+            err.hint = _repair.name_hint(name, list(self.by_name))  # for the re-ask
+            raise err
         dropped: list[str] = []
         if "args" in ex.action:
             args = ex.action["args"]
@@ -340,7 +344,11 @@ class Decider:
             args = {k: v for k, v in ex.action.items() if k != "call"}
         if self.repair == "menu":
             return option, self._bind_repairing(option, args, dropped)
-        return option, self.bind(option, args, dropped)
+        try:
+            return option, self.bind(option, args, dropped)
+        except ParseError as err:  # the re-ask names the fix repair="menu" would have made
+            err.hint = _repair.value_hint(err, option, args)
+            raise
 
     def _unwrapped(self, action: dict) -> dict:
         """The pick of an object without "call": with repair="menu", the one option whose

@@ -25,7 +25,8 @@ from .errors import ArgumentError
 
 __all__ = ["LEVELS", "DEFAULT_REPAIR", "KINDS", "Repair", "check_repair", "repair_syntax",
            "repair_name", "repair_value", "repair_wrapper", "value_fix", "near_names",
-           "repair_extraction", "redact_repairs", "allows", "MAX_VALUE_FIXES"]
+           "repair_extraction", "redact_repairs", "allows", "MAX_VALUE_FIXES", "name_hint",
+           "value_hint"]
 
 #: The repair levels, from strictest.
 LEVELS = ("off", "safe", "menu")
@@ -566,6 +567,37 @@ def _json(value: Any) -> str:
         return _clip(json.dumps(value, ensure_ascii=False))
     except (TypeError, ValueError):
         return _clip(repr(value))
+
+
+def name_hint(name: str, names: list[str]) -> str:
+    """What a re-ask says about an option name that nearly matches: the name to write, or the
+    ones it cannot tell apart; "" when none is near."""
+    near = near_names(name, names)
+    if len(near) == 1:
+        return f"It nearly matches the option {near[0]!r}: write \"call\": {_json(near[0])}."
+    if near:
+        return (f"It is equally near the options {', '.join(map(repr, near))}: write exactly "
+                f"the one you mean.")
+    return ""
+
+
+def value_hint(err: Any, option: Any, args: dict) -> str:
+    """What a re-ask says after `err` (a ParseError from validating `args`) where one value is
+    what the model nearly wrote (an allowed value in other case, a number in quotes): the value
+    to write; "" otherwise."""
+    if err.kind not in ("type_mismatch", "enum_violation") or not err.path:
+        return ""
+    fix = value_fix(option, args, err.path)
+    if fix is None:
+        return ""
+    r = fix[1]
+    return f"At {err.path} write {r.after} ({_HOW[r.kind]})."
+
+
+_HOW = {"enum_value": "the allowed value exactly as listed",
+        "string_to_number": "the number without quotes",
+        "string_to_boolean": "true or false without quotes",
+        "number_to_string": "the text in quotes"}
 
 
 def redact_repairs(repairs: list[Repair], redact: Callable[[Any], Any] | None) -> list[Repair]:

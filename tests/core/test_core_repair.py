@@ -525,3 +525,23 @@ def test_any_text_gives_a_pick_or_none_within_the_bound(text):
         obj, span, repairs = got
         assert isinstance(obj, dict) and repairs
         assert all(r.kind in R.KINDS and R.KINDS[r.kind][0] == "safe" for r in repairs)
+
+
+def test_below_menu_the_reask_names_the_fix():
+    rt = ScriptedRuntime(['{"call": "Look-Up", "args": {"city": "Bern"}}',
+                          '{"call": "look_up", "args": {"city": "Bern", "days": "2"}}',
+                          '{"call": "refund", "args": {"order_id": 3, "amount": 2.5, '
+                          '"priority": "LOW", "urgent": true, "note": "x"}}',
+                          '{"call": "look_up", "args": {"city": "Bern"}}'])
+    decision.make("Pick.", OPTIONS, runtime=rt, max_retries=3, repair="safe")
+    reasks = [c.prompt for c in rt.calls[1:]]
+    assert """It nearly matches the option 'look_up': write "call": "look_up".""" in reasks[0]
+    assert "At args.days write 2 (the number without quotes)." in reasks[1]
+    assert 'At args.priority write "low" (the allowed value exactly as listed).' in reasks[2]
+    # the error itself says what was wrong, as before; the fix is advice in the re-ask
+    assert decision.last_trace().attempts[1].error_message == \
+        'args.days must be int, got string "2"'
+    rt = ScriptedRuntime(['{"call": "Go Home"}', '{"call": "go_home"}'])
+    decision.make("Pick.", {"go_home": ("A", ""), "go-home": ("B", "")}, runtime=rt,
+                  repair="menu")
+    assert "equally near the options 'go_home', 'go-home'" in rt.calls[1].prompt
