@@ -2,8 +2,9 @@
 
 Runs SmolLM2-135M-Instruct in process (LlamaCppRuntime, the bundled file) on the tool set of
 tests/local/localhelp.py (4 functions, 20 labelled customer requests) and prints, from one run:
-- the same replies at each level: every row asked once in menu mode and once in json_schema
-  mode (repair="off", no re-ask), then the recorded replies re-read offline at "off", "safe"
+- the same replies at each level: every row asked once in menu mode, in json_schema mode, and
+  in json_schema mode with a tight max_tokens (`--cut`, replies cut before the pick closes)
+  (repair="off", no re-ask), then the recorded replies re-read offline at "off", "safe"
   and "menu" (`decision.revalidate(..., repair=)`), so the levels differ in nothing but the
   repair: rows resolved without a re-ask, right picks, and the repair kinds that saved them;
 - live, each level with its re-ask (max_retries=1): rows resolved, right picks and model calls
@@ -41,9 +42,9 @@ def load() -> str:
     return "load %.2f" % os.getloadavg()[0]
 
 
-def ask_once(mode: str, rows: int) -> list:
+def ask_once(mode: str, rows: int, **settings) -> list:
     """Each row asked once (no re-ask, no repair): the recorded traces."""
-    rt = LlamaCppRuntime(seed=0)
+    rt = LlamaCppRuntime(seed=0, **settings)
     traces = []
     for request, _ in TOOL_REQUESTS[:rows]:
         try:
@@ -55,8 +56,9 @@ def ask_once(mode: str, rows: int) -> list:
     return traces
 
 
-def same_replies(mode: str, rows: int) -> list[str]:
-    traces = ask_once(mode, rows)
+def same_replies(mode: str, rows: int, label: str | None = None, **settings) -> list[str]:
+    traces = ask_once(mode, rows, **settings)
+    mode = label or mode
     wants = [w for _, w in TOOL_REQUESTS[:rows]]
     lines = []
     for level in LEVELS:
@@ -70,9 +72,37 @@ def same_replies(mode: str, rows: int) -> list[str]:
                 kinds.update({x.kind for x in t.attempts[r.passing_attempt - 1].repairs})
             else:
                 errors[r.error_kind] += 1
-        lines.append(f"  {mode:<12} {level:<5} resolved without a re-ask {resolved:>3}/{rows:<3} "
+        lines.append(f"  {mode:<22} {level:<5} resolved without a re-ask {resolved:>3}/{rows:<3} "
                      f"right {right:>3}/{rows:<3} saved by: "
                      f"{dict(kinds.most_common()) or '-'}; still failing: "
+                     f"{dict(errors.most_common()) or '-'}")
+    return lines
+
+
+def cut_replies(rows: int, cut: int) -> list[str]:
+    """Each json_schema row asked whole, then again with max_tokens `cut` below what the
+    whole reply took: a reply cut near its end, as a tight token limit cuts it."""
+    whole = ask_once("json_schema", rows)
+    traces = []
+    for (request, _), t in zip(TOOL_REQUESTS[:rows], whole):
+        n = max((t.attempts[0].usage or {}).get("output_tokens", 0) - cut, 1)
+        rt = LlamaCppRuntime(seed=0, max_tokens=n)
+        try:
+            decision.make(tool_prompt(request), TOOLS, runtime=rt, mode="json_schema",
+                          max_retries=0, repair="off")
+            traces.append(decision.last_trace())
+        except DecisionError as exc:
+            traces.append(exc.trace)
+    wants = [w for _, w in TOOL_REQUESTS[:rows]]
+    cut_rows = sum(t.attempts[0].finish_reason == "length" for t in traces)
+    lines = [f"  {cut_rows}/{rows} replies cut at the token limit"]
+    for level in LEVELS:
+        rv = decision.revalidate(traces, TOOLS, repair=level)
+        resolved = sum(r.after_ok for r in rv.rows)
+        right = sum(r.after_ok and r.after == w for r, w in zip(rv.rows, wants))
+        errors = Counter(r.error_kind for r in rv.rows if not r.after_ok)
+        lines.append(f"  {'json_schema, cut':<22} {level:<5} resolved without a re-ask "
+                     f"{resolved:>3}/{rows:<3} right {right:>3}/{rows:<3} still failing: "
                      f"{dict(errors.most_common()) or '-'}")
     return lines
 
@@ -171,6 +201,8 @@ def main() -> None:
     ap.add_argument("--live-rows", type=int, default=10,
                     help="rows of the live runs with re-asks, per mode and level (0: skip)")
     ap.add_argument("--only", choices=MODES, help="one way of asking")
+    ap.add_argument("--cut", type=int, default=2,
+                    help="how many tokens before its end each json_schema reply is cut (2)")
     args = ap.parse_args()
     modes = [args.only] if args.only else list(MODES)
     print(f"bench_repair: SmolLM2-135M (bundled), {args.rows} labelled rows, {load()}")
@@ -180,6 +212,11 @@ def main() -> None:
     print("\nThe same replies (asked once, repair='off', no re-ask), re-read at each level:")
     for mode in modes:
         for line in same_replies(mode, args.rows):
+            print(line)
+    if "json_schema" in modes:
+        print(f"\njson_schema replies cut {args.cut} token(s) before their end (max_tokens set "
+              f"per row from its whole reply), re-read at each level:")
+        for line in cut_replies(args.rows, args.cut):
             print(line)
     if args.live_rows:
         print(f"\nLive, each level with its re-ask (max_retries=1), {args.live_rows} rows:")
