@@ -256,7 +256,7 @@ class Decider:
         inner = self._enclosing
         if inner is not None:
             ex, repairs = _repair.repair_extraction(att.reply, replace(ex, action=None),
-                                                     "safe", [])
+                                                     "safe", [], resp.finish_reason in TRUNCATED)
             if not repairs or ex.span is None or not (ex.span[0] <= inner[0]
                                                       and inner[1] <= ex.span[1]):
                 raise _NotEnclosing
@@ -264,7 +264,8 @@ class Decider:
                                                                     True):
             # the strict reading found nothing: a reply it can read as written is never repaired
             ex, repairs = _repair.repair_extraction(att.reply, ex, self.repair,
-                                                     list(self.menu))
+                                                     list(self.menu),
+                                                     resp.finish_reason in TRUNCATED)
         # the pick as decoded, redacted before anything reads it: JSON can spell a key the
         # runtime's redaction of the reply text did not see
         ex.action, redacted = redact_decoded(ex.action, getattr(self.runtime, "redact", None))
@@ -291,7 +292,8 @@ class Decider:
                 # The strict reading may have found a pick inside a broken one (an argument
                 # object keyed "action"): the repaired outer pick, if there is one, is meant.
                 if self.repair == "off" or self.cur.repairs or self.cur.span is None \
-                        or err.kind == "truncated":
+                        or err.kind == "truncated" \
+                        or not _repair.may_enclose(self.cur.reply, self.cur.span):
                     raise
                 self._enclosing = self.cur.span
                 try:

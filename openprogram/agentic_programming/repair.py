@@ -40,8 +40,8 @@ KINDS: dict[str, tuple[str, str]] = {
     "python_literal": ("safe", "Python's True / False / None was written as true / false / null"),
     "unquoted_key": ("safe", "an object key without quotes was quoted"),
     "comment": ("safe", "a // or /* */ comment inside the JSON was removed"),
-    "closed_truncation": ("safe", "a reply cut off inside the pick got its missing closing "
-                                  "quotes and brackets"),
+    "closed_truncation": ("safe", "a reply cut off at the token limit inside the pick got its "
+                                  "missing closing quotes and brackets"),
     "option_name": ("menu", "an option name differing only in case or -, _, . and spaces was "
                             "read as the one option it matches"),
     "enum_value": ("menu", "an allowed value differing only in case or surrounding whitespace "
@@ -58,7 +58,8 @@ KINDS: dict[str, tuple[str, str]] = {
 
 _MAX_REPAIRS = 1000     # syntax repairs recorded in one reply before giving up (bounded work)
 _MAX_DEPTH = 512        # nesting the syntax repair follows
-_MAX_STARTS = 3         # candidate picks tried, from the last one back
+_MAX_STARTS = 3         # tokens read per character of the reply, over all its candidate picks
+_MAX_TEXT = 16_000_000  # a longer reply is re-asked: its repair would hold copies of it
 MAX_VALUE_FIXES = 32   # menu repairs of values in one attempt (each costs one validation)
 _SHOWN = 200            # characters of a before / after kept on the record
 
@@ -161,7 +162,8 @@ def _path(stack: list) -> str:
     return out
 
 
-def _one_value(text: str, start: int, budget: list) -> tuple[str, list[Repair], int]:
+def _one_value(text: str, start: int, budget: list,
+               cut: bool = False) -> tuple[str, list[Repair], int]:
     """The JSON text of the one value that starts at `start` (a `{`), with the syntax repairs
     it needed, and where it ends in `text`; _Fail when it cannot be read as exactly one
     value. (A comment at the very end of a cut-off reply is text, not a value: dropped.)"""
@@ -276,7 +278,7 @@ def _one_value(text: str, start: int, budget: list) -> tuple[str, list[Repair], 
             continue
         if kind == "cut":
             # A string that never closes runs to the end of the reply: cut off inside it.
-            if state not in ("value", "first") or top is None or tok != '"':
+            if not cut or state not in ("value", "first") or top is None or tok != '"':
                 raise _Fail("a string that never closes")
             if top[0] == "[":
                 top[2] = 0 if top[2] is None else top[2] + 1
@@ -334,6 +336,8 @@ def _one_value(text: str, start: int, budget: list) -> tuple[str, list[Repair], 
     # value (a number or a word at the very end may itself be cut, so it is not closed).
     if not stack:
         raise _Fail("nothing")
+    if not cut:
+        raise _Fail("the reply ends inside the pick, and the token limit did not cut it")
     top = stack[-1]
     last = text.rstrip()[-1:]
     if top[1] in ("colon", "value") and top[3] is None:
@@ -348,13 +352,25 @@ def _one_value(text: str, start: int, budget: list) -> tuple[str, list[Repair], 
     return "".join(out), repairs, n
 
 
-def repair_syntax(text: str) -> tuple[dict, tuple[int, int], list[Repair]] | None:
+def may_enclose(text: Any, span: tuple[int, int]) -> bool:
+    """Whether a pick can start before the one at `span` (so a broken pick may hold it): the
+    one look the loop takes before reading a reply again, most replies hold one pick only."""
+    if not isinstance(text, str) or len(text) > _MAX_TEXT:
+        return False
+    first = _PICK_START.search(text, 0, span[1])
+    return first is not None and first.start() < span[0]
+
+
+def repair_syntax(text: str, cut: bool = False) -> tuple[dict, tuple[int, int],
+                                                         list[Repair]] | None:
     """The last pick in `text` that only JSON syntax kept from being read: `(pick as decoded,
     its span, the repairs)`, or None. Places a pick can start are read from the first on; one
     that reads as a value hides the starts inside it (an argument object keyed "action" is
     not a pick of its own), and the last value read is the pick, as A6 says. All reads
-    together take at most `_MAX_STARTS` tokens per character of the text."""
-    if not isinstance(text, str):
+    together take at most `_MAX_STARTS` tokens per character of the text. `cut`: the reply was
+    cut at the token limit, so a pick it ends inside may be closed (a reply that stopped on its
+    own inside a pick is not cut off; closing it would guess)."""
+    if not isinstance(text, str) or len(text) > _MAX_TEXT:
         return None
     budget = [_MAX_STARTS * (len(text) + 1)]
     found = None
@@ -364,7 +380,7 @@ def repair_syntax(text: str) -> tuple[dict, tuple[int, int], list[Repair]] | Non
         if s < after:
             continue  # inside the value read last
         try:
-            fixed, repairs, end = _one_value(text, s, budget)
+            fixed, repairs, end = _one_value(text, s, budget, cut)
         except _Fail:
             if budget[0] <= 0:
                 break
@@ -613,13 +629,14 @@ def redact_repairs(repairs: list[Repair], redact: Callable[[Any], Any] | None) -
     return out
 
 
-def repair_extraction(text: Any, strict: Any, level: str, menu: list) -> tuple[Any, list[Repair]]:
+def repair_extraction(text: Any, strict: Any, level: str, menu: list,
+                      cut: bool = False) -> tuple[Any, list[Repair]]:
     """After the strict reading (`strict`, an `Extraction`) found no pick: the pick the
     repairs `level` allows find, as an `Extraction`, with the repairs; else `strict` and []."""
     from .extract import Extraction, _call_key, _normalize, find_action
     if not isinstance(text, str):
         return strict, []
-    got = repair_syntax(text)
+    got = repair_syntax(text, cut)
     if got is not None:
         obj, span, repairs = got
         key = _call_key(obj)

@@ -147,14 +147,15 @@ def corpus() -> list[Case]:
             text = dump(obj, sq=True, bare=True, py=True, comma=True, comment=True)
             cases.append(Case(f"{way}-{b}-all", wrap(text, way), mode, "safe", "single_quotes",
                               (name, args), "no_action"))
-            # cut off where only closing quotes and brackets are missing
+            # cut off at the token limit where only closing quotes and brackets are missing
             full = json.dumps(obj, ensure_ascii=False)
             if full.endswith('"}}') or full.endswith('"}'):
                 cut = full.rstrip("}")[:-1]
                 reply = (f"I pick this.\n```json\n{cut}" if way != "json_schema"
                          else '{"decision": ' + cut)
-                cases.append(Case(f"{way}-{b}-cut", reply, mode, "safe", "closed_truncation",
-                                  (name, args), "no_action"))
+                cases.append(Case(f"{way}-{b}-cut", ModelResponse(text=reply,
+                                                                  finish_reason="length"),
+                                  mode, "safe", "closed_truncation", (name, args), "truncated"))
     # menu: what the option set makes unambiguous, in the three ways of asking
     base = BASES[0][1]
     menu_cases = [
@@ -238,9 +239,13 @@ NEVER = [  # (label, options, reply, the error at every level)
      "no_action"),
     ("a lone object two options fit", {"a": look_up, "b": look_up}, '{"city": "Bern"}',
      "no_action"),
-    ("a number cut off at the end", OPTIONS,
-     '{"call": "look_up", "args": {"city": "Bern", "days": 2', "no_action"),
-    ("cut off after a key", OPTIONS, '{"call": "look_up", "args": {"city":', "no_action"),
+    ("a number cut off at the end", OPTIONS, ModelResponse(
+        text='{"call": "look_up", "args": {"city": "Bern", "days": 2', finish_reason="length"),
+     "truncated"),
+    ("cut off after a key", OPTIONS, ModelResponse(
+        text='{"call": "look_up", "args": {"city":', finish_reason="length"), "truncated"),
+    ("a reply that stops inside the pick on its own", OPTIONS,
+     '{"call": "look_up", "args": {"city": "Bern', "no_action"),
     ("a bare word value", OPTIONS, "{'call': 'look_up', 'args': {'city': Bern}}", "no_action"),
     ("two values where one is meant", OPTIONS,
      "{'call': 'look_up' 'wait', 'args': {}}", "no_action"),
@@ -473,12 +478,13 @@ HOSTILE = {
 }
 
 
+@pytest.mark.parametrize("cut", [False, True], ids=["whole", "cut"])
 @pytest.mark.parametrize("name", sorted(HOSTILE))
-def test_repair_work_is_linear_in_the_reply(name, monkeypatch):
+def test_repair_work_is_linear_in_the_reply(name, cut, monkeypatch):
     text = HOSTILE[name]
     counter = Counting(R._TOKEN)
     monkeypatch.setattr(R, "_TOKEN", counter)
-    R.repair_syntax(text)
+    R.repair_syntax(text, cut)
     assert counter.calls <= R._MAX_STARTS * (len(text) + 1)
 
 
@@ -517,7 +523,7 @@ def test_any_text_gives_a_pick_or_none_within_the_bound(text):
     counter = Counting(R._TOKEN)
     saved, R._TOKEN = R._TOKEN, counter
     try:
-        got = R.repair_syntax("{'call': " + text)
+        got = R.repair_syntax("{'call': " + text, cut=True)
     finally:
         R._TOKEN = saved
     assert counter.calls <= R._MAX_STARTS * (len(text) + 10)
