@@ -60,6 +60,7 @@ _MAX_REPAIRS = 1000     # syntax repairs recorded in one reply before giving up 
 _MAX_DEPTH = 512        # nesting the syntax repair follows
 _MAX_STARTS = 3         # tokens read per character of the reply, over all its candidate picks
 _MAX_TEXT = 16_000_000  # a longer reply is re-asked: its repair would hold copies of it
+_MAX_TRIES = 1000       # places a pick could start that are read, before giving up
 MAX_VALUE_FIXES = 32   # menu repairs of values in one attempt (each costs one validation)
 _SHOWN = 200            # characters of a before / after kept on the record
 
@@ -173,7 +174,7 @@ def _one_value(text: str, start: int, budget: list,
     stack: list[list] = []
     match = _TOKEN.match
     pos, n = start, len(text)
-    scan_left = [2 * (n - start) + 64]
+    scan_left = [8 * (n - start) + 64]  # failed whole reads: a slip 8 levels deep, read fast
 
     def note(kind: str, a: int, b: int, after: str) -> None:
         if len(repairs) >= _MAX_REPAIRS:
@@ -195,7 +196,9 @@ def _one_value(text: str, start: int, budget: list,
             pos += 1
             continue
         close = text.find(c, pos + 1) if c in "\"'" else -1
-        if close > 0 and text.find("\\", pos + 1, close) < 0:
+        if close < 0 and c in "\"'":
+            kind, tok, end = "cut", c, pos + 1  # no closing quote anywhere after it
+        elif close > 0 and text.find("\\", pos + 1, close) < 0:
             # a string without escapes: found by substring search, much faster than a pattern
             kind, end = ("dq" if c == '"' else "sq"), close + 1
             tok = text[pos:end]
@@ -235,7 +238,7 @@ def _one_value(text: str, start: int, budget: list,
                 if top is not None and scan_left[0] > 0:
                     # Most of a sloppy pick is valid JSON: a nested value the C decoder reads
                     # whole is copied as written. The characters failed reads cover are counted,
-                    # so these tries cost at most twice the text before they stop.
+                    # so these tries cost at most eight times the text before they stop.
                     try:
                         end = _scan(text, pos)[1]
                     except StopIteration as exc:
@@ -375,10 +378,14 @@ def repair_syntax(text: str, cut: bool = False) -> tuple[dict, tuple[int, int],
     budget = [_MAX_STARTS * (len(text) + 1)]
     found = None
     after = 0
+    tries = 0
     for m in _PICK_START.finditer(text):
         s = m.start()
         if s < after:
             continue  # inside the value read last
+        tries += 1
+        if tries > _MAX_TRIES:
+            return None  # more places a pick could start than a reply with one pick has
         try:
             fixed, repairs, end = _one_value(text, s, budget, cut)
         except _Fail:
