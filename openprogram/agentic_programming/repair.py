@@ -117,6 +117,9 @@ _TOKEN = re.compile(
     r'|(?P<lc>//[^\n]*)'
     r'|(?P<bc>/\*)'
     r'|(?P<cut>["\'])', re.S)
+_SCALAR = (r'(?:-?(?:0|[1-9][0-9]{0,999})(?:\.[0-9]{1,1000})?(?:[eE][+-]?[0-9]{1,4})?'
+           r'(?![0-9A-Za-z_.])|(?:true|false|null)(?![A-Za-z0-9_$]))')
+_RUN = re.compile(rf"{_SCALAR}(?:[ \t\r\n]*,[ \t\r\n]*{_SCALAR})*")
 _SQ_BODY = re.compile(r"\\(.)|\"", re.S)
 _LITERALS = {"true": "true", "false": "false", "null": "null"}
 _PYTHON = {"True": "true", "False": "false", "None": "null"}
@@ -227,6 +230,18 @@ def _one_value(text: str, start: int, budget: list,
         if top is not None and top[3] is not None and not (kind == "p" and tok in "}]"):
             out.append(",")
             top[3] = None
+        if kind in ("num", "word") and top is not None and top[0] == "[" \
+                and state in ("first", "value"):
+            run = _RUN.match(text, pos)
+            if run is not None and run.end() > end:
+                # a list of plain numbers and literals, valid as written: copied in one step
+                # rather than a token at a time
+                items = run.group()
+                top[2] = (-1 if top[2] is None else top[2]) + items.count(",") + 1
+                out.append(items)
+                value_done()
+                pos = run.end()
+                continue
         if kind == "p":
             if tok in "{[":
                 if state not in ("value", "first"):

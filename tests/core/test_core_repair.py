@@ -551,3 +551,39 @@ def test_below_menu_the_reask_names_the_fix():
     decision.make("Pick.", {"go_home": ("A", ""), "go-home": ("B", "")}, runtime=rt,
                   repair="menu")
     assert "equally near the options 'go_home', 'go-home'" in rt.calls[1].prompt
+
+
+SAFE_TEXT = st.text(alphabet=st.characters(blacklist_characters="\\\"'",
+                                           blacklist_categories=("Cs",)), max_size=8)
+SLOPPY_JSON = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-10**9, 10**9),
+              st.floats(allow_nan=False, allow_infinity=False), SAFE_TEXT),
+    lambda inner: st.one_of(st.lists(inner, max_size=6),
+                            st.dictionaries(st.from_regex(r"[a-z_][a-z0-9_]{0,5}", fullmatch=True),
+                                            inner, max_size=4)),
+    max_leaves=20)
+
+
+@settings(max_examples=200, deadline=None)
+@given(args=st.dictionaries(st.from_regex(r"[a-z_][a-z0-9_]{0,5}", fullmatch=True),
+                            SLOPPY_JSON, max_size=4),
+       flags=st.fixed_dictionaries({k: st.booleans() for k in
+                                    ("sq", "bare", "py", "comma", "comment")}))
+def test_a_sloppy_pick_repairs_to_the_value_it_spells(args, flags):
+    obj = {"call": "x", "args": args}
+    text = dump(obj, **flags)
+    got = R.repair_syntax("Here it is: " + text)
+    if text == json.dumps(obj, ensure_ascii=False) or json_ok(text):
+        assert got is None  # valid as written: the strict reading's, never repaired
+        return
+    assert got is not None, text
+    assert got[0] == obj
+    assert got[1] == (12, 12 + len(text))
+
+
+def json_ok(text):
+    try:
+        json.loads(text)
+        return True
+    except ValueError:
+        return False
