@@ -252,7 +252,7 @@ class Decider:
             raise ParseError("not_text", f"the model reply is {type(att.reply).__name__}, "
                                          f"not text")
         ex = self.mode.action(resp)
-        repairs: list = []
+        repairs: list[Any] = []
         inner = self._enclosing
         if inner is not None:
             ex, repairs = _repair.repair_extraction(att.reply, replace(ex, action=None),
@@ -330,7 +330,7 @@ class Decider:
         if option is None:
             err = ParseError("unknown_call", f"{name!r} is not an option; the options are "
                                              f"{', '.join(self.by_name)}", "call")
-            err.hint = _repair.name_hint(name, list(self.by_name))  # for the re-ask
+            setattr(err, "hint", _repair.name_hint(name, list(self.by_name)))  # for the re-ask
             raise err
         dropped: list[str] = []
         if "args" in ex.action:
@@ -349,10 +349,10 @@ class Decider:
         try:
             return option, self.bind(option, args, dropped)
         except ParseError as err:  # the re-ask names the fix repair="menu" would have made
-            err.hint = _repair.value_hint(err, option, args)
+            setattr(err, "hint", _repair.value_hint(err, option, args))
             raise
 
-    def _unwrapped(self, action: dict) -> dict:
+    def _unwrapped(self, action: dict[str, Any]) -> dict[str, Any]:
         """The pick of an object without "call": with repair="menu", the one option whose
         parameters its keys match (call_wrapper); else the error that says what is missing."""
         if self.repair == "menu":
@@ -366,7 +366,7 @@ class Decider:
         raise ParseError("bad_args", 'the pick has no "call" naming the option; write it as '
                                      'in the option\'s "Call:" line', "call")
 
-    def _add_repairs(self, repairs: list) -> None:
+    def _add_repairs(self, repairs: list[Any]) -> None:
         repairs = _repair.redact_repairs(repairs, getattr(self.runtime, "redact", None))
         self._step("repaired", repairs=[*self.cur.repairs, *repairs])
 
@@ -375,7 +375,7 @@ class Decider:
         """`bind`, and where a value fails that the option's schema makes unambiguous (an
         enum value in other case, "3" for an integer), the value repaired and bound again: a
         bounded number of times, each fix recorded."""
-        fixes: list = []
+        fixes: list[Any] = []
         for _ in range(_repair.MAX_VALUE_FIXES):
             try:
                 out = self.bind(option, args, list(dropped))
