@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable
+    from typing import Any, Callable, NoReturn
 
 from .errors import ArgumentError
 
@@ -76,7 +76,7 @@ class Repair:
     after: str
     span: tuple[int, int] | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "path": self.path, "before": self.before,
                 "after": self.after, "span": None if self.span is None else list(self.span)}
 
@@ -129,19 +129,20 @@ _PICK_START = re.compile(r"""\{(?:[ \t\r\n]|//[^\n]{0,200}\n|/\*[^*]{0,200}\*/){
                          r"""(?:"|'|)(?:call|action|function|tool)(?:"|'|)[ \t\r\n]*:""")
 
 
-def _not_json(name: str):
+def _not_json(name: str) -> NoReturn:
     raise ValueError(f"{name} is not JSON")
 
 
 _DECODER = json.JSONDecoder(strict=False, parse_constant=_not_json)
-_scan = _DECODER.scan_once  # NaN / Infinity are refused when the result is decoded again
+# The C scanner (NaN / Infinity are refused when the result is decoded again)
+_scan = _DECODER.scan_once  # type: ignore[attr-defined]
 
 
 def _sq_to_dq(tok: str) -> str:
     body = tok[1:-1]
     if "\\" not in body and '"' not in body:
         return '"' + body + '"'
-    def one(m: re.Match) -> str:
+    def one(m: re.Match[str]) -> str:
         c = m.group(1)
         if c is None:
             return '\\"'
@@ -153,7 +154,7 @@ class _Fail(Exception):
     pass
 
 
-def _path(stack: list) -> str:
+def _path(stack: list[list[Any]]) -> str:
     out = ""
     for frame in stack:
         at = frame[2]
@@ -166,7 +167,7 @@ def _path(stack: list) -> str:
     return out
 
 
-def _one_value(text: str, start: int, budget: list,
+def _one_value(text: str, start: int, budget: list[int],
                cut: bool = False) -> tuple[str, list[Repair], int]:
     """The JSON text of the one value that starts at `start` (a `{`), with the syntax repairs
     it needed, and where it ends in `text`; _Fail when it cannot be read as exactly one
@@ -174,7 +175,7 @@ def _one_value(text: str, start: int, budget: list,
     out: list[str] = []
     repairs: list[Repair] = []
     # A frame: [bracket, state, key or index (None before the first), pending comma position]
-    stack: list[list] = []
+    stack: list[list[Any]] = []
     match = _TOKEN.match
     pos, n = start, len(text)
     scan_left = [8 * (n - start) + 64]  # failed whole reads: a slip 8 levels deep, read fast
@@ -209,7 +210,7 @@ def _one_value(text: str, start: int, budget: list,
             m = match(text, pos)
             if m is None:
                 raise _Fail(f"no JSON at character {pos}")
-            kind, tok, end = m.lastgroup, m.group(), m.end()
+            kind, tok, end = m.lastgroup or "", m.group(), m.end()
         if kind == "ws":
             pos = end
             continue
@@ -283,12 +284,12 @@ def _one_value(text: str, start: int, budget: list,
                 if not stack:
                     return "".join(out), repairs, end
             elif tok == ":":
-                if state != "colon":
+                if state != "colon" or top is None:
                     raise _Fail("a colon out of place")
                 top[1] = "value"
                 out.append(":")
             else:  # ","
-                if state != "after":
+                if state != "after" or top is None:
                     raise _Fail("a comma out of place")
                 top[1] = "key" if top[0] == "{" else "value"
                 top[3] = pos
@@ -379,7 +380,7 @@ def may_enclose(text: Any, span: tuple[int, int]) -> bool:
     return first is not None and first.start() < span[0]
 
 
-def repair_syntax(text: str, cut: bool = False) -> tuple[dict, tuple[int, int],
+def repair_syntax(text: str, cut: bool = False) -> tuple[dict[str, Any], tuple[int, int],
                                                          list[Repair]] | None:
     """The last pick in `text` that only JSON syntax kept from being read: `(pick as decoded,
     its span, the repairs)`, or None. Places a pick can start are read from the first on; one
@@ -440,7 +441,7 @@ def repair_name(name: str, names: list[str]) -> str | None:
     return near[0] if len(near) == 1 else None
 
 
-def repair_wrapper(obj: Any, menu: list) -> tuple[str, dict] | None:
+def repair_wrapper(obj: Any, menu: list[Any]) -> tuple[str, dict[str, Any]] | None:
     """A lone object of arguments as a pick: `(option name, args)` of the one option whose
     model-written parameters its keys match (all required ones present, none unknown)."""
     if not isinstance(obj, dict) or not obj:
@@ -461,7 +462,7 @@ _INT = re.compile(r"-?(?:0|[1-9][0-9]{0,300})")
 _NUM = re.compile(r"-?(?:0|[1-9][0-9]{0,300})(?:\.[0-9]{1,300})?(?:[eE][+-]?[0-9]{1,3})?")
 
 
-def _types(s: dict) -> set:
+def _types(s: dict[str, Any]) -> set[str]:
     t = s.get("type")
     if isinstance(t, str):
         return {t}
@@ -502,7 +503,7 @@ def repair_value(value: Any, s: Any) -> tuple[Any, str] | None:
     return None
 
 
-def _from_string(value: str, types: set) -> tuple[Any, str] | None:
+def _from_string(value: str, types: set[str]) -> tuple[Any, str] | None:
     if "string" in types:
         return None  # a string is already what is wanted: its being wrong is another matter
     if types & {"integer", "number"} and _INT.fullmatch(value):
@@ -520,8 +521,8 @@ def _from_string(value: str, types: set) -> tuple[Any, str] | None:
 _PATH_PART = re.compile(r"\.?([^.\[\]]+)|\[([0-9]+)\]")
 
 
-def _parts(path: str) -> list | None:
-    parts: list = []
+def _parts(path: str) -> list[Any] | None:
+    parts: list[Any] = []
     pos = 0
     while pos < len(path):
         m = _PATH_PART.match(path, pos)
@@ -532,7 +533,7 @@ def _parts(path: str) -> list | None:
     return parts
 
 
-def _deref(s: Any, root: dict) -> Any:
+def _deref(s: Any, root: dict[str, Any]) -> Any:
     for _ in range(32):
         if not isinstance(s, dict) or "$ref" not in s:
             break
@@ -552,7 +553,7 @@ def _deref(s: Any, root: dict) -> Any:
     return s
 
 
-def value_fix(option: Any, args: dict, path: str) -> tuple[dict, Repair] | None:
+def value_fix(option: Any, args: dict[str, Any], path: str) -> tuple[dict[str, Any], Repair] | None:
     """The option's `args` with the value at the error `path` (`args.a.b[0]`) repaired, and the
     record of it; None when no single repair fits."""
     parts = _parts(path)
@@ -619,7 +620,7 @@ def name_hint(name: str, names: list[str]) -> str:
     return ""
 
 
-def value_hint(err: Any, option: Any, args: dict) -> str:
+def value_hint(err: Any, option: Any, args: dict[str, Any]) -> str:
     """What a re-ask says after `err` (a ParseError from validating `args`) where one value is
     what the model nearly wrote (an allowed value in other case, a number in quotes): the value
     to write; "" otherwise."""
@@ -651,7 +652,7 @@ def redact_repairs(repairs: list[Repair], redact: Callable[[Any], Any] | None) -
     return out
 
 
-def repair_extraction(text: Any, strict: Any, level: str, menu: list,
+def repair_extraction(text: Any, strict: Any, level: str, menu: list[Any],
                       cut: bool = False) -> tuple[Any, list[Repair]]:
     """After the strict reading (`strict`, an `Extraction`) found no pick: the pick the
     repairs `level` allows find, as an `Extraction`, with the repairs; else `strict` and []."""
@@ -663,7 +664,7 @@ def repair_extraction(text: Any, strict: Any, level: str, menu: list,
         obj, span, repairs = got
         key = _call_key(obj)
         found_in = "fence" if text.count("```", 0, span[0]) % 2 == 1 else "text"
-        return Extraction(_normalize(obj, key), key, found_in, max(strict.candidates, 1),
+        return Extraction(_normalize(obj, key or "call"), key, found_in, max(strict.candidates, 1),
                           span=span), repairs
     if level == "menu":
         loose = find_action(text, require_key=False)
