@@ -238,7 +238,50 @@ def main() -> None:
           f"(last measure)")
     print("'found' is Extraction.candidates. The original approach returns the first candidate "
           "(not the last) and counts none.")
+    repair_table(reference)
     print(f"total run time {time.perf_counter() - t_start:.0f} s")
+
+
+def repair_shapes() -> list[tuple[str, str, str | None]]:
+    """Replies of about 1 MB that only the repair (repair=, repair.py) reads: a pick written
+    sloppily (with the same pick written correctly, for json.loads alone), and hostile texts,
+    read as cut at the token limit (the repair's widest reading)."""
+    n = SIZE
+    rows = json.dumps({"call": "x", "args": {"rows": [{"i": i, "t": "abcdefgh"}
+                                                      for i in range(n // 24)]}})
+    numbers = '{"call": "x", "args": {"k": [' + "1," * (n // 2)
+    return [
+        ("a single-quoted 1 MB argument", "{'call': 'x', 'args': {'k': '" + "a" * n + "'}}",
+         '{"call": "x", "args": {"k": "' + "a" * n + '"}}'),
+        ("1 MB of arguments, one trailing comma", rows[:-2] + ",}}", rows),
+        ("1 MB list of numbers, a comma at its end", numbers + "]}}", numbers[:-1] + "]}}"),
+        ("thousands of slips (gives up at 1000)", "{'call': 'x', 'args': {"
+         + ", ".join(f"k{i}: True" for i in range(n // 12)) + "}}", None),
+        ("1 MB of open brackets after a key", "{'call': " + "[" * n, None),
+        ("1 MB of pick starts", "{'call': 'a', " * (n // 14), None),
+        ("1 MB unterminated string (cut)", '{"call": "x", "args": {"k": "' + "a" * n,
+         '{"call": "x", "args": {"k": "' + "a" * n + '"}}'),
+    ]
+
+
+def repair_table(reference: str) -> None:
+    from openprogram.decision.repair import repair_syntax
+    print("\nThe repair (repair_syntax, read as cut at the token limit) on replies only it reads; "
+          "'json alone': json.loads of the same pick written correctly")
+    header = (f"{'reply shape':<42} {'chars':>9} {'repairs':>7} {'repair':>10} {'ratio':>7} "
+              f"{'json alone':>11} {'repair / json alone':>20}")
+    print(header)
+    print("-" * len(header))
+    for label, text, valid in repair_shapes():
+        got = repair_syntax(text, cut=True)
+        t, t_ref = paired_times(lambda: repair_syntax(text, cut=True),
+                                lambda: json.loads(reference), 5)
+        alone = own = "-"
+        if valid is not None:
+            t_valid, _ = paired_times(lambda: json.loads(valid), lambda: None, 5)
+            alone, own = f"{t_valid * 1e3:.2f} ms", f"{t / t_valid:.1f}x"
+        print(f"{label:<42} {len(text):>9,} {len(got[2]) if got else '-':>7} "
+              f"{t * 1e3:>7.2f} ms {t / t_ref:>6.1f}x {alone:>11} {own:>20}")
 
 
 if __name__ == "__main__":

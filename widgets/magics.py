@@ -21,6 +21,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class, no_
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from openprogram.decision.modes import MODES
+from openprogram.decision.repair import LEVELS as REPAIR_LEVELS
 
 __all__ = ["DecisionMagics", "load_ipython_extension", "unload_ipython_extension"]
 
@@ -66,7 +67,7 @@ def _first_flag(line: str, flags: list[str]) -> int:
 
 def _decision_flags(func):
     """The flags %%decide and %%agent share: --runtime, --context, --timeout, --mode,
-    --validate, --reask, --confidence, --min-confidence, --low-confidence, --as."""
+    --repair, --validate, --reask, --confidence, --min-confidence, --low-confidence, --as."""
     for flag in reversed([
             argument("--runtime", "-r", default=None,
                      help="the Runtime to call (default: the one set with %%decision_runtime)"),
@@ -77,6 +78,10 @@ def _decision_flags(func):
             argument("--mode", default="menu", choices=list(MODES),
                      help="the way of asking: the text menu (default), the options as native "
                           "tools, or the provider's JSON schema"),
+            argument("--repair", default=None, choices=list(REPAIR_LEVELS),
+                     help="how sloppy a reply may be and still be read without a re-ask: off, "
+                          "safe (JSON syntax; the default) or menu (also what the options make "
+                          "unambiguous)"),
             argument("--validate", default=None, metavar="NAME",
                      help="a rule: a function of the pick; raising openprogram.Retry('why') "
                           "rejects it and re-asks"),
@@ -264,7 +269,7 @@ class DecisionMagics(Magics):
         decision with its panel live, bind --as. `start(args, prompt, options, common)` checks
         the magic's own flags and returns the call that makes the decision and the tools the
         panel's test needs; `common` holds the keyword arguments both entries take (runtime,
-        context, timeout_s, mode, validate, reask)."""
+        context, timeout_s, mode, validate, reask, repair)."""
         args = self._parse(magic, line)
         if args is None:
             return None
@@ -277,7 +282,7 @@ class DecisionMagics(Magics):
         common = dict(runtime=rt, context=ctx, timeout_s=args.timeout, mode=args.mode,
                       validate=self._validate(args.validate), reask=self._reask(args.reask),
                       confidence=self._confidence(args.confidence),
-                      min_confidence=args.min_confidence, low_confidence=args.low_confidence)
+                      min_confidence=args.min_confidence, low_confidence=args.low_confidence, repair=args.repair)
         call, tools = start(args, prompt, options, common)
         result = self._run(call, options, args.options, ctx, tools)
         self._bind(args.as_name, result)

@@ -34,6 +34,8 @@ from .options import (Menu, Option, call_function, check_context, normalize, opt
 from ..trace.records import Attempt, Pick, Reask, replace
 from ..base.redaction import redact_decoded
 from ..trace.decision_trace import DecisionTrace, emit, record
+from .repair import DEFAULT_REPAIR, check_repair
+from . import repair as _repair
 
 __all__ = ["make", "amake", "render_options", "extract_action", "parse_args", "resolve_decision",
            "DECISION_FINISH_INSTRUCTION", "DEFAULT_REASK", "Decider", "reask_prompt",
@@ -118,8 +120,10 @@ def reask_prompt(request: str, reply: Any, err: ParseError, menu_text: str,
             raise UsageError(f"reask= callable returned {type(text).__name__}; it must return "
                             f"the text to send (a str)")
         return text
+    hint = getattr(err, "hint", "")  # the fix a repair level above would have made (repair.py)
     return DEFAULT_REASK.format(request=request, reply=shown, kind=err.kind, error=err.message,
-                               menu=menu_text, advice=explain(err.kind),
+                               menu=menu_text, advice=explain(err.kind) + (
+                                   f"\n{hint}" if hint else ""),
                                at_path=f" at {err.path}" if err.path else "")
 
 
@@ -134,7 +138,7 @@ class Decider:
                  sync: bool = True, validate: Callable[..., Any] | None = None,
                  reask: Callable[[Reask], str] | None = None, mode: Mode | None = None,
                  quiet: bool = False, confidence: ConfidenceAsk | None = None,
-                 min_confidence: float | None = None, low_confidence: str | None = None) -> None:
+                 min_confidence: float | None = None, low_confidence: str | None = None, repair: str = DEFAULT_REPAIR) -> None:
         self.runtime, self.menu, self.request = runtime, menu, request
         # what the decision asks of the model's probabilities (checked by the entry point)
         self.confidence = confidence
@@ -145,6 +149,8 @@ class Decider:
         self.messages: list[dict[str, Any]] = []
         self.sync = sync  # how to call the model and finish the user's awaitables
         self.validate, self.reask = check_validate(validate), reask
+        self.repair = check_repair(repair)
+        self._enclosing: tuple[int, int] | None = None  # see check()
         self.context = dict(context or {})
         self.deadline = deadline
         self.by_name = menu.by_name if isinstance(menu, Menu) else {o.name: o for o in menu}
@@ -372,6 +378,20 @@ class Decider:
             raise ParseError("not_text", f"the model reply is {type(att.reply).__name__}, "
                                          f"not text")
         ex = self.mode.action(resp)
+        repairs: list[Any] = []
+        inner = self._enclosing
+        if inner is not None:
+            ex, repairs = _repair.repair_extraction(att.reply, replace(ex, action=None),
+                                                     "safe", [], resp.finish_reason in TRUNCATED)
+            if not repairs or ex.span is None or not (ex.span[0] <= inner[0]
+                                                      and inner[1] <= ex.span[1]):
+                raise _NotEnclosing
+        elif ex.action is None and self.repair != "off" and getattr(self.mode, "require_key",
+                                                                    True):
+            # the strict reading found nothing: a reply it can read as written is never repaired
+            ex, repairs = _repair.repair_extraction(att.reply, ex, self.repair,
+                                                     list(self.menu),
+                                                     resp.finish_reason in TRUNCATED)
         # the pick as decoded, redacted before anything reads it: JSON can spell a key the
         # runtime's redaction of the reply text did not see
         ex.action, redacted = redact_decoded(ex.action, getattr(self.runtime, "redact", None))
@@ -384,22 +404,62 @@ class Decider:
             raise ParseError("no_action", ex.problem or "no JSON object picks an option")
         self._step("extracted", candidates=ex.candidates, extracted=ex.action,
                    found_in=ex.found_in, key_alias=ex.key, span=ex.span, redacted=redacted)
+        if repairs:
+            self._add_repairs(repairs)
         return ex
 
     def check(self) -> tuple[Option, dict[str, Any]]:
-        """Find the pick in the reply and validate it (P1-P5)."""
+        """Find the pick in the reply and validate it (P1-P5); a pick closed after a reply cut
+        off at the token limit that still fails stays `truncated`."""
+        try:
+            try:
+                return self._check()
+            except ParseError as err:
+                # The strict reading may have found a pick inside a broken one (an argument
+                # object keyed "action"): the repaired outer pick, if there is one, is meant.
+                if self.repair == "off" or self.cur.repairs or self.cur.span is None \
+                        or err.kind == "truncated" \
+                        or not _repair.may_enclose(self.cur.reply, self.cur.span):
+                    raise
+                self._enclosing = self.cur.span
+                try:
+                    return self._check()
+                except _NotEnclosing:
+                    raise err from None
+                finally:
+                    self._enclosing = None
+        except ParseError as err:
+            if (err.kind != "truncated" and self.cur.finish_reason in TRUNCATED
+                    and any(r.kind == "closed_truncation" for r in self.cur.repairs)):
+                raise ParseError("truncated", f"the reply was cut off at the token limit "
+                                              f"(finish reason {self.cur.finish_reason!r}); "
+                                              f"closed, its pick fails: {err.message}",
+                                 err.path) from None
+            raise
+
+    def _check(self) -> tuple[Option, dict[str, Any]]:
         ex = self.extract()
         assert ex.action is not None  # extract() raised otherwise
+        if "call" not in ex.action:  # a structured-output reply's object that names no option
+            ex.action = self._unwrapped(ex.action)
         name = ex.action["call"]  # whichever alias the model wrote; ex.key keeps that alias
         if not isinstance(name, str):
             raise ParseError("bad_args", f'"{ex.key}" must be an option name (a string), got '
                                          f"{type(name).__name__}", "call")
         option = self.by_name.get(name)
+        if option is None and self.repair == "menu":
+            near = _repair.repair_name(name, list(self.by_name))
+            if near is not None:
+                option = self.by_name[near]
+                self._add_repairs([_repair.Repair("option_name", "call", json.dumps(
+                    name, ensure_ascii=False), json.dumps(near, ensure_ascii=False))])
         if self.cur.confidence is not None and option is not None:
             self.att = replace(self.cur, confidence=replace(self.cur.confidence, pick=name))
         if option is None:
-            raise ParseError("unknown_call", f"{name!r} is not an option; the options are "
+            err = ParseError("unknown_call", f"{name!r} is not an option; the options are "
                                              f"{', '.join(self.by_name)}", "call")
+            setattr(err, "hint", _repair.name_hint(name, list(self.by_name)))  # for the re-ask
+            raise err
         dropped: list[str] = []
         if "args" in ex.action:
             args = ex.action["args"]
@@ -412,7 +472,56 @@ class Decider:
             dropped += [safe_key(k) for k in ex.action if k not in ("call", "args")]
         else:  # the flat form {"call": "x", "field": ...}; its paths still read args.field
             args = {k: v for k, v in ex.action.items() if k != "call"}
-        return option, self.bind(option, args, dropped)
+        if self.repair == "menu":
+            return option, self._bind_repairing(option, args, dropped)
+        try:
+            return option, self.bind(option, args, dropped)
+        except ParseError as err:  # the re-ask names the fix repair="menu" would have made
+            setattr(err, "hint", _repair.value_hint(err, option, args))
+            raise
+
+    def _unwrapped(self, action: dict[str, Any]) -> dict[str, Any]:
+        """The pick of an object without "call": with repair="menu", the one option whose
+        parameters its keys match (call_wrapper); else the error that says what is missing."""
+        if self.repair == "menu":
+            got = _repair.repair_wrapper(action, list(self.menu))
+            if got is not None:
+                pick = {"call": got[0], "args": got[1]}
+                self._step("extracted", extracted=pick, key_alias="call")
+                self._add_repairs([_repair.Repair("call_wrapper", "call", _repair._json(action),
+                                                  _repair._json(pick))])
+                return pick
+        raise ParseError("bad_args", 'the pick has no "call" naming the option; write it as '
+                                     'in the option\'s "Call:" line', "call")
+
+    def _add_repairs(self, repairs: list[Any]) -> None:
+        repairs = _repair.redact_repairs(repairs, getattr(self.runtime, "redact", None))
+        self._step("repaired", repairs=[*self.cur.repairs, *repairs])
+
+    def _bind_repairing(self, option: Option, args: dict[str, Any],
+                        dropped: list[str]) -> dict[str, Any]:
+        """`bind`, and where a value fails that the option's schema makes unambiguous (an
+        enum value in other case, "3" for an integer), the value repaired and bound again: a
+        bounded number of times, each fix recorded."""
+        fixes: list[Any] = []
+        for _ in range(_repair.MAX_VALUE_FIXES):
+            try:
+                out = self.bind(option, args, list(dropped))
+                break
+            except ParseError as err:
+                fix = (_repair.value_fix(option, args, err.path)
+                       if err.kind in ("type_mismatch", "enum_violation") and err.path else None)
+                if fix is None:
+                    if fixes:
+                        self._add_repairs(fixes)
+                    raise
+                args, done = fix
+                fixes.append(done)
+        else:
+            out = self.bind(option, args, list(dropped))
+        if fixes:
+            self._add_repairs(fixes)
+        return out
 
     def bind(self, option: Option, args: dict[str, Any],
              dropped: list[str]) -> dict[str, Any]:
@@ -541,6 +650,10 @@ class Decider:
         return result
 
 
+class _NotEnclosing(Exception):
+    """No repaired pick encloses the strict one: the strict reading's error stands."""
+
+
 def _reply_shown(att: Attempt) -> Any:
     """The previous reply as a re-ask repeats it: its text, or the tool calls it made."""
     if att.tool_calls and not (isinstance(att.reply, str) and att.reply.strip()):
@@ -578,10 +691,11 @@ async def _make(prompt: str, options: Options, *, runtime: ModelCaller | None,
                 context: dict[str, Any] | None, max_retries: int, timeout_s: float | None,
                 sync: bool, entry: str, validate: Callable[..., Any] | None, reask: Any,
                 mode: Any, confidence: Any = None, min_confidence: Any = None,
-                low_confidence: Any = None) -> Any:
+                low_confidence: Any = None, repair: Any = None) -> Any:
     if not isinstance(prompt, str):
         raise UsageError(f"prompt must be a str, got {type(prompt).__name__}")
     reask = check_reask(reask)
+    repair = check_repair(repair)
     way = get_mode(mode)
     attempts = max_attempts(max_retries)
     deadline = deadline_after(timeout_s)
@@ -596,7 +710,7 @@ async def _make(prompt: str, options: Options, *, runtime: ModelCaller | None,
         d = Decider(rt, menu, request=prompt, context=context, max_attempts=attempts,
                     entry="make", deadline=deadline, menu_text=menu_text, sync=sync,
                     validate=validate, reask=reask, mode=way(menu), confidence=ask,
-                    min_confidence=min_confidence, low_confidence=low_confidence)
+                    min_confidence=min_confidence, low_confidence=low_confidence, repair=repair)
         with d.running():
             text = d.mode.prompt(prompt, menu_text)
             d.new_attempt(text)
@@ -609,7 +723,7 @@ def make(prompt: str, options: Options, *, runtime: ModelCaller | None = None,
          timeout_s: float | None = None, validate: Callable[..., Any] | None = None,
          reask: str | Callable[[Reask], str] | None = None, mode: ModeName = "menu",
          confidence: Any = False, min_confidence: float | None = None,
-         low_confidence: str | None = None) -> Any:
+         low_confidence: str | None = None, repair: str | None = None) -> Any:
     """Pure decision (rule E1 of docs/rules.md): send `prompt + "\\n\\n" + menu` in one model call and return the
     resolved result of the model's pick. Your prompt must ask the model to pick. Works with
     async models and async options too, also inside a running event loop (a notebook cell):
@@ -626,12 +740,15 @@ def make(prompt: str, options: Options, *, runtime: ModelCaller | None = None,
     (`trace.confidence`, a `Confidence`), from the runtime's own numbers;
     `confidence=decision.Samples(n)` counts the picks of n replies instead (any runtime).
     `min_confidence=p` fails a pick below p as `low_confidence`, or resolves the option named
-    by `low_confidence=` in its place."""
+    by `low_confidence=` in its place.
+    `repair=` is how sloppy a reply may be and still be read without a re-ask: "off" (every
+    deviation is re-asked), "safe" (the default: JSON syntax where one value is meant) or
+    "menu" (also what the options make unambiguous); each repair is on `attempt.repairs`."""
     return run_sync(_make(prompt, options, runtime=runtime, context=context,
                           max_retries=max_retries, timeout_s=timeout_s, sync=True,
                           entry="decision.make", validate=validate, reask=reask, mode=mode,
                           confidence=confidence, min_confidence=min_confidence,
-                          low_confidence=low_confidence))
+                          low_confidence=low_confidence, repair=repair))
 
 
 async def amake(prompt: str, options: Options, *, runtime: ModelCaller | None = None,
@@ -639,7 +756,7 @@ async def amake(prompt: str, options: Options, *, runtime: ModelCaller | None = 
                 timeout_s: float | None = None, validate: Callable[..., Any] | None = None,
                 reask: str | Callable[[Reask], str] | None = None,
                 mode: ModeName = "menu", confidence: Any = False,
-                min_confidence: float | None = None, low_confidence: str | None = None) -> Any:
+                min_confidence: float | None = None, low_confidence: str | None = None, repair: str | None = None) -> Any:
     """`make`, awaitable: the model call goes through the runtime's async path
     (`acall_model`), async options are awaited, and many `amake`s run concurrently on one
     event loop. Cancelling the task finishes its trace as failed."""
@@ -647,18 +764,20 @@ async def amake(prompt: str, options: Options, *, runtime: ModelCaller | None = 
                        max_retries=max_retries, timeout_s=timeout_s, sync=False,
                        entry="decision.amake", validate=validate, reask=reask, mode=mode,
                        confidence=confidence, min_confidence=min_confidence,
-                       low_confidence=low_confidence)
+                       low_confidence=low_confidence, repair=repair)
 
 
 def parse_args(reply: Any, options: Options, *, runtime: ModelCaller | None = None,
                context: dict[str, Any] | None = None, max_retries: int = 1, prompt: str = "",
                validate: Callable[..., Any] | None = None,
-               reask: str | Callable[[Reask], str] | None = None) -> tuple[Any, dict[str, Any]]:
+               reask: str | Callable[[Reask], str] | None = None,
+               repair: str | None = None) -> tuple[Any, dict[str, Any]]:
     """Parse and validate a reply (rules P1-P7 of docs/rules.md) into `(chosen, kwargs)`: the function for a function
     option, the name for a value or schema option. On a bad reply, re-asks through the runtime
     (`max_retries` times); with no runtime, a bad reply raises DecisionError at once."""
     attempts = max_attempts(max_retries)
     reask = check_reask(reask)
+    repair = check_repair(repair)
     menu = normalize(options)
     check_context(menu, context)
     if runtime is None:
@@ -666,7 +785,7 @@ def parse_args(reply: Any, options: Options, *, runtime: ModelCaller | None = No
     if runtime is None:
         attempts = 1
     d = Decider(runtime, menu, request=prompt, context=context, max_attempts=attempts,
-                entry="parse", validate=validate, reask=reask)
+                entry="parse", validate=validate, reask=reask, repair=repair)
     with d.running():
         d.new_attempt(prompt)
         d.received(reply)

@@ -26,6 +26,7 @@ from ..base.model_protocol import ModelResponse, ToolCall, run_sync
 from .modes import get_mode
 from .options import normalize, render_menu
 from ..trace.decision_trace import DecisionTrace, recorded_readers, register_recorded_reader, trace_view
+from .repair import DEFAULT_REPAIR, check_repair
 
 __all__ = ["revalidate", "Revalidation", "RevalidationRow", "register_recorded_reader"]
 
@@ -46,6 +47,7 @@ class RevalidationRow:
     error_path: str | None
     passing_attempt: int | None  # which recorded attempt passes now
     note: str | None
+    repairs: int = 0             # repairs the passing attempt needed (repair=)
 
     @property
     def changed(self) -> bool:
@@ -81,13 +83,14 @@ def _outcome(trace: DecisionTrace) -> tuple[str | None, bool]:
 
 
 async def _recheck(trace: DecisionTrace, menu: Menu, menu_text: str,
-                   validate: Callable[..., Any] | None) -> tuple[DecisionTrace, int | None]:
+                   validate: Callable[..., Any] | None,
+                   repair: str = DEFAULT_REPAIR) -> tuple[DecisionTrace, int | None]:
     """Re-check one trace's attempts; returns (new trace, passing attempt number or None)."""
     mode = get_mode(trace.mode)(menu)
     d = Decider(None, menu, request=trace.prompt,
                 context={k: None for k in trace.context_keys},
                 max_attempts=max(len(trace.attempts), 1), entry="revalidate",
-                menu_text=menu_text, validate=validate, mode=mode, quiet=True)
+                menu_text=menu_text, validate=validate, mode=mode, quiet=True, repair=repair)
     for old in trace.attempts:
         d.new_attempt(old.prompt)
         calls = [ToolCall(c["name"], c.get("args") or {}, c.get("id"))
@@ -113,14 +116,18 @@ async def _recheck(trace: DecisionTrace, menu: Menu, menu_text: str,
 
 
 def revalidate(recorded: Any, options: Options, *,
-               validate: Callable[..., Any] | None = None) -> "Revalidation":
+               validate: Callable[..., Any] | None = None,
+               repair: str | None = None) -> "Revalidation":
     """Check every recorded reply again against `options` (and `validate=`), in the way of
-    asking it was recorded with. Runs no function and calls no model."""
+    asking it was recorded with. Runs no function and calls no model. `repair=` re-reads the
+    replies at another repair level ("off", "safe", "menu"), so a run shows what each level
+    would save from a re-ask before one is chosen (the `repairs` column counts them)."""
+    repair = check_repair(repair)
     menu = normalize(options)
     menu_text = render_menu(menu)
     rows, before, after = [], [], []
     for trace in _recorded_traces(recorded):
-        new, passing = run_sync(_recheck(trace, menu, menu_text, validate))
+        new, passing = run_sync(_recheck(trace, menu, menu_text, validate, repair))
         b, b_ok = _outcome(trace)
         last = new.attempts[-1] if new.attempts else None
         if passing is not None:
@@ -132,7 +139,9 @@ def revalidate(recorded: Any, options: Options, *,
             a, a_ok = (last.error_kind if last else None), False
             note = _ALL_FAIL
             err = (last.error_kind, last.error_message, last.error_path) if last else (None,) * 3
-        rows.append(RevalidationRow(trace.prompt, b, a, b_ok, a_ok, *err, passing, note))
+        repairs = len(new.attempts[passing - 1].repairs) if passing is not None else 0
+        rows.append(RevalidationRow(trace.prompt, b, a, b_ok, a_ok, *err, passing, note,
+                                    repairs))
         before.append(trace)
         after.append(new)
     return Revalidation(rows, before, after)
@@ -180,7 +189,8 @@ class Revalidation:
             "input": r.input, "before": r.before, "after": r.after, "changed": r.changed,
             "before_ok": r.before_ok, "after_ok": r.after_ok, "error_kind": r.error_kind,
             "error_message": r.error_message, "error_path": r.error_path,
-            "passing_attempt": r.passing_attempt, "note": r.note} for r in self.rows]))
+            "passing_attempt": r.passing_attempt, "note": r.note, "repairs": r.repairs}
+            for r in self.rows]))
 
     def panel(self, i: int) -> Any:
         """The re-checked decision of row `i` (its attempts, now), in the registered view."""

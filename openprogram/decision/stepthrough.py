@@ -31,10 +31,10 @@ from ..trace.view import confidence_html, confidence_source_text
 __all__ = ["steps", "Steps", "Stage", "menu_sources", "side_by_side", "STAGE_RULES"]
 
 #: The rule of docs/rules.md each kind of stage illustrates.
-STAGE_RULES = {"options": "R1", "sent": "E1", "reply": "A6", "validation": "P3",
+STAGE_RULES = {"options": "R1", "sent": "E1", "reply": "A6", "repair": "P7", "validation": "P3",
                "hidden": "A5", "resolution": "Z1", "reask": "P7", "failure": "P8"}
 #: The issue's numbering of the kinds of stage (what a learner sees as "stage 3").
-STAGE_NUMBERS = {"options": 1, "sent": 2, "reply": 3, "validation": 4, "hidden": 5,
+STAGE_NUMBERS = {"options": 1, "sent": 2, "reply": 3, "repair": 3, "validation": 4, "hidden": 5,
                  "resolution": 6, "failure": 6, "reask": 7}
 # A reply is scanned for candidates up to this many characters, trying at most this many `{`:
 # a view of a huge reply stays cheap (the extractor itself is linear, this outline need not be).
@@ -324,6 +324,26 @@ def _reply_stage(att: Any) -> tuple[list, str, dict]:
     return lines, body, {"candidates": cands, "alias": att.key_alias}
 
 
+def _repair_stage(att: Any) -> tuple[list, str, dict]:
+    from ..trace.view import repair_marked_html, repairs_html
+    reply = att.reply if isinstance(att.reply, str) else ""
+    lines = [f"repaired {r}" for r in att.repairs]
+    body = (label("The raw reply, the repaired spans marked")
+            + pre_html(repair_marked_html(reply, att.repairs), 200, "op-reply")
+            + repairs_html(att))
+    return lines, body, {"repairs": [r.to_dict() for r in att.repairs]}
+
+
+def _value_seen(att: Any, given: dict, name: str) -> Any:
+    """The argument as validation saw it: after a repair of it (repair="menu"), the repaired
+    value; else as the model gave it."""
+    if att.args is not None and name in att.args and any(
+            r.path == f"args.{name}" or r.path.startswith((f"args.{name}.", f"args.{name}["))
+            for r in getattr(att, "repairs", ()) or ()):
+        return att.args[name]
+    return given.get(name)
+
+
 def _given_args(att: Any) -> dict:
     ex = att.extracted if isinstance(att.extracted, dict) else {}
     if "args" in ex:
@@ -338,6 +358,8 @@ def _validation_stage(trace: DecisionTrace, att: Any) -> tuple[list, str, dict]:
         note = "nothing to validate: no pick was found"
     else:
         call = ex.get("call")
+        if att.chosen is not None and getattr(att, "repairs", None):
+            call = att.chosen  # an option name repaired (repair="menu"): the stage before says
         info = next((o for o in trace.options if o["name"] == call), None)
         note = (f"option {call!r} ({info['kind']})" if info else
                 f"{safe_repr(call)} names no option (unknown_call)")
@@ -373,7 +395,8 @@ def _validation_stage(trace: DecisionTrace, att: Any) -> tuple[list, str, dict]:
             else:
                 mark, why = "·", "not checked: the attempt failed first"
             rows.append({"name": name, "mark": mark, "schema": schema_line,
-                         "value": json_text(given.get(name), None) if name in given else None,
+                         "value": json_text(_value_seen(att, given, name), None)
+                         if name in given else None,
                          "why": why, "path": path})
     lines = [note] + [f"{r['mark']} {r['path']} = {r['value']}  [{r['schema']}]  {r['why']}"
                       for r in rows]
@@ -461,6 +484,13 @@ def steps(trace: DecisionTrace, options: Any = None) -> Steps:
             "The extractor looks for JSON objects with a call key (call, action, function or "
             "tool). When there are several, the last one is the pick: a model that thinks aloud "
             "often quotes an example before it decides.", _reply_stage(att))
+        if getattr(att, "repairs", None):
+            add("repair", att.number, "The repairs, instead of a re-ask",
+                "The reply was almost right: what repair= allows (\"safe\": JSON syntax where "
+                "one value is meant; \"menu\": also what the option set makes unambiguous) "
+                "was repaired rather than asked again, each repair only where exactly one "
+                "reading fits. Each is listed with where it was and what it was before.",
+                _repair_stage(att))
         add("validation", att.number, "Validation, argument by argument",
             "The picked option's schema checks each argument the model gave: its JSON type, "
             "its allowed values, nested fields all the way down. The first problem fails the "

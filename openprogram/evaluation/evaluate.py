@@ -45,6 +45,7 @@ from ..decision.options import check_context, normalize, render_menu
 from .ratelimit import RateLimit, check_rate_limit, run_default, using as _limited
 from ..trace.decision_trace import repr_head, batch
 from ..trace.decision_trace import batch as _trace_batch
+from ..decision.repair import check_repair
 
 __all__ = ["evaluate", "aevaluate", "compare", "acompare", "EvaluationResult", "ComparisonResult",
            "Variant", "JournalMismatch", "NO_PICK", "RateLimit"]
@@ -70,8 +71,8 @@ def _check_on_interrupt(value: Any) -> None:
 
 def _settings(on_interrupt: Any, concurrency: Any, max_retries: Any, timeout_s: Any,
               context: Any, validate: Any, reask: Any,
-              mode: Any = None, confidence: tuple[Any, ...] = (False, None, None)
-              ) -> tuple[int, dict[str, Any]]:
+              mode: Any = None, confidence: tuple[Any, ...] = (False, None, None),
+              repair: Any = None) -> tuple[int, dict[str, Any]]:
     """The run settings shared by evaluate, aevaluate and compare, checked before anything
     runs: the concurrency, and the keyword arguments every row's decision gets (the
     confidence ones only when asked for)."""
@@ -81,7 +82,8 @@ def _settings(on_interrupt: Any, concurrency: Any, max_retries: Any, timeout_s: 
     check_timeout(timeout_s)
     settings = {"context": context, "max_retries": max_retries,
                 "timeout_s": timeout_s, "validate": check_validate(validate),
-                "reask": check_reask(reask), "mode": get_mode(mode).name}
+                "reask": check_reask(reask), "mode": get_mode(mode).name,
+                "repair": check_repair(repair)}
     for key, value in zip(_CONFIDENCE_KEYS, confidence):
         if value is not None and value is not False:
             settings[key] = value
@@ -344,11 +346,13 @@ def _evaluation(what: str, prompt: str, options: Options, inputs: Any, runtime: 
                 concurrency: Any, max_retries: Any, expected: Any, context: Any, timeout_s: Any,
                 progress: Any, on_interrupt: Any, validate: Any, reask: Any, mode: Any,
                 journal: Any, total: int | None, rate_limit: Any, batch: Any,
-                confidence: tuple[Any, ...] = (False, None, None)) -> "_Run":
+                confidence: tuple[Any, ...] = (False, None, None),
+                repair: Any = None) -> "_Run":
     """The one run of `evaluate` / `aevaluate` (`what`), every argument checked before any
     model call."""
     concurrency, settings = _settings(on_interrupt, concurrency, max_retries, timeout_s,
-                                      context, validate, reask, mode, confidence)
+                                      context, validate, reask, mode, confidence,
+                                      repair)
     menu, table, rt = _plan(prompt, options, inputs, runtime, expected, context, what, total,
                             journal)
     check_modes(rt, settings["mode"])
@@ -386,7 +390,7 @@ def evaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runtime | N
              mode: ModeName = "menu", journal: Any = None, total: int | None = None,
              rate_limit: Any = None, batch: Any = False, confidence: Any = False,
              min_confidence: float | None = None,
-             low_confidence: str | None = None) -> "EvaluationResult":
+             low_confidence: str | None = None, repair: str | None = None) -> "EvaluationResult":
     """Run the decision `prompt.format_map(row)` over `options` for every row of `inputs` (a
     pandas DataFrame, a list of dicts, or any iterable of dicts — a generator, a
     `csv.DictReader`, `pandas.read_csv(..., chunksize=)` chunks — with `total=` its row count
@@ -397,8 +401,8 @@ def evaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runtime | N
     the runtime's model is async (`Runtime(call=async_fn)`, `runtime.async_native`), as tasks
     on one event loop in a worker thread, so a concurrency of hundreds needs no thread per row.
     Rows are read from `inputs` as workers free up. `expected` (a column name, or a list of
-    option names, one per input) adds accuracy and a confusion table. `validate=`, `reask=` and
-    `mode=` apply to every decision, as in `decision.make`. A failing input (no valid pick, a
+    option names, one per input) adds accuracy and a confusion table. `validate=`, `reask=`,
+    `mode=` and `repair=` apply to every decision, as in `decision.make`. A failing input (no valid pick, a
     model error, or an exception in a picked function) is recorded on its row and never stops
     the run.
 
@@ -436,7 +440,7 @@ def evaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runtime | N
     one = _evaluation("evaluate", prompt, options, inputs, runtime, concurrency, max_retries,
                       expected, context, timeout_s, progress, on_interrupt, validate, reask,
                       mode, journal, total, rate_limit, batch,
-                      (confidence, min_confidence, low_confidence))
+                      (confidence, min_confidence, low_confidence), repair)
     with _evaluation_span(one):
         wall, was_interrupted = one.go()
     result = one.result(wall, was_interrupted)
@@ -455,7 +459,7 @@ async def aevaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runt
                     journal: Any = None, total: int | None = None,
                     rate_limit: Any = None, batch: Any = False, confidence: Any = False,
                     min_confidence: float | None = None,
-                    low_confidence: str | None = None) -> "EvaluationResult":
+                    low_confidence: str | None = None, repair: str | None = None) -> "EvaluationResult":
     """`evaluate`, awaitable: every row is a `decision.amake` task on the running event loop,
     at most `concurrency` in flight, each in a copy of the caller's context. Same arguments
     (`journal=`, `total=`, `rate_limit=` and `batch=` included) and the same
@@ -472,7 +476,7 @@ async def aevaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runt
     one = _evaluation("aevaluate", prompt, options, inputs, runtime, concurrency, max_retries,
                       expected, context, timeout_s, progress, on_interrupt, validate, reask,
                       mode, journal, total, rate_limit, batch,
-                      (confidence, min_confidence, low_confidence))
+                      (confidence, min_confidence, low_confidence), repair)
     with _evaluation_span(one):
         wall, was_interrupted = await _arun(one)
     result = one.result(wall, was_interrupted)
@@ -527,11 +531,14 @@ class Variant:
     confidence: Any = None
     min_confidence: float | None = None
     low_confidence: str | None = None
+    repair: str | None = None
 
     def __post_init__(self) -> None:
         # A misspelt way of asking is refused here, where it was written, not when compare runs
         if self.mode is not None:
             get_mode(self.mode)
+        if self.repair is not None:
+            check_repair(self.repair)
 
 
 def _variants(variants: Any, options: Options | None,
@@ -549,7 +556,7 @@ def _variants(variants: Any, options: Options | None,
         overrides: dict[str, Any] = {}
         if isinstance(v, Variant):
             overrides = {k: getattr(v, k) for k in ("mode", "prompt", "max_retries", "validate",
-                                                    "reask", *_CONFIDENCE_KEYS)
+                                                    "reask", *_CONFIDENCE_KEYS, "repair")
                          if getattr(v, k) is not None}
             if "mode" in overrides:
                 overrides["mode"] = get_mode(overrides["mode"]).name
@@ -591,7 +598,7 @@ def compare(prompt: str, variants: Any, inputs: Any, *, options: Options | None 
             mode: ModeName = "menu", journal: Any = None, total: int | None = None,
             rate_limit: Any = None, batch: Any = False, confidence: Any = False,
             min_confidence: float | None = None,
-            low_confidence: str | None = None) -> "ComparisonResult":
+            low_confidence: str | None = None, repair: str | None = None) -> "ComparisonResult":
     """Run two or more variants over the same inputs and line their picks up side by side.
 
     `variants` maps a name to an option set (run on `runtime`, else the bound Runtime), to a
@@ -609,7 +616,7 @@ def compare(prompt: str, variants: Any, inputs: Any, *, options: Options | None 
     prep = _Comparison(prompt, variants, inputs, options, runtime, concurrency, max_retries,
                        expected, context, timeout_s, progress, on_interrupt, validate, reask,
                        mode, journal, total, rate_limit, batch,
-                       (confidence, min_confidence, low_confidence))
+                       (confidence, min_confidence, low_confidence), repair)
     with _trace_batch("compare", None, variants=len(prep.plan), inputs=prep.table.total):
         for one in prep.runs():
             wall, interrupted = (0.0, True) if prep.interrupted else one.go()
@@ -626,7 +633,7 @@ async def acompare(prompt: str, variants: Any, inputs: Any, *, options: Options 
                    total: int | None = None, rate_limit: Any = None,
                    batch: Any = False, confidence: Any = False,
                    min_confidence: float | None = None,
-                   low_confidence: str | None = None) -> "ComparisonResult":
+                   low_confidence: str | None = None, repair: str | None = None) -> "ComparisonResult":
     """`compare`, awaitable: each variant's rows run as `aevaluate` runs them (tasks on the
     running event loop, at most `concurrency` in flight), one variant after another. Same
     arguments and the same `ComparisonResult`. Cancelling the awaiting task cancels the rows
@@ -636,7 +643,7 @@ async def acompare(prompt: str, variants: Any, inputs: Any, *, options: Options 
     prep = _Comparison(prompt, variants, inputs, options, runtime, concurrency, max_retries,
                        expected, context, timeout_s, progress, on_interrupt, validate, reask,
                        mode, journal, total, rate_limit, batch,
-                       (confidence, min_confidence, low_confidence))
+                       (confidence, min_confidence, low_confidence), repair)
     with _trace_batch("compare", None, variants=len(prep.plan), inputs=prep.table.total):
         for one in prep.runs():
             if prep.interrupted:
@@ -663,10 +670,11 @@ class _Comparison:
                  context: dict[str, Any] | None, timeout_s: float | None, progress: bool,
                  on_interrupt: str, validate: Callable[..., Any] | None, reask: Reasker,
                  mode: str, journal: Any, total: int | None, rate_limit: Any,
-                 batch: Any, confidence: tuple[Any, ...] = (False, None, None)) -> None:
+                 batch: Any, confidence: tuple[Any, ...] = (False, None, None),
+                 repair: Any = None) -> None:
         self.concurrency, self.settings = _settings(on_interrupt, concurrency, max_retries,
                                                     timeout_s, context, validate, reask, mode,
-                                                    confidence)
+                                                    confidence, repair)
         self.plan = _variants(variants, options, runtime)
         for name, menu, rt, overrides in self.plan:
             check_context(menu, context)

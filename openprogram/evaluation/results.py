@@ -27,6 +27,7 @@ from ..trace.records import Attempt, ToolRound
 from ..trace.decision_trace import DecisionTrace, trace_view
 from ..trace.tables import CONFIDENCE_COLUMNS, confidence_row
 from ..trace.view import quiet_frame  # model and row text: every frame shown in the wrapper
+from ..decision.repair import Repair
 
 __all__ = ["EvaluationResult", "ComparisonResult", "NO_PICK"]
 
@@ -188,6 +189,11 @@ def trace_from_dict(d: dict[str, Any]) -> DecisionTrace:
         for k in ("span", "error_span"):
             if kw.get(k) is not None:
                 kw[k] = tuple(kw[k])
+        if kw.get("repairs"):
+            kw["repairs"] = [Repair(r.get("kind"), r.get("path") or "", r.get("before") or "",
+                                    r.get("after") or "",
+                                    None if r.get("span") is None else tuple(r["span"]))
+                             for r in kw["repairs"]]
         attempts.append(Attempt(**kw))
     trace.attempts = attempts
     trace.tool_rounds = [ToolRound(round=t.get("round"), name=t.get("tool"), args=t.get("args"),
@@ -587,6 +593,22 @@ class EvaluationResult:
         """The share of finished rows that needed more than one attempt."""
         o = self._outcomes
         return _rate(sum(1 for s, a in zip(o.status, o.attempts) if s and a > 1), self.finished)
+
+    @property
+    def repair_counts(self) -> Any:
+        """How many rows each repair kind saved from a re-ask (repair=, see repair.py): rows
+        whose pick was resolved on an attempt that needed that kind of repair, each kind
+        counted once per row."""
+        pd = require("pandas", "pandas", "the result's .repair_counts")
+        counts: Counter[str] = Counter()
+        for t in self.traces:
+            if t is None or t.status != "resolved" or not t.attempts:
+                continue
+            counts.update({r.kind for r in t.attempts[-1].repairs})
+        items = counts.most_common()
+        return pd.Series([c for _, c in items], index=pd.Index([k for k, _ in items],
+                                                                 name="repair"),
+                         name="rows", dtype="int64")
 
     @property
     def failure_rate(self) -> float:

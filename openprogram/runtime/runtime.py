@@ -28,10 +28,11 @@ from ..base.errors import ModelCallError, ParseError, UsageError, require
 from ..trace.confidence import check_confidence, check_threshold
 from ..decision.loop import DECISION_FINISH_INSTRUCTION, Decider, check_reask
 from ..decision.modes import MenuMode, format_mode, get_mode
-from ..base.model_protocol import (ModelCaller, ModelResponse, ToolCall, blocks_text, check_iterations,
-                    check_modes, check_timeout, current_runtime, deadline_after, resolve_runtime,
-                    run_blocking,
-                    run_sync, to_blocks, using_runtime)
+from ..base.model_protocol import (ModelCaller, ModelResponse, ToolCall, blocks_text,
+                                   check_iterations, check_modes, check_timeout, current_runtime,
+                                   deadline_after, resolve_runtime, run_blocking, run_sync,
+                                   to_blocks, using_runtime)
+from ..decision.repair import check_repair
 from ..decision.options import Param, SchemaOption, check_context, normalize, param_lines, render_menu
 from ..decision.options import schema_field, validate
 from ..trace.records import ToolRound, replace
@@ -408,34 +409,36 @@ class Runtime(ModelCaller):
              max_iterations: int = 20, timeout_s: float | None = None, context: dict | None = None,
              validate: Callable | None = None, reask: Any = None, mode: str = "menu",
              choices=None, confidence: Any = False, min_confidence: float | None = None,
-             low_confidence: str | None = None):
+             low_confidence: str | None = None, repair: str | None = None):
         """Run one turn. Returns the reply text; with `options=` (an option set, as in
         `decision.make`; `choices=` is its older name), the resolved decision (a `validate=`
         rule and a `reask=` text apply as in `decision.make`); with `response_format=`, the
-        validated object."""
+        validated object. `repair=` as in `decision.make`."""
         return run_sync(self._exec(content, tools, toolset, option_set(options, choices, "exec"),
                                    response_format, max_iterations, timeout_s, context,
                                    validate, reask, mode, sync=True,
-                                   confidence=(confidence, min_confidence, low_confidence)))
+                                   confidence=(confidence, min_confidence, low_confidence), repair=repair))
 
     async def aexec(self, content, *, tools=None, toolset=None, options=None,
                     response_format=None, max_iterations: int = 20,
                     timeout_s: float | None = None, context: dict | None = None,
                     validate: Callable | None = None, reask: Any = None, mode: str = "menu",
                     choices=None, confidence: Any = False, min_confidence: float | None = None,
-                    low_confidence: str | None = None):
+                    low_confidence: str | None = None, repair: str | None = None):
         """`exec()` for async callers: model calls through `acall_model`, async tools and
         options awaited."""
         return await self._exec(content, tools, toolset, option_set(options, choices, "aexec"),
                                 response_format, max_iterations, timeout_s, context, validate,
                                 reask, mode, sync=False,
-                                confidence=(confidence, min_confidence, low_confidence))
+                                confidence=(confidence, min_confidence, low_confidence), repair=repair)
 
     async def _exec(self, content, tools, toolset, options, response_format, max_iterations,
                     timeout_s, context, validate, reask, mode, *, sync: bool,
-                    confidence: tuple = (False, None, None)):
+                    confidence: tuple[Any, ...] = (False, None, None),
+                    repair: str | None = None):
         check_iterations(max_iterations)
         reask = check_reask(reask)
+        repair = check_repair(repair)
         deadline = deadline_after(timeout_s)
         blocks = to_blocks(content)
         from . import tools as _tools  # loaded with the first exec(), not with openprogram
@@ -448,7 +451,7 @@ class Runtime(ModelCaller):
             return await run_agent_decision(self, blocks, options, tool_list, context=context,
                                             max_iterations=max_iterations, deadline=deadline,
                                             sync=sync, validate=validate, reask=reask,
-                                            mode=mode, confidence=confidence)
+                                            mode=mode, confidence=confidence, repair=repair)
         if confidence[0] not in (False, None) or confidence[1] is not None:
             raise UsageError("exec(confidence=..., min_confidence=...) applies to a decision: "
                              "pass options= as well")
@@ -628,7 +631,7 @@ async def run_agent_decision(rt: Runtime, blocks: list[dict], options: Any, tool
                              *, context: dict | None, max_iterations: int,
                              deadline: float | None, sync: bool = True,
                              validate: Callable | None = None, reask: Callable | None = None,
-                             mode: Any = None, confidence: tuple = (False, None, None)):
+                             mode: Any = None, confidence: tuple = (False, None, None), repair: str | None = None):
     """`exec(options=)` (E2): one turn with tools, then the last reply is the decision; one
     re-pick, fixed. In menu mode the finish instruction and the menu end the prompt; in the
     other modes the choices travel as tools or as the schema."""
@@ -651,7 +654,7 @@ async def run_agent_decision(rt: Runtime, blocks: list[dict], options: Any, tool
         d = Decider(rt, menu, request=request, context=context, max_attempts=2, entry="agent",
                     deadline=deadline, menu_text=menu_text, sync=sync, validate=validate,
                     reask=reask, mode=way, confidence=ask, min_confidence=confidence[1],
-                    low_confidence=confidence[2])
+                    low_confidence=confidence[2], repair=check_repair(repair))
         with d.running():
             d.new_attempt(blocks_text(turn))
             await _turn(d, turn, tools, max_iterations)

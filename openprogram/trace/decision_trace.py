@@ -163,6 +163,8 @@ class DecisionTrace:
             if a.extracted is not None:
                 lines.append(f"    extracted ({a.found_in}, key {a.key_alias!r}, "
                              f"{a.candidates} candidate(s)): {a.extracted}")
+            for r in a.repairs:
+                lines.append(f"    repaired {r}")
             if a.error_kind:
                 where = f" at {a.error_path}" if a.error_path else ""
                 lines.append(f"    error {a.error_kind}{where}: {a.error_message}")
@@ -225,6 +227,7 @@ EVENT_KINDS = (
     "reply_received",     # the whole reply is in (attempt.reply)
     "tool_call",          # a native tool ran (data["round"] is the frozen ToolRound)
     "extracted",          # the JSON object was found (attempt.extracted), or not
+    "repaired",           # the reply was repaired, not re-asked (attempt.repairs; repair.py)
     "validated",          # the pick and its arguments passed (attempt.chosen, attempt.args)
     "attempt_failed",     # attempt.error_kind / error_message say why
     "resolved",           # data["result"]; trace.result holds it too

@@ -57,6 +57,7 @@ class Attempt:
     confidence: Any = None             # a confidence.Confidence when the decision asked for one
     low_pick: str | None = None        # the model's pick set aside for low_confidence= (p below min)
     cascade: list | None = None        # CascadeRuntime: each runtime asked (pick, p_pick, tokens)
+    repairs: list = field(default_factory=list)  # the Repair records (repair.py) that saved a re-ask
 
     @property
     def ok(self) -> bool:
@@ -86,6 +87,7 @@ class Attempt:
             "redacted": list(self.redacted),
             "confidence": None if self.confidence is None else self.confidence.to_dict(),
             "low_pick": self.low_pick, "cascade": to_jsonable(self.cascade),
+            "repairs": [r.to_dict() for r in self.repairs],
         }
 
 

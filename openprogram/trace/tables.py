@@ -30,13 +30,14 @@ def confidence_row(conf: Any) -> dict:
 
 def attempt_rows(attempts: Sequence[Any]) -> tuple[list[str], list[list]]:
     """(columns, one row per attempt). The `cached` column comes only when a cache answered an
-    attempt (most traces never meet one), the confidence columns only when the decision asked
-    for a distribution."""
+    attempt (most traces never meet one), `repairs` (how many) and `repaired` always, the
+    confidence columns only when the decision asked for a distribution."""
     cached = any(a.cached for a in attempts)
     conf = any(a.confidence for a in attempts)
-    return ATTEMPT_COLUMNS + ["cached"] * cached + list(CONFIDENCE_COLUMNS) * conf, [
+    return (ATTEMPT_COLUMNS + ["cached"] * cached + ["repairs", "repaired"]
+            + list(CONFIDENCE_COLUMNS) * conf), [
         [a.number, a.is_last, a.chosen, a.error_kind, a.error_path, a.error_message, a.args,
          a.dropped, a.injected, a.found_in, a.key_alias, a.candidates, a.reply, a.duration_s,
          (a.usage or {}).get("input_tokens"), (a.usage or {}).get("output_tokens")]
-        + [a.cached] * cached
+        + [a.cached] * cached + [len(a.repairs), bool(a.repairs)]
         + (list(confidence_row(a.confidence).values()) if conf else []) for a in attempts]

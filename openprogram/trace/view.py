@@ -64,6 +64,10 @@ _WORDS = re.compile(r"\w+|\s+|[^\w\s]")
 _MARK = ('<mark class="op-error-mark" style="background:#ffe082;color:inherit;'
          f'outline:1px solid {_BAD};border-radius:2px">{{}}</mark>')
 _DEL = ('<del class="op-del" style="background:#ffd7d5;color:inherit">{}</del>')
+_REPAIR_MARK = ('<mark class="op-repair-mark" title="{}" style="background:#c8e6c9;'
+                'color:inherit;outline:1px solid #2e7d32;border-radius:2px">{}</mark>')
+_REPAIR_INS = ('<ins class="op-repair-ins" title="{}" style="background:#c8e6c9;'
+               'color:#2e7d32;text-decoration:none">{}</ins>')
 _INS = ('<ins class="op-ins" style="background:#ccffd8;color:inherit;text-decoration:none">'
         '{}</ins>')
 _PRE = ("white-space:pre-wrap;word-break:break-word;margin:2px 0 6px 0;padding:6px;"
@@ -132,6 +136,49 @@ def marked_html(text: str, span: Any, limit: int = MAX_CHARS) -> str:
     return (esc(text[:head]) + esc(gap) + esc(text[window:start])
             + _MARK.format(esc(clip(text[start:end], keep)))
             + esc(clip(text[end:], around)))
+
+
+def repair_marked_html(text: str, repairs: Any, limit: int = MAX_CHARS) -> str:
+    """`text` escaped, each repaired span inside a green `<mark>` (its kind as the title), and
+    what a repair added at a point (closing brackets after a cut-off reply) as an `<ins>`; only
+    spans within the first `limit` characters are marked, the rest of the text is cut as
+    `clip` cuts it."""
+    marks = []
+    for r in repairs or []:
+        span = getattr(r, "span", None)
+        if (isinstance(span, (tuple, list)) and len(span) == 2
+                and all(isinstance(v, int) and not isinstance(v, bool) for v in span)
+                and 0 <= span[0] <= span[1] <= min(len(text), limit)):
+            marks.append((span[0], span[1], r))
+    marks.sort(key=lambda m: (m[0], m[1]))
+    out, pos = [], 0
+    for start, end, r in marks:
+        if start < pos:
+            continue  # overlapping spans: the first one is marked
+        out.append(esc(text[pos:start]))
+        title = esc(f"{r.kind} at {r.path or 'the pick'}: {r.before} → {r.after}")
+        if end > start:
+            out.append(_REPAIR_MARK.format(title, esc(text[start:end])))
+        else:
+            out.append(_REPAIR_INS.format(title, esc(r.after)))
+        pos = end
+    out.append(esc(clip(text[pos:], max(limit - pos, 0))))
+    return "".join(out)
+
+
+def repairs_html(att: Attempt) -> str:
+    """The repairs that saved the attempt from a re-ask (repair.py), one line each: kind,
+    where, before → after; "" when there were none."""
+    repairs = getattr(att, "repairs", None)
+    if not repairs:
+        return ""
+    rows = "".join(
+        f"<li><b>{esc(r.kind)}</b> at {esc(r.path or 'the pick')}: "
+        f"<code>{esc(clip(r.before, 200)) or '(nothing)'}</code> → "
+        f"<code>{esc(clip(r.after, 200)) or '(nothing)'}</code></li>" for r in repairs[:200])
+    more = f"<li>… and {len(repairs) - 200} more</li>" if len(repairs) > 200 else ""
+    return (label(f"Repaired, not re-asked ({len(repairs)} repair(s))")
+            + f'<ul class="op-repairs" style="font-size:12px;margin:2px 0">{rows}{more}</ul>')
 
 
 def label(text: str) -> str:
@@ -317,7 +364,11 @@ def reply_html(att: Attempt, reply: str | None = None) -> str:
         title += f" (finish reason: {att.finish_reason})"
     if att.cached:
         title += " [cached: answered from the cache file, not the model]"
-    if isinstance(reply, str):
+    repairs = [] if streamed else getattr(att, "repairs", None)
+    if isinstance(reply, str) and where is None and repairs:
+        title += " — the repaired spans are marked"
+        body = repair_marked_html(reply, repairs)
+    elif isinstance(reply, str):
         body = marked_html(reply, where)
     else:
         body = "" if reply is None else esc(clip(safe_repr(reply)))
@@ -345,6 +396,7 @@ def attempt_body_html(att: Attempt, reply: str | None = None) -> str:
         parts.append(label(f"Extracted JSON ({how}, key \"{att.key_alias}\", "
                            f"{att.candidates} candidate(s); the last one is the pick)"))
         parts.append(pre(json_text(att.extracted), 200, "op-extracted"))
+        parts.append(repairs_html(att))
         if getattr(att, "redacted", None):
             where = ", ".join(att.redacted)
             parts.append('<div class="op-redacted" style="font-size:12px;color:#555">'

@@ -416,3 +416,25 @@ def test_confidence_flags_draw_samples_and_escalate(shell):
     # confidence=True on a runtime with no distribution of its own names samples
     r = shell.run_cell("%%decide OPTIONS --runtime rt --confidence\nPick for {city}.")
     assert not r.success and "decision.Samples(n)" in str(r.error_in_exec)
+def test_repair_sets_the_level_in_decide_and_agent_and_the_panel_shows_the_repairs(shell):
+    setup_options(shell)
+    sloppy = """{'call': 'Book', 'args': {'city': 'rome ', 'nights': '2',},}"""
+    r = shell.run_cell(f"rt = ScriptedRuntime([{sloppy!r}, {sloppy!r}, {sloppy!r}])")
+    assert r.success, error_of(r)
+    r = shell.run_cell("%%decide OPTIONS -r rt --repair off --max-retries 0\nPick.\n")
+    assert not r.success and isinstance(r.error_in_exec, DecisionError)
+    assert r.error_in_exec.kind == "no_action"
+    r = shell.run_cell("%%decide OPTIONS -r rt --repair menu --as step\nPick.\n")
+    assert r.success, error_of(r)
+    assert r.result == {"city": "Rome", "nights": 2, "user": "anon"}
+    from openprogram import last_trace
+    from openprogram.widgets import DecisionPanel
+    att = last_trace().attempts[0]
+    assert {"single_quotes", "trailing_comma", "option_name", "enum_value",
+            "string_to_number"} <= {x.kind for x in att.repairs}
+    html = DecisionPanel(last_trace())._repr_mimebundle_()["text/html"]
+    assert "op-repair-mark" in html and "Repaired, not re-asked" in html
+    r = shell.run_cell("%%agent OPTIONS -r rt --repair menu\nPick.\n")
+    assert r.success, error_of(r)
+    r = shell.run_cell("%%decide OPTIONS -r rt --repair loose\nPick.\n")
+    assert not r.success and "loose" in str(r.error_in_exec)

@@ -1,0 +1,678 @@
+"""Repairing a reply the menu makes unambiguous, instead of re-asking for it (`repair=`).
+
+A reply that fails is often almost right: a trailing comma, single quotes, Python's `True`, a
+pick cut off before its closing braces, an option name in another case, `"3"` for an integer.
+This module holds the one setting (`LEVELS`: "off" re-asks every deviation, as the
+specification says; "safe" fixes JSON syntax where exactly one JSON value is meant; "menu" also
+fixes what the option set makes unambiguous), the fixed set of repair kinds (`KINDS`), the
+`Repair` record each one leaves on the attempt (what, where, before → after), and the repairs
+themselves. The decision loop calls in only after the strict path has failed, so a reply that
+is valid as written is never changed; each repair is taken only when exactly one candidate
+fits, and none of them guesses an option, changes a value or fills a missing field. The syntax
+repair reads the reply once with one regular expression per token (linear in the text, depth
+and repair count bounded); the menu repairs walk the option's JSON Schema along an error path.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any, Callable, NoReturn
+
+from ..base.errors import ArgumentError
+
+__all__ = ["LEVELS", "DEFAULT_REPAIR", "KINDS", "Repair", "check_repair", "repair_syntax",
+           "repair_name", "repair_value", "repair_wrapper", "value_fix", "near_names",
+           "repair_extraction", "redact_repairs", "allows", "MAX_VALUE_FIXES", "name_hint",
+           "value_hint"]
+
+#: The repair levels, from strictest.
+LEVELS = ("off", "safe", "menu")
+#: The level a decision uses unless told otherwise (docs/rules.md, "Repair", says why).
+DEFAULT_REPAIR = "safe"
+
+#: Every repair kind: the level that allows it and what it does.
+KINDS: dict[str, tuple[str, str]] = {
+    "trailing_comma": ("safe", "a comma before a closing } or ] was removed"),
+    "single_quotes": ("safe", "a single-quoted string was written with double quotes"),
+    "python_literal": ("safe", "Python's True / False / None was written as true / false / null"),
+    "unquoted_key": ("safe", "an object key without quotes was quoted"),
+    "comment": ("safe", "a // or /* */ comment inside the JSON was removed"),
+    "closed_truncation": ("safe", "a reply cut off at the token limit inside the pick got its "
+                                  "missing closing quotes and brackets"),
+    "option_name": ("menu", "an option name differing only in case or -, _, . and spaces was "
+                            "read as the one option it matches"),
+    "enum_value": ("menu", "an allowed value differing only in case or surrounding whitespace "
+                           "was read as the one allowed value it matches"),
+    "string_to_number": ("menu", "a number written as a string was read as the number, where "
+                                 "the schema wants a number and the conversion is exact"),
+    "string_to_boolean": ("menu", "\"true\" / \"false\" written as a string was read as the "
+                                  "boolean, where the schema wants a boolean"),
+    "number_to_string": ("menu", "a number or boolean was read as its JSON text, where the "
+                                 "schema wants a string"),
+    "call_wrapper": ("menu", "a lone object of arguments without \"call\" was read as a pick "
+                             "of the one option whose parameters its keys match"),
+}
+
+_MAX_REPAIRS = 1000     # syntax repairs recorded in one reply before giving up (bounded work)
+_MAX_DEPTH = 512        # nesting the syntax repair follows
+_MAX_STARTS = 3         # tokens read per character of the reply, over all its candidate picks
+_MAX_TEXT = 16_000_000  # a longer reply is re-asked: its repair would hold copies of it
+_MAX_TRIES = 1000       # places a pick could start that are read, before giving up
+MAX_VALUE_FIXES = 32   # menu repairs of values in one attempt (each costs one validation)
+_SHOWN = 200            # characters of a before / after kept on the record
+
+
+@dataclass(frozen=True)
+class Repair:
+    """One repair made to a reply: its `kind` (a key of `KINDS`), the `path` of the value it
+    touched (as error paths read: `args.city`, `call`), the text `before` and `after`, and
+    where `before` sits in the raw reply (`span`, when it is known)."""
+    kind: str
+    path: str
+    before: str
+    after: str
+    span: tuple[int, int] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "path": self.path, "before": self.before,
+                "after": self.after, "span": None if self.span is None else list(self.span)}
+
+    def __str__(self) -> str:
+        return f"{self.kind} at {self.path or '(the pick)'}: {self.before!r} → {self.after!r}"
+
+
+def check_repair(level: Any) -> str:
+    """`repair=` checked before any model call: one of `LEVELS` (None: the default)."""
+    if level is None:
+        return DEFAULT_REPAIR
+    if not isinstance(level, str) or level not in LEVELS:
+        raise ArgumentError(f"unknown repair level {level!r}: repair= takes one of "
+                            f"{', '.join(map(repr, LEVELS))} (\"off\" re-asks every deviation, "
+                            f"\"safe\" fixes JSON syntax only, \"menu\" also what the option set "
+                            f"makes unambiguous)")
+    return level
+
+
+def allows(level: str, kind: str) -> bool:
+    return LEVELS.index(level) >= LEVELS.index(KINDS[kind][0])
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _SHOWN else text[:_SHOWN // 2] + "…" + text[-_SHOWN // 2:]
+
+
+# -- "safe": JSON syntax --------------------------------------------------------------------------
+
+_TOKEN = re.compile(
+    r'(?P<ws>[ \t\r\n]+)'
+    r'|(?P<dq>"[^"\\]*(?:\\.[^"\\]*)*")'
+    r"|(?P<sq>'[^'\\]*(?:\\.[^'\\]*)*')"
+    r'|(?P<num>-?(?:0|[1-9][0-9]{0,999})(?:\.[0-9]{1,1000})?(?:[eE][+-]?[0-9]{1,4})?'
+    r'(?![0-9A-Za-z_.]))'
+    r'|(?P<word>[A-Za-z_$][A-Za-z0-9_$]{0,99}(?![A-Za-z0-9_$]))'
+    r'|(?P<p>[{}\[\]:,])'
+    r'|(?P<lc>//[^\n]*)'
+    r'|(?P<bc>/\*)'
+    r'|(?P<cut>["\'])', re.S)
+_SCALAR = (r'(?:-?(?:0|[1-9][0-9]{0,999})(?:\.[0-9]{1,1000})?(?:[eE][+-]?[0-9]{1,4})?'
+           r'(?![0-9A-Za-z_.])|(?:true|false|null)(?![A-Za-z0-9_$]))')
+_RUN = re.compile(rf"{_SCALAR}(?:[ \t\r\n]*,[ \t\r\n]*{_SCALAR})*")
+_SQ_BODY = re.compile(r"\\(.)|\"", re.S)
+_LITERALS = {"true": "true", "false": "false", "null": "null"}
+_PYTHON = {"True": "true", "False": "false", "None": "null"}
+# Where a pick can start: a `{` before a call key, quoted either way or not at all.
+# A comment may sit before the key; each is bounded, so every `{` costs a bounded look.
+_PICK_START = re.compile(r"""\{(?:[ \t\r\n]|//[^\n]{0,200}\n|/\*[^*]{0,200}\*/){0,16}"""
+                         r"""(?:"|'|)(?:call|action|function|tool)(?:"|'|)[ \t\r\n]*:""")
+
+
+def _not_json(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not JSON")
+
+
+_DECODER = json.JSONDecoder(strict=False, parse_constant=_not_json)
+# The C scanner (NaN / Infinity are refused when the result is decoded again)
+_scan = _DECODER.scan_once  # type: ignore[attr-defined]
+
+
+def _sq_to_dq(tok: str) -> str:
+    body = tok[1:-1]
+    if "\\" not in body and '"' not in body:
+        return '"' + body + '"'
+    def one(m: re.Match[str]) -> str:
+        c = m.group(1)
+        if c is None:
+            return '\\"'
+        return "'" if c == "'" else "\\" + c
+    return '"' + _SQ_BODY.sub(one, tok[1:-1]) + '"'
+
+
+class _Fail(Exception):
+    pass
+
+
+def _path(stack: list[list[Any]]) -> str:
+    out = ""
+    for frame in stack:
+        at = frame[2]
+        if at is None:
+            continue
+        if frame[0] == "{":
+            out += f".{at}" if out else str(at)
+        else:
+            out += f"[{at}]"
+    return out
+
+
+def _one_value(text: str, start: int, budget: list[int],
+               cut: bool = False) -> tuple[str, list[Repair], int]:
+    """The JSON text of the one value that starts at `start` (a `{`), with the syntax repairs
+    it needed, and where it ends in `text`; _Fail when it cannot be read as exactly one
+    value. (A comment at the very end of a cut-off reply is text, not a value: dropped.)"""
+    out: list[str] = []
+    repairs: list[Repair] = []
+    # A frame: [bracket, state, key or index (None before the first), pending comma position]
+    stack: list[list[Any]] = []
+    match = _TOKEN.match
+    pos, n = start, len(text)
+    scan_left = [8 * (n - start) + 64]  # failed whole reads: a slip 8 levels deep, read fast
+
+    def note(kind: str, a: int, b: int, after: str) -> None:
+        if len(repairs) >= _MAX_REPAIRS:
+            raise _Fail("too many repairs")
+        repairs.append(Repair(kind, _path(stack), _clip(text[a:b]), _clip(after), (a, b)))
+
+    def value_done() -> None:
+        if stack:
+            stack[-1][1] = "after"
+
+    while True:
+        if pos >= n:
+            break
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise _Fail("the reply took more reading than its length allows")
+        c = text[pos]
+        if c == " ":  # the usual whitespace, one space, without a pattern
+            pos += 1
+            continue
+        close = text.find(c, pos + 1) if c in "\"'" else -1
+        if close < 0 and c in "\"'":
+            kind, tok, end = "cut", c, pos + 1  # no closing quote anywhere after it
+        elif close > 0 and text.find("\\", pos + 1, close) < 0:
+            # a string without escapes: found by substring search, much faster than a pattern
+            kind, end = ("dq" if c == '"' else "sq"), close + 1
+            tok = text[pos:end]
+        else:
+            m = match(text, pos)
+            if m is None:
+                raise _Fail(f"no JSON at character {pos}")
+            kind, tok, end = m.lastgroup or "", m.group(), m.end()
+        if kind == "ws":
+            pos = end
+            continue
+        if kind == "lc":
+            note("comment", pos, end, "")
+            pos = end
+            continue
+        if kind == "bc":
+            close = text.find("*/", end)
+            if close < 0:
+                raise _Fail("an unclosed comment")
+            note("comment", pos, close + 2, "")
+            pos = close + 2
+            continue
+        top = stack[-1] if stack else None
+        state = top[1] if top else "value"
+        # a pending comma is written only when what follows shows it is not a trailing one
+        if top is not None and top[3] is not None and not (kind == "p" and tok in "}]"):
+            out.append(",")
+            top[3] = None
+        if kind in ("num", "word") and top is not None and top[0] == "[" \
+                and state in ("first", "value"):
+            run = _RUN.match(text, pos)
+            if run is not None and run.end() > end:
+                # a list of plain numbers and literals, valid as written: copied in one step
+                # rather than a token at a time
+                items = run.group()
+                top[2] = (-1 if top[2] is None else top[2]) + items.count(",") + 1
+                out.append(items)
+                value_done()
+                pos = run.end()
+                continue
+        if kind == "p":
+            if tok in "{[":
+                if state not in ("value", "first"):
+                    raise _Fail("a bracket where a key or comma belongs")
+                if len(stack) >= _MAX_DEPTH:
+                    raise _Fail("nested too deep")
+                if top is not None and top[0] == "[":
+                    top[2] = 0 if top[2] is None else top[2] + 1
+                if top is not None and scan_left[0] > 0:
+                    # Most of a sloppy pick is valid JSON: a nested value the C decoder reads
+                    # whole is copied as written. The characters failed reads cover are counted,
+                    # so these tries cost at most eight times the text before they stop.
+                    try:
+                        end = _scan(text, pos)[1]
+                    except StopIteration as exc:
+                        scan_left[0] -= max(exc.value - pos, 1)
+                    except ValueError as exc:
+                        scan_left[0] -= max(getattr(exc, "pos", n) - pos, 1)
+                    except RecursionError:
+                        scan_left[0] = 0
+                    else:
+                        out.append(text[pos:end])
+                        value_done()
+                        pos = end
+                        continue
+                stack.append([tok, "first" if tok == "[" else "key", None, None])
+                out.append(tok)
+            elif tok in "}]":
+                if top is None or top[0] != ("{" if tok == "}" else "["):
+                    raise _Fail("a closing bracket that does not match")
+                if top[3] is not None:
+                    note("trailing_comma", top[3], top[3] + 1, "")
+                    top[3] = None
+                elif not (state in ("after", "first") or (state == "key" and top[2] is None)):
+                    raise _Fail("a closing bracket where a key or value belongs")
+                stack.pop()
+                out.append(tok)
+                value_done()
+                if not stack:
+                    return "".join(out), repairs, end
+            elif tok == ":":
+                if state != "colon" or top is None:
+                    raise _Fail("a colon out of place")
+                top[1] = "value"
+                out.append(":")
+            else:  # ","
+                if state != "after" or top is None:
+                    raise _Fail("a comma out of place")
+                top[1] = "key" if top[0] == "{" else "value"
+                top[3] = pos
+            pos = end
+            continue
+        if kind == "cut":
+            # A string that never closes runs to the end of the reply: cut off inside it.
+            if not cut or state not in ("value", "first") or top is None or tok != '"':
+                raise _Fail("a string that never closes")
+            if top[0] == "[":
+                top[2] = 0 if top[2] is None else top[2] + 1
+            body = text[end:]
+            if body.endswith("\\") and not body.endswith("\\\\"):
+                body = body[:-1]
+            out.append('"' + body)
+            tail = '"' + "".join("}" if f[0] == "{" else "]" for f in reversed(stack))
+            note("closed_truncation", n, n, tail)
+            out.append(tail)
+            return "".join(out), repairs, n
+        # a key, or a value
+        if top is not None and state == "key":
+            if kind == "dq":
+                key = tok
+            elif kind == "sq":
+                key = _sq_to_dq(tok)
+                top[2] = key[1:-1] if "\\" not in key else _DECODER.decode(key)
+                note("single_quotes", pos, end, key)
+            elif kind == "word":
+                key = json.dumps(tok)
+                top[2] = tok
+                note("unquoted_key", pos, end, key)
+            else:
+                raise _Fail("an object key that is not a string")
+            if kind == "dq":
+                top[2] = key[1:-1] if "\\" not in key else _DECODER.decode(key)
+            out.append(key)
+            top[1] = "colon"
+            pos = end
+            continue
+        if state not in ("value", "first"):
+            raise _Fail("a value where a comma or bracket belongs")
+        if top is None:
+            raise _Fail("the pick is not an object")
+        if top[0] == "[":
+            top[2] = 0 if top[2] is None else top[2] + 1
+        if kind == "sq":
+            fixed = _sq_to_dq(tok)
+            note("single_quotes", pos, end, fixed)
+            out.append(fixed)
+        elif kind == "word":
+            if tok in _LITERALS:
+                out.append(tok)
+            elif tok in _PYTHON:
+                note("python_literal", pos, end, _PYTHON[tok])
+                out.append(_PYTHON[tok])
+            else:
+                raise _Fail(f"a bare word {tok!r}")
+        else:  # dq, num
+            out.append(tok)
+        value_done()
+        pos = end
+    # The reply ended inside the pick: only closing brackets may be missing, after a whole
+    # value (a number or a word at the very end may itself be cut, so it is not closed).
+    if not stack:
+        raise _Fail("nothing")
+    if not cut:
+        raise _Fail("the reply ends inside the pick, and the token limit did not cut it")
+    top = stack[-1]
+    last = text.rstrip()[-1:]
+    if top[1] in ("colon", "value") and top[3] is None:
+        raise _Fail("cut off after a key")
+    if top[1] == "after" and last not in ('"', "}", "]", "'"):
+        raise _Fail("cut off after a number or a word")
+    if top[3] is not None:
+        note("trailing_comma", top[3], top[3] + 1, "")
+    tail = "".join("}" if f[0] == "{" else "]" for f in reversed(stack))
+    note("closed_truncation", n, n, tail)
+    out.append(tail)
+    return "".join(out), repairs, n
+
+
+def may_enclose(text: Any, span: tuple[int, int]) -> bool:
+    """Whether a pick can start before the one at `span` (so a broken pick may hold it): the
+    one look the loop takes before reading a reply again, most replies hold one pick only."""
+    if not isinstance(text, str) or len(text) > _MAX_TEXT:
+        return False
+    first = _PICK_START.search(text, 0, span[1])
+    return first is not None and first.start() < span[0]
+
+
+def repair_syntax(text: str, cut: bool = False) -> tuple[dict[str, Any], tuple[int, int],
+                                                         list[Repair]] | None:
+    """The last pick in `text` that only JSON syntax kept from being read: `(pick as decoded,
+    its span, the repairs)`, or None. Places a pick can start are read from the first on; one
+    that reads as a value hides the starts inside it (an argument object keyed "action" is
+    not a pick of its own), and the last value read is the pick, as A6 says. All reads
+    together take at most `_MAX_STARTS` tokens per character of the text. `cut`: the reply was
+    cut at the token limit, so a pick it ends inside may be closed (a reply that stopped on its
+    own inside a pick is not cut off; closing it would guess)."""
+    if not isinstance(text, str) or len(text) > _MAX_TEXT:
+        return None
+    budget = [_MAX_STARTS * (len(text) + 1)]
+    found = None
+    after = 0
+    tries = 0
+    for m in _PICK_START.finditer(text):
+        s = m.start()
+        if s < after:
+            continue  # inside the value read last
+        tries += 1
+        if tries > _MAX_TRIES:
+            return None  # more places a pick could start than a reply with one pick has
+        try:
+            fixed, repairs, end = _one_value(text, s, budget, cut)
+        except _Fail:
+            if budget[0] <= 0:
+                break
+            continue
+        after = end
+        if not repairs:
+            continue  # valid as written: the strict path decides what it means
+        try:
+            obj = _DECODER.decode(fixed)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(obj, dict) and any(k in obj for k in ("call", "action", "function", "tool")):
+            found = (obj, (s, end), repairs)
+    return found
+
+
+# -- "menu": what the option set makes unambiguous -----------------------------------------------
+
+_FOLD = re.compile(r"[-_\s.]+")
+
+
+def _fold(name: str) -> str:
+    return _FOLD.sub("_", name.strip()).strip("_").casefold()
+
+
+def near_names(name: str, names: list[str]) -> list[str]:
+    """The option names `name` differs from only in case or -, _, . and spaces."""
+    key = _fold(name)
+    return [n for n in names if _fold(n) == key] if key else []
+
+
+def repair_name(name: str, names: list[str]) -> str | None:
+    """The one option name `name` nearly matches, or None (none, or two or more)."""
+    near = near_names(name, names)
+    return near[0] if len(near) == 1 else None
+
+
+def repair_wrapper(obj: Any, menu: list[Any]) -> tuple[str, dict[str, Any]] | None:
+    """A lone object of arguments as a pick: `(option name, args)` of the one option whose
+    model-written parameters its keys match (all required ones present, none unknown)."""
+    if not isinstance(obj, dict) or not obj:
+        return None
+    if set(obj) == {"args"} and isinstance(obj["args"], dict) and obj["args"]:
+        obj = obj["args"]
+    keys = set(obj)
+    fits = []
+    for o in menu:
+        params = o.llm_params
+        names = {p.name for p in params}
+        if keys <= names and {p.name for p in params if p.required} <= keys:
+            fits.append(o.name)
+    return (fits[0], dict(obj)) if len(fits) == 1 else None
+
+
+_INT = re.compile(r"-?(?:0|[1-9][0-9]{0,300})")
+_NUM = re.compile(r"-?(?:0|[1-9][0-9]{0,300})(?:\.[0-9]{1,300})?(?:[eE][+-]?[0-9]{1,3})?")
+
+
+def _types(s: dict[str, Any]) -> set[str]:
+    t = s.get("type")
+    if isinstance(t, str):
+        return {t}
+    if isinstance(t, list):
+        return set(t)
+    return set()
+
+
+def repair_value(value: Any, s: Any) -> tuple[Any, str] | None:
+    """`(the value as the schema node `s` wants it, the repair kind)` when exactly one value
+    fits and the conversion loses nothing; None otherwise."""
+    if not isinstance(s, dict):
+        return None
+    enum = s.get("enum")
+    if "const" in s:
+        enum = [s["const"]]
+    if isinstance(enum, list):
+        if isinstance(value, str):
+            key = value.strip().casefold()
+            near = [e for e in enum if isinstance(e, str) and e.strip().casefold() == key]
+            if len(near) == 1 and near[0] != value:
+                return near[0], "enum_value"
+            conv = _from_string(value, {"integer", "number", "boolean"})
+            if conv is not None and any(type(e) is type(conv[0]) and e == conv[0]
+                                        for e in enum):
+                return conv
+        elif isinstance(value, int) and not isinstance(value, bool) and str(value) in enum:
+            return str(value), "number_to_string"
+        return None
+    types = _types(s)
+    if isinstance(value, str):
+        return _from_string(value, types)
+    if "string" in types and not (types & {"integer", "number", "boolean", "null"}):
+        if isinstance(value, bool):
+            return ("true" if value else "false"), "number_to_string"
+        if isinstance(value, int):
+            return str(value), "number_to_string"
+    return None
+
+
+def _from_string(value: str, types: set[str]) -> tuple[Any, str] | None:
+    if "string" in types:
+        return None  # a string is already what is wanted: its being wrong is another matter
+    if types & {"integer", "number"} and _INT.fullmatch(value):
+        return int(value), "string_to_number"
+    if "number" in types and _NUM.fullmatch(value):
+        f = float(value)
+        if f - f == 0:  # finite: "1e999" is no number a schema accepts
+            return f, "string_to_number"
+        return None
+    if "boolean" in types and value in ("true", "false"):
+        return value == "true", "string_to_boolean"
+    return None
+
+
+_PATH_PART = re.compile(r"\.?([^.\[\]]+)|\[([0-9]+)\]")
+
+
+def _parts(path: str) -> list[Any] | None:
+    parts: list[Any] = []
+    pos = 0
+    while pos < len(path):
+        m = _PATH_PART.match(path, pos)
+        if m is None:
+            return None
+        parts.append(m.group(1) if m.group(2) is None else int(m.group(2)))
+        pos = m.end()
+    return parts
+
+
+def _deref(s: Any, root: dict[str, Any]) -> Any:
+    for _ in range(32):
+        if not isinstance(s, dict) or "$ref" not in s:
+            break
+        ref = s["$ref"]
+        if not isinstance(ref, str) or not ref.startswith("#/"):
+            return None
+        node: Any = root
+        for part in ref[2:].split("/"):
+            node = node.get(part) if isinstance(node, dict) else None
+        s = node
+    if isinstance(s, dict):
+        for key in ("anyOf", "oneOf"):
+            alts = s.get(key)
+            if isinstance(alts, list):  # `X | None`: the one alternative that is not null
+                real = [a for a in alts if not (isinstance(a, dict) and a.get("type") == "null")]
+                return _deref(real[0], root) if len(real) == 1 else None
+    return s
+
+
+def value_fix(option: Any, args: dict[str, Any], path: str) -> tuple[dict[str, Any], Repair] | None:
+    """The option's `args` with the value at the error `path` (`args.a.b[0]`) repaired, and the
+    record of it; None when no single repair fits."""
+    parts = _parts(path)
+    if not parts or parts[0] != "args" or len(parts) < 2 or not isinstance(parts[1], str):
+        return None
+    param = next((p for p in option.llm_params if p.name == parts[1]), None)
+    if param is None:
+        return None
+    root = param.field.json_schema()
+    s: Any = _deref(root, root)
+    value: Any = args
+    holders = []
+    for part in parts[1:]:
+        if isinstance(part, str):
+            if not isinstance(value, dict) or part not in value:
+                return None
+            if part != parts[1]:
+                props = s.get("properties") if isinstance(s, dict) else None
+                s = _deref(props.get(part), root) if isinstance(props, dict) else None
+        else:
+            if not isinstance(value, list) or part >= len(value):
+                return None
+            if isinstance(s, dict):
+                pre = s.get("prefixItems")
+                s = _deref(pre[part] if isinstance(pre, list) and part < len(pre)
+                           else s.get("items"), root)
+        holders.append((value, part))
+        value = value[part]
+    if s is None:
+        return None
+    fixed = repair_value(value, s)
+    if fixed is None:
+        return None
+    new, kind = fixed
+    # a copy along the path: the extracted pick on the record stays as the model wrote it
+    out = dict(args)
+    cur: Any = out
+    for holder, part in holders[:-1]:
+        nxt = cur[part]
+        nxt = dict(nxt) if isinstance(nxt, dict) else list(nxt)
+        cur[part] = nxt
+        cur = nxt
+    cur[holders[-1][1]] = new
+    shown = path
+    return out, Repair(kind, shown, _json(value), _json(new))
+
+
+def _json(value: Any) -> str:
+    try:
+        return _clip(json.dumps(value, ensure_ascii=False))
+    except (TypeError, ValueError):
+        return _clip(repr(value))
+
+
+def name_hint(name: str, names: list[str]) -> str:
+    """What a re-ask says about an option name that nearly matches: the name to write, or the
+    ones it cannot tell apart; "" when none is near."""
+    near = near_names(name, names)
+    if len(near) == 1:
+        return f"It nearly matches the option {near[0]!r}: write \"call\": {_json(near[0])}."
+    if near:
+        return (f"It is equally near the options {', '.join(map(repr, near))}: write exactly "
+                f"the one you mean.")
+    return ""
+
+
+def value_hint(err: Any, option: Any, args: dict[str, Any]) -> str:
+    """What a re-ask says after `err` (a ParseError from validating `args`) where one value is
+    what the model nearly wrote (an allowed value in other case, a number in quotes): the value
+    to write; "" otherwise."""
+    if err.kind not in ("type_mismatch", "enum_violation") or not err.path:
+        return ""
+    fix = value_fix(option, args, err.path)
+    if fix is None:
+        return ""
+    r = fix[1]
+    return f"At {err.path} write {r.after} ({_HOW[r.kind]})."
+
+
+_HOW = {"enum_value": "the allowed value exactly as listed",
+        "string_to_number": "the number without quotes",
+        "string_to_boolean": "true or false without quotes",
+        "number_to_string": "the text in quotes"}
+
+
+def redact_repairs(repairs: list[Repair], redact: Callable[[Any], Any] | None) -> list[Repair]:
+    """The records with what the runtime redacts taken out of their before / after text (a
+    key can sit in a string a repair touched)."""
+    if redact is None:
+        return list(repairs)
+    out = []
+    for r in repairs:
+        b, a = redact(r.before), redact(r.after)
+        out.append(r if (b, a) == (r.before, r.after) else
+                   Repair(r.kind, r.path, b, a, r.span))
+    return out
+
+
+def repair_extraction(text: Any, strict: Any, level: str, menu: list[Any],
+                      cut: bool = False) -> tuple[Any, list[Repair]]:
+    """After the strict reading (`strict`, an `Extraction`) found no pick: the pick the
+    repairs `level` allows find, as an `Extraction`, with the repairs; else `strict` and []."""
+    from .extract import Extraction, _call_key, _normalize, find_action
+    if not isinstance(text, str):
+        return strict, []
+    got = repair_syntax(text, cut)
+    if got is not None:
+        obj, span, repairs = got
+        key = _call_key(obj)
+        found_in = "fence" if text.count("```", 0, span[0]) % 2 == 1 else "text"
+        return Extraction(_normalize(obj, key or "call"), key, found_in, max(strict.candidates, 1),
+                          span=span), repairs
+    if level == "menu":
+        loose = find_action(text, require_key=False)
+        picked = repair_wrapper(loose.action, menu)
+        if picked is not None:
+            name, args = picked
+            action = {"call": name, "args": args}
+            return (Extraction(action, "call", loose.found_in, 1, span=loose.span),
+                    [Repair("call_wrapper", "call", _json(loose.action), _json(action),
+                            loose.span)])
+    return strict, []
