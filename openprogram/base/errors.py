@@ -158,6 +158,11 @@ class Retry(OpenProgramError, ValueError):
         self.message = message
 
 
+class WaitTimeout(OpenProgramError, TimeoutError):
+    """An awaitable of a decision (an async option, tool or model function) did not finish in
+    the time `timeout_s` left; it was cancelled. The message says where it was waited on."""
+
+
 class ModelCallError(OpenProgramError, RuntimeError):
     """A model call failed (network, key, rate limit, server error, timeout). `partial` holds the
     text received before the failure, so nothing that arrived is lost."""

@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from .extract import Extraction
 
 from ..base.errors import (ArgumentError, DecisionError, ModelCallError, ParseError, Retry, UsageError,
-                           explain, reply_head)
+                           WaitTimeout, explain, reply_head)
 from .extract import extract_action, value_span
 from .modes import MenuMode, Mode, get_mode
 from ..base.model_protocol import (ModelCaller, ModelResponse, check_modes, current_runtime, deadline_after,
@@ -342,9 +342,11 @@ class Decider:
         if self.validate is None:
             return
         try:
-            verdict = await settle_value(self.validate(pick), self.sync)
+            verdict = await settle_value(self.validate(pick), self.sync, self.deadline)
         except Retry as r:
             raise ParseError("rejected", r.message) from None
+        except WaitTimeout as exc:
+            self.fail_with(ParseError("timeout", str(exc)), cause=exc)
         if verdict is False:  # a predicate says no as plainly as a Retry does
             raise ParseError("rejected", f"the validate= rule returned False for the pick of "
                                          f"{option.name!r}; pick again")
@@ -362,9 +364,11 @@ class Decider:
 
     async def resolve(self, option: Option, kwargs: dict[str, Any]) -> Any:
         try:
-            result = await settle_value(option.resolve(kwargs), self.sync)
+            result = await settle_value(option.resolve(kwargs), self.sync, self.deadline)
         except Retry as r:  # the option itself rejected the pick: re-ask (settle catches it)
             raise ParseError("rejected", r.message) from None
+        except WaitTimeout as exc:  # timeout_s covers the option's own wait too
+            self.fail_with(ParseError("timeout", str(exc)), cause=exc)
         except BaseException as exc:
             self.finish("decision_failed", error=exc)
             if hasattr(exc, "add_note"):

@@ -24,7 +24,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable, Iterator
 
-from ..base.errors import ModelCallError, ParseError, UsageError, require
+from ..base.errors import ModelCallError, ParseError, UsageError, WaitTimeout, require
 from ..decision.loop import DECISION_FINISH_INSTRUCTION, Decider, check_reask
 from ..decision.modes import format_mode, get_mode
 from ..base.model_protocol import (ModelCaller, ModelResponse, ToolCall, blocks_text, check_iterations,
@@ -325,7 +325,12 @@ class Runtime(ModelCaller):
         "tool_calls", tool messages "tool_call_id", "name" and "content". An async model
         function is run to completion here (see `model.run_blocking`)."""
         out = self._invoke(messages, tools, timeout, mode_args)
-        return as_response(run_blocking(out) if inspect.isawaitable(out) else out)
+        if inspect.isawaitable(out):
+            try:
+                out = run_blocking(out, None if timeout is None else time.monotonic() + timeout)
+            except WaitTimeout as exc:
+                raise ModelCallError(str(exc), kind="timeout") from None
+        return as_response(out)
 
     async def acomplete(self, messages: list[dict], *, tools: list[dict] | None = None,
                         on_text: Callable[[str], None] | None = None,
