@@ -15,7 +15,7 @@ from .runtime.agent import Agent, aagent, agent, bind_context, current_agent
 from .base.errors import (ERROR_KINDS, ArgumentError, DecisionError,
                           MissingExtraError, ModelCallError, NoRuntimeError,
                           OpenProgramError, OptionError, OptionWarning, Retry,
-                          SchemaError, UsageError)
+                          SchemaError, ToolError, UsageError, WaitTimeout)
 from .trace.records import Pick, Reask
 from .runtime.function import agentic_function
 from .decision.loop import amake, make
@@ -31,7 +31,7 @@ from .trace.decision_trace import (Attempt, DecisionTrace, TraceEvent, add_obser
 
 __version__ = "0.1.0"
 
-__all__ = ["Agent", "agent", "aagent", "Retry", "Pick", "Reask", "decision", "DecisionError",
+__all__ = ["Agent", "agent", "aagent", "Retry", "ToolError", "WaitTimeout", "Pick", "Reask", "decision", "DecisionError",
            "OptionError", "OptionWarning", "OpenProgramError", "MissingExtraError",
            "ArgumentError", "UsageError", "SchemaError", "NoRuntimeError",
            "JsonSchema", "tool",

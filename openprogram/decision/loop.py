@@ -344,7 +344,7 @@ class Decider:
         try:
             verdict = await settle_value(self.validate(pick), self.sync, self.deadline)
         except Retry as r:
-            raise ParseError("rejected", r.message) from None
+            raise ParseError(r.kind, r.message) from None
         except WaitTimeout as exc:
             self.fail_with(ParseError("timeout", str(exc)), cause=exc)
         if verdict is False:  # a predicate says no as plainly as a Retry does
@@ -366,7 +366,7 @@ class Decider:
         try:
             result = await settle_value(option.resolve(kwargs), self.sync, self.deadline)
         except Retry as r:  # the option itself rejected the pick: re-ask (settle catches it)
-            raise ParseError("rejected", r.message) from None
+            raise ParseError(r.kind, r.message) from None
         except WaitTimeout as exc:  # timeout_s covers the option's own wait too
             self.fail_with(ParseError("timeout", str(exc)), cause=exc)
         except BaseException as exc:
