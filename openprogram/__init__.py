@@ -22,6 +22,7 @@ from .decision.loop import amake, make
 from .base.lazy import lazy_names
 from .decision.options import Option, register_option_kind
 from .decision.options.tool_definitions import JsonSchema, tool
+from .decision.options.shortlist import Shortlist
 from .runtime.runtime import (DAG, ModelResponse, Runtime, ToolCall, current_runtime,
                               using_runtime)
 from . import runtimes  # noqa: F401  (registers the cassette reader of decision.revalidate)
@@ -34,7 +35,7 @@ __version__ = "0.1.0"
 __all__ = ["Agent", "agent", "aagent", "Retry", "ToolError", "WaitTimeout", "Pick", "Reask", "decision", "DecisionError",
            "OptionError", "OptionWarning", "OpenProgramError", "MissingExtraError",
            "ArgumentError", "UsageError", "SchemaError", "NoRuntimeError",
-           "JsonSchema", "tool",
+           "JsonSchema", "tool", "Shortlist",
            "Option", "register_option_kind", "register_trace_view", "Runtime", "ToolCall",
            "ModelResponse", "ModelCallError", "DAG", "DecisionTrace", "Attempt", "TraceEvent",
            "ERROR_KINDS", "observe", "add_observer", "remove_observer", "last_trace",

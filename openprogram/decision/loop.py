@@ -28,6 +28,7 @@ from ..base.model_protocol import (ModelCaller, ModelResponse, check_modes, curr
                                    resolve_runtime, run_sync, settle_value)
 from .options import (Menu, Option, call_function, check_context, normalize, option_infos,
                       render_menu, safe_key)
+from .options.shortlist import Shortlist, check_shortlist, narrow
 from ..trace.records import Attempt, Pick, Reask, replace
 from ..base.redaction import redact_decoded
 from ..trace.decision_trace import DecisionTrace, emit, record
@@ -130,7 +131,7 @@ class Decider:
                  deadline: float | None = None, menu_text: str | None = None,
                  sync: bool = True, validate: Callable[..., Any] | None = None,
                  reask: Callable[[Reask], str] | None = None, mode: Mode | None = None,
-                 quiet: bool = False) -> None:
+                 quiet: bool = False, shortlist: dict[str, Any] | None = None) -> None:
         self.runtime, self.menu, self.request = runtime, menu, request
         self._emit = record if quiet else emit  # quiet: the trace only, no observers
         self.mode = mode or MenuMode(menu)
@@ -150,7 +151,8 @@ class Decider:
             prompt=request, menu=self.menu_text, options=option_infos(menu), entry=entry,
             max_attempts=max_attempts, runtime=getattr(runtime, "name", None),
             context_keys=sorted(self.context), mode=self.mode.name,
-            model=getattr(runtime, "model", None), provider=getattr(runtime, "provider", None))
+            model=getattr(runtime, "model", None), provider=getattr(runtime, "provider", None),
+            shortlist=shortlist)
         self.att: Attempt | None = None  # None until the first new_attempt()
         self._t0 = time.perf_counter()
         self._emit("decision_started", self.trace)
@@ -419,22 +421,24 @@ def max_attempts(max_retries: Any) -> int:
 async def _make(prompt: str, options: Options, *, runtime: ModelCaller | None,
                 context: dict[str, Any] | None, max_retries: int, timeout_s: float | None,
                 sync: bool, entry: str, validate: Callable[..., Any] | None, reask: Any,
-                mode: Any) -> Any:
+                mode: Any, shortlist: Any = None) -> Any:
     if not isinstance(prompt, str):
         raise UsageError(f"prompt must be a str, got {type(prompt).__name__}")
     reask = check_reask(reask)
     way = get_mode(mode)
     attempts = max_attempts(max_retries)
     deadline = deadline_after(timeout_s)
+    shortlist = check_shortlist(shortlist)
     menu = normalize(options)
     check_context(menu, context)
     rt = resolve_runtime(runtime, entry)
     check_modes(rt, way.name)
+    menu, listing = narrow(shortlist, prompt, menu)  # the model sees, and may pick, these only
     menu_text = render_menu(menu)
     with rt.dag.span("decision", entry):
         d = Decider(rt, menu, request=prompt, context=context, max_attempts=attempts,
                     entry="make", deadline=deadline, menu_text=menu_text, sync=sync,
-                    validate=validate, reask=reask, mode=way(menu))
+                    validate=validate, reask=reask, mode=way(menu), shortlist=listing)
         with d.running():
             text = d.mode.prompt(prompt, menu_text)
             d.new_attempt(text)
@@ -445,7 +449,8 @@ async def _make(prompt: str, options: Options, *, runtime: ModelCaller | None,
 def make(prompt: str, options: Options, *, runtime: ModelCaller | None = None,
          context: dict[str, Any] | None = None, max_retries: int = 1,
          timeout_s: float | None = None, validate: Callable[..., Any] | None = None,
-         reask: str | Callable[[Reask], str] | None = None, mode: ModeName = "menu") -> Any:
+         reask: str | Callable[[Reask], str] | None = None, mode: ModeName = "menu",
+         shortlist: int | Shortlist | None = None) -> Any:
     """Pure decision (rule E1 of docs/rules.md): send `prompt + "\\n\\n" + menu` in one model call and return the
     resolved result of the model's pick. Your prompt must ask the model to pick. Works with
     async models and async options too, also inside a running event loop (a notebook cell):
@@ -456,23 +461,28 @@ def make(prompt: str, options: Options, *, runtime: ModelCaller | None = None,
     re-ask). `reask=` replaces the re-ask text: a format template with the fields of `Reask`
     ({request}, {reply}, {kind}, {error}, {path}, {menu}, {attempt}) or a callable of a `Reask`.
     `mode=` is the way of asking: "menu" (the text menu, the default), "tools" (one native
-    tool per option) or "json_schema" (the provider's structured output); see modes.py."""
+    tool per option) or "json_schema" (the provider's structured output); see modes.py.
+    `shortlist=k` (or `Shortlist(k, by=...)`) shows the model only the k options that rank
+    highest against the prompt (BM25 by default); the trace records the ranking
+    (`trace.shortlist`, `trace.pick_rank`); see options/shortlist.py."""
     return run_sync(_make(prompt, options, runtime=runtime, context=context,
                           max_retries=max_retries, timeout_s=timeout_s, sync=True,
-                          entry="decision.make", validate=validate, reask=reask, mode=mode))
+                          entry="decision.make", validate=validate, reask=reask, mode=mode,
+                          shortlist=shortlist))
 
 
 async def amake(prompt: str, options: Options, *, runtime: ModelCaller | None = None,
                 context: dict[str, Any] | None = None, max_retries: int = 1,
                 timeout_s: float | None = None, validate: Callable[..., Any] | None = None,
                 reask: str | Callable[[Reask], str] | None = None,
-                mode: ModeName = "menu") -> Any:
+                mode: ModeName = "menu", shortlist: int | Shortlist | None = None) -> Any:
     """`make`, awaitable: the model call goes through the runtime's async path
     (`acall_model`), async options are awaited, and many `amake`s run concurrently on one
     event loop. Cancelling the task finishes its trace as failed."""
     return await _make(prompt, options, runtime=runtime, context=context,
                        max_retries=max_retries, timeout_s=timeout_s, sync=False,
-                       entry="decision.amake", validate=validate, reask=reask, mode=mode)
+                       entry="decision.amake", validate=validate, reask=reask, mode=mode,
+                       shortlist=shortlist)
 
 
 def parse_args(reply: Any, options: Options, *, runtime: ModelCaller | None = None,

@@ -61,7 +61,7 @@ class LoopService:
     async def _serve(self):
         while True:
             x, fut = await self.queue.get()
-            if self.answer:
+            if self.answer and not fut.done():  # an asker that gave up has cancelled it
                 self.served += 1
                 fut.set_result(f"answer to {x}")
 
@@ -92,6 +92,12 @@ class LoopThread:
         return s
 
     def close(self):
+        # the server task ends on its loop first: a task destroyed pending with its loop would
+        # be reported from the garbage collector, at any later moment of the run
+        async def stop():
+            self.service.task.cancel()
+            await asyncio.gather(self.service.task, return_exceptions=True)
+        asyncio.run_coroutine_threadsafe(stop(), self.loop).result(HARNESS_BOUND_S)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join()
         self.loop.close()

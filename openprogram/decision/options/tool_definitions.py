@@ -252,6 +252,7 @@ def _list_item(item: Any, where: str) -> Option | None:
         if item.option is None:
             item.option = JsonSchemaOption(item.name, item.description, item.schema, item.fn,
                                            where)
+            item.option._cached = True  # the same object every time: its Menu may be cached
         return item.option
     if isinstance(item, JsonSchema):
         name = item.name or item.schema.get("title")
