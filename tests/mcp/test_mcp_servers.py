@@ -233,3 +233,55 @@ def test_a_closed_connection_leaves_no_server_and_refuses_calls():
     with pytest.raises(UsageError, match="not running|closed"):
         decision.make("Time?", opts, runtime=ScriptedRuntime(
             [pick("get_current_time", {"timezone": "Etc/UTC"})]))
+
+
+@pytest.fixture
+def http_server():
+    """A server written with the SDK's own MCPServer (FastMCP in mcp 1.x), served over
+    streamable HTTP on loopback by uvicorn in a thread; yields its URL and its stock."""
+    import socket
+
+    import uvicorn
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError as SDKToolError
+
+    server = MCPServer("shop")
+    stock = {"apple": 3, "pear": 0}
+
+    @server.tool()
+    def check_stock(item: str) -> int:
+        """How many of an item are in stock."""
+        if item not in stock:  # the SDK's error for a tool's own message to the client
+            raise SDKToolError(f"no item {item!r} in this shop")
+        return stock[item]
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    uv = uvicorn.Server(uvicorn.Config(server.streamable_http_app(), log_level="warning"))
+    t = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
+    t.start()
+    finishes(lambda: [None for _ in iter(lambda: uv.started, True)])  # until it listens
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    uv.should_exit = True
+    t.join(HARNESS_BOUND_S)
+
+
+def test_a_streamable_http_server_on_loopback(http_server):
+    with mcp.connect(http_server, name="shop") as conn:
+        assert [o.name for o in conn.options] == ["check_stock"]
+        rt = ScriptedRuntime([pick("check_stock", {"item": "plum"}),
+                              pick("check_stock", {"item": "apple"})])
+        assert decision.make("How many apples?", conn.options, runtime=rt) == {"result": 3}
+        assert conn.calls == [("check_stock", {"item": "plum"}), ("check_stock", {"item": "apple"})]
+        first = decision.last_trace().attempts[0]
+        assert first.error_kind == "tool_error" and "no item 'plum'" in first.error_message
+
+
+def test_a_url_that_refuses_is_a_server_error_naming_it():
+    import socket
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens there now
+    with pytest.raises(mcp.ServerError, match=f"127.0.0.1:{port}.*could not be started"):
+        finishes(lambda: mcp.connect(f"http://127.0.0.1:{port}/mcp", timeout_s=20).open())
