@@ -41,6 +41,7 @@ from ..decision.loop import check_reask, check_validate, max_attempts as _max_at
 from ..base.model_protocol import ModelCaller as Runtime, check_modes, check_timeout, resolve_runtime
 from ..decision.modes import get_mode
 from ..decision.options import check_context, normalize, render_menu
+from ..decision.options.shortlist import check_shortlist
 from .ratelimit import RateLimit, check_rate_limit, using as _limited
 from ..trace.decision_trace import repr_head, batch
 from ..trace.decision_trace import batch as _trace_batch
@@ -69,7 +70,7 @@ def _check_on_interrupt(value: Any) -> None:
 
 def _settings(on_interrupt: Any, concurrency: Any, max_retries: Any, timeout_s: Any,
               context: Any, validate: Any, reask: Any,
-              mode: Any = None) -> tuple[int, dict[str, Any]]:
+              mode: Any = None, shortlist: Any = None) -> tuple[int, dict[str, Any]]:
     """The run settings shared by evaluate, aevaluate and compare, checked before anything
     runs: the concurrency, and the keyword arguments every row's decision gets."""
     _check_on_interrupt(on_interrupt)
@@ -78,7 +79,9 @@ def _settings(on_interrupt: Any, concurrency: Any, max_retries: Any, timeout_s: 
     check_timeout(timeout_s)
     return concurrency, {"context": context, "max_retries": max_retries,
                          "timeout_s": timeout_s, "validate": check_validate(validate),
-                         "reask": check_reask(reask), "mode": get_mode(mode).name}
+                         "reask": check_reask(reask), "mode": get_mode(mode).name,
+                         **({"shortlist": check_shortlist(shortlist)} if shortlist is not None
+                            else {})}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -296,11 +299,12 @@ def _new_run(table: Table, menu: Sequence[Option], rt: Runtime, batch: Any,
 def _evaluation(what: str, prompt: str, options: Options, inputs: Any, runtime: Runtime | None,
                 concurrency: Any, max_retries: Any, expected: Any, context: Any, timeout_s: Any,
                 progress: Any, on_interrupt: Any, validate: Any, reask: Any, mode: Any,
-                journal: Any, total: int | None, rate_limit: Any, batch: Any) -> "_Run":
+                journal: Any, total: int | None, rate_limit: Any, batch: Any,
+                shortlist: Any = None) -> "_Run":
     """The one run of `evaluate` / `aevaluate` (`what`), every argument checked before any
     model call."""
     concurrency, settings = _settings(on_interrupt, concurrency, max_retries, timeout_s,
-                                      context, validate, reask, mode)
+                                      context, validate, reask, mode, shortlist)
     menu, table, rt = _plan(prompt, options, inputs, runtime, expected, context, what, total,
                             journal)
     check_modes(rt, settings["mode"])
@@ -335,7 +339,8 @@ def evaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runtime | N
              progress: bool = True, on_interrupt: str = "return",
              validate: Callable[..., Any] | None = None, reask: Reasker = None,
              mode: ModeName = "menu", journal: Any = None, total: int | None = None,
-             rate_limit: Any = None, batch: Any = False) -> "EvaluationResult":
+             rate_limit: Any = None, batch: Any = False,
+             shortlist: Any = None) -> "EvaluationResult":
     """Run the decision `prompt.format_map(row)` over `options` for every row of `inputs` (a
     pandas DataFrame, a list of dicts, or any iterable of dicts — a generator, a
     `csv.DictReader`, `pandas.read_csv(..., chunksize=)` chunks — with `total=` its row count
@@ -378,10 +383,14 @@ def evaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runtime | N
     `on_interrupt="return"` (the default, so a notebook keeps what finished) the partial result
     is returned with `.interrupted` set and status "cancelled" on unfinished rows; with
     `"raise"` the KeyboardInterrupt is re-raised carrying the partial result as `.result`.
+
+    `shortlist=k` (or `Shortlist(k, by=...)`) narrows every row's menu as in `decision.make`;
+    with `expected=`, `.shortlist_recall` (also in `.summary`) is how often the expected option
+    was among those shown, beside `.accuracy`.
     """
     one = _evaluation("evaluate", prompt, options, inputs, runtime, concurrency, max_retries,
                       expected, context, timeout_s, progress, on_interrupt, validate, reask,
-                      mode, journal, total, rate_limit, batch)
+                      mode, journal, total, rate_limit, batch, shortlist)
     with _evaluation_span(one):
         wall, was_interrupted = one.go()
     result = one.result(wall, was_interrupted)
@@ -398,7 +407,8 @@ async def aevaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runt
                     validate: Callable[..., Any] | None = None, reask: Reasker = None,
                     mode: ModeName = "menu",
                     journal: Any = None, total: int | None = None,
-                    rate_limit: Any = None, batch: Any = False) -> "EvaluationResult":
+                    rate_limit: Any = None, batch: Any = False,
+                    shortlist: Any = None) -> "EvaluationResult":
     """`evaluate`, awaitable: every row is a `decision.amake` task on the running event loop,
     at most `concurrency` in flight, each in a copy of the caller's context. Same arguments
     (`journal=`, `total=`, `rate_limit=` and `batch=` included) and the same
@@ -414,7 +424,7 @@ async def aevaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runt
     import asyncio
     one = _evaluation("aevaluate", prompt, options, inputs, runtime, concurrency, max_retries,
                       expected, context, timeout_s, progress, on_interrupt, validate, reask,
-                      mode, journal, total, rate_limit, batch)
+                      mode, journal, total, rate_limit, batch, shortlist)
     with _evaluation_span(one):
         wall, was_interrupted = await _arun(one)
     result = one.result(wall, was_interrupted)

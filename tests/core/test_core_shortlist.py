@@ -119,3 +119,20 @@ def test_recall_at_k_of_the_bm25_shortlist_on_the_labelled_requests(menu):
     named = [r for i, r in enumerate(ranks) if i % 4 != 3]
     unnamed = [r for i, r in enumerate(ranks) if i % 4 == 3]
     assert sum(r <= 5 for r in unnamed) / len(unnamed) < sum(r <= 5 for r in named) / len(named)
+
+
+def test_evaluate_reports_the_shortlists_recall_beside_accuracy(menu):
+    rows = ROWS[:24]
+    required = {t["name"]: t["inputSchema"]["required"] for t in TOOLS}
+    replies = [pick(name, {k: "x" for k in required[name]}) for _, name in rows]
+    result = decision.evaluate("{q}", menu, [{"q": q} for q, _ in rows], expected=[n for _, n in rows],
+                               runtime=ScriptedRuntime(replies), concurrency=1, progress=False,
+                               shortlist=5, max_retries=0)
+    shown = [t.shortlist["shown"] for t in result.traces]
+    assert all(len(s) == 5 for s in shown)
+    recall = sum(name in s for (_, name), s in zip(rows, shown)) / len(rows)
+    assert result.shortlist_recall == recall
+    # a scripted model that always names the right tool is right exactly where it was shown it
+    assert result.accuracy == recall < 1
+    assert decision.evaluate("{q}", menu, [{"q": "x"}], runtime=ScriptedRuntime([pick("a")]),
+                             progress=False).shortlist_recall is None
