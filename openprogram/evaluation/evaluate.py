@@ -476,11 +476,13 @@ class Variant:
     max_retries: int | None = None
     validate: Any = None
     reask: Any = None
+    shortlist: Any = None   # k or Shortlist(...): this variant's menus narrowed (None: all shown)
 
     def __post_init__(self) -> None:
         # A misspelt way of asking is refused here, where it was written, not when compare runs
         if self.mode is not None:
             get_mode(self.mode)
+        check_shortlist(self.shortlist)
 
 
 def _variants(variants: Any, options: Options | None,
@@ -507,6 +509,8 @@ def _variants(variants: Any, options: Options | None,
                 overrides["validate"] = check_validate(overrides["validate"])
             if "reask" in overrides:
                 overrides["reask"] = check_reask(overrides["reask"])
+            if v.shortlist is not None:
+                overrides["shortlist"] = check_shortlist(v.shortlist)
             opts = v.options if v.options is not None else options
             rt = v.runtime if v.runtime is not None else runtime
             if opts is None:

@@ -136,3 +136,27 @@ def test_evaluate_reports_the_shortlists_recall_beside_accuracy(menu):
     assert result.accuracy == recall < 1
     assert decision.evaluate("{q}", menu, [{"q": "x"}], runtime=ScriptedRuntime([pick("a")]),
                              progress=False).shortlist_recall is None
+
+
+def test_compare_lines_up_no_shortlist_against_k_5_10_20(menu):
+    from openprogram import Variant
+    rows = ROWS[:16]
+    required = {t["name"]: t["inputSchema"]["required"] for t in TOOLS}
+    replies = [pick(name, {k: "x" for k in required[name]}) for _, name in rows]
+    variants = {"all": Variant(runtime=ScriptedRuntime(replies)),
+                **{f"k{k}": Variant(runtime=ScriptedRuntime(replies), shortlist=k)
+                   for k in (5, 10, 20)}}
+    result = decision.compare("{q}", variants, [{"q": q} for q, _ in rows], options=menu,
+                              expected=[n for _, n in rows], concurrency=1, progress=False,
+                              max_retries=0)
+    summary = result.summary
+    recall = {name: result.results[name].shortlist_recall for name in variants}
+    assert recall["all"] is None and recall["k5"] <= recall["k10"] <= recall["k20"]
+    assert list(summary.loc[["k5", "k10", "k20"], "shortlist_recall"]) == [
+        recall["k5"], recall["k10"], recall["k20"]]
+    # what it buys: the prompt of every row is a fraction of the whole menu's
+    sent = {name: sum(len(t.attempts[0].prompt) for t in result.results[name].traces)
+            for name in variants}
+    assert sent["k5"] < sent["k10"] < sent["k20"] < sent["all"] / 10
+    with pytest.raises(ArgumentError):
+        Variant(shortlist=0)
