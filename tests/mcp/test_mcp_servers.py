@@ -285,3 +285,19 @@ def test_a_url_that_refuses_is_a_server_error_naming_it():
     sock.close()  # nothing listens there now
     with pytest.raises(mcp.ServerError, match=f"127.0.0.1:{port}.*could not be started"):
         finishes(lambda: mcp.connect(f"http://127.0.0.1:{port}/mcp", timeout_s=20).open())
+
+
+def test_a_tool_whose_input_schema_cannot_be_read_is_named_with_its_server():
+    from mcp.types import Tool
+    bad = Tool(name="odd", description="An odd tool.",
+               input_schema={"type": "object", "properties": {"n": {"type": "integer",
+                                                                   "minimum": "zero"}}})
+
+    async def never_called(name, arguments):
+        raise AssertionError("no call is made for a tool that cannot be read")
+    loop = asyncio.new_event_loop()
+    try:
+        with pytest.raises(OptionError, match="MCP server 'weird'.*odd.*leave it out"):
+            mcp.tool_options([bad], never_called, loop, server="weird")
+    finally:
+        loop.close()
