@@ -137,16 +137,18 @@ def agent(prompt: Any, *, tools: Any = None, toolset: Any = None, options: Optio
           response_format: Any = None, runtime: Runtime | None = None,
           context: dict[str, Any] | None = None, max_iterations: int = 20,
           timeout_s: float | None = None, validate: Callable[..., Any] | None = None,
-          reask: Any = None, mode: ModeName = "menu", choices: Options | None = None) -> Any:
+          reask: Any = None, mode: ModeName = "menu", choices: Options | None = None,
+          shortlist: Any = None) -> Any:
     """A full turn (rule E2 of docs/rules.md) on the bound Runtime: reasoning and native tool calls from `tools` /
     `toolset`. Returns the reply text; with `options=` (an option set, as in `decision.make`;
-    `choices=` is its older name and still works), the resolved decision."""
+    `choices=` is its older name and still works), the resolved decision; `shortlist=k`
+    narrows the options as in `decision.make`."""
     options = option_set(options, choices, "agent")
     rt = _turn_runtime(runtime, "agent()")
     return rt.exec(prompt, tools=tools, toolset=toolset, options=options,
                    response_format=response_format, max_iterations=max_iterations,
                    timeout_s=timeout_s, context=context, validate=validate, reask=reask,
-                   mode=mode)
+                   mode=mode, **({"shortlist": shortlist} if shortlist is not None else {}))
 
 
 async def aagent(prompt: Any, *, tools: Any = None, toolset: Any = None,
@@ -154,14 +156,15 @@ async def aagent(prompt: Any, *, tools: Any = None, toolset: Any = None,
                  runtime: Runtime | None = None, context: dict[str, Any] | None = None,
                  max_iterations: int = 20, timeout_s: float | None = None,
                  validate: Callable[..., Any] | None = None, reask: Any = None,
-                 mode: ModeName = "menu", choices: Options | None = None) -> Any:
+                 mode: ModeName = "menu", choices: Options | None = None,
+                 shortlist: Any = None) -> Any:
     """`agent()`, awaitable (`Runtime.aexec`): async models, tools and options are awaited."""
     options = option_set(options, choices, "aagent")
     rt = _turn_runtime(runtime, "aagent()")
     return await rt.aexec(prompt, tools=tools, toolset=toolset, options=options,
                           response_format=response_format, max_iterations=max_iterations,
                           timeout_s=timeout_s, context=context, validate=validate, reask=reask,
-                          mode=mode)
+                          mode=mode, **({"shortlist": shortlist} if shortlist is not None else {}))
 
 
 def _turn_runtime(runtime: Runtime | None, where: str) -> Runtime:

@@ -33,6 +33,7 @@ from ..base.model_protocol import (ModelCaller, ModelResponse, ToolCall, blocks_
                                    run_sync, to_blocks, using_runtime)
 from ..decision.options import Param, SchemaOption, check_context, normalize, param_lines, render_menu
 from ..decision.options import schema_field, validate
+from ..decision.options.shortlist import check_shortlist, narrow
 from ..trace.records import ToolRound, replace
 from ..trace.decision_trace import emit
 
@@ -400,28 +401,29 @@ class Runtime(ModelCaller):
     def exec(self, content, *, tools=None, toolset=None, options=None, response_format=None,
              max_iterations: int = 20, timeout_s: float | None = None, context: dict | None = None,
              validate: Callable | None = None, reask: Any = None, mode: str = "menu",
-             choices=None):
+             choices=None, shortlist: Any = None):
         """Run one turn. Returns the reply text; with `options=` (an option set, as in
         `decision.make`; `choices=` is its older name), the resolved decision (a `validate=`
         rule and a `reask=` text apply as in `decision.make`); with `response_format=`, the
         validated object."""
         return run_sync(self._exec(content, tools, toolset, option_set(options, choices, "exec"),
                                    response_format, max_iterations, timeout_s, context,
-                                   validate, reask, mode, sync=True))
+                                   validate, reask, mode, sync=True, shortlist=shortlist))
 
     async def aexec(self, content, *, tools=None, toolset=None, options=None,
                     response_format=None, max_iterations: int = 20,
                     timeout_s: float | None = None, context: dict | None = None,
                     validate: Callable | None = None, reask: Any = None, mode: str = "menu",
-                    choices=None):
+                    choices=None, shortlist: Any = None):
         """`exec()` for async callers: model calls through `acall_model`, async tools and
         options awaited."""
         return await self._exec(content, tools, toolset, option_set(options, choices, "aexec"),
                                 response_format, max_iterations, timeout_s, context, validate,
-                                reask, mode, sync=False)
+                                reask, mode, sync=False, shortlist=shortlist)
 
     async def _exec(self, content, tools, toolset, options, response_format, max_iterations,
-                    timeout_s, context, validate, reask, mode, *, sync: bool):
+                    timeout_s, context, validate, reask, mode, *, sync: bool,
+                    shortlist: Any = None):
         check_iterations(max_iterations)
         reask = check_reask(reask)
         deadline = deadline_after(timeout_s)
@@ -436,7 +438,7 @@ class Runtime(ModelCaller):
             return await run_agent_decision(self, blocks, options, tool_list, context=context,
                                             max_iterations=max_iterations, deadline=deadline,
                                             sync=sync, validate=validate, reask=reask,
-                                            mode=mode)
+                                            mode=mode, shortlist=shortlist)
         if response_format is not None:
             return await run_format(self, blocks, response_format, tool_list, context=context,
                                     max_iterations=max_iterations, deadline=deadline, sync=sync,
@@ -586,22 +588,25 @@ async def run_agent_decision(rt: Runtime, blocks: list[dict], options: Any, tool
                              *, context: dict | None, max_iterations: int,
                              deadline: float | None, sync: bool = True,
                              validate: Callable | None = None, reask: Callable | None = None,
-                             mode: Any = None):
+                             mode: Any = None, shortlist: Any = None):
     """`exec(options=)` (E2): one turn with tools, then the last reply is the decision; one
     re-pick, fixed. In menu mode the finish instruction and the menu end the prompt; in the
-    other modes the choices travel as tools or as the schema."""
+    other modes the choices travel as tools or as the schema. `shortlist=` narrows the
+    options against the request first, as in `decision.make`."""
+    shortlist = check_shortlist(shortlist)
     menu = normalize(options)
     check_context(menu, context)
+    request = blocks_text(blocks)
+    menu, listing = narrow(shortlist, request, menu)
     way = get_mode(mode)(menu)
     check_modes(rt, way.name)
     menu_text = render_menu(menu)
-    request = blocks_text(blocks)
     turn = _append_text(blocks, DECISION_FINISH_INSTRUCTION + "\n\n" + menu_text) \
         if way.menu_in_prompt else blocks
     with rt.dag.span("decision", "agent(options=)"):
         d = Decider(rt, menu, request=request, context=context, max_attempts=2, entry="agent",
                     deadline=deadline, menu_text=menu_text, sync=sync, validate=validate,
-                    reask=reask, mode=way)
+                    reask=reask, mode=way, shortlist=listing)
         with d.running():
             d.new_attempt(blocks_text(turn))
             await _turn(d, turn, tools, max_iterations)

@@ -160,3 +160,14 @@ def test_compare_lines_up_no_shortlist_against_k_5_10_20(menu):
     assert sent["k5"] < sent["k10"] < sent["k20"] < sent["all"] / 10
     with pytest.raises(ArgumentError):
         Variant(shortlist=0)
+
+
+def test_agent_narrows_its_options_too(menu):
+    from openprogram import agent
+    rt = ScriptedRuntime([pick("trello_delete_card", {"card_id": "c1"})])
+    result = agent("Please remove the card for dark mode in Trello.", options=menu, runtime=rt,
+                   shortlist=5)
+    assert result == {"decision": "trello_delete_card", "card_id": "c1"}
+    trace = decision.last_trace()
+    assert trace.entry == "agent" and len(trace.shortlist["shown"]) == 5
+    assert "spotify_delete_playlist" not in trace.attempts[0].prompt
