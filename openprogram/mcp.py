@@ -129,7 +129,23 @@ async def _call(session: Any, name: str, arguments: dict) -> Any:
 async def _settled(call: Any, name: str, arguments: dict, structured: bool) -> Any:
     # the call starts only here, on the session's loop: an awaitable refused before it runs
     # leaves no request half made
-    return content_value(await call(name, arguments), structured)
+    import anyio
+    from mcp import MCPError
+    from mcp.types import CONNECTION_CLOSED
+    try:
+        result = await call(name, arguments)
+    except MCPError as exc:
+        if getattr(getattr(exc, "error", None), "code", None) == CONNECTION_CLOSED:
+            raise ServerError(f"the MCP server's connection closed (the server ended?), so "
+                              f"{name!r} could not be called: connect again") from exc
+        # a JSON-RPC error for this call (invalid params...): the model may correct it
+        raise ToolError(f"the server refused the call of {name!r}: "
+                        f"{cut(getattr(getattr(exc, 'error', None), 'message', None) or str(exc), 2000, '')}"
+                        ) from exc
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
+        raise ServerError(f"the MCP server's connection is closed (the server ended?), so "
+                          f"{name!r} could not be called: connect again") from exc
+    return content_value(result, structured)
 
 
 def content_value(result: Any, structured: bool = True) -> Any:

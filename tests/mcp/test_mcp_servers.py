@@ -301,3 +301,17 @@ def test_a_tool_whose_input_schema_cannot_be_read_is_named_with_its_server():
             mcp.tool_options([bad], never_called, loop, server="weird")
     finally:
         loop.close()
+
+
+def test_a_server_that_ends_mid_run_is_a_server_error_not_a_re_ask():
+    import signal
+    before = children()
+    with mcp.connect(TIME) as conn:
+        (pid,) = children() - before
+        os.kill(pid, signal.SIGKILL)
+        rt = ScriptedRuntime([pick("get_current_time", {"timezone": "Etc/UTC"})])
+        with pytest.raises(mcp.ServerError, match="connection closed.*connect again"):
+            finishes(lambda: decision.make("Time?", conn.options, runtime=rt, timeout_s=60))
+        trace = decision.last_trace()
+        assert trace.status == "failed" and len(trace.attempts) == 1  # not re-asked
+    assert children() == before
