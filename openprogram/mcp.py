@@ -306,11 +306,13 @@ class Connection:
     made through it as (option name, arguments). Open with `with` / `async with`, or
     `open()` / `close()`."""
 
-    def __init__(self, servers: dict[str, dict], *, timeout_s: float = START_TIMEOUT_S):
+    def __init__(self, servers: dict[str, dict], *, timeout_s: float = START_TIMEOUT_S,
+                 cache: Any = None):
         if not servers:
             raise UsageError("connect() needs a server: a command line, a URL or config=")
         self.servers = [_Server(k, s) for k, s in servers.items()]
         self.timeout_s = timeout_s
+        self.cache = _ResultCache(cache) if cache is not None else None
         self.options: list[ToolDefinition] = []
         self.tools: list = []
         self.calls: list[tuple[str, dict]] = []
@@ -380,9 +382,18 @@ class Connection:
             if server.session is None:
                 raise ServerError(f"{server.describe()} is closed (or ended): open the "
                                   f"connection again")
+            key = None
+            if self.cache is not None:
+                key = self.cache.key(server.key, name, arguments)
+                kept = self.cache.get(key)
+                if kept is not None:  # answered from the cache: the server is not called
+                    return kept
             self.calls.append((next((o for o, (s, n) in self._by_option.items()
                                      if s is server and n == name), name), dict(arguments)))
-            return await server.session.call_tool(name, arguments)
+            result = await server.session.call_tool(name, arguments)
+            if key is not None and self.cache is not None:
+                self.cache.put(key, result)
+            return result
         return call
 
     def close(self) -> None:
@@ -442,6 +453,50 @@ class Connection:
                 f"{len(self.options)} tools, {state}>")
 
 
+class _ResultCache:
+    """Tool results kept in a JSON file by (server, tool, arguments), so a notebook run again
+    does not call its servers again: `connect(..., cache="tools.json")`. The SDK's
+    CallToolResult is kept whole (an error result too) and read back as one. Delete the file
+    (or a key of it) to call the server again."""
+
+    def __init__(self, path: Any):
+        import json
+        self.path = os.fspath(path)
+        self.lock = threading.Lock()
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                self.entries = json.load(f)
+        except FileNotFoundError:
+            self.entries = {}
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"the MCP result cache {self.path!r} cannot be read ({exc}): "
+                             f"delete it, or give another path") from None
+        if not isinstance(self.entries, dict):
+            raise UsageError(f"the MCP result cache {self.path!r} is not a JSON object: "
+                             f"delete it, or give another path")
+
+    @staticmethod
+    def key(server: str, tool: str, arguments: dict) -> str:
+        import json
+        return json.dumps([server, tool, arguments], sort_keys=True, ensure_ascii=False)
+
+    def get(self, key: str) -> Any:
+        kept = self.entries.get(key)
+        if kept is None:
+            return None
+        from mcp.types import CallToolResult
+        return CallToolResult.model_validate(kept)
+
+    def put(self, key: str, result: Any) -> None:
+        import json
+        with self.lock:
+            self.entries[key] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+            tmp = f"{self.path}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(self.entries, f, ensure_ascii=False, indent=1)
+            os.replace(tmp, self.path)  # never a half-written cache
+
+
 def _reason(exc: BaseException) -> str:
     """The first real error inside an exception group (anyio's task groups wrap them)."""
     groups = getattr(__import__("builtins"), "BaseExceptionGroup", ())  # Python 3.11+
@@ -452,7 +507,7 @@ def _reason(exc: BaseException) -> str:
 
 def connect(*commands_or_urls: Any, config: Any = None, name: str | None = None,
             env: dict[str, str] | None = None, cwd: str | None = None,
-            timeout_s: float = START_TIMEOUT_S) -> Connection:
+            timeout_s: float = START_TIMEOUT_S, cache: Any = None) -> Connection:
     """Live MCP servers as an option set, for `with` or `async with`:
 
         with mcp.connect("mcp-server-time --local-timezone Etc/UTC") as time_tools:
@@ -463,7 +518,9 @@ def connect(*commands_or_urls: Any, config: Any = None, name: str | None = None,
     an MCP client config (a dict or a JSON file). `name` is the key of a single server (by
     default the command's file name or the URL's host); `env` and `cwd` go to every command.
     A server that does not start, or does not answer within `timeout_s`, is a ServerError
-    naming it; nothing is left running."""
+    naming it; nothing is left running. `cache="tools.json"` keeps every tool result in that
+    file and answers the same call (server, tool, arguments) from it later: a notebook run
+    again makes no server calls for what it asked before."""
     servers: dict[str, dict] = {}
     for c in commands_or_urls:
         key, spec = _spec(c)
@@ -482,4 +539,4 @@ def connect(*commands_or_urls: Any, config: Any = None, name: str | None = None,
             if key in servers:
                 raise UsageError(f"server key {key!r} is given twice (a command and config=)")
             servers[key] = spec
-    return Connection(servers, timeout_s=timeout_s)
+    return Connection(servers, timeout_s=timeout_s, cache=cache)

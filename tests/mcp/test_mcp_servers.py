@@ -315,3 +315,24 @@ def test_a_server_that_ends_mid_run_is_a_server_error_not_a_re_ask():
         trace = decision.last_trace()
         assert trace.status == "failed" and len(trace.attempts) == 1  # not re-asked
     assert children() == before
+
+
+def test_a_result_cache_answers_a_run_again_with_no_server_calls(tmp_path):
+    cache = tmp_path / "tools.json"
+    bad = {"source_timezone": "Nowhere/Special", "time": "10:00", "target_timezone": "Etc/UTC"}
+    good = {**bad, "source_timezone": "Asia/Tokyo"}
+
+    def run(conn):
+        rt = ScriptedRuntime([pick("convert_time", bad), pick("convert_time", good)])
+        return decision.make("10:00 in Tokyo is what in UTC?", conn.options, runtime=rt)
+    with mcp.connect(TIME, cache=cache) as conn:
+        first = run(conn)
+        assert len(conn.calls) == 2
+    with mcp.connect(TIME, cache=cache) as conn:
+        again = run(conn)
+        assert conn.calls == []  # both answers, the error one too, came from the cache
+        assert decision.last_trace().attempts[0].error_kind == "tool_error"
+    assert again == first
+    with pytest.raises(UsageError, match="cannot be read"):
+        cache.write_text("{not json")
+        mcp.connect(TIME, cache=cache)
