@@ -15,13 +15,14 @@ from .runtime.agent import Agent, aagent, agent, bind_context, current_agent
 from .base.errors import (ERROR_KINDS, ArgumentError, DecisionError,
                           MissingExtraError, ModelCallError, NoRuntimeError,
                           OpenProgramError, OptionError, OptionWarning, Retry,
-                          SchemaError, UsageError)
+                          SchemaError, ToolError, UsageError, WaitTimeout)
 from .trace.records import Pick, Reask
 from .runtime.function import agentic_function
 from .decision.loop import amake, make
 from .base.lazy import lazy_names
 from .decision.options import Option, register_option_kind
 from .decision.options.tool_definitions import JsonSchema, tool
+from .decision.options.shortlist import Shortlist
 from .runtime.runtime import (DAG, ModelResponse, Runtime, ToolCall, current_runtime,
                               using_runtime)
 from . import runtimes  # noqa: F401  (registers the cassette reader of decision.revalidate)
@@ -31,10 +32,10 @@ from .trace.decision_trace import (Attempt, DecisionTrace, TraceEvent, add_obser
 
 __version__ = "0.1.0"
 
-__all__ = ["Agent", "agent", "aagent", "Retry", "Pick", "Reask", "decision", "DecisionError",
+__all__ = ["Agent", "agent", "aagent", "Retry", "ToolError", "WaitTimeout", "Pick", "Reask", "decision", "DecisionError",
            "OptionError", "OptionWarning", "OpenProgramError", "MissingExtraError",
            "ArgumentError", "UsageError", "SchemaError", "NoRuntimeError",
-           "JsonSchema", "tool",
+           "JsonSchema", "tool", "Shortlist",
            "Option", "register_option_kind", "register_trace_view", "Runtime", "ToolCall",
            "ModelResponse", "ModelCallError", "DAG", "DecisionTrace", "Attempt", "TraceEvent",
            "ERROR_KINDS", "observe", "add_observer", "remove_observer", "last_trace",

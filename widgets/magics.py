@@ -111,6 +111,7 @@ class DecisionMagics(Magics):
     def __init__(self, shell):
         super().__init__(shell)
         self.default_runtime = None
+        self.mcp_connections: dict[str, Any] = {}  # %mcp_connect's, ended at unload
 
     # -- helpers ------------------------------------------------------------------------------
     @staticmethod
@@ -477,6 +478,38 @@ class DecisionMagics(Magics):
                                  f"{_trace.history.maxlen} ({ids})")
         return found
 
+    # -- %mcp_connect --------------------------------------------------------------------------
+    @no_var_expand
+    @line_magic
+    def mcp_connect(self, line):
+        """Start an MCP server (a command line, or the URL of a streamable-HTTP server) and bind
+        its connection to NAME; its tools are the option set NAME.options.
+
+            %mcp_connect clock mcp-server-time --local-timezone Etc/UTC
+            %%decide clock.options
+            What time is it in Tokyo?
+
+        The server runs on a loop and thread of its own, so %%decide (a sync call inside the
+        kernel's running loop) never waits on itself. `%mcp_connect NAME` again replaces (and
+        ends) the connection NAME had; unloading the extension ends them all."""
+        name, _, command = line.strip().partition(" ")
+        if not name.isidentifier() or keyword.iskeyword(name) or not command.strip():
+            raise UsageError("usage: %mcp_connect NAME COMMAND [ARGS...] (or NAME URL): NAME "
+                             "is a Python name to bind the connection to")
+        from openprogram import mcp
+        old = self.mcp_connections.pop(name, None)
+        if old is not None:
+            old.close()
+        try:
+            conn = mcp.connect(command.strip(), name=name).open()
+        except mcp.ServerError as exc:
+            raise UsageError(str(exc)) from None
+        self.mcp_connections[name] = conn
+        self.shell.user_ns[name] = conn
+        print(f"{name}: {len(conn.options)} tools ({', '.join(o.name for o in conn.options)}); "
+              f"use {name}.options as the option set")
+        return None
+
 
 def menu_frame(menu) -> Any:
     """The option table of `%decision_menu`: one row per parameter (an option without
@@ -514,6 +547,9 @@ def unload_ipython_extension(ipython) -> None:
     magics = ipython.magics_manager.registry.pop("DecisionMagics", None)
     if magics is None:
         return
+    for conn in magics.mcp_connections.values():  # no server outlives the extension
+        conn.close()
+    magics.mcp_connections.clear()
     for kind, names in magics.magics.items():
         table = ipython.magics_manager.magics[kind]
         for name in names:

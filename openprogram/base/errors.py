@@ -35,6 +35,8 @@ ERROR_KINDS: dict[str, str] = {
                      "field's description what values are allowed.",
     "rejected": "A rule of the caller's (validate=, or the option raising openprogram.Retry) "
                 "rejected the pick; its message says why and was sent back to the model.",
+    "tool_error": "The picked tool ran and reported an error for those arguments (an MCP "
+                  "server's isError result); its message was sent back to the model.",
     "multiple_calls": "The model asked for several options at once; exactly one must be picked.",
     "refused": "The provider reported that the model refused to answer; rephrase the request "
                "or check it against the provider's policies.",
@@ -72,6 +74,8 @@ _FIXES: dict[str, str] = {
     "enum_violation": "Name the allowed values in the field's description.",
     "invalid_value": "Say in the field's description what values are allowed.",
     "rejected": "The rule's message was sent back to the model with the re-ask.",
+    "tool_error": "Describe in the tool's description what arguments it accepts, or raise "
+                  "max_retries so the model can correct them.",
     "multiple_calls": "Ask the model for exactly one pick.",
     "refused": "Rephrase the request or check it against the provider's policies.",
     "truncated": "Raise max_tokens or ask for a shorter reply.",
@@ -162,9 +166,23 @@ class Retry(OpenProgramError, ValueError):
     the pick: the attempt fails with kind `rejected`, "why" is sent back to the model in the
     re-ask, and nothing of the pick runs (or, from inside an option, its result is dropped)."""
 
+    kind = "rejected"
+
     def __init__(self, message: str = "a rule of the caller's rejected this pick; pick again"):
         super().__init__(message)
         self.message = message
+
+
+class ToolError(Retry):
+    """A tool reported an error for the arguments it was given (an MCP server's result with
+    `isError`, or any function option raising it): the attempt fails with kind `tool_error`,
+    and the tool's message is sent back to the model in the re-ask, like a `Retry`."""
+    kind = "tool_error"
+
+
+class WaitTimeout(OpenProgramError, TimeoutError):
+    """An awaitable of a decision (an async option, tool or model function) did not finish in
+    the time `timeout_s` left; it was cancelled. The message says where it was waited on."""
 
 
 class ModelCallError(OpenProgramError, RuntimeError):

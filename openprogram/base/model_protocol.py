@@ -19,13 +19,13 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from typing import Any, Callable, Coroutine, Iterator, TypeVar
     T = TypeVar("T")
 
-from .errors import ArgumentError, ModelCallError, NoRuntimeError, UsageError
+from .errors import ArgumentError, ModelCallError, NoRuntimeError, UsageError, WaitTimeout
 
 __all__ = ["ToolCall", "ModelResponse", "ModelCaller", "ModelCallError", "current_runtime",
            "using_runtime", "current_agent", "resolve_runtime", "check_timeout",
            "deadline_after", "check_iterations", "check_modes", "to_blocks", "blocks_text",
            "run_sync",
-           "run_blocking", "settle_value"]
+           "run_blocking", "settle_value", "OnLoop", "on_loop"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -108,42 +108,167 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     raise RuntimeError("internal error: a synchronous decision tried to suspend")
 
 
-def run_blocking(awaitable):
-    """Finish an awaitable from synchronous code. With no event loop running in this thread,
-    asyncio.run; inside a running loop (every notebook cell), a worker thread runs it on a loop
-    of its own while this thread waits, since the running loop cannot be re-entered. Context
-    variables (the bound runtime, observers) travel with it."""
-    import asyncio
+class OnLoop:
+    """An awaitable that only one event loop can finish: a call on an MCP session, a connection,
+    anything whose answer a task of `loop` delivers. Awaited on that loop it is awaited as is;
+    awaited on another loop, or finished by the sync API from another thread, it is sent to
+    `loop` (which must be running, in its own thread) and waited for there. Made with
+    `on_loop(awaitable, loop)`."""
+    __slots__ = ("awaitable", "loop")
 
-    async def main():
-        return await awaitable
+    def __init__(self, awaitable: Any, loop: Any):
+        if not inspect.isawaitable(awaitable):
+            raise UsageError(f"on_loop(awaitable, loop) takes an awaitable (a coroutine), got "
+                             f"{type(awaitable).__name__}")
+        self.awaitable, self.loop = awaitable, loop
+
+    def __await__(self):
+        import asyncio
+        if _running_loop() is self.loop:
+            return self.awaitable.__await__()
+        return asyncio.wrap_future(self.submit()).__await__()
+
+    def submit(self) -> Any:
+        """Start the awaitable on its loop from another thread: a concurrent.futures.Future
+        whose cancel() cancels it there."""
+        import asyncio
+        if self.loop.is_closed() or not self.loop.is_running():
+            self.close()
+            raise UsageError(f"the event loop this awaitable belongs to is "
+                             f"{'closed' if self.loop.is_closed() else 'not running'}, so "
+                             f"nothing can finish it (a session opened on a loop that has "
+                             f"ended): open the session again, on a loop that keeps running")
+        return asyncio.run_coroutine_threadsafe(_awaited(self.awaitable), self.loop)
+
+    def close(self) -> None:
+        """Never to be awaited: close a coroutine so it is not reported as never awaited."""
+        close = getattr(self.awaitable, "close", None)
+        if close is not None:
+            close()
+
+    def __repr__(self) -> str:
+        return f"on_loop({self.awaitable!r})"
+
+
+def on_loop(awaitable: Any, loop: Any = None) -> OnLoop:
+    """Mark `awaitable` as belonging to `loop` (by default the loop running now): the sync API
+    and other loops then finish it on that loop instead of a loop of their own, where it could
+    never complete (see `run_blocking`)."""
+    if loop is None:
+        import asyncio
+        loop = asyncio.get_running_loop()
+    return OnLoop(awaitable, loop)
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def _running_loop() -> Any:
+    import asyncio
     try:
-        asyncio.get_running_loop()
+        return asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(main())
+        return None
+
+
+def _left(deadline: float | None) -> float | None:
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
+async def _bounded(awaitable: Any, deadline: float | None, where: str) -> Any:
+    """`await awaitable`, cancelled when `deadline` passes (a WaitTimeout then)."""
+    if deadline is None:
+        return await awaitable
+    import asyncio
+    try:
+        return await asyncio.wait_for(_awaited(awaitable), _left(deadline))
+    except asyncio.TimeoutError:
+        if time.monotonic() < deadline:  # the awaitable's own timeout, not the budget's
+            raise
+        raise WaitTimeout(f"an awaitable of this decision (an async option, tool or model "
+                          f"function) did not finish within timeout_s and was cancelled{where}"
+                          ) from None
+
+
+_SAME_LOOP = (
+    ". It ran on a worker thread's event loop of its own: this sync call was made inside a "
+    "running event loop (a notebook cell), which cannot be re-entered while it waits. If it "
+    "awaits something opened on that running loop (an MCP session opened with `await`), only "
+    "that loop can finish it: use `await decision.amake(...)` there, or open the resource on a "
+    "loop of its own (openprogram.mcp.connect does) and mark its awaitables with "
+    "on_loop(awaitable, loop)")
+
+
+def run_blocking(awaitable: Any, deadline: float | None = None) -> Any:
+    """Finish an awaitable from synchronous code, within `deadline` (a time.monotonic(); past
+    it the awaitable is cancelled and WaitTimeout raised).
+
+    - an `OnLoop` (an awaitable that belongs to one loop) runs on its loop: sent there when that
+      loop runs in another thread; refused at once when it is the loop this very call blocks,
+      which could only deadlock;
+    - anything else, with no event loop running in this thread: asyncio.run;
+    - inside a running loop (every notebook cell): a worker thread runs it on a loop of its own
+      while this thread waits, since the running loop cannot be re-entered.
+    Context variables (the bound runtime, observers) travel with it."""
+    import asyncio
+    running = _running_loop()
+    if isinstance(awaitable, OnLoop):
+        home = awaitable.loop
+        if home is running:
+            awaitable.close()
+            raise UsageError(
+                "a sync call (decision.make, agent, evaluate, a magic) was made inside the "
+                "running event loop that an option's awaitable belongs to (an MCP session "
+                "opened with `await` on it): waiting for it here would stop the only loop "
+                "that can finish it, in this thread, forever. Use `await decision.amake(...)` "
+                "(`await aagent(...)`, `await aevaluate(...)`) in this loop, or open the session "
+                "with openprogram.mcp.connect(...), which keeps it on a loop of its own")
+        if home.is_running() or running is not None or home.is_closed():
+            import concurrent.futures
+            fut = awaitable.submit()
+            try:
+                return fut.result(_left(deadline))
+            except concurrent.futures.TimeoutError:
+                fut.cancel()
+                raise WaitTimeout("an awaitable of this decision did not finish on its own "
+                                  "event loop within timeout_s, and was cancelled there") from None
+        # its loop exists but is not running, and none runs here: run it here
+        return home.run_until_complete(_bounded(awaitable.awaitable, deadline, ""))
+    if running is None:
+        return asyncio.run(_bounded(awaitable, deadline, ""))
     ctx = contextvars.copy_context()
     box: dict = {}
 
     def work():
         try:
-            box["value"] = ctx.run(asyncio.run, main())
+            box["value"] = ctx.run(asyncio.run, _bounded(awaitable, deadline, _SAME_LOOP))
         except BaseException as exc:  # handed to the waiting thread as is
             box["error"] = exc
     import threading  # only a sync call made inside a running event loop needs a thread
     t = threading.Thread(target=work, name="openprogram-sync-await", daemon=True)
     t.start()
-    t.join()
+    # The worker's own wait_for ends it at the deadline; the join's bound is for an awaitable
+    # that blocks its loop's thread outright (a sync sleep inside a coroutine), which nothing
+    # can cancel: the thread is left to end on its own.
+    left = _left(deadline)
+    t.join(None if left is None else left + 1.0)
+    if t.is_alive():
+        raise WaitTimeout("an awaitable of this decision blocked its event loop's thread past "
+                          "timeout_s (a blocking call inside a coroutine?)" + _SAME_LOOP)
     if "error" in box:
         raise box["error"]
     return box["value"]
 
 
-async def settle_value(value: Any, sync: bool) -> Any:
+async def settle_value(value: Any, sync: bool, deadline: float | None = None) -> Any:
     """A user callable's return value, finished: an awaitable (an async option, tool or model
     function) is awaited on the async path and run to completion on the sync path, so a
-    coroutine is never taken for a result."""
+    coroutine is never taken for a result. Past `deadline` it is cancelled (WaitTimeout)."""
     if inspect.isawaitable(value):
-        return run_blocking(value) if sync else await value
+        if sync:
+            return run_blocking(value, deadline)
+        return await _bounded(value, deadline, "")
     return value
 
 

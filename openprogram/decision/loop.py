@@ -24,13 +24,14 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
 from ..trace.confidence import (ConfidenceAsk, check_confidence, check_threshold, from_counts,
                          from_response)
 from ..base.errors import (ArgumentError, DecisionError, ModelCallError, ParseError, Retry, UsageError,
-                     explain, reply_head)
+                     WaitTimeout, explain, reply_head)
 from .extract import extract_action, value_span
 from .modes import MenuMode, Mode, get_mode
 from ..base.model_protocol import (ModelCaller, ModelResponse, check_modes, current_runtime, deadline_after,
                                    resolve_runtime, run_sync, settle_value)
 from .options import (Menu, Option, call_function, check_context, normalize, option_infos,
                       render_menu, safe_key)
+from .options.shortlist import Shortlist, check_shortlist, narrow
 from ..trace.records import Attempt, Pick, Reask, replace
 from ..base.redaction import redact_decoded
 from ..trace.decision_trace import DecisionTrace, emit, record
@@ -138,7 +139,7 @@ class Decider:
                  sync: bool = True, validate: Callable[..., Any] | None = None,
                  reask: Callable[[Reask], str] | None = None, mode: Mode | None = None,
                  quiet: bool = False, confidence: ConfidenceAsk | None = None,
-                 min_confidence: float | None = None, low_confidence: str | None = None, repair: str = DEFAULT_REPAIR) -> None:
+                 min_confidence: float | None = None, low_confidence: str | None = None, repair: str = DEFAULT_REPAIR, shortlist: dict[str, Any] | None = None) -> None:
         self.runtime, self.menu, self.request = runtime, menu, request
         # what the decision asks of the model's probabilities (checked by the entry point)
         self.confidence = confidence
@@ -163,7 +164,8 @@ class Decider:
             prompt=request, menu=self.menu_text, options=option_infos(menu), entry=entry,
             max_attempts=max_attempts, runtime=getattr(runtime, "name", None),
             context_keys=sorted(self.context), mode=self.mode.name,
-            model=getattr(runtime, "model", None), provider=getattr(runtime, "provider", None))
+            model=getattr(runtime, "model", None), provider=getattr(runtime, "provider", None),
+            shortlist=shortlist)
         self.att: Attempt | None = None  # None until the first new_attempt()
         self._t0 = time.perf_counter()
         self._emit("decision_started", self.trace)
@@ -599,9 +601,11 @@ class Decider:
         if self.validate is None:
             return
         try:
-            verdict = await settle_value(self.validate(pick), self.sync)
+            verdict = await settle_value(self.validate(pick), self.sync, self.deadline)
         except Retry as r:
-            raise ParseError("rejected", r.message) from None
+            raise ParseError(r.kind, r.message) from None
+        except WaitTimeout as exc:
+            self.fail_with(ParseError("timeout", str(exc)), cause=exc)
         if verdict is False:  # a predicate says no as plainly as a Retry does
             raise ParseError("rejected", f"the validate= rule returned False for the pick of "
                                          f"{option.name!r}; pick again")
@@ -620,9 +624,11 @@ class Decider:
 
     async def resolve(self, option: Option, kwargs: dict[str, Any]) -> Any:
         try:
-            result = await settle_value(option.resolve(kwargs), self.sync)
+            result = await settle_value(option.resolve(kwargs), self.sync, self.deadline)
         except Retry as r:  # the option itself rejected the pick: re-ask (settle catches it)
-            raise ParseError("rejected", r.message) from None
+            raise ParseError(r.kind, r.message) from None
+        except WaitTimeout as exc:  # timeout_s covers the option's own wait too
+            self.fail_with(ParseError("timeout", str(exc)), cause=exc)
         except BaseException as exc:
             self.finish("decision_failed", error=exc)
             if hasattr(exc, "add_note"):
@@ -691,7 +697,7 @@ async def _make(prompt: str, options: Options, *, runtime: ModelCaller | None,
                 context: dict[str, Any] | None, max_retries: int, timeout_s: float | None,
                 sync: bool, entry: str, validate: Callable[..., Any] | None, reask: Any,
                 mode: Any, confidence: Any = None, min_confidence: Any = None,
-                low_confidence: Any = None, repair: Any = None) -> Any:
+                low_confidence: Any = None, repair: Any = None, shortlist: Any = None) -> Any:
     if not isinstance(prompt, str):
         raise UsageError(f"prompt must be a str, got {type(prompt).__name__}")
     reask = check_reask(reask)
@@ -699,18 +705,20 @@ async def _make(prompt: str, options: Options, *, runtime: ModelCaller | None,
     way = get_mode(mode)
     attempts = max_attempts(max_retries)
     deadline = deadline_after(timeout_s)
+    shortlist = check_shortlist(shortlist)
     menu = normalize(options)
     check_context(menu, context)
     rt = resolve_runtime(runtime, entry)
     check_modes(rt, way.name)
     ask = check_confidence(confidence, rt, where=entry, mode=way.name)
     check_threshold(min_confidence, low_confidence, [o.name for o in menu], ask, entry)
+    menu, listing = narrow(shortlist, prompt, menu)  # the model sees, and may pick, these only
     menu_text = render_menu(menu)
     with rt.dag.span("decision", entry):
         d = Decider(rt, menu, request=prompt, context=context, max_attempts=attempts,
                     entry="make", deadline=deadline, menu_text=menu_text, sync=sync,
                     validate=validate, reask=reask, mode=way(menu), confidence=ask,
-                    min_confidence=min_confidence, low_confidence=low_confidence, repair=repair)
+                    min_confidence=min_confidence, low_confidence=low_confidence, repair=repair, shortlist=listing)
         with d.running():
             text = d.mode.prompt(prompt, menu_text)
             d.new_attempt(text)
@@ -723,7 +731,7 @@ def make(prompt: str, options: Options, *, runtime: ModelCaller | None = None,
          timeout_s: float | None = None, validate: Callable[..., Any] | None = None,
          reask: str | Callable[[Reask], str] | None = None, mode: ModeName = "menu",
          confidence: Any = False, min_confidence: float | None = None,
-         low_confidence: str | None = None, repair: str | None = None) -> Any:
+         low_confidence: str | None = None, repair: str | None = None, shortlist: int | Shortlist | None = None) -> Any:
     """Pure decision (rule E1 of docs/rules.md): send `prompt + "\\n\\n" + menu` in one model call and return the
     resolved result of the model's pick. Your prompt must ask the model to pick. Works with
     async models and async options too, also inside a running event loop (a notebook cell):
@@ -743,12 +751,15 @@ def make(prompt: str, options: Options, *, runtime: ModelCaller | None = None,
     by `low_confidence=` in its place.
     `repair=` is how sloppy a reply may be and still be read without a re-ask: "off" (every
     deviation is re-asked), "safe" (the default: JSON syntax where one value is meant) or
-    "menu" (also what the options make unambiguous); each repair is on `attempt.repairs`."""
+    "menu" (also what the options make unambiguous); each repair is on `attempt.repairs`.
+    `shortlist=k` (or `Shortlist(k, by=...)`) shows the model only the k options that rank
+    highest against the prompt (BM25 by default); the trace records the ranking
+    (`trace.shortlist`, `trace.pick_rank`); see options/shortlist.py."""
     return run_sync(_make(prompt, options, runtime=runtime, context=context,
                           max_retries=max_retries, timeout_s=timeout_s, sync=True,
                           entry="decision.make", validate=validate, reask=reask, mode=mode,
                           confidence=confidence, min_confidence=min_confidence,
-                          low_confidence=low_confidence, repair=repair))
+                          low_confidence=low_confidence, repair=repair, shortlist=shortlist))
 
 
 async def amake(prompt: str, options: Options, *, runtime: ModelCaller | None = None,
@@ -756,7 +767,7 @@ async def amake(prompt: str, options: Options, *, runtime: ModelCaller | None = 
                 timeout_s: float | None = None, validate: Callable[..., Any] | None = None,
                 reask: str | Callable[[Reask], str] | None = None,
                 mode: ModeName = "menu", confidence: Any = False,
-                min_confidence: float | None = None, low_confidence: str | None = None, repair: str | None = None) -> Any:
+                min_confidence: float | None = None, low_confidence: str | None = None, repair: str | None = None, shortlist: int | Shortlist | None = None) -> Any:
     """`make`, awaitable: the model call goes through the runtime's async path
     (`acall_model`), async options are awaited, and many `amake`s run concurrently on one
     event loop. Cancelling the task finishes its trace as failed."""
@@ -764,7 +775,7 @@ async def amake(prompt: str, options: Options, *, runtime: ModelCaller | None = 
                        max_retries=max_retries, timeout_s=timeout_s, sync=False,
                        entry="decision.amake", validate=validate, reask=reask, mode=mode,
                        confidence=confidence, min_confidence=min_confidence,
-                       low_confidence=low_confidence, repair=repair)
+                       low_confidence=low_confidence, repair=repair, shortlist=shortlist)
 
 
 def parse_args(reply: Any, options: Options, *, runtime: ModelCaller | None = None,

@@ -42,6 +42,7 @@ from ..decision.loop import check_reask, check_validate, max_attempts as _max_at
 from ..base.model_protocol import ModelCaller as Runtime, check_modes, check_timeout, resolve_runtime
 from ..decision.modes import get_mode
 from ..decision.options import check_context, normalize, render_menu
+from ..decision.options.shortlist import check_shortlist
 from .ratelimit import RateLimit, check_rate_limit, run_default, using as _limited
 from ..trace.decision_trace import repr_head, batch
 from ..trace.decision_trace import batch as _trace_batch
@@ -72,7 +73,7 @@ def _check_on_interrupt(value: Any) -> None:
 def _settings(on_interrupt: Any, concurrency: Any, max_retries: Any, timeout_s: Any,
               context: Any, validate: Any, reask: Any,
               mode: Any = None, confidence: tuple[Any, ...] = (False, None, None),
-              repair: Any = None) -> tuple[int, dict[str, Any]]:
+              repair: Any = None, shortlist: Any = None) -> tuple[int, dict[str, Any]]:
     """The run settings shared by evaluate, aevaluate and compare, checked before anything
     runs: the concurrency, and the keyword arguments every row's decision gets (the
     confidence ones only when asked for)."""
@@ -83,7 +84,9 @@ def _settings(on_interrupt: Any, concurrency: Any, max_retries: Any, timeout_s: 
     settings = {"context": context, "max_retries": max_retries,
                 "timeout_s": timeout_s, "validate": check_validate(validate),
                 "reask": check_reask(reask), "mode": get_mode(mode).name,
-                "repair": check_repair(repair)}
+                "repair": check_repair(repair),
+                **({"shortlist": check_shortlist(shortlist)} if shortlist is not None
+                   else {})}
     for key, value in zip(_CONFIDENCE_KEYS, confidence):
         if value is not None and value is not False:
             settings[key] = value
@@ -347,12 +350,12 @@ def _evaluation(what: str, prompt: str, options: Options, inputs: Any, runtime: 
                 progress: Any, on_interrupt: Any, validate: Any, reask: Any, mode: Any,
                 journal: Any, total: int | None, rate_limit: Any, batch: Any,
                 confidence: tuple[Any, ...] = (False, None, None),
-                repair: Any = None) -> "_Run":
+                repair: Any = None, shortlist: Any = None) -> "_Run":
     """The one run of `evaluate` / `aevaluate` (`what`), every argument checked before any
     model call."""
     concurrency, settings = _settings(on_interrupt, concurrency, max_retries, timeout_s,
                                       context, validate, reask, mode, confidence,
-                                      repair)
+                                      repair, shortlist)
     menu, table, rt = _plan(prompt, options, inputs, runtime, expected, context, what, total,
                             journal)
     check_modes(rt, settings["mode"])
@@ -390,7 +393,7 @@ def evaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runtime | N
              mode: ModeName = "menu", journal: Any = None, total: int | None = None,
              rate_limit: Any = None, batch: Any = False, confidence: Any = False,
              min_confidence: float | None = None,
-             low_confidence: str | None = None, repair: str | None = None) -> "EvaluationResult":
+             low_confidence: str | None = None, repair: str | None = None, shortlist: Any = None) -> "EvaluationResult":
     """Run the decision `prompt.format_map(row)` over `options` for every row of `inputs` (a
     pandas DataFrame, a list of dicts, or any iterable of dicts — a generator, a
     `csv.DictReader`, `pandas.read_csv(..., chunksize=)` chunks — with `total=` its row count
@@ -436,11 +439,15 @@ def evaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runtime | N
     `on_interrupt="return"` (the default, so a notebook keeps what finished) the partial result
     is returned with `.interrupted` set and status "cancelled" on unfinished rows; with
     `"raise"` the KeyboardInterrupt is re-raised carrying the partial result as `.result`.
+
+    `shortlist=k` (or `Shortlist(k, by=...)`) narrows every row's menu as in `decision.make`;
+    with `expected=`, `.shortlist_recall` (also in `.summary`) is how often the expected option
+    was among those shown, beside `.accuracy`.
     """
     one = _evaluation("evaluate", prompt, options, inputs, runtime, concurrency, max_retries,
                       expected, context, timeout_s, progress, on_interrupt, validate, reask,
                       mode, journal, total, rate_limit, batch,
-                      (confidence, min_confidence, low_confidence), repair)
+                      (confidence, min_confidence, low_confidence), repair, shortlist)
     with _evaluation_span(one):
         wall, was_interrupted = one.go()
     result = one.result(wall, was_interrupted)
@@ -459,7 +466,7 @@ async def aevaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runt
                     journal: Any = None, total: int | None = None,
                     rate_limit: Any = None, batch: Any = False, confidence: Any = False,
                     min_confidence: float | None = None,
-                    low_confidence: str | None = None, repair: str | None = None) -> "EvaluationResult":
+                    low_confidence: str | None = None, repair: str | None = None, shortlist: Any = None) -> "EvaluationResult":
     """`evaluate`, awaitable: every row is a `decision.amake` task on the running event loop,
     at most `concurrency` in flight, each in a copy of the caller's context. Same arguments
     (`journal=`, `total=`, `rate_limit=` and `batch=` included) and the same
@@ -476,7 +483,7 @@ async def aevaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runt
     one = _evaluation("aevaluate", prompt, options, inputs, runtime, concurrency, max_retries,
                       expected, context, timeout_s, progress, on_interrupt, validate, reask,
                       mode, journal, total, rate_limit, batch,
-                      (confidence, min_confidence, low_confidence), repair)
+                      (confidence, min_confidence, low_confidence), repair, shortlist)
     with _evaluation_span(one):
         wall, was_interrupted = await _arun(one)
     result = one.result(wall, was_interrupted)
@@ -532,6 +539,7 @@ class Variant:
     min_confidence: float | None = None
     low_confidence: str | None = None
     repair: str | None = None
+    shortlist: Any = None   # k or Shortlist(...): this variant's menus narrowed (None: all shown)
 
     def __post_init__(self) -> None:
         # A misspelt way of asking is refused here, where it was written, not when compare runs
@@ -539,6 +547,7 @@ class Variant:
             get_mode(self.mode)
         if self.repair is not None:
             check_repair(self.repair)
+        check_shortlist(self.shortlist)
 
 
 def _variants(variants: Any, options: Options | None,
@@ -566,6 +575,8 @@ def _variants(variants: Any, options: Options | None,
                 overrides["validate"] = check_validate(overrides["validate"])
             if "reask" in overrides:
                 overrides["reask"] = check_reask(overrides["reask"])
+            if v.shortlist is not None:
+                overrides["shortlist"] = check_shortlist(v.shortlist)
             opts = v.options if v.options is not None else options
             rt = v.runtime if v.runtime is not None else runtime
             if opts is None:

@@ -654,6 +654,21 @@ class EvaluationResult:
         return _rate(sum(1 for e, p in scored if e == p), len(scored))
 
     @property
+    def shortlist_recall(self) -> float | None:
+        """With `shortlist=` and expected picks: the share of finished rows with an expected
+        pick whose expected option was among those the model was shown (recall@k). Below 1,
+        the shortlist hid the right option from some rows, whatever the model did; None without
+        a shortlist or expected picks."""
+        expected = self.expected
+        if expected is None:
+            return None
+        shown = [(e, t.shortlist["shown"]) for e, t in zip(expected, self.traces)
+                 if e is not None and t is not None and t.shortlist]
+        if not shown:
+            return None
+        return _rate(sum(1 for e, names in shown if e in names), len(shown))
+
+    @property
     def confusion(self) -> Any:
         """A table of expected pick (rows) by actual pick (columns), over finished rows with an
         expected pick; None when no expected picks were given."""
@@ -683,6 +698,9 @@ class EvaluationResult:
         }
         if self._has_expected:
             data["accuracy"] = self.accuracy
+            recall = self.shortlist_recall
+            if recall is not None:
+                data["shortlist_recall"] = recall
         if self._has_expected and self._outcomes.conf:
             lo, hi = self.mean_p_expected_ci or (math.nan, math.nan)
             data.update(mean_p_expected=self.mean_p_expected, mean_p_expected_lo=lo,

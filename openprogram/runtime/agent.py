@@ -139,18 +139,19 @@ def agent(prompt: Any, *, tools: Any = None, toolset: Any = None, options: Optio
           timeout_s: float | None = None, validate: Callable[..., Any] | None = None,
           reask: Any = None, mode: ModeName = "menu", choices: Options | None = None,
           confidence: Any = False, min_confidence: float | None = None,
-          low_confidence: str | None = None, repair: str | None = None) -> Any:
+          low_confidence: str | None = None, repair: str | None = None, shortlist: Any = None) -> Any:
     """A full turn (rule E2 of docs/rules.md) on the bound Runtime: reasoning and native tool calls from `tools` /
     `toolset`. Returns the reply text; with `options=` (an option set, as in `decision.make`;
     `choices=` is its older name and still works), the resolved decision; `repair=` as in
-    `decision.make`."""
+    `decision.make`; `shortlist=k` narrows the options as in `decision.make`."""
     options = option_set(options, choices, "agent")
     rt = _turn_runtime(runtime, "agent()")
     return rt.exec(prompt, tools=tools, toolset=toolset, options=options,
                    response_format=response_format, max_iterations=max_iterations,
                    timeout_s=timeout_s, context=context, validate=validate, reask=reask,
                    mode=mode, confidence=confidence, min_confidence=min_confidence,
-                   low_confidence=low_confidence, repair=repair)
+                   low_confidence=low_confidence, repair=repair,
+                   **({"shortlist": shortlist} if shortlist is not None else {}))
 
 
 async def aagent(prompt: Any, *, tools: Any = None, toolset: Any = None,
@@ -160,7 +161,7 @@ async def aagent(prompt: Any, *, tools: Any = None, toolset: Any = None,
                  validate: Callable[..., Any] | None = None, reask: Any = None,
                  mode: ModeName = "menu", choices: Options | None = None,
                  confidence: Any = False, min_confidence: float | None = None,
-                 low_confidence: str | None = None, repair: str | None = None) -> Any:
+                 low_confidence: str | None = None, repair: str | None = None, shortlist: Any = None) -> Any:
     """`agent()`, awaitable (`Runtime.aexec`): async models, tools and options are awaited."""
     options = option_set(options, choices, "aagent")
     rt = _turn_runtime(runtime, "aagent()")
@@ -168,7 +169,8 @@ async def aagent(prompt: Any, *, tools: Any = None, toolset: Any = None,
                           response_format=response_format, max_iterations=max_iterations,
                           timeout_s=timeout_s, context=context, validate=validate, reask=reask,
                           mode=mode, confidence=confidence, min_confidence=min_confidence,
-                          low_confidence=low_confidence, repair=repair)
+                          low_confidence=low_confidence, repair=repair,
+                          **({"shortlist": shortlist} if shortlist is not None else {}))
 
 
 def _turn_runtime(runtime: Runtime | None, where: str) -> Runtime:

@@ -24,17 +24,18 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable, Iterator
 
-from ..base.errors import ModelCallError, ParseError, UsageError, require
+from ..base.errors import ModelCallError, ParseError, UsageError, WaitTimeout, require
 from ..trace.confidence import check_confidence, check_threshold
 from ..decision.loop import DECISION_FINISH_INSTRUCTION, Decider, check_reask
 from ..decision.modes import MenuMode, format_mode, get_mode
-from ..base.model_protocol import (ModelCaller, ModelResponse, ToolCall, blocks_text,
+from ..base.model_protocol import (ModelCaller, ModelResponse, OnLoop, ToolCall, blocks_text,
                                    check_iterations, check_modes, check_timeout, current_runtime,
                                    deadline_after, resolve_runtime, run_blocking, run_sync,
                                    to_blocks, using_runtime)
 from ..decision.repair import check_repair
 from ..decision.options import Param, SchemaOption, check_context, normalize, param_lines, render_menu
 from ..decision.options import schema_field, validate
+from ..decision.options.shortlist import check_shortlist, narrow
 from ..trace.records import ToolRound, replace
 from ..trace.decision_trace import emit
 
@@ -329,8 +330,17 @@ class Runtime(ModelCaller):
         "tool_calls", tool messages "tool_call_id", "name" and "content". An async model
         function is run to completion here (see `model.run_blocking`)."""
         out = self._invoke(messages, tools, timeout, mode_args)
-        return as_response(run_blocking(within(out, timeout, "timeout" in self._accepts))
-                           if inspect.isawaitable(out) else out)
+        if inspect.isawaitable(out):
+            # a plain coroutine is cancelled at the budget on whatever loop runs it; one that
+            # belongs to another loop (on_loop) is bounded by run_blocking's wait
+            if not isinstance(out, OnLoop):
+                out = within(out, timeout, "timeout" in self._accepts)
+            try:
+                out = run_blocking(out, None if timeout is None
+                                   else time.monotonic() + timeout + _grace(timeout))
+            except WaitTimeout as exc:
+                raise ModelCallError(str(exc), kind="timeout") from None
+        return as_response(out)
 
     async def acomplete(self, messages: list[dict], *, tools: list[dict] | None = None,
                         on_text: Callable[[str], None] | None = None,
@@ -409,7 +419,7 @@ class Runtime(ModelCaller):
              max_iterations: int = 20, timeout_s: float | None = None, context: dict | None = None,
              validate: Callable | None = None, reask: Any = None, mode: str = "menu",
              choices=None, confidence: Any = False, min_confidence: float | None = None,
-             low_confidence: str | None = None, repair: str | None = None):
+             low_confidence: str | None = None, repair: str | None = None, shortlist: Any = None):
         """Run one turn. Returns the reply text; with `options=` (an option set, as in
         `decision.make`; `choices=` is its older name), the resolved decision (a `validate=`
         rule and a `reask=` text apply as in `decision.make`); with `response_format=`, the
@@ -417,25 +427,26 @@ class Runtime(ModelCaller):
         return run_sync(self._exec(content, tools, toolset, option_set(options, choices, "exec"),
                                    response_format, max_iterations, timeout_s, context,
                                    validate, reask, mode, sync=True,
-                                   confidence=(confidence, min_confidence, low_confidence), repair=repair))
+                                   confidence=(confidence, min_confidence, low_confidence), repair=repair, shortlist=shortlist))
 
     async def aexec(self, content, *, tools=None, toolset=None, options=None,
                     response_format=None, max_iterations: int = 20,
                     timeout_s: float | None = None, context: dict | None = None,
                     validate: Callable | None = None, reask: Any = None, mode: str = "menu",
                     choices=None, confidence: Any = False, min_confidence: float | None = None,
-                    low_confidence: str | None = None, repair: str | None = None):
+                    low_confidence: str | None = None, repair: str | None = None, shortlist: Any = None):
         """`exec()` for async callers: model calls through `acall_model`, async tools and
         options awaited."""
         return await self._exec(content, tools, toolset, option_set(options, choices, "aexec"),
                                 response_format, max_iterations, timeout_s, context, validate,
                                 reask, mode, sync=False,
-                                confidence=(confidence, min_confidence, low_confidence), repair=repair)
+                                confidence=(confidence, min_confidence, low_confidence), repair=repair,
+                                shortlist=shortlist)
 
     async def _exec(self, content, tools, toolset, options, response_format, max_iterations,
                     timeout_s, context, validate, reask, mode, *, sync: bool,
                     confidence: tuple[Any, ...] = (False, None, None),
-                    repair: str | None = None):
+                    repair: str | None = None, shortlist: Any = None):
         check_iterations(max_iterations)
         reask = check_reask(reask)
         repair = check_repair(repair)
@@ -451,7 +462,8 @@ class Runtime(ModelCaller):
             return await run_agent_decision(self, blocks, options, tool_list, context=context,
                                             max_iterations=max_iterations, deadline=deadline,
                                             sync=sync, validate=validate, reask=reask,
-                                            mode=mode, confidence=confidence, repair=repair)
+                                            mode=mode, confidence=confidence, repair=repair,
+                                            shortlist=shortlist)
         if confidence[0] not in (False, None) or confidence[1] is not None:
             raise UsageError("exec(confidence=..., min_confidence=...) applies to a decision: "
                              "pass options= as well")
@@ -631,12 +643,16 @@ async def run_agent_decision(rt: Runtime, blocks: list[dict], options: Any, tool
                              *, context: dict | None, max_iterations: int,
                              deadline: float | None, sync: bool = True,
                              validate: Callable | None = None, reask: Callable | None = None,
-                             mode: Any = None, confidence: tuple = (False, None, None), repair: str | None = None):
+                             mode: Any = None, confidence: tuple = (False, None, None), repair: str | None = None, shortlist: Any = None):
     """`exec(options=)` (E2): one turn with tools, then the last reply is the decision; one
     re-pick, fixed. In menu mode the finish instruction and the menu end the prompt; in the
-    other modes the choices travel as tools or as the schema."""
+    other modes the choices travel as tools or as the schema. `shortlist=` narrows the
+    options against the request first, as in `decision.make`."""
+    shortlist = check_shortlist(shortlist)
     menu = normalize(options)
     check_context(menu, context)
+    request = blocks_text(blocks)
+    menu, listing = narrow(shortlist, request, menu)
     way = get_mode(mode)(menu)
     check_modes(rt, way.name)
     ask = check_confidence(confidence[0], rt, where="agent", mode=way.name)
@@ -647,14 +663,13 @@ async def run_agent_decision(rt: Runtime, blocks: list[dict], options: Any, tool
                          "drop tools=, or use confidence=True on a runtime that gives a "
                          "distribution (LlamaCppRuntime, OpenAIRuntime)")
     menu_text = render_menu(menu)
-    request = blocks_text(blocks)
     turn = _append_text(blocks, DECISION_FINISH_INSTRUCTION + "\n\n" + menu_text) \
         if way.menu_in_prompt else blocks
     with rt.dag.span("decision", "agent(options=)"):
         d = Decider(rt, menu, request=request, context=context, max_attempts=2, entry="agent",
                     deadline=deadline, menu_text=menu_text, sync=sync, validate=validate,
                     reask=reask, mode=way, confidence=ask, min_confidence=confidence[1],
-                    low_confidence=confidence[2], repair=check_repair(repair))
+                    low_confidence=confidence[2], repair=check_repair(repair), shortlist=listing)
         with d.running():
             d.new_attempt(blocks_text(turn))
             await _turn(d, turn, tools, max_iterations)

@@ -64,6 +64,8 @@ class DecisionTrace:
     mode: str = "menu"                 # the way of asking: "menu", "tools" or "json_schema"
     model: str | None = None           # the runtime's model name, when it has one
     provider: str | None = None        # the runtime's provider ("openai", "anthropic", ...)
+    # shortlist= : the ranker, k, the ranking (names and scores, best first), shown, left_out
+    shortlist: dict | None = None
 
     @property
     def chosen(self) -> str | None:
@@ -73,6 +75,15 @@ class DecisionTrace:
     def confidence(self) -> Any:
         """The final attempt's `Confidence` (None when the decision asked for none)."""
         return self.attempts[-1].confidence if self.attempts else None
+
+    @property
+    def pick_rank(self) -> int | None:
+        """With a shortlist: the rank the ranker gave the option finally picked (1 = first)."""
+        picked = self.attempts[-1].chosen if self.attempts else None
+        if not self.shortlist or picked is None:
+            return None
+        return next((i for i, (n, _) in enumerate(self.shortlist["ranking"], 1) if n == picked),
+                    None)
 
     @property
     def error_kinds(self) -> list[str]:
@@ -98,6 +109,7 @@ class DecisionTrace:
                 "type": type(self.error).__name__, "kind": getattr(self.error, "kind", None),
                 "message": to_jsonable(str(self.error))},
             "started_at": self.started_at, "duration_s": self.duration_s,
+            **({"shortlist": self.shortlist} if self.shortlist else {}),
         }
 
     def _apply(self, event: "TraceEvent") -> None:

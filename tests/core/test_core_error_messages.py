@@ -5,7 +5,8 @@ import re
 
 import pytest
 
-from openprogram import DecisionError, ERROR_KINDS, JsonSchema, ModelCallError, ModelResponse, Runtime, decision
+from openprogram import (DecisionError, ERROR_KINDS, JsonSchema, ModelCallError, ModelResponse, Runtime,
+                         ToolError, decision)
 from openprogram.runtimes import ReplayRuntime, ScriptedRuntime, ToolCall
 
 
@@ -14,8 +15,13 @@ def add(x: int, unit: str = "kg") -> int:
     return x + 1
 
 
+def lookup(order_id: int) -> str:
+    """Look an order up (the server knows none)."""
+    raise ToolError(f"the server knows no order {order_id}")
+
+
 def _options():
-    return {"add": add, "done": "DONE",
+    return {"add": add, "done": "DONE", "lookup": lookup,
             "size": JsonSchema({"type": "object", "properties": {
                 "n": {"type": "integer", "minimum": 1},
                 "colour": {"enum": ["red", "blue"]}}, "required": ["n"]})}
@@ -55,6 +61,8 @@ CASES = {
     "invalid_value": lambda tmp: dict(runtime=ScriptedRuntime(['{"call": "size", "args": {"n": 0}}'])),
     "rejected": lambda tmp: dict(runtime=ScriptedRuntime(['{"call": "done"}']),
                                  validate=lambda pick: False),
+    "tool_error": lambda tmp: dict(runtime=ScriptedRuntime(
+        ['{"call": "lookup", "args": {"order_id": 4}}'])),
     "multiple_calls": lambda tmp: dict(runtime=ScriptedRuntime(
         [[ToolCall("done", {}), ToolCall("add", {"x": 1})]]), mode="tools"),
     "refused": lambda tmp: dict(runtime=_model(ModelResponse(text="", refusal="I cannot help."))),

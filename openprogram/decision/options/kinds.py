@@ -473,8 +473,11 @@ def _list_option(item: Any, where: str) -> Option:
             return plugged
         return SchemaOption.from_schema(item[0], item[1], item[2], where)
     raise OptionError(f"{where}: a list item is a callable, (callable, 'description'), 'name', "
-                      f"('name', 'description') or ('name', 'description', schema); use the "
-                      f"dict form for value options")
+                      f"('name', 'description'), ('name', 'description', schema) or a tool "
+                      f"definition (OpenAI's, Anthropic's or MCP's dict, the mcp SDK's Tool, "
+                      f"another SDK's model as .model_dump(by_alias=True), or "
+                      f"openprogram.tool(definition, fn) to run a function); use the dict form "
+                      f"for value options")
 
 
 def build_option(name: str | None, handler: Any, position: int | None) -> Option:

@@ -30,7 +30,7 @@ from ..schema.type_table import python_type
 from ..schema.reader import WRITTEN_FORMAT_EXAMPLES, UserType, SchemaDoc
 from ..schema.validator import FORMATS, compile_schema, merge_all_of
 
-__all__ = ["JsonSchema", "ToolDefinition", "tool", "read_definition", "JsonSchemaOption"]
+__all__ = ["JsonSchema", "ToolDefinition", "tool", "read_definition", "sdk_tool", "JsonSchemaOption"]
 
 
 class JsonSchema:
@@ -53,25 +53,28 @@ class JsonSchema:
 class ToolDefinition:
     """A provider's tool definition marked as such (`openprogram.tool(definition, fn)`)."""
 
-    def __init__(self, definition: dict, fn: Callable | None = None):
+    def __init__(self, definition: Any, fn: Callable | None = None):
         read = read_definition(definition)
         if read is None:
             raise OptionError(
                 "tool() takes a tool definition: OpenAI's {'type': 'function', 'function': "
                 "{'name', 'description', 'parameters'}} (or the responses form with 'name' and "
                 "'parameters' at the top), Anthropic's {'name', 'description', 'input_schema'} "
-                f"or MCP's {{'name', 'description', 'inputSchema'}}; got {_head(definition)}")
+                f"or MCP's {{'name', 'description', 'inputSchema'}} (or the mcp SDK's Tool "
+                f"object); got {_head(definition)}")
         if fn is not None and not callable(fn):
             raise OptionError(f"tool(definition, fn): fn must be callable, got {fn!r}")
-        self.definition, self.fn = definition, fn
+        self.definition, self.fn = sdk_tool(definition) or definition, fn
         self.name, self.description, self.schema = read
+        self.option: Option | None = None  # the option it makes, once made (_list_item)
 
     def __repr__(self) -> str:
         return f"tool({self.name!r})"
 
 
-def tool(definition: dict, fn: Callable | None = None) -> ToolDefinition:
-    """Mark a tool definition (OpenAI, Anthropic or MCP shape) as an option. Without `fn` the
+def tool(definition: Any, fn: Callable | None = None) -> ToolDefinition:
+    """Mark a tool definition (OpenAI, Anthropic or MCP shape, or the mcp SDK's `Tool`) as an
+    option. Without `fn` the
     pick is the filled arguments (`{"decision": name, **arguments}`); with it, `fn(**arguments)`
     runs and its return value is the result."""
     return ToolDefinition(definition, fn)
@@ -81,9 +84,22 @@ def _head(x: Any) -> str:
     return cut(repr(x), 80, "")
 
 
+def sdk_tool(d: Any) -> dict | None:
+    """The definition an SDK's tool object stands for (the `mcp` SDK's `Tool`, a pydantic model
+    with `input_schema` aliased `inputSchema`), read by duck typing so the SDK need not be
+    imported; None for anything else."""
+    if isinstance(d, dict) or not callable(getattr(d, "model_dump", None)) or \
+            not hasattr(d, "input_schema") or not isinstance(getattr(d, "name", None), str):
+        return None
+    dumped = d.model_dump(by_alias=True, exclude_none=True, mode="json")
+    return {"name": dumped.get("name"), "description": dumped.get("description") or "",
+            "inputSchema": dumped.get("inputSchema")}
+
+
 def read_definition(d: Any) -> tuple[str, str, dict] | None:
-    """(name, description, input schema) of a tool definition in a provider's shape, or None
-    when `d` is not one."""
+    """(name, description, input schema) of a tool definition in a provider's shape (or an
+    SDK's tool object), or None when `d` is not one."""
+    d = sdk_tool(d) or d
     if not isinstance(d, dict):
         return None
     if d.get("type") == "function" and isinstance(d.get("function"), dict):
@@ -242,14 +258,19 @@ def _conversions(fn: Callable, props: dict) -> dict[str, Callable]:
 def _list_item(item: Any, where: str) -> Option | None:
     """A list-form item that is a tool definition (marked or not) or a marked JSON Schema."""
     if isinstance(item, ToolDefinition):
-        return JsonSchemaOption(item.name, item.description, item.schema, item.fn, where)
+        # built once: a server's hundreds of tools are not read again for every decision
+        if item.option is None:
+            item.option = JsonSchemaOption(item.name, item.description, item.schema, item.fn,
+                                           where)
+            item.option._cached = True  # the same object every time: its Menu may be cached
+        return item.option
     if isinstance(item, JsonSchema):
         name = item.name or item.schema.get("title")
         if not isinstance(name, str) or not name:
             raise OptionError(f"{where}: a JsonSchema in the list form needs a name: "
                               f"JsonSchema(schema, name='...') or a 'title' in the schema")
         return JsonSchemaOption(name, item.description or "", item.schema, None, where)
-    read = read_definition(item) if isinstance(item, dict) else None
+    read = read_definition(item) if isinstance(item, dict) or sdk_tool(item) else None
     if read is not None:
         return JsonSchemaOption(*read, None, where)
     return None

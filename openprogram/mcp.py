@@ -1,0 +1,542 @@
+"""Live MCP servers as option sets, on the official `mcp` SDK (the `mcp` extra).
+
+`await mcp.options(session)` turns an open `ClientSession`'s tools into options: the model picks a
+tool and fills its arguments, the arguments are validated against the tool's `inputSchema`
+before anything reaches the server, and the pick resolves to what the tool returned: its
+`structuredContent` when it declares an output schema, else its content blocks as plain Python
+values (text as `str`; images, audio and blobs as `bytes` in a small dict). A result the server
+marks `isError` is a `ToolError`: the attempt fails with kind `tool_error`, and the server's
+message goes back to the model in the re-ask (`max_retries`).
+
+`mcp.connect(command_or_url, ...)` starts a stdio server (a command line) or reaches a
+streamable-HTTP one (a URL), as `with` or `async with`. The connection's sessions live on an
+event loop of their own, in a thread of their own, and every tool call is sent there
+(`model_protocol.on_loop`): a sync `decision.make` works the same in a script, in a notebook cell
+(inside the kernel's running loop) and in `evaluate`'s worker threads, with no deadlock, and
+`timeout_s` bounds each call. Several servers at once: more commands, or `config=` in the form
+MCP clients use (`{"mcpServers": {"git": {"command": ..., "args": [...]}}}`); a tool name two
+servers share is prefixed with the server's key (`git__status`), and the call still uses the
+server's own name.
+
+This module imports the SDK when it is imported; `import openprogram` never imports it.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import shlex
+import shutil
+import tempfile
+import threading
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Iterable
+
+from .base.errors import OpenProgramError, OptionError, ToolError, UsageError, require
+from .base.model_protocol import on_loop
+from .base.text import cut
+from .decision.options import normalize
+from .decision.options.tool_definitions import ToolDefinition
+
+require("mcp", "mcp", "openprogram.mcp")
+
+__all__ = ["options", "connect", "Connection", "ServerError", "ToolError", "content_value",
+           "read_config"]
+
+#: Seconds a server gets to start and answer `initialize` and `tools/list`.
+START_TIMEOUT_S = 30.0
+_STDERR_TAIL = 2000
+
+
+class ServerError(OpenProgramError, RuntimeError):
+    """An MCP server could not be started or reached, or ended while in use. The message names
+    the server and what to do; whatever was started is ended before it is raised."""
+
+
+# ---------------------------------------------------------------------------------------------
+# A session's tools as options
+# ---------------------------------------------------------------------------------------------
+
+
+async def list_tools(session: Any) -> list:
+    """Every tool of the session, following the listing's pages."""
+    tools, cursor = [], None
+    for _ in range(1000):  # a server that pages forever is not followed forever
+        if cursor is None:
+            page = await session.list_tools()
+        else:
+            import mcp.types as types
+            page = await session.list_tools(params=types.PaginatedRequestParams(cursor=cursor))
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if cursor is None:
+            return tools
+    raise ServerError("the server's tool listing did not end after 1000 pages")
+
+
+async def options(session: Any, *, server: str = "server",
+                  names: dict[str, str] | None = None) -> list[ToolDefinition]:
+    """The tools of an open `mcp.ClientSession` as options (a list, to pass as `options=`).
+    Each pick calls `session.call_tool` on the loop the session was opened on (the one running
+    now), whichever thread or loop the decision runs in. `server` names the server in errors;
+    `names` maps a tool's name to the option name it gets (to tell clashing tools apart)."""
+    loop = asyncio.get_running_loop()
+    tools = await list_tools(session)
+    return tool_options(tools, lambda name, args: _call(session, name, args), loop,
+                        server=server, names=names)
+
+
+def tool_options(tools: Iterable[Any], call: Any, loop: Any, *, server: str,
+                 names: dict[str, str] | None = None) -> list[ToolDefinition]:
+    """Options for SDK `Tool` objects whose picks run `call(tool_name, arguments)` (a coroutine)
+    on `loop`. Each tool's schema is read now, so a tool the library cannot use is named at
+    once, with its server."""
+    out = []
+    for t in tools:
+        definition = tool_definition(t)
+        name = (names or {}).get(t.name, t.name)
+        definition["name"] = name
+        structured = getattr(t, "output_schema", None) is not None
+        out.append(ToolDefinition(definition, _caller(call, t.name, loop, structured)))
+    try:
+        normalize(out)
+    except OpenProgramError as exc:
+        raise OptionError(f"MCP server {server!r}: {exc} (a tool whose inputSchema this library "
+                          f"cannot read: leave it out, or ask the server's authors to fix its "
+                          f"schema)") from exc
+    return out
+
+
+def tool_definition(tool: Any) -> dict:
+    """An SDK `Tool` as the MCP tool definition it stands for: name, description, inputSchema."""
+    d = tool.model_dump(by_alias=True, exclude_none=True, mode="json")
+    return {"name": d["name"], "description": d.get("description") or d.get("title") or "",
+            "inputSchema": d.get("inputSchema") or {"type": "object", "properties": {}}}
+
+
+def _caller(call: Any, tool_name: str, loop: Any, structured: bool) -> Any:
+    def call_tool(**arguments: Any) -> Any:
+        return on_loop(_settled(call, tool_name, arguments, structured), loop)
+    call_tool.__name__ = tool_name
+    return call_tool
+
+
+async def _call(session: Any, name: str, arguments: dict) -> Any:
+    return await session.call_tool(name, arguments)
+
+
+async def _settled(call: Any, name: str, arguments: dict, structured: bool) -> Any:
+    # the call starts only here, on the session's loop: an awaitable refused before it runs
+    # leaves no request half made
+    import anyio
+    from mcp import MCPError
+    from mcp.types import CONNECTION_CLOSED
+    try:
+        result = await call(name, arguments)
+    except MCPError as exc:
+        if getattr(getattr(exc, "error", None), "code", None) == CONNECTION_CLOSED:
+            raise ServerError(f"the MCP server's connection closed (the server ended?), so "
+                              f"{name!r} could not be called: connect again") from exc
+        # a JSON-RPC error for this call (invalid params...): the model may correct it
+        raise ToolError(f"the server refused the call of {name!r}: "
+                        f"{cut(getattr(getattr(exc, 'error', None), 'message', None) or str(exc), 2000, '')}"
+                        ) from exc
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
+        raise ServerError(f"the MCP server's connection is closed (the server ended?), so "
+                          f"{name!r} could not be called: connect again") from exc
+    return content_value(result, structured)
+
+
+def content_value(result: Any, structured: bool = True) -> Any:
+    """A `CallToolResult` as plain Python: `structuredContent` when the tool declares an output
+    schema (`structured`), else the content blocks (one block: its value; several: a list; none:
+    None). `isError` raises `ToolError` with the server's text."""
+    if getattr(result, "is_error", False):
+        text = " ".join(b for b in map(_block_value, result.content or ()) if isinstance(b, str))
+        raise ToolError(f"the tool reported an error: {cut(text or '(no message)', 2000, '')}")
+    if structured and getattr(result, "structured_content", None) is not None:
+        return result.structured_content
+    values = [_block_value(b) for b in result.content or ()]
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else values
+
+
+def _block_value(block: Any) -> Any:
+    kind = getattr(block, "type", None)
+    if kind == "text":
+        return block.text
+    if kind in ("image", "audio"):
+        return {"type": kind, "mime_type": block.mime_type, "data": base64.b64decode(block.data)}
+    if kind == "resource":
+        r = block.resource
+        if getattr(r, "text", None) is not None:
+            return r.text
+        return {"type": "resource", "uri": str(r.uri), "mime_type": r.mime_type,
+                "data": base64.b64decode(r.blob)}
+    if kind == "resource_link":
+        return {"type": "resource_link", "uri": str(block.uri), "name": block.name}
+    return block.model_dump(mode="json") if hasattr(block, "model_dump") else block
+
+
+# ---------------------------------------------------------------------------------------------
+# Connections: servers on a loop of their own
+# ---------------------------------------------------------------------------------------------
+
+
+def read_config(config: Any) -> dict[str, dict]:
+    """`{"mcpServers": {key: {"command", "args", "env", "cwd"} | {"url"}}}` (a dict, or the path
+    of a JSON file holding one) as {key: server spec}."""
+    import json
+    where = "the MCP config"
+    if isinstance(config, (str, os.PathLike)):
+        where = f"MCP config file {os.fspath(config)!r}"
+        try:
+            with open(config, encoding="utf-8") as f:
+                config = json.load(f)
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"{where} cannot be read: {exc}") from None
+    servers = config.get("mcpServers") if isinstance(config, dict) else None
+    if not isinstance(servers, dict) or not servers:
+        raise UsageError(f"{where} must hold {{'mcpServers': {{name: {{'command': ..., "
+                         f"'args': [...]}}}}}} with at least one server")
+    out = {}
+    for key, spec in servers.items():
+        if not isinstance(spec, dict) or not (isinstance(spec.get("command"), str)
+                                              or isinstance(spec.get("url"), str)):
+            raise UsageError(f"{where}: server {key!r} needs a 'command' (with 'args') or a "
+                             f"'url', got {cut(repr(spec), 80, '')}")
+        out[key] = spec
+    return out
+
+
+def _spec(command_or_url: Any) -> tuple[str, dict]:
+    """(key, spec) for a command line (a string or a list) or a URL."""
+    if isinstance(command_or_url, str) and command_or_url.startswith(("http://", "https://")):
+        from urllib.parse import urlsplit
+        return urlsplit(command_or_url).hostname or "server", {"url": command_or_url}
+    if isinstance(command_or_url, str):
+        argv = shlex.split(command_or_url)
+    elif isinstance(command_or_url, (list, tuple)) and all(isinstance(a, str)
+                                                           for a in command_or_url):
+        argv = list(command_or_url)
+    else:
+        raise UsageError(f"connect() takes a command line (a string or a list of strings) or an "
+                         f"http(s) URL, got {type(command_or_url).__name__}")
+    if not argv:
+        raise UsageError("connect(): the command line is empty")
+    return os.path.basename(argv[0]), {"command": argv[0], "args": argv[1:]}
+
+
+class _Server:
+    """One server: its session lives in one task of the connection's loop, from start to close
+    (the SDK's transports are anyio task groups, which must be left by the task that entered
+    them)."""
+
+    def __init__(self, key: str, spec: dict):
+        self.key, self.spec = key, spec
+        self.session: Any = None
+        self.tools: list = []
+        self.task: Any = None
+        self.stop: Any = None
+        self.stderr: Any = None
+
+    def describe(self) -> str:
+        if "url" in self.spec:
+            return f"MCP server {self.key!r} at {self.spec['url']}"
+        line = shlex.join([self.spec["command"], *map(str, self.spec.get("args") or ())])
+        return f"MCP server {self.key!r} ({line})"
+
+    async def run(self, ready: asyncio.Future) -> None:
+        from mcp import ClientSession
+        self.stop = asyncio.Event()
+        try:
+            async with self._transport() as streams:
+                async with ClientSession(streams[0], streams[1]) as session:
+                    await session.initialize()
+                    self.session = session
+                    self.tools = await list_tools(session)
+                    ready.set_result(None)
+                    await self.stop.wait()
+        except BaseException as exc:
+            if not ready.done():
+                # cancelled (a start that timed out) or failed: starting ends here. A cancelled
+                # future is never logged as an exception nobody retrieved.
+                if isinstance(exc, asyncio.CancelledError):
+                    ready.cancel()
+                else:
+                    ready.set_exception(exc)
+                return
+            raise
+        finally:
+            self.session = None
+
+    def _transport(self) -> Any:
+        if "url" in self.spec:
+            from mcp.client.streamable_http import streamable_http_client
+            return streamable_http_client(self.spec["url"])
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+        command = self.spec["command"]
+        if shutil.which(command, path=(self.spec.get("env") or {}).get("PATH")) is None \
+                and not os.path.isfile(command):
+            raise ServerError(f"{self.describe()}: command {command!r} not found on PATH: "
+                              f"install the server (e.g. pip install mcp-server-time) or give "
+                              f"its full path")
+        self.stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+        params = StdioServerParameters(command=command,
+                                       args=[str(a) for a in self.spec.get("args") or ()],
+                                       env=self.spec.get("env"), cwd=self.spec.get("cwd"))
+        return stdio_client(params, errlog=self.stderr)
+
+    def stderr_tail(self) -> str:
+        if self.stderr is None:
+            return ""
+        try:
+            self.stderr.seek(0)
+            text = self.stderr.read()[-_STDERR_TAIL:].strip()
+        except (OSError, ValueError):
+            return ""
+        return f"; its stderr ends: {text!r}" if text else ""
+
+
+class Connection:
+    """Live MCP servers and their tools as an option set: `.options` (pass it as `options=`),
+    `.tools` (the SDK's `Tool` objects), `.call(name, arguments)`, and `.calls`, every tool call
+    made through it as (option name, arguments). Open with `with` / `async with`, or
+    `open()` / `close()`."""
+
+    def __init__(self, servers: dict[str, dict], *, timeout_s: float = START_TIMEOUT_S,
+                 cache: Any = None):
+        if not servers:
+            raise UsageError("connect() needs a server: a command line, a URL or config=")
+        self.servers = [_Server(k, s) for k, s in servers.items()]
+        self.timeout_s = timeout_s
+        self.cache = _ResultCache(cache) if cache is not None else None
+        self.options: list[ToolDefinition] = []
+        self.tools: list = []
+        self.calls: list[tuple[str, dict]] = []
+        self._by_option: dict[str, tuple[_Server, str]] = {}
+        self._loop: Any = None
+        self._thread: Any = None
+
+    # -- opening and closing --------------------------------------------------------------------
+    def open(self) -> "Connection":
+        if self._loop is not None:
+            raise UsageError("this MCP connection is open already")
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
+                                        name="openprogram-mcp")
+        self._thread.start()
+        try:
+            for server in self.servers:
+                self._start(server)
+            self._build_options()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _start(self, server: _Server) -> None:
+        import concurrent.futures
+
+        async def start() -> None:
+            ready = asyncio.get_running_loop().create_future()
+            server.task = asyncio.ensure_future(server.run(ready))
+            try:
+                await asyncio.wait_for(asyncio.shield(ready), self.timeout_s)
+            except asyncio.TimeoutError:
+                server.task.cancel()
+                await asyncio.gather(server.task, return_exceptions=True)
+                raise
+        try:
+            asyncio.run_coroutine_threadsafe(start(), self._loop).result()
+        except (asyncio.TimeoutError, concurrent.futures.TimeoutError):
+            raise ServerError(f"{server.describe()} did not answer initialize and tools/list "
+                              f"within {self.timeout_s:g} s; it was ended. Check that the "
+                              f"command starts an MCP server on stdio (or raise timeout_s)"
+                              f"{server.stderr_tail()}") from None
+        except ServerError:
+            raise
+        except BaseException as exc:
+            raise ServerError(f"{server.describe()} could not be started: "
+                              f"{_reason(exc)}. Run the command in a terminal to see why"
+                              f"{server.stderr_tail()}") from exc
+
+    def _build_options(self) -> None:
+        seen: dict[str, int] = {}
+        for s in self.servers:
+            for t in s.tools:
+                seen[t.name] = seen.get(t.name, 0) + 1
+        for s in self.servers:
+            names = {t.name: (f"{s.key}__{t.name}" if seen[t.name] > 1 else t.name)
+                     for t in s.tools}
+            for t in s.tools:
+                self._by_option[names[t.name]] = (s, t.name)
+            self.options += tool_options(s.tools, self._caller_for(s), self._loop,
+                                         server=s.key, names=names)
+            self.tools += s.tools
+
+    def _caller_for(self, server: _Server) -> Any:
+        async def call(name: str, arguments: dict) -> Any:
+            if server.session is None:
+                raise ServerError(f"{server.describe()} is closed (or ended): open the "
+                                  f"connection again")
+            key = None
+            if self.cache is not None:
+                key = self.cache.key(server.key, name, arguments)
+                kept = self.cache.get(key)
+                if kept is not None:  # answered from the cache: the server is not called
+                    return kept
+            self.calls.append((next((o for o, (s, n) in self._by_option.items()
+                                     if s is server and n == name), name), dict(arguments)))
+            result = await server.session.call_tool(name, arguments)
+            if key is not None and self.cache is not None:
+                self.cache.put(key, result)
+            return result
+        return call
+
+    def close(self) -> None:
+        """End every server (its child process too) and the connection's loop."""
+        loop, self._loop = self._loop, None
+        if loop is None:
+            return
+
+        async def stop() -> None:
+            for s in self.servers:
+                if s.stop is not None:
+                    s.stop.set()
+            tasks = [s.task for s in self.servers if s.task is not None]
+            await asyncio.gather(*tasks, return_exceptions=True)
+        try:
+            asyncio.run_coroutine_threadsafe(stop(), loop).result(self.timeout_s)
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            self._thread.join()
+            loop.close()
+            for s in self.servers:
+                if s.stderr is not None:
+                    s.stderr.close()
+
+    def __enter__(self) -> "Connection":
+        return self.open()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    async def __aenter__(self) -> "Connection":
+        # started from a thread, so the caller's loop keeps running while the servers start
+        return await asyncio.to_thread(self.open)
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await asyncio.to_thread(self.close)
+
+    # -- use ------------------------------------------------------------------------------------
+    def call(self, name: str, arguments: dict | None = None) -> Any:
+        """Call a tool by its option name, outside a decision (sync)."""
+        for o in self.options:
+            if o.name == name:
+                from .base.model_protocol import run_blocking
+                return run_blocking(o.fn(**(arguments or {})))
+        raise UsageError(f"no tool {name!r} on this connection; its tools are "
+                         f"{', '.join(o.name for o in self.options)}")
+
+    def __iter__(self):
+        return iter(self.options)
+
+    def __len__(self) -> int:
+        return len(self.options)
+
+    def __repr__(self) -> str:
+        state = "open" if self._loop is not None else "closed"
+        return (f"<mcp.Connection {', '.join(s.key for s in self.servers)}: "
+                f"{len(self.options)} tools, {state}>")
+
+
+class _ResultCache:
+    """Tool results kept in a JSON file by (server, tool, arguments), so a notebook run again
+    does not call its servers again: `connect(..., cache="tools.json")`. The SDK's
+    CallToolResult is kept whole (an error result too) and read back as one. Delete the file
+    (or a key of it) to call the server again."""
+
+    def __init__(self, path: Any):
+        import json
+        self.path = os.fspath(path)
+        self.lock = threading.Lock()
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                self.entries = json.load(f)
+        except FileNotFoundError:
+            self.entries = {}
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"the MCP result cache {self.path!r} cannot be read ({exc}): "
+                             f"delete it, or give another path") from None
+        if not isinstance(self.entries, dict):
+            raise UsageError(f"the MCP result cache {self.path!r} is not a JSON object: "
+                             f"delete it, or give another path")
+
+    @staticmethod
+    def key(server: str, tool: str, arguments: dict) -> str:
+        import json
+        return json.dumps([server, tool, arguments], sort_keys=True, ensure_ascii=False)
+
+    def get(self, key: str) -> Any:
+        kept = self.entries.get(key)
+        if kept is None:
+            return None
+        from mcp.types import CallToolResult
+        return CallToolResult.model_validate(kept)
+
+    def put(self, key: str, result: Any) -> None:
+        import json
+        with self.lock:
+            self.entries[key] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+            tmp = f"{self.path}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(self.entries, f, ensure_ascii=False, indent=1)
+            os.replace(tmp, self.path)  # never a half-written cache
+
+
+def _reason(exc: BaseException) -> str:
+    """The first real error inside an exception group (anyio's task groups wrap them)."""
+    groups = getattr(__import__("builtins"), "BaseExceptionGroup", ())  # Python 3.11+
+    while groups and isinstance(exc, groups) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {cut(str(exc) or '(no message)', 500, '')}"
+
+
+def connect(*commands_or_urls: Any, config: Any = None, name: str | None = None,
+            env: dict[str, str] | None = None, cwd: str | None = None,
+            timeout_s: float = START_TIMEOUT_S, cache: Any = None) -> Connection:
+    """Live MCP servers as an option set, for `with` or `async with`:
+
+        with mcp.connect("mcp-server-time --local-timezone Etc/UTC") as time_tools:
+            decision.make("What time is it in Tokyo?", time_tools.options, runtime=rt)
+
+    Each argument is a command line (a string, split like a shell's, or a list) that starts a
+    stdio server, or an http(s) URL of a streamable-HTTP server; `config=` adds the servers of
+    an MCP client config (a dict or a JSON file). `name` is the key of a single server (by
+    default the command's file name or the URL's host); `env` and `cwd` go to every command.
+    A server that does not start, or does not answer within `timeout_s`, is a ServerError
+    naming it; nothing is left running. `cache="tools.json"` keeps every tool result in that
+    file and answers the same call (server, tool, arguments) from it later: a notebook run
+    again makes no server calls for what it asked before."""
+    servers: dict[str, dict] = {}
+    for c in commands_or_urls:
+        key, spec = _spec(c)
+        if name is not None and len(commands_or_urls) == 1:
+            key = name
+        if env is not None and "command" in spec:
+            spec["env"] = dict(env)
+        if cwd is not None and "command" in spec:
+            spec["cwd"] = cwd
+        base, n = key, 2
+        while key in servers:
+            key, n = f"{base}{n}", n + 1
+        servers[key] = spec
+    if config is not None:
+        for key, spec in read_config(config).items():
+            if key in servers:
+                raise UsageError(f"server key {key!r} is given twice (a command and config=)")
+            servers[key] = spec
+    return Connection(servers, timeout_s=timeout_s, cache=cache)
