@@ -27,6 +27,7 @@ from ..base.errors import ArgumentError, ParseError
 from ..base.model_protocol import ToolCall
 from .extract import Extraction, find_action, value_span
 from .options import Option
+from .options.kinds import example_text
 
 __all__ = ["MODES", "Mode", "MenuMode", "ToolsMode", "JsonSchemaMode", "ResponseSchemaMode",
            "get_mode", "format_mode", "decision_schema", "option_tool", "api_name"]
@@ -141,8 +142,11 @@ def option_tool(option: Option, name: str | None = None) -> dict:
     """An option as a native tool spec (`name`, `description`, `parameters`); `name` is the
     name sent, when the option's own is one the providers refuse."""
     params = option.json_schema()
-    desc = params.pop("description", option.description)
-    return {"name": name or option.name, "description": desc or "", "parameters": params}
+    desc = params.pop("description", option.description) or ""
+    if option.examples:  # a tool's description is the one text every provider shows the model
+        desc = "\n".join([desc, "Examples:"] if desc else ["Examples:"]) + "".join(
+            f"\n- {example_text(option, e)}" for e in option.examples)
+    return {"name": name or option.name, "description": desc, "parameters": params}
 
 
 class ToolsMode(Mode):
@@ -236,9 +240,18 @@ def _span_of(text: str, path: str) -> tuple[int, int] | None:
     return whole if path == "response" else value_span(text, whole, path)
 
 
+def _with_examples(option: Option) -> dict:
+    """An option's pick schema, with its worked picks as the JSON Schema `examples` keyword
+    (an annotation: it never changes what validates)."""
+    pick = option.pick_schema()
+    if option.examples:
+        pick = {**pick, "examples": option.example_picks()}
+    return pick
+
+
 def decision_schema(menu: Sequence[Option]) -> dict:
     """One JSON Schema whose alternatives are the options' picks, under a root object."""
-    picks = [o.pick_schema() for o in menu]
+    picks = [_with_examples(o) for o in menu]
     return {"type": "object",
             "properties": {ROOT_KEY: picks[0] if len(picks) == 1 else {"anyOf": picks}},
             "required": [ROOT_KEY], "additionalProperties": False}
