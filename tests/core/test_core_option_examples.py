@@ -115,3 +115,13 @@ def test_attaching_examples_never_changes_the_shared_option():
     marked = normalize({"refund": op.with_examples(refund, [("again", {"order_id": 1})])})[0]
     assert len(plain.examples) == 1 and len(marked.examples) == 2
     assert len(normalize({"refund": refund})[0].examples) == 1
+
+
+def test_the_step_through_of_a_decision_shows_each_example_beside_its_source():
+    rt = ScriptedRuntime([pick("greet")])
+    opts = options()
+    decision.make("Help.", opts, runtime=rt)
+    text = decision.steps(decision.last_trace(), opts).format_text()
+    assert ('Example: "hi there" → {"call": "greet"}    <- with_examples() on option '
+            "'greet' in the option set") in text
+    assert "<- the tool definition's input_examples[0]" in text
