@@ -470,7 +470,7 @@ better.to_frame()[["option", "kind", "train_before", "train_after", "held_gain",
 
 # %% [markdown]
 # An example is shown in the menu after its option's `Call:` line; the trace and the
-# step-through say where it came from (here: the training row `improve` took it from). Your own
+# step-through say where it came from (an example `improve` keeps cites its training row). Your own
 # go in a docstring's `Examples:` section, in a tool definition's `input_examples`, or on any
 # entry with `openprogram.with_examples(handler, [(request, args), ...])`.
 
