@@ -142,11 +142,18 @@ def option_tool(option: Option, name: str | None = None) -> dict:
     """An option as a native tool spec (`name`, `description`, `parameters`); `name` is the
     name sent, when the option's own is one the providers refuse."""
     params = option.json_schema()
-    desc = params.pop("description", option.description) or ""
-    if option.examples:  # a tool's description is the one text every provider shows the model
-        desc = "\n".join([desc, "Examples:"] if desc else ["Examples:"]) + "".join(
-            f"\n- {example_text(option, e)}" for e in option.examples)
+    desc = with_example_text(option, params.pop("description", option.description) or "")
     return {"name": name or option.name, "description": desc, "parameters": params}
+
+
+def with_example_text(option: Option, desc: str) -> str:
+    """`desc` followed by the option's examples, requests included. A description is the one
+    text every provider (and a local model's schema brief) shows the model, where the JSON
+    Schema `examples` keyword holds picks only, without the request that leads to each."""
+    if not option.examples:
+        return desc
+    return "\n".join([desc, "Examples:"] if desc else ["Examples:"]) + "".join(
+        f"\n- {example_text(option, e)}" for e in option.examples)
 
 
 class ToolsMode(Mode):
@@ -242,10 +249,12 @@ def _span_of(text: str, path: str) -> tuple[int, int] | None:
 
 def _with_examples(option: Option) -> dict:
     """An option's pick schema, with its worked picks as the JSON Schema `examples` keyword
-    (an annotation: it never changes what validates)."""
+    (an annotation: it never changes what validates) and, requests included, in its
+    description."""
     pick = option.pick_schema()
     if option.examples:
-        pick = {**pick, "examples": option.example_picks()}
+        pick = {**pick, "description": with_example_text(option, pick.get("description", "")),
+                "examples": option.example_picks()}
     return pick
 
 

@@ -133,7 +133,9 @@ def _ask_model(proposer: Any, counter: list[int]) -> Callable[[str, str, dict], 
         except DecisionError:
             out = None
         trace = last_trace()
-        counter[0] += sum(1 for a in (trace.attempts if trace else ()) if not a.cached)
+        made = sum(1 for a in (trace.attempts if trace else ()) if not a.cached)
+        counter[0] += made   # not yet charged to the budget
+        counter[1] += made   # all the proposer's calls
         return out
     return ask
 
@@ -161,11 +163,12 @@ class _Scorer:
         self.calls = 0
         self.uses_p: bool | None = None
         self.seen: dict[str, set[int]] = {"train": set(), "held_out": set()}
+        self.per_attempt = getattr(settings.get("confidence"), "n", 1) or 1
 
     def affordable(self, idx: list[int]) -> bool:
-        per_row = 1 + self.settings.get("max_retries", 1)
-        n = getattr(self.settings.get("confidence"), "n", 1) or 1
-        return self.calls + len(idx) * per_row * n <= self.budget or self.calls == 0
+        # the worst case of one more evaluation: every row re-asked as often as allowed
+        per_row = (1 + self.settings.get("max_retries", 1)) * self.per_attempt
+        return self.calls + len(idx) * per_row <= self.budget
 
     def score(self, menu: list[Option], idx: list[int], side: str) -> dict:
         from .evaluate import evaluate
@@ -178,14 +181,15 @@ class _Scorer:
             trace = res.traces[k]
             pick = res.picks[k]
             picks.append(pick)
-            if trace is not None:
-                self.calls += sum(1 for a in trace.attempts if not a.cached)
+            if trace is not None:  # each sample of Samples(n) is a call of its own
+                self.calls += self.per_attempt * sum(1 for a in trace.attempts if not a.cached)
             conf = getattr(trace, "confidence", None) if trace is not None else None
             hits.append(1.0 if pick == self.labels[i] else 0.0)
             ps.append(conf.probs.get(self.labels[i], 0.0) if conf is not None else None)
-        if self.uses_p is None:
-            self.uses_p = all(p is not None for p in ps)
-        per_row = [p if self.uses_p and p is not None else h for p, h in zip(ps, hits)]
+        if self.uses_p is None:  # a row without a distribution (a failed one) counts as p = 0
+            self.uses_p = bool(self.settings.get("confidence")) and \
+                any(p is not None for p in ps)
+        per_row = [(p or 0.0) if self.uses_p else h for p, h in zip(ps, hits)]
         args = [_picked_args(res.traces[k]) for k in range(len(idx))]
         return {"scores": per_row, "accuracy": hits, "p": ps, "picks": picks, "args": args}
 
@@ -314,7 +318,7 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, runtime: Any
     settings = {"mode": mode, "confidence": confidence, "max_retries": max_retries,
                 "concurrency": concurrency}
     scorer = _Scorer(prompt, table, labels, rt, settings, budget)
-    propose = _proposer(proposer, rt, counter := [0])
+    propose = _proposer(proposer, rt, counter := [0, 0])
     report: dict = {"split": {"seed": seed, "train": len(train), "held_out": len(held),
                               "train_rows": train, "held_out_rows": held},
                     "stopped": None}
@@ -333,7 +337,9 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, runtime: Any
 
     for kind, pos, build in _candidates(prompt, current, train, table, labels, base_train,
                                         propose, max_examples, counter):
-        if scorer.calls + counter[0] >= budget or not scorer.affordable(train + held):
+        scorer.calls += counter[0]  # the proposer's calls count against the same budget
+        counter[0] = 0
+        if not scorer.affordable(train + held):
             report["stopped"] = f"budget of {budget} model calls reached"
             break
         made = build(current[pos])
@@ -362,8 +368,8 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, runtime: Any
         else:
             edit["why"] = "held-out gain not above zero at 95 %"
     report["held_out_after"] = _figures(cur_held, bool(scorer.uses_p))
+    report["proposer_calls"] = counter[1]
     report["calls"] = scorer.calls + counter[0]
-    report["proposer_calls"] = counter[0]
     report["candidates"] = len(edits)
     report["rejected"] = sum(1 for e in edits if not e["kept"])
     report["rows_seen"] = {k: sorted(v) for k, v in scorer.seen.items()}

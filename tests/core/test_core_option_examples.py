@@ -71,6 +71,10 @@ def test_tools_mode_puts_them_in_the_description_and_json_schema_mode_in_example
     picks = schema["properties"]["decision"]["anyOf"]
     assert picks[0]["examples"] == [{"call": "refund",
                                      "args": {"order_id": 12, "reason": "lost"}}]
+    # the request leading to each pick is only in text: the description carries it too
+    assert picks[0]["description"] == tools[0]["description"]
+    from openprogram.runtimes.llamacpp import schema_brief
+    assert '"hi there" → {"call": "greet"}' in schema_brief(schema)
     # every example is itself a valid reply under the schema sent (the oracle: jsonschema)
     for p in picks:
         for ex in p["examples"]:

@@ -212,3 +212,11 @@ def test_aimprove_gives_the_same_result():
     imp = asyncio.run(decision.aimprove(PROMPT, OPTIONS, labelled(), expected="label",
                                         runtime=rt, proposer="keywords", max_examples=0))
     assert [e["kept"] for e in imp.edits] == [e["kept"] for e in run("keywords").edits]
+
+
+def test_a_proposers_text_is_escaped_in_the_panel_and_cut_to_a_bound():
+    hostile = "<script>alert(1)</script> " + " ".join(w for ws in WORDS.values() for w in ws)
+    imp = run(lambda name, description, ev: hostile + " x" * 1000)
+    html = imp._repr_html_()
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert all(len(e["after"]) <= 400 for e in imp.edits if e["after"])
