@@ -218,7 +218,8 @@ def _figures(s: dict, uses_p: bool) -> dict:
 class Improvement:
     """What `decision.improve` found: `.options` (the option set to pass to `make`, edits
     applied), `.original`, `.edits` (every candidate tried, kept or not, with its scores),
-    `.report` (the split, held-out before / after with 95 % intervals, calls spent),
+    `.report` (the split, held-out before / after with 95 % intervals and per option, calls
+    spent, candidates tried and rejected),
     `.diff()` (the kept edits as text to paste into the code), `.to_frame()`."""
 
     def __init__(self, original: list[Option], options: list[Option], edits: list[dict],
@@ -368,6 +369,11 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, runtime: Any
         else:
             edit["why"] = "held-out gain not above zero at 95 %"
     report["held_out_after"] = _figures(cur_held, bool(scorer.uses_p))
+    report["per_option"] = {
+        n: {"held_out_rows": sum(1 for i in held if labels[i] == n),
+            "before": _mean([s for s, i in zip(base_held["scores"], held) if labels[i] == n]),
+            "after": _mean([s for s, i in zip(cur_held["scores"], held) if labels[i] == n])}
+        for n in names}
     report["proposer_calls"] = counter[1]
     report["calls"] = scorer.calls + counter[0]
     report["candidates"] = len(edits)

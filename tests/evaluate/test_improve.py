@@ -79,6 +79,9 @@ def test_a_helpful_description_is_kept_and_measured_on_held_out_rows():
     assert imp.report["split"]["held_out"] == 24 and imp.report["split"]["train"] == 24
     for e in imp.kept:
         assert e["held_gain_lo"] > 0 and e["kind"] == "description"
+    per = imp.report["per_option"]
+    assert sum(v["held_out_rows"] for v in per.values()) == 24
+    assert per[imp.kept[0]["option"]]["after"] >= per[imp.kept[0]["option"]]["before"]
     # the new option set works as given
     rt, _ = picker_runtime()
     kept = imp.kept[0]
