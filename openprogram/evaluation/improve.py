@@ -379,6 +379,10 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, runtime: Any
     report["candidates"] = len(edits)
     report["rejected"] = sum(1 for e in edits if not e["kept"])
     report["rows_seen"] = {k: sorted(v) for k, v in scorer.seen.items()}
+    gated = sum(1 for e in edits if e.get("held_gain") is not None)
+    if gated > 1:  # each look at the held-out rows is a chance to keep an edit by luck
+        report["caveat"] = (f"the held-out rows decided {gated} candidates, so the 'after' "
+                            f"figure leans optimistic; confirm it on rows neither side saw")
     if not any(e["kept"] for e in edits):
         report["found"] = "no edit helped on the held-out rows; the original option set is returned"
     return Improvement(original, current, edits, report)

@@ -109,6 +109,7 @@ def test_an_edit_fitted_to_the_training_rows_is_rejected_by_the_held_out_rows():
     assert tried and not imp.kept
     # each helped on the training rows and did nothing on held-out ones
     assert any(e["train_after"] > e["train_before"] and e["held_gain"] == 0 for e in tried)
+    assert "leans optimistic" in imp.report["caveat"]
     assert all(e["why"] != "held-out gain above zero at 95 %" for e in tried)
     assert [o.description for o in imp.options] == [o.description
                                                       for o in decision_options()]
