@@ -21,6 +21,7 @@ from .runtime.function import agentic_function
 from .decision.loop import amake, make
 from .base.lazy import lazy_names
 from .decision.options import Option, register_option_kind
+from .decision.options.kinds import with_examples
 from .decision.options.tool_definitions import JsonSchema, tool
 from .decision.options.shortlist import Shortlist
 from .runtime.runtime import (DAG, ModelResponse, Runtime, ToolCall, current_runtime,
@@ -35,7 +36,7 @@ __version__ = "0.1.0"
 __all__ = ["Agent", "agent", "aagent", "Retry", "ToolError", "WaitTimeout", "Pick", "Reask", "decision", "DecisionError",
            "OptionError", "OptionWarning", "OpenProgramError", "MissingExtraError",
            "ArgumentError", "UsageError", "SchemaError", "NoRuntimeError",
-           "JsonSchema", "tool", "Shortlist",
+           "JsonSchema", "tool", "Shortlist", "with_examples", "improve", "aimprove", "Improvement",
            "Option", "register_option_kind", "register_trace_view", "Runtime", "ToolCall",
            "ModelResponse", "ModelCallError", "DAG", "DecisionTrace", "Attempt", "TraceEvent",
            "ERROR_KINDS", "observe", "add_observer", "remove_observer", "last_trace",
@@ -57,7 +58,9 @@ __getattr__, __dir__ = lazy_names(__name__, {
     "Revalidation": ".decision.recheck",
     "register_toolset": ".runtime.tools",
     "Options": ".base.type_names", "ModeName": ".base.type_names",
-    "RateLimit": ".evaluation.ratelimit", "JournalMismatch": ".evaluation.journal"})
+    "RateLimit": ".evaluation.ratelimit", "JournalMismatch": ".evaluation.journal",
+    "improve": ".evaluation.improve", "aimprove": ".evaluation.improve",
+    "Improvement": ".evaluation.improve"})
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -28,11 +28,13 @@ from ..trace.decision_trace import last_trace
 __all__ = ["make", "amake", "render_options", "extract_action", "parse_args", "resolve_decision",
            "DecisionError", "DECISION_FINISH_INSTRUCTION", "last_trace", "OptionError",
            "evaluate", "aevaluate", "compare", "acompare", "reask_prompt", "revalidate", "clear_option_cache", "steps",
-           "Retry", "Variant", "Confidence", "Samples"]
+           "Retry", "Variant", "Confidence", "Samples", "improve", "aimprove", "Improvement"]
 
 # Evaluation and re-checking load on first use: a decision needs neither.
 __getattr__, __dir__ = lazy_names(__name__, {
     "evaluate": "openprogram.evaluation.evaluate", "aevaluate": "openprogram.evaluation.evaluate",
     "compare": "openprogram.evaluation.evaluate", "acompare": "openprogram.evaluation.evaluate",
     "Variant": "openprogram.evaluation.evaluate",
+    "improve": "openprogram.evaluation.improve", "aimprove": "openprogram.evaluation.improve",
+    "Improvement": "openprogram.evaluation.improve",
     "revalidate": ".recheck", "steps": ".stepthrough"})

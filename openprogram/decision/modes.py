@@ -27,6 +27,7 @@ from ..base.errors import ArgumentError, ParseError
 from ..base.model_protocol import ToolCall
 from .extract import Extraction, find_action, value_span
 from .options import Option
+from .options.kinds import example_text
 
 __all__ = ["MODES", "Mode", "MenuMode", "ToolsMode", "JsonSchemaMode", "ResponseSchemaMode",
            "get_mode", "format_mode", "decision_schema", "option_tool", "api_name"]
@@ -141,8 +142,18 @@ def option_tool(option: Option, name: str | None = None) -> dict:
     """An option as a native tool spec (`name`, `description`, `parameters`); `name` is the
     name sent, when the option's own is one the providers refuse."""
     params = option.json_schema()
-    desc = params.pop("description", option.description)
-    return {"name": name or option.name, "description": desc or "", "parameters": params}
+    desc = with_example_text(option, params.pop("description", option.description) or "")
+    return {"name": name or option.name, "description": desc, "parameters": params}
+
+
+def with_example_text(option: Option, desc: str) -> str:
+    """`desc` followed by the option's examples, requests included. A description is the one
+    text every provider (and a local model's schema brief) shows the model, where the JSON
+    Schema `examples` keyword holds picks only, without the request that leads to each."""
+    if not option.examples:
+        return desc
+    return "\n".join([desc, "Examples:"] if desc else ["Examples:"]) + "".join(
+        f"\n- {example_text(option, e)}" for e in option.examples)
 
 
 class ToolsMode(Mode):
@@ -236,9 +247,20 @@ def _span_of(text: str, path: str) -> tuple[int, int] | None:
     return whole if path == "response" else value_span(text, whole, path)
 
 
+def _with_examples(option: Option) -> dict:
+    """An option's pick schema, with its worked picks as the JSON Schema `examples` keyword
+    (an annotation: it never changes what validates) and, requests included, in its
+    description."""
+    pick = option.pick_schema()
+    if option.examples:
+        pick = {**pick, "description": with_example_text(option, pick.get("description", "")),
+                "examples": option.example_picks()}
+    return pick
+
+
 def decision_schema(menu: Sequence[Option]) -> dict:
     """One JSON Schema whose alternatives are the options' picks, under a root object."""
-    picks = [o.pick_schema() for o in menu]
+    picks = [_with_examples(o) for o in menu]
     return {"type": "object",
             "properties": {ROOT_KEY: picks[0] if len(picks) == 1 else {"anyOf": picks}},
             "required": [ROOT_KEY], "additionalProperties": False}

@@ -167,7 +167,7 @@ def side_by_side(traces: dict, options: Any = None) -> SideBySide:
 
 def menu_sources(options: Any) -> list[dict]:
     """Every line of the menu of `options`, one dict each: `option`, `line` (the text as the
-    menu shows it), `part` ("signature", "description", "param", "call") and `source` (where it
+    menu shows it), `part` ("signature", "description", "param", "call", "example") and `source` (where it
     came from: `kind` "file" with `file` and `line`, "option_set" with a `path` into the option
     set, "json_pointer" with a `pointer` into the option's JSON Schema, "value" with the value's
     repr, or "note")."""
@@ -176,6 +176,7 @@ def menu_sources(options: Any) -> list[dict]:
         code = option.code_place()
         sig, doc = option.head_sources(options, code)
         lines = option.menu_lines()
+        shown_examples = option.example_lines()
         top = {p.name for p in option.llm_params}
         current: str | None = None
         for i, line in enumerate(lines):
@@ -200,6 +201,9 @@ def menu_sources(options: Any) -> list[dict]:
                 part, src = "description", doc
             out.append({"option": option.name, "kind": option.kind, "line": line,
                         "part": part, "source": src})
+        for line, e in zip(shown_examples, option.examples):  # each worked pick cites its origin
+            out.append({"option": option.name, "kind": option.kind, "line": line,
+                        "part": "example", "source": dict(e["source"])})
     return out
 
 

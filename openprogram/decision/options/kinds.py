@@ -39,6 +39,9 @@ class Option:
     kind: ClassVar[str] = "option"
     handler: Callable | None = None
     value: Any = None
+    #: A few worked picks (issue 36): dicts {"request", "args", "source"}, shown after the
+    #: `Call:` line, in the tool's description and as the pick schema's `examples`.
+    examples: tuple = ()
 
     def __init__(self, name: str, description: str = "", params: list[Param] | None = None):
         self.name, self.description = name, description
@@ -85,6 +88,29 @@ class Option:
         lines.append(f"  Call: {self.example()}")
         return lines
 
+    def example_lines(self) -> list[str]:
+        """The menu's `Example:` lines of this option, one per worked pick. They follow the
+        option's own `menu_lines()` (render_menu adds them), so a kind that overrides
+        `menu_lines` shows its examples without knowing of them."""
+        return [f"  Example: {example_text(self, e)}" for e in self.examples]
+
+    def example_picks(self) -> list[dict]:
+        """The examples as whole picks, `{"call": name, "args": {...}}` (the pick schema's
+        `examples` in json_schema mode)."""
+        return [{"call": self.name, "args": dict(e["args"])} for e in self.examples]
+
+    def with_examples(self, examples: Any, source: Any = "with_examples() in the option set",
+                      replace: bool = True) -> "Option":
+        """A copy of this option carrying `examples` (see `with_examples`), each checked as a
+        pick of this option; the option itself is never changed (built options are shared)."""
+        import copy
+        made = read_examples(self, examples, source)
+        out = copy.copy(self)
+        for k in ("_block", "_info"):  # derived text of the original must not follow the copy
+            out.__dict__.pop(k, None)
+        out.examples = tuple(made) if replace else tuple(self.examples) + tuple(made)
+        return out
+
     def json_schema(self) -> dict:
         """The JSON Schema of this option's payload (its `args` object): what the menu
         describes in text, for native tools and structured output."""
@@ -112,6 +138,8 @@ class Option:
         """One row of the option table (what `%decision_menu` and `trace.options` show)."""
         return {
             "name": self.name, "kind": self.kind, "description": self.description,
+            "examples": [{"request": e["request"], "args": to_jsonable(e["args"]),
+                          "source": dict(e["source"])} for e in self.examples],
             "params": [{
                 "name": p.name, "type": p.field.type_name(), "required": p.required,
                 "default": None if p.default is MISSING else to_jsonable(p.default),
@@ -192,6 +220,16 @@ class FunctionOption(Option):
         super().__init__(name, description if description is not None else _describe(fn),
                          function_params(fn, where))
         self.handler = fn
+        found = docstring_examples(fn)
+        if found:
+            file, start, lines = sources.code_place(fn)
+            made = []
+            for request, args, text in found:
+                line = sources.line_of(lines, start, lambda s, t=text: t in s) if lines else None
+                made.append((request, args, sources.place(
+                    file, line, f"the Examples section of {getattr(fn, '__name__', name)}'s "
+                                "docstring")))
+            self.examples = tuple(read_examples(self, made, None))
 
     def resolve(self, kwargs: dict) -> Any:
         positional = self.__dict__.get("_positional")
@@ -354,6 +392,118 @@ def call_function(fn: Callable, kwargs: dict, positional: tuple[str, ...] | None
     return fn(*args, **rest)
 
 
+class WithExamples:
+    """An option-set entry with worked picks attached (`openprogram.with_examples`)."""
+
+    def __init__(self, handler: Any, examples: Any):
+        if isinstance(handler, WithExamples):
+            raise OptionError("with_examples(with_examples(...)): give all the examples in one "
+                              "call")
+        if not isinstance(examples, (list, tuple)) or not examples:
+            raise OptionError(f"with_examples(handler, examples): examples is a non-empty list "
+                              f"of (request, args) pairs or args dicts, got {examples!r:.80}")
+        self.handler, self.examples = handler, list(examples)
+
+    def __repr__(self) -> str:
+        return f"with_examples({self.handler!r:.60}, {len(self.examples)} examples)"
+
+
+def with_examples(handler: Any, examples: Any) -> WithExamples:
+    """Mark an entry of an option set (any handler the dict or list form accepts) with a few
+    worked picks: `examples` is a list of `(request, args)` pairs (`("refund order 7",
+    {"order_id": 7})`), `{"request": ..., "args": ...}` dicts, or bare `args` dicts. Each is
+    checked as a pick of the option when the option set is read; the menu shows them after
+    the `Call:` line, tools mode adds them to the tool's description, json_schema mode to the
+    pick schema's `examples`, and the trace's option table and the step-through say where each
+    came from."""
+    return WithExamples(handler, examples)
+
+
+_EXAMPLES_HEADS = ("examples:", "example:")
+
+
+def docstring_examples(fn: Any) -> list[tuple[str | None, dict, str]]:
+    """The worked picks in a function docstring's `Examples:` section: lines `request ->
+    {"arg": value}` (a JSON object after the last `->`). Other lines there (doctests, prose)
+    are not picks and are left alone. Returns (request, args, the line's text)."""
+    doc = inspect.getdoc(fn) or ""
+    if "xample" not in doc:
+        return []
+    out, inside = [], False
+    for raw in doc.splitlines()[:400]:  # bounded: a docstring is the user's, but may be huge
+        line = raw.strip()
+        if line.lower() in _EXAMPLES_HEADS:
+            inside = True
+            continue
+        if not inside:
+            continue
+        if not raw.startswith((" ", "\t")) and line and line.endswith(":"):
+            inside = False  # the next section (Returns:, Raises:, ...)
+            continue
+        request, arrow, tail = line.rpartition("->")
+        if not arrow or not tail.strip().startswith("{"):
+            continue
+        try:
+            args = json.loads(tail.strip())
+        except ValueError:
+            continue
+        if isinstance(args, dict):
+            out.append((request.strip().strip("\"'") or None, args, line))
+    return out
+
+
+def read_examples(option: Option, examples: Any, source: Any) -> list[dict]:
+    """`examples` (pairs, dicts or args dicts; a pair may carry its source third) as the
+    option's example records, each checked as a pick of it: an example that names an unknown
+    argument or gives a value its parameter refuses is an OptionError naming it."""
+    out = []
+    for i, e in enumerate(examples):
+        src = source
+        if isinstance(e, tuple) and len(e) == 3:
+            e, src = e[:2], e[2]
+        if isinstance(e, tuple) and len(e) == 2:
+            request, args = e
+        elif isinstance(e, dict) and "args" in e and set(e) <= {"request", "args"}:
+            request, args = e.get("request"), e["args"]
+        elif isinstance(e, dict):
+            request, args = None, e
+        else:
+            raise OptionError(f"example #{i} of option {option.name!r}: give (request, args), "
+                              f"{{'request': ..., 'args': {{...}}}} or an args dict; got "
+                              f"{e!r:.80}")
+        if request is not None and not isinstance(request, str):
+            raise OptionError(f"example #{i} of option {option.name!r}: the request is text, "
+                              f"got {request!r:.60}")
+        if not isinstance(args, dict):
+            raise OptionError(f"example #{i} of option {option.name!r}: args is a dict of "
+                              f"the option's arguments, got {args!r:.60}")
+        dropped: list[str] = []
+        try:
+            option.bind(dict(args), runtime=None, context={}, dropped=dropped, injected=[],
+                        prefix="args")
+        except ParseError as exc:
+            raise OptionError(f"example #{i} of option {option.name!r} is not a valid pick of "
+                              f"it: {exc}; fix the example's args") from None
+        if dropped:
+            raise OptionError(f"example #{i} of option {option.name!r} gives arguments the "
+                              f"model cannot set ({', '.join(dropped)}); the option takes "
+                              f"{[p.name for p in option.llm_params]}")
+        if isinstance(src, str):
+            src = {"kind": "option_set", "label": src}
+        out.append({"request": request, "args": dict(args),
+                    "source": dict(src or {"kind": "note", "label": "an example"})})
+    return out
+
+
+def example_text(option: Option, e: dict) -> str:
+    """One example as the menu and the tool description show it: `"request" → pick`."""
+    call: dict = {"call": option.name}
+    if e["args"] or option.llm_params:
+        call["args"] = to_jsonable(e["args"])
+    pick = json.dumps(call, ensure_ascii=False)
+    return f"{json.dumps(e['request'], ensure_ascii=False)} → {pick}" if e["request"] else pick
+
+
 def _describe(fn: Callable) -> str:
     doc = inspect.getdoc(fn) or ""
     return doc.strip().split("\n\n")[0].replace("\n", " ")
@@ -481,6 +631,11 @@ def _list_option(item: Any, where: str) -> Option:
 
 
 def build_option(name: str | None, handler: Any, position: int | None) -> Option:
+    if isinstance(handler, WithExamples):
+        inner = build_option(name, handler.handler, position)
+        return inner.with_examples(handler.examples, f"with_examples() on option "
+                                                     f"{inner.name!r} in the option set",
+                                   replace=False)
     if name is None:
         return _list_option(handler, f"option #{position} ({handler!r:.60})")
     return _dict_option(name, handler, f"option {name!r}")

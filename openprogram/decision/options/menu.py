@@ -79,4 +79,5 @@ def render_menu(menu: Sequence[Any]) -> str:  # of Options (a Menu, or a list of
 def _render_menu(menu: Sequence[Option]) -> str:
     return "\n\n".join([
         'Options (reply with one JSON object that picks exactly one, as in its "Call:" line):',
-        *[_derived(o, "_block", lambda: "\n".join(o.menu_lines())) for o in menu]])
+        *[_derived(o, "_block", lambda: "\n".join(o.menu_lines() + o.example_lines()))
+          for o in menu]])

@@ -186,8 +186,8 @@ class JsonSchemaOption(Option):
             return cls(name, description or handler.description or "", handler.schema, None,
                        where)
         if isinstance(handler, ToolDefinition):
-            return cls(name, description or handler.description, handler.schema, handler.fn,
-                       where)
+            return _input_examples(cls(name, description or handler.description,
+                                       handler.schema, handler.fn, where), handler.definition)
         return None
 
     def json_schema(self) -> dict:
@@ -272,8 +272,23 @@ def _list_item(item: Any, where: str) -> Option | None:
         return JsonSchemaOption(name, item.description or "", item.schema, None, where)
     read = read_definition(item) if isinstance(item, dict) or sdk_tool(item) else None
     if read is not None:
-        return JsonSchemaOption(*read, None, where)
+        return _input_examples(JsonSchemaOption(*read, None, where), item)
     return None
+
+
+def _input_examples(option: "JsonSchemaOption", definition: dict) -> "JsonSchemaOption":
+    """The option with the worked inputs of Anthropic's `input_examples` field (a list of
+    input objects), each checked against the tool's schema and cited by its JSON pointer."""
+    found = definition.get("input_examples")
+    if found is None:
+        return option
+    if not isinstance(found, list):
+        raise OptionError(f"tool {option.name!r}: input_examples is a list of input objects, "
+                          f"got {_head(found)}")
+    return option.with_examples(
+        [(None, e, {"kind": "json_pointer", "pointer": f"#/input_examples/{i}",
+                    "label": f"the tool definition's input_examples[{i}]"})
+         for i, e in enumerate(found)], None)
 
 
 register_option_kind(JsonSchemaOption)

@@ -1,0 +1,451 @@
+"""`decision.improve`: make an option set better from labelled rows, and keep only what held-out
+rows show helps (issue 36).
+
+The labelled rows are split, with a seed, into a training side and a held-out side. Edits are
+proposed from the training side only: worked examples per option (a training row's request and
+the arguments the model gave when it picked that option right), and option descriptions
+rewritten by a proposer (a runtime asked through the decision mechanism itself, a callable, or
+the deterministic built-in `"keywords"`). Each edit is first scored on the training rows (the
+mean probability of the expected option where the run has distributions, accuracy otherwise);
+one that helps there is measured on the held-out rows, and kept only when a paired bootstrap of
+the held-out rows puts its gain above zero at 95 %. Figures reported are held-out figures: a
+gain on the rows an edit was chosen from says nothing. The search stops at `budget` model
+calls (replies served by a `CachedRuntime` are not counted, so a re-run through the cache is
+free). The user's code is never edited: the result carries the new option set as data, and the
+edits as text to paste.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import random
+import string
+import warnings
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+from ..base.errors import DecisionError, UsageError, OptionWarning
+from ..decision.options import Option, normalize
+from .results import bootstrap_interval
+
+__all__ = ["improve", "aimprove", "Improvement", "keyword_proposer", "MIN_ROWS"]
+
+#: Fewer labelled rows than this hold nothing out worth measuring on.
+MIN_ROWS = 20
+_MAX_DESCRIPTION = 400   # a proposer's text is untrusted: cut before it reaches a menu
+
+
+def _rows_of(rows: Any) -> list[dict]:
+    if hasattr(rows, "to_dict") and hasattr(rows, "columns"):
+        return [dict(r) for r in rows.to_dict("records")]
+    out = list(rows)
+    if not all(isinstance(r, dict) for r in out):
+        raise UsageError("improve(rows=...): rows is a DataFrame or a list of dicts, one per "
+                         "labelled request")
+    return out
+
+
+def _labels(rows: list[dict], expected: Any, names: list[str]) -> list[str]:
+    if isinstance(expected, str):
+        missing = [i for i, r in enumerate(rows) if expected not in r]
+        if missing:
+            raise UsageError(f"improve(expected={expected!r}): rows {missing[:5]} have no "
+                             f"{expected!r} column; give the column holding each row's option")
+        labels = [r[expected] for r in rows]
+    elif isinstance(expected, (list, tuple)):
+        if len(expected) != len(rows):
+            raise UsageError(f"improve(expected=[...]) has {len(expected)} labels for "
+                             f"{len(rows)} rows; give one option name per row")
+        labels = list(expected)
+    else:
+        raise UsageError("improve(expected=...) is a column name or a list of option names, "
+                         "one per row")
+    bad = sorted({repr(x) for x in labels if x not in names})
+    if bad:
+        raise UsageError(f"improve: labels {', '.join(bad[:5])} name no option; the options "
+                         f"are {names}")
+    return labels
+
+
+def _request(prompt: str, row: dict) -> str:
+    """The part of a row the model is asked about: the values the prompt's fields take."""
+    fields = [f for _, f, _, _ in string.Formatter().parse(prompt) if f]
+    values = [str(row[f]) for f in fields if f in row]
+    return " / ".join(values) if values else prompt.format_map(row)
+
+
+def _edited(option: Option, description: str) -> Option:
+    out = copy.copy(option)
+    for k in ("_block", "_info"):
+        out.__dict__.pop(k, None)
+    out.description = description
+    return out
+
+
+def keyword_proposer(name: str, description: str, evidence: dict) -> str | None:
+    """The built-in proposer (deterministic, no model): the description, plus the words most
+    typical of the training requests labelled with this option and rare in the others'. It
+    works offline and in tests; a model proposer writes better prose."""
+    def words(text: str) -> set[str]:
+        return {w.strip(".,;:!?\"'()").lower() for w in text.split() if len(w) > 3}
+    mine = [words(t) for t in evidence["requests"]]
+    theirs = [words(t) for t in evidence["other_requests"]]
+    if not mine:
+        return None
+    score: dict[str, float] = {}
+    for ws in mine:
+        for w in ws:
+            score[w] = score.get(w, 0) + 1 / len(mine)
+    for ws in theirs:
+        for w in ws:
+            if w in score:
+                score[w] -= 1 / max(len(theirs), 1)
+    top = [w for w, s in sorted(score.items(), key=lambda kv: (-kv[1], kv[0])) if s > 0][:6]
+    if not top:
+        return None
+    return f"{description} (requests about: {', '.join(top)})".strip()
+
+
+def _ask_model(proposer: Any, counter: list[int]) -> Callable[[str, str, dict], str | None]:
+    """A runtime as a proposer: asked through the decision mechanism, with one option whose
+    argument is the new description."""
+    from ..decision.loop import make
+
+    def rewrite(description: str) -> str:
+        """Use this new description of the option."""
+        return description
+
+    def ask(name: str, description: str, evidence: dict) -> str | None:
+        wrong = "\n".join(f"- {t!r} was picked as {p!r}" for t, p in evidence["missed"][:8])
+        taken = "\n".join(f"- {t!r} (meant {e!r})" for t, e in evidence["taken"][:8])
+        examples = "\n".join(f"- {t!r}" for t in evidence["requests"][:8])
+        text = (f"You improve the description of one option in a menu a model picks from.\n"
+                f"Option {name!r}, described now as: {description!r}.\n"
+                f"Requests that should pick it:\n{examples or '- (none)'}\n"
+                f"Requests that should have picked it but did not:\n{wrong or '- (none)'}\n"
+                f"Requests that picked it but should not have:\n{taken or '- (none)'}\n"
+                f"Write a short description (one or two sentences) that makes the right "
+                f"requests pick this option and the wrong ones not.")
+        from ..trace.decision_trace import last_trace
+        try:
+            out = make(text, {"rewrite": rewrite}, runtime=proposer, max_retries=1)
+        except DecisionError:
+            out = None
+        trace = last_trace()
+        made = sum(1 for a in (trace.attempts if trace else ()) if not a.cached)
+        counter[0] += made   # not yet charged to the budget
+        counter[1] += made   # all the proposer's calls
+        return out
+    return ask
+
+
+def _proposer(proposer: Any, runtime: Any, counter: list[int]) -> Callable | None:
+    if proposer == "keywords":
+        return keyword_proposer
+    if proposer is None:
+        proposer = runtime
+    if hasattr(proposer, "call_model"):
+        return _ask_model(proposer, counter)
+    if callable(proposer):
+        return proposer
+    raise UsageError(f"improve(proposer=...): a Runtime, a callable (name, description, "
+                     f"evidence) -> str, or 'keywords'; got {proposer!r:.60}")
+
+
+class _Scorer:
+    """Runs the option set over rows through `evaluate`, counting the model calls it makes."""
+
+    def __init__(self, prompt: str, rows: list[dict], labels: list[str], runtime: Any,
+                 settings: dict, budget: int):
+        self.prompt, self.rows, self.labels, self.rt = prompt, rows, labels, runtime
+        self.settings, self.budget = settings, budget
+        self.calls = 0
+        self.uses_p: bool | None = None
+        self.seen: dict[str, set[int]] = {"train": set(), "held_out": set()}
+        self.per_attempt = getattr(settings.get("confidence"), "n", 1) or 1
+
+    def affordable(self, idx: list[int]) -> bool:
+        # the worst case of one more evaluation: every row re-asked as often as allowed
+        per_row = (1 + self.settings.get("max_retries", 1)) * self.per_attempt
+        return self.calls + len(idx) * per_row <= self.budget
+
+    def score(self, menu: list[Option], idx: list[int], side: str) -> dict:
+        from .evaluate import evaluate
+        self.seen[side].update(idx)
+        res = evaluate(self.prompt, list(menu), [self.rows[i] for i in idx], runtime=self.rt,
+                       expected=[self.labels[i] for i in idx], progress=False,
+                       **self.settings)
+        per_row, hits, ps, picks = [], [], [], []
+        for k, i in enumerate(idx):
+            trace = res.traces[k]
+            pick = res.picks[k]
+            picks.append(pick)
+            if trace is not None:  # each sample of Samples(n) is a call of its own
+                self.calls += self.per_attempt * sum(1 for a in trace.attempts if not a.cached)
+            conf = getattr(trace, "confidence", None) if trace is not None else None
+            hits.append(1.0 if pick == self.labels[i] else 0.0)
+            ps.append(conf.probs.get(self.labels[i], 0.0) if conf is not None else None)
+        if self.uses_p is None:  # a row without a distribution (a failed one) counts as p = 0
+            self.uses_p = bool(self.settings.get("confidence")) and \
+                any(p is not None for p in ps)
+        per_row = [(p or 0.0) if self.uses_p else h for p, h in zip(ps, hits)]
+        args = [_picked_args(res.traces[k]) for k in range(len(idx))]
+        return {"scores": per_row, "accuracy": hits, "p": ps, "picks": picks, "args": args}
+
+
+def _picked_args(trace: Any) -> dict | None:
+    if trace is None:
+        return None
+    for a in reversed(trace.attempts):
+        if a.ok:
+            return dict(a.args or {})
+    return None
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def _figures(s: dict, uses_p: bool) -> dict:
+    out = {"accuracy": _mean(s["accuracy"]), "accuracy_ci": bootstrap_interval(s["accuracy"])}
+    if uses_p:
+        ps = [p or 0.0 for p in s["p"]]
+        out.update(mean_p_expected=_mean(ps), mean_p_expected_ci=bootstrap_interval(ps))
+    return out
+
+
+class Improvement:
+    """What `decision.improve` found: `.options` (the option set to pass to `make`, edits
+    applied), `.original`, `.edits` (every candidate tried, kept or not, with its scores),
+    `.report` (the split, held-out before / after with 95 % intervals and per option, calls
+    spent, candidates tried and rejected),
+    `.diff()` (the kept edits as text to paste into the code), `.to_frame()`."""
+
+    def __init__(self, original: list[Option], options: list[Option], edits: list[dict],
+                 report: dict):
+        self.original, self.options, self.edits, self.report = original, options, edits, report
+
+    @property
+    def kept(self) -> list[dict]:
+        return [e for e in self.edits if e["kept"]]
+
+    def diff(self) -> str:
+        """The kept edits, one block per option, as text a user can paste into their code."""
+        if not self.kept:
+            return "No edit helped on the held-out rows; the option set is unchanged."
+        out = []
+        for e in self.kept:
+            if e["kind"] == "description":
+                out.append(f"option {e['option']!r}: description\n- {e['before']!r}\n"
+                           f"+ {e['after']!r}")
+            else:
+                pairs = ", ".join(f"({x['request']!r}, {json.dumps(x['args'])})"
+                                  for x in e["after"])
+                lines = "".join(f"\n      {x['request']} -> {json.dumps(x['args'])}"
+                                for x in e["after"])
+                out.append(f"option {e['option']!r}: add examples\n"
+                           f"+ with_examples(..., [{pairs}])\n"
+                           f"  or, in a function's docstring:\n    Examples:{lines}")
+        return "\n\n".join(out)
+
+    def to_frame(self) -> Any:
+        import pandas as pd
+        return pd.DataFrame([{k: (json.dumps(v) if isinstance(v, (dict, list)) else v)
+                              for k, v in e.items()} for e in self.edits],
+                            columns=["option", "kind", "before", "after", "train_before",
+                                     "train_after", "held_gain", "held_gain_lo",
+                                     "held_gain_hi", "kept", "why"])
+
+    def _headline(self) -> str:
+        r = self.report
+        b, a = r["held_out_before"], r["held_out_after"]
+        key = "mean_p_expected" if "mean_p_expected" in b else "accuracy"
+        return (f"Improvement: {len(self.kept)} of {len(self.edits)} edits kept; held-out "
+                f"{key} {b[key]:.3f} → {a[key]:.3f} on {r['split']['held_out']} rows; "
+                f"{r['calls']} model calls")
+
+    def __repr__(self) -> str:
+        return self._headline()
+
+    def _repr_html_(self) -> str:
+        import html
+        rows = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(str(e.get(k)))}</td>" for k in
+                             ("option", "kind", "after", "held_gain", "kept", "why")) + "</tr>"
+            for e in self.edits)
+        return (f"<div><p>{html.escape(self._headline())}</p><table><tr><th>option</th>"
+                f"<th>kind</th><th>edit</th><th>held-out gain</th><th>kept</th><th>why</th>"
+                f"</tr>{rows}</table><pre>{html.escape(self.diff())}</pre></div>")
+
+
+def improve(prompt: str, options: Any, rows: Any, *, expected: Any, runtime: Any = None,
+            proposer: Any = None, budget: int = 500, holdout: float = 0.5, seed: int = 0,
+            rename: bool = False, max_examples: int = 2, mode: str = "menu",
+            confidence: Any = False, max_retries: int = 1,
+            concurrency: int = 4) -> Improvement:
+    """Propose edits to `options` from the training side of the labelled `rows` and keep each
+    only when the held-out side shows it helps (see the module's docstring). `expected` is a
+    column of `rows` or a list of option names; `holdout` the share held out (split with
+    `seed`); `budget` the model calls the search may spend; `proposer` a Runtime (default:
+    `runtime`), a callable `(name, description, evidence) -> str` or `"keywords"`."""
+    from ..base.model_protocol import resolve_runtime
+    if rename:
+        raise UsageError("improve(rename=True) is not supported yet: names are code, and this "
+                         "release proposes descriptions and examples only")
+    rt = resolve_runtime(runtime, "improve")
+    table = _rows_of(rows)
+    original = list(normalize(options))
+    names = [o.name for o in original]
+    labels = _labels(table, expected, names)
+    if not isinstance(budget, int) or budget < 1:
+        raise UsageError(f"improve(budget=...) is a positive number of model calls, got "
+                         f"{budget!r}")
+    if not 0 <= holdout < 1:
+        raise UsageError(f"improve(holdout=...) is the share of rows held out, in [0, 1); got "
+                         f"{holdout!r}")
+    if holdout == 0:
+        warnings.warn("improve(holdout=0): no row is held out, so nothing an edit does can be "
+                      "measured; the option set comes back unchanged", OptionWarning,
+                      stacklevel=2)
+    elif len(table) < MIN_ROWS:
+        raise UsageError(f"improve needs at least {MIN_ROWS} labelled rows to hold some out "
+                         f"(got {len(table)}); label more rows, or pass holdout=0 to see the "
+                         f"proposals without measuring them")
+    order = list(range(len(table)))
+    random.Random(seed).shuffle(order)
+    n_held = round(len(table) * holdout)
+    held, train = sorted(order[:n_held]), sorted(order[n_held:])
+    settings = {"mode": mode, "confidence": confidence, "max_retries": max_retries,
+                "concurrency": concurrency}
+    scorer = _Scorer(prompt, table, labels, rt, settings, budget)
+    propose = _proposer(proposer, rt, counter := [0, 0])
+    report: dict = {"split": {"seed": seed, "train": len(train), "held_out": len(held),
+                              "train_rows": train, "held_out_rows": held},
+                    "stopped": None}
+    current = list(original)
+    edits: list[dict] = []
+    base_train = scorer.score(current, train, "train")
+    if not held:
+        figures = _figures(base_train, bool(scorer.uses_p))
+        report.update(held_out_before=figures, held_out_after=figures, calls=scorer.calls,
+                      measured_on="nothing (holdout=0)")
+        return Improvement(original, current, edits, report)
+    base_held = scorer.score(current, held, "held_out")
+    report["held_out_before"] = _figures(base_held, bool(scorer.uses_p))
+    report["measured_on"] = "mean_p_expected" if scorer.uses_p else "accuracy"
+    cur_train, cur_held = base_train, base_held
+
+    for kind, pos, build in _candidates(prompt, current, train, table, labels, base_train,
+                                        propose, max_examples, counter):
+        scorer.calls += counter[0]  # the proposer's calls count against the same budget
+        counter[0] = 0
+        if not scorer.affordable(train + held):
+            report["stopped"] = f"budget of {budget} model calls reached"
+            break
+        made = build(current[pos])
+        option = current[pos].name
+        if made is None:
+            edits.append({"option": option, "kind": kind, "before": None, "after": None,
+                          "kept": False, "why": "the proposer returned nothing usable"})
+            continue
+        new_option, before, after = made
+        trial = current[:pos] + [new_option] + current[pos + 1:]
+        t = scorer.score(trial, train, "train")
+        edit = {"option": option, "kind": kind, "before": before, "after": after,
+                "train_before": _mean(cur_train["scores"]), "train_after": _mean(t["scores"]),
+                "held_gain": None, "held_gain_lo": None, "held_gain_hi": None, "kept": False}
+        edits.append(edit)
+        if edit["train_after"] <= edit["train_before"]:
+            edit["why"] = "no gain on the training rows"
+            continue
+        h = scorer.score(trial, held, "held_out")
+        diffs = [a - b for a, b in zip(h["scores"], cur_held["scores"])]
+        lo, hi = bootstrap_interval(diffs)
+        edit.update(held_gain=_mean(diffs), held_gain_lo=lo, held_gain_hi=hi)
+        if lo > 0:
+            edit.update(kept=True, why="held-out gain above zero at 95 %")
+            current, cur_train, cur_held = trial, t, h
+        else:
+            edit["why"] = "held-out gain not above zero at 95 %"
+    report["held_out_after"] = _figures(cur_held, bool(scorer.uses_p))
+    report["per_option"] = {
+        n: {"held_out_rows": sum(1 for i in held if labels[i] == n),
+            "before": _mean([s for s, i in zip(base_held["scores"], held) if labels[i] == n]),
+            "after": _mean([s for s, i in zip(cur_held["scores"], held) if labels[i] == n])}
+        for n in names}
+    report["proposer_calls"] = counter[1]
+    report["calls"] = scorer.calls + counter[0]
+    report["candidates"] = len(edits)
+    report["rejected"] = sum(1 for e in edits if not e["kept"])
+    report["rows_seen"] = {k: sorted(v) for k, v in scorer.seen.items()}
+    gated = sum(1 for e in edits if e.get("held_gain") is not None)
+    if gated > 1:  # each look at the held-out rows is a chance to keep an edit by luck
+        report["caveat"] = (f"the held-out rows decided {gated} candidates, so the 'after' "
+                            f"figure leans optimistic; confirm it on rows neither side saw")
+    if not any(e["kept"] for e in edits):
+        report["found"] = "no edit helped on the held-out rows; the original option set is returned"
+    return Improvement(original, current, edits, report)
+
+
+async def aimprove(prompt: str, options: Any, rows: Any, **kwargs: Any) -> Improvement:
+    """`improve` from async code: the search runs on a worker thread (each of its evaluations
+    runs its rows concurrently as `evaluate` does), so the event loop is not blocked."""
+    import asyncio
+    return await asyncio.to_thread(improve, prompt, options, rows, **kwargs)
+
+
+def _candidates(prompt: str, menu: list[Option], train: list[int], table: list[dict],
+                labels: list[str], base: dict, propose: Callable | None, max_examples: int,
+                counter: list[int]):
+    """(kind, position, build) of each candidate edit, the most confused options first. A
+    build takes the option as it is now (after earlier kept edits) and returns (new option,
+    before, after), or None when nothing usable came of it. Only training rows feed them."""
+    names = [o.name for o in menu]
+    errors = {n: 0 for n in names}
+    for k, i in enumerate(train):
+        pick = base["picks"][k]
+        if pick != labels[i]:
+            errors[labels[i]] += 1
+            if pick in errors:
+                errors[pick] += 1
+    ranked = sorted(range(len(menu)), key=lambda p: (-errors[names[p]], p))
+    for pos in ranked:
+        name = names[pos]
+        mine = [k for k, i in enumerate(train) if labels[i] == name]
+        # A worked example is a request and the arguments its pick should get: a training row
+        # the model picked right gives both; a missed row only for an option with no arguments.
+        missed = [k for k in mine if base["picks"][k] != name]
+        right = [k for k in mine if base["picks"][k] == name and base["args"][k] is not None]
+        chosen = (missed + right if not menu[pos].llm_params else right)[:max_examples]
+        if chosen:
+            def build(option: Option, chosen=chosen) -> Any:
+                made = [(_request(prompt, table[train[k]]),
+                         base["args"][k] if base["args"][k] is not None else {},
+                         {"kind": "improve", "label": f"decision.improve: training row "
+                                                      f"{train[k]}"}) for k in chosen]
+                new = option.with_examples(made, None, replace=False)
+                return new, None, [{"request": r, "args": a} for r, a, _ in made]
+            yield "example", pos, build
+        if propose is not None and mine:
+            evidence = {
+                "requests": [_request(prompt, table[train[k]]) for k in mine],
+                "other_requests": [_request(prompt, table[i]) for i in train
+                                   if labels[i] != name],
+                "missed": [(_request(prompt, table[train[k]]), base["picks"][k])
+                           for k in missed],
+                "taken": [(_request(prompt, table[i]), labels[i])
+                          for k, i in enumerate(train)
+                          if base["picks"][k] == name and labels[i] != name]}
+
+            def build(option: Option, evidence=evidence) -> Any:
+                try:
+                    text = propose(option.name, option.description, evidence)
+                except DecisionError:
+                    text = None
+                if not isinstance(text, str) or not text.strip() or \
+                        text.strip() == option.description:
+                    return None
+                text = " ".join(text.split())[:_MAX_DESCRIPTION]
+                return _edited(option, text), option.description, text
+            yield "description", pos, build

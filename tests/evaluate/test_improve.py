@@ -1,0 +1,226 @@
+"""`decision.improve` (issue 36) on a picker whose picks depend on what the menu says: a toy
+model that picks the option whose menu block (description and examples) shares the most words
+with the request. A useful description edit therefore really helps on held-out rows, an edit
+fitted to the training rows' own words helps only there, and a neutral one changes nothing."""
+import json
+import random
+import re
+
+import pytest
+
+import openprogram as op
+from openprogram import UsageError, decision
+from openprogram.runtimes import CachedRuntime, ScriptedRuntime
+
+WORDS = {"billing": ["invoice", "charged", "refund", "receipt", "payment", "price"],
+         "shipping": ["parcel", "courier", "tracking", "delivery", "package", "arrive"],
+         "account": ["password", "login", "username", "locked", "profile", "email"],
+         "other": ["weather", "joke", "poem", "music", "football", "recipe"]}
+# Each option's description names one of its words, so the menu starts out half right.
+OPTIONS = {"billing": ("BILL", "Questions about an invoice"),
+           "shipping": ("SHIP", "Where a parcel is"),
+           "account": ("ACCOUNT", "Trouble with a password"),
+           "other": ("OTHER", "Anything else, like the weather")}
+PROMPT = "Route this request to one team: {text}"
+
+
+def labelled(n=48, seed=1):
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        label = list(WORDS)[i % 4]
+        rows.append({"text": f"ticket{i}x {' '.join(rng.sample(WORDS[label], 2))}",
+                     "label": label})
+    return rows
+
+
+def words(text):
+    return set(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+class Picker:
+    """The toy model: reads the request and the menu out of the prompt, as a model would."""
+
+    def __init__(self):
+        self.requests = []
+
+    def __call__(self, prompt):
+        request = re.search(r"one team: (.*)", prompt).group(1)
+        self.requests.append(request)
+        menu = prompt[prompt.index("Options ("):]
+        best, best_score = None, -1
+        for block in menu.split("\n\n- ")[1:]:
+            name = block.split("(", 1)[0].strip()
+            body = "\n".join(line for line in block.splitlines()[1:]
+                             if not line.strip().startswith("Call:"))
+            score = len(words(request) & words(body))
+            if score > best_score:
+                best, best_score = name, score
+        return json.dumps({"call": best})
+
+
+def picker_runtime():
+    picker = Picker()
+    return ScriptedRuntime(rule=picker), picker
+
+
+def run(proposer, *, max_examples=0, budget=2000, runtime=None, rows=None, **kw):
+    rt = runtime or picker_runtime()[0]
+    return decision.improve(PROMPT, OPTIONS, rows or labelled(), expected="label", runtime=rt,
+                            proposer=proposer, budget=budget, max_examples=max_examples, **kw)
+
+
+def test_a_helpful_description_is_kept_and_measured_on_held_out_rows():
+    imp = run("keywords")
+    assert imp.kept, imp.edits
+    before, after = imp.report["held_out_before"], imp.report["held_out_after"]
+    assert after["accuracy"] > before["accuracy"]
+    assert imp.report["measured_on"] == "accuracy"
+    assert imp.report["split"]["held_out"] == 24 and imp.report["split"]["train"] == 24
+    for e in imp.kept:
+        assert e["held_gain_lo"] > 0 and e["kind"] == "description"
+    per = imp.report["per_option"]
+    assert sum(v["held_out_rows"] for v in per.values()) == 24
+    assert per[imp.kept[0]["option"]]["after"] >= per[imp.kept[0]["option"]]["before"]
+    # the new option set works as given
+    rt, _ = picker_runtime()
+    kept = imp.kept[0]
+    better = {o.name: o for o in imp.options}[kept["option"]]
+    assert better.description == kept["after"] != kept["before"]
+    assert "requests about" in imp.diff() and kept["option"] in imp.diff()
+    assert decision.make(PROMPT.format(text="my invoice and refund"), imp.options,
+                         runtime=rt) == "BILL"
+    frame = imp.to_frame()
+    assert list(frame["kept"]).count(True) == len(imp.kept)
+    assert "<script>" not in imp._repr_html_()
+
+
+def test_an_edit_fitted_to_the_training_rows_is_rejected_by_the_held_out_rows():
+    seen = []
+
+    def overfit(name, description, evidence):
+        seen.append(evidence)
+        # the training requests' own ticket numbers: they match those rows and no other
+        ids = [w for r in evidence["requests"] for w in r.split() if w.startswith("ticket")]
+        return f"{description} {' '.join(ids)}"
+
+    imp = run(overfit)
+    tried = [e for e in imp.edits if e["kind"] == "description"]
+    assert tried and not imp.kept
+    # each helped on the training rows and did nothing on held-out ones
+    assert any(e["train_after"] > e["train_before"] and e["held_gain"] == 0 for e in tried)
+    assert "leans optimistic" in imp.report["caveat"]
+    assert all(e["why"] != "held-out gain above zero at 95 %" for e in tried)
+    assert [o.description for o in imp.options] == [o.description
+                                                      for o in decision_options()]
+    assert "No edit helped" in imp.diff() and "found" in imp.report
+    # the proposer saw training rows only
+    held = {labelled()[i]["text"] for i in imp.report["split"]["held_out_rows"]}
+    for ev in seen:
+        shown = ev["requests"] + ev["other_requests"] + [t for t, _ in ev["missed"]] + \
+            [t for t, _ in ev["taken"]]
+        assert shown and not (set(shown) & held)
+
+
+def decision_options():
+    from openprogram.decision.options import normalize
+    return list(normalize(OPTIONS))
+
+
+def test_a_neutral_edit_is_rejected_on_the_training_rows_and_costs_no_held_out_call():
+    rt, picker = picker_runtime()
+    imp = run(lambda name, description, ev: description + " Thanks.", runtime=rt)
+    assert not imp.kept and imp.edits
+    assert {e["why"] for e in imp.edits} == {"no gain on the training rows"}
+    # baseline: train + held-out once; then each candidate on the training rows only
+    assert imp.report["calls"] == 48 + 24 * len(imp.edits) == len(picker.requests)
+
+
+def test_held_out_rows_never_feed_an_example_and_examples_can_help():
+    rt, picker = picker_runtime()
+    imp = run("keywords", max_examples=3, runtime=rt)
+    examples = [e for e in imp.edits if e["kind"] == "example"]
+    assert examples
+    held = {labelled()[i]["text"] for i in imp.report["split"]["held_out_rows"]}
+    train = {labelled()[i]["text"] for i in imp.report["split"]["train_rows"]}
+    for e in examples:
+        assert {x["request"] for x in e["after"]} <= train
+        assert not {x["request"] for x in e["after"]} & held
+    for o in imp.options:
+        for ex in o.examples:
+            assert ex["source"]["kind"] == "improve"
+            assert "training row" in ex["source"]["label"]
+    # the toy picker reads examples: the one kept example edit raised held-out accuracy
+    kept = [e for e in examples if e["kept"]]
+    assert kept and all(e["held_gain_lo"] > 0 for e in kept)
+    assert set(imp.report["split"]["train_rows"]).isdisjoint(imp.report["split"]["held_out_rows"])
+
+
+def test_a_rerun_through_the_cache_makes_no_model_call(tmp_path):
+    rt, picker = picker_runtime()
+    cached = CachedRuntime(rt, tmp_path / "cache.jsonl")
+    first = run("keywords", max_examples=1, runtime=cached)
+    n = len(picker.requests)
+    assert first.report["calls"] == n > 0
+    again = run("keywords", max_examples=1, runtime=CachedRuntime(rt, tmp_path / "cache.jsonl"))
+    assert len(picker.requests) == n and again.report["calls"] == 0
+    assert [e["kept"] for e in again.edits] == [e["kept"] for e in first.edits]
+    assert again.report["held_out_after"] == first.report["held_out_after"]
+
+
+def test_the_budget_stops_the_search_and_keeps_what_was_measured():
+    imp = run("keywords", budget=100)
+    assert imp.report["stopped"] == "budget of 100 model calls reached"
+    assert imp.report["calls"] <= 100 + 48
+    assert "held_out_after" in imp.report
+
+
+def test_a_proposer_with_nothing_usable_is_counted_and_skipped():
+    answers = iter([None, "", 42, "   "] * 4)
+    imp = run(lambda *a: next(answers))
+    assert imp.edits and all(e["why"] == "the proposer returned nothing usable"
+                             for e in imp.edits)
+    assert not imp.kept
+
+
+def test_a_model_as_proposer_is_asked_through_the_mechanism():
+    # a proposer runtime that answers with a description naming the option's own words
+    def propose(prompt):
+        name = re.search(r"Option '(\w+)'", prompt).group(1)
+        return json.dumps({"call": "rewrite", "args": {"description": " ".join(WORDS[name])}})
+    proposer = ScriptedRuntime(rule=propose)
+    imp = run(proposer)
+    assert imp.kept and imp.report["proposer_calls"] == len(proposer.calls) > 0
+    assert imp.report["held_out_after"]["accuracy"] > imp.report["held_out_before"]["accuracy"]
+
+
+def test_bad_input_gets_clear_errors():
+    rt, _ = picker_runtime()
+    with pytest.raises(UsageError, match="at least 20 labelled rows"):
+        decision.improve(PROMPT, OPTIONS, labelled(10), expected="label", runtime=rt)
+    rows = labelled()
+    rows[3]["label"] = "refunds"
+    with pytest.raises(UsageError, match="'refunds' name no option"):
+        decision.improve(PROMPT, OPTIONS, rows, expected="label", runtime=rt)
+    with pytest.raises(UsageError, match="rename=True"):
+        decision.improve(PROMPT, OPTIONS, labelled(), expected="label", runtime=rt, rename=True)
+    with pytest.warns(op.OptionWarning, match="nothing an edit does can be"):
+        imp = decision.improve(PROMPT, OPTIONS, labelled(10), expected="label", runtime=rt,
+                               holdout=0)
+    assert not imp.edits and imp.report["split"]["held_out"] == 0
+
+
+def test_aimprove_gives_the_same_result():
+    import asyncio
+    rt, _ = picker_runtime()
+    imp = asyncio.run(decision.aimprove(PROMPT, OPTIONS, labelled(), expected="label",
+                                        runtime=rt, proposer="keywords", max_examples=0))
+    assert [e["kept"] for e in imp.edits] == [e["kept"] for e in run("keywords").edits]
+
+
+def test_a_proposers_text_is_escaped_in_the_panel_and_cut_to_a_bound():
+    hostile = "<script>alert(1)</script> " + " ".join(w for ws in WORDS.values() for w in ws)
+    imp = run(lambda name, description, ev: hostile + " x" * 1000)
+    html = imp._repr_html_()
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert all(len(e["after"]) <= 400 for e in imp.edits if e["after"])
