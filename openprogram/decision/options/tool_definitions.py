@@ -270,9 +270,10 @@ def _list_item(item: Any, where: str) -> Option | None:
             raise OptionError(f"{where}: a JsonSchema in the list form needs a name: "
                               f"JsonSchema(schema, name='...') or a 'title' in the schema")
         return JsonSchemaOption(name, item.description or "", item.schema, None, where)
-    read = read_definition(item) if isinstance(item, dict) or sdk_tool(item) else None
+    definition = item if isinstance(item, dict) else sdk_tool(item)  # the mcp SDK's Tool too
+    read = read_definition(definition) if definition is not None else None
     if read is not None:
-        return _input_examples(JsonSchemaOption(*read, None, where), item)
+        return _input_examples(JsonSchemaOption(*read, None, where), definition)
     return None
 
 
