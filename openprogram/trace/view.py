@@ -738,9 +738,17 @@ def _attempt_rows(trace: DecisionTrace):
 
 
 def _option_rows(infos: list[dict]):
-    columns = ["name", "kind", "description", "params", "signature"]
+    # the columns of trace.to_frame("options"), in its order: an option's info
+    columns = ["name", "kind", "description", "examples", "params", "signature"]
     return columns, [[o.get("name"), o.get("kind"), o.get("description"),
+                      example_summary(o.get("examples") or []),
                       param_summary(o.get("params") or []), o.get("signature")] for o in infos]
+
+
+def example_summary(examples: list[dict]) -> str:
+    """An option's worked examples, one a line: the request (when there is one) and the args."""
+    return "\n".join((f"{e['request']!r} -> " if e.get("request") else "")
+                     + json_text(e.get("args"), None) for e in examples)
 
 
 def _tools_rows(trace: DecisionTrace):
