@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable, NoReturn
 
 from ..base.errors import ArgumentError
+from ..trace.records import Repair  # the record lives with the attempt that carries it
 
 __all__ = ["LEVELS", "DEFAULT_REPAIR", "KINDS", "Repair", "check_repair", "repair_syntax",
            "repair_name", "repair_value", "repair_wrapper", "value_fix", "near_names",
@@ -63,25 +63,6 @@ _MAX_TEXT = 16_000_000  # a longer reply is re-asked: its repair would hold copi
 _MAX_TRIES = 1000       # places a pick could start that are read, before giving up
 MAX_VALUE_FIXES = 32   # menu repairs of values in one attempt (each costs one validation)
 _SHOWN = 200            # characters of a before / after kept on the record
-
-
-@dataclass(frozen=True)
-class Repair:
-    """One repair made to a reply: its `kind` (a key of `KINDS`), the `path` of the value it
-    touched (as error paths read: `args.city`, `call`), the text `before` and `after`, and
-    where `before` sits in the raw reply (`span`, when it is known)."""
-    kind: str
-    path: str
-    before: str
-    after: str
-    span: tuple[int, int] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "path": self.path, "before": self.before,
-                "after": self.after, "span": None if self.span is None else list(self.span)}
-
-    def __str__(self) -> str:
-        return f"{self.kind} at {self.path or '(the pick)'}: {self.before!r} → {self.after!r}"
 
 
 def check_repair(level: Any) -> str:

@@ -17,11 +17,30 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
 
 from ..base.json_form import to_jsonable
 
-__all__ = ["Attempt", "ToolRound", "Pick", "Reask", "replace"]
+__all__ = ["Attempt", "ToolRound", "Pick", "Reask", "Repair", "replace"]
 
 
 def _now() -> float:
     return time.time()
+
+
+@dataclass(frozen=True)
+class Repair:
+    """One repair made to a reply: its `kind` (a key of `KINDS`), the `path` of the value it
+    touched (as error paths read: `args.city`, `call`), the text `before` and `after`, and
+    where `before` sits in the raw reply (`span`, when it is known)."""
+    kind: str
+    path: str
+    before: str
+    after: str
+    span: tuple[int, int] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "path": self.path, "before": self.before,
+                "after": self.after, "span": None if self.span is None else list(self.span)}
+
+    def __str__(self) -> str:
+        return f"{self.kind} at {self.path or '(the pick)'}: {self.before!r} → {self.after!r}"
 
 
 @dataclass(frozen=True)
