@@ -23,11 +23,9 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
 
 from ..trace.confidence import Confidence
 from ..base.errors import ArgumentError, require
-from ..trace.records import Attempt, ToolRound
-from ..trace.decision_trace import DecisionTrace, trace_view
+from ..trace.decision_trace import DecisionTrace, RecordedError, trace_from_dict, trace_view
 from ..trace.tables import CONFIDENCE_COLUMNS, confidence_row
 from ..trace.view import quiet_frame  # model and row text: every frame shown in the wrapper
-from ..decision.repair import Repair
 
 __all__ = ["EvaluationResult", "ComparisonResult", "NO_PICK"]
 
@@ -160,56 +158,6 @@ class Outcomes:
 
     def finished(self) -> list[int]:
         return [i for i, s in enumerate(self.status) if s]
-
-
-class _JournalError(Exception):
-    """A journaled row's error, read back: its type's name and message (the exception object
-    itself stayed in the process that ran the row)."""
-
-    def __init__(self, kind: str | None, type_name: str, message: str):
-        super().__init__(message)
-        self.kind, self.type_name = kind, type_name
-
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-
-def trace_from_dict(d: dict[str, Any]) -> DecisionTrace:
-    """A `DecisionTrace` rebuilt from its `to_dict()` (as a journal holds it)."""
-    trace = DecisionTrace(prompt=d.get("prompt") or "", menu=d.get("menu") or "",
-                          options=d.get("options") or [], entry=d.get("entry") or "make",
-                          max_attempts=d.get("max_attempts") or 1, runtime=d.get("runtime"),
-                          mode=d.get("mode") or "menu", status=d.get("status") or "failed")
-    fields = set(Attempt.__dataclass_fields__)
-    attempts = []
-    for a in d.get("attempts") or []:
-        kw = {k: v for k, v in a.items() if k in fields}
-        kw["number"], kw["is_last"] = a.get("attempt", 1), a.get("is_last", False)
-        kw["confidence"] = Confidence.from_dict(a.get("confidence"))
-        for k in ("span", "error_span"):
-            if kw.get(k) is not None:
-                kw[k] = tuple(kw[k])
-        if kw.get("repairs"):
-            kw["repairs"] = [Repair(r.get("kind"), r.get("path") or "", r.get("before") or "",
-                                    r.get("after") or "",
-                                    None if r.get("span") is None else tuple(r["span"]))
-                             for r in kw["repairs"]]
-        attempts.append(Attempt(**kw))
-    trace.attempts = attempts
-    trace.tool_rounds = [ToolRound(round=t.get("round"), name=t.get("tool"), args=t.get("args"),
-                                   result=t.get("result"), error=t.get("error"),
-                                   duration_s=t.get("duration_s"))
-                         for t in d.get("tool_rounds") or []]
-    trace.result = d.get("result")
-    err = d.get("error")
-    if err:
-        trace.error = _JournalError(err.get("kind"), err.get("type") or "Exception",
-                                    err.get("message") or "")
-    trace.duration_s, trace.started_at = d.get("duration_s"), d.get("started_at") or 0.0
-    context = d.get("context_keys")
-    if context:
-        trace.context_keys = list(context)
-    return trace
 
 
 class _Lazy(Sequence["Any"]):
@@ -477,7 +425,7 @@ class EvaluationResult:
         def read(i: int) -> BaseException | None:
             line = self._line(i) or {}
             err = line.get("error")
-            return None if not err else _JournalError(line.get("error_kind"), err["type"],
+            return None if not err else RecordedError(line.get("error_kind"), err["type"],
                                                       err["message"])
         return _Lazy(self, read)
 

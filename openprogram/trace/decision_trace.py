@@ -23,14 +23,16 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from typing import Any, Callable, Iterator
     Observer = Callable[["TraceEvent"], None]
 
-from ..base.errors import ERROR_KINDS, ArgumentError, explain, require
+from ..base.errors import ERROR_KINDS, ArgumentError, OpenProgramError, explain, require
 from ..base.json_form import to_jsonable
 from ..base.text import cut, safe_repr
-from .records import Attempt, ToolRound
+from .confidence import Confidence
+from .records import Attempt, Repair, ToolRound
 from .tables import attempt_rows
 from .view import quiet_frame, trace_html
 
 __all__ = ["ERROR_KINDS", "explain", "Attempt", "ToolRound", "DecisionTrace", "TraceEvent",
+           "trace_from_dict", "recorded_trace", "RecordedError",
            "EVENT_KINDS", "add_observer", "remove_observer", "observe", "emit", "last_trace",
            "history", "register_trace_view", "trace_view", "register_batch_hook", "batch",
            "record", "recorded_readers", "register_recorded_reader"]
@@ -393,3 +395,67 @@ def register_recorded_reader(fn: Callable[[Any], "list[DecisionTrace] | None"]) 
 def last_trace() -> DecisionTrace | None:
     """The trace of the most recent decision that finished in this process."""
     return history[-1] if history else None
+
+
+# ---------------------------------------------------------------------------------------------
+# A trace read back from its JSON form
+# ---------------------------------------------------------------------------------------------
+
+class RecordedError(OpenProgramError):
+    """A recorded decision's error, read back (a journal's row): its kind, its type's name and
+    message; the exception object itself stayed in the process that ran the decision."""
+
+    def __init__(self, kind: str | None, type_name: str, message: str):
+        super().__init__(message)
+        self.kind, self.type_name = kind, type_name
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def trace_from_dict(d: dict[str, Any]) -> DecisionTrace:
+    """A `DecisionTrace` rebuilt from its `to_dict()` (as a journal holds it). It lives with the
+    trace so that the records' shapes and their reading back change together."""
+    trace = DecisionTrace(prompt=d.get("prompt") or "", menu=d.get("menu") or "",
+                          options=d.get("options") or [], entry=d.get("entry") or "make",
+                          max_attempts=d.get("max_attempts") or 1, runtime=d.get("runtime"),
+                          mode=d.get("mode") or "menu", status=d.get("status") or "failed")
+    fields = set(Attempt.__dataclass_fields__)
+    attempts = []
+    for a in d.get("attempts") or []:
+        kw = {k: v for k, v in a.items() if k in fields}
+        kw["number"], kw["is_last"] = a.get("attempt", 1), a.get("is_last", False)
+        kw["confidence"] = Confidence.from_dict(a.get("confidence"))
+        for k in ("span", "error_span"):
+            if kw.get(k) is not None:
+                kw[k] = tuple(kw[k])
+        if kw.get("repairs"):
+            kw["repairs"] = [Repair(r.get("kind"), r.get("path") or "", r.get("before") or "",
+                                    r.get("after") or "",
+                                    None if r.get("span") is None else tuple(r["span"]))
+                             for r in kw["repairs"]]
+        attempts.append(Attempt(**kw))
+    trace.attempts = attempts
+    trace.tool_rounds = [ToolRound(round=t.get("round"), name=t.get("tool"), args=t.get("args"),
+                                   result=t.get("result"), error=t.get("error"),
+                                   duration_s=t.get("duration_s"))
+                         for t in d.get("tool_rounds") or []]
+    trace.result = d.get("result")
+    err = d.get("error")
+    if err:
+        trace.error = RecordedError(err.get("kind"), err.get("type") or "Exception",
+                                    err.get("message") or "")
+    trace.duration_s, trace.started_at = d.get("duration_s"), d.get("started_at") or 0.0
+    context = d.get("context_keys")
+    if context:
+        trace.context_keys = list(context)
+    return trace
+
+
+def recorded_trace(attempts: list[Attempt], *, entry: str, mode: str) -> DecisionTrace:
+    """A trace of recorded attempts alone (a cassette's decision: what each attempt sent and got
+    back, not what the decision resolved to), with status "recorded"."""
+    trace = DecisionTrace(prompt=attempts[0].prompt if attempts else "", menu="", options=[],
+                          entry=entry, max_attempts=len(attempts), mode=mode, status="recorded")
+    trace.attempts = list(attempts)
+    return trace

@@ -228,7 +228,7 @@ _PAYLOADS = ['"""\nimport os; os.environ["OP_TESTGEN_PWNED"] = "docstring"\n"""'
 
 
 def _hostile_trace(payload: str, **overrides):
-    from openprogram.evaluation.results import trace_from_dict
+    from openprogram.trace.decision_trace import trace_from_dict
     attempt = {"attempt": 1, "is_last": True, "prompt": payload, "reply": payload,
                "chosen": payload, "args": {payload: payload}, "error_kind": payload,
                "error_message": payload, "finish_reason": payload}

@@ -427,7 +427,7 @@ def cassette_traces(cassette: Any) -> list:
     these traces end with status "recorded"."""
     from ...base.model_protocol import blocks_text, to_blocks
     from ...trace.records import Attempt
-    from ...trace.decision_trace import DecisionTrace
+    from ...trace.decision_trace import recorded_trace
     traces = []
     for group in cassette_decisions(cassette):
         attempts = []
@@ -440,12 +440,8 @@ def cassette_traces(cassette: Any) -> list:
                 number=a["attempt"], is_last=False, prompt=prompt, reply=resp.get("text"),
                 tool_calls=[dict(c) for c in resp.get("tool_calls") or []] or None,
                 finish_reason=resp.get("finish_reason")))
-        first = attempts[0].prompt if attempts else ""
-        trace = DecisionTrace(prompt=first, menu="", options=[], entry=group.get("entry") or "",
-                              max_attempts=len(attempts), mode=group.get("mode") or "menu",
-                              status="recorded")
-        trace.attempts = attempts
-        traces.append(trace)
+        traces.append(recorded_trace(attempts, entry=group.get("entry") or "",
+                                     mode=group.get("mode") or "menu"))
     return traces
 
 
