@@ -33,8 +33,8 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
 
 from ..trace.confidence import Confidence, check_confidence, check_threshold
 from .inputs import Table, row_key
-from .results import (NO_PICK, cascade_of, ComparisonResult, EvaluationResult, Outcomes, pick_of,
-                               summarize)
+from .comparison import ComparisonResult
+from .results import NO_PICK, EvaluationResult, Outcomes, cascade_of, pick_of, summarize
 from .runner import Board, arows, interrupted as _interrupted, run as _run_rows
 from ..base.json_form import to_jsonable
 from .journal import Journal, JournalMismatch

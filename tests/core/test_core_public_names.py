@@ -31,14 +31,14 @@ def test_a_variant_with_an_unknown_mode_is_refused_when_written():
 
 def test_the_package_exports_the_decision_and_evaluation_functions_and_result_classes():
     import openprogram
-    from openprogram.evaluation import results as evaluate_results
+    from openprogram.evaluation import comparison, results as evaluate_results
     from openprogram.decision import loop
     from openprogram.decision import recheck as revalidate
     assert openprogram.make is loop.make and openprogram.amake is loop.amake
     assert openprogram.evaluate is decision.evaluate and openprogram.aevaluate is decision.aevaluate
     assert openprogram.revalidate is decision.revalidate
     assert openprogram.EvaluationResult is evaluate_results.EvaluationResult
-    assert openprogram.ComparisonResult is evaluate_results.ComparisonResult
+    assert openprogram.ComparisonResult is comparison.ComparisonResult
     assert openprogram.Revalidation is revalidate.Revalidation
     assert decision.Retry is openprogram.Retry and decision.Variant is openprogram.Variant
     for module in (openprogram, decision):
