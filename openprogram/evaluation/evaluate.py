@@ -326,7 +326,7 @@ def _batch_hooks(one: "_Run", batched: Runtime, rt: Runtime) -> None:
     (those in flight are re-attached to, new ones recorded)."""
     if batched is rt:
         return
-    one.board.waiting = getattr(batched, "status")  # a BatchRuntime's (runtimes/batch.py)
+    one.board.waiting = getattr(batched, "status")  # a BatchRuntime's (runtimes/providers/batch.py)
     if one.journal is not None:
         getattr(batched, "attach")(one.journal.batches, one.journal.write_batch)
 
@@ -417,7 +417,7 @@ def evaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runtime | N
     prompt, option set, way of asking or runtime) is refused with `JournalMismatch`.
 
     `batch=True` (OpenAIRuntime, AnthropicRuntime) sends the rows through the provider's
-    batch API (half the price, answered within a day; see `openprogram.runtimes.batch`): all
+    batch API (half the price, answered within a day; see `openprogram.runtimes.providers.batch`): all
     rows are asked in one round, re-asks go in the next; a dict sets the path's options
     (`{"poll_s": 30}`).
 

@@ -394,7 +394,7 @@ def test_parse_args_takes_repair():
 
 
 def test_a_repaired_pick_still_has_its_key_redacted():
-    from openprogram.runtimes.key_redaction import redact as redact_text
+    from openprogram.runtimes.providers.key_redaction import redact as redact_text
     secret = "sk-proj-" + "A1b2C3d4" * 5
     escaped = "".join(f"\\u{ord(c):04x}" for c in secret)
 

@@ -134,8 +134,8 @@ def test_importing_loads_no_heavier_module_until_first_use():
     import subprocess
     import sys
     heavy = ("concurrent", "asyncio", "queue", "logging", "random", "string", "openai",
-             "anthropic", "pandas", "openprogram.runtimes.openai_runtime",
-             "openprogram.runtimes.anthropic_runtime", "openprogram.runtimes.cassette")
+             "anthropic", "pandas", "openprogram.runtimes.providers.openai_runtime",
+             "openprogram.runtimes.providers.anthropic_runtime", "openprogram.runtimes.cassette")
     code = (f"import sys, openprogram, openprogram.runtimes; "
             f"print([m for m in {heavy!r} if m in sys.modules])")
     out = subprocess.run([sys.executable, "-S", "-c", f"import sys; sys.path.insert(0, "

@@ -9,7 +9,7 @@ import pytest
 
 from openprogram import DecisionError, decision
 from openprogram.runtimes import OpenAIRuntime
-from openprogram.runtimes.logprobs import distribution
+from openprogram.runtimes.providers.logprobs import distribution
 
 from fakeserver import FAKE_KEY, FakeServer, Reply
 
@@ -146,7 +146,7 @@ def test_the_reader_is_bounded_and_never_invents_a_number():
 
 
 def test_a_flood_of_alternatives_is_read_only_up_to_the_bound():
-    from openprogram.runtimes.logprobs import MAX_ALTERNATIVES, tokens_of
+    from openprogram.runtimes.providers.logprobs import MAX_ALTERNATIVES, tokens_of
     flood = [{"token": "a", "logprob": 0.0,
               "top_logprobs": [{"token": f"t{i}", "logprob": -20.0} for i in range(10_000)]}]
     read = tokens_of(flood)

@@ -13,7 +13,7 @@ from fakeserver import FAKE_KEY, text, tools
 from test_strict_schema import violations
 
 from openprogram import DecisionError, agent, decision
-from openprogram.runtimes.raw_record import LIMIT, size
+from openprogram.runtimes.providers.raw_record import LIMIT, size
 
 
 def greet(name: str, loud: bool = False) -> str:

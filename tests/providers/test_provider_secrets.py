@@ -14,7 +14,7 @@ from fakeserver import status, text, tools
 
 from openprogram import DecisionError, agent, decision
 from openprogram.runtimes import ModelCallError, RecordingRuntime
-from openprogram.runtimes.key_redaction import redact
+from openprogram.runtimes.providers.key_redaction import redact
 
 SECRET_PART = FAKE_KEY[len("sk-op-test-"):]
 
@@ -262,7 +262,7 @@ def test_stream_redactor_adds_up_to_redact_of_the_whole_text(whole):
     """However the text is cut into pieces, what is passed on adds up to `redact` of the whole,
     and no prefix of it ever holds more of the key than the whole redacted text does."""
     import random
-    from openprogram.runtimes.key_redaction import StreamRedactor
+    from openprogram.runtimes.providers.key_redaction import StreamRedactor
     want = redact(whole, (FAKE_KEY,))
     rng = random.Random(7)
     splits = [[i] for i in range(1, len(whole))]  # every two-piece cut, then random ones
@@ -283,7 +283,7 @@ def test_stream_redactor_keeps_the_text_flowing():
     """Text without a key is held back by at most a key's length, even when its words begin
     like a key, an auth header or a stretch of the key."""
     import random
-    from openprogram.runtimes.key_redaction import StreamRedactor
+    from openprogram.runtimes.providers.key_redaction import StreamRedactor
     rng = random.Random(3)
     words = ["the", "model", "sk", "s", "api", "bear", "x-api", "author", "op-test", "Q7x",
              '{"call":', '"a"}', "tY6", "key:"]
@@ -352,7 +352,7 @@ def test_stream_redactor_finds_escaped_keys_however_the_text_is_cut(whole, key):
     `\\\\`) is held back until it is complete; what is passed on adds up to `redact` of the
     whole text, and no prefix holds more of the key, as written or decoded."""
     import random
-    from openprogram.runtimes.key_redaction import StreamRedactor
+    from openprogram.runtimes.providers.key_redaction import StreamRedactor
     want = redact(whole, (key,))
     rng = random.Random(11)
     splits = [[i] for i in range(1, len(whole))]
@@ -375,7 +375,7 @@ def test_pieces_of_one_stream_are_redacted_as_the_joined_text(whole, size):
     """`redact_pieces` keeps the pieces (one per delta) and masks over their joint: joined, they
     read as `redact` of the whole text, and no piece (nor any run of pieces) holds 8 characters
     of the key."""
-    from openprogram.runtimes.key_redaction import redact_pieces
+    from openprogram.runtimes.providers.key_redaction import redact_pieces
     pieces = [whole[i:i + size] for i in range(0, len(whole), size)]
     out = redact_pieces(pieces, (FAKE_KEY,))
     assert len(out) == len(pieces)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from openprogram.runtimes.raw_record import LIMIT, bounded, raw_record, size
+from openprogram.runtimes.providers.raw_record import LIMIT, bounded, raw_record, size
 
 
 def test_a_small_value_is_kept_whole():

@@ -19,7 +19,7 @@ from openprogram.decision.modes import decision_schema
 from openprogram.decision.options import normalize
 from openprogram.trace.view import trace_html
 from openprogram.runtimes import AnthropicRuntime, ModelCallError, OpenAIRuntime
-from openprogram.runtimes.server_forms import FORMS
+from openprogram.runtimes.providers.server_forms import FORMS
 
 
 def greet(name: str, loud: bool = False) -> str:

@@ -10,7 +10,7 @@ import pytest
 
 from openprogram.decision.modes import decision_schema
 from openprogram.decision.options import normalize
-from openprogram.runtimes.strict_schema import NotStrict, api_name, strip_forced_nulls, to_strict
+from openprogram.runtimes.providers.strict_schema import NotStrict, api_name, strip_forced_nulls, to_strict
 
 # -- the documented rules, as a checker ---------------------------------------------------------
 
@@ -304,7 +304,7 @@ def test_keys_a_schema_allows_beyond_its_properties_turn_strict_mode_off_not_awa
     """Strict mode closes every object; where a schema lets other keys in (by pattern, through
     unevaluatedProperties), closing it would keep the model from writing them: the schema is
     sent with strict off instead, the reason named. A false subschema is named as such."""
-    from openprogram.runtimes.strict_schema import NotStrict, to_strict
+    from openprogram.runtimes.providers.strict_schema import NotStrict, to_strict
     for key, value in (("patternProperties", {"^x-": {"type": "string"}}),
                        ("unevaluatedProperties", {"type": "integer"})):
         schema = {"type": "object", "properties": {"a": {"type": "string"}}, key: value,

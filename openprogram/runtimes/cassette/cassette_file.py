@@ -33,8 +33,8 @@ from typing import Any
 from ...base.errors import OpenProgramError
 from ...base.filesecrets import scrub
 from ...runtime.runtime import ModelResponse, ToolCall
-from ..key_redaction import without_secrets
-from ..unencodable import escape_surrogates
+from ..providers.key_redaction import without_secrets
+from ..providers.unencodable import escape_surrogates
 
 FORMAT = "openprogram-cassette"
 #: Version 4 keys each call by its request and records the model settings that answered it;

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..runtime.runtime import ModelCallError
+from ...runtime.runtime import ModelCallError
 from .strict_schema import NotStrict, api_name, to_strict, unexpressed
 
 __all__ = ["SERVERS", "Server", "Negotiator", "FORMS"]

@@ -10,7 +10,7 @@ environment variable.
                                                                   # that speaks the messages API
 
 Local servers (Ollama, vLLM, llama.cpp, LM Studio) are reached with `OpenAIRuntime(base_url=...)`,
-the protocol they all speak; see `openprogram.runtimes.openai_runtime`.
+the protocol they all speak; see `openprogram.runtimes.providers.openai_runtime`.
 
 The core's conversation is translated to the messages protocol: user text blocks, assistant
 `text` + `tool_use` blocks, and each round's tool results as `tool_result` blocks in one user
@@ -39,10 +39,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..runtime.runtime import ModelCallError, ModelResponse, to_blocks
+from ...runtime.runtime import ModelCallError, ModelResponse, to_blocks
 from .batch import BatchRuntime
-from .provider import (Ask, ProviderAPI, ProviderRuntime, StreamedReply, _Malformed, json_args,
-                       tc_parts, tool_call, unique_tools)
+from .faults import Malformed
+from .replies import Ask, StreamedReply, json_args, tc_parts, tool_call
+from .runtime import ProviderAPI, ProviderRuntime, unique_tools
 from .strict_schema import api_name
 
 
@@ -113,7 +114,7 @@ class AnthropicRuntime(ProviderRuntime):
     def _parse(self, r: Any) -> ModelResponse:
         content = getattr(r, "content", None)
         if content is None:
-            raise _Malformed("the response has no content")
+            raise Malformed("the response has no content")
         text = "".join(b.text for b in content if getattr(b, "type", None) == "text")
         calls = [tool_call(b.name, b.input, b.id) for b in content
                  if getattr(b, "type", None) == "tool_use"]

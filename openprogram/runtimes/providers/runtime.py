@@ -1,5 +1,5 @@
-"""What the OpenAI and Anthropic runtimes share: the key, the call on either client, the time
-budget, the raw record, faults.
+"""What the OpenAI and Anthropic runtimes share: the key, the call on either client, the stream
+loop, the mode arguments, and the guards around every byte exchanged.
 
 A provider runtime is a `Runtime` whose `complete()` (the SDK's sync client) and `acomplete()`
 (its async client, one per event loop) send the conversation through an official SDK; both run
@@ -9,329 +9,33 @@ variable) and redacting it (with `key_redaction`) from every string the server s
 anything else sees it — each streamed chunk, the reply, tool calls, errors, the raw record —
 and from every repr; the stream-reading loop both protocols use (each supplies `_read_event`);
 the mode arguments (`tool_choice=`, `response_format=`), which each protocol renders in its own
-request (`_request`) and reply (`_shape`); the raw request and response (`raw_record`) attached to
-every reply; enforcing the decision's time budget across the SDK's own retries (an HTTP
-transport that clamps each attempt's timeout to the time left and vetoes a retry that would
-start after it); and turning every SDK or network failure into a `ModelCallError` whose message
-says what happened and what to do, with the text received before the failure kept in `partial`.
-The SDKs and httpx2 are imported only when a runtime is created, so importing
-`openprogram.runtimes` stays standard-library-only.
-It is long because redaction, the time budget and the fault messages must wrap
-every byte both protocols exchange; splitting them would let one path skip a guard.
+request (`_request`) and reply (`_shape`); and the raw request and response (`raw_record`)
+attached to every reply. The time budget on the wire is `transport`'s, the words for a failure
+`faults`', the request and reply as data `replies`'; every path through `_exchange` goes through
+all three, so no protocol can skip a guard. The SDKs and httpx2 are imported only when a runtime
+is created, so importing `openprogram.runtimes` stays standard-library-only.
 """
 from __future__ import annotations
 
-import contextvars
 import json
 import os
 import time
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
-from urllib.parse import urlsplit, urlunsplit
 
-from ..evaluation import ratelimit
-from ..base.errors import OpenProgramError
-from ..base.model_protocol import run_sync
-from ..runtime.runtime import ModelCallError, ModelResponse, Runtime, ToolCall
-from .raw_record import LIMIT, bounded, raw_record, redact_stream, size
+from ...evaluation import ratelimit
+from ...base.model_protocol import run_sync
+from ...runtime.runtime import ModelCallError, ModelResponse, Runtime
+from .raw_record import bounded, raw_record
 from .key_redaction import MASK, StreamRedactor, _Secret, redact, redact_json, without_secrets
 from .server_forms import FORMS
 from .unencodable import sendable
-
-#: The deadline (time.monotonic()) of the model call running in this context, read by the HTTP
-#: transport on every attempt the SDK makes, retries included.
-_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
-    "openprogram_provider_deadline", default=None)
-
-_RETRY_STATUSES = {408, 409, 429}
-DEADLINE_HEADER = "x-openprogram-deadline"
-PATIENCE_HEADER = "x-openprogram-patience"   # a rate limit the run waited out its patience on
-_SDK_FIRST_BACKOFF = 0.375   # the SDKs sleep 0.5 s * 2**n, minus up to 25% jitter, between retries
-
-
-class DeadlineExceeded(OpenProgramError):
-    """Raised between streamed events when the time budget is spent."""
-
-
-def safe_url(url: str | None) -> str | None:
-    """A base_url as it may be shown: without user:password and without a query string."""
-    if not url:
-        return url
-    try:
-        p = urlsplit(url)
-    except ValueError:
-        return "<unparsable base_url>"
-    host = p.hostname or ""
-    if p.port:
-        host += f":{p.port}"
-    return urlunsplit((p.scheme, host, p.path, "", ""))
-
-
-def deadline_transport(httpx2: Any, asynchronous: bool = False,
-                       own_limit: Callable[[], Any] | None = None) -> Any:
-    """An httpx2 transport (the async kind with `asynchronous=True`) that enforces the
-    contextual deadline on every attempt the SDK makes.
-
-    Each attempt's timeouts are clamped to the time left. An attempt that would start with no
-    time left, or that timed out with too little time left for a retry, is answered with a
-    synthetic 408 marked `x-should-retry: false` (the SDKs' own switch) and
-    `x-openprogram-deadline`, so the SDK gives up at once and the runtime reports a timeout; a
-    retryable status (429, 5xx, ...) whose retry could not start before the deadline is marked
-    `x-should-retry: false` too, so the error comes back now instead of after a sleep past the
-    budget. (Raising from here would not work: one SDK wraps any transport exception into a
-    retryable connection error.)"""
-
-    async def attempt(request, send, sleep, discard):
-        """One attempt through `send`, kept to the run's rate limit (`ratelimit`): paced
-        before it goes, and sent again after the run's pause while the server answers 429 /
-        529 — the SDK sees a rate limit only once the run's patience is spent (then marked
-        not to be retried: the run already waited)."""
-        limit = ratelimit.choose(ratelimit.current(),
-                                 own_limit() if own_limit is not None else None)
-        if limit is None:
-            return await once(request, send)
-        try:   # ~4 bytes a token; a streamed body (a batch file upload) is not counted
-            tokens = len(request.content) // 4
-        except Exception:
-            tokens = 0
-        first = time.monotonic()
-        deadline = _deadline.get()
-        while True:
-            while True:
-                wait, epoch = limit.reserve(tokens)
-                if epoch >= 0:
-                    break
-                if deadline is not None and time.monotonic() + wait >= deadline:
-                    return _spent(request)
-                await sleep(limit, wait)
-            try:
-                response = await once(request, send)
-            except BaseException:
-                limit.done(ok=False)
-                raise
-            code = response.status_code
-            if code not in ratelimit.LIMIT_STATUSES or response.headers.get(DEADLINE_HEADER):
-                limit.done(ok=code < 400)
-                return response
-            wait = _header_wait(response.headers)
-            cause = f"{code} from the server" + (f", retry after {wait:g}s" if wait else "")
-            if not limit.limited(epoch, wait, first, cause) or (
-                    deadline is not None and time.monotonic() + (wait or 0) >= deadline):
-                response.headers["x-should-retry"] = "false"
-                response.headers[PATIENCE_HEADER] = f"{limit.patience_s:g}"
-                return response
-            await discard(response)
-
-    async def once(request, send):
-        """One attempt through `send` (the inner transport), within the deadline."""
-        deadline = _deadline.get()
-        if deadline is None:
-            return await send(request)
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return _spent(request)
-        t = dict(request.extensions.get("timeout") or {})
-        request.extensions["timeout"] = {
-            k: left if t.get(k) is None else min(t[k], left)
-            for k in ("connect", "read", "write", "pool")}
-        try:
-            response = await send(request)
-        except httpx2.TimeoutException:
-            if deadline - time.monotonic() < _SDK_FIRST_BACKOFF:
-                return _spent(request)
-            raise
-        if response.status_code in _RETRY_STATUSES or response.status_code >= 500:
-            wait = _retry_wait(response.headers, request.headers)
-            if time.monotonic() + wait >= deadline:
-                response.headers["x-should-retry"] = "false"
-        return response
-
-    class DeadlineTransport(httpx2.BaseTransport):
-        def __init__(self):
-            self._inner = httpx2.HTTPTransport()
-
-        def handle_request(self, request):
-            async def send(r):  # never suspends: run_sync drives it without a loop
-                return self._inner.handle_request(r)
-
-            async def sleep(limit, seconds):  # a thread waits (never suspending the coroutine)
-                limit.wait_sync(seconds)
-
-            async def discard(response):
-                response.read()
-                response.close()
-            return run_sync(attempt(request, send, sleep, discard))
-
-        def close(self):
-            self._inner.close()
-
-    class AsyncDeadlineTransport(httpx2.AsyncBaseTransport):
-        def __init__(self):
-            self._inner = httpx2.AsyncHTTPTransport()
-
-        async def handle_async_request(self, request):
-            return await attempt(request, self._inner.handle_async_request, _asleep, _adiscard)
-
-        async def aclose(self):
-            await self._inner.aclose()
-
-    def _spent(request):
-        return httpx2.Response(
-            408, request=request,
-            headers={"x-should-retry": "false", DEADLINE_HEADER: "1"},
-            json={"type": "error", "error": {"type": "timeout", "message":
-                                             "the time budget of the call is spent"}})
-
-    async def _asleep(limit, seconds):
-        import asyncio
-        await asyncio.sleep(seconds)
-
-    async def _adiscard(response):
-        await response.aread()
-        await response.aclose()
-
-    return AsyncDeadlineTransport() if asynchronous else DeadlineTransport()
-
-
-def _header_wait(headers: Any) -> float | None:
-    """The wait a rate-limited answer asks for: `retry-after-ms`, else `retry-after` in
-    seconds (an HTTP date is not read: the default wait applies), bounded to an hour."""
-    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        try:
-            v = float(headers.get(name))
-        except (TypeError, ValueError):
-            continue
-        if v >= 0 and v == v:
-            return min(v / scale, 3600.0)
-    return None
-
-
-def _retry_wait(headers: Any, request_headers: Any) -> float:
-    """The shortest sleep the SDK would take before retrying this response."""
-    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        try:
-            v = float(headers.get(name))
-        except (TypeError, ValueError):
-            continue
-        if v > 0:
-            return v / scale
-    try:
-        n = int(request_headers.get("x-stainless-retry-count") or 0)
-    except ValueError:
-        n = 0
-    return _SDK_FIRST_BACKOFF * 2 ** n
-
-
-def json_args(raw: Any) -> Any:
-    """A tool call's arguments as a dict. Text that is not a JSON object is passed on as-is, so
-    the tool loop answers the model with "arguments must be a JSON object" (the model can fix
-    it), instead of the whole turn failing."""
-    if isinstance(raw, dict):
-        return raw
-    if raw is None or raw == "":
-        return {}
-    try:
-        value = json.loads(raw)
-    except (TypeError, ValueError):
-        return raw
-    return value
-
-
-#: Finish reasons that say the reply was cut off at the token limit.
-CUT_OFF = ("length", "max_tokens")
-
-
-@dataclass
-class Ask:
-    """One request as a provider builds it: the body sent, notes on how a way of asking was
-    carried out, and what turns the reply into the one the core expects (the schema whose
-    forced nulls are removed, the tool whose input is the reply)."""
-    body: dict
-    notes: list[str] = field(default_factory=list)
-    schema: dict | None = None       # OpenAI strict mode: the schema as the mode asked for it
-    text_tool: str | None = None     # json_schema as a forced tool: that tool's name
-    reply_as_sent: str | None = None  # the reply's text before it was made the core's
-    forms: dict = field(default_factory=dict)       # kind of request form -> the form sent
-    negotiated: list[dict] = field(default_factory=list)  # forms sent in place of others, why
-    confidence: list | None = None   # the option names whose probabilities the reply is read for
-
-
-def as_json(obj: Any) -> Any:
-    """An SDK response object (a pydantic model) as JSON data."""
-    to_dict = getattr(obj, "to_dict", None)
-    if callable(to_dict):
-        try:
-            return to_dict(mode="json")
-        except TypeError:
-            return to_dict()
-    return obj
-
-
-class StreamedReply:
-    """What a stream has delivered so far, filled in by a provider's `_read_event`: the text
-    (each piece also goes to `emit`), the tool calls by their index in the reply (id, name and
-    the arguments' JSON text, which arrive in pieces; the arguments of `text_tool` are the
-    reply's text and stream as text), token usage, the model that answered, the finish reason
-    and refusal, whether the closing event came, and the events as JSON (up to the raw
-    record's bound, then only counted)."""
-
-    def __init__(self, emit: Callable[[str], None], text_tool: str | None = None):
-        self._emit = emit
-        self.text_tool = text_tool
-        self.text: list[str] = []
-        self.calls: dict[int, dict] = {}
-        self.usage: dict = {}
-        self.model: str | None = None
-        self.finish_reason: str | None = None
-        self.refusal: list[str] = []
-        self.finished = False
-        self.events: list = []
-        self.logprobs: list | None = None  # the tokens' log-probabilities, when the server sends them
-        self._event_chars = 0
-        self._events_cut = 0
-
-    def add_text(self, piece: str) -> None:
-        self.text.append(piece)
-        self._emit(piece)
-
-    def tool(self, index: int, id: str | None = None, name: str = "") -> dict:
-        """The tool call at `index`, started with `id` and `name` if it is new."""
-        return self.calls.setdefault(index, {"id": id, "name": name, "args": ""})
-
-    def tool_args(self, index: int, piece: str) -> None:
-        slot = self.tool(index)
-        slot["args"] += piece
-        if piece and self.text_tool is not None and slot["name"] == self.text_tool:
-            self._emit(piece)
-
-    def record(self, event: Any) -> None:
-        if self._event_chars > LIMIT:
-            self._events_cut += 1
-            return
-        data = as_json(event)
-        self._event_chars += size(data)
-        self.events.append(data)
-
-    def raw(self, secrets: tuple[str, ...] = ()) -> dict:
-        """The events as the raw record keeps them, their text redacted over the stream: a
-        key cut into deltas of any length leaves no piece of it behind."""
-        out: dict = {"stream": redact_stream(self.events, secrets)}
-        if self._events_cut:
-            out["stream"].append(f"[{self._events_cut} more events cut]")
-        return out
-
-    def response(self, default_model: str) -> ModelResponse:
-        resp = ModelResponse(
-            text="".join(self.text),
-            tool_calls=[tool_call(c["name"], c["args"], c["id"])
-                        for _, c in sorted(self.calls.items())],
-            usage=self.usage or None, model=self.model or default_model,
-            finish_reason=self.finish_reason, refusal="".join(self.refusal) or None)
-        if self.logprobs is not None:
-            resp._logprobs = self.logprobs  # read by the runtime's _shape, then dropped
-        return resp
-
+from .faults import (Malformed, cause_text, caused_by_timeout, is_transport_error, server_message,
+                     unreachable)
+from .replies import CUT_OFF, Ask, StreamedReply, as_json
+from .transport import (DEADLINE_HEADER, PATIENCE_HEADER, RETRY_STATUSES, DeadlineExceeded,
+                        current_deadline, deadline_transport, safe_url)
 
 @dataclass(frozen=True)
 class ProviderAPI:
@@ -580,8 +284,8 @@ class ProviderRuntime(Runtime):
 
     def _dropped(self, exc: BaseException) -> bool:
         """A connection that failed, not a server's answer or the time budget."""
-        return (isinstance(exc, self._sdk.APIConnectionError) or _is_transport_error(exc)) \
-            and not isinstance(exc, self._sdk.APITimeoutError) and not _caused_by_timeout(exc)
+        return (isinstance(exc, self._sdk.APIConnectionError) or is_transport_error(exc)) \
+            and not isinstance(exc, self._sdk.APITimeoutError) and not caused_by_timeout(exc)
 
     def _answered(self, ask: Ask) -> None:
         """The server answered `ask` (its forms are accepted)."""
@@ -593,14 +297,14 @@ class ProviderRuntime(Runtime):
         if (isinstance(exc, ModelCallError) and getattr(exc, "nothing", False)) or (
                 call.started and not call.received and self._dropped(exc)):
             return self._negotiate("stream", "", ask)
-        if not call.started and self._dropped(exc) and not _unreachable(exc):
+        if not call.started and self._dropped(exc) and not unreachable(exc):
             # ... or before its headers: the server was reached and hung up without a word
             return self._negotiate("dropped", "", ask)
         if call.started or not isinstance(exc, sdk.APIStatusError) or \
                 exc.response.headers.get(DEADLINE_HEADER) is not None:
             return None
         return self._negotiate(getattr(exc, "status_code", None),
-                               _server_message(exc, self.redact), ask)
+                               server_message(exc, self.redact), ask)
 
     @staticmethod
     def _again(refused: Ask, record: dict, ask: Ask) -> Ask:
@@ -714,7 +418,7 @@ class ProviderRuntime(Runtime):
         per_call = timeout if self.timeout is None else (
             self.timeout if timeout is None else min(self.timeout, timeout))
         call = _Call(self, on_text, per_call)
-        token = _deadline.set(call.deadline)
+        token = current_deadline.set(call.deadline)
         try:
             ask = request()
             resend = False
@@ -746,7 +450,7 @@ class ProviderRuntime(Runtime):
         except Exception as exc:  # every SDK / network failure becomes a ModelCallError
             failure = self._failure(exc, "".join(call.received), per_call, call.started)
         finally:
-            _deadline.reset(token)
+            current_deadline.reset(token)
         # Raised outside the except block: the SDK's exception (whose text may hold the key or
         # an auth header) is not chained onto the error a notebook will print.
         raise call.failed(failure)
@@ -834,7 +538,7 @@ class ProviderRuntime(Runtime):
         spent = isinstance(exc, sdk.APIStatusError) and \
             exc.response.headers.get(DEADLINE_HEADER) is not None
         if spent or isinstance(exc, (DeadlineExceeded, sdk.APITimeoutError)) or \
-                _caused_by_timeout(exc):
+                caused_by_timeout(exc):
             budget = f"{timeout:.3g}s" if timeout is not None else "the SDK's timeout"
             return ModelCallError(f"{what} did not finish its reply within {budget} (the time "
                                   f"left of the decision's timeout_s, or the runtime's timeout)."
@@ -843,13 +547,13 @@ class ProviderRuntime(Runtime):
                 not isinstance(exc, sdk.APIConnectionError):
             # an error event inside a stream that had begun (e.g. overloaded mid-reply)
             return ModelCallError(f"{what} reported an error in the middle of the reply "
-                                  f"({_server_message(exc, self.redact)}); run again." + kept,
+                                  f"({server_message(exc, self.redact)}); run again." + kept,
                                   partial=partial, kind="model_error")
         if isinstance(exc, sdk.APIStatusError):
             return ModelCallError(self._status_message(exc, what) + kept, partial=partial,
                                   kind="model_error")
-        if isinstance(exc, sdk.APIConnectionError) or _is_transport_error(exc):
-            cause = _cause_text(exc, self.redact)
+        if isinstance(exc, sdk.APIConnectionError) or is_transport_error(exc):
+            cause = cause_text(exc, self.redact)
             if started:
                 return ModelCallError(f"the connection to {what} dropped in the middle of the "
                                       f"reply ({cause})." + kept, partial=partial,
@@ -860,7 +564,7 @@ class ProviderRuntime(Runtime):
                 f"compatible server usually listens on http://localhost:<port>/v1)",
                 partial=partial, kind="model_error")
         if isinstance(exc, (ValueError, getattr(sdk, "APIResponseValidationError", ValueError),
-                            _Malformed)):
+                            Malformed)):
             return ModelCallError(f"{what} sent a malformed reply that could not be read "
                                   f"({type(exc).__name__}: {exc}). Check that base_url points "
                                   f"at an endpoint of the {self.api.name} API." + kept,
@@ -870,7 +574,7 @@ class ProviderRuntime(Runtime):
 
     def _status_message(self, exc: Any, what: str) -> str:
         code = getattr(exc, "status_code", None)
-        detail = _server_message(exc, self.redact)
+        detail = server_message(exc, self.redact)
         retried = f" (after {self.max_retries} retries)" if self.max_retries else ""
         if code == 401:
             return (f"{what} rejected the API key (401: {detail}). Check the {self.api.env_key} "
@@ -896,7 +600,7 @@ class ProviderRuntime(Runtime):
                     f"provider's side; run again later. If it fails the same way every time, "
                     f"the server may not take something the request carries"
                     f"{self._shape_advice()}.")
-        if code in _RETRY_STATUSES:   # 408, 409: the SDK retried them; they may yet pass
+        if code in RETRY_STATUSES:   # 408, 409: the SDK retried them; they may yet pass
             return f"{what} answered HTTP {code} ({detail}){retried}; run again."
         # Any other 4xx is about the request itself: the same request gets the same answer.
         return (f"{what} rejected the request ({code}: {detail}). Running it again will not "
@@ -920,74 +624,3 @@ def _masks(resp: ModelResponse) -> int:
     return sum(t.count(MASK) for t in texts if isinstance(t, str))
 
 
-class _Malformed(ValueError):
-    """A reply that parsed as JSON but is not the provider's shape."""
-
-
-def _server_message(exc: Any, redact_text: Callable[[str], str]) -> str:
-    """The server's own words about an error, shortened; redacted before it is shortened (a
-    cut through the key would keep a stretch too short to be recognised)."""
-    body = getattr(exc, "body", None)
-    msg = getattr(exc, "message", None) or str(exc)
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        if isinstance(err, dict) and isinstance(err.get("message"), str):
-            msg = err["message"]
-    return redact_text(str(msg))[:300]
-
-
-def _chain(exc: BaseException):
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        yield exc
-        exc = exc.__cause__ or exc.__context__
-
-
-def _caused_by_timeout(exc: BaseException) -> bool:
-    try:
-        import httpx2
-    except ImportError:
-        return False
-    return any(isinstance(e, (httpx2.TimeoutException, DeadlineExceeded, TimeoutError))
-               for e in _chain(exc))
-
-
-def _is_transport_error(exc: BaseException) -> bool:
-    try:
-        import httpx2
-    except ImportError:
-        return False
-    return any(isinstance(e, (httpx2.TransportError, ConnectionError)) for e in _chain(exc))
-
-
-def _unreachable(exc: BaseException) -> bool:
-    """A connection that was never made (no server there), as opposed to one the server
-    dropped."""
-    try:
-        import httpx2
-    except ImportError:
-        return True
-    return any(isinstance(e, (httpx2.ConnectError, httpx2.ConnectTimeout, ConnectionRefusedError))
-               for e in _chain(exc))
-
-
-def _cause_text(exc: BaseException, redact_text: Callable[[str], str]) -> str:
-    """The innermost readable cause, e.g. "ConnectError: [Errno 111] Connection refused",
-    redacted, then shortened."""
-    last = exc
-    for e in _chain(exc):
-        last = e
-    text = str(last) or type(last).__name__
-    return redact_text(f"{type(last).__name__}: {text}")[:200]
-
-
-def tc_parts(tc: Any) -> tuple[str | None, str, Any]:
-    """(id, name, args) of a tool call held as a ToolCall or as its dict form."""
-    if isinstance(tc, dict):
-        return tc.get("id"), tc.get("name", ""), tc.get("args", tc.get("input", {}))
-    return tc.id, tc.name, tc.args
-
-
-def tool_call(name: str, args: Any, id: str | None) -> ToolCall:
-    return ToolCall(name=name, args=json_args(args), id=id)

@@ -23,9 +23,9 @@ import json
 import threading
 from typing import Any
 
-from ..base.errors import ArgumentError, UsageError
-from ..runtime.runtime import ModelCallError, ModelResponse, Runtime
-from .provider import mode_arguments
+from ...base.errors import ArgumentError, UsageError
+from ...runtime.runtime import ModelCallError, ModelResponse, Runtime
+from .runtime import mode_arguments
 from .key_redaction import MASK
 from .unencodable import sendable
 

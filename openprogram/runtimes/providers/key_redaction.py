@@ -21,7 +21,7 @@ import functools
 import re
 from typing import Any, Callable
 
-from ..base import filesecrets
+from ...base import filesecrets
 
 MASK = "[redacted]"
 _PIECE = 8   # a stretch of this many characters of a secret is masked wherever it appears

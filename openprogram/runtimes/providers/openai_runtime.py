@@ -65,10 +65,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..runtime.runtime import ModelCallError, ModelResponse, to_blocks
+from ...runtime.runtime import ModelCallError, ModelResponse, to_blocks
 from .batch import BatchRuntime
-from .provider import (CUT_OFF, Ask, ProviderAPI, ProviderRuntime, StreamedReply, _Malformed,
-                        tc_parts, tool_call, unique_tools)
+from .faults import Malformed
+from .replies import CUT_OFF, Ask, StreamedReply, tc_parts, tool_call
+from .runtime import ProviderAPI, ProviderRuntime, unique_tools
 from .logprobs import MAX_TOKENS, distribution, tokens_of
 from .server_forms import Negotiator, check_server
 from .strict_schema import strip_forced_nulls
@@ -153,7 +154,7 @@ class OpenAIRuntime(ProviderRuntime):
     def _parse(self, r: Any) -> ModelResponse:
         choices = getattr(r, "choices", None)
         if not choices or getattr(choices[0], "message", None) is None:
-            raise _Malformed("the response has no choices[0].message")
+            raise Malformed("the response has no choices[0].message")
         msg = choices[0].message
         calls = [tool_call(tc.function.name, tc.function.arguments, tc.id)
                  for tc in (msg.tool_calls or []) if getattr(tc, "function", None)]

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..base.errors import OpenProgramError
+from ...base.errors import OpenProgramError
 
-from ..decision.modes import api_name  # noqa: F401  (the runtimes import it from here)
-from ..decision.schema.type_table import JSON_TYPES as _JSON_TYPES
+from ...decision.modes import api_name  # noqa: F401  (the runtimes import it from here)
+from ...decision.schema.type_table import JSON_TYPES as _JSON_TYPES
 
 __all__ = ["NotStrict", "to_strict", "strip_forced_nulls", "check_limits", "api_name",
            "FORMATS", "LIMITS", "unexpressed"]
