@@ -11,7 +11,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from typing import Any
 
 from ..base.errors import require
-from ..trace.view import quiet_frame  # model and row text: every frame shown in the wrapper
+from ..trace.safe_html import quiet_frame  # model and row text: every frame shown in the wrapper
 from .calibration import new_axes
 from .outcomes import NO_PICK
 from .results import EvaluationResult, input_frame, shown_summary, tables_html
@@ -67,7 +67,7 @@ class ComparisonResult:
         """The rows (finished in every variant) where the variants picked differently; a
         failure with no valid pick counts as a pick of its own."""
         frame = self.to_frame()
-        from ..trace.view import quiet_frame  # model and row text: shown in the library's wrapper
+        from ..trace.safe_html import quiet_frame  # model and row text: shown in the library's wrapper
         return quiet_frame(frame[frame["agree"] == False])  # noqa: E712 (None too)
 
     @property

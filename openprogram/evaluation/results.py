@@ -25,7 +25,7 @@ from ..trace.confidence import Confidence
 from ..base.errors import require
 from ..trace.decision_trace import DecisionTrace, RecordedError, trace_from_dict, trace_view
 from ..trace.tables import CONFIDENCE_COLUMNS, confidence_row
-from ..trace.view import quiet_frame  # model and row text: every frame shown in the wrapper
+from ..trace.safe_html import quiet_frame  # model and row text: every frame shown in the wrapper
 
 from .outcomes import (NO_PICK, ROW_COLUMNS, STATUS_CODE, STATUSES, LazyRows, Outcomes, PickList,
                        cascade_of, pick_of, summarize)
@@ -73,7 +73,7 @@ def tables_html(title: str, tables: list[tuple[str, Any]]) -> str:
     """Tables side by side, each rendered by pandas (which escapes every cell), in the wrapper
     every view of the library has (no MathJax, no link detection)."""
     import html
-    from ..trace.view import wrap
+    from ..trace.safe_html import wrap
     parts = [f'<div class="openprogram-eval"><p>{title}</p>'
              '<div style="display:flex;flex-wrap:wrap;gap:2em;align-items:flex-start">']
     for caption, table in tables:

@@ -186,7 +186,7 @@ class DAG:
         first = nodes[0].id if nodes else 0
         rows = [{**n.to_dict(), "parent_dropped": n.parent is not None and n.parent < first}
                 for n in nodes]
-        from ..trace.view import quiet_frame  # prompts and replies: shown in the library's wrapper
+        from ..trace.safe_html import quiet_frame  # prompts and replies: shown in the library's wrapper
         return quiet_frame(pd.DataFrame(rows, columns=[*_NODE_FIELDS, "parent_dropped"])
                            .set_index("id"))
 

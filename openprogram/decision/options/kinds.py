@@ -25,7 +25,7 @@ from ..schema.fields import (MISSING, Param, repr_head, looks_like_json_schema, 
                              schema_field, validate)
 from ..schema.reply_values import safe_key
 from ...base.text import safe_repr
-from ...trace.view import clip
+from ...trace.safe_html import clip
 from . import sources
 
 class Option:
