@@ -12,7 +12,7 @@ from openprogram import decision
 from openprogram.runtimes import (RecordingRuntime, ReplayRuntime, ScriptedRuntime,
                                   cassette_decisions, cassette_traces, load_cassette)
 
-NOTEBOOK_CASSETTES = sorted((Path(__file__).resolve().parents[2] / "notebooks" /
+NOTEBOOK_CASSETTES = sorted((Path(__file__).resolve().parents[3] / "notebooks" /
                              "cassettes").glob("*.json"))
 WINDOW = 20
 

@@ -7,15 +7,6 @@ from __future__ import annotations
 
 import pytest
 
-from openprogram import observe
-
-
-@pytest.fixture
-def events():
-    seen = []
-    with observe(seen.append):
-        yield seen
-
 
 @pytest.fixture(scope="session")
 def end_token():

@@ -1,15 +1,11 @@
 """Fixtures for the provider runtimes: a loopback fake server per test, and a factory that makes
 the matching runtime pointed at it through `base_url` (the real SDK client, never patched)."""
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-# FAKE_KEY lives in fakeserver, not here: every test folder has a conftest.py, so
-# `from conftest import ...` would get whichever folder's conftest pytest loaded last.
-from fakeserver import FAKE_KEY, FakeServer  # noqa: E402
+# FAKE_KEY lives in fakeserver (tests/support, on pytest's pythonpath), not here: every test
+# folder has a conftest.py, so `from conftest import ...` would get whichever folder's conftest
+# pytest loaded last.
+from fakeserver import FAKE_KEY, FakeServer
 
 
 @pytest.fixture(params=["openai", "anthropic"])

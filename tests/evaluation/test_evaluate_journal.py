@@ -19,8 +19,7 @@ from openprogram.evaluation.evaluate import EvaluationResult, JournalMismatch
 from openprogram.runtimes import ScriptedRuntime
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "providers"))
-import fakeserver  # noqa: E402
+import fakeserver  # noqa: E402  (tests/support, on pytest's pythonpath)
 import journal_program as prog  # noqa: E402
 
 MESSAGES = ["please refund me", "escalate this", "just saying hi", "refund again",

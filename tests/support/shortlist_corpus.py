@@ -1,7 +1,7 @@
 """A menu of 600 tool definitions in the style of public tool sets (MCP servers for GitHub,
 Slack, Jira, Drive, Stripe, ...: `service_verb_object` names, one-sentence descriptions, JSON
 Schema parameters), and requests labelled with the tool they ask for, for measuring a
-shortlist (tests/core/test_core_shortlist.py, benchmarks/bench_shortlist.py).
+shortlist (tests/decision/options/test_core_shortlist.py, benchmarks/bench_shortlist.py).
 
 The requests are written the way users write them, not the way tools are named: verbs by their
 synonyms ("remove" for delete, "look up" for get), objects by their short names ("PR"), and a

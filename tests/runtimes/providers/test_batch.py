@@ -139,7 +139,8 @@ def test_a_killed_run_reattaches_to_its_batch_and_sends_nothing_new(provider, se
     here = Path(__file__).resolve().parent
     child = subprocess.Popen([sys.executable, str(here / "batch_program.py"), provider,
                               server.base_url, str(journal), "40"], cwd=here,
-                             env={**os.environ, "PYTHONPATH": str(here)})
+                             env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                 [str(here), str(here.parents[1] / "support")])})
     try:
         for _ in range(600):   # until the child journaled its batch (a count, not a time bound)
             if journal.exists() and '"submitted"' in journal.read_text():

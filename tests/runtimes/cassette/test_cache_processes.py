@@ -19,7 +19,7 @@ from openprogram.runtimes.cassette import cache as cache_module
 from openprogram.runtimes.cassette.cassette_file import request_key
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
+ROOT = HERE.parents[2]
 
 
 def _child(path, go, prefix, n):
