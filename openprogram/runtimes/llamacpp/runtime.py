@@ -151,8 +151,10 @@ class LlamaCppRuntime(Runtime):
     reply and `n_batch` the prompt tokens read per step (None: from this machine,
     `machine_settings()`); `n_gpu_layers` the layers offloaded to a GPU build of llama.cpp.
     `max_tokens`, `temperature` and `seed` (None: a fresh draw for every call) go with every
-    call, as do the `request_options`: llama.cpp's sampling settings (`top_p=`, `top_k=`,
-    `min_p=`, `repeat_penalty=`, ...), `stop=` texts, `logit_bias=` and `logits_processor=`.
+    call (a sample of `decision.Samples` is drawn at the samples' temperature, with the seed
+    moved by the sample's index), as do the `request_options`: llama.cpp's sampling settings
+    (`top_p=`, `top_k=`, `min_p=`, `repeat_penalty=`, ...), `stop=` texts, `logit_bias=` and
+    `logits_processor=`.
     `system=` adds a system message. In json_schema mode the schema is also shown to the model
     in the system message, as hosted providers do with structured output (a grammar only
     constrains sampling: the model never reads it): one line per option by default
@@ -301,7 +303,8 @@ class LlamaCppRuntime(Runtime):
                 f"decision with mode='menu' or mode='json_schema' and no tools=, or serve a "
                 f"model that makes tool calls (Ollama, llama.cpp's server) and use "
                 f"OpenAIRuntime", kind="model_error")
-        request, grammar, shared = self._request(messages, response_format)
+        request, grammar, shared = self._request(messages, response_format,
+                                                 *self._sampling(mode_args))
         odds = self._odds(mode_args.get("confidence"), grammar, request)
         picked = None
         if self.stop_at_pick:
@@ -345,7 +348,7 @@ class LlamaCppRuntime(Runtime):
         opts = self.request_options
         llama.set_seed(request["seed"])
         chain = llama._init_sampler(
-            temp=self.temperature,
+            temp=request["temperature"],
             logits_processor=_processors(opts.get("logits_processor"), opts.get("logit_bias")),
             **{_SAMPLING[k]: v for k, v in opts.items() if k in _SAMPLING})
         sampler = _Sampler(llama, chain, grammar, last=self.grammar_last,
@@ -480,7 +483,24 @@ class LlamaCppRuntime(Runtime):
                                  "schema names no options", kind="model_error")
         return _NameOdds(self, self._model, list(dict.fromkeys(names)), grammar is not None)
 
-    def _request(self, messages: list[dict], response_format: Any) -> tuple[dict, Any, int]:
+    def _sampling(self, mode_args: dict) -> tuple[float | None, int | None]:
+        """The temperature and the sample's index a call of `decision.Samples` passes
+        (`temperature=`, `sample=`), checked; (None, None) for any other call."""
+        temperature, sample = mode_args.get("temperature"), mode_args.get("sample")
+        if temperature is not None and (isinstance(temperature, bool) or
+                                        not isinstance(temperature, (int, float)) or
+                                        not 0 <= temperature < float("inf")):
+            raise ModelCallError(f"temperature= must be a number >= 0 (a sample's sampling "
+                                 f"temperature), got {temperature!r}", kind="model_error")
+        if sample is not None and (isinstance(sample, bool) or not isinstance(sample, int) or
+                                   sample < 0):
+            raise ModelCallError(f"sample= must be a whole number >= 0 (the index of a sample "
+                                 f"of decision.Samples), got {sample!r}", kind="model_error")
+        return temperature, sample
+
+    def _request(self, messages: list[dict], response_format: Any,
+                 temperature: float | None = None,
+                 sample: int | None = None) -> tuple[dict, Any, int]:
         """What is asked of llama.cpp, as the trace records it — the chat as laid out, the
         layout, the sampling settings (the seed drawn for this call when none is set), and in
         json_schema mode the bounded schema the grammar is made from — that grammar (None in
@@ -509,11 +529,20 @@ class LlamaCppRuntime(Runtime):
                 layout = "menu_first"
         if system:
             chat = [{"role": "system", "content": "\n\n".join(system)}, *chat]
-        seed = self.seed if self.seed is not None else self._seeds.randrange(2 ** 31)
+        # A sample of decision.Samples is drawn at its own temperature, and with a seed of
+        # its own: the runtime's seed moved by the sample's index, so the n samples differ
+        # from each other and a re-run draws the same n again.
+        if self.seed is None:
+            seed = self._seeds.randrange(2 ** 31)
+        else:
+            seed = self.seed + (sample or 0)
         request: dict = {"messages": chat, "layout": layout, "max_tokens": self.max_tokens,
-                         "temperature": self.temperature, "seed": seed,
+                         "temperature": self.temperature if temperature is None
+                         else float(temperature), "seed": seed,
                          **{k: v for k, v in self.request_options.items()
                             if k != "logits_processor"}}
+        if sample is not None:
+            request["sample"] = sample
         shared = 1 if system else 0
         if schema is None:
             return request, None, shared
