@@ -9,6 +9,7 @@ import re
 import pytest
 
 from openprogram import ArgumentError, ModelResponse, Runtime, UsageError, decision
+from openprogram.evaluation.journal import JournalMismatch
 from openprogram.evaluation.results import EvaluationResult, bootstrap_interval
 from openprogram.runtimes import ScriptedRuntime
 
@@ -160,6 +161,45 @@ def test_the_journal_keeps_each_rows_confidence(tmp_path):
     resumed = decision.evaluate(PROMPT, MENU, ROWS, runtime=rt, expected=EXPECTED,
                                 confidence=True, progress=False, journal=path)
     assert rt.calls == 0 and resumed.mean_p_expected == pytest.approx(first.mean_p_expected)
+
+
+def test_a_journal_resumes_only_the_confidence_settings_it_was_run_with(tmp_path):
+    """The confidence settings are in the section's fingerprint: rows journaled without a
+    distribution, or with another threshold or sampler, are not mixed into a run that asks for
+    them (the calibration of the whole would mean nothing)."""
+    path = tmp_path / "run.jsonl"
+    _run(journal=path)
+    section = [json.loads(line) for line in path.read_text().splitlines()][1]
+    assert section["confidence"] == {"confidence": True}
+    changed = [{"confidence": False}, {"confidence": decision.Samples(3)},
+               {"min_confidence": 0.7}, {"min_confidence": 0.7, "low_confidence": "a"}]
+    for kw in changed:
+        rt = Exact()
+        kw = {"confidence": True, **kw}
+        with pytest.raises(JournalMismatch, match=r"confidence setting \(confidence=, "
+                                                  r"min_confidence=, low_confidence=\)"):
+            decision.evaluate(PROMPT, MENU, ROWS, runtime=rt, expected=EXPECTED,
+                              progress=False, journal=path, **kw)
+        assert rt.calls == 0
+
+
+def test_a_journal_of_a_run_without_confidence_keeps_its_fingerprint(tmp_path):
+    """A run that asks for no distribution fingerprints its section as before the confidence
+    settings were counted, so a journal written then still resumes."""
+    from openprogram.evaluation.journal import fingerprint
+    path = tmp_path / "plain.jsonl"
+    decision.evaluate(PROMPT, MENU, ROWS, runtime=Exact(), progress=False, journal=path)
+    section = [json.loads(line) for line in path.read_text().splitlines()][1]
+    assert section["confidence"] is None
+    before = {k: section[k] for k in ("prompt", "menu", "mode", "runtime")}
+    assert section["fingerprint"] == fingerprint(before)
+    samples = fingerprint({**before, "confidence": {"confidence": {"samples": 3,
+                                                                   "temperature": 1.0,
+                                                                   "fallback": False}}})
+    assert samples != section["fingerprint"]
+    rt = Exact()
+    decision.evaluate(PROMPT, MENU, ROWS, runtime=rt, progress=False, journal=path)
+    assert rt.calls == 0
 
 
 def test_aevaluate_with_samples():

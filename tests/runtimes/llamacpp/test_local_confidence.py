@@ -446,3 +446,50 @@ def test_a_single_option_is_certain_and_acomplete_gives_the_same_distribution():
     assert second.confidence == first.confidence
     assert math.isclose(sum(first.confidence["probs"].values()) + first.confidence["other"],
                         1.0, abs_tol=1e-6)
+
+
+# -- samples (decision.Samples) ------------------------------------------------------------------
+
+def _sampled(rt, samples):
+    """The n responses a decision with `confidence=samples` drew, and the decision's trace."""
+    decision.make(SHARED[0][1], REFUNDS, runtime=rt, mode="json_schema", confidence=samples,
+                  max_retries=0)
+    return rt.responses[-samples.n:], decision.last_trace()
+
+
+def test_samples_are_drawn_at_their_temperature_each_with_a_seed_of_its_own():
+    """decision.Samples passes each call its temperature and its index: the local model draws
+    sample i at that temperature with the runtime's seed + i, so the samples differ (at 1.5)
+    and a second run draws the same ones again."""
+    runs = []
+    for _ in range(2):
+        rt = Asking(None, seed=7, temperature=0.0, max_tokens=40)
+        got, trace = _sampled(rt, decision.Samples(4, temperature=1.5))
+        requests = [r.raw["request"] for r in got]
+        assert [q["temperature"] for q in requests] == [1.5] * 4
+        assert [q["seed"] for q in requests] == [7, 8, 9, 10]
+        assert [q["sample"] for q in requests] == [0, 1, 2, 3]
+        assert trace.confidence.source == "samples" and trace.confidence.n == 4
+        runs.append([r.text for r in got])
+    assert len(set(runs[0])) > 1, runs[0]  # a runtime at temperature 0 would write one reply
+    assert runs[0] == runs[1]
+
+
+def test_samples_at_temperature_zero_are_one_reply_whatever_the_runtimes_temperature():
+    """The samples' temperature, not the runtime's, is the one drawn at: at 0 every sample is
+    the model's greedy reply although each has its own seed and the runtime says 1.5."""
+    rt = Asking(None, seed=3, temperature=1.5, max_tokens=40)
+    got, trace = _sampled(rt, decision.Samples(3, temperature=0.0))
+    assert [r.raw["request"]["seed"] for r in got] == [3, 4, 5]
+    assert len({r.text for r in got}) == 1
+    assert max(trace.confidence.probs.values()) == 1.0
+
+
+@pytest.mark.parametrize("kw, match", [({"temperature": -1}, "temperature= must be"),
+                                       ({"temperature": "hot"}, "temperature= must be"),
+                                       ({"sample": -1}, "sample= must be"),
+                                       ({"sample": True}, "sample= must be")])
+def test_a_samples_temperature_and_index_are_checked(kw, match):
+    rt = LlamaCppRuntime(max_tokens=4)
+    with pytest.raises(ModelCallError, match=match):
+        rt.complete([{"role": "user", "content": "hi"}], **kw)
