@@ -32,6 +32,7 @@ from typing import Any
 
 from ...base.errors import OpenProgramError
 from ...base.filesecrets import scrub
+from ...base.model_protocol import LAYOUT_ARGS
 from ...runtime.runtime import ModelResponse, ToolCall
 from ..providers.key_redaction import without_secrets
 from ..providers.unencodable import escape_surrogates
@@ -70,7 +71,8 @@ def request_record(messages: list[dict], tools: list[dict] | None,
     """A request as a cassette holds it; the mode arguments only when given, so a menu-mode
     call reads as it did in version 1."""
     out = {"messages": _plain(messages), "tools": _plain(tools)}
-    out.update({k: _plain(v) for k, v in (mode_args or {}).items() if v is not None})
+    out.update({k: _plain(v) for k, v in (mode_args or {}).items()
+                if v is not None and k not in LAYOUT_ARGS})
     return out
 
 
@@ -118,7 +120,8 @@ def live_key(messages: list, tools: list | None, mode_args: dict, settings: dict
     """`request_key` of a request as a runtime's `complete()` receives it, without building
     its record first (what a cache hit costs): JSON encodes it as `_plain` would make it."""
     request = {"messages": messages, "tools": tools}
-    request.update((k, v) for k, v in mode_args.items() if v is not None)
+    request.update((k, v) for k, v in mode_args.items()
+                   if v is not None and k not in LAYOUT_ARGS)
     text = json.dumps({"request": request, "settings": settings}, sort_keys=True,
                       separators=(",", ":"), ensure_ascii=True, default=_json_default)
     return hashlib.sha256(text.encode("ascii")).hexdigest()

@@ -65,7 +65,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ...decision.extract import find_action
-from ...decision.options import render_menu
 from ...runtime.runtime import (ModelCallError, ModelResponse, Runtime,
                                 blocks_text, to_blocks)
 from .confidence import _NameOdds
@@ -80,8 +79,6 @@ LAYOUTS = {
                   "is read once per evaluation)",
     "as_sent": "as the decision sent it: the request, then the menu, in one user message",
 }
-# The first line of every rendered menu: where a menu-mode prompt's menu begins.
-_MENU_HEAD = "\n\n" + render_menu([])
 _loaded: dict[tuple, _Loaded] = {}
 _loading = threading.Lock()
 
@@ -171,6 +168,7 @@ class LlamaCppRuntime(Runtime):
 
     streams = True
     provider = "llama.cpp"
+    takes_menu = True   # the decision says where its menu is (layout="menu_first")
     modes = frozenset({"menu", "json_schema"})
     #: `complete(..., confidence=[names])` gives the exact probability of every option's name
     #: (`_NameOdds`), read from the model's own logits.
@@ -304,7 +302,8 @@ class LlamaCppRuntime(Runtime):
                 f"model that makes tool calls (Ollama, llama.cpp's server) and use "
                 f"OpenAIRuntime", kind="model_error")
         request, grammar, shared = self._request(messages, response_format,
-                                                 *self._sampling(mode_args))
+                                                 *self._sampling(mode_args),
+                                                 menu=mode_args.get("menu"))
         odds = self._odds(mode_args.get("confidence"), grammar, request)
         picked = None
         if self.stop_at_pick:
@@ -499,8 +498,8 @@ class LlamaCppRuntime(Runtime):
         return temperature, sample
 
     def _request(self, messages: list[dict], response_format: Any,
-                 temperature: float | None = None,
-                 sample: int | None = None) -> tuple[dict, Any, int]:
+                 temperature: float | None = None, sample: int | None = None,
+                 menu: str | None = None) -> tuple[dict, Any, int]:
         """What is asked of llama.cpp, as the trace records it — the chat as laid out, the
         layout, the sampling settings (the seed drawn for this call when none is set), and in
         json_schema mode the bounded schema the grammar is made from — that grammar (None in
@@ -521,8 +520,8 @@ class LlamaCppRuntime(Runtime):
             # compact JSON: the same schema in 14% fewer tokens than json.dumps's default
             system.append(brief or SCHEMA_INSTRUCTION + json.dumps(
                 schema, ensure_ascii=False, separators=(",", ":")))
-        elif schema is None and self.layout == "menu_first":
-            moved = _menu_first(chat)
+        elif schema is None and self.layout == "menu_first" and isinstance(menu, str):
+            moved = _menu_first(chat, menu)
             if moved is not None:
                 menu, chat = moved
                 system.append(menu)
@@ -617,15 +616,16 @@ class LlamaCppRuntime(Runtime):
             f"descriptions.", kind="model_error")
 
 
-def _menu_first(chat: list[dict]) -> tuple[str, list[dict]] | None:
-    """A decision's chat with the menu taken out of its one user message: (the menu, the chat
-    with the request alone); None when the chat is not of that shape (then it goes as sent)."""
+def _menu_first(chat: list[dict], menu: str) -> tuple[str, list[dict]] | None:
+    """A decision's chat with its menu (the text the decision says it put into the prompt,
+    `menu=`) taken out of its one user message: (the menu and what follows it, the chat with the
+    request alone); None when the chat is not of that shape (then it goes as sent)."""
     users = [i for i, m in enumerate(chat) if m["role"] == "user"]
     if len(users) != 1 or any(m["role"] == "system" for m in chat):
         return None
     i = users[0]
     text = chat[i]["content"]
-    at = text.rfind(_MENU_HEAD)
+    at = text.rfind("\n\n" + menu) if menu else -1
     if at < 0:
         return None
     rest = [*chat[:i], {"role": "user", "content": text[:at]}, *chat[i + 1:]]
