@@ -558,7 +558,7 @@ class LlamaCppRuntime(Runtime):
             made = self._grammars.get(key)
         if made is None:
             from llama_cpp.llama_grammar import LlamaGrammar
-            from ..grammar_schema import for_grammar
+            from .loose_schema import for_grammar
             readable, loosened = for_grammar(schema)
             if loosened:
                 import warnings

@@ -110,7 +110,7 @@ def test_for_grammar_loosens_what_the_converter_cannot_read_and_names_it():
     more, never less), named with its place; `{}`, `true` and `false` become any JSON value (the
     converter reads `{}` as any object); the caller's schema is untouched."""
     from llama_cpp.llama_grammar import LlamaGrammar
-    from openprogram.runtimes.grammar_schema import for_grammar
+    from openprogram.runtimes.llamacpp.loose_schema import for_grammar
     from openprogram.runtimes.llamacpp import decision_grammar
     schema = {"type": "object", "properties": {
         "level": {"type": "integer", "not": {"const": 5}},
