@@ -3,8 +3,8 @@ rows show helps (issue 36).
 
 The labelled rows are split, with a seed, into a training side and a held-out side. Edits are
 proposed from the training side only: worked examples per option (a training row's request and
-the arguments the model gave when it picked that option right), and option descriptions
-rewritten by a proposer (a runtime asked through the decision mechanism itself, a callable, or
+the arguments the model gave when it picked that option right), and the descriptions of
+options and of their parameters rewritten by a proposer (a runtime asked through the decision mechanism itself, a callable, or
 the deterministic built-in `"keywords"`). Each edit is first scored on the training rows (the
 mean probability of the expected option where the run has distributions, accuracy otherwise);
 one that helps there is measured on the held-out rows, and kept only when a paired bootstrap of
@@ -120,13 +120,21 @@ def _ask_model(proposer: Any, counter: list[int]) -> Callable[[str, str, dict], 
         wrong = "\n".join(f"- {t!r} was picked as {p!r}" for t, p in evidence["missed"][:8])
         taken = "\n".join(f"- {t!r} (meant {e!r})" for t, e in evidence["taken"][:8])
         examples = "\n".join(f"- {t!r}" for t in evidence["requests"][:8])
-        text = (f"You improve the description of one option in a menu a model picks from.\n"
-                f"Option {name!r}, described now as: {description!r}.\n"
+        param = evidence.get("parameter")
+        what = (f"Parameter {param!r} of option {evidence['option']!r}" if param
+                else f"Option {name!r}")
+        values = "".join(f"\nValues it was given when the option was picked right: "
+                         f"{json.dumps(evidence['values'][:8], default=str)}"
+                         for _ in [0] if param and evidence.get("values"))
+        text = (f"You improve the description of one "
+                f"{'parameter of an option' if param else 'option'} in a menu a model picks "
+                f"from.\n{what}, described now as: {description!r}.{values}\n"
                 f"Requests that should pick it:\n{examples or '- (none)'}\n"
                 f"Requests that should have picked it but did not:\n{wrong or '- (none)'}\n"
                 f"Requests that picked it but should not have:\n{taken or '- (none)'}\n"
-                f"Write a short description (one or two sentences) that makes the right "
-                f"requests pick this option and the wrong ones not.")
+                f"Write a short description (one or two sentences) of the "
+                f"{'parameter' if param else 'option'} that makes the right requests pick "
+                f"this option and the wrong ones not.")
         from ..trace.decision_trace import last_trace
         try:
             out = make(text, {"rewrite": rewrite}, runtime=proposer, max_retries=1)
@@ -239,6 +247,13 @@ class Improvement:
             if e["kind"] == "description":
                 out.append(f"option {e['option']!r}: description\n- {e['before']!r}\n"
                            f"+ {e['after']!r}")
+            elif e["kind"] == "parameter":
+                p = e["parameter"]
+                out.append(f"option {e['option']!r}, parameter {p!r}: description\n"
+                           f"- {e['before']!r}\n+ {e['after']!r}\n"
+                           f"  (a function: {p}: Annotated[<its type>, {e['after']!r}], or "
+                           f"input_meta={{{p!r}: {{'description': {e['after']!r}}}}}; a schema "
+                           f"or a tool definition: the property's \"description\")")
             else:
                 pairs = ", ".join(f"({x['request']!r}, {json.dumps(x['args'])})"
                                   for x in e["after"])
@@ -253,7 +268,8 @@ class Improvement:
         import pandas as pd
         return pd.DataFrame([{k: (json.dumps(v) if isinstance(v, (dict, list)) else v)
                               for k, v in e.items()} for e in self.edits],
-                            columns=["option", "kind", "before", "after", "train_before",
+                            columns=["option", "kind", "parameter", "before", "after",
+                                     "train_before",
                                      "train_after", "held_gain", "held_gain_lo",
                                      "held_gain_hi", "kept", "why"])
 
@@ -272,10 +288,12 @@ class Improvement:
         import html
         rows = "".join(
             "<tr>" + "".join(f"<td>{html.escape(str(e.get(k)))}</td>" for k in
-                             ("option", "kind", "after", "held_gain", "kept", "why")) + "</tr>"
+                             ("option", "kind", "parameter", "after", "held_gain", "kept",
+                              "why")) + "</tr>"
             for e in self.edits)
         return (f"<div><p>{html.escape(self._headline())}</p><table><tr><th>option</th>"
-                f"<th>kind</th><th>edit</th><th>held-out gain</th><th>kept</th><th>why</th>"
+                f"<th>kind</th><th>parameter</th><th>edit</th><th>held-out gain</th>"
+                f"<th>kept</th><th>why</th>"
                 f"</tr>{rows}</table><pre>{html.escape(self.diff())}</pre></div>")
 
 
@@ -288,7 +306,10 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, runtime: Any
     only when the held-out side shows it helps (see the module's docstring). `expected` is a
     column of `rows` or a list of option names; `holdout` the share held out (split with
     `seed`); `budget` the model calls the search may spend; `proposer` a Runtime (default:
-    `runtime`), a callable `(name, description, evidence) -> str` or `"keywords"`."""
+    `runtime`), a callable `(name, description, evidence) -> str` or `"keywords"`. A proposer
+    is asked for each option's description (`name` the option's) and for each of its
+    parameters' (`name` written `option.parameter`, `evidence["parameter"]` naming it and
+    `evidence["values"]` the values the model gave it in right picks)."""
     from ..base.model_protocol import resolve_runtime
     if rename:
         raise UsageError("improve(rename=True) is not supported yet: names are code, and this "
@@ -345,14 +366,17 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, runtime: Any
             break
         made = build(current[pos])
         option = current[pos].name
+        kind, param = kind if isinstance(kind, tuple) else (kind, None)
         if made is None:
-            edits.append({"option": option, "kind": kind, "before": None, "after": None,
-                          "kept": False, "why": "the proposer returned nothing usable"})
+            edits.append({"option": option, "kind": kind, "parameter": param, "before": None,
+                          "after": None, "kept": False,
+                          "why": "the proposer returned nothing usable"})
             continue
         new_option, before, after = made
         trial = current[:pos] + [new_option] + current[pos + 1:]
         t = scorer.score(trial, train, "train")
-        edit = {"option": option, "kind": kind, "before": before, "after": after,
+        edit = {"option": option, "kind": kind, "parameter": param, "before": before,
+                "after": after,
                 "train_before": _mean(cur_train["scores"]), "train_after": _mean(t["scores"]),
                 "held_gain": None, "held_gain_lo": None, "held_gain_hi": None, "kept": False}
         edits.append(edit)
@@ -429,6 +453,7 @@ def _candidates(prompt: str, menu: list[Option], train: list[int], table: list[d
             yield "example", pos, build
         if propose is not None and mine:
             evidence = {
+                "option": name, "parameter": None,
                 "requests": [_request(prompt, table[train[k]]) for k in mine],
                 "other_requests": [_request(prompt, table[i]) for i in train
                                    if labels[i] != name],
@@ -439,13 +464,36 @@ def _candidates(prompt: str, menu: list[Option], train: list[int], table: list[d
                           if base["picks"][k] == name and labels[i] != name]}
 
             def build(option: Option, evidence=evidence) -> Any:
-                try:
-                    text = propose(option.name, option.description, evidence)
-                except DecisionError:
-                    text = None
-                if not isinstance(text, str) or not text.strip() or \
-                        text.strip() == option.description:
+                text = _proposed(propose, option.name, option.description, evidence)
+                if text is None:
                     return None
-                text = " ".join(text.split())[:_MAX_DESCRIPTION]
                 return _edited(option, text), option.description, text
             yield "description", pos, build
+            # Each parameter's description is a line of the option's menu block too, and the
+            # one a model reads when it weighs what the option needs.
+            for param in menu[pos].llm_params:
+                values = [base["args"][k].get(param.name) for k in mine
+                          if base["picks"][k] == name and base["args"][k] is not None
+                          and param.name in base["args"][k]]
+                evidence_p = {**evidence, "option": name, "parameter": param.name,
+                              "values": values}
+
+                def build(option: Option, evidence=evidence_p, pname=param.name) -> Any:
+                    before = next(p.field.description for p in option.params
+                                  if p.name == pname)
+                    text = _proposed(propose, f"{option.name}.{pname}", before, evidence)
+                    if text is None:
+                        return None
+                    return option.with_param_description(pname, text), before, text
+                yield ("parameter", param.name), pos, build
+
+
+def _proposed(propose: Callable, name: str, description: str, evidence: dict) -> str | None:
+    """The proposer's text for `name`, cut to a bound, or None when nothing usable came."""
+    try:
+        text = propose(name, description, evidence)
+    except DecisionError:
+        text = None
+    if not isinstance(text, str) or not text.strip() or text.strip() == description:
+        return None
+    return " ".join(text.split())[:_MAX_DESCRIPTION]

@@ -224,3 +224,83 @@ def test_a_proposers_text_is_escaped_in_the_panel_and_cut_to_a_bound():
     html = imp._repr_html_()
     assert "<script>" not in html and "&lt;script&gt;" in html
     assert all(len(e["after"]) <= 400 for e in imp.edits if e["after"])
+
+
+def function_options():
+    """The same four teams as functions, each with one parameter whose description the
+    proposer may rewrite (its menu line is part of the block the toy picker reads)."""
+    def make(team, said):
+        def route(note: str = "") -> str:
+            return team
+        route.__doc__ = said
+        route.__name__ = team.lower()
+        route.input_meta = {"note": {"description": "a note"}}
+        return route
+    return {name: make(value, said) for name, (value, said) in OPTIONS.items()}
+
+
+def test_a_helpful_parameter_description_is_kept_and_shows_in_every_way_of_asking():
+    asked = []
+
+    def params_only(name, description, evidence):
+        asked.append((name, evidence))
+        if evidence["parameter"] is None:
+            return None   # leave the options' own descriptions alone
+        option = evidence["option"]
+        return f"{description}, about {' '.join(WORDS[option])}"
+
+    options = function_options()
+    rt, _ = picker_runtime()
+    imp = decision.improve(PROMPT, options, labelled(), expected="label", runtime=rt,
+                           proposer=params_only, budget=2000, max_examples=0)
+    params = [e for e in imp.edits if e["kind"] == "parameter"]
+    assert params and {e["parameter"] for e in params} == {"note"}
+    assert {n for n, _ in asked if "." in n} == {f"{o}.note" for o in OPTIONS}
+    assert all(ev["parameter"] == "note" and ev["option"] == n.split(".")[0]
+               for n, ev in asked if "." in n)
+    kept = [e for e in imp.kept if e["kind"] == "parameter"]
+    assert kept and all(e["held_gain_lo"] > 0 for e in kept)
+    assert imp.report["held_out_after"]["accuracy"] > imp.report["held_out_before"]["accuracy"]
+    e = kept[0]
+    new = {o.name: o for o in imp.options}[e["option"]]
+    old = {o.name: o for o in decision_options_of(options)}[e["option"]]
+    # the edited option: its menu line, its tool schema and its pick schema say the new text
+    assert e["after"] in "\n".join(new.menu_lines())
+    assert new.json_schema()["properties"]["note"]["description"] == e["after"]
+    assert new.pick_schema()["properties"]["args"]["properties"]["note"]["description"] \
+        == e["after"]
+    # the option set the user gave, and its cached options, are untouched
+    assert old.json_schema()["properties"]["note"]["description"] == "a note" == e["before"]
+    assert options[e["option"]].input_meta == {"note": {"description": "a note"}}
+    assert f"parameter 'note'" in imp.diff() and "input_meta=" in imp.diff()
+    assert list(imp.to_frame()["parameter"]).count("note") == len(params)
+    # the picked function still runs with the edited description
+    assert decision.make(PROMPT.format(text="my invoice and refund"), imp.options,
+                         runtime=picker_runtime()[0]) == "BILL"
+
+
+def decision_options_of(options):
+    from openprogram.decision.options import normalize
+    return list(normalize(options))
+
+
+def test_a_parameter_description_on_a_tool_definition_and_a_class():
+    import pydantic
+    from openprogram.decision.options import normalize
+
+    class Order(pydantic.BaseModel):
+        """An order."""
+        qty: int = pydantic.Field(description="how many")
+
+    ship = op.tool({"name": "ship", "description": "Ship it", "input_schema": {
+        "type": "object", "properties": {"city": {"type": "string", "description": "dest"}},
+        "required": ["city"]}})
+    order, tool = normalize({"order": Order, "ship": ship})
+    for option, param, before in ((order, "qty", "how many"), (tool, "city", "dest")):
+        new = option.with_param_description(param, "NEW TEXT")
+        assert "NEW TEXT" in "\n".join(new.menu_lines())
+        assert "NEW TEXT" in json.dumps(new.json_schema())
+        assert "NEW TEXT" not in json.dumps(option.json_schema())
+        assert before in json.dumps(option.json_schema())
+    with pytest.raises(op.OptionError, match="no parameter 'nope'.*\\['qty'\\]"):
+        order.with_param_description("nope", "x")
