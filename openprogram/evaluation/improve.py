@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import random
 import string
 import warnings
@@ -148,6 +149,41 @@ def _ask_model(proposer: Any, counter: list[int]) -> Callable[[str, str, dict], 
     return ask
 
 
+class _journaled:
+    """A proposer whose answers are journaled (section "improve: proposals"), keyed by what
+    it was asked: a resumed run reads each answer back instead of asking again, so it meets
+    the same candidates and makes no proposer call for them."""
+
+    def __init__(self, propose: Callable, path: Any, prompt: str, menu: list[Option],
+                 proposer: Any, runtime: Any):
+        from ..decision.options import render_menu
+        self.propose, self.path, self.resumed = propose, path, 0
+        who = proposer if isinstance(proposer, str) else getattr(
+            proposer if proposer is not None else runtime, "name", None) or getattr(
+            proposer, "__qualname__", type(proposer).__name__)
+        self.section = {"section": "improve: proposals", "prompt": prompt,
+                        "menu": render_menu(menu), "mode": "proposer", "runtime": str(who)}
+
+    def __call__(self, name: str, description: str, evidence: dict) -> Any:
+        from .journal import Journal
+        key = _digest([name, description, evidence])
+        j = Journal(self.path, self.section)
+        try:
+            for _, line, _ in j.done.values():
+                if line.get("key") == key:
+                    self.resumed += 1
+                    text = line.get("text")
+                    return text if isinstance(text, str) else None
+            text = self.propose(name, description, evidence)
+            kept = " ".join(text.split())[:_MAX_DESCRIPTION] if isinstance(text, str) else None
+            j.write_row(max(j.done, default=-1) + 1, key,
+                        {"status": "resolved" if kept else "failed", "option": name,
+                         "text": kept})
+            return kept
+        finally:
+            j.close()
+
+
 def _proposer(proposer: Any, runtime: Any, counter: list[int]) -> Callable | None:
     if proposer == "keywords":
         return keyword_proposer
@@ -162,13 +198,17 @@ def _proposer(proposer: Any, runtime: Any, counter: list[int]) -> Callable | Non
 
 
 class _Scorer:
-    """Runs the option set over rows through `evaluate`, counting the model calls it makes."""
+    """Runs the option set over rows through `evaluate`, counting the model calls it makes.
+    With a journal, each row's outcome under a menu is appended as it finishes (a section per
+    menu, rows by their position in the table), and a row the journal holds under the same
+    menu is read back instead of asked again: that is how an interrupted `improve` resumes."""
 
     def __init__(self, prompt: str, rows: list[dict], labels: list[str], runtime: Any,
-                 settings: dict, budget: int):
+                 settings: dict, budget: int, journal: Any = None):
         self.prompt, self.rows, self.labels, self.rt = prompt, rows, labels, runtime
-        self.settings, self.budget = settings, budget
+        self.settings, self.budget, self.journal = settings, budget, journal
         self.calls = 0
+        self.resumed = 0   # rows read back from the journal (no call made for them)
         self.uses_p: bool | None = None
         self.seen: dict[str, set[int]] = {"train": set(), "held_out": set()}
         self.per_attempt = getattr(settings.get("confidence"), "n", 1) or 1
@@ -178,28 +218,102 @@ class _Scorer:
         per_row = (1 + self.settings.get("max_retries", 1)) * self.per_attempt
         return self.calls + len(idx) * per_row <= self.budget
 
-    def score(self, menu: list[Option], idx: list[int], side: str) -> dict:
-        from .evaluate import evaluate
+    def _key(self, i: int) -> str:
+        return _digest([_filled(self.prompt, self.rows[i]), self.labels[i]])
+
+    def _open(self, menu: list[Option], what: str) -> Any:
+        from ..decision.options import render_menu
+        from .journal import Journal
+        text = render_menu(menu)
+        # A section per menu, named by its text's digest: the same option set met again (a
+        # resumed run, another seed) finds its rows whatever candidate it came from.
+        return Journal(self.journal, {
+            "section": f"improve {_digest(text)}: {what}", "prompt": self.prompt,
+            "menu": text, "mode": self.settings["mode"], "runtime": self.rt.name,
+            "options": [o.name for o in menu], "total": len(self.rows)})
+
+    def score(self, menu: list[Option], idx: list[int], side: str,
+              what: str = "an option set") -> dict:
         self.seen[side].update(idx)
-        res = evaluate(self.prompt, list(menu), [self.rows[i] for i in idx], runtime=self.rt,
-                       expected=[self.labels[i] for i in idx], progress=False,
-                       **self.settings)
-        per_row, hits, ps, picks = [], [], [], []
-        for k, i in enumerate(idx):
-            trace = res.traces[k]
-            pick = res.picks[k]
-            picks.append(pick)
-            if trace is not None:  # each sample of Samples(n) is a call of its own
-                self.calls += self.per_attempt * sum(1 for a in trace.attempts if not a.cached)
-            conf = getattr(trace, "confidence", None) if trace is not None else None
-            hits.append(1.0 if pick == self.labels[i] else 0.0)
-            ps.append(conf.probs.get(self.labels[i], 0.0) if conf is not None else None)
+        got: dict[int, dict] = {}
+        j = self._open(menu, what) if self.journal is not None else None
+        try:
+            todo = []
+            for i in idx:
+                if j is not None and j.check_key(i, self._key(i)):
+                    line = j.done[i][1]
+                    got[i] = {"pick": line.get("pick"), "p": line.get("p"),
+                              "args": line.get("args")}
+                    self.resumed += 1
+                else:
+                    todo.append(i)
+            # With a journal the rows go in small batches, each journaled when it ends, so an
+            # interruption loses at most the batch in flight.
+            step = len(todo) if j is None else 2 * self.settings["concurrency"]
+            for at in range(0, len(todo), step or 1):
+                self._run(menu, todo[at:at + step], got, j)
+        finally:
+            if j is not None:
+                j.close()
+        picks = [got[i]["pick"] for i in idx]
+        hits = [1.0 if got[i]["pick"] == self.labels[i] else 0.0 for i in idx]
+        ps = [got[i]["p"] for i in idx]
         if self.uses_p is None:  # a row without a distribution (a failed one) counts as p = 0
             self.uses_p = bool(self.settings.get("confidence")) and \
                 any(p is not None for p in ps)
         per_row = [(p or 0.0) if self.uses_p else h for p, h in zip(ps, hits)]
-        args = [_picked_args(res.traces[k]) for k in range(len(idx))]
-        return {"scores": per_row, "accuracy": hits, "p": ps, "picks": picks, "args": args}
+        return {"scores": per_row, "accuracy": hits, "p": ps, "picks": picks,
+                "args": [got[i]["args"] for i in idx]}
+
+    def _run(self, menu: list[Option], chunk: list[int], got: dict, journal: Any) -> None:
+        from ..base.json_form import to_jsonable
+        from .evaluate import evaluate
+        try:
+            res = evaluate(self.prompt, list(menu), [self.rows[i] for i in chunk],
+                           runtime=self.rt, expected=[self.labels[i] for i in chunk],
+                           progress=False, on_interrupt="raise", **self.settings)
+            interrupted = None
+        except KeyboardInterrupt as exc:
+            res, interrupted = getattr(exc, "result", None), exc
+            if res is None:
+                raise
+        statuses = res.statuses
+        for k, i in enumerate(chunk):
+            if statuses[k] == "cancelled":
+                continue
+            trace, pick = res.traces[k], res.picks[k]
+            made = 0
+            if trace is not None:  # each sample of Samples(n) is a call of its own
+                made = self.per_attempt * sum(1 for a in trace.attempts if not a.cached)
+            self.calls += made
+            conf = getattr(trace, "confidence", None) if trace is not None else None
+            row = {"pick": pick, "p": (conf.probs.get(self.labels[i], 0.0)
+                                       if conf is not None else None),
+                   "args": _picked_args(trace)}
+            got[i] = row
+            if journal is not None:
+                journal.write_row(i, self._key(i), {
+                    "status": statuses[k], "expected": self.labels[i], "calls": made,
+                    **row, "args": to_jsonable(row["args"])})
+        if interrupted is not None:
+            where = (f"; the rows that finished are in the journal {str(self.journal)!r}, and "
+                     f"the same call resumes from them" if self.journal is not None else
+                     "; pass journal= to keep the finished rows and resume")
+            raise KeyboardInterrupt(f"improve was interrupted after {self.calls} model "
+                                    f"calls{where}") from None
+
+
+def _digest(value: Any) -> str:
+    import hashlib
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=repr).encode(
+        "utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _filled(prompt: str, row: dict) -> str:
+    try:
+        return prompt.format_map(row)
+    except (KeyError, IndexError, ValueError, AttributeError):
+        return json.dumps(row, sort_keys=True, default=repr)
 
 
 def _picked_args(trace: Any) -> dict | None:
@@ -301,7 +415,7 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, runtime: Any
             proposer: Any = None, budget: int = 500, holdout: float = 0.5, seed: int = 0,
             rename: bool = False, max_examples: int = 2, mode: str = "menu",
             confidence: Any = False, max_retries: int = 1,
-            concurrency: int = 4) -> Improvement:
+            concurrency: int = 4, journal: Any = None) -> Improvement:
     """Propose edits to `options` from the training side of the labelled `rows` and keep each
     only when the held-out side shows it helps (see the module's docstring). `expected` is a
     column of `rows` or a list of option names; `holdout` the share held out (split with
@@ -309,7 +423,14 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, runtime: Any
     `runtime`), a callable `(name, description, evidence) -> str` or `"keywords"`. A proposer
     is asked for each option's description (`name` the option's) and for each of its
     parameters' (`name` written `option.parameter`, `evidence["parameter"]` naming it and
-    `evidence["values"]` the values the model gave it in right picks)."""
+    `evidence["values"]` the values the model gave it in right picks).
+
+    `journal="runs/improve.jsonl"` appends each row's outcome under each option set tried, and
+    each proposer's answer, to that file as they finish; calling the same `improve` with the
+    same journal after an interruption resumes: what the journal holds is read back, not asked
+    again (and not counted against `budget`). A journal written with another prompt, way of
+    asking, runtime or proposer is refused with `JournalMismatch`; with other rows, when a
+    row's request differs from the one journaled at its position."""
     from ..base.model_protocol import resolve_runtime
     if rename:
         raise UsageError("improve(rename=True) is not supported yet: names are code, and this "
@@ -339,20 +460,26 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, runtime: Any
     held, train = sorted(order[:n_held]), sorted(order[n_held:])
     settings = {"mode": mode, "confidence": confidence, "max_retries": max_retries,
                 "concurrency": concurrency}
-    scorer = _Scorer(prompt, table, labels, rt, settings, budget)
+    if journal is not None and (isinstance(journal, bool) or
+                                not isinstance(journal, (str, os.PathLike))):
+        raise UsageError(f"improve(journal=...) is a file path (str or pathlib.Path), got "
+                         f"{type(journal).__name__}")
+    scorer = _Scorer(prompt, table, labels, rt, settings, budget, journal)
     propose = _proposer(proposer, rt, counter := [0, 0])
+    if propose is not None and journal is not None:
+        propose = _journaled(propose, journal, prompt, original, proposer, rt)
     report: dict = {"split": {"seed": seed, "train": len(train), "held_out": len(held),
                               "train_rows": train, "held_out_rows": held},
                     "stopped": None}
     current = list(original)
     edits: list[dict] = []
-    base_train = scorer.score(current, train, "train")
+    base_train = scorer.score(current, train, "train", "the option set as given")
     if not held:
         figures = _figures(base_train, bool(scorer.uses_p))
         report.update(held_out_before=figures, held_out_after=figures, calls=scorer.calls,
                       measured_on="nothing (holdout=0)")
         return Improvement(original, current, edits, report)
-    base_held = scorer.score(current, held, "held_out")
+    base_held = scorer.score(current, held, "held_out", "the option set as given")
     report["held_out_before"] = _figures(base_held, bool(scorer.uses_p))
     report["measured_on"] = "mean_p_expected" if scorer.uses_p else "accuracy"
     cur_train, cur_held = base_train, base_held
@@ -374,7 +501,9 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, runtime: Any
             continue
         new_option, before, after = made
         trial = current[:pos] + [new_option] + current[pos + 1:]
-        t = scorer.score(trial, train, "train")
+        what = (f"description of parameter {param!r} of {option!r}" if param else
+                f"{kind} of {option!r}")
+        t = scorer.score(trial, train, "train", what)
         edit = {"option": option, "kind": kind, "parameter": param, "before": before,
                 "after": after,
                 "train_before": _mean(cur_train["scores"]), "train_after": _mean(t["scores"]),
@@ -383,7 +512,7 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, runtime: Any
         if edit["train_after"] <= edit["train_before"]:
             edit["why"] = "no gain on the training rows"
             continue
-        h = scorer.score(trial, held, "held_out")
+        h = scorer.score(trial, held, "held_out", what)
         diffs = [a - b for a, b in zip(h["scores"], cur_held["scores"])]
         lo, hi = bootstrap_interval(diffs)
         edit.update(held_gain=_mean(diffs), held_gain_lo=lo, held_gain_hi=hi)
@@ -403,6 +532,9 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, runtime: Any
     report["candidates"] = len(edits)
     report["rejected"] = sum(1 for e in edits if not e["kept"])
     report["rows_seen"] = {k: sorted(v) for k, v in scorer.seen.items()}
+    if journal is not None:
+        report["journal"] = {"path": str(journal), "rows_resumed": scorer.resumed,
+                             "proposals_resumed": getattr(propose, "resumed", 0)}
     gated = sum(1 for e in edits if e.get("held_gain") is not None)
     if gated > 1:  # each look at the held-out rows is a chance to keep an edit by luck
         report["caveat"] = (f"the held-out rows decided {gated} candidates, so the 'after' "

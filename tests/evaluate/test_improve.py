@@ -304,3 +304,72 @@ def test_a_parameter_description_on_a_tool_definition_and_a_class():
         assert before in json.dumps(option.json_schema())
     with pytest.raises(op.OptionError, match="no parameter 'nope'.*\\['qty'\\]"):
         order.with_param_description("nope", "x")
+
+
+class InterruptingPicker(Picker):
+    """The toy picker, which presses Ctrl-C (interrupts the main thread) on call `after`."""
+
+    def __init__(self, after=None):
+        super().__init__()
+        self.after = after
+
+    def __call__(self, prompt):
+        out = super().__call__(prompt)
+        if len(self.requests) == self.after:
+            import _thread
+            _thread.interrupt_main()
+        return out
+
+
+@pytest.mark.usefixtures("python_sigint")
+def test_an_interrupted_improve_resumes_from_its_journal(tmp_path):
+    from openprogram.evaluation.journal import JournalMismatch
+    path = tmp_path / "improve.jsonl"
+    proposed = []
+
+    def propose(prompt):
+        proposed.append(prompt)
+        name = re.search(r"Option '(\w+)'", prompt).group(1)
+        return json.dumps({"call": "rewrite", "args": {"description": " ".join(WORDS[name])}})
+
+    def go(picker, **kw):
+        return run(ScriptedRuntime(rule=propose, name="proposer"), max_examples=1,
+                   runtime=ScriptedRuntime(rule=picker, name="picker"), concurrency=1,
+                   journal=path, **kw)
+
+    whole_picker = Picker()
+    whole = run(ScriptedRuntime(rule=propose, name="proposer"), max_examples=1,
+                runtime=ScriptedRuntime(rule=whole_picker, name="picker"), concurrency=1)
+    asked_whole, proposed[:] = len(proposed), []
+    assert whole.kept and asked_whole > 0
+
+    first = InterruptingPicker(after=110)   # past the baseline (48 rows), amid the candidates
+    with pytest.raises(KeyboardInterrupt, match="same call resumes"):
+        go(first)
+    asked_first = len(proposed)
+    assert 110 <= len(first.requests) < len(whole_picker.requests) and asked_first > 0
+
+    second = Picker()
+    resumed = go(second)
+    j = resumed.report["journal"]
+    # nothing journaled is asked again: the rows and the proposals split between the runs
+    assert j["rows_resumed"] >= 110 - 1 and j["proposals_resumed"] == asked_first
+    assert j["rows_resumed"] + len(second.requests) == len(whole_picker.requests)
+    assert len(proposed) == asked_whole   # the second run asked only what the first did not
+    assert resumed.report["calls"] == len(second.requests) + asked_whole - asked_first
+    # and it ends where the uninterrupted run ends
+    assert [(e["option"], e["kind"], e["after"], e["kept"]) for e in resumed.edits] == \
+        [(e["option"], e["kind"], e["after"], e["kept"]) for e in whole.edits]
+    assert resumed.report["held_out_after"] == whole.report["held_out_after"]
+
+    third = Picker()
+    again = go(third)
+    assert third.requests == [] and again.report["calls"] == 0
+    assert len(proposed) == asked_whole
+    assert [e["kept"] for e in again.edits] == [e["kept"] for e in whole.edits]
+
+    # the journal of one runtime is not resumed with another
+    with pytest.raises(JournalMismatch, match="runtime"):
+        run("keywords", runtime=ScriptedRuntime(rule=Picker(), name="another"), journal=path)
+    with pytest.raises(UsageError, match="journal=.*file path"):
+        run("keywords", journal=True)
