@@ -3,9 +3,11 @@ rows show helps (issue 36).
 
 The labelled rows are split, with a seed, into a training side and a held-out side. Edits are
 proposed from the training side only: worked examples per option (a training row's request and
-the arguments the model gave when it picked that option right), and the descriptions of
-options and of their parameters rewritten by a proposer (a runtime asked through the decision mechanism itself, a callable, or
-the deterministic built-in `"keywords"`). Each edit is first scored on the training rows (the
+the arguments the model gave when it picked that option right), the descriptions of options
+and of their parameters rewritten by a proposer (a runtime asked through the decision
+mechanism itself, a callable, or the deterministic built-in `"keywords"`), and, with
+`rename=True`, the names the model sees (a renamed option resolves as the original does, so
+a pick returns the name the code gave it). Each edit is first scored on the training rows (the
 mean probability of the expected option where the run has distributions, accuracy otherwise);
 one that helps there is measured on the held-out rows, and kept only when a paired bootstrap of
 the held-out rows puts its gain above zero at 95 %. Figures reported are held-out figures: a
@@ -20,6 +22,7 @@ import copy
 import json
 import os
 import random
+import re
 import string
 import warnings
 TYPE_CHECKING = False
@@ -35,6 +38,7 @@ __all__ = ["improve", "aimprove", "Improvement", "keyword_proposer", "MIN_ROWS"]
 #: Fewer labelled rows than this hold nothing out worth measuring on.
 MIN_ROWS = 20
 _MAX_DESCRIPTION = 400   # a proposer's text is untrusted: cut before it reaches a menu
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
 def _rows_of(rows: Any) -> list[dict]:
@@ -86,7 +90,8 @@ def _edited(option: Option, description: str) -> Option:
 
 def keyword_proposer(name: str, description: str, evidence: dict) -> str | None:
     """The built-in proposer (deterministic, no model): the description, plus the words most
-    typical of the training requests labelled with this option and rare in the others'. It
+    typical of the training requests labelled with this option and rare in the others'
+    (asked for a name, `evidence["rename"]`: the name joined to the most typical word). It
     works offline and in tests; a model proposer writes better prose."""
     def words(text: str) -> set[str]:
         return {w.strip(".,;:!?\"'()").lower() for w in text.split() if len(w) > 3}
@@ -105,6 +110,9 @@ def keyword_proposer(name: str, description: str, evidence: dict) -> str | None:
     top = [w for w, s in sorted(score.items(), key=lambda kv: (-kv[1], kv[0])) if s > 0][:6]
     if not top:
         return None
+    if evidence.get("rename"):
+        word = re.sub(r"[^a-z0-9_]", "", top[0])
+        return f"{name}_{word}" if word else None
     return f"{description} (requests about: {', '.join(top)})".strip()
 
 
@@ -116,6 +124,10 @@ def _ask_model(proposer: Any, counter: list[int]) -> Callable[[str, str, dict], 
     def rewrite(description: str) -> str:
         """Use this new description of the option."""
         return description
+
+    def rename(name: str) -> str:
+        """Use this new name of the option (a short snake_case identifier)."""
+        return name
 
     def ask(name: str, description: str, evidence: dict) -> str | None:
         wrong = "\n".join(f"- {t!r} was picked as {p!r}" for t, p in evidence["missed"][:8])
@@ -136,9 +148,19 @@ def _ask_model(proposer: Any, counter: list[int]) -> Callable[[str, str, dict], 
                 f"Write a short description (one or two sentences) of the "
                 f"{'parameter' if param else 'option'} that makes the right requests pick "
                 f"this option and the wrong ones not.")
+        menu: dict = {"rewrite": rewrite}
+        if evidence.get("rename"):
+            text = (f"You improve the name of one option in a menu a model picks from.\n"
+                    f"Option {description!r} (in the code: {name!r}).\n"
+                    f"Requests that should pick it:\n{examples or '- (none)'}\n"
+                    f"Requests that should have picked it but did not:\n{wrong or '- (none)'}\n"
+                    f"Requests that picked it but should not have:\n{taken or '- (none)'}\n"
+                    f"Write a short snake_case name that makes the right requests pick this "
+                    f"option and the wrong ones not.")
+            menu = {"rename": rename}
         from ..trace.decision_trace import last_trace
         try:
-            out = make(text, {"rewrite": rewrite}, runtime=proposer, max_retries=1)
+            out = make(text, menu, runtime=proposer, max_retries=1)
         except DecisionError:
             out = None
         trace = last_trace()
@@ -255,7 +277,7 @@ class _Scorer:
         finally:
             if j is not None:
                 j.close()
-        picks = [got[i]["pick"] for i in idx]
+        picks = [got[i]["pick"] for i in idx]   # by the names the user's code gave
         hits = [1.0 if got[i]["pick"] == self.labels[i] else 0.0 for i in idx]
         ps = [got[i]["p"] for i in idx]
         if self.uses_p is None:  # a row without a distribution (a failed one) counts as p = 0
@@ -268,9 +290,12 @@ class _Scorer:
     def _run(self, menu: list[Option], chunk: list[int], got: dict, journal: Any) -> None:
         from ..base.json_form import to_jsonable
         from .evaluate import evaluate
+        # a renamed option is picked by its new name; labels and picks are the code's names
+        shown = {o.code_name: o.name for o in menu}
+        code = {o.name: o.code_name for o in menu}
         try:
             res = evaluate(self.prompt, list(menu), [self.rows[i] for i in chunk],
-                           runtime=self.rt, expected=[self.labels[i] for i in chunk],
+                           runtime=self.rt, expected=[shown[self.labels[i]] for i in chunk],
                            progress=False, on_interrupt="raise", **self.settings)
             interrupted = None
         except KeyboardInterrupt as exc:
@@ -281,13 +306,13 @@ class _Scorer:
         for k, i in enumerate(chunk):
             if statuses[k] == "cancelled":
                 continue
-            trace, pick = res.traces[k], res.picks[k]
+            trace, pick = res.traces[k], code.get(res.picks[k], res.picks[k])
             made = 0
             if trace is not None:  # each sample of Samples(n) is a call of its own
                 made = self.per_attempt * sum(1 for a in trace.attempts if not a.cached)
             self.calls += made
             conf = getattr(trace, "confidence", None) if trace is not None else None
-            row = {"pick": pick, "p": (conf.probs.get(self.labels[i], 0.0)
+            row = {"pick": pick, "p": (conf.probs.get(shown[self.labels[i]], 0.0)
                                        if conf is not None else None),
                    "args": _picked_args(trace)}
             got[i] = row
@@ -361,6 +386,11 @@ class Improvement:
             if e["kind"] == "description":
                 out.append(f"option {e['option']!r}: description\n- {e['before']!r}\n"
                            f"+ {e['after']!r}")
+            elif e["kind"] == "name":
+                out.append(f"option {e['option']!r}: shown to the model as {e['after']!r}\n"
+                           f"  (.options keep {e['option']!r} as the name a pick returns; "
+                           f"renamed in your code, a value option's pick and a schema "
+                           f"option's 'decision' become {e['after']!r})")
             elif e["kind"] == "parameter":
                 p = e["parameter"]
                 out.append(f"option {e['option']!r}, parameter {p!r}: description\n"
@@ -423,7 +453,10 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, runtime: Any
     `runtime`), a callable `(name, description, evidence) -> str` or `"keywords"`. A proposer
     is asked for each option's description (`name` the option's) and for each of its
     parameters' (`name` written `option.parameter`, `evidence["parameter"]` naming it and
-    `evidence["values"]` the values the model gave it in right picks).
+    `evidence["values"]` the values the model gave it in right picks). With `rename=True` it
+    is also asked for each option's name (`evidence["rename"]` set, `description` the name
+    the model sees now); a reply that is not an identifier, or names another option, is
+    skipped as nothing usable.
 
     `journal="runs/improve.jsonl"` appends each row's outcome under each option set tried, and
     each proposer's answer, to that file as they finish; calling the same `improve` with the
@@ -432,9 +465,6 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, runtime: Any
     asking, runtime or proposer is refused with `JournalMismatch`; with other rows, when a
     row's request differs from the one journaled at its position."""
     from ..base.model_protocol import resolve_runtime
-    if rename:
-        raise UsageError("improve(rename=True) is not supported yet: names are code, and this "
-                         "release proposes descriptions and examples only")
     rt = resolve_runtime(runtime, "improve")
     table = _rows_of(rows)
     original = list(normalize(options))
@@ -485,14 +515,14 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, runtime: Any
     cur_train, cur_held = base_train, base_held
 
     for kind, pos, build in _candidates(prompt, current, train, table, labels, base_train,
-                                        propose, max_examples, counter):
+                                        propose, max_examples, rename):
         scorer.calls += counter[0]  # the proposer's calls count against the same budget
         counter[0] = 0
         if not scorer.affordable(train + held):
             report["stopped"] = f"budget of {budget} model calls reached"
             break
-        made = build(current[pos])
-        option = current[pos].name
+        made = build(current[pos], [o.name for o in current])
+        option = current[pos].code_name
         kind, param = kind if isinstance(kind, tuple) else (kind, None)
         if made is None:
             edits.append({"option": option, "kind": kind, "parameter": param, "before": None,
@@ -553,10 +583,11 @@ async def aimprove(prompt: str, options: Any, rows: Any, **kwargs: Any) -> Impro
 
 def _candidates(prompt: str, menu: list[Option], train: list[int], table: list[dict],
                 labels: list[str], base: dict, propose: Callable | None, max_examples: int,
-                counter: list[int]):
+                rename: bool):
     """(kind, position, build) of each candidate edit, the most confused options first. A
-    build takes the option as it is now (after earlier kept edits) and returns (new option,
-    before, after), or None when nothing usable came of it. Only training rows feed them."""
+    build takes the option as it is now (after earlier kept edits) and the names the menu
+    uses now, and returns (new option, before, after), or None when nothing usable came of
+    it. Only training rows feed them."""
     names = [o.name for o in menu]
     errors = {n: 0 for n in names}
     for k, i in enumerate(train):
@@ -575,7 +606,7 @@ def _candidates(prompt: str, menu: list[Option], train: list[int], table: list[d
         right = [k for k in mine if base["picks"][k] == name and base["args"][k] is not None]
         chosen = (missed + right if not menu[pos].llm_params else right)[:max_examples]
         if chosen:
-            def build(option: Option, chosen=chosen) -> Any:
+            def build(option: Option, taken: list[str], chosen=chosen) -> Any:
                 made = [(_request(prompt, table[train[k]]),
                          base["args"][k] if base["args"][k] is not None else {},
                          {"kind": "improve", "label": f"decision.improve: training row "
@@ -595,8 +626,8 @@ def _candidates(prompt: str, menu: list[Option], train: list[int], table: list[d
                           for k, i in enumerate(train)
                           if base["picks"][k] == name and labels[i] != name]}
 
-            def build(option: Option, evidence=evidence) -> Any:
-                text = _proposed(propose, option.name, option.description, evidence)
+            def build(option: Option, taken: list[str], evidence=evidence) -> Any:
+                text = _proposed(propose, option.code_name, option.description, evidence)
                 if text is None:
                     return None
                 return _edited(option, text), option.description, text
@@ -610,14 +641,29 @@ def _candidates(prompt: str, menu: list[Option], train: list[int], table: list[d
                 evidence_p = {**evidence, "option": name, "parameter": param.name,
                               "values": values}
 
-                def build(option: Option, evidence=evidence_p, pname=param.name) -> Any:
+                def build(option: Option, taken: list[str], evidence=evidence_p,
+                          pname=param.name) -> Any:
                     before = next(p.field.description for p in option.params
                                   if p.name == pname)
-                    text = _proposed(propose, f"{option.name}.{pname}", before, evidence)
+                    text = _proposed(propose, f"{option.code_name}.{pname}", before,
+                                     evidence)
                     if text is None:
                         return None
                     return option.with_param_description(pname, text), before, text
                 yield ("parameter", param.name), pos, build
+            if rename:
+                def build(option: Option, taken: list[str], evidence=evidence) -> Any:
+                    try:
+                        new = propose(option.code_name, option.name,
+                                      {**evidence, "rename": True})
+                    except DecisionError:
+                        new = None
+                    # a name is code the model writes back: an identifier, unique in the menu
+                    if not isinstance(new, str) or not _NAME.fullmatch(new.strip()) or \
+                            new.strip() in taken:
+                        return None
+                    return option.renamed(new.strip()), option.name, new.strip()
+                yield "name", pos, build
 
 
 def _proposed(propose: Callable, name: str, description: str, evidence: dict) -> str | None:

@@ -53,6 +53,8 @@ class Picker:
             name = block.split("(", 1)[0].strip()
             body = "\n".join(line for line in block.splitlines()[1:]
                              if not line.strip().startswith("Call:"))
+            body += " " + name.replace("_", " ")   # a name is read too (the request's words
+            # are never the four names, so this matters only once improve renames one)
             score = len(words(request) & words(body))
             if score > best_score:
                 best, best_score = name, score
@@ -202,8 +204,6 @@ def test_bad_input_gets_clear_errors():
     rows[3]["label"] = "refunds"
     with pytest.raises(UsageError, match="'refunds' name no option"):
         decision.improve(PROMPT, OPTIONS, rows, expected="label", runtime=rt)
-    with pytest.raises(UsageError, match="rename=True"):
-        decision.improve(PROMPT, OPTIONS, labelled(), expected="label", runtime=rt, rename=True)
     with pytest.warns(op.OptionWarning, match="nothing an edit does can be"):
         imp = decision.improve(PROMPT, OPTIONS, labelled(10), expected="label", runtime=rt,
                                holdout=0)
@@ -373,3 +373,77 @@ def test_an_interrupted_improve_resumes_from_its_journal(tmp_path):
         run("keywords", runtime=ScriptedRuntime(rule=Picker(), name="another"), journal=path)
     with pytest.raises(UsageError, match="journal=.*file path"):
         run("keywords", journal=True)
+
+
+def test_a_helpful_rename_is_kept_and_a_pick_still_returns_the_codes_name():
+    def names_only(name, description, evidence):
+        # a name made of the option's own words: it helps on rows of every side
+        return f"{name}_{'_'.join(WORDS[name])}" if evidence.get("rename") else None
+
+    options = {**OPTIONS, "account": ("Trouble with a password", {"user": str}),
+               "other": ("Anything else, like the weather", {"topic": str})}
+    picker = ScriptedRuntime(rule=lambda prompt: _with_args(Picker()(prompt)))
+    imp = decision.improve(PROMPT, options, labelled(), expected="label", runtime=picker,
+                           proposer=names_only, rename=True, budget=4000, max_examples=0)
+    renames = [e for e in imp.edits if e["kind"] == "name"]
+    assert {e["option"] for e in renames} == set(OPTIONS)
+    kept = [e for e in imp.kept if e["kind"] == "name"]
+    assert kept and all(e["after"].startswith(e["option"] + "_") for e in kept)
+    assert imp.report["held_out_after"]["accuracy"] > imp.report["held_out_before"]["accuracy"]
+    assert set(imp.report["per_option"]) == set(OPTIONS)
+    by_code = {o.code_name: o for o in imp.options}
+    assert set(by_code) == set(OPTIONS)
+    for e in kept:
+        assert by_code[e["option"]].name == e["after"]
+        assert f"shown to the model as {e['after']!r}" in imp.diff()
+    # the caller's code sees the names it gave: a value option, a schema option
+    shown = {o.code_name: o.name for o in imp.options}
+    assert decision.make(PROMPT.format(text="my invoice and refund"), imp.options,
+                         runtime=picker) == "BILL"
+    assert decision.parse_args(json.dumps({"call": shown["billing"]}), imp.options)[0] \
+        == "billing"
+    got = decision.parse_args(json.dumps({"call": shown["account"], "args": {"user": "x"}}),
+                              imp.options)
+    assert got[0] == "account"
+    assert decision.make("x", imp.options, runtime=ScriptedRuntime(replies=[json.dumps(
+        {"call": shown["account"], "args": {"user": "ann"}})])) == \
+        {"decision": "account", "user": "ann"}
+
+
+def _with_args(reply):
+    pick = json.loads(reply)
+    if pick["call"].startswith("account"):
+        pick["args"] = {"user": "ann"}
+    elif pick["call"].startswith("other"):
+        pick["args"] = {"topic": "x"}
+    return json.dumps(pick)
+
+
+def test_a_rename_that_is_not_a_name_or_names_another_option_is_skipped():
+    replies = iter(["shipping", "two words", "9lives", "<script>", "x" * 65] * 4)
+
+    def bad(name, description, evidence):
+        return next(replies) if evidence.get("rename") else None
+
+    imp = run(bad, rename=True)
+    renames = [e for e in imp.edits if e["kind"] == "name"]
+    assert len(renames) == 4 and not imp.kept
+    assert {e["why"] for e in renames} == {"the proposer returned nothing usable"}
+
+
+def test_the_built_in_and_a_model_proposer_propose_names():
+    from openprogram.evaluation.improve import keyword_proposer
+    evidence = {"requests": ["an invoice refund"], "other_requests": ["a parcel"],
+                "rename": True}
+    assert keyword_proposer("billing", "billing", evidence) == "billing_invoice"
+
+    def propose(prompt):
+        if "improve the name" not in prompt:
+            return json.dumps({"call": "rewrite", "args": {"description": "same"}})
+        name = re.search(r"\(in the code: '(\w+)'\)", prompt).group(1)
+        return json.dumps({"call": "rename", "args": {"name": f"{name}_{'_'.join(WORDS[name])}"}})
+
+    proposer = ScriptedRuntime(rule=propose)
+    imp = run(proposer, rename=True)
+    assert [e for e in imp.kept if e["kind"] == "name"]
+    assert imp.report["proposer_calls"] == len(proposer.calls)

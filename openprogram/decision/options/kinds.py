@@ -114,6 +114,26 @@ class Option:
         out.examples = tuple(made) if replace else tuple(self.examples) + tuple(made)
         return out
 
+    @property
+    def code_name(self) -> str:
+        """The name the user's code gave this option: what a pick of it returns where a pick
+        returns a name (a value option's `parse_args`, a schema option's `"decision"`). It is
+        `name` except on a copy made by `renamed`."""
+        return self.__dict__.get("_code_name", self.name)
+
+    def renamed(self, name: str) -> "Option":
+        """A copy of this option shown to the model as `name` (what `decision.improve(...,
+        rename=True)` proposes) whose pick still resolves as the original does: the same
+        handler runs, and where a pick returns the option's name it returns `code_name`, so
+        the caller's code does not change."""
+        import copy
+        out = copy.copy(self)
+        for k in ("_block", "_info"):
+            out.__dict__.pop(k, None)
+        out._code_name = self.code_name
+        out.name = name
+        return out
+
     def with_param_description(self, name: str, description: str) -> "Option":
         """A copy of this option whose parameter `name` is described as `description` (what
         `decision.improve` proposes): the menu line, the tool's JSON Schema and the pick schema
@@ -216,7 +236,7 @@ class Option:
 
     def chosen(self) -> Any:
         """What `parse_args` returns as the pick (P6): the name, for most kinds."""
-        return self.name
+        return self.code_name
 
     # Where the menu's lines came from, for the step-through (its menu stage shows each line
     # beside its source). Each kind says it of itself; a kind that cannot tell says so in a note.
@@ -342,7 +362,7 @@ class SchemaOption(Option):
         return cls(name, desc, params)
 
     def resolve(self, kwargs: dict) -> Any:
-        return {"decision": self.name, **kwargs}
+        return {"decision": self.code_name, **kwargs}
 
     def head_sources(self, options: Any, code: tuple) -> tuple[dict, dict]:
         found = sources.raw_schema(options, self)

@@ -233,11 +233,11 @@ class JsonSchemaOption(Option):
 
     def resolve(self, kwargs: dict) -> Any:
         if self.handler is None:
-            return {"decision": self.name, **kwargs}
+            return {"decision": self.code_name, **kwargs}
         return call_function(self.handler, kwargs)
 
     def chosen(self) -> Any:
-        return self.handler if self.handler is not None else self.name
+        return self.handler if self.handler is not None else self.code_name
 
 
 def _conversions(fn: Callable, props: dict) -> dict[str, Callable]:
