@@ -263,9 +263,7 @@ class _Scorer:
             todo = []
             for i in idx:
                 if j is not None and j.check_key(i, self._key(i)):
-                    line = j.done[i][1]
-                    got[i] = {"pick": line.get("pick"), "p": line.get("p"),
-                              "args": line.get("args")}
+                    got[i] = self._read_back(j, i, {o.code_name for o in menu})
                     self.resumed += 1
                 else:
                     todo.append(i)
@@ -286,6 +284,23 @@ class _Scorer:
         per_row = [(p or 0.0) if self.uses_p else h for p, h in zip(ps, hits)]
         return {"scores": per_row, "accuracy": hits, "p": ps, "picks": picks,
                 "args": [got[i]["args"] for i in idx]}
+
+    def _read_back(self, j: Any, i: int, names: set[str]) -> dict:
+        """Row `i` as the journal holds it, checked: a journal is a file anyone may hand over,
+        and the journal checks only the fields it reads itself."""
+        from .journal import JournalFileError
+        line = j.done[i][1]
+        pick, p, args = line.get("pick"), line.get("p"), line.get("args")
+        wrong = ("pick" if pick is not None and pick not in names else
+                 "p" if p is not None and (isinstance(p, bool) or not isinstance(p, (int, float))
+                                           or not 0 <= p <= 1) else
+                 "args" if args is not None and not isinstance(args, dict) else None)
+        if wrong is not None:
+            raise JournalFileError(
+                f"the journal {str(self.journal)!r} holds row {i} of section {j.name!r} with "
+                f"{wrong} = {json.dumps(line.get(wrong), default=repr)[:80]}, which improve "
+                f"never writes; pass a new journal= path (or delete the file) to start over")
+        return {"pick": pick, "p": p, "args": args}
 
     def _run(self, menu: list[Option], chunk: list[int], got: dict, journal: Any) -> None:
         from ..base.json_form import to_jsonable

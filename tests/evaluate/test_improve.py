@@ -447,3 +447,21 @@ def test_the_built_in_and_a_model_proposer_propose_names():
     imp = run(proposer, rename=True)
     assert [e for e in imp.kept if e["kind"] == "name"]
     assert imp.report["proposer_calls"] == len(proposer.calls)
+
+
+def test_a_tampered_journal_is_a_clear_error(tmp_path):
+    from openprogram.evaluation.journal import JournalFileError
+    path = tmp_path / "improve.jsonl"
+    run("keywords", journal=path, max_examples=0)
+    lines = path.read_text().splitlines()
+    for field, value in (("p", "lots"), ("pick", "nobody"), ("args", [1])):
+        at = next(k for k, line in enumerate(lines) if '"kind":"row"' in line
+                  and '"pick"' in line)
+        row = json.loads(lines[at])
+        row[field] = value
+        path.write_text("\n".join(lines[:at] + [json.dumps(row)] + lines[at + 1:]) + "\n")
+        with pytest.raises(JournalFileError, match=f"{field} = .*never writes"):
+            run("keywords", journal=path, max_examples=0)
+    path.write_text("\n".join(lines) + "\n")
+    again = run("keywords", journal=path, max_examples=0)
+    assert again.report["calls"] == 0 and again.report["journal"]["rows_resumed"] > 0
