@@ -180,9 +180,10 @@ class _journaled:
                  proposer: Any, runtime: Any):
         from ..decision.options import render_menu
         self.propose, self.path, self.resumed = propose, path, 0
-        who = proposer if isinstance(proposer, str) else getattr(
-            proposer if proposer is not None else runtime, "name", None) or getattr(
-            proposer, "__qualname__", type(proposer).__name__)
+        # the proposer, named as a runtime is: another proposer is another journal
+        source = runtime if proposer is None else proposer
+        who = source if isinstance(source, str) else getattr(source, "name", None) or \
+            getattr(source, "__qualname__", type(source).__name__)
         self.section = {"section": "improve: proposals", "prompt": prompt,
                         "menu": render_menu(menu), "mode": "proposer", "runtime": str(who)}
 
@@ -480,6 +481,9 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, runtime: Any
     asking, runtime or proposer is refused with `JournalMismatch`; with other rows, when a
     row's request differs from the one journaled at its position."""
     from ..base.model_protocol import resolve_runtime
+    if not isinstance(rename, bool):
+        raise UsageError(f"improve(rename=...) is True (propose the names the model sees) or "
+                         f"False (names are code: left alone), got {rename!r:.40}")
     rt = resolve_runtime(runtime, "improve")
     table = _rows_of(rows)
     original = list(normalize(options))

@@ -204,6 +204,9 @@ def test_bad_input_gets_clear_errors():
     rows[3]["label"] = "refunds"
     with pytest.raises(UsageError, match="'refunds' name no option"):
         decision.improve(PROMPT, OPTIONS, rows, expected="label", runtime=rt)
+    with pytest.raises(UsageError, match="rename=.*True"):
+        decision.improve(PROMPT, OPTIONS, labelled(), expected="label", runtime=rt,
+                         rename="yes")
     with pytest.warns(op.OptionWarning, match="nothing an edit does can be"):
         imp = decision.improve(PROMPT, OPTIONS, labelled(10), expected="label", runtime=rt,
                                holdout=0)
