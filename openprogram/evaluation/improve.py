@@ -39,6 +39,9 @@ __all__ = ["improve", "aimprove", "Improvement", "keyword_proposer", "MIN_ROWS"]
 MIN_ROWS = 20
 _MAX_DESCRIPTION = 400   # a proposer's text is untrusted: cut before it reaches a menu
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+# where an edit's text came from, as the step-through cites it
+_SOURCE = {"kind": "improve", "label": "decision.improve: a proposer's text, from the "
+                                       "training rows"}
 
 
 def _rows_of(rows: Any) -> list[dict]:
@@ -85,6 +88,7 @@ def _edited(option: Option, description: str) -> Option:
     for k in ("_block", "_info"):
         out.__dict__.pop(k, None)
     out.description = description
+    out.edited = {**option.edited, "description": _SOURCE}
     return out
 
 
@@ -668,7 +672,8 @@ def _candidates(prompt: str, menu: list[Option], train: list[int], table: list[d
                                      evidence)
                     if text is None:
                         return None
-                    return option.with_param_description(pname, text), before, text
+                    return (option.with_param_description(pname, text, _SOURCE), before,
+                            text)
                 yield ("parameter", param.name), pos, build
             if rename:
                 def build(option: Option, taken: list[str], evidence=evidence) -> Any:
@@ -681,7 +686,7 @@ def _candidates(prompt: str, menu: list[Option], train: list[int], table: list[d
                     if not isinstance(new, str) or not _NAME.fullmatch(new.strip()) or \
                             new.strip() in taken:
                         return None
-                    return option.renamed(new.strip()), option.name, new.strip()
+                    return option.renamed(new.strip(), _SOURCE), option.name, new.strip()
                 yield "name", pos, build
 
 

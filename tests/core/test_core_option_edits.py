@@ -115,3 +115,18 @@ def test_examples_travel_as_input_examples_beside_the_description_form():
     done = menu().by_name["done"].with_examples([("all set", {})])
     assert "input_examples" not in option_tool(done)
     assert '"all set"' in option_tool(done)["description"]
+
+
+def test_the_step_through_cites_the_edit_for_the_lines_it_wrote():
+    from openprogram.decision.stepthrough import menu_sources
+    source = {"kind": "improve", "label": "an edit"}
+    book_option = menu().by_name["book"]
+    edited = book_option.with_param_description("city", "where", source).renamed("stay", source)
+    rows = {(r["part"], r["line"].strip()[:12]): r["source"] for r in menu_sources([edited])}
+    assert rows[("signature", "- stay(city:")] == source
+    city = [s for (part, line), s in rows.items() if part == "param" and "city" in line]
+    nights = [s for (part, line), s in rows.items() if part == "param" and "nights" in line]
+    assert city == [source] and nights and nights[0] != source
+    assert [s for (part, _), s in rows.items() if part == "description"] != [source]
+    # the unedited option cites its code, as before
+    assert all(r["source"] != source for r in menu_sources([book_option]))

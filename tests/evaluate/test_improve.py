@@ -468,3 +468,41 @@ def test_a_tampered_journal_is_a_clear_error(tmp_path):
     path.write_text("\n".join(lines) + "\n")
     again = run("keywords", journal=path, max_examples=0)
     assert again.report["calls"] == 0 and again.report["journal"]["rows_resumed"] > 0
+
+
+def test_the_step_through_cites_improve_for_every_line_it_wrote():
+    from openprogram.decision.stepthrough import menu_sources
+
+    def everything(name, description, evidence):
+        words = WORDS[evidence["option"]]
+        if evidence.get("rename"):
+            return f"{name}_{'_'.join(words[4:])}"
+        if evidence["parameter"]:
+            return f"{description}, about {' '.join(words[2:4])}"
+        return f"{description}, about {' '.join(words[:2])}"
+
+    imp = decision.improve(PROMPT, function_options(), labelled(), expected="label",
+                           runtime=picker_runtime()[0], proposer=everything, rename=True,
+                           budget=4000, max_examples=1)
+    assert imp.kept, imp.edits
+    rows = menu_sources(imp.options)
+    for e in imp.kept:
+        shown = {o.code_name: o.name for o in imp.options}[e["option"]]
+        part = {"description": "description", "name": "signature", "parameter": "param",
+                "example": "example"}[e["kind"]]
+        mine = [r for r in rows if r["option"] == shown and r["part"] == part]
+        assert mine and any(r["source"]["kind"] == "improve" for r in mine), (e, mine)
+    # a line no edit touched still cites the code
+    untouched = [r for r in rows if r["part"] == "call"]
+    assert untouched and all(r["source"]["kind"] == "derived" for r in untouched)
+
+
+def test_the_step_through_cites_improve_for_a_kept_description():
+    from openprogram.decision.stepthrough import menu_sources
+    imp = run("keywords")
+    (kept, *_) = [e for e in imp.kept if e["kind"] == "description"]
+    rows = [r for r in menu_sources(imp.options) if r["option"] == kept["option"]]
+    assert [r["source"]["kind"] for r in rows if r["part"] == "description"] == ["improve"]
+    others = [r for r in menu_sources(imp.options) if r["option"] != kept["option"]
+              and r["part"] == "description"]
+    assert others and all(r["source"]["kind"] != "improve" for r in others)

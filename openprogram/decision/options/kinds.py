@@ -45,6 +45,9 @@ class Option:
     #: Parameters' descriptions set by `with_param_description` (name -> text): a kind whose
     #: JSON Schema is the one given (a tool definition, a user's class) writes them into it.
     described: dict = {}
+    #: What was edited on this copy of an option ("name", "description", "param:<name>") ->
+    #: where the new text came from (a source dict, as the step-through cites one).
+    edited: dict = {}
 
     def __init__(self, name: str, description: str = "", params: list[Param] | None = None):
         self.name, self.description = name, description
@@ -121,23 +124,27 @@ class Option:
         `name` except on a copy made by `renamed`."""
         return self.__dict__.get("_code_name", self.name)
 
-    def renamed(self, name: str) -> "Option":
+    def renamed(self, name: str, source: dict | None = None) -> "Option":
         """A copy of this option shown to the model as `name` (what `decision.improve(...,
         rename=True)` proposes) whose pick still resolves as the original does: the same
         handler runs, and where a pick returns the option's name it returns `code_name`, so
-        the caller's code does not change."""
+        the caller's code does not change. `source` says where the name came from."""
         import copy
         out = copy.copy(self)
         for k in ("_block", "_info"):
             out.__dict__.pop(k, None)
         out._code_name = self.code_name
         out.name = name
+        if source is not None:
+            out.edited = {**self.edited, "name": dict(source)}
         return out
 
-    def with_param_description(self, name: str, description: str) -> "Option":
+    def with_param_description(self, name: str, description: str,
+                               source: dict | None = None) -> "Option":
         """A copy of this option whose parameter `name` is described as `description` (what
         `decision.improve` proposes): the menu line, the tool's JSON Schema and the pick schema
-        all show it; the option itself, shared through the option cache, is never changed."""
+        all show it; the option itself, shared through the option cache, is never changed.
+        `source` says where the text came from."""
         import copy
         import dataclasses
         at = [i for i, p in enumerate(self.params) if p.name == name and p.source == "llm"]
@@ -153,6 +160,8 @@ class Option:
         out.params = list(self.params)
         out.params[at[0]] = dataclasses.replace(self.params[at[0]], field=field)
         out.described = {**self.described, name: description}
+        if source is not None:
+            out.edited = {**self.edited, f"param:{name}": dict(source)}
         return out
 
     def json_schema(self) -> dict:
