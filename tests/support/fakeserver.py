@@ -104,6 +104,37 @@ class Refusal:
                           # as llama-cpp-python does when its chat handler raises mid-stream
 
 
+def tool_fields_error(provider: str, body: Any) -> str | None:
+    """The 400 message the real API gives a request whose tools carry `input_examples` it
+    refuses, or None. Anthropic's messages API takes the field on a tool and checks each
+    example against the tool's input schema; OpenAI's chat completions has no such field and
+    refuses an unknown one."""
+    if not isinstance(body, dict) or not isinstance(body.get("tools"), list):
+        return None
+    for i, tool in enumerate(body["tools"]):
+        if not isinstance(tool, dict):
+            continue
+        if provider == "openai":
+            fn = tool.get("function") if isinstance(tool.get("function"), dict) else {}
+            if "input_examples" in tool or "input_examples" in fn:
+                return f"Unrecognized request argument supplied: tools[{i}].input_examples"
+            continue
+        examples = tool.get("input_examples")
+        if examples is None:
+            continue
+        if not isinstance(examples, list) or not all(isinstance(e, dict) for e in examples):
+            return f"tools.{i}.input_examples: Input should be a valid list of objects"
+        import jsonschema
+        for k, example in enumerate(examples):
+            error = jsonschema.exceptions.best_match(
+                jsonschema.Draft202012Validator(tool.get("input_schema") or {}).iter_errors(
+                    example))
+            if error is not None:
+                return (f"tools.{i}.input_examples.{k}: the example does not match the "
+                        f"tool's input_schema: {error.message}")
+    return None
+
+
 class _QuietServer(ThreadingHTTPServer):
     # socketserver listens with a backlog of 5: a run opening 64 connections at once then sees
     # some reset, which no provider's server does (their backlogs are in the hundreds)
@@ -255,6 +286,9 @@ class FakeServer:
             self.requests.append(Request(h.command, h.path, dict(h.headers), body))
             rule = next((r for r in self.refusals if isinstance(body, dict) and r.when(body)),
                         None)
+            wrong = tool_fields_error(self.provider, body)
+            if rule is None and wrong is not None:   # the API's own check, before any reply
+                rule = Refusal(lambda b: True, 400, wrong)
             if rule is not None:
                 self.refused += 1
                 if rule.crash and body.get("stream"):

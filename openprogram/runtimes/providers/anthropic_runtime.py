@@ -188,11 +188,18 @@ def _usage(u: Any) -> dict | None:
 
 
 def to_anthropic_tool(spec: dict) -> dict:
-    """A core tool spec ({name, description, parameters}) as a messages-API tool."""
+    """A core tool spec ({name, description, parameters}) as a messages-API tool. An option's
+    worked examples go in the tool's own `input_examples` field (the arguments objects: the
+    API checks each against the input schema), and the description keeps only the examples
+    that say which request leads to them, which the field cannot."""
     out = {"name": spec["name"],
            "input_schema": spec.get("parameters") or {"type": "object", "properties": {}}}
-    if spec.get("description"):
-        out["description"] = spec["description"]
+    description = spec.get("description")
+    if spec.get("input_examples"):
+        out["input_examples"] = list(spec["input_examples"])
+        description = spec.get("description_beside_inputs", description)
+    if description:
+        out["description"] = description
     return out
 
 
