@@ -33,8 +33,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Iterable
 
+from .base.filesecrets import remember
 from .base.errors import OpenProgramError, OptionError, ToolError, UsageError, require
-from .base.model_protocol import on_loop
+from .base.model_protocol import on_loop, tool_runtime
 from .base.text import cut
 from .decision.options import normalize
 from .decision.options.tool_definitions import ToolDefinition
@@ -98,7 +99,7 @@ def tool_options(tools: Iterable[Any], call: Any, loop: Any, *, server: str,
         name = (names or {}).get(t.name, t.name)
         definition["name"] = name
         structured = getattr(t, "output_schema", None) is not None
-        out.append(ToolDefinition(definition, _caller(call, t.name, loop, structured)))
+        out.append(ToolDefinition(definition, _caller(call, t.name, loop, structured, server)))
     try:
         normalize(out)
     except OpenProgramError as exc:
@@ -115,18 +116,49 @@ def tool_definition(tool: Any) -> dict:
             "inputSchema": d.get("inputSchema") or {"type": "object", "properties": {}}}
 
 
-def _caller(call: Any, tool_name: str, loop: Any, structured: bool) -> Any:
+def _caller(call: Any, tool_name: str, loop: Any, structured: bool,
+            server: str = "server") -> Any:
     def call_tool(**arguments: Any) -> Any:
-        return on_loop(_settled(call, tool_name, arguments, structured), loop)
+        keeper = _result_keeper(tool_runtime())
+        if keeper is None:
+            return on_loop(_settled(call, tool_name, arguments, structured), loop)
+        # the decision's runtime records the result (RecordingRuntime, CachedRuntime) or
+        # answers it from its recording (ReplayRuntime, without calling the server)
+        kept = keeper({"server": server, "name": tool_name, "arguments": dict(arguments)},
+                      lambda: on_loop(_settled(call, tool_name, arguments, None), loop))
+        return _from_kept(kept, structured)
     call_tool.__name__ = tool_name
     return call_tool
+
+
+def _result_keeper(runtime: Any) -> Any:
+    """The `tool_result` method of the runtime (or of the runtime it wraps) that records or
+    replays live tools' results, or None."""
+    for _ in range(16):  # wrappers of wrappers, never a cycle followed forever
+        if runtime is None:
+            return None
+        keeper = getattr(runtime, "tool_result", None)
+        if callable(keeper):
+            return keeper
+        runtime = getattr(runtime, "inner", None)
+    return None
+
+
+def _from_kept(kept: Any, structured: bool) -> Any:
+    """The recorded (or replayed) result, JSON data, as the tool's content; still bound to the
+    loop the live call needs when it is one."""
+    async def value() -> Any:
+        from mcp.types import CallToolResult
+        return content_value(CallToolResult.model_validate(await kept), structured)
+    loop = getattr(kept, "loop", None)
+    return value() if loop is None else on_loop(value(), loop)
 
 
 async def _call(session: Any, name: str, arguments: dict) -> Any:
     return await session.call_tool(name, arguments)
 
 
-async def _settled(call: Any, name: str, arguments: dict, structured: bool) -> Any:
+async def _settled(call: Any, name: str, arguments: dict, structured: bool | None) -> Any:
     # the call starts only here, on the session's loop: an awaitable refused before it runs
     # leaves no request half made
     import anyio
@@ -145,6 +177,8 @@ async def _settled(call: Any, name: str, arguments: dict, structured: bool) -> A
     except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
         raise ServerError(f"the MCP server's connection is closed (the server ended?), so "
                           f"{name!r} could not be called: connect again") from exc
+    if structured is None:  # to be recorded: the whole result, as JSON data
+        return result.model_dump(mode="json", by_alias=True, exclude_none=True)
     return content_value(result, structured)
 
 
@@ -311,6 +345,10 @@ class Connection:
         if not servers:
             raise UsageError("connect() needs a server: a command line, a URL or config=")
         self.servers = [_Server(k, s) for k, s in servers.items()]
+        # a token given to a server in its environment is masked in every file written from
+        # now on (a cassette, a cache, a journal), even when the server echoes it back
+        self._secrets = [_EnvSecret(v) for spec in servers.values()
+                         for k, v in (spec.get("env") or {}).items() if _names_secret(k, v)]
         self.timeout_s = timeout_s
         self.cache = _ResultCache(cache) if cache is not None else None
         self.options: list[ToolDefinition] = []
@@ -495,6 +533,34 @@ class _ResultCache:
             with open(tmp, "w", encoding="utf-8") as f:
                 json.dump(self.entries, f, ensure_ascii=False, indent=1)
             os.replace(tmp, self.path)  # never a half-written cache
+
+
+_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "AUTH", "CREDENTIAL", "COOKIE")
+
+
+def _names_secret(name: Any, value: Any) -> bool:
+    """An environment variable given to a server that holds a secret (GITHUB_TOKEN, API_KEY...);
+    a value too short to be one is not masked everywhere it appears."""
+    return isinstance(name, str) and isinstance(value, str) and len(value) >= 8 and \
+        any(word in name.upper() for word in _SECRET_WORDS)
+
+
+class _EnvSecret:
+    """A server's token, noted with `filesecrets.remember` while its connection lives: every
+    file the library writes masks it. It never shows itself."""
+    __slots__ = ("_value", "__weakref__")
+
+    def __init__(self, value: str):
+        self._value = value
+        remember(self)
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "<secret>"
+
+    __str__ = __repr__
 
 
 def _reason(exc: BaseException) -> str:

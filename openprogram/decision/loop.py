@@ -28,7 +28,7 @@ from ..base.errors import (ArgumentError, DecisionError, ModelCallError, ParseEr
 from .extract import extract_action, value_span
 from .modes import MenuMode, Mode, get_mode
 from ..base.model_protocol import (ModelCaller, ModelResponse, check_modes, current_runtime, deadline_after,
-                                   resolve_runtime, run_sync, settle_value)
+                                   resolve_runtime, run_sync, running_tool, settle_value)
 from .options import (Menu, Option, call_function, check_context, normalize, option_infos,
                       render_menu, safe_key)
 from .options.shortlist import Shortlist, check_shortlist, narrow
@@ -624,7 +624,9 @@ class Decider:
 
     async def resolve(self, option: Option, kwargs: dict[str, Any]) -> Any:
         try:
-            result = await settle_value(option.resolve(kwargs), self.sync, self.deadline)
+            with running_tool(self.runtime):  # a live tool records (or replays) its result
+                value = option.resolve(kwargs)
+            result = await settle_value(value, self.sync, self.deadline)
         except Retry as r:  # the option itself rejected the pick: re-ask (settle catches it)
             raise ParseError(r.kind, r.message) from None
         except WaitTimeout as exc:  # timeout_s covers the option's own wait too

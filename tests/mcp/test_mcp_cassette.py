@@ -1,0 +1,140 @@
+"""Live tools' results in cassettes (issue 38): a decision whose pick calls an MCP tool records
+the tool's result beside the model calls, `ReplayRuntime` answers the same call from the file
+with the server gone, `CachedRuntime` calls the server only for what is new, and no recording
+holds a key, even one the server echoes back.
+
+Against the reference `mcp-server-time` over stdio and a small server written with the SDK's
+own MCPServer (started by the test, over stdio). Work is counted: `Connection.calls` is every
+call that reached a server, `children()` every server process left."""
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+
+import pytest
+
+from openprogram import decision, mcp
+from openprogram.runtimes import ScriptedRuntime
+from openprogram.runtimes.cassette import CachedRuntime, RecordingRuntime, ReplayRuntime
+from openprogram.runtimes.cassette.tool_results import ToolNotRecorded
+
+from test_mcp_servers import TIME, children, finishes, pick
+
+BAD = {"source_timezone": "Nowhere/Special", "time": "10:00", "target_timezone": "Etc/UTC"}
+GOOD = {**BAD, "source_timezone": "Asia/Tokyo"}
+
+
+def lines(path):
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()[1:]]
+
+
+def convert(conn, rt):
+    return decision.make("10:00 in Tokyo is what in UTC?", conn.options, runtime=rt)
+
+
+def test_a_recorded_tool_result_replays_with_the_server_gone(tmp_path):
+    path = tmp_path / "tour.jsonl"
+    before = children()
+    with mcp.connect(TIME) as conn:
+        rec = RecordingRuntime(ScriptedRuntime([pick("convert_time", BAD),
+                                                pick("convert_time", GOOD)]), path)
+        live = convert(conn, rec)
+        assert len(conn.calls) == 2  # the error result and the good one reached the server
+        opts = conn.options
+    assert children() == before  # the server is gone: a replay cannot reach it
+    tools = [e for e in lines(path) if "tool" in e]
+    assert [t["tool"] for t in tools] == [{"server": "mcp-server-time", "name": "convert_time",
+                                           "arguments": a} for a in (BAD, GOOD)]
+    assert tools[0]["result"]["isError"] is True and "structuredContent" in tools[1]["result"]
+    assert [t["decision"]["attempt"] for t in tools] == [1, 2]  # where each sits
+    assert len(rec.tool_calls) == 2 and len(rec.calls) == 2  # model calls kept apart
+
+    replayed = decision.make("10:00 in Tokyo is what in UTC?", opts, runtime=ReplayRuntime(path))
+    assert replayed == live and replayed["target"]["datetime"].endswith("T01:00:00+00:00")
+    trace = decision.last_trace()
+    assert trace.attempts[0].error_kind == "tool_error"  # the recorded isError, re-asked again
+    assert "Nowhere/Special" in trace.attempts[1].prompt
+
+
+def test_a_tool_call_the_cassette_did_not_record_is_named(tmp_path):
+    path = tmp_path / "tour.jsonl"
+    with mcp.connect(TIME) as conn:
+        convert(conn, RecordingRuntime(ScriptedRuntime([pick("convert_time", GOOD)]), path))
+        other = {**GOOD, "time": "11:00"}
+        replay = ReplayRuntime(path)
+        # the model's reply is the same request's, so the replay answers it; the tool's
+        # arguments are not what was recorded
+        replay.recorded[0]["response"]["text"] = pick("convert_time", other)
+        with pytest.raises(ToolNotRecorded, match=r"convert_time.*11:00.*other arguments.*"
+                                                   r"record it again"):
+            convert(conn, replay)
+        assert len(conn.calls) == 1  # the replay never called the server
+        assert decision.last_trace().status == "failed"
+
+
+def test_a_second_run_through_the_cache_makes_no_server_calls(tmp_path):
+    path = tmp_path / "cache.jsonl"
+
+    def run(conn):
+        rt = CachedRuntime(ScriptedRuntime([pick("convert_time", BAD),
+                                            pick("convert_time", GOOD)]), path)
+        return convert(conn, rt), rt
+    with mcp.connect(TIME) as conn:
+        first, rt = run(conn)
+        assert len(conn.calls) == 2 and rt.misses == 4  # two model calls, two tool calls
+    with mcp.connect(TIME) as conn:
+        again, rt = run(conn)
+        assert conn.calls == [] and rt.hits == 4 and rt.misses == 0
+    assert again == first
+    # the cache file is a cassette: it replays offline, tool results included
+    assert convert(conn, ReplayRuntime(path)) == first
+
+
+ECHO_SERVER = textwrap.dedent('''
+    import os
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("echo")
+
+    @server.tool()
+    def whoami() -> str:
+        """The account this server runs as."""
+        return f"signed in with {os.environ['SHOP_API_KEY']}"
+
+    @server.tool()
+    def echo(text: str) -> str:
+        """Say it back."""
+        return text
+
+    server.run()
+''')
+
+
+def test_a_recording_never_holds_a_key_a_server_echoes(tmp_path):
+    from openprogram.runtimes import OpenAIRuntime
+    server_key = "shop-" + "k3y" * 8
+    model_key = "sk-proj-" + "Zq9" * 12
+    provider = OpenAIRuntime(model="gpt-4o-mini", api_key=model_key)  # a key this process holds
+    script = tmp_path / "echo_server.py"
+    script.write_text(ECHO_SERVER)
+    path = tmp_path / "run.jsonl"
+    with mcp.connect([sys.executable, str(script)], name="echo",
+                     env={"SHOP_API_KEY": server_key}) as conn:
+        rec = RecordingRuntime(ScriptedRuntime([pick("whoami", {}),
+                                                pick("echo", {"text": f"key={model_key}"})]),
+                               path)
+        said = finishes(lambda: decision.make("Who am I?", conn.options, runtime=rec))
+        # the program gets the real answer (the SDK wraps a str in {"result": ...})
+        assert said == {"result": f"signed in with {server_key}"}
+        echoed = decision.make("Echo it.", conn.options, runtime=rec)
+        assert echoed == {"result": f"key={model_key}"}
+    text = path.read_text(encoding="utf-8")
+    assert server_key not in text and model_key not in text
+    assert server_key[:8] not in text and model_key[8:16] not in text  # no piece of either
+    assert "signed in with [redacted]" in text
+    assert repr(conn._secrets) == "[<secret>]"
+    # and the masked recording replays: the arguments are keyed as written
+    assert decision.make("Echo it.", conn.options, runtime=ReplayRuntime(path)) == \
+        {"result": "key=[redacted]"}
+    del provider
