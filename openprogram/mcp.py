@@ -275,6 +275,22 @@ class _Server:
         self.task: Any = None
         self.stop: Any = None
         self.stderr: Any = None
+        # notifications/tools/list_changed received, and how many of them `tools` has seen
+        self.changed = self.listed = 0
+
+    async def on_message(self, message: Any) -> None:
+        import mcp.types as types
+        if isinstance(message, types.ToolListChangedNotification):
+            self.changed += 1
+
+    async def relist(self) -> None:
+        """Read the server's tools again (after a tools/list_changed, or when asked)."""
+        if self.session is None:
+            raise ServerError(f"{self.describe()} is closed (or ended): open the connection "
+                              f"again")
+        seen = self.changed
+        self.tools = await list_tools(self.session)
+        self.listed = seen
 
     def describe(self) -> str:
         if "url" in self.spec:
@@ -287,7 +303,8 @@ class _Server:
         self.stop = asyncio.Event()
         try:
             async with self._transport() as streams:
-                async with ClientSession(streams[0], streams[1]) as session:
+                async with ClientSession(streams[0], streams[1],
+                                         message_handler=self.on_message) as session:
                     await session.initialize()
                     self.session = session
                     self.tools = await list_tools(session)
@@ -338,7 +355,13 @@ class Connection:
     """Live MCP servers and their tools as an option set: `.options` (pass it as `options=`),
     `.tools` (the SDK's `Tool` objects), `.call(name, arguments)`, and `.calls`, every tool call
     made through it as (option name, arguments). Open with `with` / `async with`, or
-    `open()` / `close()`."""
+    `open()` / `close()`.
+
+    The options follow the servers: after a server says its tools changed
+    (`notifications/tools/list_changed`), the next `.options` reads them again (`refresh()`
+    does so when asked). A decision already running keeps the menu it showed; a pick of a tool
+    the server has removed since is refused before any call, as a `ToolError` naming the tools
+    the server has now, and re-asked like any rejected pick."""
 
     def __init__(self, servers: dict[str, dict], *, timeout_s: float = START_TIMEOUT_S,
                  cache: Any = None):
@@ -351,8 +374,8 @@ class Connection:
                          for k, v in (spec.get("env") or {}).items() if _names_secret(k, v)]
         self.timeout_s = timeout_s
         self.cache = _ResultCache(cache) if cache is not None else None
-        self.options: list[ToolDefinition] = []
-        self.tools: list = []
+        self._options: list[ToolDefinition] = []
+        self._tools: list = []
         self.calls: list[tuple[str, dict]] = []
         self._by_option: dict[str, tuple[_Server, str]] = {}
         self._loop: Any = None
@@ -401,7 +424,34 @@ class Connection:
                               f"{_reason(exc)}. Run the command in a terminal to see why"
                               f"{server.stderr_tail()}") from exc
 
+    @property
+    def options(self) -> list[ToolDefinition]:
+        """The servers' tools as options, read again when a server said they changed."""
+        if self._loop is not None and any(s.changed != s.listed for s in self.servers):
+            self.refresh()
+        return self._options
+
+    @property
+    def tools(self) -> list:
+        """The servers' tools as the SDK's `Tool` objects (read again as `options` is)."""
+        self.options  # noqa: B018 - read for its refresh
+        return self._tools
+
+    def refresh(self) -> "Connection":
+        """Read every server's tools again and rebuild the options (a server that added,
+        removed or changed a tool). Nothing changes if a tool can no longer be read."""
+        if self._loop is None:
+            raise UsageError("this MCP connection is closed: open it again to read its tools")
+
+        async def relist() -> None:
+            for s in self.servers:
+                await s.relist()
+        asyncio.run_coroutine_threadsafe(relist(), self._loop).result(self.timeout_s)
+        self._build_options()
+        return self
+
     def _build_options(self) -> None:
+        options, tools, by_option = [], [], {}
         seen: dict[str, int] = {}
         for s in self.servers:
             for t in s.tools:
@@ -410,16 +460,25 @@ class Connection:
             names = {t.name: (f"{s.key}__{t.name}" if seen[t.name] > 1 else t.name)
                      for t in s.tools}
             for t in s.tools:
-                self._by_option[names[t.name]] = (s, t.name)
-            self.options += tool_options(s.tools, self._caller_for(s), self._loop,
-                                         server=s.key, names=names)
-            self.tools += s.tools
+                by_option[names[t.name]] = (s, t.name)
+            options += tool_options(s.tools, self._caller_for(s), self._loop,
+                                    server=s.key, names=names)
+            tools += s.tools
+        # replaced whole, only once every server's tools were read: never half a listing
+        self._options, self._tools, self._by_option = options, tools, by_option
 
     def _caller_for(self, server: _Server) -> Any:
         async def call(name: str, arguments: dict) -> Any:
             if server.session is None:
                 raise ServerError(f"{server.describe()} is closed (or ended): open the "
                                   f"connection again")
+            if server.changed != server.listed:  # the server's tools changed since the menu
+                await server.relist()
+            if all(t.name != name for t in server.tools):
+                raise ToolError(f"the tool {name!r} was removed from {server.describe()} "
+                                f"while this run was in progress (it said its tools changed); "
+                                f"pick one of the tools it has now: "
+                                f"{', '.join(t.name for t in server.tools) or '(none)'}")
             key = None
             if self.cache is not None:
                 key = self.cache.key(server.key, name, arguments)
@@ -488,7 +547,7 @@ class Connection:
     def __repr__(self) -> str:
         state = "open" if self._loop is not None else "closed"
         return (f"<mcp.Connection {', '.join(s.key for s in self.servers)}: "
-                f"{len(self.options)} tools, {state}>")
+                f"{len(self._options)} tools, {state}>")
 
 
 class _ResultCache:

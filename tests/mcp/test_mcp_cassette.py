@@ -14,7 +14,7 @@ import textwrap
 
 import pytest
 
-from openprogram import decision, mcp
+from openprogram import DecisionError, UsageError, decision, mcp
 from openprogram.runtimes import ScriptedRuntime
 from openprogram.runtimes.cassette import CachedRuntime, RecordingRuntime, ReplayRuntime
 from openprogram.runtimes.cassette.tool_results import ToolNotRecorded
@@ -138,3 +138,79 @@ def test_a_recording_never_holds_a_key_a_server_echoes(tmp_path):
     assert decision.make("Echo it.", conn.options, runtime=ReplayRuntime(path)) == \
         {"result": "key=[redacted]"}
     del provider
+
+
+ROTATING_SERVER = textwrap.dedent('''
+    from mcp.server.mcpserver import Context, MCPServer
+
+    server = MCPServer("rotating")
+    state = {"rotated": False}
+
+    @server.tool()
+    def old(x: int) -> int:
+        """The old way to double a number."""
+        return x + x
+
+    def new(x: int) -> int:
+        """The new way to double a number."""
+        return 2 * x
+
+    @server.tool()
+    async def rotate(ctx: Context) -> str:
+        """Replace the old tool with the new one."""
+        if not state["rotated"]:
+            state["rotated"] = True
+            server.remove_tool("old")
+            server.add_tool(new)
+            await ctx.request_context.session.send_tool_list_changed()
+        return "rotated"
+
+    server.run()
+''')
+
+
+@pytest.fixture
+def rotating(tmp_path):
+    script = tmp_path / "rotating_server.py"
+    script.write_text(ROTATING_SERVER)
+    with mcp.connect([sys.executable, str(script)], name="rot") as conn:
+        yield conn
+
+
+def test_options_follow_a_server_whose_tools_change_mid_run(rotating):
+    conn = rotating
+    menu = conn.options
+    assert [o.name for o in menu] == ["old", "rotate"]
+    assert decision.make("Rotate.", menu, runtime=ScriptedRuntime([pick("rotate", {})])) == \
+        {"result": "rotated"}
+    # the server said its tools changed: the next read of the options follows it
+    assert [o.name for o in conn.options] == ["rotate", "new"]
+    assert [t.name for t in conn.tools] == ["rotate", "new"]
+    assert decision.make("Double 2.", conn.options,
+                         runtime=ScriptedRuntime([pick("new", {"x": 2})])) == {"result": 4}
+
+
+def test_a_pick_of_a_tool_the_server_removed_is_re_asked_without_calling_it(rotating):
+    conn = rotating
+    stale = conn.options  # a menu made before the change, as a running decision holds it
+    decision.make("Rotate.", stale, runtime=ScriptedRuntime([pick("rotate", {})]))
+    before = list(conn.calls)
+    rt = ScriptedRuntime([pick("old", {"x": 1}), pick("rotate", {})])
+    assert decision.make("Double 1.", stale, runtime=rt) == {"result": "rotated"}
+    assert conn.calls[len(before):] == [("rotate", {})]  # the removed tool was never called
+    first = decision.last_trace().attempts[0]
+    assert first.error_kind == "tool_error"
+    assert "'old' was removed from MCP server 'rot'" in first.error_message
+    assert "rotate, new" in first.error_message  # what it has now
+    with pytest.raises(DecisionError, match="removed") as info:
+        decision.make("Double 1.", stale, max_retries=0,
+                      runtime=ScriptedRuntime([pick("old", {"x": 1})]))
+    assert info.value.kind == "tool_error" and info.value.trace.status == "failed"
+
+
+def test_refresh_reads_the_tools_again_and_a_closed_connection_says_so(rotating):
+    conn = rotating
+    assert conn.refresh() is conn and [o.name for o in conn.options] == ["old", "rotate"]
+    conn.close()
+    with pytest.raises(UsageError, match="closed: open it again"):
+        conn.refresh()
