@@ -31,7 +31,7 @@ from ..base.model_protocol import (ModelCaller, ModelResponse, check_modes, curr
                                    resolve_runtime, run_sync, running_tool, settle_value)
 from .options import (Menu, Option, call_function, check_context, normalize, option_infos,
                       render_menu, safe_key)
-from .options.shortlist import Shortlist, check_shortlist, narrow
+from .options.shortlist import Shortlist, check_shortlist, defer_tools, narrow
 from ..trace.records import Attempt, Pick, Reask, replace
 from ..base.redaction import redact_decoded
 from ..trace.decision_trace import DecisionTrace, emit, record
@@ -159,6 +159,8 @@ class Decider:
         # What the mode adds to every model call (tools, schema), built once per decision: in
         # tools mode it is every option's JSON Schema.
         self._request = self.mode.request()
+        if shortlist is not None and shortlist.get("deferred"):  # shortlist="native"
+            self._request = defer_tools(self._request)
         self.sent = self._request or None
         self.trace = DecisionTrace(
             prompt=request, menu=self.menu_text, options=option_infos(menu), entry=entry,
@@ -714,7 +716,8 @@ async def _make(prompt: str, options: Options, *, runtime: ModelCaller | None,
     check_modes(rt, way.name)
     ask = check_confidence(confidence, rt, where=entry, mode=way.name)
     check_threshold(min_confidence, low_confidence, [o.name for o in menu], ask, entry)
-    menu, listing = narrow(shortlist, prompt, menu)  # the model sees, and may pick, these only
+    # the model sees, and may pick, these only
+    menu, listing = narrow(shortlist, prompt, menu, runtime=rt, mode=way.name)
     menu_text = render_menu(menu)
     with rt.dag.span("decision", entry):
         d = Decider(rt, menu, request=prompt, context=context, max_attempts=attempts,

@@ -149,6 +149,9 @@ class ReplayRuntime(Runtime):
     streams = True
     #: A recording holds text, tool calls or JSON alike: every way of asking replays.
     modes = frozenset(MODES)
+    #: What was recorded with shortlist="native" replays (a request that was not recorded is
+    #: a CassetteMismatch as always).
+    native_tool_search = True
 
     def __init__(self, path: str | os.PathLike, *, strict: bool = True, stream_chunk: int = 8,
                  realtime: bool = False, name: str | None = None):
