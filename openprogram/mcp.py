@@ -331,6 +331,14 @@ class _Server:
         command = self.spec["command"]
         if shutil.which(command, path=(self.spec.get("env") or {}).get("PATH")) is None \
                 and not os.path.isfile(command):
+            # a server installed in this Python's environment, whose bin/ is not on PATH (a
+            # notebook kernel started without activating its venv)
+            import sys
+            beside = shutil.which(command, path=os.path.dirname(sys.executable))
+            if beside is not None and os.sep not in command:
+                command = beside
+        if shutil.which(command, path=(self.spec.get("env") or {}).get("PATH")) is None \
+                and not os.path.isfile(command):
             raise ServerError(f"{self.describe()}: command {command!r} not found on PATH: "
                               f"install the server (e.g. pip install mcp-server-time) or give "
                               f"its full path")
