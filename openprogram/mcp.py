@@ -45,6 +45,8 @@ require("mcp", "mcp", "openprogram.mcp")
 __all__ = ["options", "connect", "Connection", "ServerError", "ToolError", "content_value",
            "read_config"]
 
+#: The name a server's tool listing is recorded under (`connect(..., runtime=...)`).
+LISTING = "tools/list"
 #: Seconds a server gets to start and answer `initialize` and `tools/list`.
 START_TIMEOUT_S = 30.0
 _STDERR_TAIL = 2000
@@ -277,6 +279,7 @@ class _Server:
         self.stderr: Any = None
         # notifications/tools/list_changed received, and how many of them `tools` has seen
         self.changed = self.listed = 0
+        self.replayed = False  # its tools came from a recording: it was never started
 
     async def on_message(self, message: Any) -> None:
         import mcp.types as types
@@ -284,7 +287,10 @@ class _Server:
             self.changed += 1
 
     async def relist(self) -> None:
-        """Read the server's tools again (after a tools/list_changed, or when asked)."""
+        """Read the server's tools again (after a tools/list_changed, or when asked); a
+        server whose tools came from a recording keeps them."""
+        if self.replayed:
+            return
         if self.session is None:
             raise ServerError(f"{self.describe()} is closed (or ended): open the connection "
                               f"again")
@@ -372,7 +378,7 @@ class Connection:
     the server has now, and re-asked like any rejected pick."""
 
     def __init__(self, servers: dict[str, dict], *, timeout_s: float = START_TIMEOUT_S,
-                 cache: Any = None):
+                 cache: Any = None, runtime: Any = None):
         if not servers:
             raise UsageError("connect() needs a server: a command line, a URL or config=")
         self.servers = [_Server(k, s) for k, s in servers.items()]
@@ -381,6 +387,7 @@ class Connection:
         self._secrets = [_EnvSecret(v) for spec in servers.values()
                          for k, v in (spec.get("env") or {}).items() if _names_secret(k, v)]
         self.timeout_s = timeout_s
+        self.runtime = runtime
         self.cache = _ResultCache(cache) if cache is not None else None
         self._options: list[ToolDefinition] = []
         self._tools: list = []
@@ -399,12 +406,35 @@ class Connection:
         self._thread.start()
         try:
             for server in self.servers:
-                self._start(server)
+                self._listed(server)
             self._build_options()
         except BaseException:
             self.close()
             raise
         return self
+
+    def _listed(self, server: _Server) -> None:
+        """Start `server` and read its tools; with `runtime=` a runtime that records or replays
+        tool calls, through it: a recording keeps the listing, and a replay gives it back
+        without starting the server at all."""
+        keeper = _result_keeper(self.runtime)
+        # a cache starts its servers live: a listing it kept would leave no server for the
+        # calls it has not kept
+        if keeper is None or getattr(keeper.__self__, "tool_listing", None) is None:
+            self._start(server)
+            return
+
+        async def started() -> dict:
+            await asyncio.to_thread(self._start, server)
+            return {"tools": [t.model_dump(mode="json", by_alias=True, exclude_none=True)
+                              for t in server.tools]}
+        from mcp.types import Tool
+        from .base.model_protocol import run_blocking
+        listing = run_blocking(keeper({"server": server.key, "name": LISTING, "arguments": {}},
+                                      started))
+        if server.task is None:  # answered from a recording: no server runs
+            server.replayed = True
+        server.tools = [Tool.model_validate(t) for t in (listing or {}).get("tools") or []]
 
     def _start(self, server: _Server) -> None:
         import concurrent.futures
@@ -477,6 +507,11 @@ class Connection:
 
     def _caller_for(self, server: _Server) -> Any:
         async def call(name: str, arguments: dict) -> Any:
+            if server.replayed:
+                raise ServerError(f"{server.describe()} was not started: its tools were read "
+                                  f"from a recording (connect(..., runtime=ReplayRuntime(...))), "
+                                  f"so only that replay can answer its calls; connect without "
+                                  f"runtime= to call the live server")
             if server.session is None:
                 raise ServerError(f"{server.describe()} is closed (or ended): open the "
                                   f"connection again")
@@ -640,7 +675,8 @@ def _reason(exc: BaseException) -> str:
 
 def connect(*commands_or_urls: Any, config: Any = None, name: str | None = None,
             env: dict[str, str] | None = None, cwd: str | None = None,
-            timeout_s: float = START_TIMEOUT_S, cache: Any = None) -> Connection:
+            timeout_s: float = START_TIMEOUT_S, cache: Any = None,
+            runtime: Any = None) -> Connection:
     """Live MCP servers as an option set, for `with` or `async with`:
 
         with mcp.connect("mcp-server-time --local-timezone Etc/UTC") as time_tools:
@@ -653,7 +689,12 @@ def connect(*commands_or_urls: Any, config: Any = None, name: str | None = None,
     A server that does not start, or does not answer within `timeout_s`, is a ServerError
     naming it; nothing is left running. `cache="tools.json"` keeps every tool result in that
     file and answers the same call (server, tool, arguments) from it later: a notebook run
-    again makes no server calls for what it asked before."""
+    again makes no server calls for what it asked before.
+
+    `runtime=` a RecordingRuntime (or CachedRuntime) keeps each server's tool listing in its
+    cassette, beside the tool results its decisions record; given the ReplayRuntime of that
+    cassette, no server is started: the tools come from the recording and every call is
+    answered from it, so a recorded notebook runs where the server is not installed."""
     servers: dict[str, dict] = {}
     for c in commands_or_urls:
         key, spec = _spec(c)
@@ -672,4 +713,4 @@ def connect(*commands_or_urls: Any, config: Any = None, name: str | None = None,
             if key in servers:
                 raise UsageError(f"server key {key!r} is given twice (a command and config=)")
             servers[key] = spec
-    return Connection(servers, timeout_s=timeout_s, cache=cache)
+    return Connection(servers, timeout_s=timeout_s, cache=cache, runtime=runtime)

@@ -214,3 +214,40 @@ def test_refresh_reads_the_tools_again_and_a_closed_connection_says_so(rotating)
     conn.close()
     with pytest.raises(UsageError, match="closed: open it again"):
         conn.refresh()
+
+
+def test_with_runtime_the_listing_is_recorded_and_a_replay_starts_no_server(tmp_path):
+    path = tmp_path / "tour.jsonl"
+    rec = RecordingRuntime(ScriptedRuntime([pick("convert_time", BAD),
+                                            pick("convert_time", GOOD)]), path)
+    with mcp.connect(TIME, runtime=rec) as conn:
+        live = convert(conn, rec)
+        assert len(conn.calls) == 2
+    listing, *calls = [e for e in lines(path) if "tool" in e]
+    assert listing["tool"] == {"server": "mcp-server-time", "name": "tools/list", "arguments": {}}
+    assert [t["name"] for t in listing["result"]["tools"]] == ["get_current_time", "convert_time"]
+    assert [c["tool"]["name"] for c in calls] == ["convert_time", "convert_time"]
+
+    before = children()
+    replay = ReplayRuntime(path)
+    # the server's command need not even exist: nothing is started
+    with mcp.connect("no-such-mcp-server", name="mcp-server-time", runtime=replay) as conn:
+        assert children() == before
+        assert [o.name for o in conn.options] == ["get_current_time", "convert_time"]
+        assert convert(conn, replay) == live
+        assert conn.calls == [] and conn.refresh() is conn
+        with pytest.raises(mcp.ServerError, match="was not started.*recording"):
+            conn.call("convert_time", GOOD)
+    # a replay asked for a server it did not record names it; nothing is left open
+    with pytest.raises(ToolNotRecorded, match="tools/list.*'other'"):
+        mcp.connect("no-such-mcp-server", name="other", runtime=ReplayRuntime(path)).open()
+    assert children() == before
+
+
+def test_a_cache_starts_its_servers_live_so_new_calls_reach_them(tmp_path):
+    path = tmp_path / "cache.jsonl"
+    for tz in ("Asia/Tokyo", "Europe/Paris"):  # the second run asks a call the cache lacks
+        rt = CachedRuntime(ScriptedRuntime([pick("get_current_time", {"timezone": tz})]), path)
+        with mcp.connect(TIME, runtime=rt) as conn:
+            assert decision.make(f"Time in {tz}?", conn.options, runtime=rt)["timezone"] == tz
+            assert conn.calls == [("get_current_time", {"timezone": tz})]

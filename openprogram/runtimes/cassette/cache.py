@@ -371,6 +371,10 @@ class CachedRuntime(RecordingRuntime):
                 await astream_entry(got, self.stream_chunk, on_text)
                 return self._hit(got, decision)
 
+    #: The servers are started live (see mcp.Connection): a kept listing would leave no server
+    #: for the calls the cache does not hold.
+    tool_listing = None
+
     def tool_result(self, call: dict, run):
         """A live tool's call answered from the cache file when it holds the same call (server,
         tool, arguments; `refresh` asks again), else made by `run()` and appended: a notebook

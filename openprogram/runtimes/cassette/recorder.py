@@ -228,6 +228,9 @@ class RecordingRuntime(Runtime):
         self._add(entry, t0)
         return resp
 
+    #: A server's tool listing (`mcp.connect(..., runtime=)`) is recorded like a tool's result.
+    tool_listing = "record"
+
     def tool_result(self, call: dict, run: Any) -> Any:
         """A live tool's call (`{"server", "name", "arguments"}`), made by `run()` (an awaitable
         of its result as JSON data) and recorded as a line of its own, so a replay answers it

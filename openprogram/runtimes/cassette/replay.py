@@ -214,6 +214,9 @@ class ReplayRuntime(Runtime):
         await astream_entry(entry, self.stream_chunk, on_text, wait)
         return answer(entry)
 
+    #: A server's tool listing is answered from the recording: no server is started.
+    tool_listing = "replay"
+
     def tool_result(self, call: dict, run: Any) -> Any:
         """A live tool's call answered with the result recorded for the same call (server,
         tool, arguments): `run` is never called, so no server is needed. A call the cassette did

@@ -12,6 +12,10 @@ a server that echoes a key (its own token from its environment, a runtime's key)
 masked in the file. The key is the digest of the call as written, so a call whose arguments
 held a key matches its recording after masking too.
 
+A server's tool listing is kept the same way, as a call named `tools/list` with no arguments
+(`mcp.connect(..., runtime=RecordingRuntime(...))`): given the replay of that cassette, a
+connection starts no server at all (`tool_listing` says what a runtime does with a listing).
+
 The tool side asks through one coroutine method on the runtime of the decision whose pick runs
 (`model_protocol.tool_runtime()`): `await runtime.tool_result(call, run)`, where `call` is
 `{"server", "name", "arguments"}` and `run()` makes the live call and returns its result as JSON
