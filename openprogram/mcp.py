@@ -18,6 +18,13 @@ MCP clients use (`{"mcpServers": {"git": {"command": ..., "args": [...]}}}`); a 
 servers share is prefixed with the server's key (`git__status`), and the call still uses the
 server's own name.
 
+A decision's runtime that records (`RecordingRuntime`, `CachedRuntime`) keeps each tool's result
+in its cassette, and `ReplayRuntime` answers the same call from it without the server
+(runtimes/cassette/tool_results.py); with `connect(..., runtime=)` the servers' tool listings are
+recorded too, and a replay starts no server at all. The options follow the servers: a
+`notifications/tools/list_changed` makes the next `.options` read the tools again, and a pick of
+a tool removed meanwhile is re-asked, never sent.
+
 This module imports the SDK when it is imported; `import openprogram` never imports it.
 """
 from __future__ import annotations

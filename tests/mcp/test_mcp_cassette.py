@@ -251,3 +251,26 @@ def test_a_cache_starts_its_servers_live_so_new_calls_reach_them(tmp_path):
         with mcp.connect(TIME, runtime=rt) as conn:
             assert decision.make(f"Time in {tz}?", conn.options, runtime=rt)["timezone"] == tz
             assert conn.calls == [("get_current_time", {"timezone": tz})]
+
+
+def test_an_evaluation_on_threads_records_and_replays_every_rows_tool_call(tmp_path):
+    path = tmp_path / "eval.jsonl"
+    rows = [{"city": c} for c in ("Tokyo", "Paris", "Lima", "Oslo")]
+    zones = {"Tokyo": "Asia/Tokyo", "Paris": "Europe/Paris", "Lima": "America/Lima",
+             "Oslo": "Europe/Oslo"}
+
+    def rule(messages, tools=None, **kw):  # the scripted model reads the row's city
+        city = json.dumps(messages).split("It is 12:00 in ", 1)[1].split(".", 1)[0]
+        return pick("convert_time", {"source_timezone": zones[city], "time": "12:00",
+                                     "target_timezone": "Etc/UTC"})
+    with mcp.connect(TIME) as conn:
+        rec = RecordingRuntime(ScriptedRuntime(rule=rule), path)
+        live = decision.evaluate("It is 12:00 in {city}. What time is it in UTC?", conn.options,
+                                 rows, runtime=rec, concurrency=4, progress=False)
+        assert len(conn.calls) == 4
+        opts = conn.options
+    assert len([e for e in lines(path) if "tool" in e]) == 4
+    again = decision.evaluate("It is 12:00 in {city}. What time is it in UTC?", opts, rows,
+                              runtime=ReplayRuntime(path), concurrency=4, progress=False)
+    assert [t.result for t in again.traces] == [t.result for t in live.traces]
+    assert {t.result["source"]["timezone"] for t in again.traces} == set(zones.values())
