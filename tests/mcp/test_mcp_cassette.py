@@ -274,3 +274,22 @@ def test_an_evaluation_on_threads_records_and_replays_every_rows_tool_call(tmp_p
                               runtime=ReplayRuntime(path), concurrency=4, progress=False)
     assert [t.result for t in again.traces] == [t.result for t in live.traces]
     assert {t.result["source"]["timezone"] for t in again.traces} == set(zones.values())
+
+
+
+def test_a_mismatch_names_the_recorded_calls_line_past_the_tool_lines(tmp_path):
+    path = tmp_path / "tour.jsonl"
+    with mcp.connect(TIME) as conn:
+        rec = RecordingRuntime(ScriptedRuntime([pick("convert_time", BAD),
+                                                pick("convert_time", GOOD)]), path)
+        convert(conn, rec)
+        # lines: header, model call, tool call, model call (the re-ask), tool call
+        assert [("tool" in e) for e in lines(path)] == [False, True, False, True]
+        rows = path.read_text(encoding="utf-8").splitlines()
+        reask = json.loads(rows[3])
+        reask["request"]["messages"][-1]["content"] += " (edited)"
+        rows[3] = json.dumps(reask)
+        path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+        with pytest.raises(DecisionError, match=r"nearest recorded request is call #2 "
+                                                r"\(line 4\)"):
+            convert(conn, ReplayRuntime(path))

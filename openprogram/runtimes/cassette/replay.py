@@ -163,6 +163,7 @@ class ReplayRuntime(Runtime):
         self.realtime = realtime
         self.recorded: list[dict] = data["calls"]
         self._lines = 1 if data.get("version", 0) >= 3 else None  # a call's line: its index + 2
+        self._call_lines = data.get("call_lines")  # when tool lines sit between the calls
         # each request's recordings, in recorded order; answering one takes it off its queue
         self._queues: dict[str, deque] = {}
         for i, entry in enumerate(self.recorded):
@@ -228,7 +229,8 @@ class ReplayRuntime(Runtime):
         return _replayed(entry)
 
     def _where(self, i: int) -> str:
-        return f"call #{i + 1}" + (f" (line {i + 2})" if self._lines else "")
+        line = self._call_lines[i] if self._call_lines else i + 2
+        return f"call #{i + 1}" + (f" (line {line})" if self._lines else "")
 
     def _take(self, messages, tools, mode_args) -> dict:
         """The recording that answers this request."""
