@@ -116,3 +116,28 @@ def test_native_through_agent_and_a_recording(tmp_path):
     # the recording replays, deferred tools and all, with no server
     assert agent("Weather in Lima?", options=menu, mode="tools", shortlist="native",
                  runtime=ReplayRuntime(tmp_path / "native.jsonl")) == "get_weather:Lima"
+
+
+def test_evaluate_reports_the_native_searchs_recall_from_what_it_loaded():
+    menu = make_menu(12)
+    found_other = searched_reply("get_weather", {"city": "Bern"})
+    found_other["content"][1]["content"]["tool_references"] = [
+        {"type": "tool_reference", "tool_name": "get_metric_3"},
+        {"type": "tool_reference", "tool_name": "get_weather"}]
+    missed = searched_reply("get_metric_3", {"city": "Kyiv"})
+    missed["content"][1]["content"]["tool_references"] = [
+        {"type": "tool_reference", "tool_name": "get_metric_3"}]
+    rows = [{"city": "Oslo", "want": "get_weather"}, {"city": "Bern", "want": "get_weather"},
+            {"city": "Kyiv", "want": "get_weather"},   # the search missed the right tool
+            {"city": "Rome", "want": "get_weather"}]   # no search at all: not counted
+    with FakeServer("anthropic") as server:
+        server.push(raw(json.dumps(searched_reply("get_weather", {"city": "Oslo"}))),
+                    raw(json.dumps(found_other)), raw(json.dumps(missed)),
+                    raw(json.dumps({**searched_reply("get_weather", {"city": "Rome"}),
+                                    "content": [searched_reply("get_weather", {"city": "Rome"})
+                                                ["content"][2]]})))
+        run = decision.evaluate("Weather in {city}?", menu, rows, expected="want",
+                                mode="tools", shortlist="native", concurrency=1,
+                                progress=False, runtime=anthropic(server, stream=False))
+    assert run.picks == ["get_weather", "get_weather", "get_metric_3", "get_weather"]
+    assert run.shortlist_recall == 2 / 3 and run.accuracy == 3 / 4
