@@ -28,10 +28,10 @@ from ..base.errors import (ArgumentError, DecisionError, ModelCallError, ParseEr
 from .extract import extract_action, value_span
 from .modes import MenuMode, Mode, get_mode
 from ..base.model_protocol import (ModelCaller, ModelResponse, check_modes, current_runtime, deadline_after,
-                                   resolve_runtime, run_sync, settle_value)
+                                   resolve_runtime, run_sync, running_tool, settle_value)
 from .options import (Menu, Option, call_function, check_context, normalize, option_infos,
                       render_menu, safe_key)
-from .options.shortlist import Shortlist, check_shortlist, narrow
+from .options.shortlist import Shortlist, check_shortlist, defer_tools, narrow
 from ..trace.records import Attempt, Pick, Reask, replace
 from ..base.redaction import redact_decoded
 from ..trace.decision_trace import DecisionTrace, emit, record
@@ -159,6 +159,8 @@ class Decider:
         # What the mode adds to every model call (tools, schema), built once per decision: in
         # tools mode it is every option's JSON Schema.
         self._request = self.mode.request()
+        if shortlist is not None and shortlist.get("deferred"):  # shortlist="native"
+            self._request = defer_tools(self._request)
         self.sent = self._request or None
         self.trace = DecisionTrace(
             prompt=request, menu=self.menu_text, options=option_infos(menu), entry=entry,
@@ -626,7 +628,9 @@ class Decider:
 
     async def resolve(self, option: Option, kwargs: dict[str, Any]) -> Any:
         try:
-            result = await settle_value(option.resolve(kwargs), self.sync, self.deadline)
+            with running_tool(self.runtime):  # a live tool records (or replays) its result
+                value = option.resolve(kwargs)
+            result = await settle_value(value, self.sync, self.deadline)
         except Retry as r:  # the option itself rejected the pick: re-ask (settle catches it)
             raise ParseError(r.kind, r.message) from None
         except WaitTimeout as exc:  # timeout_s covers the option's own wait too
@@ -714,7 +718,8 @@ async def _make(prompt: str, options: Options, *, runtime: ModelCaller | None,
     check_modes(rt, way.name)
     ask = check_confidence(confidence, rt, where=entry, mode=way.name)
     check_threshold(min_confidence, low_confidence, [o.name for o in menu], ask, entry)
-    menu, listing = narrow(shortlist, prompt, menu)  # the model sees, and may pick, these only
+    # the model sees, and may pick, these only
+    menu, listing = narrow(shortlist, prompt, menu, runtime=rt, mode=way.name)
     menu_text = render_menu(menu)
     with rt.dag.span("decision", entry):
         d = Decider(rt, menu, request=prompt, context=context, max_attempts=attempts,
