@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from typing import Any, Callable
 
 from ...base.errors import OptionError, ParseError
+from .patterns import compile_pattern
 from .reply_values import FORMAT_CHECKS, OPENAPI_FORMATS, equal, json_head, json_text, safe_key
 
 __all__ = ["Evaluator", "KEYWORDS"]
@@ -432,13 +433,12 @@ class Evaluator:
         if "pattern" in s:
             text = s["pattern"]
             try:
-                rx = re.compile(text)
-            except (re.error, TypeError) as exc:
-                raise self.fail(ptr, f"pattern {text!r} is not a regular expression ({exc})") \
-                    from None
+                rx = compile_pattern(text)
+            except OptionError as exc:
+                raise self.fail(ptr, str(exc)) from None
 
             def pattern(v, p):
-                if isinstance(v, str) and not rx.search(v):
+                if isinstance(v, str) and not rx.search(v, p):
                     raise _fail("invalid_value", f"{p} must match the pattern {text}, got "
                                                  f"{json_head(v)}", p)
                 return _NONE
@@ -557,10 +557,9 @@ class Evaluator:
         patterns = []
         for text, x in (s.get("patternProperties") or {}).items():
             try:
-                rx = re.compile(text)
-            except re.error as exc:
-                raise self.fail(ptr, f"patternProperties: {text!r} is not a regular expression "
-                                     f"({exc})") from None
+                rx = compile_pattern(text)
+            except OptionError as exc:
+                raise self.fail(ptr, f"patternProperties: {exc}") from None
             patterns.append((rx, c(x, base, f"{ptr}/patternProperties/{text}")))
         extra = c(s["additionalProperties"], base, f"{ptr}/additionalProperties") \
             if "additionalProperties" in s else None
@@ -587,7 +586,7 @@ class Evaluator:
                     if matched:
                         run(x, here)
                     for rx, prun in patterns:
-                        if rx.search(k):
+                        if rx.search(k, here):
                             prun(x, here)
                             matched = True
                     if not matched and extra is not None:

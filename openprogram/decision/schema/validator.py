@@ -24,7 +24,6 @@ once, with fast paths for the nodes most schemas are made of.
 from __future__ import annotations
 
 import math
-import re
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable
@@ -34,6 +33,7 @@ from .reply_values import (FORMAT_CHECKS, OPENAPI_FORMATS, PYTHON_FORMAT_CHECKS,
                          SURROGATE as _SURROGATE,
                          _bad_json_value, check_json_value, describe_value, equal,
                          is_json_value, json_head, json_text, safe_key)
+from .patterns import compile_pattern
 from .type_table import SHORT, json_type
 
 __all__ = ["compile_schema", "merge_all_of", "Checker", "SUPPORTED", "REFUSED", "ANNOTATIONS", "FORMATS", "PY",
@@ -376,13 +376,12 @@ class _Compiler:
         if "pattern" in s:
             text = s["pattern"]
             try:
-                rx = re.compile(text)
-            except (re.error, TypeError) as exc:
-                raise self.fail(ptr, f"pattern {text!r} is not a regular expression ({exc})") \
-                    from None
+                rx = compile_pattern(text)
+            except OptionError as exc:
+                raise self.fail(ptr, str(exc)) from None
 
             def pattern(v, p, d):
-                if isinstance(v, str) and not rx.search(v):
+                if isinstance(v, str) and not rx.search(v, p):
                     raise ParseError("invalid_value", f"{p} must match the pattern {text}, got "
                                                       f"{json_head(v)}", p)
                 return v
