@@ -86,6 +86,41 @@ def test_an_integer_valued_float_is_an_integer_delivered_as_one():
     assert [type(got["n"]), *map(type, got["m"]), type(got["x"])] == [int, int, int, float]
 
 
+def test_an_integer_valued_float_in_a_branch_that_says_integer_is_delivered_as_one():
+    # anyOf / oneOf: the first alternative the value fits; if: then or else, as the value goes;
+    # pattern-keyed and other properties and dependentSchemas too (`not` sends the document
+    # to schemaeval.py, which judges all of these)
+    schema = {"type": "object", "not": {"required": ["never"]}, "properties": {
+        "a": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+        "o": {"oneOf": [{"type": "object", "properties": {"n": {"type": "integer"}},
+                         "required": ["n"]},
+                        {"type": "object", "properties": {"s": {"type": "string"}},
+                         "required": ["s"]}]},
+        "i": {"if": {"type": "number", "minimum": 10}, "then": {"type": "integer"},
+              "else": {"type": "number"}},
+        "j": {"if": {"type": "string"}, "then": {"minLength": 1}, "else": {"type": "integer"}},
+        "p": {"patternProperties": {"^n_": {"type": "integer"}},
+              "additionalProperties": {"anyOf": [{"type": "integer"}, {"type": "null"}]}},
+        "d": {"dependentSchemas": {"k": {"properties": {"k": {"type": "integer"}}}}}}}
+    value = {"a": 1.0, "o": {"n": 2.0}, "i": 12.0, "j": 3.0, "p": {"n_x": 4.0, "y": 5.0},
+             "d": {"k": 6.0}}
+    assert jsonschema.Draft202012Validator(schema).is_valid(value)
+    got, _, _ = fill(schema, value)
+    assert got == {"decision": "fill", "a": 1, "o": {"n": 2}, "i": 12, "j": 3,
+                   "p": {"n_x": 4, "y": 5}, "d": {"k": 6}}
+    ints = [got["a"], got["o"]["n"], got["i"], got["j"], got["p"]["n_x"], got["p"]["y"],
+            got["d"]["k"]]
+    assert [type(x) for x in ints] == [int] * 7
+    # a branch that says number (or no type) keeps the float as the model wrote it
+    got, _, _ = fill(schema, {"i": 2.0, "a": "x"})
+    assert got == {"decision": "fill", "i": 2.0, "a": "x"} and type(got["i"]) is float
+    # the same through validator.py (no keyword of schemaeval.py's): anyOf's first fit
+    plain = {"type": "object", "properties": {"a": {"anyOf": [{"type": "string"},
+                                                             {"type": "integer"}]}}}
+    got, _, _ = fill(plain, {"a": 1.0})
+    assert got == {"decision": "fill", "a": 1} and type(got["a"]) is int
+
+
 def test_all_of_keeps_each_parts_additional_properties_to_its_own_properties():
     # Flattened, `bar` looked evaluated by the sibling; as the specification reads it, `foo`
     # is not among the root's own properties, so additionalProperties judges it (and 1 fails).

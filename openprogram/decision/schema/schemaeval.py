@@ -114,6 +114,7 @@ class Evaluator:
         self.compiled: dict[tuple, list] = {}
         self.nodes: list[tuple] = []          # every subschema: (node, base, pointer)
         self.annotations: list[str] = []
+        self.patterns: dict[str, Any] = {}    # pattern text -> its Pattern, compiled once
         self.resources[""] = root
         self._scan(root, "", "#")
         self.integers = any(n.get("type") == "integer" or (isinstance(n.get("type"), list)
@@ -131,9 +132,12 @@ class Evaluator:
         return self._whole(self.root, "", value, 0) if self.integers else value
 
     def _whole(self, s: Any, base: str, v: Any, depth: int) -> Any:
-        """A valid `v` with each integer-valued float that the schema's structure (properties,
-        items, prefixItems, allOf, $ref) declares an integer written as one: JSON Schema counts
-        `1.0` an integer, and a Python function asking for an int gets `1`."""
+        """A valid `v` with each integer-valued float that the schema declares an integer
+        written as one: JSON Schema counts `1.0` an integer, and a Python function asking for
+        an int gets `1`. The declaration may sit in the structure (properties, pattern-keyed
+        and other properties, items, prefixItems, $ref, allOf) or in a branch the value takes:
+        the first alternative of anyOf / oneOf it fits, `then` when it fits `if` (and `if`
+        itself), `else` when not, the dependentSchemas of the keys it has."""
         if not isinstance(s, dict) or depth > 200:
             return v
         if isinstance(s.get("$id"), str):
@@ -146,17 +150,58 @@ class Evaluator:
             types = (t,) if isinstance(t, str) else t if isinstance(t, list) else ()
             if "integer" in types and "number" not in types and v.is_integer():
                 return int(v)
-        elif type(v) is dict and isinstance(s.get("properties"), dict):
-            props = s["properties"]
-            v = {k: self._whole(props[k], base, x, depth + 1) if k in props else x
-                 for k, x in v.items()}
+        elif type(v) is dict and ("properties" in s or "patternProperties" in s
+                                  or "additionalProperties" in s):
+            v = {k: self._whole_key(s, base, k, x, depth) for k, x in v.items()}
         elif type(v) is list and (isinstance(s.get("prefixItems"), list) or "items" in s):
             prefix, items = s.get("prefixItems") or [], s.get("items")
             v = [self._whole(prefix[i] if i < len(prefix) else items, base, x, depth + 1)
                  for i, x in enumerate(v)]
         for part in s.get("allOf") or ():   # every part holds, so each one's types do
             v = self._whole(part, base, v, depth + 1)
+        for key in ("anyOf", "oneOf"):
+            for part in s.get(key) or ():
+                if self._fits(part, base, v):
+                    v = self._whole(part, base, v, depth + 1)
+                    break
+        if "if" in s:
+            if self._fits(s["if"], base, v):
+                for key in ("if", "then"):
+                    v = self._whole(s.get(key), base, v, depth + 1)
+            else:
+                v = self._whole(s.get("else"), base, v, depth + 1)
+        if type(v) is dict and isinstance(s.get("dependentSchemas"), dict):
+            for k, part in s["dependentSchemas"].items():
+                if k in v:
+                    v = self._whole(part, base, v, depth + 1)
         return v
+
+    def _whole_key(self, s: dict, base: str, k: str, x: Any, depth: int) -> Any:
+        """One property's value, with the integers of every subschema that judges it."""
+        props = s.get("properties")
+        matched = isinstance(props, dict) and k in props
+        if matched:
+            x = self._whole(props[k], base, x, depth + 1)
+        for text, sub in (s.get("patternProperties") or {}).items():
+            if self._pattern(text).search(k):
+                x, matched = self._whole(sub, base, x, depth + 1), True
+        if not matched and isinstance(s.get("additionalProperties"), dict):
+            x = self._whole(s["additionalProperties"], base, x, depth + 1)
+        return x
+
+    def _fits(self, s: Any, base: str, v: Any) -> bool:
+        """Whether `v` is valid under the subschema `s` (compiled once, with the document)."""
+        try:
+            self._compile(s, base, self.pointers.get(id(s), "#"))(v, "")
+        except ParseError:
+            return False
+        return True
+
+    def _pattern(self, text: str) -> Any:
+        rx = self.patterns.get(text)
+        if rx is None:
+            rx = self.patterns[text] = compile_pattern(text)
+        return rx
 
     # -- reading the document ------------------------------------------------------------------
     def _scan(self, node: Any, base: str, ptr: str) -> None:
@@ -433,7 +478,7 @@ class Evaluator:
         if "pattern" in s:
             text = s["pattern"]
             try:
-                rx = compile_pattern(text)
+                rx = self._pattern(text)
             except OptionError as exc:
                 raise self.fail(ptr, str(exc)) from None
 
@@ -557,7 +602,7 @@ class Evaluator:
         patterns = []
         for text, x in (s.get("patternProperties") or {}).items():
             try:
-                rx = compile_pattern(text)
+                rx = self._pattern(text)
             except OptionError as exc:
                 raise self.fail(ptr, f"patternProperties: {exc}") from None
             patterns.append((rx, c(x, base, f"{ptr}/patternProperties/{text}")))
