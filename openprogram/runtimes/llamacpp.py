@@ -71,7 +71,7 @@ from typing import Any, Callable
 
 from ..decision.extract import find_action
 from ..decision.options import render_menu
-from ..decision.schema.reader import first_paragraph
+from ..decision.schema.reader import first_paragraph, type_name
 from ..runtime.runtime import (ModelCallError, ModelResponse, Runtime,
                                blocks_text, to_blocks)
 
@@ -277,7 +277,7 @@ def _brief_type(s: Any) -> str:
         return f"list of {_brief_type(s.get('items'))}"
     if kind == "object" and isinstance(s.get("properties"), dict):
         return "{" + ", ".join(f"{k}: {_brief_type(v)}" for k, v in s["properties"].items()) + "}"
-    return str(kind) if kind else "any"
+    return type_name(s)
 
 
 def _one_line(text: Any) -> str:

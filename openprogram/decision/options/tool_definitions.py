@@ -136,7 +136,7 @@ class JsonSchemaOption(Option):
         self.given = schema
         schema = merge_all_of(schema, where)   # (for the menu: allOf of objects as one object)
         defs = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {}), "#": schema}
-        doc = SchemaDoc(defs)
+        doc = SchemaDoc(defs, root=self.given, where=where)   # (references: as written)
         doc.formats = WRITTEN_FORMAT_EXAMPLES
         if "$ref" in schema:  # pydantic's form for a recursive model: the root is a reference
             root, _ = doc.deref(schema)

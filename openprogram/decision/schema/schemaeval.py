@@ -16,23 +16,18 @@ value at fault, as validator.py's.
 """
 from __future__ import annotations
 
-import re
 from fractions import Fraction
-from urllib.parse import unquote, urljoin
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable
 
 from ...base.errors import OptionError, ParseError
 from .patterns import compile_pattern
+from .refs import LISTS as _LISTS, MAPS as _MAPS, SINGLE as _SINGLE, Document, join_uri as _join
 from .reply_values import FORMAT_CHECKS, OPENAPI_FORMATS, equal, json_head, json_text, safe_key
 
 __all__ = ["Evaluator", "KEYWORDS"]
 
-_SINGLE = ("not", "if", "then", "else", "items", "contains", "additionalProperties",
-           "propertyNames", "unevaluatedItems", "unevaluatedProperties", "contentSchema")
-_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
-_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 #: Every keyword this module gives a meaning to (the rest are annotations).
 KEYWORDS = frozenset({
     *_SINGLE, *_LISTS, *_MAPS, "type", "enum", "const", "multipleOf", "maximum",
@@ -88,35 +83,18 @@ def _fail(kind: str, text: str, p: str) -> ParseError:
     return ParseError(kind, text, p)
 
 
-def _pointer_parts(fragment: str) -> list[str]:
-    return [unquote(part).replace("~1", "/").replace("~0", "~")
-            for part in fragment.split("/")[1:]]
-
-
-def _join(base: str, ref: str) -> str:
-    if ref.startswith("#"):
-        return base.partition("#")[0] + ref
-    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", ref):
-        return ref
-    return urljoin(base, ref)
-
-
 class Evaluator:
     """A JSON Schema document read once: `evaluator.check(value, path)` raises `ParseError`
     for a value the schema does not allow, and returns the value unchanged otherwise."""
 
     def __init__(self, root: Any, where: str, compile: bool = True):
         self.root, self.where = root, where
-        self.resources: dict[str, Any] = {}   # base URI -> the node that has it as $id
-        self.anchors: dict[str, Any] = {}     # base URI # anchor -> node
-        self.bases: dict[int, str] = {}       # id(node) -> its base URI
-        self.pointers: dict[int, str] = {}    # id(node) -> its JSON Pointer, for messages
+        self.doc = Document(root, where).scan()   # its $ids, $anchors and pointers
+        self.pointers = self.doc.pointers     # id(node) -> its JSON Pointer, for messages
+        self.nodes = self.doc.nodes           # every subschema: (node, base, pointer)
         self.compiled: dict[tuple, list] = {}
-        self.nodes: list[tuple] = []          # every subschema: (node, base, pointer)
         self.annotations: list[str] = []
         self.patterns: dict[str, Any] = {}    # pattern text -> its Pattern, compiled once
-        self.resources[""] = root
-        self._scan(root, "", "#")
         self.integers = any(n.get("type") == "integer" or (isinstance(n.get("type"), list)
                                                            and "integer" in n["type"])
                             for n, _, _ in self.nodes)
@@ -204,48 +182,6 @@ class Evaluator:
         return rx
 
     # -- reading the document ------------------------------------------------------------------
-    def _scan(self, node: Any, base: str, ptr: str) -> None:
-        stack = [(node, base, ptr, 0)]
-        while stack:
-            node, base, ptr, depth = stack.pop()
-            if depth > 200:
-                raise self.fail(ptr, "the schema nests deeper than 200 levels; flatten it "
-                                     "with $defs")
-            if not isinstance(node, dict):
-                continue
-            for k in ("$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor"):
-                if k in node:
-                    raise self.fail(ptr, f"{k} is not supported (it makes a reference depend "
-                                         f"on where validation came from); write the "
-                                         f"reference as $ref to a schema under $defs")
-            sid = node.get("$id")
-            if sid is not None:
-                if not isinstance(sid, str):
-                    raise self.fail(ptr, f"$id takes a URI, got {json_head(sid)}")
-                base = _join(base, sid).partition("#")[0]
-                self.resources[base] = node
-            anchor = node.get("$anchor")
-            if anchor is not None:
-                if not isinstance(anchor, str) or \
-                        not re.fullmatch(r"[A-Za-z_][-A-Za-z0-9._]*", anchor):
-                    raise self.fail(ptr, f"$anchor takes a name (a letter or _, then letters, "
-                                         f"digits, -, _ or .), got {json_head(anchor)}")
-                self.anchors[f"{base}#{anchor}"] = node
-            self.bases[id(node)] = base
-            self.pointers[id(node)] = ptr
-            self.nodes.append((node, base, ptr))
-            for k in _SINGLE:
-                if k in node:
-                    stack.append((node[k], base, f"{ptr}/{k}", depth + 1))
-            for k in _LISTS:
-                if isinstance(node.get(k), list):
-                    stack += [(x, base, f"{ptr}/{k}/{i}", depth + 1)
-                              for i, x in enumerate(node[k])]
-            for k in _MAPS:
-                if isinstance(node.get(k), dict):
-                    stack += [(x, base, f"{ptr}/{k}/{name}", depth + 1)
-                              for name, x in node[k].items()]
-
     def _no_empty_cycles(self) -> None:
         """Refuse a cycle of references with no structure in between (`a` -> `b` -> `a`, or
         through allOf / anyOf / not ...): it would judge the same value against itself for
@@ -281,30 +217,7 @@ class Evaluator:
                           for n, x in node["dependentSchemas"].items()]
 
     def _resolve(self, ref: Any, base: str, ptr: str) -> tuple[Any, str, str]:
-        if not isinstance(ref, str):
-            raise self.fail(ptr, f"$ref takes a URI reference, got {json_head(ref)}")
-        uri = _join(base, ref)
-        doc_uri, _, fragment = uri.partition("#")
-        doc = self.resources.get(doc_uri)
-        if doc is None:
-            raise self.fail(ptr, f"$ref {ref!r} refers to {doc_uri!r}, another document, "
-                                 f"which is not fetched; inline that schema under $defs and "
-                                 f"refer to it as #/$defs/Name")
-        if fragment and not fragment.startswith("/"):
-            node = self.anchors.get(f"{doc_uri}#{fragment}")
-            if node is None:
-                raise self.fail(ptr, f"$ref {ref!r} names the anchor {fragment!r}, which no "
-                                     f"$anchor of the schema defines")
-            return node, self.bases.get(id(node), doc_uri), f"{ref}"
-        node = doc
-        for part in _pointer_parts(fragment):
-            if isinstance(node, list) and part.isdigit() and int(part) < len(node):
-                node = node[int(part)]
-            elif isinstance(node, dict) and part in node:
-                node = node[part]
-            else:
-                raise self.fail(ptr, f"$ref {ref!r} points at nothing; define it under $defs")
-        return node, self.bases.get(id(node), doc_uri), self.pointers.get(id(node), ref)
+        return self.doc.resolve(ref, base, ptr)
 
     # -- compiling -----------------------------------------------------------------------------
     def _compile(self, s: Any, base: str, ptr: str) -> Callable:
