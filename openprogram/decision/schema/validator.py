@@ -33,7 +33,6 @@ from .reply_values import (FORMAT_CHECKS, OPENAPI_FORMATS, PYTHON_FORMAT_CHECKS,
                          SURROGATE as _SURROGATE,
                          _bad_json_value, check_json_value, describe_value, equal,
                          is_json_value, json_head, json_text, safe_key)
-from .patterns import compile_pattern
 from .reader import SchemaDoc, type_name
 from .type_table import SHORT, json_type
 
@@ -365,6 +364,7 @@ class _Compiler:
         steps = self.sized(s, ptr, "minLength", "maxLength", str, "characters")
         if "pattern" in s:
             text = s["pattern"]
+            from .patterns import compile_pattern   # (loaded with the first pattern met)
             try:
                 rx = compile_pattern(text)
             except OptionError as exc:
