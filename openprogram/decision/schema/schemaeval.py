@@ -40,6 +40,7 @@ _WORDS = {"null": "null", "boolean": "a boolean", "object": "an object", "array"
           "number": "a number", "string": "a string", "integer": "an integer"}
 _PY = {"null": type(None), "boolean": bool, "object": dict, "array": list, "string": str}
 _NONE = (frozenset(), frozenset())   # a subschema's annotations: no property, no item
+_HOLDS_FLOATS = (float, dict, list)   # the values `_whole` may change
 
 
 def _type_of(v: Any) -> str:
@@ -79,8 +80,52 @@ def _number(n: Any) -> bool:
     return isinstance(n, (int, float)) and not isinstance(n, bool)
 
 
-def _fail(kind: str, text: str, p: str) -> ParseError:
-    return ParseError(kind, text, p)
+def _has_float(v: Any) -> bool:
+    """Whether a JSON value holds a float anywhere (else no integer is to be written as one)."""
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        t = type(x)
+        if t is float:
+            return True
+        if t is dict:
+            stack += x.values()
+        elif t is list:
+            stack += x
+    return False
+
+
+class SchemaParseError(ParseError):
+    """A `ParseError` whose message is written when it is first read: inside `if`, `not`,
+    `anyOf`, `contains` most failures only answer "no", and a caller asking only whether a
+    value is valid never reads it; the message (the value's head as JSON) costs more than the
+    check itself. It reads, prints and pickles as the `ParseError` it stands for."""
+
+    def __init__(self, kind: str, make: Callable[[], str], path: str):
+        self.kind, self.path, self._make, self._text = kind, path, make, None
+
+    @property
+    def message(self) -> str:   # type: ignore[override]
+        if self._text is None:
+            self._text = self._make()
+        return self._text
+
+    @property
+    def args(self) -> tuple:   # type: ignore[override]
+        return (self.message,)
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __repr__(self) -> str:
+        return f"ParseError({self.kind!r}, {self.message!r}, {self.path!r})"
+
+    def __reduce__(self) -> tuple:
+        return ParseError, (self.kind, self.message, self.path)
+
+
+def _fail(kind: str, make: Callable[[], str], p: str) -> ParseError:
+    return SchemaParseError(kind, make, p)
 
 
 class Evaluator:
@@ -107,7 +152,8 @@ class Evaluator:
 
     def check(self, value: Any, path: str) -> Any:
         self.run(value, path)
-        return self._whole(self.root, "", value, 0) if self.integers else value
+        return self._whole(self.root, "", value, 0) if self.integers and _has_float(value) \
+            else value
 
     def _whole(self, s: Any, base: str, v: Any, depth: int) -> Any:
         """A valid `v` with each integer-valued float that the schema declares an integer
@@ -116,8 +162,8 @@ class Evaluator:
         and other properties, items, prefixItems, $ref, allOf) or in a branch the value takes:
         the first alternative of anyOf / oneOf it fits, `then` when it fits `if` (and `if`
         itself), `else` when not, the dependentSchemas of the keys it has."""
-        if not isinstance(s, dict) or depth > 200:
-            return v
+        if type(v) not in _HOLDS_FLOATS or not isinstance(s, dict) or depth > 200:
+            return v   # (a string, an int, a boolean, null: nothing to write as an int)
         if isinstance(s.get("$id"), str):
             base = _join(base, s["$id"]).partition("#")[0]
         if "$ref" in s:
@@ -130,7 +176,8 @@ class Evaluator:
                 return int(v)
         elif type(v) is dict and ("properties" in s or "patternProperties" in s
                                   or "additionalProperties" in s):
-            v = {k: self._whole_key(s, base, k, x, depth) for k, x in v.items()}
+            v = {k: self._whole_key(s, base, k, x, depth) if type(x) in _HOLDS_FLOATS else x
+                 for k, x in v.items()}
         elif type(v) is list and (isinstance(s.get("prefixItems"), list) or "items" in s):
             prefix, items = s.get("prefixItems") or [], s.get("items")
             v = [self._whole(prefix[i] if i < len(prefix) else items, base, x, depth + 1)
@@ -235,7 +282,7 @@ class Evaluator:
             return lambda v, p: _NONE
         if s is False:
             def nothing(v, p):
-                raise _fail("invalid_value", f"{p} must not be given (the schema allows no "
+                raise _fail("invalid_value", lambda: f"{p} must not be given (the schema allows no "
                                              f"value here)", p)
             return nothing
         if not isinstance(s, dict):
@@ -277,7 +324,7 @@ class Evaluator:
                     inner(v, p)
                 except ParseError:
                     return _NONE
-                raise _fail("invalid_value", f"{p} must not match the schema under 'not' "
+                raise _fail("invalid_value", lambda: f"{p} must not match the schema under 'not' "
                                              f"({ptr}/not); got {json_head(v)}", p)
             steps.append(not_)
         if "if" in s:
@@ -339,7 +386,7 @@ class Evaluator:
                 for t in types:
                     if _is(v, t):
                         return _NONE
-                raise _fail("type_mismatch", f"{p} must be {words}, got {_type_of(v)} "
+                raise _fail("type_mismatch", lambda: f"{p} must be {words}, got {_type_of(v)} "
                                              f"{json_head(v)}", p)
             steps.append(type_)
         if "enum" in s or "const" in s:
@@ -361,7 +408,7 @@ class Evaluator:
                 for allowed in values:
                     if equal(v, allowed):
                         return _NONE
-                raise _fail("enum_violation", f"{p} must be {what}; got {json_head(v)}", p)
+                raise _fail("enum_violation", lambda: f"{p} must be {what}; got {json_head(v)}", p)
             steps.append(choice)
         for key, test, text in (("minimum", lambda v, b: v >= b, ">="),
                                 ("exclusiveMinimum", lambda v, b: v > b, ">"),
@@ -397,7 +444,7 @@ class Evaluator:
 
             def pattern(v, p):
                 if isinstance(v, str) and not rx.search(v, p):
-                    raise _fail("invalid_value", f"{p} must match the pattern {text}, got "
+                    raise _fail("invalid_value", lambda: f"{p} must match the pattern {text}, got "
                                                  f"{json_head(v)}", p)
                 return _NONE
             steps.append(pattern)
@@ -407,7 +454,7 @@ class Evaluator:
 
             def form(v, p):
                 if isinstance(v, str) and not test(v):
-                    raise _fail("invalid_value", f"{p} must be in the format {fmt}, got "
+                    raise _fail("invalid_value", lambda: f"{p} must be in the format {fmt}, got "
                                                  f"{json_head(v)}", p)
                 return _NONE
             steps.append(form)
@@ -416,7 +463,7 @@ class Evaluator:
 
             def bits(v, p):
                 if _number(v) and lo is not None and not lo <= v <= hi:
-                    raise _fail("invalid_value", f"{p} must fit the format {fmt} (from {lo} "
+                    raise _fail("invalid_value", lambda: f"{p} must fit the format {fmt} (from {lo} "
                                                  f"to {hi}), got {json_head(v)}", p)
                 return _NONE
             steps.append(bits)
@@ -428,7 +475,7 @@ class Evaluator:
                     for i in range(len(v)):
                         for j in range(i):
                             if equal(v[i], v[j]):
-                                raise _fail("invalid_value", f"{p}[{i}] repeats {p}[{j}]; items "
+                                raise _fail("invalid_value", lambda: f"{p}[{i}] repeats {p}[{j}]; items "
                                                              f"must differ", f"{p}[{i}]")
                 return _NONE
             steps.append(unique)
@@ -450,10 +497,10 @@ class Evaluator:
                         first = err
             if not passed:
                 assert first is not None
-                raise _fail(first.kind, f"{p} fits none of the alternatives of {key}; the "
+                raise _fail(first.kind, lambda: f"{p} fits none of the alternatives of {key}; the "
                                         f"closest: {first}", first.path or p)
             if one and passed > 1:
-                raise _fail("invalid_value", f"{p} fits {passed} of the alternatives of oneOf; "
+                raise _fail("invalid_value", lambda: f"{p} fits {passed} of the alternatives of oneOf; "
                                              f"it must fit exactly one", p)
             return _merge(found)
         return alternatives
@@ -470,7 +517,7 @@ class Evaluator:
                 if isinstance(v, dict):
                     for r in required:
                         if r not in v:
-                            raise _fail("missing_required", f"{p}.{r} is required", f"{p}.{r}")
+                            raise _fail("missing_required", lambda: f"{p}.{r} is required", f"{p}.{r}")
                 return _NONE
             steps.append(required_)
         deps = s.get("dependentRequired")
@@ -487,7 +534,7 @@ class Evaluator:
                         if k in v:
                             for r in needs:
                                 if r not in v:
-                                    raise _fail("missing_required", f"{p}.{r} is required when "
+                                    raise _fail("missing_required", lambda: f"{p}.{r} is required when "
                                                                     f"{p}.{k} is given",
                                                 f"{p}.{r}")
                 return _NONE
@@ -518,7 +565,9 @@ class Evaluator:
                 rx = self._pattern(text)
             except OptionError as exc:
                 raise self.fail(ptr, f"patternProperties: {exc}") from None
-            patterns.append((rx, c(x, base, f"{ptr}/patternProperties/{text}")))
+            # (a pattern `re` runs in bounded work is called directly: the hot loop)
+            patterns.append((rx.plain.search if rx.plain is not None else None, rx,
+                             c(x, base, f"{ptr}/patternProperties/{text}")))
         extra = c(s["additionalProperties"], base, f"{ptr}/additionalProperties") \
             if "additionalProperties" in s else None
         if props and not patterns and extra is None:
@@ -543,13 +592,13 @@ class Evaluator:
                     matched = run is not None
                     if matched:
                         run(x, here)
-                    for rx, prun in patterns:
-                        if rx.search(k, here):
+                    for find, rx, prun in patterns:
+                        if find(k) if find is not None else rx.search(k, here):
                             prun(x, here)
                             matched = True
                     if not matched and extra is not None:
                         if s["additionalProperties"] is False:
-                            raise _fail("invalid_value", f"{here} is not allowed (the schema "
+                            raise _fail("invalid_value", lambda: f"{here} is not allowed (the schema "
                                                          f"allows no other keys)", here)
                         extra(x, here)
                         matched = True
@@ -598,11 +647,11 @@ class Evaluator:
                     except ParseError:
                         pass
                 if len(hits) < lo:
-                    raise _fail("invalid_value", f"{p} must hold at least {int(lo)} item(s) "
+                    raise _fail("invalid_value", lambda: f"{p} must hold at least {int(lo)} item(s) "
                                                  f"matching 'contains' ({ptr}/contains), holds "
                                                  f"{len(hits)}", p)
                 if hi is not None and len(hits) > hi:
-                    raise _fail("invalid_value", f"{p} must hold at most {int(hi)} item(s) "
+                    raise _fail("invalid_value", lambda: f"{p} must hold at most {int(hi)} item(s) "
                                                  f"matching 'contains', holds {len(hits)}", p)
                 return (frozenset(), frozenset(hits))
             steps.append(contains)
@@ -625,7 +674,7 @@ class Evaluator:
                 for k in extra:
                     here = f"{p}.{safe_key(k)}"
                     if no_props:
-                        raise _fail("invalid_value", f"{here} is not allowed (no part of the "
+                        raise _fail("invalid_value", lambda: f"{here} is not allowed (no part of the "
                                                      f"schema allows this key)", here)
                     props(v[k], here)
                 done_props = done_props | frozenset(extra)
@@ -633,7 +682,7 @@ class Evaluator:
                 extra = [i for i in range(len(v)) if i not in done_items]
                 for i in extra:
                     if no_items:
-                        raise _fail("invalid_value", f"{p}[{i}] is not allowed (no part of the "
+                        raise _fail("invalid_value", lambda: f"{p}[{i}] is not allowed (no part of the "
                                                      f"schema allows this item)", f"{p}[{i}]")
                     items(v[i], f"{p}[{i}]")
                 done_items = done_items | frozenset(extra)
@@ -654,7 +703,7 @@ def _merge(found: list) -> tuple:
 def _bound(test: Callable, b: Any, text: str) -> Callable:
     def bound(v, p):
         if _number(v) and not test(v, b):
-            raise _fail("invalid_value", f"{p} must be {text} {b}, got {json_head(v)}", p)
+            raise _fail("invalid_value", lambda: f"{p} must be {text} {b}, got {json_head(v)}", p)
         return _NONE
     return bound
 
@@ -672,7 +721,7 @@ def _multiple(m: Any) -> Callable:
         else:
             bad = bool(v % m)
         if bad:
-            raise _fail("invalid_value", f"{p} must be a multiple of {m}, got {json_head(v)}", p)
+            raise _fail("invalid_value", lambda: f"{p} must be a multiple of {m}, got {json_head(v)}", p)
         return _NONE
     return multiple
 
@@ -680,7 +729,7 @@ def _multiple(m: Any) -> Callable:
 def _size(kind: type, n: int, at_least: bool, unit: str) -> Callable:
     def size(v, p):
         if isinstance(v, kind) and (len(v) < n if at_least else len(v) > n):
-            raise _fail("invalid_value", f"{p} must have at {'least' if at_least else 'most'} "
+            raise _fail("invalid_value", lambda: f"{p} must have at {'least' if at_least else 'most'} "
                                          f"{n} {unit}, got {len(v)}", p)
         return _NONE
     return size
