@@ -92,6 +92,26 @@ def test_a_text_whose_check_would_pass_the_work_limit_is_refused_not_run_on():
     assert rx.work <= WORK_LIMIT + 2_000
 
 
+def test_re_runs_a_pattern_only_on_texts_its_shape_bounds_and_the_automaton_keeps_little():
+    # no repetition: `re` tries each start once, each try up to the pattern's length; past
+    # `plain_max` characters that product passes the limit and the automaton counts instead
+    rx = compile_pattern("x" + "[ab]" * 2_000)
+    assert rx.plain is not None and rx.plain_max < 2_000
+    assert rx.search("ab" * 400 + "x" + "a" * 2_000) is True     # 2,801 characters
+    assert rx.closed    # (the automaton ran)
+    before = rx.work
+    assert rx.search("ab" * 5_000) is False
+    assert 10_000 <= rx.work - before <= 4 * 10_000
+    # the sets the automaton keeps start over past a bound, so memory stays bounded too
+    rx = compile_pattern("[ab]*a[ab]{16}$")   # 2^17 sets of positions may be met
+    rng = random.Random(3)
+    for _ in range(2):   # (30,000 characters: about as many sets, so the bound is met)
+        text = "".join(rng.choice("ab") for _ in range(30_000))
+        # (`re` itself takes time quadratic in the text here, trying each start)
+        assert rx.search(text) is (text[-17] == "a")
+        assert len(rx.moves) <= 20_001 and len(rx.sets) <= 20_002
+
+
 @pytest.mark.parametrize("pattern, named", [
     (r"(a)\1", "a backreference"), (r"^(?=.*\d)\w+$", "a lookahead"),
     (r"(?<!x)y", "a negative lookahead or lookbehind"), (r"(?>a+)b", "an atomic group"),

@@ -10,11 +10,12 @@ automaton instead: each character of the text moves a set of positions in the pa
 length times the pattern's size, and it is counted (`Pattern.work`). The patterns whose
 backtracking is bounded by their shape (no repetition or alternation; or anchored at the start
 with single characters repeated, at most one without a bound: `^[a-z_]+$`) run on `re`
-directly, which is faster. What an automaton cannot run — backreferences, lookahead / lookbehind,
-conditionals, atomic groups, possessive repeats, the flags (?m) (?a) (?L) — is refused when the schema is
-read, with an `OptionError` naming the construct; a pattern whose counted repeats make it too
-large once written out (`(a{1000}){1000}`) likewise. A text whose check would go past
-`WORK_LIMIT` steps is refused (a `ParseError` saying so), never run to the end.
+directly, which is faster, on a text short enough for that bound to stay under `WORK_LIMIT`.
+What an automaton cannot run — backreferences, lookahead / lookbehind, conditionals, atomic
+groups, possessive repeats, the flags (?m) (?a) (?L) — is refused when the schema is read, with
+an `OptionError` naming the construct; a pattern whose counted repeats make it too large once
+written out (`(a{1000}){1000}`) likewise. A text whose check would go past `WORK_LIMIT` steps is
+refused (a `ParseError` saying so), never run to the end.
 """
 from __future__ import annotations
 
@@ -108,7 +109,10 @@ class Pattern:
         self.start = self._seq(list(parsed), self.match, flags)
         self.anchored = bool(parsed) and str(parsed[0][0]) == "AT" and \
             str(parsed[0][1]) in ("AT_BEGINNING", "AT_BEGINNING_STRING")
+        self.ways = 1   # (for `re`: the ways its backtracking may take at one position)
         self.plain = re.compile(text) if self._bounded_for_re(list(parsed)) else None
+        #: The longest text `re` runs this pattern on (longer ones go to the automaton).
+        self.plain_max = WORK_LIMIT // (len(self.kind) * self.ways)
         self.states: dict[frozenset, int] = {}
         self.sets: list[frozenset] = []
         self.closed: dict[tuple, tuple] = {}   # (state, context) -> (chars, matched)
@@ -139,6 +143,7 @@ class Pattern:
                 unbounded += 1
             else:
                 ways *= hi - lo + 1
+        self.ways = ways
         return unbounded <= 1 and ways <= 64
 
     # -- the automaton -------------------------------------------------------------------------
@@ -255,14 +260,9 @@ class Pattern:
     def search(self, text: str, path: str | None = None) -> bool:
         """Whether the pattern matches somewhere in `text` (`re.search`'s answer); a
         `ParseError` when the check would take more than `WORK_LIMIT` steps."""
-        if self.plain is not None:
+        if self.plain is not None and len(text) <= self.plain_max:
             self.work += len(text) + 1
             return self.plain.search(text) is not None
-        if len(self.moves) > _CACHE:
-            self.states.clear()
-            self.sets.clear()
-            self.closed.clear()
-            self.moves.clear()
         n, limit = len(text), self.work + WORK_LIMIT
         bounds = bool(self.uses & {"AT_BOUNDARY", "AT_NON_BOUNDARY"})
         ends = bool(self.uses & {"AT_END", "AT_END_STRING"})
@@ -292,12 +292,23 @@ class Pattern:
             else:
                 self.work += 1
             state, before = nxt, after
+            if len(moves) > _CACHE:   # the sets met so far start over: memory stays bounded
+                state = self._forget(state)
             if self.work > limit:
-                raise ParseError("invalid_value", f"{path or 'the text'}: matching the pattern {self.text} on a text "
-                                                  f"of {n} characters would take more than "
-                                                  f"{WORK_LIMIT} steps; give a shorter text",
-                                 path)
+                raise ParseError("invalid_value", f"{path or 'the text'}: matching the pattern "
+                                                  f"{self.text} on a text of {n} characters "
+                                                  f"would take more than {WORK_LIMIT} steps; "
+                                                  f"give a shorter text", path)
         return False   # (not reached: the loop returns at pos == n)
+
+    def _forget(self, state: int) -> int:
+        """Empty the kept sets and moves but the current set; its new number."""
+        current = self.sets[state]
+        self.states.clear()
+        self.sets.clear()
+        self.closed.clear()
+        self.moves.clear()
+        return self._state(current)
 
 
 def compile_pattern(text: Any) -> Pattern:

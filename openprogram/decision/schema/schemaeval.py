@@ -566,8 +566,8 @@ class Evaluator:
             except OptionError as exc:
                 raise self.fail(ptr, f"patternProperties: {exc}") from None
             # (a pattern `re` runs in bounded work is called directly: the hot loop)
-            patterns.append((rx.plain.search if rx.plain is not None else None, rx,
-                             c(x, base, f"{ptr}/patternProperties/{text}")))
+            patterns.append((rx.plain.search if rx.plain is not None else None, rx.plain_max,
+                             rx, c(x, base, f"{ptr}/patternProperties/{text}")))
         extra = c(s["additionalProperties"], base, f"{ptr}/additionalProperties") \
             if "additionalProperties" in s else None
         if props and not patterns and extra is None:
@@ -592,8 +592,9 @@ class Evaluator:
                     matched = run is not None
                     if matched:
                         run(x, here)
-                    for find, rx, prun in patterns:
-                        if find(k) if find is not None else rx.search(k, here):
+                    for find, most, rx, prun in patterns:
+                        if find(k) if find is not None and len(k) <= most else \
+                                rx.search(k, here):
                             prun(x, here)
                             matched = True
                     if not matched and extra is not None:
