@@ -131,7 +131,8 @@ class Document:
             # tracks base URIs reads it first, and gets each target's own base)
             return self._walk(self.root, ref[1:], ref, "", ptr)
         self.scan()
-        uri = join_uri(base, ref)
+        # (`""`: where the caller does not track bases, the reference sits in the root's)
+        uri = join_uri(base or self.bases.get(id(self.root), ""), ref)
         doc_uri, _, fragment = uri.partition("#")
         doc = self.resources.get(doc_uri)
         if doc is None:
@@ -171,7 +172,9 @@ class Document:
                 name = "#" if ref == "#" else ref.rpartition("#")[2].rpartition("/")[2]
                 name = _unescape(name)
             rest = {k: v for k, v in node.items() if k != "$ref"}
-            node = ({**target, **rest} if rest else target) if isinstance(target, dict) else \
-                (target if not rest else rest)
+            if isinstance(target, dict):
+                node = {**target, **rest} if rest else target
+            else:   # `true` adds nothing to the node's own keywords; `false` allows nothing
+                node = (rest or True) if target is True else target
             seen += 1
         return node, base, name
