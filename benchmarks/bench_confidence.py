@@ -159,7 +159,7 @@ def core_logprobs_cost(repeat: int = 2000) -> str:
     `logprobs.tokens_of` over the reply's tokens (as the server's JSON sends them) and
     `logprobs.distribution` over the 20 options of the desk, 20 alternatives at every token
     (OpenAI's most), the pick `refund_partial` written in three tokens."""
-    from openprogram.runtimes.logprobs import distribution, tokens_of
+    from openprogram.runtimes.providers.logprobs import distribution, tokens_of
     names = list(DESK)
     pieces = ['{"', "decision", '":{"', "call", '":"', "ref", "und", "_partial", '","',
               "args", '":{', "}}}"]

@@ -20,8 +20,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable, NoReturn
 
-from ..base.errors import ArgumentError
+from ..base.errors import ArgumentError, OptionError
 from ..trace.records import Repair  # the record lives with the attempt that carries it
+from .schema.refs import Document
 
 __all__ = ["LEVELS", "DEFAULT_REPAIR", "KINDS", "Repair", "check_repair", "repair_syntax",
            "repair_name", "repair_value", "repair_wrapper", "value_fix", "near_names",
@@ -515,16 +516,14 @@ def _parts(path: str) -> list[Any] | None:
 
 
 def _deref(s: Any, root: dict[str, Any]) -> Any:
+    doc = Document(root)
     for _ in range(32):
         if not isinstance(s, dict) or "$ref" not in s:
             break
-        ref = s["$ref"]
-        if not isinstance(ref, str) or not ref.startswith("#/"):
+        try:   # (the one rule every reader of a schema follows: schema/refs.py)
+            s = doc.resolve(s["$ref"])[0]
+        except OptionError:
             return None
-        node: Any = root
-        for part in ref[2:].split("/"):
-            node = node.get(part) if isinstance(node, dict) else None
-        s = node
     if isinstance(s, dict):
         for key in ("anyOf", "oneOf"):
             alts = s.get(key)

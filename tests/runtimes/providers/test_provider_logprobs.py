@@ -157,7 +157,7 @@ def test_only_the_alternatives_of_the_names_first_token_are_read():
     """A streamed reply hands every token's alternatives to `tokens_of`; the distribution needs
     those of the name's first token only, so no other alternative is taken apart (work bound
     by the alternatives of one token, not of the whole reply)."""
-    from openprogram.runtimes.logprobs import distribution, tokens_of
+    from openprogram.runtimes.providers.logprobs import distribution, tokens_of
     reads = []
 
     class Alt:  # an SDK object (ChatCompletionTokenLogprob's TopLogprob) that counts reads
