@@ -553,6 +553,30 @@ def test_below_menu_the_reask_names_the_fix():
     assert "equally near the options 'go_home', 'go-home'" in rt.calls[1].prompt
 
 
+def test_a_custom_reask_gets_the_same_hint_as_the_default():
+    replies = ['{"call": "Look-Up", "args": {"city": "Bern"}}',
+               '{"call": "look_up", "args": {"city": "Bern", "days": "2"}}',
+               '{"call": "look_up", "args": {"city": "Bern"}}']
+    rt = ScriptedRuntime(replies)
+    decision.make("Pick.", OPTIONS, runtime=rt, max_retries=2, repair="safe",
+                  reask="{kind}: {error} | {hint}")
+    assert [c.prompt.split(":")[0] for c in rt.calls[1:]] == ["unknown_call", "type_mismatch"]
+    hints = [c.prompt.split(" | ", 1)[1] for c in rt.calls[1:]]
+    assert hints == ["""It nearly matches the option 'look_up': write "call": "look_up".""",
+                     "At args.days write 2 (the number without quotes)."]
+    seen: list = []
+    rt = ScriptedRuntime(replies)
+    decision.make("Pick.", OPTIONS, runtime=rt, max_retries=2, repair="safe",
+                  reask=lambda r: seen.append(r) or f"again ({r.hint or 'no hint'})")
+    assert [r.hint for r in seen] == hints
+    assert rt.calls[2].prompt == "again (At args.days write 2 (the number without quotes).)"
+    # a failure no repair level would fix has no hint
+    rt = ScriptedRuntime(['{"call": "look_up", "args": {}}', '{"call": "look_up", '
+                          '"args": {"city": "Bern"}}'])
+    decision.make("Pick.", OPTIONS, runtime=rt, repair="safe", reask="[{hint}]")
+    assert rt.calls[1].prompt == "[]"
+
+
 SAFE_TEXT = st.text(alphabet=st.characters(blacklist_characters="\\\"'",
                                            blacklist_categories=("Cs",)), max_size=8)
 SLOPPY_JSON = st.recursive(
