@@ -221,11 +221,11 @@ def _items(table: Table, journal: Journal | None,
 
 def _open_journal(journal: Any, name: str, prompt: str, menu: Sequence[Option], mode: str,
                   rt: Runtime,
-                  table: Table, concurrency: int) -> Journal | None:
+                  table: Table, concurrency: int, repair: str | None = None) -> Journal | None:
     if journal is None:
         return None
     return Journal(journal, {"section": name, "prompt": prompt, "menu": render_menu(menu),
-                             "mode": mode, "runtime": rt.name,
+                             "mode": mode, "runtime": rt.name, "repair": repair,
                              "options": [o.name for o in menu], "total": table.total,
                              "expected": table.has_expected,
                              "concurrency": concurrency})
@@ -242,7 +242,7 @@ class _Run:
         self.limit = limit
         self.concurrency, self.name = concurrency, name
         self.journal = _open_journal(journal, name, table.prompt, menu, settings["mode"], rt,
-                                     table, concurrency)
+                                     table, concurrency, settings.get("repair"))
         self.names = [o.name for o in menu]
         self.sink = _Sink(self.names, table.total, self.journal)
         before = len(self.journal.done) if self.journal is not None else 0
@@ -414,7 +414,8 @@ def evaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runtime | N
     (traces, results and errors are read back from the file when asked for). Calling the same
     evaluation again with the same journal resumes it: rows already journaled are not run again
     and the progress bar starts at their count. A journal of another evaluation (another
-    prompt, option set, way of asking or runtime) is refused with `JournalMismatch`.
+    prompt, option set, way of asking, runtime or `repair=` level) is refused with
+    `JournalMismatch`.
 
     `batch=True` (OpenAIRuntime, AnthropicRuntime) sends the rows through the provider's
     batch API (half the price, answered within a day; see `openprogram.runtimes.batch`): all
