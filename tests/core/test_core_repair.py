@@ -553,6 +553,17 @@ def test_below_menu_the_reask_names_the_fix():
     assert "equally near the options 'go_home', 'go-home'" in rt.calls[1].prompt
 
 
+def test_a_key_with_a_broken_escape_is_reasked_not_raised():
+    # the repaired key is decoded as JSON text; a bad escape in it (\\x) raised the decoder's
+    # own JSONDecodeError out of decision.make instead of failing the attempt
+    for bad in ("{'call': 'go', 'c\\x': 1}", '{"call": "go", "c\\x": 1,}'):
+        rt = ScriptedRuntime([bad, '{"call": "go"}'])
+        assert decision.make("Pick.", ["stay", "go"], runtime=rt) == "go"
+        first = decision.last_trace().attempts[0]
+        assert first.error_kind == "no_action" and first.repairs == []
+        assert R.repair_syntax(bad) is None
+
+
 def test_a_custom_reask_gets_the_same_hint_as_the_default():
     replies = ['{"call": "Look-Up", "args": {"city": "Bern"}}',
                '{"call": "look_up", "args": {"city": "Bern", "days": "2"}}',
