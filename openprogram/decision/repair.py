@@ -116,17 +116,19 @@ _PICK_START = re.compile(r"""\{(?:[ \t\r\n]|//[^\n]{0,200}\n|/\*[^*]{0,200}\*/){
 
 # The object lane of the syntax repair: after an object key (the token loop's own token), the
 # rest of a member whose value is a scalar (a string in either quotes, a number, a literal, each
-# as _TOKEN reads it), and with _MEMBER the comma and the next key too, in one match. Only single
+# as _TOKEN reads it), and the comma and the next key after it when they follow, in one match. Only single
 # spaces around the colon and the comma: each is one token of the loop, so a match spends
 # exactly the budget its tokens would.
-_DQ = r'"[^"\\]*(?:\\.[^"\\]*)*"'
-_SQ = r"'[^'\\]*(?:\\.[^'\\]*)*'"
+# Strings of a few hundred characters only: the token loop finds a long one's end by substring
+# search, many times faster than a pattern reads it. (Possessive: a string ends at its first
+# unescaped quote, one way only, so a match that fails is not tried a character shorter.)
+_DQ = r'"[^"\\]{0,256}+(?:\\.[^"\\]{0,256}+){0,16}+"'
+_SQ = r"'[^'\\]{0,256}+(?:\\.[^'\\]{0,256}+){0,16}+'"
 _NUM = (r"-?(?:0|[1-9][0-9]{0,999})(?:\.[0-9]{1,1000})?(?:[eE][+-]?[0-9]{1,4})?"
         r"(?![0-9A-Za-z_.])")
 _VALUE = rf"{_DQ}|{_SQ}|{_NUM}|(?:true|false|null|True|False|None)(?![A-Za-z0-9_$])"
 _KEY = rf"{_DQ}|{_SQ}|[A-Za-z_$][A-Za-z0-9_$]{{0,99}}(?![A-Za-z0-9_$])"
-_AFTER_KEY = re.compile(rf" ?: ?({_VALUE})", re.S)
-_MEMBER = re.compile(rf" ?: ?({_VALUE}) ?, ?({_KEY})", re.S)
+_MEMBER = re.compile(rf" ?: ?({_VALUE})(?: ?, ?({_KEY}))?", re.S)
 # What can follow a `{` in JSON (the C decoder fails at once on anything else).
 _OBJECT_GOES_ON = ('"', "}", " ", "\t", "\r", "\n")
 _new = object.__new__
@@ -351,12 +353,12 @@ def _one_value(text: str, start: int, budget: list[int],
                 out.append(key)
                 top[1] = "colon"
                 pos = end
-                m = _MEMBER.match(text, end) or _AFTER_KEY.match(text, end)
+                m = _MEMBER.match(text, end)
                 if m is None:
                     break
                 regs = m.regs
                 a, b = regs[1]
-                nxt = regs[2] if len(regs) > 2 else None
+                nxt = regs[2] if regs[2][0] >= 0 else None
                 # the colon, the value, a space before either; a space, the comma, a space
                 # and the key after it
                 budget[0] -= a - end + 1 + (nxt[0] - b + 1 if nxt else 0)

@@ -616,6 +616,39 @@ def test_a_sloppy_pick_repairs_to_the_value_it_spells(args, flags):
     assert got[1] == (12, 12 + len(text))
 
 
+PLAIN_TEXT = st.text(alphabet=st.characters(blacklist_characters="\\\"' \t",
+                                            blacklist_categories=("Cs",)), max_size=8)
+PLAIN_JSON = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-10**9, 10**9), PLAIN_TEXT),
+    lambda inner: st.one_of(st.lists(inner, max_size=4),
+                            st.dictionaries(st.from_regex(r"[a-z_][a-z0-9_]{0,5}", fullmatch=True),
+                                            inner, max_size=4)),
+    max_leaves=16)
+
+
+@settings(max_examples=300, deadline=None)
+@given(args=st.dictionaries(st.from_regex(r"[a-z_][a-z0-9_]{0,5}", fullmatch=True),
+                            PLAIN_JSON, max_size=5),
+       flags=st.fixed_dictionaries({k: st.booleans() for k in
+                                    ("sq", "bare", "py", "comma", "comment")}),
+       cut_at=st.one_of(st.none(), st.integers(1, 400)))
+def test_plain_members_read_in_one_match_as_token_by_token(args, flags, cut_at):
+    # Members written `key: value, key` with single spaces are read one match at a time; a tab
+    # in place of each space (same length, same token count) makes the token loop read them:
+    # the pick, its span and every repair are the same either way.
+    text = "Here it is: " + dump({"call": "x", "args": args}, **flags)
+    cut = cut_at is not None
+    if cut:
+        text = text[:cut_at]
+    fast, slow = R.repair_syntax(text, cut), R.repair_syntax(text.replace(" ", "\t"), cut)
+    if fast is None or slow is None:
+        assert fast is None and slow is None, text
+        return
+    assert fast[:2] == slow[:2]
+    assert [(r.kind, r.path, r.before, r.after, r.span) for r in fast[2]] == \
+        [(r.kind, r.path, r.before.replace("\t", " "), r.after, r.span) for r in slow[2]]
+
+
 def json_ok(text):
     try:
         json.loads(text)
