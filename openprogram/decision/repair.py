@@ -213,7 +213,9 @@ def _one_value(text: str, start: int, budget: list[int],
             pos += 1
             continue
         close = text.find(c, pos + 1) if c in "\"'" else -1
-        if close < 0 and c in "\"'":
+        if c in "{}[]:,":  # a bracket, colon or comma is its own token (_TOKEN's `p`)
+            kind, tok, end = "p", c, pos + 1
+        elif close < 0 and c in "\"'":
             kind, tok, end = "cut", c, pos + 1  # no closing quote anywhere after it
         elif close > 0 and text.find("\\", pos + 1, close) < 0:
             # a string without escapes: found by substring search, much faster than a pattern
