@@ -113,15 +113,15 @@ def reask_prompt(request: str, reply: Any, err: ParseError, menu_text: str,
     """The re-ask (P7): by default the request, the previous reply, the problem, and the menu
     again; `reask` (from `check_reask`) writes the user's own text from the same facts."""
     shown = _bounded(reply if isinstance(reply, str) else repr(reply))
+    hint = getattr(err, "hint", "")  # the fix a repair level above would have made (repair.py)
     facts = Reask(request=request, reply=shown, kind=err.kind, error=err.message,
-                  path=err.path or "", menu=menu_text, attempt=attempt)
+                  path=err.path or "", menu=menu_text, attempt=attempt, hint=hint)
     if reask is not None:
         text = reask(facts)
         if not isinstance(text, str):
             raise UsageError(f"reask= callable returned {type(text).__name__}; it must return "
                             f"the text to send (a str)")
         return text
-    hint = getattr(err, "hint", "")  # the fix a repair level above would have made (repair.py)
     return DEFAULT_REASK.format(request=request, reply=shown, kind=err.kind, error=err.message,
                                menu=menu_text, advice=explain(err.kind) + (
                                    f"\n{hint}" if hint else ""),
@@ -747,7 +747,8 @@ def make(prompt: str, options: Options, *, runtime: ModelCaller | None = None,
     `validate=rule` is called with the `Pick` before anything runs; raising
     `openprogram.Retry("why")` rejects it (kind `rejected`, "why" goes to the model in the
     re-ask). `reask=` replaces the re-ask text: a format template with the fields of `Reask`
-    ({request}, {reply}, {kind}, {error}, {path}, {menu}, {attempt}) or a callable of a `Reask`.
+    ({request}, {reply}, {kind}, {error}, {path}, {menu}, {attempt}, {hint}) or a callable of a
+    `Reask`.
     `mode=` is the way of asking: "menu" (the text menu, the default), "tools" (one native
     tool per option) or "json_schema" (the provider's structured output); see modes.py.
 

@@ -227,6 +227,7 @@ def _open_journal(journal: Any, name: str, prompt: str, menu: Sequence[Option], 
         return None
     return Journal(journal, {"section": name, "prompt": prompt, "menu": render_menu(menu),
                              "mode": mode, "runtime": rt.name,
+                             "repair": (settings or {}).get("repair"),
                              "options": [o.name for o in menu], "total": table.total,
                              "expected": table.has_expected,
                              "concurrency": concurrency,
@@ -432,7 +433,8 @@ def evaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runtime | N
     (traces, results and errors are read back from the file when asked for). Calling the same
     evaluation again with the same journal resumes it: rows already journaled are not run again
     and the progress bar starts at their count. A journal of another evaluation (another
-    prompt, option set, way of asking or runtime) is refused with `JournalMismatch`.
+    prompt, option set, way of asking, runtime or `repair=` level) is refused with
+    `JournalMismatch`.
 
     `batch=True` (OpenAIRuntime, AnthropicRuntime) sends the rows through the provider's
     batch API (half the price, answered within a day; see `openprogram.runtimes.providers.batch`): all
