@@ -49,8 +49,8 @@ __all__ = ["Agent", "agent", "aagent", "Retry", "ToolError", "WaitTimeout", "Pic
 # Evaluation and toolsets load on first use (`openprogram.compare`, `openprogram.Variant`,
 # `openprogram.register_toolset`).
 __getattr__, __dir__ = lazy_names(__name__, {
-    "compare": ".evaluation.evaluate",
-    "acompare": ".evaluation.evaluate", "Variant": ".evaluation.evaluate",
+    "compare": ".evaluation.variants",
+    "acompare": ".evaluation.variants", "Variant": ".evaluation.variants",
     "evaluate": ".evaluation.evaluate", "aevaluate": ".evaluation.evaluate",
     "EvaluationResult": ".evaluation.results",
     "ComparisonResult": ".evaluation.comparison",

@@ -35,8 +35,8 @@ __all__ = ["make", "amake", "render_options", "extract_action", "parse_args", "r
 # Evaluation and re-checking load on first use: a decision needs neither.
 __getattr__, __dir__ = lazy_names(__name__, {
     "evaluate": "openprogram.evaluation.evaluate", "aevaluate": "openprogram.evaluation.evaluate",
-    "compare": "openprogram.evaluation.evaluate", "acompare": "openprogram.evaluation.evaluate",
-    "Variant": "openprogram.evaluation.evaluate",
+    "compare": "openprogram.evaluation.variants", "acompare": "openprogram.evaluation.variants",
+    "Variant": "openprogram.evaluation.variants",
     "improve": "openprogram.evaluation.improve", "aimprove": "openprogram.evaluation.improve",
     "Improvement": "openprogram.evaluation.improve",
     "revalidate": ".recheck", "steps": ".stepthrough"})

@@ -378,7 +378,7 @@ def test_an_unknown_level_is_a_clear_error_listing_the_levels():
             decision.make("Pick.", OPTIONS, runtime=ScriptedRuntime([]), repair=bad)
     with pytest.raises(ValueError, match="repair="):
         decision.parse_args("{}", OPTIONS, repair="loose")
-    from openprogram.evaluation.evaluate import Variant
+    from openprogram.evaluation.variants import Variant
     with pytest.raises(ValueError, match="'off', 'safe', 'menu'"):
         Variant(repair="all")
 
@@ -443,7 +443,7 @@ def test_revalidate_shows_what_each_level_would_save():
 
 
 def test_compare_runs_each_variant_at_its_own_level():
-    from openprogram.evaluation.evaluate import Variant
+    from openprogram.evaluation.variants import Variant
     rows = [{"i": i} for i in range(3)]
     rt = ScriptedRuntime(list(SLOPPY_ROWS) * 3)
     res = decision.compare("Pick {i}.", {"off": Variant(repair="off"),
