@@ -6,7 +6,10 @@ the reply, validates its arguments, re-asks on a bad reply, and resolves the pic
 loop talks to the model only through the `ModelCaller` protocol and to option kinds only through
 their methods; each step makes a new frozen `Attempt` record and emits it, and the trace is
 assembled from those events. Entry points that run a whole turn first (`agent(options=)`,
-`exec(response_format=)`) live one layer up, in runtime.py, and drive the same `Decider`.
+`exec(response_format=)`) live one layer up, in runtime/turns.py, and drive the same `Decider`. It is
+long because the `Decider` is one state machine — an attempt sent, its reply read, the pick
+checked, then resolved, repaired or re-asked — whose steps share the attempt being built and the
+trace it changes; splitting them would pass that state between modules.
 """
 from __future__ import annotations
 

@@ -10,7 +10,9 @@ attempt the re-ask built from its parts, followed by the next attempt's stages. 
 a short explanation that names the rule of docs/rules.md it shows. The stages render as static
 HTML (each its own section, inside `view.wrap`, every text a model or option set wrote escaped)
 and as terminal text (`python -m openprogram steps`); the notebook layer steps through the same
-`Stage` records. It reads records only: no model is called and nothing is re-validated.
+`Stage` records. It reads records only: no model is called and nothing is re-validated. It is long
+because it tells one recorded decision stage by stage, each stage citing its rule, and the stages
+read the same attempt.
 """
 from __future__ import annotations
 

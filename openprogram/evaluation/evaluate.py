@@ -12,7 +12,9 @@ inputs, each as a run of this module, and puts their picks side by side. A faili
 `journal=` every finished row is appended to a file as it finishes (see `journal`), so a run that
 dies resumes where it stopped and a million rows need no more memory than their summaries.
 pandas and tqdm are imported only inside functions, so the core stays standard-library-only at
-import time.
+import time. It is long because one run has many parts only it uses (settings checked, rows pulled
+from the table, finished rows summarised and journaled, the batch and rate-limit hooks); lining
+runs up is `variants`'.
 """
 from __future__ import annotations
 

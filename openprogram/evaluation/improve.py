@@ -14,7 +14,9 @@ the held-out rows puts its gain above zero at 95 %. Figures reported are held-ou
 gain on the rows an edit was chosen from says nothing. The search stops at `budget` model
 calls (replies served by a `CachedRuntime` are not counted, so a re-run through the cache is
 free). The user's code is never edited: the result carries the new option set as data, and the
-edits as text to paste.
+edits as text to paste. It is long because the search — the split, the candidates, scoring on
+train, the held-out bootstrap, the budget and the journal it resumes from — is one procedure; where
+its texts come from is `proposers`.
 """
 from __future__ import annotations
 

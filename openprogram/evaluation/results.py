@@ -9,7 +9,9 @@ when asked for (`traces[i]`, `panel(i)`, `to_frame()`), which is what bounds a m
 `EvaluationResult.from_journal(path)` loads a journaled run for analysis without any model.
 Its columns are in `outcomes`, its confidence figures in `calibration`, and `comparison`'s
 `ComparisonResult` lines up the results of `compare`'s variants. pandas is imported only inside
-methods.
+methods. It is long because `EvaluationResult`'s summaries (pick counts, rates, accuracy, the
+confusion table, cascade and repair counts, shortlist recall, the HTML view) all read the same
+compact columns and lazy rows.
 """
 from __future__ import annotations
 
