@@ -22,6 +22,7 @@ INTERRUPTING = [
     "tests/evaluation/test_evaluate_async.py::test_ctrl_c_stops_evaluate_on_the_loop_and_cancels_rows_in_flight",
     "tests/runtimes/providers/test_batch.py::test_ctrl_c_cancels_the_batch_unless_a_journal_can_reattach",
     "tests/runtimes/llamacpp/test_local_decisions.py::test_a_kernel_interrupt_stops_the_generation",
+    "tests/evaluation/test_improve.py::test_an_interrupted_improve_resumes_from_its_journal",
 ]
 
 # The child checks its premise (SIGINT really is ignored, as the shell left it) before running pytest.
