@@ -41,6 +41,7 @@ import warnings
 from pathlib import Path
 
 from ...base.errors import OpenProgramError
+from ...base.jsonl import format_version, write_whole
 from ...base.model_protocol import run_sync
 from ...runtime.runtime import DEFAULT_WINDOW, ModelCallError, ModelResponse, Runtime
 from ...runtime.runtime import as_response
@@ -138,8 +139,8 @@ class _Store:
                              f"format version {version} (one JSON document), and a cache is "
                              f"JSON Lines. Replay it with ReplayRuntime, and give CachedRuntime "
                              f"a new path.")
-        version = first.get("version")
-        if isinstance(version, int) and not isinstance(version, bool) and version > VERSION:
+        version = format_version(first)
+        if version is not None and version > VERSION:
             raise CacheFileError(
                 f"CachedRuntime cannot append to {where!r}: it is a cassette of format version "
                 f"{version}, written by a newer release of openprogram (this one writes version "
@@ -254,15 +255,9 @@ class _Store:
                             self.memory.pop(entry["key"], None)
                             return
                         start = os.fstat(fd).st_size
-                        try:
-                            view = memoryview(data)
-                            while view:
-                                view = view[os.write(fd, view):]
-                            os.fsync(fd)
-                        except BaseException:
-                            # only this line's bytes: every other writer waits on the lock
-                            os.ftruncate(fd, start)
-                            raise
+                        # cut back to `start` on a failure: only this line's bytes, every
+                        # other writer waits on the lock
+                        write_whole(fd, data, start, sync=True)
                 finally:
                     os.close(fd)
             except OSError as exc:
