@@ -104,14 +104,21 @@ def settings_of(runtime: Any) -> dict:
     return scrub({"model": _plain(getattr(runtime, "model", None)), "sampling": sampling})
 
 
+# canonical: sorted keys, no spaces, ASCII (a lone surrogate is written as its escape); made
+# once, as json.dumps with options makes a new encoder per call (a cache hit digests twice)
+_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode
+
+
 def _digest(data: Any) -> str:
-    # canonical: sorted keys, no spaces, ASCII (a lone surrogate is written as its escape)
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(text.encode("ascii")).hexdigest()
+    return hashlib.sha256(_canonical(data).encode("ascii")).hexdigest()
 
 
 def _json_default(value: Any) -> Any:
     return value.to_dict() if isinstance(value, ToolCall) else repr(value)
+
+
+_canonical_live = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                                   default=_json_default).encode
 
 
 def live_key(messages: list, tools: list | None, mode_args: dict, settings: dict) -> str:
@@ -119,8 +126,7 @@ def live_key(messages: list, tools: list | None, mode_args: dict, settings: dict
     its record first (what a cache hit costs): JSON encodes it as `_plain` would make it."""
     request = {"messages": messages, "tools": tools}
     request.update((k, v) for k, v in mode_args.items() if v is not None)
-    text = json.dumps({"request": request, "settings": settings}, sort_keys=True,
-                      separators=(",", ":"), ensure_ascii=True, default=_json_default)
+    text = _canonical_live({"request": request, "settings": settings})
     return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
