@@ -419,7 +419,9 @@ def pack_trace(trace: dict, shared: dict | None) -> tuple[dict, dict | None]:
         new = {"menu": trace.get("menu"), "options": trace.get("options")}
         shared = new
     menu = shared["menu"] or ""
-    packed = {k: v for k, v in trace.items() if k not in ("menu", "options")}
+    packed = dict(trace)
+    packed.pop("menu", None)
+    packed.pop("options", None)
     attempts = []
     for a in trace.get("attempts") or []:
         prompt = a.get("prompt")

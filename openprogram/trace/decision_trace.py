@@ -98,18 +98,20 @@ class DecisionTrace:
                 total[k] += (a.usage or {}).get(k) or 0
         return total
 
-    def to_dict(self) -> dict:
+    def to_dict(self, jsonable: Any = to_jsonable) -> dict:
+        """The trace as JSON data; a writer that encodes it at once (the journal) passes
+        `jsonable=json_ready`, which shares what is already JSON instead of copying it."""
         return {
             "id": self.id, "entry": self.entry, "mode": self.mode, "status": self.status,
-            "prompt": to_jsonable(self.prompt),
+            "prompt": jsonable(self.prompt),
             "menu": self.menu, "options": self.options, "runtime": self.runtime,
             "max_attempts": self.max_attempts, "context_keys": list(self.context_keys),
-            "attempts": [a.to_dict() for a in self.attempts],
-            "tool_rounds": [t.to_dict() for t in self.tool_rounds],
-            "chosen": self.chosen, "result": to_jsonable(self.result),
+            "attempts": [a.to_dict(jsonable) for a in self.attempts],
+            "tool_rounds": [t.to_dict(jsonable) for t in self.tool_rounds],
+            "chosen": self.chosen, "result": jsonable(self.result),
             "error": None if self.error is None else {
                 "type": type(self.error).__name__, "kind": getattr(self.error, "kind", None),
-                "message": to_jsonable(str(self.error))},
+                "message": jsonable(str(self.error))},
             "started_at": self.started_at, "duration_s": self.duration_s,
             **({"shortlist": self.shortlist} if self.shortlist else {}),
         }
