@@ -297,15 +297,26 @@ def remove_observer(fn: Observer) -> None:
             _global_observers.remove(fn)
 
 
-@contextlib.contextmanager
-def observe(fn: Observer) -> Iterator[Observer]:
+class observe:
     """Let `fn(event)` see the events of decisions made inside this block (and in threads or
-    tasks that copy this context)."""
-    token = _scoped_observers.set(_scoped_observers.get() + (fn,))
-    try:
-        yield fn
-    finally:
-        _scoped_observers.reset(token)
+    tasks that copy this context). A class rather than a generator-based context manager:
+    every row of an evaluation opens one."""
+
+    __slots__ = ("fn", "token")
+
+    def __init__(self, fn: Observer):
+        self.fn = fn
+
+    def __enter__(self) -> Observer:
+        self.token = _scoped_observers.set(_scoped_observers.get() + (self.fn,))
+        return self.fn
+
+    def __exit__(self, *exc: Any) -> None:
+        _scoped_observers.reset(self.token)
+
+
+_time = time.time
+_ENDS = frozenset(("resolved", "decision_failed"))
 
 
 def emit(kind: str, trace: DecisionTrace, attempt: Attempt | None = None, **data) -> None:
@@ -314,11 +325,12 @@ def emit(kind: str, trace: DecisionTrace, attempt: Attempt | None = None, **data
     # The frozen dataclass's __init__ sets each field through object.__setattr__; six events
     # per decision made that a measurable part of a decision's own time.
     event = object.__new__(TraceEvent)
-    event.__dict__.update(kind=kind, trace=trace, attempt=attempt, data=data, time=_now())
+    event.__dict__.update(kind=kind, trace=trace, attempt=attempt, data=data, time=_time())
     trace._apply(event)
-    if kind in ("resolved", "decision_failed"):
+    if kind in _ENDS:
         history.append(trace)
-    for fn in (*_global_observers, *_scoped_observers.get()):
+    scoped = _scoped_observers.get()
+    for fn in (*_global_observers, *scoped) if _global_observers else scoped:
         try:
             fn(event)
         except Exception as exc:
