@@ -53,11 +53,6 @@ from .recorder import RecordingRuntime
 from .replay import answer, astream_entry, stream_entry
 
 
-#: The most replies a cache file keeps decoded in memory (the lines that answered most recently
-#: since the last clearing); past it, a hit reads its line from the file again.
-ANSWERED = 65_536
-
-
 class CacheFileError(OpenProgramError, ValueError):
     """A cache file this release cannot append to."""
 
@@ -116,10 +111,10 @@ class _Store:
         self.path = path
         self.lock = threading.Lock()
         self.index: dict[str, tuple[int, int]] = {}  # key -> (offset, length) of its newest line
-        # the replies of lines read back once and checked (their key is the digest of their
-        # own request), as {"response": ...}: a line never changes once written, so it is
-        # decoded and checked when it first answers, and a later hit is one dictionary read
-        self.answered: dict[str, dict] = {}
+        # the keys whose line was read back and is the digest of its own request: a line never
+        # changes once written, so it is checked when it first answers, not on every hit (the
+        # replies are not kept: a retained dict per hit made the collector scan them all)
+        self.checked: set[str] = set()
         self.memory: dict[str, dict] = {}  # replies a failed write could not put in the file
         self.flying: dict[str, concurrent.futures.Future] = {}
         where = str(path)
@@ -190,7 +185,7 @@ class _Store:
     def _skip(self, key: str, offset: int, why: str) -> None:
         """Drop a line that cannot answer (it is left in the file) and say which."""
         self.index.pop(key, None)
-        self.answered.pop(key, None)
+        self.checked.discard(key)
         warnings.warn(f"line {self._line_number(offset)} of the cache {str(self.path)!r} {why}; "
                       f"it is skipped (its request is asked again and answered by a new line). "
                       f"Delete the line, or the file, if it was edited by hand", RuntimeWarning,
@@ -200,11 +195,8 @@ class _Store:
         """The newest recorded call for `key`, read back from the file and checked: a line
         that is not whole JSON (a writer killed mid-line, an edit) or whose key is not the
         digest of its own request (an edit that would answer one request with another's
-        reply) is skipped with a warning naming its line. A line is read, decoded and checked
-        the first time it answers; its reply is kept (`answered`) for the hits after that."""
-        got = self.answered.get(key)
-        if got is not None:
-            return got
+        reply) is skipped with a warning naming its line. The digest is checked the first time
+        the line answers (`checked`); a hit after that reads and decodes the line only."""
         where = self.index.get(key)
         if where is None:
             return self.memory.get(key)
@@ -220,24 +212,18 @@ class _Store:
                 not isinstance(entry.get("settings"), dict):
             self._skip(key, where[0], "is not a recorded call with a request and its settings")
             return None
-        if request_key(entry["request"], entry["settings"]) != key:
-            self._skip(key, where[0], "has a key that is not the digest of its own request "
-                                      "(it would answer another request)")
-            return None
+        if key not in self.checked:
+            if request_key(entry["request"], entry["settings"]) != key:
+                self._skip(key, where[0], "has a key that is not the digest of its own request "
+                                          "(it would answer another request)")
+                return None
+            self.checked.add(key)
         if "error" in entry:
             return None  # a recorded failure is asked again
         if not isinstance(entry.get("response"), dict):
             self._skip(key, where[0], "has no response object")
             return None
-        return self._answers(key, entry)
-
-    def _answers(self, key: str, entry: dict) -> dict:
-        """Keep what a checked line answers with (its reply only: the request is the bulk of a
-        line); bounded, so a long run over a huge file holds at most ANSWERED replies."""
-        if len(self.answered) >= ANSWERED:
-            self.answered.clear()
-        got = self.answered[key] = {"response": entry["response"]}
-        return got
+        return entry
 
     def _catch_up(self, repair: bool = False) -> None:
         """Index the whole lines the file holds past what was read (other processes append to
@@ -249,10 +235,10 @@ class _Store:
             return
         tail = os.pread(self._fd, now - self.size, self.size)
         found, end = scan_keys(tail, 0)
-        answered = self.answered
+        checked = self.checked
         for key, offset, length in found:
             self.index[key] = (self.size + offset, length)
-            answered.pop(key, None)   # a newer line for the key answers from now on
+            checked.discard(key)   # a newer line for the key: checked when it first answers
         if end < len(tail) and repair:
             line_no = self._line_number(self.size + end)
             with open(self.path, "r+b") as f:
@@ -291,9 +277,7 @@ class _Store:
                               f"session only", RuntimeWarning, stacklevel=4)
                 return
             self.index[entry["key"]] = (start, len(data))
-            self.answered.pop(entry["key"], None)
-            if isinstance(entry.get("response"), dict) and "error" not in entry:
-                self._answers(entry["key"], entry)   # its key was computed from its request here
+            self.checked.add(entry["key"])   # its key was computed from its own request here
             self.size = start + len(data)
             self.memory.pop(entry["key"], None)
 
