@@ -202,7 +202,7 @@ class _Store:
             return self.memory.get(key)
         data = os.pread(self._fd, where[1], where[0])
         try:
-            entry = json.loads(data)
+            entry = json.loads(data.decode("utf-8"))  # (bytes would be sniffed for UTF-16)
         except (ValueError, RecursionError) as exc:
             why = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else \
                 "is not whole JSON (a writer was stopped mid-line, or it was edited)"
@@ -324,7 +324,8 @@ class CachedRuntime(RecordingRuntime):
         while True:
             entry, decision, own = self._look(messages, tools, mode_args)
             if own is None:
-                stream_entry(entry, self.stream_chunk, on_text)
+                if on_text is not None:  # nothing streams to no one
+                    stream_entry(entry, self.stream_chunk, on_text)
                 return self._hit(entry, decision)
             if own:
                 return run_sync(self._ask(entry, decision, send))
@@ -345,7 +346,8 @@ class CachedRuntime(RecordingRuntime):
         while True:
             entry, decision, own = self._look(messages, tools, mode_args)
             if own is None:
-                await astream_entry(entry, self.stream_chunk, on_text)
+                if on_text is not None:
+                    await astream_entry(entry, self.stream_chunk, on_text)
                 return self._hit(entry, decision)
             if own:
                 return await self._ask(entry, decision, send)
