@@ -1,7 +1,7 @@
 """The batch path's own cost per row (issue 24): what `evaluate(..., batch=True)` adds to a row
 besides the decision itself, for `--rows` rows (default 100,000), the server answering at once.
 
-Measured on the real code of `openprogram.runtimes.batch`, the requests built by a real
+Measured on the real code of `openprogram.runtimes.providers.batch`, the requests built by a real
 `OpenAIRuntime` (menu way of asking) and replies shaped as OpenAI's batch output file:
 1. each request's custom id (a digest of the request),
 2. the JSONL input file of all the rows,
@@ -24,7 +24,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=100_000)
     n = ap.parse_args().rows
     from openprogram.runtimes import OpenAIRuntime
-    from openprogram.runtimes.batch import (BatchRuntime, custom_id, openai_jsonl,
+    from openprogram.runtimes.providers.batch import (BatchRuntime, custom_id, openai_jsonl,
                                             read_openai_results)
 
     rt = OpenAIRuntime(model="m", base_url="http://127.0.0.1:9/v1", api_key="sk-bench")

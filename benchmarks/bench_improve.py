@@ -12,6 +12,7 @@ held-out accuracy and mean_p_expected before and after with 95 % intervals, the 
 with their held-out gains, the model calls spent and the wall time.
 
     .venv/bin/python benchmarks/bench_improve.py [--budget 400] [--proposer keywords|model]
+        [--rename]
 """
 from __future__ import annotations
 
@@ -81,16 +82,20 @@ def main() -> None:
     ap.add_argument("--budget", type=int, default=400)
     ap.add_argument("--proposer", choices=["keywords", "model"], default="keywords")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rename", action="store_true",
+                    help="also propose the names the model sees (improve(rename=True))")
     args = ap.parse_args()
     rows = [{"text": t, "label": k} for k, ts in REQUESTS.items() for t in ts]
     rt = LlamaCppRuntime(seed=0)
     print(f"load average {os.getloadavg()[0]:.2f}; {len(rows)} rows over {len(DESK)} options; "
-          f"budget {args.budget} model calls; proposer {args.proposer}")
+          f"budget {args.budget} model calls; proposer {args.proposer}"
+          f"{'; names proposed too' if args.rename else ''}")
     start = time.perf_counter()
     imp = decision.improve(PROMPT, DESK, rows, expected="label", runtime=rt,
                            proposer="keywords" if args.proposer == "keywords" else rt,
                            budget=args.budget, seed=args.seed, mode="json_schema",
-                           confidence=True, max_retries=0, concurrency=1)
+                           confidence=True, max_retries=0, concurrency=1,
+                           rename=args.rename)
     wall = time.perf_counter() - start
     r = imp.report
     print(f"split: {r['split']['train']} train / {r['split']['held_out']} held out "
@@ -110,8 +115,9 @@ def main() -> None:
             f"{e['held_gain']:+.3f} [{e['held_gain_lo']:+.3f}, {e['held_gain_hi']:+.3f}]"
         tb, ta = e.get("train_before"), e.get("train_after")
         train = "-" if tb is None else f"{tb:.3f} -> {ta:.3f}"
-        print(f"  {e['option']:15} {e['kind']:11} train {train:15} held-out gain {gain:32} "
-              f"{'KEPT' if e['kept'] else 'rejected'}: {e['why']}")
+        name = e["after"] or "" if e["kind"] == "name" else ""
+        print(f"  {e['option']:15} {e['kind']:11} {name:22} train {train:15} held-out gain "
+              f"{gain:32} {'KEPT' if e['kept'] else 'rejected'}: {e['why']}")
     print(f"model calls {r['calls']} (proposer {r['proposer_calls']}); wall time {wall:.1f} s")
     print(imp.diff())
 

@@ -1,7 +1,7 @@
 """The local model's speed: what a decision costs on it, first and in the rows of an evaluation.
 
 Runs SmolLM2-135M-Instruct in process (LlamaCppRuntime, the bundled file) on a tool set as
-public ones are written (4 functions, 3-6 described parameters each, tests/local/localhelp.py)
+public ones are written (4 functions, 3-6 described parameters each, tests/runtimes/llamacpp/localhelp.py)
 and prints, from one run on this machine:
 - the machine's load average (other work on the same cores slows the model a lot) and the
   settings chosen from the machine (threads, batch, context);

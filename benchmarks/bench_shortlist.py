@@ -1,5 +1,5 @@
 """What a shortlist buys and costs (issue 38), offline: on the 558-tool menu of
-tests/core/shortlist_corpus.py and its 240 labelled requests, for shortlist=None and k = 5, 10,
+tests/support/shortlist_corpus.py and its 240 labelled requests, for shortlist=None and k = 5, 10,
 20: recall@k (how often the expected tool was among those shown: a pick the model cannot make
 otherwise), the prompt's size per decision (characters, and tokens estimated as characters / 4),
 and the core's ranking time per decision, on this menu and on one of 1,116 tools (the menu twice,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from openprogram.runtimes.key_redaction import StreamRedactor, redact  # noqa: E402
+from openprogram.runtimes.providers.key_redaction import StreamRedactor, redact  # noqa: E402
 
 CHUNK = 4
 

@@ -17,7 +17,7 @@
 # (`OPENAI_API_KEY` or `ANTHROPIC_API_KEY`) or a local server (`OPENPROGRAM_BASE_URL`), and optionally
 # `OPENPROGRAM_MODEL`. Otherwise it replays `cassettes/05-real-models.json`, which was recorded
 # through the real `openai` SDK against the project's loopback test server
-# (`tests/providers/fakeserver.py`, run by `./dev notebooks --record-05`), so its replies are
+# (`tests/support/fakeserver.py`, run by `./dev notebooks --record-05`), so its replies are
 # scripted, not a hosted model's.
 
 # %%

@@ -53,7 +53,7 @@ __getattr__, __dir__ = lazy_names(__name__, {
     "acompare": ".evaluation.evaluate", "Variant": ".evaluation.evaluate",
     "evaluate": ".evaluation.evaluate", "aevaluate": ".evaluation.evaluate",
     "EvaluationResult": ".evaluation.results",
-    "ComparisonResult": ".evaluation.results",
+    "ComparisonResult": ".evaluation.comparison",
     "revalidate": ".decision.recheck",
     "Revalidation": ".decision.recheck",
     "register_toolset": ".runtime.tools",

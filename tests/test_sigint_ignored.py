@@ -18,10 +18,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # Every test that interrupts itself. The check below finds the files that do so, so a new one
 # cannot be left out of this list unnoticed.
 INTERRUPTING = [
-    "tests/evaluate/test_evaluate_interrupt.py",
-    "tests/evaluate/test_evaluate_async.py::test_ctrl_c_stops_evaluate_on_the_loop_and_cancels_rows_in_flight",
-    "tests/providers/test_batch.py::test_ctrl_c_cancels_the_batch_unless_a_journal_can_reattach",
-    "tests/local/test_local_decisions.py::test_a_kernel_interrupt_stops_the_generation",
+    "tests/evaluation/test_evaluate_interrupt.py",
+    "tests/evaluation/test_evaluate_async.py::test_ctrl_c_stops_evaluate_on_the_loop_and_cancels_rows_in_flight",
+    "tests/runtimes/providers/test_batch.py::test_ctrl_c_cancels_the_batch_unless_a_journal_can_reattach",
+    "tests/runtimes/llamacpp/test_local_decisions.py::test_a_kernel_interrupt_stops_the_generation",
 ]
 
 # The child checks its premise (SIGINT really is ignored, as the shell left it) before running pytest.

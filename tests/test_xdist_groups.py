@@ -21,9 +21,9 @@ def test_each_shared_thing_is_one_unit_and_the_rest_are_single_tests():
     assert group_of("notebooks/02-prototyping.ipynb::Cell 3") == "notebooks/02-prototyping.ipynb"
     assert group_of("tests/browser/test_browser_panel.py::test_x[a]") == "browser"
     assert group_of("tests/servers/test_llama_cpp_server.py::test_y") == "llama-server"
-    assert group_of("tests/local/test_local_speed.py::test_z") == "local-model"
-    assert group_of("tests/core/test_core_parse.py::test_w") == \
-        "tests/core/test_core_parse.py::test_w"
+    assert group_of("tests/runtimes/llamacpp/test_local_speed.py::test_z") == "local-model"
+    assert group_of("tests/decision/test_core_parse.py::test_w") == \
+        "tests/decision/test_core_parse.py::test_w"
 
 
 def test_dev_test_runs_two_workers_with_this_scheduler():
@@ -35,7 +35,7 @@ def test_a_notebooks_cells_and_the_local_model_tests_stay_on_one_worker_each():
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadscope",
          "--no-loadscope-reorder", "-v", "-p", "no:cacheprovider",
-         "notebooks/04-teaching.ipynb", "tests/local/test_local_runtime.py", "tests/test_dev.py"],
+         "notebooks/04-teaching.ipynb", "tests/runtimes/llamacpp/test_local_runtime.py", "tests/test_dev.py"],
         cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     workers: dict[str, set[str]] = defaultdict(set)
@@ -43,7 +43,7 @@ def test_a_notebooks_cells_and_the_local_model_tests_stay_on_one_worker_each():
     for worker, nodeid in re.findall(r"^\[(gw\d)\] \[\s*\d+%\] PASSED (\S+)", done.stdout, re.M):
         ran += 1
         unit = "notebook" if "04-teaching" in nodeid else \
-            "local" if nodeid.startswith("tests/local/") else nodeid
+            "local" if nodeid.startswith("tests/runtimes/llamacpp/") else nodeid
         workers[unit].add(worker)
     assert ran >= 20, done.stdout[-3000:]
     assert len(workers["notebook"]) == 1 and len(workers["local"]) == 1, dict(workers)

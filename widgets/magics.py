@@ -380,7 +380,7 @@ class DecisionMagics(Magics):
         # shown as HTML in the library's wrapper, not printed: the front end would make links
         # of URLs in the option texts, and MathJax typeset their `$...$`
         from IPython.display import display
-        from openprogram.trace.view import text_html
+        from openprogram.trace.safe_html import text_html
         text = render_menu(menu)
         display({"text/plain": text, "text/html": text_html(text, "op-menu-text")}, raw=True)
         if args.text_only:
@@ -527,7 +527,7 @@ def menu_frame(menu) -> Any:
                          "allowed": p["options"], "hidden": p["hidden"],
                          "source": p["source"]})
     import pandas as pd
-    from openprogram.trace.view import quiet_frame
+    from openprogram.trace.safe_html import quiet_frame
     # an option's description is the author's text: `$...$` in it shows as written, not as
     # typeset math or a link (the library's wrapper, as in every view)
     return quiet_frame(pd.DataFrame(rows, columns=["option", "kind", "description", "parameter",

@@ -10,7 +10,7 @@ import contextlib
 import ipywidgets as W
 
 from openprogram.trace import view
-from openprogram.trace.view import esc
+from openprogram.trace.safe_html import NO_MATH, esc
 
 __all__ = ["SAVED_VIEW_NOTE", "SAVED_VIEW_STYLE", "StaticCopy", "error_html", "held"]
 
@@ -75,5 +75,5 @@ class StaticCopy:
         return bundle
 
     def _root_classes(self, cls: str) -> None:
-        for name in (cls, *view.NO_MATH.split()):
+        for name in (cls, *NO_MATH.split()):
             self.add_class(name)

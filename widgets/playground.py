@@ -33,7 +33,7 @@ from openprogram.decision.modes import MODES, get_mode
 from openprogram.runtime.runtime import ModelCallError, ModelResponse, Runtime
 
 from openprogram.trace import view
-from openprogram.trace.view import esc
+from openprogram.trace.safe_html import esc
 
 from .goals import builtin_goals as _builtin_goals
 from .goals import read_goals

@@ -59,6 +59,11 @@ class ModelResponse:
     confidence: dict | None = None    # {"probs": {name: p}, "other": p, "source": "exact"|"logprobs", "note": str|None}
 
 
+#: Mode arguments that say how a request is laid out, not what it asks (the menu is in the prompt
+#: already): never part of a request's record or its cache key.
+LAYOUT_ARGS = frozenset({"menu"})
+
+
 class ModelCaller:
     """The protocol the layers below the Runtime call through: `call_model` makes one model
     call (a DAG node) and returns `(ModelResponse, node)`; `dag.span(kind, name)` makes a node
@@ -73,6 +78,11 @@ class ModelCaller:
     modes: frozenset[str] = frozenset({"menu"})
     #: The calls made, as a DAG (`Runtime`'s is `runtime.DAG`); `dag.span(kind, name)`.
     dag: Any
+    #: A runtime that lays out the menu itself (LlamaCppRuntime puts it first, where every
+    #: decision on the option set shares it) sets this: a menu-mode decision then passes the
+    #: menu text it put into the prompt as `menu=`, so the runtime is told where the menu is
+    #: instead of looking for it. Every other runtime gets the prompt alone.
+    takes_menu: bool = False
 
     def call_model(self, messages: list[dict[str, Any]], *,
                    tools: list[dict[str, Any]] | None = None,

@@ -253,6 +253,8 @@ class Decider:
                    specs: list[dict[str, Any]] | None) -> tuple[Any, Any, Any, str | None]:
         """One attempt's model call on `rt`, with what `ask` wants of its probabilities:
         `(response, node, Confidence or None, why there is none when one was asked for)`."""
+        if self.mode.menu_in_prompt and getattr(rt, "takes_menu", False):
+            extra = {**extra, "menu": self.menu_text}  # where the prompt's menu is, as data
         if ask is None:
             resp, node = await self._once(rt, messages, extra, on_text)
             return resp, node, None, None

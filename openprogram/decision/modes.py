@@ -140,20 +140,35 @@ def api_name(name: Any, default: str = "response") -> str:
 
 def option_tool(option: Option, name: str | None = None) -> dict:
     """An option as a native tool spec (`name`, `description`, `parameters`); `name` is the
-    name sent, when the option's own is one the providers refuse."""
+    name sent, when the option's own is one the providers refuse.
+
+    An option whose examples give arguments also carries them as `input_examples` (the
+    arguments objects, Anthropic's field), with `description_beside_inputs`: the description
+    a provider that sends `input_examples` natively sends instead of `description`, holding
+    only the examples whose request the native field has no place for. Any other provider
+    sends `description`, where every example is written out."""
     params = option.json_schema()
-    desc = with_example_text(option, params.pop("description", option.description) or "")
-    return {"name": name or option.name, "description": desc, "parameters": params}
+    plain = params.pop("description", option.description) or ""
+    out = {"name": name or option.name, "description": with_example_text(option, plain),
+           "parameters": params}
+    if option.llm_params and option.examples:
+        from ..base.json_form import to_jsonable
+        out["input_examples"] = [to_jsonable(e["args"]) for e in option.examples]
+        out["description_beside_inputs"] = with_example_text(
+            option, plain, [e for e in option.examples if e["request"]])
+    return out
 
 
-def with_example_text(option: Option, desc: str) -> str:
-    """`desc` followed by the option's examples, requests included. A description is the one
-    text every provider (and a local model's schema brief) shows the model, where the JSON
-    Schema `examples` keyword holds picks only, without the request that leads to each."""
-    if not option.examples:
+def with_example_text(option: Option, desc: str, examples: Any = None) -> str:
+    """`desc` followed by the option's examples (or those of `examples`), requests included.
+    A description is the one text every provider (and a local model's schema brief) shows
+    the model, where the JSON Schema `examples` keyword holds picks only, without the request
+    that leads to each."""
+    examples = option.examples if examples is None else examples
+    if not examples:
         return desc
     return "\n".join([desc, "Examples:"] if desc else ["Examples:"]) + "".join(
-        f"\n- {example_text(option, e)}" for e in option.examples)
+        f"\n- {example_text(option, e)}" for e in examples)
 
 
 class ToolsMode(Mode):

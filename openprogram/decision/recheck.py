@@ -184,7 +184,7 @@ class Revalidation:
 
     def to_frame(self) -> Any:
         pd = require("pandas", "pandas", "a re-check's to_frame()")
-        from ..trace.view import quiet_frame  # recorded replies and messages: the library's wrapper
+        from ..trace.safe_html import quiet_frame  # recorded replies and messages: the library's wrapper
         return quiet_frame(pd.DataFrame([{
             "input": r.input, "before": r.before, "after": r.after, "changed": r.changed,
             "before_ok": r.before_ok, "after_ok": r.after_ok, "error_kind": r.error_kind,
@@ -197,7 +197,7 @@ class Revalidation:
         return trace_view(self.after[i])
 
     def _repr_html_(self) -> str:
-        from ..trace.view import esc, wrap
+        from ..trace.safe_html import esc, wrap
         return wrap(f"<p>{esc(repr(self))}</p>" + self.to_frame().to_html(escape=True),
                     "op-revalidation-view")
 

@@ -175,6 +175,14 @@ def menu_sources(options: Any) -> list[dict]:
     for option in normalize(options):
         code = option.code_place()
         sig, doc = option.head_sources(options, code)
+        # a line an edit wrote (decision.improve's) cites the edit, not the code it replaced
+        edited = option.edited
+        sig, doc = edited.get("name", sig), edited.get("description", doc)
+
+        def param_source(name: str, nested: list[str]) -> dict:
+            if not nested and f"param:{name}" in edited:
+                return dict(edited[f"param:{name}"])
+            return option.param_source(name, nested, options, code)
         lines = option.menu_lines()
         shown_examples = option.example_lines()
         top = {p.name for p in option.llm_params}
@@ -190,13 +198,13 @@ def menu_sources(options: Any) -> list[dict]:
                 word = stripped[2:].split(" ", 1)[0]
                 if line.startswith("    - ") and not line.startswith("     ") and word in top:
                     current = word
-                    part, src = "param", option.param_source(word, [], options, code)
+                    part, src = "param", param_source(word, [])
                 else:  # a nested field line ("who.a") belongs to its top-level parameter
                     nested = [n for n in word.split(".")[1:] if n] if current else []
                     part = "param"
-                    src = option.param_source(current or word, nested, options, code)
+                    src = param_source(current or word, nested)
             elif current is not None:
-                part, src = "param", option.param_source(current, [], options, code)
+                part, src = "param", param_source(current, [])
             else:
                 part, src = "description", doc
             out.append({"option": option.name, "kind": option.kind, "line": line,

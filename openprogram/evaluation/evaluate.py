@@ -31,10 +31,10 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from ..trace.records import Reask
     Reasker = str | Callable[[Reask], str] | None
 
-from ..trace.confidence import Confidence, check_confidence, check_threshold
+from ..trace.confidence import Confidence, Samples, check_confidence, check_threshold
 from .inputs import Table, row_key
-from .results import (NO_PICK, cascade_of, ComparisonResult, EvaluationResult, Outcomes, pick_of,
-                               summarize)
+from .comparison import ComparisonResult
+from .results import NO_PICK, EvaluationResult, Outcomes, cascade_of, pick_of, summarize
 from .runner import Board, arows, interrupted as _interrupted, run as _run_rows
 from ..base.json_form import json_ready
 from .journal import Journal, JournalMismatch
@@ -222,14 +222,32 @@ def _items(table: Table, journal: Journal | None,
 
 def _open_journal(journal: Any, name: str, prompt: str, menu: Sequence[Option], mode: str,
                   rt: Runtime,
-                  table: Table, concurrency: int) -> Journal | None:
+                  table: Table, concurrency: int,
+                  settings: dict[str, Any] | None = None) -> Journal | None:
     if journal is None:
         return None
     return Journal(journal, {"section": name, "prompt": prompt, "menu": render_menu(menu),
                              "mode": mode, "runtime": rt.name,
                              "options": [o.name for o in menu], "total": table.total,
                              "expected": table.has_expected,
-                             "concurrency": concurrency})
+                             "concurrency": concurrency,
+                             "confidence": _confidence_record(settings or {})})
+
+
+def _confidence_record(settings: dict[str, Any]) -> dict[str, Any] | None:
+    """A run's confidence settings as the journal's section keeps them (in its fingerprint),
+    or None when it asks for none."""
+    out: dict[str, Any] = {}
+    ask = settings.get("confidence")
+    if isinstance(ask, Samples):
+        out["confidence"] = {"samples": ask.n, "temperature": ask.temperature,
+                             "fallback": ask.fallback}
+    elif ask is not None:
+        out["confidence"] = ask
+    for key in _CONFIDENCE_KEYS[1:]:
+        if settings.get(key) is not None:
+            out[key] = settings[key]
+    return out or None
 
 
 class _Run:
@@ -243,7 +261,7 @@ class _Run:
         self.limit = limit
         self.concurrency, self.name = concurrency, name
         self.journal = _open_journal(journal, name, table.prompt, menu, settings["mode"], rt,
-                                     table, concurrency)
+                                     table, concurrency, settings)
         self.names = [o.name for o in menu]
         self.sink = _Sink(self.names, table.total, self.journal)
         before = len(self.journal.done) if self.journal is not None else 0
@@ -327,7 +345,7 @@ def _batch_hooks(one: "_Run", batched: Runtime, rt: Runtime) -> None:
     (those in flight are re-attached to, new ones recorded)."""
     if batched is rt:
         return
-    one.board.waiting = getattr(batched, "status")  # a BatchRuntime's (runtimes/batch.py)
+    one.board.waiting = getattr(batched, "status")  # a BatchRuntime's (runtimes/providers/batch.py)
     if one.journal is not None:
         getattr(batched, "attach")(one.journal.batches, one.journal.write_batch)
 
@@ -418,7 +436,7 @@ def evaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runtime | N
     prompt, option set, way of asking or runtime) is refused with `JournalMismatch`.
 
     `batch=True` (OpenAIRuntime, AnthropicRuntime) sends the rows through the provider's
-    batch API (half the price, answered within a day; see `openprogram.runtimes.batch`): all
+    batch API (half the price, answered within a day; see `openprogram.runtimes.providers.batch`): all
     rows are asked in one round, re-asks go in the next; a dict sets the path's options
     (`{"poll_s": 30}`).
 

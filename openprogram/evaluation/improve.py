@@ -3,9 +3,11 @@ rows show helps (issue 36).
 
 The labelled rows are split, with a seed, into a training side and a held-out side. Edits are
 proposed from the training side only: worked examples per option (a training row's request and
-the arguments the model gave when it picked that option right), and option descriptions
-rewritten by a proposer (a runtime asked through the decision mechanism itself, a callable, or
-the deterministic built-in `"keywords"`). Each edit is first scored on the training rows (the
+the arguments the model gave when it picked that option right), the descriptions of options
+and of their parameters rewritten by a proposer (a runtime asked through the decision
+mechanism itself, a callable, or the deterministic built-in `"keywords"`), and, with
+`rename=True`, the names the model sees (a renamed option resolves as the original does, so
+a pick returns the name the code gave it). Each edit is first scored on the training rows (the
 mean probability of the expected option where the run has distributions, accuracy otherwise);
 one that helps there is measured on the held-out rows, and kept only when a paired bootstrap of
 the held-out rows puts its gain above zero at 95 %. Figures reported are held-out figures: a
@@ -18,7 +20,9 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import random
+import re
 import string
 import warnings
 TYPE_CHECKING = False
@@ -34,6 +38,10 @@ __all__ = ["improve", "aimprove", "Improvement", "keyword_proposer", "MIN_ROWS"]
 #: Fewer labelled rows than this hold nothing out worth measuring on.
 MIN_ROWS = 20
 _MAX_DESCRIPTION = 400   # a proposer's text is untrusted: cut before it reaches a menu
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+# where an edit's text came from, as the step-through cites it
+_SOURCE = {"kind": "improve", "label": "decision.improve: a proposer's text, from the "
+                                       "training rows"}
 
 
 def _rows_of(rows: Any) -> list[dict]:
@@ -80,12 +88,14 @@ def _edited(option: Option, description: str) -> Option:
     for k in ("_block", "_info"):
         out.__dict__.pop(k, None)
     out.description = description
+    out.edited = {**option.edited, "description": _SOURCE}
     return out
 
 
 def keyword_proposer(name: str, description: str, evidence: dict) -> str | None:
     """The built-in proposer (deterministic, no model): the description, plus the words most
-    typical of the training requests labelled with this option and rare in the others'. It
+    typical of the training requests labelled with this option and rare in the others'
+    (asked for a name, `evidence["rename"]`: the name joined to the most typical word). It
     works offline and in tests; a model proposer writes better prose."""
     def words(text: str) -> set[str]:
         return {w.strip(".,;:!?\"'()").lower() for w in text.split() if len(w) > 3}
@@ -104,6 +114,9 @@ def keyword_proposer(name: str, description: str, evidence: dict) -> str | None:
     top = [w for w, s in sorted(score.items(), key=lambda kv: (-kv[1], kv[0])) if s > 0][:6]
     if not top:
         return None
+    if evidence.get("rename"):
+        word = re.sub(r"[^a-z0-9_]", "", top[0])
+        return f"{name}_{word}" if word else None
     return f"{description} (requests about: {', '.join(top)})".strip()
 
 
@@ -116,20 +129,42 @@ def _ask_model(proposer: Any, counter: list[int]) -> Callable[[str, str, dict], 
         """Use this new description of the option."""
         return description
 
+    def rename(name: str) -> str:
+        """Use this new name of the option (a short snake_case identifier)."""
+        return name
+
     def ask(name: str, description: str, evidence: dict) -> str | None:
         wrong = "\n".join(f"- {t!r} was picked as {p!r}" for t, p in evidence["missed"][:8])
         taken = "\n".join(f"- {t!r} (meant {e!r})" for t, e in evidence["taken"][:8])
         examples = "\n".join(f"- {t!r}" for t in evidence["requests"][:8])
-        text = (f"You improve the description of one option in a menu a model picks from.\n"
-                f"Option {name!r}, described now as: {description!r}.\n"
+        param = evidence.get("parameter")
+        what = (f"Parameter {param!r} of option {evidence['option']!r}" if param
+                else f"Option {name!r}")
+        values = "".join(f"\nValues it was given when the option was picked right: "
+                         f"{json.dumps(evidence['values'][:8], default=str)}"
+                         for _ in [0] if param and evidence.get("values"))
+        text = (f"You improve the description of one "
+                f"{'parameter of an option' if param else 'option'} in a menu a model picks "
+                f"from.\n{what}, described now as: {description!r}.{values}\n"
                 f"Requests that should pick it:\n{examples or '- (none)'}\n"
                 f"Requests that should have picked it but did not:\n{wrong or '- (none)'}\n"
                 f"Requests that picked it but should not have:\n{taken or '- (none)'}\n"
-                f"Write a short description (one or two sentences) that makes the right "
-                f"requests pick this option and the wrong ones not.")
+                f"Write a short description (one or two sentences) of the "
+                f"{'parameter' if param else 'option'} that makes the right requests pick "
+                f"this option and the wrong ones not.")
+        menu: dict = {"rewrite": rewrite}
+        if evidence.get("rename"):
+            text = (f"You improve the name of one option in a menu a model picks from.\n"
+                    f"Option {description!r} (in the code: {name!r}).\n"
+                    f"Requests that should pick it:\n{examples or '- (none)'}\n"
+                    f"Requests that should have picked it but did not:\n{wrong or '- (none)'}\n"
+                    f"Requests that picked it but should not have:\n{taken or '- (none)'}\n"
+                    f"Write a short snake_case name that makes the right requests pick this "
+                    f"option and the wrong ones not.")
+            menu = {"rename": rename}
         from ..trace.decision_trace import last_trace
         try:
-            out = make(text, {"rewrite": rewrite}, runtime=proposer, max_retries=1)
+            out = make(text, menu, runtime=proposer, max_retries=1)
         except DecisionError:
             out = None
         trace = last_trace()
@@ -138,6 +173,42 @@ def _ask_model(proposer: Any, counter: list[int]) -> Callable[[str, str, dict], 
         counter[1] += made   # all the proposer's calls
         return out
     return ask
+
+
+class _journaled:
+    """A proposer whose answers are journaled (section "improve: proposals"), keyed by what
+    it was asked: a resumed run reads each answer back instead of asking again, so it meets
+    the same candidates and makes no proposer call for them."""
+
+    def __init__(self, propose: Callable, path: Any, prompt: str, menu: list[Option],
+                 proposer: Any, runtime: Any):
+        from ..decision.options import render_menu
+        self.propose, self.path, self.resumed = propose, path, 0
+        # the proposer, named as a runtime is: another proposer is another journal
+        source = runtime if proposer is None else proposer
+        who = source if isinstance(source, str) else getattr(source, "name", None) or \
+            getattr(source, "__qualname__", type(source).__name__)
+        self.section = {"section": "improve: proposals", "prompt": prompt,
+                        "menu": render_menu(menu), "mode": "proposer", "runtime": str(who)}
+
+    def __call__(self, name: str, description: str, evidence: dict) -> Any:
+        from .journal import Journal
+        key = _digest([name, description, evidence])
+        j = Journal(self.path, self.section)
+        try:
+            for _, line, _ in j.done.values():
+                if line.get("key") == key:
+                    self.resumed += 1
+                    text = line.get("text")
+                    return text if isinstance(text, str) else None
+            text = self.propose(name, description, evidence)
+            kept = " ".join(text.split())[:_MAX_DESCRIPTION] if isinstance(text, str) else None
+            j.write_row(max(j.done, default=-1) + 1, key,
+                        {"status": "resolved" if kept else "failed", "option": name,
+                         "text": kept})
+            return kept
+        finally:
+            j.close()
 
 
 def _proposer(proposer: Any, runtime: Any, counter: list[int]) -> Callable | None:
@@ -154,13 +225,17 @@ def _proposer(proposer: Any, runtime: Any, counter: list[int]) -> Callable | Non
 
 
 class _Scorer:
-    """Runs the option set over rows through `evaluate`, counting the model calls it makes."""
+    """Runs the option set over rows through `evaluate`, counting the model calls it makes.
+    With a journal, each row's outcome under a menu is appended as it finishes (a section per
+    menu, rows by their position in the table), and a row the journal holds under the same
+    menu is read back instead of asked again: that is how an interrupted `improve` resumes."""
 
     def __init__(self, prompt: str, rows: list[dict], labels: list[str], runtime: Any,
-                 settings: dict, budget: int):
+                 settings: dict, budget: int, journal: Any = None):
         self.prompt, self.rows, self.labels, self.rt = prompt, rows, labels, runtime
-        self.settings, self.budget = settings, budget
+        self.settings, self.budget, self.journal = settings, budget, journal
         self.calls = 0
+        self.resumed = 0   # rows read back from the journal (no call made for them)
         self.uses_p: bool | None = None
         self.seen: dict[str, set[int]] = {"train": set(), "held_out": set()}
         self.per_attempt = getattr(settings.get("confidence"), "n", 1) or 1
@@ -170,28 +245,120 @@ class _Scorer:
         per_row = (1 + self.settings.get("max_retries", 1)) * self.per_attempt
         return self.calls + len(idx) * per_row <= self.budget
 
-    def score(self, menu: list[Option], idx: list[int], side: str) -> dict:
-        from .evaluate import evaluate
+    def _key(self, i: int) -> str:
+        return _digest([_filled(self.prompt, self.rows[i]), self.labels[i]])
+
+    def _open(self, menu: list[Option], what: str) -> Any:
+        from ..decision.options import render_menu
+        from .journal import Journal
+        text = render_menu(menu)
+        # A section per menu, named by its text's digest: the same option set met again (a
+        # resumed run, another seed) finds its rows whatever candidate it came from.
+        return Journal(self.journal, {
+            "section": f"improve {_digest(text)}: {what}", "prompt": self.prompt,
+            "menu": text, "mode": self.settings["mode"], "runtime": self.rt.name,
+            "options": [o.name for o in menu], "total": len(self.rows)})
+
+    def score(self, menu: list[Option], idx: list[int], side: str,
+              what: str = "an option set") -> dict:
         self.seen[side].update(idx)
-        res = evaluate(self.prompt, list(menu), [self.rows[i] for i in idx], runtime=self.rt,
-                       expected=[self.labels[i] for i in idx], progress=False,
-                       **self.settings)
-        per_row, hits, ps, picks = [], [], [], []
-        for k, i in enumerate(idx):
-            trace = res.traces[k]
-            pick = res.picks[k]
-            picks.append(pick)
-            if trace is not None:  # each sample of Samples(n) is a call of its own
-                self.calls += self.per_attempt * sum(1 for a in trace.attempts if not a.cached)
-            conf = getattr(trace, "confidence", None) if trace is not None else None
-            hits.append(1.0 if pick == self.labels[i] else 0.0)
-            ps.append(conf.probs.get(self.labels[i], 0.0) if conf is not None else None)
+        got: dict[int, dict] = {}
+        j = self._open(menu, what) if self.journal is not None else None
+        try:
+            todo = []
+            for i in idx:
+                if j is not None and j.check_key(i, self._key(i)):
+                    got[i] = self._read_back(j, i, {o.code_name for o in menu})
+                    self.resumed += 1
+                else:
+                    todo.append(i)
+            # With a journal the rows go in small batches, each journaled when it ends, so an
+            # interruption loses at most the batch in flight.
+            step = len(todo) if j is None else 2 * self.settings["concurrency"]
+            for at in range(0, len(todo), step or 1):
+                self._run(menu, todo[at:at + step], got, j)
+        finally:
+            if j is not None:
+                j.close()
+        picks = [got[i]["pick"] for i in idx]   # by the names the user's code gave
+        hits = [1.0 if got[i]["pick"] == self.labels[i] else 0.0 for i in idx]
+        ps = [got[i]["p"] for i in idx]
         if self.uses_p is None:  # a row without a distribution (a failed one) counts as p = 0
             self.uses_p = bool(self.settings.get("confidence")) and \
                 any(p is not None for p in ps)
         per_row = [(p or 0.0) if self.uses_p else h for p, h in zip(ps, hits)]
-        args = [_picked_args(res.traces[k]) for k in range(len(idx))]
-        return {"scores": per_row, "accuracy": hits, "p": ps, "picks": picks, "args": args}
+        return {"scores": per_row, "accuracy": hits, "p": ps, "picks": picks,
+                "args": [got[i]["args"] for i in idx]}
+
+    def _read_back(self, j: Any, i: int, names: set[str]) -> dict:
+        """Row `i` as the journal holds it, checked: a journal is a file anyone may hand over,
+        and the journal checks only the fields it reads itself."""
+        from .journal import JournalFileError
+        line = j.done[i][1]
+        pick, p, args = line.get("pick"), line.get("p"), line.get("args")
+        wrong = ("pick" if pick is not None and pick not in names else
+                 "p" if p is not None and (isinstance(p, bool) or not isinstance(p, (int, float))
+                                           or not 0 <= p <= 1) else
+                 "args" if args is not None and not isinstance(args, dict) else None)
+        if wrong is not None:
+            raise JournalFileError(
+                f"the journal {str(self.journal)!r} holds row {i} of section {j.name!r} with "
+                f"{wrong} = {json.dumps(line.get(wrong), default=repr)[:80]}, which improve "
+                f"never writes; pass a new journal= path (or delete the file) to start over")
+        return {"pick": pick, "p": p, "args": args}
+
+    def _run(self, menu: list[Option], chunk: list[int], got: dict, journal: Any) -> None:
+        from ..base.json_form import to_jsonable
+        from .evaluate import evaluate
+        # a renamed option is picked by its new name; labels and picks are the code's names
+        shown = {o.code_name: o.name for o in menu}
+        code = {o.name: o.code_name for o in menu}
+        try:
+            res = evaluate(self.prompt, list(menu), [self.rows[i] for i in chunk],
+                           runtime=self.rt, expected=[shown[self.labels[i]] for i in chunk],
+                           progress=False, on_interrupt="raise", **self.settings)
+            interrupted = None
+        except KeyboardInterrupt as exc:
+            res, interrupted = getattr(exc, "result", None), exc
+            if res is None:
+                raise
+        statuses = res.statuses
+        for k, i in enumerate(chunk):
+            if statuses[k] == "cancelled":
+                continue
+            trace, pick = res.traces[k], code.get(res.picks[k], res.picks[k])
+            made = 0
+            if trace is not None:  # each sample of Samples(n) is a call of its own
+                made = self.per_attempt * sum(1 for a in trace.attempts if not a.cached)
+            self.calls += made
+            conf = getattr(trace, "confidence", None) if trace is not None else None
+            row = {"pick": pick, "p": (conf.probs.get(shown[self.labels[i]], 0.0)
+                                       if conf is not None else None),
+                   "args": _picked_args(trace)}
+            got[i] = row
+            if journal is not None:
+                journal.write_row(i, self._key(i), {
+                    "status": statuses[k], "expected": self.labels[i], "calls": made,
+                    **row, "args": to_jsonable(row["args"])})
+        if interrupted is not None:
+            where = (f"; the rows that finished are in the journal {str(self.journal)!r}, and "
+                     f"the same call resumes from them" if self.journal is not None else
+                     "; pass journal= to keep the finished rows and resume")
+            raise KeyboardInterrupt(f"improve was interrupted after {self.calls} model "
+                                    f"calls{where}") from None
+
+
+def _digest(value: Any) -> str:
+    import hashlib
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=repr).encode(
+        "utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _filled(prompt: str, row: dict) -> str:
+    try:
+        return prompt.format_map(row)
+    except (KeyError, IndexError, ValueError, AttributeError):
+        return json.dumps(row, sort_keys=True, default=repr)
 
 
 def _picked_args(trace: Any) -> dict | None:
@@ -239,6 +406,18 @@ class Improvement:
             if e["kind"] == "description":
                 out.append(f"option {e['option']!r}: description\n- {e['before']!r}\n"
                            f"+ {e['after']!r}")
+            elif e["kind"] == "name":
+                out.append(f"option {e['option']!r}: shown to the model as {e['after']!r}\n"
+                           f"  (.options keep {e['option']!r} as the name a pick returns; "
+                           f"renamed in your code, a value option's pick and a schema "
+                           f"option's 'decision' become {e['after']!r})")
+            elif e["kind"] == "parameter":
+                p = e["parameter"]
+                out.append(f"option {e['option']!r}, parameter {p!r}: description\n"
+                           f"- {e['before']!r}\n+ {e['after']!r}\n"
+                           f"  (a function: {p}: Annotated[<its type>, {e['after']!r}], or "
+                           f"input_meta={{{p!r}: {{'description': {e['after']!r}}}}}; a schema "
+                           f"or a tool definition: the property's \"description\")")
             else:
                 pairs = ", ".join(f"({x['request']!r}, {json.dumps(x['args'])})"
                                   for x in e["after"])
@@ -253,7 +432,8 @@ class Improvement:
         import pandas as pd
         return pd.DataFrame([{k: (json.dumps(v) if isinstance(v, (dict, list)) else v)
                               for k, v in e.items()} for e in self.edits],
-                            columns=["option", "kind", "before", "after", "train_before",
+                            columns=["option", "kind", "parameter", "before", "after",
+                                     "train_before",
                                      "train_after", "held_gain", "held_gain_lo",
                                      "held_gain_hi", "kept", "why"])
 
@@ -272,10 +452,12 @@ class Improvement:
         import html
         rows = "".join(
             "<tr>" + "".join(f"<td>{html.escape(str(e.get(k)))}</td>" for k in
-                             ("option", "kind", "after", "held_gain", "kept", "why")) + "</tr>"
+                             ("option", "kind", "parameter", "after", "held_gain", "kept",
+                              "why")) + "</tr>"
             for e in self.edits)
         return (f"<div><p>{html.escape(self._headline())}</p><table><tr><th>option</th>"
-                f"<th>kind</th><th>edit</th><th>held-out gain</th><th>kept</th><th>why</th>"
+                f"<th>kind</th><th>parameter</th><th>edit</th><th>held-out gain</th>"
+                f"<th>kept</th><th>why</th>"
                 f"</tr>{rows}</table><pre>{html.escape(self.diff())}</pre></div>")
 
 
@@ -283,16 +465,29 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, runtime: Any
             proposer: Any = None, budget: int = 500, holdout: float = 0.5, seed: int = 0,
             rename: bool = False, max_examples: int = 2, mode: str = "menu",
             confidence: Any = False, max_retries: int = 1,
-            concurrency: int = 4) -> Improvement:
+            concurrency: int = 4, journal: Any = None) -> Improvement:
     """Propose edits to `options` from the training side of the labelled `rows` and keep each
     only when the held-out side shows it helps (see the module's docstring). `expected` is a
     column of `rows` or a list of option names; `holdout` the share held out (split with
     `seed`); `budget` the model calls the search may spend; `proposer` a Runtime (default:
-    `runtime`), a callable `(name, description, evidence) -> str` or `"keywords"`."""
+    `runtime`), a callable `(name, description, evidence) -> str` or `"keywords"`. A proposer
+    is asked for each option's description (`name` the option's) and for each of its
+    parameters' (`name` written `option.parameter`, `evidence["parameter"]` naming it and
+    `evidence["values"]` the values the model gave it in right picks). With `rename=True` it
+    is also asked for each option's name (`evidence["rename"]` set, `description` the name
+    the model sees now); a reply that is not an identifier, or names another option, is
+    skipped as nothing usable.
+
+    `journal="runs/improve.jsonl"` appends each row's outcome under each option set tried, and
+    each proposer's answer, to that file as they finish; calling the same `improve` with the
+    same journal after an interruption resumes: what the journal holds is read back, not asked
+    again (and not counted against `budget`). A journal written with another prompt, way of
+    asking, runtime or proposer is refused with `JournalMismatch`; with other rows, when a
+    row's request differs from the one journaled at its position."""
     from ..base.model_protocol import resolve_runtime
-    if rename:
-        raise UsageError("improve(rename=True) is not supported yet: names are code, and this "
-                         "release proposes descriptions and examples only")
+    if not isinstance(rename, bool):
+        raise UsageError(f"improve(rename=...) is True (propose the names the model sees) or "
+                         f"False (names are code: left alone), got {rename!r:.40}")
     rt = resolve_runtime(runtime, "improve")
     table = _rows_of(rows)
     original = list(normalize(options))
@@ -318,48 +513,59 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, runtime: Any
     held, train = sorted(order[:n_held]), sorted(order[n_held:])
     settings = {"mode": mode, "confidence": confidence, "max_retries": max_retries,
                 "concurrency": concurrency}
-    scorer = _Scorer(prompt, table, labels, rt, settings, budget)
+    if journal is not None and (isinstance(journal, bool) or
+                                not isinstance(journal, (str, os.PathLike))):
+        raise UsageError(f"improve(journal=...) is a file path (str or pathlib.Path), got "
+                         f"{type(journal).__name__}")
+    scorer = _Scorer(prompt, table, labels, rt, settings, budget, journal)
     propose = _proposer(proposer, rt, counter := [0, 0])
+    if propose is not None and journal is not None:
+        propose = _journaled(propose, journal, prompt, original, proposer, rt)
     report: dict = {"split": {"seed": seed, "train": len(train), "held_out": len(held),
                               "train_rows": train, "held_out_rows": held},
                     "stopped": None}
     current = list(original)
     edits: list[dict] = []
-    base_train = scorer.score(current, train, "train")
+    base_train = scorer.score(current, train, "train", "the option set as given")
     if not held:
         figures = _figures(base_train, bool(scorer.uses_p))
         report.update(held_out_before=figures, held_out_after=figures, calls=scorer.calls,
                       measured_on="nothing (holdout=0)")
         return Improvement(original, current, edits, report)
-    base_held = scorer.score(current, held, "held_out")
+    base_held = scorer.score(current, held, "held_out", "the option set as given")
     report["held_out_before"] = _figures(base_held, bool(scorer.uses_p))
     report["measured_on"] = "mean_p_expected" if scorer.uses_p else "accuracy"
     cur_train, cur_held = base_train, base_held
 
     for kind, pos, build in _candidates(prompt, current, train, table, labels, base_train,
-                                        propose, max_examples, counter):
+                                        propose, max_examples, rename):
         scorer.calls += counter[0]  # the proposer's calls count against the same budget
         counter[0] = 0
         if not scorer.affordable(train + held):
             report["stopped"] = f"budget of {budget} model calls reached"
             break
-        made = build(current[pos])
-        option = current[pos].name
+        made = build(current[pos], [o.name for o in current])
+        option = current[pos].code_name
+        kind, param = kind if isinstance(kind, tuple) else (kind, None)
         if made is None:
-            edits.append({"option": option, "kind": kind, "before": None, "after": None,
-                          "kept": False, "why": "the proposer returned nothing usable"})
+            edits.append({"option": option, "kind": kind, "parameter": param, "before": None,
+                          "after": None, "kept": False,
+                          "why": "the proposer returned nothing usable"})
             continue
         new_option, before, after = made
         trial = current[:pos] + [new_option] + current[pos + 1:]
-        t = scorer.score(trial, train, "train")
-        edit = {"option": option, "kind": kind, "before": before, "after": after,
+        what = (f"description of parameter {param!r} of {option!r}" if param else
+                f"{kind} of {option!r}")
+        t = scorer.score(trial, train, "train", what)
+        edit = {"option": option, "kind": kind, "parameter": param, "before": before,
+                "after": after,
                 "train_before": _mean(cur_train["scores"]), "train_after": _mean(t["scores"]),
                 "held_gain": None, "held_gain_lo": None, "held_gain_hi": None, "kept": False}
         edits.append(edit)
         if edit["train_after"] <= edit["train_before"]:
             edit["why"] = "no gain on the training rows"
             continue
-        h = scorer.score(trial, held, "held_out")
+        h = scorer.score(trial, held, "held_out", what)
         diffs = [a - b for a, b in zip(h["scores"], cur_held["scores"])]
         lo, hi = bootstrap_interval(diffs)
         edit.update(held_gain=_mean(diffs), held_gain_lo=lo, held_gain_hi=hi)
@@ -379,6 +585,9 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, runtime: Any
     report["candidates"] = len(edits)
     report["rejected"] = sum(1 for e in edits if not e["kept"])
     report["rows_seen"] = {k: sorted(v) for k, v in scorer.seen.items()}
+    if journal is not None:
+        report["journal"] = {"path": str(journal), "rows_resumed": scorer.resumed,
+                             "proposals_resumed": getattr(propose, "resumed", 0)}
     gated = sum(1 for e in edits if e.get("held_gain") is not None)
     if gated > 1:  # each look at the held-out rows is a chance to keep an edit by luck
         report["caveat"] = (f"the held-out rows decided {gated} candidates, so the 'after' "
@@ -397,10 +606,11 @@ async def aimprove(prompt: str, options: Any, rows: Any, **kwargs: Any) -> Impro
 
 def _candidates(prompt: str, menu: list[Option], train: list[int], table: list[dict],
                 labels: list[str], base: dict, propose: Callable | None, max_examples: int,
-                counter: list[int]):
+                rename: bool):
     """(kind, position, build) of each candidate edit, the most confused options first. A
-    build takes the option as it is now (after earlier kept edits) and returns (new option,
-    before, after), or None when nothing usable came of it. Only training rows feed them."""
+    build takes the option as it is now (after earlier kept edits) and the names the menu
+    uses now, and returns (new option, before, after), or None when nothing usable came of
+    it. Only training rows feed them."""
     names = [o.name for o in menu]
     errors = {n: 0 for n in names}
     for k, i in enumerate(train):
@@ -419,7 +629,7 @@ def _candidates(prompt: str, menu: list[Option], train: list[int], table: list[d
         right = [k for k in mine if base["picks"][k] == name and base["args"][k] is not None]
         chosen = (missed + right if not menu[pos].llm_params else right)[:max_examples]
         if chosen:
-            def build(option: Option, chosen=chosen) -> Any:
+            def build(option: Option, taken: list[str], chosen=chosen) -> Any:
                 made = [(_request(prompt, table[train[k]]),
                          base["args"][k] if base["args"][k] is not None else {},
                          {"kind": "improve", "label": f"decision.improve: training row "
@@ -429,6 +639,7 @@ def _candidates(prompt: str, menu: list[Option], train: list[int], table: list[d
             yield "example", pos, build
         if propose is not None and mine:
             evidence = {
+                "option": name, "parameter": None,
                 "requests": [_request(prompt, table[train[k]]) for k in mine],
                 "other_requests": [_request(prompt, table[i]) for i in train
                                    if labels[i] != name],
@@ -438,14 +649,53 @@ def _candidates(prompt: str, menu: list[Option], train: list[int], table: list[d
                           for k, i in enumerate(train)
                           if base["picks"][k] == name and labels[i] != name]}
 
-            def build(option: Option, evidence=evidence) -> Any:
-                try:
-                    text = propose(option.name, option.description, evidence)
-                except DecisionError:
-                    text = None
-                if not isinstance(text, str) or not text.strip() or \
-                        text.strip() == option.description:
+            def build(option: Option, taken: list[str], evidence=evidence) -> Any:
+                text = _proposed(propose, option.code_name, option.description, evidence)
+                if text is None:
                     return None
-                text = " ".join(text.split())[:_MAX_DESCRIPTION]
                 return _edited(option, text), option.description, text
             yield "description", pos, build
+            # Each parameter's description is a line of the option's menu block too, and the
+            # one a model reads when it weighs what the option needs.
+            for param in menu[pos].llm_params:
+                values = [base["args"][k].get(param.name) for k in mine
+                          if base["picks"][k] == name and base["args"][k] is not None
+                          and param.name in base["args"][k]]
+                evidence_p = {**evidence, "option": name, "parameter": param.name,
+                              "values": values}
+
+                def build(option: Option, taken: list[str], evidence=evidence_p,
+                          pname=param.name) -> Any:
+                    before = next(p.field.description for p in option.params
+                                  if p.name == pname)
+                    text = _proposed(propose, f"{option.code_name}.{pname}", before,
+                                     evidence)
+                    if text is None:
+                        return None
+                    return (option.with_param_description(pname, text, _SOURCE), before,
+                            text)
+                yield ("parameter", param.name), pos, build
+            if rename:
+                def build(option: Option, taken: list[str], evidence=evidence) -> Any:
+                    try:
+                        new = propose(option.code_name, option.name,
+                                      {**evidence, "rename": True})
+                    except DecisionError:
+                        new = None
+                    # a name is code the model writes back: an identifier, unique in the menu
+                    if not isinstance(new, str) or not _NAME.fullmatch(new.strip()) or \
+                            new.strip() in taken:
+                        return None
+                    return option.renamed(new.strip(), _SOURCE), option.name, new.strip()
+                yield "name", pos, build
+
+
+def _proposed(propose: Callable, name: str, description: str, evidence: dict) -> str | None:
+    """The proposer's text for `name`, cut to a bound, or None when nothing usable came."""
+    try:
+        text = propose(name, description, evidence)
+    except DecisionError:
+        text = None
+    if not isinstance(text, str) or not text.strip() or text.strip() == description:
+        return None
+    return " ".join(text.split())[:_MAX_DESCRIPTION]

@@ -197,8 +197,21 @@ _FORMAT = LineFormat(separators=(",", ":"), default=repr)
 _line = _FORMAT.line
 
 
+#: What a section's fingerprint covers, each as a refused resume names it. The confidence
+#: settings (`confidence=`, `min_confidence=`, `low_confidence=`) count only when a run asks
+#: for them: rows journaled without distributions, or with another threshold, would make the
+#: calibration of the whole mean nothing, and a journal of a run that asks for none keeps the
+#: fingerprint it had before they were counted.
+FINGERPRINTED = {"prompt": "the prompt template", "menu": "the option set",
+                 "mode": "the way of asking (mode=)", "runtime": "the runtime",
+                 "confidence": "confidence setting (confidence=, min_confidence=, "
+                               "low_confidence=)"}
+
+
 def fingerprint(section: dict) -> str:
     what = {k: section.get(k) for k in ("prompt", "menu", "mode", "runtime")}
+    if section.get("confidence") is not None:
+        what["confidence"] = section["confidence"]
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode("utf-8", "surrogatepass")
                           ).hexdigest()[:16]
 
@@ -329,10 +342,9 @@ class Journal:
             elif kind == "batch" and item.get("section") == self.name:
                 self.batches.append(item)
         if old is not None and old.get("fingerprint") != section["fingerprint"]:
-            changed = [k for k in ("prompt", "menu", "mode", "runtime")
+            changed = [k for k in FINGERPRINTED
                        if old.get(k) != section.get(k)] or ["the evaluation"]
-            words = {"prompt": "the prompt template", "menu": "the option set",
-                     "mode": "the way of asking (mode=)", "runtime": "the runtime"}
+            words = FINGERPRINTED
             raise JournalMismatch(
                 f"the journal {where!r} holds {len(self.done)} rows of {self.name!r} run with "
                 f"another {', '.join(words.get(k, k) for k in changed)} (journaled: "

@@ -14,7 +14,7 @@ in flight until its answer starts: a streamed reply frees its slot at its header
 provider's limits count requests, not open streams). A request fails (as
 the runtime's `model_error`) only when the run has had no successful reply for `patience_s`
 (default 600 s), counted from the later of the request's first attempt and the run's last
-success. The provider transport (`runtimes.provider`) applies it to every HTTP request it
+success. The provider transport (`runtimes.providers.transport`) applies it to every HTTP request it
 sends; it absorbs the 429s, so the SDK's own retries (`max_retries=`) never see them and there
 is no second, independent retry of a rate limit. Waiting is plain arithmetic on a clock:
 `reserve()` says how long to wait, the caller sleeps (a thread or an event loop, each its own

@@ -7,216 +7,39 @@ fit). Without a journal it also keeps each row's trace, result and error in memo
 notebook exploring a few hundred rows wants; with a journal those stay on disk and are read back
 when asked for (`traces[i]`, `panel(i)`, `to_frame()`), which is what bounds a million-row run.
 `EvaluationResult.from_journal(path)` loads a journaled run for analysis without any model.
+Its columns are in `outcomes`, its confidence figures in `calibration`, and `comparison`'s
 `ComparisonResult` lines up the results of `compare`'s variants. pandas is imported only inside
 methods.
 """
 from __future__ import annotations
 
 import math
-from array import array
 from collections import Counter
 from collections.abc import Mapping, Sequence
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from pathlib import Path
-    from typing import Any, Callable, Iterator
+    from typing import Any
 
 from ..trace.confidence import Confidence
-from ..base.errors import ArgumentError, require
+from ..base.errors import require
 from ..trace.decision_trace import DecisionTrace, RecordedError, trace_from_dict, trace_view
 from ..trace.tables import CONFIDENCE_COLUMNS, confidence_row
-from ..trace.view import quiet_frame  # model and row text: every frame shown in the wrapper
+from ..trace.safe_html import quiet_frame  # model and row text: every frame shown in the wrapper
 
-__all__ = ["EvaluationResult", "ComparisonResult", "NO_PICK"]
+from .outcomes import (NO_PICK, ROW_COLUMNS, STATUS_CODE, STATUSES, LazyRows, Outcomes, PickList,
+                       cascade_of, pick_of, summarize)
+from .calibration import ConfidenceMetrics, bootstrap_interval, new_axes
 
-#: The pick column's label for a finished row whose model never made a valid pick.
-NO_PICK = "(no pick)"
-
-ROW_COLUMNS = ["chosen", "args", "result", "error", "attempts", "error_kinds", "duration_s",
-               "tokens_in", "tokens_out", "status", "cached"]
-STATUSES = ("cancelled", "resolved", "failed")
-_CODE = {s: k for k, s in enumerate(STATUSES)}
-
-
-def cascade_of(trace: Any) -> list[tuple[Any, ...]]:
-    """The stages a CascadeRuntime asked over a decision's attempts: (runtime, answered the
-    attempt, tokens in, tokens out) each; [] for any other runtime."""
-    out = []
-    for a in (trace.attempts if trace is not None else ()):
-        for st in getattr(a, "cascade", None) or ():
-            u = st.get("usage") or {}
-            out.append((st.get("runtime"), bool(st.get("answered")),
-                        u.get("input_tokens") or 0, u.get("output_tokens") or 0))
-    return out
-
-
-def pick_of(row: Any) -> str | None:
-    """The option the model validly picked (kept even when the picked function then raised)."""
-    if row is None or row.trace is None or not row.trace.attempts:
-        return None
-    last = row.trace.attempts[-1]
-    return last.chosen if last.error_kind is None else None
-
-
-def summarize(row: Any) -> tuple[Any, ...]:
-    """(status, pick, attempts, error kinds, raised type, tokens in, tokens out, duration,
-    cached) of a finished row: what its result keeps of it."""
-    trace = row.trace
-    raised = None
-    if row.error is not None and getattr(row.error, "trace", None) is None:
-        raised = f"raised {type(row.error).__name__}"
-    if trace is None:
-        return (row.status, None, 0, (), raised, None, None, row.duration_s, False)
-    attempts = trace.attempts
-    tin = tout = 0
-    for a in attempts:
-        u = a.usage
-        if u:
-            tin += u.get("input_tokens") or 0
-            tout += u.get("output_tokens") or 0
-    return (row.status, pick_of(row), len(attempts),
-            tuple(a.error_kind for a in attempts if a.error_kind), raised, tin, tout,
-            row.duration_s, bool(attempts) and all(a.cached for a in attempts))
-
-
-class Outcomes:
-    """The per-row columns of a result, by input position: status, pick, expected pick,
-    attempts, tokens, duration, cached, and where the row's line starts in the journal.
-    Error kinds are kept only for the rows that have some."""
-
-    def __init__(self, options: list[str], n: int = 0):
-        self.names = list(options)
-        self._index = {name: k for k, name in enumerate(self.names)}
-        self.status = bytearray(n)
-        self.pick = array("h", [-1]) * n
-        self.expected = array("h", [-1]) * n
-        self.attempts = array("I", [0]) * n
-        self.tokens_in = array("q", [-1]) * n
-        self.tokens_out = array("q", [-1]) * n
-        self.duration = array("d", [math.nan]) * n
-        self.cached = bytearray(n)
-        self.offset = array("q", [-1]) * n
-        self.kinds: dict[int, tuple[str, ...]] = {}
-        self.raised: dict[int, str] = {}
-        # each row's final Confidence, for the rows whose decision asked for one
-        self.conf: dict[int, Confidence] = {}
-        # CascadeRuntime rows: each stage asked, (runtime, answered, tokens in, tokens out)
-        self.cascade: dict[int, list[tuple[Any, ...]]] = {}
-
-    def __len__(self) -> int:
-        return len(self.status)
-
-    def grow(self, n: int) -> None:
-        more = n - len(self.status)
-        if more > 0:
-            self.status.extend(bytes(more))
-            self.pick.extend(array("h", [-1]) * more)
-            self.expected.extend(array("h", [-1]) * more)
-            self.attempts.extend(array("I", [0]) * more)
-            self.tokens_in.extend(array("q", [-1]) * more)
-            self.tokens_out.extend(array("q", [-1]) * more)
-            self.duration.extend(array("d", [math.nan]) * more)
-            self.cached.extend(bytes(more))
-            self.offset.extend(array("q", [-1]) * more)
-
-    def code(self, name: str | None) -> int:
-        if name is None:
-            return -1
-        k = self._index.get(name)
-        if k is None:  # a name outside the menu (a hand-edited journal): kept, not lost
-            k = self._index[name] = len(self.names)
-            self.names.append(name)
-        return k
-
-    def name(self, k: int) -> str | None:
-        return None if k < 0 else self.names[k]
-
-    def set(self, i: int, s: tuple[Any, ...], offset: int = -1) -> None:
-        status, pick, attempts, kinds, raised, tin, tout, duration, cached = s
-        if i >= len(self.status):
-            self.grow(max(i + 1, 2 * len(self.status)))
-        self.status[i] = _CODE[status]
-        self.pick[i] = self.code(pick)
-        self.attempts[i] = attempts
-        self.tokens_in[i] = -1 if tin is None else tin
-        self.tokens_out[i] = -1 if tout is None else tout
-        self.duration[i] = math.nan if duration is None else duration
-        self.cached[i] = cached
-        self.offset[i] = offset
-        if kinds:
-            self.kinds[i] = kinds
-        if raised:
-            self.raised[i] = raised
-
-    def trim(self, n: int) -> None:
-        for col in (self.status, self.pick, self.expected, self.attempts, self.tokens_in,
-                    self.tokens_out, self.duration, self.cached, self.offset):
-            del col[n:]
-        for kept in (self.conf, self.cascade):
-            for i in [i for i in kept if i >= n]:
-                del kept[i]
-
-    def finished(self) -> list[int]:
-        return [i for i, s in enumerate(self.status) if s]
-
-
-class _Lazy(Sequence["Any"]):
-    """A read-only list whose items are read from the journal when indexed."""
-
-    def __init__(self, result: EvaluationResult, read: Callable[[int], Any]) -> None:
-        self._result, self._read = result, read
-
-    def __len__(self) -> int:
-        return len(self._result)
-
-    def __getitem__(self, i: Any) -> Any:
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(i)
-        return self._read(i)
-
-    def __iter__(self) -> Iterator[Any]:
-        return (self[i] for i in range(len(self)))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, (list, tuple, Sequence)) and list(self) == list(other)
-
-class _Picks(list["str | None"]):
-    """The pick of each input, a plain list. `.picks` used to be the count table, so a key into
-    it ("count", "share", a variant) is said to be that table's, now `.pick_counts`, instead of
-    failing as a list index would."""
-
-    def __getitem__(self, i: Any) -> Any:
-        if isinstance(i, str):
-            raise KeyError(f".picks is the pick of each input (a list, as .results and "
-                           f".statuses are); {i!r} is a column of the pick counts: use "
-                           f".pick_counts[{i!r}]")
-        return super().__getitem__(i)
-
-
-def bootstrap_interval(values: Sequence[float], level: float = 0.95, resamples: int = 2000,
-                       seed: int = 0) -> tuple[float, float]:
-    """The percentile bootstrap interval of the mean of `values`: resample the values with
-    replacement `resamples` times (a fixed seed: the same values give the same interval) and
-    take the central `level` of the resampled means. (nan, nan) for no values."""
-    n = len(values)
-    if not n:
-        return (math.nan, math.nan)
-    import random
-    rng = random.Random(seed)
-    means = sorted(sum(rng.choices(values, k=n)) / n for _ in range(resamples))
-    tail = (1 - level) / 2
-    return (means[int(tail * resamples)], means[min(resamples - 1, int((1 - tail) * resamples))])
+__all__ = ["EvaluationResult", "NO_PICK", "Outcomes", "bootstrap_interval", "cascade_of",
+           "pick_of", "summarize"]
 
 
 def _rate(numerator: int, denominator: int) -> float:
     return numerator / denominator if denominator else float("nan")
 
 
-def _input_frame(columns: list[str], records: Sequence[Mapping[str, Any]],
+def input_frame(columns: list[str], records: Sequence[Mapping[str, Any]],
                  taken: set[str]) -> Any:
     """The input columns as a frame indexed by input position; an input column whose name
     clashes with a result column is shown as `input_<name>`."""
@@ -238,7 +61,7 @@ def _shown(key: str, value: Any) -> Any:
     return f"{value:.3f}"
 
 
-def _shown_summary(table: Any) -> Any:
+def shown_summary(table: Any) -> Any:
     """The summary (a Series, or a frame with one row per variant) formatted for display."""
     if hasattr(table, "columns"):
         return table.apply(lambda col: col.map(lambda v: _shown(col.name, v)))
@@ -246,11 +69,11 @@ def _shown_summary(table: Any) -> Any:
         lambda col: [_shown(k, v) for k, v in col.items()])
 
 
-def _tables_html(title: str, tables: list[tuple[str, Any]]) -> str:
+def tables_html(title: str, tables: list[tuple[str, Any]]) -> str:
     """Tables side by side, each rendered by pandas (which escapes every cell), in the wrapper
     every view of the library has (no MathJax, no link detection)."""
     import html
-    from ..trace.view import wrap
+    from ..trace.safe_html import wrap
     parts = [f'<div class="openprogram-eval"><p>{title}</p>'
              '<div style="display:flex;flex-wrap:wrap;gap:2em;align-items:flex-start">']
     for caption, table in tables:
@@ -259,18 +82,10 @@ def _tables_html(title: str, tables: list[tuple[str, Any]]) -> str:
     return wrap("".join(parts), "op-eval-view")
 
 
-def _new_axes(ax: Any) -> Any:
-    """A fresh figure unless the caller gave axes: pandas draws a Series into the current axes,
-    which would stack a second plot onto the first in the same notebook cell."""
-    if ax is not None:
-        return ax
-    import matplotlib.pyplot as plt
-    return plt.subplots()[1]
 
 
 
-
-class EvaluationResult:
+class EvaluationResult(ConfidenceMetrics):
     """The outcome of `evaluate`: one row per input plus summaries.
 
     Per input, as lists in input order: `.picks`, `.results`, `.statuses`, `.errors`,
@@ -369,7 +184,7 @@ class EvaluationResult:
     def picks(self) -> list[str | None]:
         """The option picked for each input (None: no valid pick, or cancelled)."""
         names = self._outcomes.names
-        return _Picks(None if k < 0 else names[k] for k in self._outcomes.pick)
+        return PickList(None if k < 0 else names[k] for k in self._outcomes.pick)
 
     @property
     def picks_list(self) -> list[str | None]:
@@ -402,7 +217,7 @@ class EvaluationResult:
                 return None
             shared = shared_at(self._shared, self._outcomes.offset[i])
             return trace_from_dict(unpack_trace(line["trace"], shared))
-        return _Lazy(self, read)
+        return LazyRows(self, read)
 
     @property
     def results(self) -> Sequence[Any]:
@@ -415,7 +230,7 @@ class EvaluationResult:
         def read(i: int) -> Any:
             line = self._line(i)
             return line.get("result") if line and line.get("status") == "resolved" else None
-        return _Lazy(self, read)
+        return LazyRows(self, read)
 
     @property
     def errors(self) -> Sequence[BaseException | None]:
@@ -427,7 +242,7 @@ class EvaluationResult:
             err = line.get("error")
             return None if not err else RecordedError(line.get("error_kind"), err["type"],
                                                       err["message"])
-        return _Lazy(self, read)
+        return LazyRows(self, read)
 
     def _trace(self, i: int) -> DecisionTrace:
         if isinstance(i, bool) or not isinstance(i, int):
@@ -493,7 +308,7 @@ class EvaluationResult:
         extra = ["expected", "correct"] if self._has_expected else []
         args, results, errors, inputs = self._details()
         records = self.records if self.records is not None else inputs or []
-        frame = _input_frame(self.columns, records, set(ROW_COLUMNS + extra))
+        frame = input_frame(self.columns, records, set(ROW_COLUMNS + extra))
         o = self._outcomes
         kinds = o.kinds
         table = pd.DataFrame({
@@ -562,7 +377,7 @@ class EvaluationResult:
     def failure_rate(self) -> float:
         """The share of finished rows that failed (no valid pick, model error, or an exception
         in the picked function)."""
-        return _rate(self._outcomes.status.count(_CODE["failed"]), self.finished)
+        return _rate(self._outcomes.status.count(STATUS_CODE["failed"]), self.finished)
 
     @property
     def error_counts(self) -> Any:
@@ -639,9 +454,9 @@ class EvaluationResult:
         statuses = Counter(o.status)
         durations = [d for s, d in zip(o.status, o.duration) if s and not math.isnan(d)]
         data: dict[str, Any] = {
-            "inputs": len(o), "resolved": statuses.get(_CODE["resolved"], 0),
-            "failed": statuses.get(_CODE["failed"], 0),
-            "cancelled": statuses.get(_CODE["cancelled"], 0),
+            "inputs": len(o), "resolved": statuses.get(STATUS_CODE["resolved"], 0),
+            "failed": statuses.get(STATUS_CODE["failed"], 0),
+            "cancelled": statuses.get(STATUS_CODE["cancelled"], 0),
             "retry_rate": self.retry_rate, "failure_rate": self.failure_rate,
         }
         if self._has_expected:
@@ -691,165 +506,6 @@ class EvaluationResult:
         return frame
 
     # -- how sure, against the expected picks -------------------------------------------------
-    def _confident(self) -> list[tuple[Confidence, str, str | None]]:
-        """(confidence, expected, pick) of the finished rows that have both a distribution
-        and an expected pick."""
-        o = self._outcomes
-        if not self._has_expected:
-            return []
-        names = o.names
-        return [(o.conf[i], names[o.expected[i]], names[o.pick[i]] if o.pick[i] >= 0 else None)
-                for i in sorted(o.conf) if i < len(o) and o.status[i] and o.expected[i] >= 0]
-
-    def _need_confidence(self, what: str) -> list[tuple[Confidence, str, str | None]]:
-        if not self._has_expected:
-            raise ArgumentError(f"{what} compares the model's probabilities with the expected "
-                                f"picks: run evaluate(..., expected=...)")
-        rows = self._confident()
-        if not rows and not self._outcomes.conf:
-            raise ArgumentError(f"{what} needs each row's distribution: run evaluate(..., "
-                                f"confidence=True) or confidence=decision.Samples(n)")
-        return rows
-
-    @property
-    def mean_p_expected(self) -> float | None:
-        """The mean probability the model gave the expected option, over the rows with a
-        distribution and an expected pick (None without either). It moves with every edit of
-        an option's description, where accuracy on twenty rows moves in steps of 5 %."""
-        if not self._has_expected or not self._outcomes.conf:
-            return None
-        ps = [c.probs.get(e, 0.0) for c, e, _ in self._confident()]
-        return sum(ps) / len(ps) if ps else float("nan")
-
-    @property
-    def mean_p_expected_ci(self) -> tuple[float, float] | None:
-        """The 95 % bootstrap interval of `mean_p_expected` (2,000 resamples of the rows, a
-        fixed seed, so the same rows give the same interval)."""
-        if not self._has_expected or not self._outcomes.conf:
-            return None
-        ps = [c.probs.get(e, 0.0) for c, e, _ in self._confident()]
-        return bootstrap_interval(ps)
-
-    def calibration(self, bins: int = 10) -> Any:
-        """Reliability table: the rows binned by the probability of their pick (`bins` equal
-        widths over [0, 1]); per bin the count, the mean confidence and the accuracy (the
-        share whose pick was the expected one). Rows without a pick have no confidence in one
-        and are left out."""
-        pd = require("pandas", "pandas", "the result's calibration()")
-        rows = self._binned(bins, "calibration()")
-        out = []
-        for k, members in enumerate(rows):
-            n = len(members)
-            out.append({"bin": f"[{k / bins:.2f}, {(k + 1) / bins:.2f}" +
-                               ("]" if k == bins - 1 else ")"),
-                        "count": n,
-                        "mean_confidence": sum(p for p, _ in members) / n if n else math.nan,
-                        "accuracy": sum(ok for _, ok in members) / n if n else math.nan})
-        return pd.DataFrame(out, columns=["bin", "count", "mean_confidence", "accuracy"])
-
-    def _binned(self, bins: Any, what: str) -> list[list[tuple[float, bool]]]:
-        if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
-            raise ArgumentError(f"{what}: bins must be a whole number >= 1, got {bins!r}")
-        out: list[list[tuple[float, bool]]] = [[] for _ in range(bins)]
-        for c, e, p in self._need_confidence(what):
-            if c.p_pick is not None:
-                out[min(int(c.p_pick * bins), bins - 1)].append((c.p_pick, p == e))
-        return out
-
-    @property
-    def ece(self) -> float | None:
-        """Expected calibration error over 10 bins: the count-weighted mean of
-        |accuracy − mean confidence| per bin (0 for a model exactly as sure as it is right)."""
-        if not self._has_expected or not self._outcomes.conf:
-            return None
-        binned = self._binned(10, "ece")
-        total = sum(len(b) for b in binned)
-        if not total:
-            return float("nan")
-        return sum(abs(sum(ok for _, ok in b) - sum(p for p, _ in b)) for b in binned) / total
-
-    @property
-    def brier(self) -> float | None:
-        """The multi-class Brier score: the mean over rows of Σ (p_option − [option is
-        expected])² over every option, `other` counted as one more outcome that is never
-        expected. 0 is a certain, right model; 2 a certain, wrong one."""
-        if not self._has_expected or not self._outcomes.conf:
-            return None
-        rows = self._confident()
-        if not rows:
-            return float("nan")
-        total = 0.0
-        for c, e, _ in rows:
-            total += sum((p - (name == e)) ** 2 for name, p in c.probs.items())
-            # `other` is never expected; an expected name off this menu had probability 0
-            total += c.other ** 2 + (0.0 if e in c.probs else 1.0)
-        return total / len(rows)
-
-    def selective(self, coverage: Any = None) -> Any:
-        """What a threshold would buy: the rows sorted by the probability of their pick, and
-        for each `coverage` (a share of rows, or a list of them; default 0.1 to 1.0) the
-        accuracy of that most confident share, the number of rows and the threshold (the
-        lowest p_pick kept). Rows without a pick count as least confident."""
-        pd = require("pandas", "pandas", "the result's selective()")
-        if coverage is None:
-            coverage = [k / 10 for k in range(1, 11)]
-        many = isinstance(coverage, (list, tuple))
-        covs = list(coverage) if many else [coverage]
-        for c in covs:
-            if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 < c <= 1:
-                raise ArgumentError(f"selective(coverage=...) takes shares of the rows in (0, 1], "
-                                    f"e.g. 0.8 or [0.5, 0.8, 1.0], got {c!r}")
-        rows = self._need_confidence("selective()")
-        ranked = sorted(((c.p_pick if c.p_pick is not None else -1.0, p == e)
-                         for c, e, p in rows), key=lambda r: -r[0])
-        out = []
-        for c in covs:
-            k = max(1, math.ceil(c * len(ranked) - 1e-9)) if ranked else 0
-            kept = ranked[:k]
-            out.append({"coverage": c, "rows": k,
-                        "threshold": (kept[-1][0] if kept and kept[-1][0] >= 0 else math.nan),
-                        "accuracy": sum(ok for _, ok in kept) / k if k else math.nan})
-        return pd.DataFrame(out, columns=["coverage", "rows", "threshold", "accuracy"])
-
-    def plot_calibration(self, bins: int = 10, ax: Any = None) -> Any:
-        """A reliability diagram: accuracy against mean confidence per bin, the diagonal of a
-        calibrated model, each bin's count written over its point. Returns the matplotlib
-        figure (`fig.savefig("calibration.png")`)."""
-        table = self.calibration(bins)
-        ax = _new_axes(ax)
-        ax.plot([0, 1], [0, 1], linestyle="--", color="grey", label="calibrated")
-        shown = table[table["count"] > 0]
-        ax.plot(shown["mean_confidence"], shown["accuracy"], marker="o", label="this run")
-        for _, r in shown.iterrows():
-            ax.annotate(str(int(r["count"])), (r["mean_confidence"], r["accuracy"]),
-                        textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8)
-        ax.set_xlim(0, 1)
-        ax.set_ylim(0, 1.05)
-        ax.set_xlabel("mean probability of the pick")
-        ax.set_ylabel("accuracy")
-        ax.set_title(f"calibration (ECE {self.ece:.3f}, rows per point shown)")
-        ax.legend(loc="lower right")
-        return ax.figure
-
-    def plot_selective(self, ax: Any = None) -> Any:
-        """Accuracy of the most confident share of rows against that share (coverage), with
-        the threshold each point needs; returns the matplotlib figure."""
-        grid = [k / 20 for k in range(1, 21)]
-        table = self.selective(grid)
-        ax = _new_axes(ax)
-        ax.plot(table["coverage"], table["accuracy"], marker=".")
-        for _, r in table.iloc[::4].iterrows():
-            if r["threshold"] == r["threshold"]:
-                ax.annotate(f"p≥{r['threshold']:.2f}", (r["coverage"], r["accuracy"]),
-                            textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8)
-        ax.set_xlim(0, 1.02)
-        ax.set_ylim(0, 1.05)
-        ax.set_xlabel("coverage (share of rows answered, most confident first)")
-        ax.set_ylabel("accuracy")
-        ax.set_title("selective accuracy")
-        return ax.figure
-
-    # -- views --------------------------------------------------------------------------------
     def _headline(self) -> str:
         s = Counter(self.statuses)
         text = (f"{len(self)} inputs: {s.get('resolved', 0)} resolved, "
@@ -878,161 +534,19 @@ class EvaluationResult:
                  f"{html.escape(str(self.runtime))}: {html.escape(self._headline())}")
         picks = self.pick_counts
         picks["share"] = [f"{v:.1%}" if v == v else "n/a" for v in picks["share"]]
-        tables = [("summary", _shown_summary(self.summary)), ("picks", picks)]
+        tables = [("summary", shown_summary(self.summary)), ("picks", picks)]
         errors = self.error_counts
         if len(errors):
             tables.append(("error kinds", errors.to_frame()))
         if self._has_expected:
             tables.append(("confusion (expected × picked)", self.confusion))
-        return _tables_html(title, tables)
+        return tables_html(title, tables)
 
     def plot(self, ax: Any = None, **kwargs: Any) -> Any:
         """A bar chart of the pick distribution (pandas plotting); returns the matplotlib axes."""
         kwargs.setdefault("title", f"picks over {self.finished} inputs")
         kwargs.setdefault("rot", 0)
-        ax = self.pick_counts["count"].plot.bar(ax=_new_axes(ax), **kwargs)
+        ax = self.pick_counts["count"].plot.bar(ax=new_axes(ax), **kwargs)
         ax.set_ylabel("inputs")
         return ax
 
-
-class ComparisonResult:
-    """The outcome of `compare`: one `EvaluationResult` per variant (`result[name]`), lined up.
-
-    `.to_frame()` — the input columns, one pick column per variant, `expected` when given, and
-    `agree` (every variant picked the same; None while a row is cancelled somewhere).
-    `.differences` — the rows where the variants picked differently. `.summary` — retry and
-    failure rates (and accuracy) per variant. `.picks` — each variant's pick of each input
-    (`{variant: list}`); `.pick_counts` — pick counts per option per variant. `.results` maps
-    each variant to its `EvaluationResult`.
-    """
-
-    def __init__(self, results: dict[str, EvaluationResult], *, columns: list[str],
-                 records: list[Mapping[str, Any]], expected: list[str | None] | None,
-                 interrupted: bool) -> None:
-        self.results, self.columns, self.records = results, columns, records
-        self.expected, self.interrupted = expected, interrupted
-
-    def __getitem__(self, name: str) -> EvaluationResult:
-        return self.results[name]
-
-    @property
-    def variants(self) -> list[str]:
-        return list(self.results)
-
-    def to_frame(self) -> Any:
-        pd = require("pandas", "pandas", "the result's to_frame()")
-        extra = (["expected"] if self.expected is not None else []) + ["agree"]
-        frame = _input_frame(self.columns, self.records, set(self.variants) | set(extra))
-        picks = self.picks
-        statuses = {name: r.statuses for name, r in self.results.items()}
-        for name in self.variants:
-            frame[name] = picks[name]
-        if self.expected is not None:
-            frame["expected"] = self.expected
-        agree: list[bool | None] = []
-        for i in range(len(self.records)):
-            if any(statuses[name][i] == "cancelled" for name in self.variants):
-                agree.append(None)
-            else:
-                agree.append(len({picks[name][i] for name in self.variants}) == 1)
-        frame["agree"] = pd.Series(agree, index=frame.index, dtype=object)
-        return quiet_frame(frame)
-
-    @property
-    def differences(self) -> Any:
-        """The rows (finished in every variant) where the variants picked differently; a
-        failure with no valid pick counts as a pick of its own."""
-        frame = self.to_frame()
-        from ..trace.view import quiet_frame  # model and row text: shown in the library's wrapper
-        return quiet_frame(frame[frame["agree"] == False])  # noqa: E712 (None too)
-
-    @property
-    def summary(self) -> Any:
-        pd = require("pandas", "pandas", "the result's .summary")
-        table = pd.DataFrame({name: r.summary for name, r in self.results.items()}).T
-        table.index.name = "variant"
-        return quiet_frame(table)
-
-    @property
-    def ranking(self) -> Any:
-        """The variants ranked by `mean_p_expected` (best first), beside their accuracy, with
-        each one's 95 % bootstrap interval and the variants whose interval overlaps it (an
-        overlap means these rows cannot tell the two apart). None when the runs asked for no
-        distribution or had no expected picks."""
-        pd = require("pandas", "pandas", "the comparison's .ranking")
-        rows: dict[str, dict[str, Any]] = {}
-        for name, r in self.results.items():
-            m = r.mean_p_expected
-            if m is None:
-                return None
-            lo, hi = r.mean_p_expected_ci or (math.nan, math.nan)
-            rows[name] = {"mean_p_expected": m, "lo": lo, "hi": hi, "accuracy": r.accuracy}
-        for name, row in rows.items():
-            row["overlaps"] = [other for other, o in rows.items() if other != name and
-                               o["lo"] <= row["hi"] and row["lo"] <= o["hi"]]
-        table = pd.DataFrame.from_dict(rows, orient="index",
-                                       columns=["mean_p_expected", "lo", "hi", "accuracy",
-                                                "overlaps"])
-        table.index.name = "variant"
-        return table.sort_values("mean_p_expected", ascending=False, kind="stable")
-
-    @property
-    def picks(self) -> dict[str, list[str | None]]:
-        """Each variant's pick of each input: `{variant: [pick, ...]}`."""
-        return {name: r.picks for name, r in self.results.items()}
-
-    @property
-    def pick_counts(self) -> Any:
-        pd = require("pandas", "pandas", "the result's .pick_counts")
-        counts = {name: r.pick_counts["count"] for name, r in self.results.items()}
-        order = list(dict.fromkeys(k for c in counts.values() for k in c.index if k != NO_PICK))
-        if any(NO_PICK in c.index for c in counts.values()):
-            order.append(NO_PICK)
-        table = pd.DataFrame({name: c.reindex(order, fill_value=0) for name, c in counts.items()},
-                             index=pd.Index(order, name="option")).astype("int64")
-        table.columns.name = "variant"
-        return quiet_frame(table)
-
-    def plot(self, ax: Any = None, **kwargs: Any) -> Any:
-        """Grouped bars: the picks of each variant per option; returns the matplotlib axes."""
-        kwargs.setdefault("title", "picks per variant")
-        kwargs.setdefault("rot", 0)
-        ax = self.pick_counts.plot.bar(ax=_new_axes(ax), **kwargs)
-        ax.set_ylabel("inputs")
-        return ax
-
-    def _headline(self) -> str:
-        diff = len(self.differences)
-        text = (f"{len(self.variants)} variants over {len(self.records)} inputs; they pick "
-                f"differently on {diff} input{'s' if diff != 1 else ''}")
-        ranking = self.ranking
-        if ranking is not None and len(ranking):
-            best = ranking.index[0]
-            text += (f"; by mean p(expected) {best!r} leads "
-                     f"({ranking.loc[best, 'mean_p_expected']:.3f})")
-            tied = ranking.loc[best, "overlaps"]
-            if tied:
-                text += (f", but its 95 % interval overlaps {', '.join(map(repr, tied))}: "
-                         f"these rows do not tell them apart")
-        if self.interrupted:
-            text += " · INTERRUPTED"
-        return text
-
-    def __repr__(self) -> str:
-        return f"<ComparisonResult {', '.join(map(repr, self.variants))}: {self._headline()}>"
-
-    def _repr_html_(self) -> str:
-        import html
-        title = f"<b>compare</b> {html.escape(', '.join(self.variants))}: " \
-                f"{html.escape(self._headline())}"
-        tables = [("summary", _shown_summary(self.summary)), ("picks", self.pick_counts)]
-        ranking = self.ranking
-        if ranking is not None:
-            tables.insert(1, ("ranked by mean p(expected)", ranking))
-        diffs = self.differences
-        if len(diffs):
-            shown = diffs.head(20)
-            caption = "where they differ" + (f" (first 20 of {len(diffs)})"
-                                             if len(diffs) > 20 else "")
-            tables.append((caption, shown))
-        return _tables_html(title, tables)

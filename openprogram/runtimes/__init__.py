@@ -4,7 +4,7 @@ LM Studio — and `AnthropicRuntime`), `LlamaCppRuntime` (a GGUF model in proces
 the cassettes (`RecordingRuntime`, `ReplayRuntime`), the cache (`CachedRuntime`) and the batch
 path (`BatchRuntime`, what `runtime.batched()` gives) are loaded on
 first use, and the SDKs and llama.cpp only when such a runtime is created, so importing this
-package stays standard-library-only. See `openprogram.runtimes.openai_runtime` for pointing `base_url` at a
+package stays standard-library-only. See `openprogram.runtimes.providers.openai_runtime` for pointing `base_url` at a
 local server."""
 from ..base.lazy import lazy_names
 from ..runtime.runtime import ModelCallError, ModelResponse, Runtime, ToolCall
@@ -12,8 +12,8 @@ from ..trace.decision_trace import register_recorded_reader as _register_recorde
 from .scripted import ScriptedCall, ScriptedRuntime, ScriptExhausted
 
 _LAZY = {
-    "OpenAIRuntime": ".openai_runtime",
-    "AnthropicRuntime": ".anthropic_runtime",
+    "OpenAIRuntime": ".providers.openai_runtime",
+    "AnthropicRuntime": ".providers.anthropic_runtime",
     "LlamaCppRuntime": ".llamacpp",
     "RecordingRuntime": ".cassette",
     "ReplayRuntime": ".cassette",
@@ -23,7 +23,7 @@ _LAZY = {
     "load_cassette": ".cassette",
     "cassette_traces": ".cassette",
     "cassette_decisions": ".cassette",
-    "BatchRuntime": ".batch",
+    "BatchRuntime": ".providers.batch",
     "CascadeRuntime": ".cascade",
 }
 

@@ -29,7 +29,8 @@ from ..base.text import cut, safe_repr
 from .confidence import Confidence
 from .records import Attempt, Repair, ToolRound
 from .tables import attempt_rows
-from .view import quiet_frame, trace_html
+from .safe_html import quiet_frame
+from .view import trace_html
 
 __all__ = ["ERROR_KINDS", "explain", "Attempt", "ToolRound", "DecisionTrace", "TraceEvent",
            "trace_from_dict", "recorded_trace", "RecordedError",

@@ -13,13 +13,10 @@ a model, a server or an option set wrote goes through `html.escape`; every view 
 that MathJax skips (`mathjax_ignore`, `tex2jax_ignore`), so a reply can neither run script nor add
 markup, a link or typeset math; very long texts are cut, so a huge reply cannot flood a page. No
 function here raises on what a trace holds: a result or an error whose repr or str fails is shown as
-such. The library's other HTML — evaluation and comparison tables, re-check results, the
-`.differences` frame, the `%decision_menu` printout — goes through the same wrapper (`wrap`,
-`text_html`, `quiet_frame`), so no view lets MathJax typeset or the front end turn into links
-what a model or an option set wrote: the front end detects links in plain-text output only,
-never in HTML.
-It is long for one concept: every part of a decision drawn as escaped HTML, kept in one
-place so that escaping and the wrapper are applied the same way everywhere.
+such. The toolkit these functions draw with — escaping, cutting, the wrapper, hand-built tables — is
+`safe_html`, which the library's other HTML (evaluation and comparison tables, re-check results,
+the `.differences` frame, the `%decision_menu` printout, the step-through) uses too, so no view
+lets MathJax typeset or the front end turn into links what a model or an option set wrote.
 """
 from __future__ import annotations
 
@@ -32,17 +29,17 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
 # The explanation of an error kind is the only thing taken from the layers below; the Attempt
 # and DecisionTrace named in annotations are read by attribute only (trace.py imports this).
 from ..base.errors import ArgumentError, explain
-from ..base.text import cut, safe_repr, safe_str
+from ..base.text import safe_repr, safe_str
 from .tables import attempt_rows
+from .safe_html import (LABEL_STYLE, MAX_CHARS, TABLE_STYLE, clip, esc, html_table, json_text,
+                        label, pre, pre_html, quiet_frame, result_text, short_cell, text_html,
+                        wrap)
 
 __all__ = ["trace_html", "attempt_html", "compare_attempts_html", "table_html",
            "confidence_html", "confidence_source_text",
            "options_table_html", "marked_html", "diff_html", "wrap", "text_html", "quiet_frame",
            "esc", "TABLES", "COLOURS"]
 
-#: What a view's outer element carries: MathJax 3 (JupyterLab) skips `mathjax_ignore`, MathJax 2
-#: (the classic notebook, older exports) skips `tex2jax_ignore`.
-NO_MATH = "mathjax_ignore tex2jax_ignore"
 #: The tables a trace has, in the order the panel shows them.
 TABLES = ("attempts", "options", "tools", "summary")
 #: Per attempt state, the colour of its text and border and of its background: a failed attempt
@@ -51,13 +48,9 @@ TABLES = ("attempts", "options", "tools", "summary")
 COLOURS = {"ok": ("#2e7d32", "#eef7ee"), "failed": ("#c62828", "#fdeeee"),
            "running": ("#757575", "#f6f6f6")}
 _OK, _BAD = COLOURS["ok"][0], COLOURS["failed"][0]
-# A text block longer than this is cut (with a note of how much is left out): a reply of many
-# megabytes must not become a page of many megabytes, once per redraw.
-MAX_CHARS = 50_000
 #: The raw request and the raw response of a model call are each cut to this many characters of
 #: their JSON: they repeat the whole conversation, tools and schema included.
 RAW_CHARS = 20_000
-_CELL_CHARS = 300
 # Texts up to this long are diffed word by word; longer ones line by line, which stays cheap.
 _WORD_DIFF_CHARS = 2_000
 _WORDS = re.compile(r"\w+|\s+|[^\w\s]")
@@ -70,41 +63,11 @@ _REPAIR_INS = ('<ins class="op-repair-ins" title="{}" style="background:#c8e6c9;
                'color:#2e7d32;text-decoration:none">{}</ins>')
 _INS = ('<ins class="op-ins" style="background:#ccffd8;color:inherit;text-decoration:none">'
         '{}</ins>')
-_PRE = ("white-space:pre-wrap;word-break:break-word;margin:2px 0 6px 0;padding:6px;"
-        "background:#fff;border:1px solid #ddd;border-radius:3px;font-size:12px;"
-        "font-family:var(--jp-code-font-family,monospace);max-height:{h}px;overflow:auto")
-LABEL_STYLE = "font-weight:600;font-size:12px;color:#333;margin-top:4px"
-# Headers never break inside a word; cells wrap between words only (overflow-wrap:break-word
-# keeps the columns' minimum widths), and the table scrolls sideways when it is too wide.
-_TABLE_STYLE = ("<style>.op-table table{border-collapse:collapse;font-size:12px;width:max-content}"
-                ".op-table th,.op-table td{border:1px solid #ddd;padding:2px 6px;"
-                "text-align:left;vertical-align:top;max-width:420px;white-space:pre-wrap;"
-                "word-break:normal;overflow-wrap:break-word}"
-                ".op-table th{white-space:nowrap}.op-table thead th{background:#f3f3f3}</style>")
 
 
 # ---------------------------------------------------------------------------------------------
 # Text
 # ---------------------------------------------------------------------------------------------
-
-def esc(value: Any) -> str:
-    """Escaped text of any value (quotes included, so it is safe in attributes too)."""
-    import html  # here, not at the top: a view is drawn long after `import openprogram`, if ever
-    return html.escape(value if isinstance(value, str) else safe_str(value), quote=True)
-
-
-def clip(text: str, limit: int = MAX_CHARS) -> str:
-    return cut(text, limit, "\n… [{n:,} more characters not shown]")
-
-
-def pre(text: Any, height: int = 260, cls: str = "", limit: int = MAX_CHARS) -> str:
-    return pre_html(esc(clip(safe_str(text), limit)), height, cls)
-
-
-def pre_html(body: str, height: int = 260, cls: str = "") -> str:
-    """A scrolling block of already escaped HTML (`body`)."""
-    return f'<pre class="{cls}" style="{_PRE.format(h=height)}">{body}</pre>'
-
 
 def text_span(text: Any, span: Any) -> tuple[int, int] | None:
     """`span` as (start, end) when it is a non-empty range of character offsets inside `text`,
@@ -181,73 +144,6 @@ def repairs_html(att: Attempt) -> str:
             + f'<ul class="op-repairs" style="font-size:12px;margin:2px 0">{rows}{more}</ul>')
 
 
-def label(text: str) -> str:
-    return f'<div style="{LABEL_STYLE}">{esc(text)}</div>'
-
-
-def json_text(obj: Any, indent: int | None = 2) -> str:
-    """JSON of anything a record holds (pretty unless `indent` is None); its repr when it is
-    not JSON (a cycle)."""
-    try:
-        return json.dumps(obj, indent=indent, ensure_ascii=False, default=safe_repr)
-    except (TypeError, ValueError, RecursionError):
-        return safe_repr(obj)
-
-
-def result_text(value: Any) -> str:
-    """A result as a person reads it: JSON for dicts and lists, else its repr."""
-    if isinstance(value, (dict, list)):
-        try:
-            return json.dumps(value, indent=2, ensure_ascii=False)
-        except (TypeError, ValueError):
-            pass
-    return safe_repr(value)
-
-
-def wrap(body: str, cls: str = "") -> str:
-    """`body` inside the outer element every view has: MathJax leaves it alone."""
-    return (f'<div class="{f"op-view {NO_MATH} {cls}".strip()}" style="font-family:'
-            f'var(--jp-ui-font-family,sans-serif);font-size:13px;max-width:1000px">{body}</div>')
-
-
-def text_html(text: Any, cls: str = "") -> str:
-    """Plain text (a menu, a report) as a view: escaped, in a `<pre>`, inside the wrapper. The
-    front end turns URLs of printed (plain-text) output into links; this one it shows as
-    written."""
-    return wrap(pre(text, 600, cls), cls)
-
-
-def quiet_frame(frame: Any) -> Any:
-    """`frame` (a pandas DataFrame) as one whose HTML view sits in the wrapper, with pandas'
-    MathJax marking off too; frames made from it (`.head()`, a selection) keep that view."""
-    return _quiet_frame_class()(frame)
-
-
-def _quiet_frame_class():
-    global _QuietFrame
-    if _QuietFrame is None:
-        import sys
-        # the frame's own library, loaded already: this module imports nothing but the
-        # standard library
-        pd = sys.modules["pandas"]
-
-        class QuietFrame(pd.DataFrame):
-            """A DataFrame whose `_repr_html_` is the library's wrapper around pandas' own."""
-
-            @property
-            def _constructor(self):
-                return QuietFrame
-
-            def _repr_html_(self):
-                with pd.option_context("display.html.use_mathjax", False):
-                    body = super()._repr_html_()
-                return None if body is None else wrap(body, "op-frame-view")
-
-        _QuietFrame = QuietFrame
-    return _QuietFrame
-
-
-_QuietFrame = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -680,7 +576,7 @@ def tools_html(trace: DecisionTrace | None) -> str:
     if trace is None or not trace.tool_rounds:
         return ""
     return (label(f"Tool rounds ({len(trace.tool_rounds)})")
-            + _table(*_tools_rows(trace), cls="op-tools"))
+            + html_table(*_tools_rows(trace), cls="op-tools"))
 
 
 def trace_html(trace: DecisionTrace, cls: str = "") -> str:
@@ -693,7 +589,7 @@ def trace_html(trace: DecisionTrace, cls: str = "") -> str:
     for table in ("attempts", "options"):
         parts.append(f'<details><summary style="{LABEL_STYLE};cursor:pointer">Table: {table}'
                      f"</summary>{table_html(trace, table)}</details>")
-    return wrap(_TABLE_STYLE + "".join(parts), f"op-panel op-static {cls}".strip())
+    return wrap(TABLE_STYLE + "".join(parts), f"op-panel op-static {cls}".strip())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -710,12 +606,12 @@ def table_html(trace: DecisionTrace, table: str) -> str:
     columns, body = rows(trace)
     if not body:
         return f'<div style="color:#777">no {esc(table)}</div>'
-    return _TABLE_STYLE + _table(columns, body, cls=f"op-table-{table}")
+    return TABLE_STYLE + html_table(columns, body, cls=f"op-table-{table}")
 
 
 def options_table_html(infos: list[dict]) -> str:
     """The option table of a menu (`Option.info()` rows) — what the model can pick."""
-    return _TABLE_STYLE + _table(*_option_rows(infos), cls="op-table-options")
+    return TABLE_STYLE + html_table(*_option_rows(infos), cls="op-table-options")
 
 
 def param_summary(params: list[dict]) -> str:
@@ -753,7 +649,7 @@ def example_summary(examples: list[dict]) -> str:
 
 def _tools_rows(trace: DecisionTrace):
     columns = ["round", "tool", "args", "result", "error", "duration_s"]
-    return columns, [[t.round, t.name, t.args, _short(result_text(t.result)), t.error,
+    return columns, [[t.round, t.name, t.args, short_cell(result_text(t.result)), t.error,
                       t.duration_s] for t in trace.tool_rounds]
 
 
@@ -761,34 +657,8 @@ def _summary_rows(trace: DecisionTrace):
     columns = ["id", "entry", "status", "chosen", "attempts", "error_kinds", "result", "error",
                "duration_s", "input_tokens", "output_tokens"]
     u = trace.usage()
-    result = _short(result_text(trace.result)) if trace.status == "resolved" else None
+    result = short_cell(result_text(trace.result)) if trace.status == "resolved" else None
     error = safe_str(trace.error) if trace.error is not None else None
     return columns, [[trace.id, trace.entry, trace.status, trace.chosen, len(trace.attempts),
                       trace.error_kinds, result, error, trace.duration_s, u["input_tokens"],
                       u["output_tokens"]]]
-
-
-def _short(text: str) -> str:
-    return cut(text, _CELL_CHARS, "…")
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return f"{value:.3f}"
-    if isinstance(value, (dict, list, tuple)):
-        try:
-            value = json.dumps(value, ensure_ascii=False, default=safe_repr)
-        except (TypeError, ValueError):
-            value = safe_repr(value)
-    return esc(_short(value if isinstance(value, str) else safe_str(value)))
-
-
-def _table(columns: list[str], rows: list[list], cls: str = "") -> str:
-    """An HTML table whose first column is the row's name (a `<th>`, like a frame's index)."""
-    head = "".join(f"<th>{esc(c)}</th>" for c in columns)
-    body = "".join("<tr>" + f"<th>{_cell(r[0])}</th>"
-                   + "".join(f"<td>{_cell(v)}</td>" for v in r[1:]) + "</tr>" for r in rows)
-    return (f'<div class="op-table {cls}" style="overflow:auto"><table class="op-frame">'
-            f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")

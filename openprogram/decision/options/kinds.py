@@ -25,7 +25,7 @@ from ..schema.fields import (MISSING, Param, repr_head, looks_like_json_schema, 
                              schema_field, validate)
 from ..schema.reply_values import safe_key
 from ...base.text import safe_repr
-from ...trace.view import clip
+from ...trace.safe_html import clip
 from . import sources
 
 class Option:
@@ -42,6 +42,12 @@ class Option:
     #: A few worked picks (issue 36): dicts {"request", "args", "source"}, shown after the
     #: `Call:` line, in the tool's description and as the pick schema's `examples`.
     examples: tuple = ()
+    #: Parameters' descriptions set by `with_param_description` (name -> text): a kind whose
+    #: JSON Schema is the one given (a tool definition, a user's class) writes them into it.
+    described: dict = {}
+    #: What was edited on this copy of an option ("name", "description", "param:<name>") ->
+    #: where the new text came from (a source dict, as the step-through cites one).
+    edited: dict = {}
 
     def __init__(self, name: str, description: str = "", params: list[Param] | None = None):
         self.name, self.description = name, description
@@ -109,6 +115,53 @@ class Option:
         for k in ("_block", "_info"):  # derived text of the original must not follow the copy
             out.__dict__.pop(k, None)
         out.examples = tuple(made) if replace else tuple(self.examples) + tuple(made)
+        return out
+
+    @property
+    def code_name(self) -> str:
+        """The name the user's code gave this option: what a pick of it returns where a pick
+        returns a name (a value option's `parse_args`, a schema option's `"decision"`). It is
+        `name` except on a copy made by `renamed`."""
+        return self.__dict__.get("_code_name", self.name)
+
+    def renamed(self, name: str, source: dict | None = None) -> "Option":
+        """A copy of this option shown to the model as `name` (what `decision.improve(...,
+        rename=True)` proposes) whose pick still resolves as the original does: the same
+        handler runs, and where a pick returns the option's name it returns `code_name`, so
+        the caller's code does not change. `source` says where the name came from."""
+        import copy
+        out = copy.copy(self)
+        for k in ("_block", "_info"):
+            out.__dict__.pop(k, None)
+        out._code_name = self.code_name
+        out.name = name
+        if source is not None:
+            out.edited = {**self.edited, "name": dict(source)}
+        return out
+
+    def with_param_description(self, name: str, description: str,
+                               source: dict | None = None) -> "Option":
+        """A copy of this option whose parameter `name` is described as `description` (what
+        `decision.improve` proposes): the menu line, the tool's JSON Schema and the pick schema
+        all show it; the option itself, shared through the option cache, is never changed.
+        `source` says where the text came from."""
+        import copy
+        import dataclasses
+        at = [i for i, p in enumerate(self.params) if p.name == name and p.source == "llm"]
+        if not at:
+            raise OptionError(f"option {self.name!r} has no parameter {name!r} the model sets; "
+                              f"its parameters are {[p.name for p in self.llm_params]}")
+        field = copy.copy(self.params[at[0]].field)
+        field.__dict__.pop("_view", None)  # the view was read from the old description
+        field.description = description
+        out = copy.copy(self)
+        for k in ("_block", "_info"):
+            out.__dict__.pop(k, None)
+        out.params = list(self.params)
+        out.params[at[0]] = dataclasses.replace(self.params[at[0]], field=field)
+        out.described = {**self.described, name: description}
+        if source is not None:
+            out.edited = {**self.edited, f"param:{name}": dict(source)}
         return out
 
     def json_schema(self) -> dict:
@@ -192,7 +245,7 @@ class Option:
 
     def chosen(self) -> Any:
         """What `parse_args` returns as the pick (P6): the name, for most kinds."""
-        return self.name
+        return self.code_name
 
     # Where the menu's lines came from, for the step-through (its menu stage shows each line
     # beside its source). Each kind says it of itself; a kind that cannot tell says so in a note.
@@ -318,7 +371,7 @@ class SchemaOption(Option):
         return cls(name, desc, params)
 
     def resolve(self, kwargs: dict) -> Any:
-        return {"decision": self.name, **kwargs}
+        return {"decision": self.code_name, **kwargs}
 
     def head_sources(self, options: Any, code: tuple) -> tuple[dict, dict]:
         found = sources.raw_schema(options, self)
@@ -493,6 +546,25 @@ def read_examples(option: Option, examples: Any, source: Any) -> list[dict]:
         out.append({"request": request, "args": dict(args),
                     "source": dict(src or {"kind": "note", "label": "an example"})})
     return out
+
+
+def redescribe(schema: dict, described: dict) -> dict:
+    """`schema` (an option's args object, written as given) with the parameters'
+    descriptions of `described` in place; a root that is a `$ref` is followed into `$defs`."""
+    if not described:
+        return schema
+    import copy
+    schema = copy.deepcopy(schema)   # the kind may hand out a schema it keeps
+    node = schema
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith(("#/$defs/", "#/definitions/")):
+        _, where, key = ref.split("/", 2)
+        node = (schema.get(where) or {}).get(key, schema)
+    props = node.get("properties")
+    for name, text in described.items():
+        if isinstance(props, dict) and isinstance(props.get(name), dict):
+            props[name] = {**props[name], "description": text}
+    return schema
 
 
 def example_text(option: Option, e: dict) -> str:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
 
 from ...base.errors import OptionError, OptionWarning
 from ...base.text import cut
-from .kinds import Option, call_function, register_list_reader, register_option_kind
+from .kinds import Option, call_function, redescribe, register_list_reader, register_option_kind
 from ..schema.fields import MISSING, Field, Param
 from ..schema.type_table import python_type
 from ..schema.reader import WRITTEN_FORMAT_EXAMPLES, UserType, SchemaDoc
@@ -198,6 +198,7 @@ class JsonSchemaOption(Option):
                if k not in ("$schema", "$id", "title")}
         out.setdefault("type", "object")
         out.setdefault("properties", {})
+        out = redescribe(out, self.described)
         if self.description:
             out["description"] = self.description
         return out
@@ -232,11 +233,11 @@ class JsonSchemaOption(Option):
 
     def resolve(self, kwargs: dict) -> Any:
         if self.handler is None:
-            return {"decision": self.name, **kwargs}
+            return {"decision": self.code_name, **kwargs}
         return call_function(self.handler, kwargs)
 
     def chosen(self) -> Any:
-        return self.handler if self.handler is not None else self.name
+        return self.handler if self.handler is not None else self.code_name
 
 
 def _conversions(fn: Callable, props: dict) -> dict[str, Callable]:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
 from ...base.errors import OptionError, ParseError, SchemaError
 from ...base.json_form import to_jsonable
 from . import sources
-from .kinds import Option, register_option_kind
+from .kinds import Option, redescribe, register_option_kind
 from ..schema.reader import UserType, SchemaDoc
 from ..schema.fields import (MISSING, Field, Param, check_json_value, describe_value,
                              annotation_field, register_annotation_hook, validate)
@@ -397,7 +397,7 @@ class ClassOption(Option):
         return cls(name, handler, _user_type_at(handler, where, OptionError), description)
 
     def json_schema(self) -> dict:
-        return self.utype.document()
+        return redescribe(self.utype.document(), self.described)
 
     def pick_schema(self) -> dict:
         out = super().pick_schema()

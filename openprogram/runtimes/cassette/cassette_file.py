@@ -33,8 +33,9 @@ from typing import Any
 from ...base.errors import OpenProgramError
 from ...base.filesecrets import scrub
 from ...base.jsonl import LineFormat, format_version, whole_lines, write_whole
+from ...base.model_protocol import LAYOUT_ARGS
 from ...runtime.runtime import ModelResponse, ToolCall
-from ..key_redaction import without_secrets
+from ..providers.key_redaction import without_secrets
 
 FORMAT = "openprogram-cassette"
 #: Version 4 keys each call by its request and records the model settings that answered it;
@@ -70,7 +71,8 @@ def request_record(messages: list[dict], tools: list[dict] | None,
     """A request as a cassette holds it; the mode arguments only when given, so a menu-mode
     call reads as it did in version 1."""
     out = {"messages": _plain(messages), "tools": _plain(tools)}
-    out.update({k: _plain(v) for k, v in (mode_args or {}).items() if v is not None})
+    out.update({k: _plain(v) for k, v in (mode_args or {}).items()
+                if v is not None and k not in LAYOUT_ARGS})
     return out
 
 
@@ -125,7 +127,8 @@ def live_key(messages: list, tools: list | None, mode_args: dict, settings: dict
     """`request_key` of a request as a runtime's `complete()` receives it, without building
     its record first (what a cache hit costs): JSON encodes it as `_plain` would make it."""
     request = {"messages": messages, "tools": tools}
-    request.update((k, v) for k, v in mode_args.items() if v is not None)
+    request.update((k, v) for k, v in mode_args.items()
+                   if v is not None and k not in LAYOUT_ARGS)
     text = _canonical_live({"request": request, "settings": settings})
     return hashlib.sha256(text.encode("ascii")).hexdigest()
 

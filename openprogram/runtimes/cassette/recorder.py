@@ -162,6 +162,10 @@ class RecordingRuntime(Runtime):
     def async_native(self) -> bool:
         return getattr(self.inner, "async_native", False)
 
+    @property
+    def takes_menu(self) -> bool:  # the menu as data passes through to the model recorded
+        return getattr(self.inner, "takes_menu", False)
+
     def complete(self, messages, *, tools=None, on_text=None, timeout=None,
                  **mode_args) -> ModelResponse:
         async def send():  # never suspends: complete() drives it without an event loop

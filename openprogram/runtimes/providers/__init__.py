@@ -1,0 +1,10 @@
+"""The runtimes that talk to a hosted model through its official SDK: OpenAI's chat completions
+(and any server that speaks them, on `base_url=`), Anthropic's messages, and both providers'
+batch APIs. `runtime` holds what they share (the key and its redaction, the stream loop, the mode
+arguments), `transport` the time budget on the wire, `faults` the words for a failure,
+`replies` the request and reply as data, `server_forms` the request forms negotiated with a
+server that refuses one, `strict_schema` the rewrite for strict structured outputs, `logprobs`
+the probabilities read from a reply, `raw_record` the raw exchange kept on every reply, and
+`key_redaction` / `unencodable` what keeps a key and unsendable text out. `openprogram.runtimes`
+re-exports the runtimes.
+"""

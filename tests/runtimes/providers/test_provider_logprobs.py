@@ -1,0 +1,153 @@
+"""`confidence=True` on OpenAIRuntime (issue 35): the request asks for `logprobs` /
+`top_logprobs`, the probability of each option is read from the reply the loopback server sends
+(streamed and not), equal to the one worked out by hand; a reply whose log-probabilities are
+missing or malformed is `other` = 1 with a note; a server that refuses logprobs is negotiated
+like any refused form, and samples are drawn in their place only when the user allowed it."""
+import math
+
+import pytest
+
+from openprogram import DecisionError, decision
+from openprogram.runtimes import OpenAIRuntime
+from openprogram.runtimes.providers.logprobs import distribution
+
+from fakeserver import FAKE_KEY, FakeServer, Reply
+
+MENU = {"refund": "REFUND", "refund_partial": "PARTIAL", "escalate": "ESCALATE"}
+ln = math.log
+
+
+def spelled(before: str, name_tokens: list, after: str) -> list:
+    """The tokens of a reply: `before` and `after` as certain tokens one character each (the
+    server's tokens need not be words), the name's tokens as given."""
+    return ([(c, 0.0, []) for c in before] + name_tokens + [(c, 0.0, []) for c in after])
+
+
+# the name's first token "ref" (0.6) with its alternatives "esc" (0.3) and "hello" (0.05);
+# 0.05 is not listed; then "und" (0.9) and the closing quote (1.0)
+REFUND = spelled('{"call": "', [("ref", ln(0.6), [("ref", ln(0.6)), ("esc", ln(0.3)),
+                                                  ("hello", ln(0.05))]),
+                                ("und", ln(0.9), [("und", ln(0.9)), ("und_partial", ln(0.1))])],
+                 '"}')
+BY_HAND = {"refund": 0.6 * 0.9, "refund_partial": 0.0, "escalate": 0.3}
+OTHER_BY_HAND = (0.6 - 0.54) + 0.05 + 0.05  # refund's first token going elsewhere, hello, unlisted
+
+
+@pytest.fixture
+def server():
+    with FakeServer("openai") as s:
+        yield s
+
+
+def runtime(fake, **kw):
+    return OpenAIRuntime(model="m", base_url=fake.base_url, api_key=FAKE_KEY, max_retries=0,
+                         **kw)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_the_distribution_read_from_the_reply_equals_the_one_worked_out_by_hand(server, stream):
+    server.push(Reply(text='{"call": "refund"}', logprobs=REFUND))
+    rt = runtime(server, stream=stream)
+    assert decision.make("Route it.", MENU, runtime=rt, confidence=True) == "REFUND"
+    body = server.bodies[-1]
+    assert body["logprobs"] is True and body["top_logprobs"] == 20
+    conf = decision.last_trace().confidence
+    assert conf.source == "logprobs" and conf.pick == "refund"
+    for name, p in BY_HAND.items():
+        assert conf.probs[name] == pytest.approx(p, abs=1e-9)
+    assert conf.other == pytest.approx(OTHER_BY_HAND, abs=1e-9)
+    assert sum(conf.probs.values()) + conf.other == pytest.approx(1, abs=1e-6)
+    assert conf.runner_up == "escalate" and conf.margin == pytest.approx(0.24)
+    assert "several option names" in conf.note  # refund_partial shares refund's first token
+
+
+def test_json_schema_mode_reads_the_name_under_the_decision_key(server):
+    tokens = spelled('{"decision": {"call": "', [
+        ("escalate", ln(0.7), [("escalate", ln(0.7)), ("refund", ln(0.2))]),
+        ('"', 0.0, [])], ', "args": {}}}')
+    text = "".join(t for t, _, _ in tokens)
+    server.push(Reply(text=text, logprobs=tokens))
+    rt = runtime(server, stream=False, server="openai")
+    assert decision.make("Route it.", MENU, runtime=rt, confidence=True,
+                         mode="json_schema") == "ESCALATE"
+    conf = decision.last_trace().confidence
+    assert conf.probs == pytest.approx({"refund": 0.0, "refund_partial": 0.0, "escalate": 0.7})
+    # "refund" as a whole first token begins both refund and refund_partial: not told apart
+    assert conf.other == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize("sent", [None, "garbage", {"content": [{"token": 5}]},
+                                  [("x", 0.0, [])]])
+def test_missing_or_malformed_logprobs_are_other_with_a_note(server, sent):
+    server.push(Reply(text='{"call": "refund"}', logprobs=sent))
+    rt = runtime(server, stream=False)
+    assert decision.make("Route it.", MENU, runtime=rt, confidence=True) == "REFUND"
+    conf = decision.last_trace().confidence
+    assert conf.source == "logprobs" and conf.other == 1.0
+    assert set(conf.probs.values()) == {0.0} and conf.note
+
+
+def test_no_logprobs_are_asked_without_confidence(server):
+    server.push(Reply(text='{"call": "refund"}', logprobs=REFUND))
+    decision.make("Route it.", MENU, runtime=runtime(server))
+    assert "logprobs" not in server.bodies[-1] and decision.last_trace().confidence is None
+
+
+def test_a_server_that_refuses_logprobs_is_negotiated_and_the_decision_says_so(server):
+    server.refuse(lambda body: body.get("logprobs"), 400, "logprobs are not supported")
+    server.push(Reply(text='{"call": "refund"}'), Reply(text='{"call": "refund"}'))
+    rt = runtime(server)
+    with pytest.raises(DecisionError) as info:
+        decision.make("Route it.", MENU, runtime=rt, confidence=True)
+    err = info.value
+    assert err.kind == "no_confidence" and "fallback=True" in str(err)
+    assert "logprobs" in err.trace.attempts[-1].error_message
+    assert [r["kind"] for r in rt.negotiated] == ["logprobs"]
+    assert len(server.requests) == 2  # the refused request, then the same without logprobs
+    # remembered: the next request leaves them out at once
+    decision.make("Route it.", MENU, runtime=rt)
+    assert "logprobs" not in server.bodies[-1] and len(server.requests) == 3
+
+
+def test_samples_are_drawn_in_their_place_only_when_allowed(server):
+    server.refuse(lambda body: body.get("logprobs"), 400, "unsupported parameter: logprobs")
+    server.push(*[Reply(text='{"call": "%s"}' % n)
+                  for n in ("refund", "escalate", "escalate", "refund")])
+    rt = runtime(server)
+    assert decision.make("Route it.", MENU, runtime=rt,
+                         confidence=decision.Samples(3, fallback=True)) == "ESCALATE"
+    conf = decision.last_trace().confidence
+    assert (conf.source, conf.n) == ("samples", 3)
+    assert conf.probs["escalate"] == pytest.approx(2 / 3)
+    samples = server.bodies[-3:]
+    assert [b.get("temperature") for b in samples] == [1.0] * 3
+    assert not any("logprobs" in b for b in samples)
+
+
+def test_tools_mode_refuses_confidence_true_and_names_samples(server):
+    with pytest.raises(Exception, match="no log-probabilities"):
+        decision.make("Route it.", MENU, runtime=runtime(server), confidence=True, mode="tools")
+    assert server.requests == []
+
+
+def test_the_reader_is_bounded_and_never_invents_a_number():
+    # a name the model wrote that is off the menu: all of it is other
+    tokens = [(c, 0.0, []) for c in '{"call": "'] + [("zzz", ln(0.5), [("zzz", ln(0.5))])] + \
+             [('"', 0.0, []), ("}", 0.0, [])]
+    d = distribution('{"call": "zzz"}', [{"token": t, "logprob": p, "top_logprobs": [
+        {"token": a, "logprob": ap} for a, ap in alts]} for t, p, alts in tokens],
+        ["a", "b"])
+    assert d["probs"] == {"a": 0.0, "b": 0.0} and d["other"] == pytest.approx(1.0)
+    # a positive "log-probability" is refused, not exponentiated
+    bad = [{"token": t, "logprob": 3.0 if t == "a" else 0.0, "top_logprobs": []}
+           for t in ['{"call": "', "a", '"}']]
+    d = distribution('{"call": "a"}', bad, ["a", "b"])
+    assert d["other"] == 1.0 and "not a log-probability" in d["note"]
+
+
+def test_a_flood_of_alternatives_is_read_only_up_to_the_bound():
+    from openprogram.runtimes.providers.logprobs import MAX_ALTERNATIVES, tokens_of
+    flood = [{"token": "a", "logprob": 0.0,
+              "top_logprobs": [{"token": f"t{i}", "logprob": -20.0} for i in range(10_000)]}]
+    read = tokens_of(flood)
+    assert len(read[0]["top_logprobs"]) == MAX_ALTERNATIVES
