@@ -10,19 +10,22 @@ more tokens) and prints, from one run on this machine:
   that differ in their first letter: seconds per decision without the distribution and with it
   (median; the two are interleaved row by row, so a change of load hits both, and no
   request follows itself, so neither finds its prompt in the model's memory), the ratio, the
-  model evaluations and tokens the distribution read beyond the reply, and the probability the
-  distribution gave the pick;
+  branches of the names' tree the distribution read beyond the reply, the model evaluations
+  they took (the branches waiting at one depth are read in one batch) and their tokens, and
+  the probability the distribution gave the pick; with `--one-at-a-time`, also the time with
+  every branch read in a model evaluation of its own (interleaved with the rest);
 - the targets: with the distribution <= 1.5x the decision's own time at 20 options, <= 1.2x at 4.
 
 The decisions go through the decision loop (`decision.make(..., mode="json_schema")`) on a
 runtime that adds `confidence=[the option names]` to its `complete()` call, as the loop does
-when a decision asks for confidence (issue 35's core; on its own branch). Every row runs once
+when a decision asks for confidence (`confidence=True` on LlamaCppRuntime). Every row runs once
 untimed first, so both sides read the shared system message from the model's memory.
 
-The core's own cost of reading log-probabilities from a canned reply (target <= 50 us) is
-measured by the core's half of issue 35: `core_logprobs_cost()` below is where it goes.
+Last, the core's own cost of reading log-probabilities from a canned reply (target <= 50 us):
+`core_logprobs_cost()`, what `OpenAIRuntime` does with a reply that carries them.
 
     .venv/bin/python benchmarks/bench_confidence.py [--rows 8] [--sizes 4 10 20] [--threads N]
+        [--one-at-a-time]
 """
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ import time
 
 from openprogram import DecisionError, decision
 from openprogram.runtimes import LlamaCppRuntime
+from openprogram.runtimes.llamacpp import confidence
 
 #: A support desk's next steps, most common first; a menu of n options is the first n.
 DESK = {
@@ -106,39 +110,80 @@ def decide(rt: Asking, request: str, options: dict) -> float:
     return time.perf_counter() - t0
 
 
-def bench_size(desk: dict, n: int, rows: int, threads: int | None) -> dict:
+def bench_size(desk: dict, n: int, rows: int, threads: int | None,
+               one_at_a_time: bool = False) -> dict:
     options = {name: (name.upper(), about) for name, about in list(desk.items())[:n]}
     settings = {"temperature": 0.0, "seed": 0}
     if threads:
         settings["n_threads"] = threads
     rt = Asking(**settings)
-    plain, sure, evals, tokens, p_pick = [], [], [], [], []
+    plain, sure, alone, evals, batches, tokens, p_pick = [], [], [], [], [], [], []
     requests = [REQUESTS[i % len(REQUESTS)] for i in range(max(rows, 3))]
     rt.names = list(options)
     decide(rt, requests[0], options)  # the shared system message into the model's memory
+    together = confidence.TREE_SEQUENCES
     for i, request in enumerate(requests):
         # never the same request twice in a row: the model's memory would hold its prompt
         rt.names = None
         plain.append(decide(rt, request, options))
         rt.names = list(options)
-        sure.append(decide(rt, requests[(i + len(requests) // 2) % len(requests)], options))
+        other = requests[(i + len(requests) // 2) % len(requests)]
+        if one_at_a_time:  # the branches read one per model evaluation, as before batching
+            confidence.TREE_SEQUENCES = 1
+            try:
+                alone.append(decide(rt, other, options))
+            finally:
+                confidence.TREE_SEQUENCES = together
+            rt.names = None
+            decide(rt, request, options)  # so the next one does not find `other` in memory
+            rt.names = list(options)
+        sure.append(decide(rt, other, options))
         work = rt.last.raw["response"]["confidence_work"]
         evals.append(work["evaluations"])
+        batches.append(work["batches"])
         tokens.append(work["tokens"])
         conf = rt.last.confidence
         pick = max(conf["probs"], key=conf["probs"].get)
         p_pick.append(conf["probs"][pick])
         assert abs(sum(conf["probs"].values()) + conf["other"] - 1) < 1e-6
     return {"n": n, "plain": statistics.median(plain), "sure": statistics.median(sure),
-            "evals": statistics.mean(evals), "tokens": statistics.mean(tokens),
+            "alone": statistics.median(alone) if alone else None,
+            "evals": statistics.mean(evals), "batches": statistics.mean(batches),
+            "tokens": statistics.mean(tokens),
             "max_evals": max(evals), "p_pick": statistics.median(p_pick)}
 
 
-def core_logprobs_cost() -> str:
-    """The core's cost of reading log-probabilities per decision against a canned reply (target
-    <= 50 us): measured by the core's half of issue 35 (branch issue-35), which owns that
-    reader; this runtime's half has nothing to time there."""
-    return "not measured here (the core's logprobs reader is on branch issue-35)"
+def core_logprobs_cost(repeat: int = 2000) -> str:
+    """The core's cost of reading log-probabilities per decision against a canned reply
+    (target <= 50 us): what `OpenAIRuntime` does with a reply that carries them —
+    `logprobs.tokens_of` over the reply's tokens (as the server's JSON sends them) and
+    `logprobs.distribution` over the 20 options of the desk, 20 alternatives at every token
+    (OpenAI's most), the pick `refund_partial` written in three tokens."""
+    from openprogram.runtimes.providers.logprobs import distribution, tokens_of
+    names = list(DESK)
+    pieces = ['{"', "decision", '":{"', "call", '":"', "ref", "und", "_partial", '","',
+              "args", '":{', "}}}"]
+    starts = sorted({n[:k] for n in names for k in (1, 2, 3)})
+    content = []
+    for i, piece in enumerate(pieces):
+        alts = starts[:20] if piece == "ref" else [f"x{j}" for j in range(20)]
+        content.append({"token": piece, "logprob": -0.05, "bytes": list(piece.encode()),
+                        "top_logprobs": [{"token": a, "logprob": -3.0 - j / 10,
+                                          "bytes": list(a.encode())}
+                                         for j, a in enumerate(alts)]})
+    text = "".join(pieces)
+    conf = distribution(text, tokens_of(content), names)
+    # the alternatives at "ref" begin other names: read into their probabilities
+    assert max(conf["probs"], key=conf["probs"].get) == "refund_partial", conf
+    assert sum(p > 0 for p in conf["probs"].values()) > 5, conf
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        distribution(text, tokens_of(content), names)
+        times.append(time.perf_counter() - t0)
+    med, low = statistics.median(times) * 1e6, min(times) * 1e6
+    return (f"{med:.1f} us median ({low:.1f} min) for 20 options x 20 alternatives, "
+            f"target <= 50 us: {'ok' if med <= 50 else 'MISS'}")
 
 
 def main() -> None:
@@ -146,6 +191,9 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=8)
     ap.add_argument("--sizes", type=int, nargs="+", default=[4, 10, 20])
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--one-at-a-time", action="store_true",
+                    help="also time the distribution with the names' branches read one per "
+                         "model evaluation (TREE_SEQUENCES=1), interleaved with the rest")
     args = ap.parse_args()
     print(f"load {os.getloadavg()[0]:.2f}, rows {args.rows}, threads "
           f"{args.threads or 'from the machine'}")
@@ -155,17 +203,20 @@ def main() -> None:
                         ("names differing in their first letter", DISTINCT)):
         print(f"\n{title}")
         print(f"{'options':>7}  {'decision s':>10}  {'with dist s':>11}  {'ratio':>5}  "
-              f"{'target':>9}  {'evals':>5}  {'tokens':>6}  {'max evals':>9}  "
-              f"{'p(pick)':>7}")
+              f"{'target':>9}  {'branches':>8}  {'batches':>7}  {'tokens':>6}  "
+              f"{'max br':>6}  {'p(pick)':>7}" +
+              (f"  {'one at a time s':>15}  {'ratio':>5}" if args.one_at_a_time else ""))
         for n in args.sizes:
-            r = bench_size(desk, n, args.rows, args.threads)
+            r = bench_size(desk, n, args.rows, args.threads, args.one_at_a_time)
             ratio = r["sure"] / r["plain"]
             target = targets.get(n)
             mark = "" if target is None else \
                 f"<={target}" + (" ok" if ratio <= target else " MISS")
             print(f"{n:>7}  {r['plain']:>10.3f}  {r['sure']:>11.3f}  {ratio:>5.2f}  "
-                  f"{mark:>9}  {r['evals']:>5.1f}  {r['tokens']:>6.1f}  {r['max_evals']:>9}  "
-                  f"{r['p_pick']:>7.3f}")
+                  f"{mark:>9}  {r['evals']:>8.1f}  {r['batches']:>7.1f}  {r['tokens']:>6.1f}  "
+                  f"{r['max_evals']:>6}  {r['p_pick']:>7.3f}" +
+                  (f"  {r['alone']:>15.3f}  {r['alone'] / r['plain']:>5.2f}"
+                   if r["alone"] is not None else ""))
     print(f"core: reading logprobs per decision: {core_logprobs_cost()}")
     print(f"load {os.getloadavg()[0]:.2f} at the end")
 

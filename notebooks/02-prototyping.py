@@ -343,35 +343,37 @@ EvaluationResult.from_journal(journal).to_frame()[["message", "chosen", "status"
 # model gave **every** option (`trace.confidence`, a `Confidence`: `probs`, `other` for replies
 # that name no option, `p_pick`, `runner_up`, `margin`, `entropy`), and the panel draws it as a
 # bar per option. The bundled model gives the exact distribution (`confidence=True` on
-# `LlamaCppRuntime`); OpenAI-compatible servers give it from token log-probabilities; any runtime
-# can draw samples: `decision.Samples(n)` asks the same request n times and counts the picks.
+# `LlamaCppRuntime`: the probability of each option's whole name, read from its logits where the
+# reply writes the name); OpenAI-compatible servers give it from token log-probabilities; any
+# runtime can draw samples: `decision.Samples(n)` asks the same request n times and counts the
+# picks.
 #
-# The toy model below reads the message like the one above, but it is unsure in proportion to
-# how close the options' scores are (each sample is its own draw, seeded by the request and the
-# sample's index, so a re-run gives the same numbers).
+# This section runs the bundled SmolLM2-135M (see `06-local-model`) in json_schema mode. Its
+# replies depend on the CPU, so the notebook replays `cassettes/02-prototyping.json`, recorded
+# from the model by `./dev notebooks --record-02`; with `OPENPROGRAM_LIVE=1` (`./dev local` sets
+# it) it runs the model itself.
 
 # %%
-import hashlib
-import math
-import random
-from openprogram import ModelResponse, Runtime
+import os
+from openprogram.runtimes import RecordingRuntime, ReplayRuntime
 
-def unsure_model(content, sample=0, temperature=1.0):
-    """Word overlap as before, turned into odds: a pick drawn in proportion to exp(score).
-    It reports a token per word read, so a cascade's costs can be compared."""
-    prompt = "".join(block.get("text", "") for block in content)
-    message = set(re.findall(r"[a-z]+", prompt.split("Message:")[1].split("Options")[0].lower()))
-    scores = {block.split("(")[0]: len(message & set(re.findall(r"[a-z]+", block.lower())))
-              for block in prompt.split("\n- ")[1:]}
-    seed = int(hashlib.sha256(f"{prompt}|{sample}".encode()).hexdigest()[:8], 16)
-    weights = [math.exp(s / max(temperature, 1e-6)) for s in scores.values()]
-    pick = random.Random(seed).choices(list(scores), weights)[0]
-    return ModelResponse(text='{"call": "%s"}' % pick,
-                         usage={"input_tokens": len(prompt.split()), "output_tokens": 4})
+LOCAL_CASSETTE = "cassettes/02-prototyping.json"
 
-unsure = Runtime(call=unsure_model, name="unsure")
+def local_model():
+    """SmolLM2-135M-Instruct in process, its greedy reply (temperature 0): a live run repeats
+    itself on one machine."""
+    from openprogram.runtimes import LlamaCppRuntime
+    return LlamaCppRuntime(seed=0, temperature=0.0)
+
+if os.environ.get("OPENPROGRAM_RECORD") == "1":
+    local = RecordingRuntime(local_model(), LOCAL_CASSETTE)
+elif os.environ.get("OPENPROGRAM_LIVE") == "1":
+    local = local_model()
+else:
+    local = ReplayRuntime(LOCAL_CASSETTE)
+
 decision.make(template.format(message="My parcel arrived broken, I want my money back"), v1,
-              runtime=unsure, confidence=decision.Samples(20))
+              runtime=local, mode="json_schema", confidence=True)
 decision.last_trace()
 
 # %% [markdown]
@@ -381,8 +383,8 @@ decision.last_trace()
 # when two intervals overlap: then these rows cannot tell the two apart.
 
 # %%
-sure_of = compare(template, {"v1": v1, "v2": v2}, messages, runtime=unsure, expected="label",
-                  confidence=decision.Samples(20), progress=False)
+sure_of = compare(template, {"v1": v1, "v2": v2}, messages, runtime=local, mode="json_schema",
+                  expected="label", confidence=True, concurrency=1, progress=False)
 sure_of.ranking
 
 # %%
@@ -390,9 +392,12 @@ scored = sure_of["v2"]
 scored.to_frame()[["message", "chosen", "expected", "p_pick", "runner_up", "margin"]]
 
 # %% [markdown]
-# `calibration()` bins the rows by the probability of their pick and compares it with how often
-# the pick was right (`ece` and `brier` sum that up); `selective()` shows what a threshold would
-# buy: the accuracy of the most confident share of the rows, and the threshold that keeps them.
+# The 135M model picks `answer` for every message, and is sure of it each time: its accuracy
+# says it is right half the time, its probabilities say 86–98 %. `calibration()` bins the rows by
+# the probability of their pick and compares it with how often the pick was right (`ece` and
+# `brier` sum that up); `selective()` shows what a threshold would buy: the accuracy of the most
+# confident share of the rows, and the threshold that keeps them. Here no threshold helps:
+# a model this small is not calibrated, and these numbers show it before any user does.
 
 # %%
 scored.calibration(bins=5)
@@ -414,29 +419,39 @@ _ = scored.plot_selective()
 # %%
 careful = {**v2, "review": ("QUEUED FOR REVIEW", "queue it for review later")}
 unsure_message = template.format(message="How long does delivery take to Berlin?")
-decision.make(unsure_message, careful, runtime=unsure, confidence=decision.Samples(20),
-              min_confidence=0.8, low_confidence="review")
+decision.make(unsure_message, careful, runtime=local, mode="json_schema", confidence=True,
+              min_confidence=0.95, low_confidence="review")
 
 # %% [markdown]
-# The model picked `answer` (its `low_pick`), but only with this probability:
+# The model's own pick (its `low_pick`) and the probability it gave it, below the threshold:
 
 # %%
 decision.last_trace().confidence
 
 # %%
 try:
-    decision.make(unsure_message, careful, runtime=unsure, confidence=decision.Samples(20),
-                  min_confidence=0.8)
+    decision.make(unsure_message, careful, runtime=local, mode="json_schema", confidence=True,
+                  min_confidence=0.95)
 except decision.DecisionError as err:
     print(err.kind, err.confidence)
+
+# %% [markdown]
+# The cascade's second stage stands in for a bigger model: the word-overlap reader from above,
+# writing its pick in the json_schema form.
 
 # %%
 from openprogram.runtimes import CascadeRuntime
 
-bigger = ScriptedRuntime(rule=word_overlap_model, name="bigger")
-cascade = CascadeRuntime([unsure, bigger], min_confidence=0.8, confidence=decision.Samples(10))
-cascaded = decision.evaluate(template, v2, messages, runtime=cascade, expected="label",
-                             progress=False)
+def bigger_model(prompt: str) -> str:
+    """The word-overlap pick over v2's descriptions, as a json_schema reply."""
+    said = set(re.findall(r"[a-z]+", prompt.split("Message:")[1].split("Pick")[0].lower()))
+    best = max(v2, key=lambda name: len(said & set(re.findall(r"[a-z]+", v2[name][1]))))
+    return '{"decision": {"call": "%s", "args": {}}}' % best
+
+bigger = ScriptedRuntime(rule=bigger_model, name="bigger")
+cascade = CascadeRuntime([local, bigger], min_confidence=0.95)
+cascaded = decision.evaluate(template, v2, messages, runtime=cascade, mode="json_schema",
+                             expected="label", concurrency=1, progress=False)
 cascaded.cascade_counts
 
 # %% [markdown]

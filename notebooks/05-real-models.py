@@ -134,3 +134,64 @@ batch_run = decision.evaluate("Customer message: {message}\nPick one way to hand
 
 # %%
 batch_run.picks, batch_run.accuracy, batch_run.retry_rate
+
+# %% [markdown]
+# ## Live tools from an MCP server
+#
+# `%mcp_connect NAME COMMAND...` starts an MCP server and binds its connection to `NAME`; its tools
+# are the option set `NAME.options`. A pick calls the tool with arguments checked against the tool's
+# own schema first, and resolves to what the tool returned; a tool error goes back to the model in
+# the re-ask. Here the server is the reference time server from the package index (`pip install
+# 'openprogram-decisions[mcp]' mcp-server-time`), which runs offline:
+#
+#     %mcp_connect clock mcp-server-time --local-timezone Etc/UTC
+#
+# The server runs on a thread and event loop of its own, so `%%decide clock.options` and
+# `decision.make` work inside the kernel's running loop. A scripted model stands in for a real one
+# (pass `runtime` from the top instead): it first names a time zone that does not exist.
+
+# %%
+import json
+import tempfile
+from importlib.util import find_spec
+from openprogram import decision
+from openprogram.runtimes import ScriptedRuntime
+
+HAVE_MCP = bool(find_spec("mcp") and find_spec("mcp_server_time"))
+if HAVE_MCP:
+    get_ipython().run_line_magic("mcp_connect", "clock mcp-server-time --local-timezone Etc/UTC")
+else:
+    print("This section needs the MCP SDK and a server: "
+          "pip install 'openprogram-decisions[mcp]' mcp-server-time")
+
+def convert_pick(source_timezone):
+    return json.dumps({"call": "convert_time", "args": {
+        "source_timezone": source_timezone, "time": "10:00", "target_timezone": "Etc/UTC"}})
+
+# %% [markdown]
+# Recording works for tools too: `RecordingRuntime` keeps each tool's result in the cassette beside
+# the model's replies (keys masked, even one a server echoes back).
+
+# %%
+TOOL_CASSETTE = f"{tempfile.mkdtemp()}/mcp-tour.jsonl"
+if HAVE_MCP:
+    scripted = ScriptedRuntime([convert_pick("Tokyo"), convert_pick("Asia/Tokyo")])
+    converted = decision.make("It is 10:00 in Tokyo. What time is it in UTC?", clock.options,
+                              runtime=RecordingRuntime(scripted, TOOL_CASSETTE))
+    first = decision.last_trace().attempts[0]
+    print("10:00 in Tokyo is", converted["target"]["datetime"][11:16], "UTC")
+    print("attempt 1:", first.error_kind, "-", first.error_message)
+    print("server calls:", clock.calls)
+
+# %% [markdown]
+# With the server closed, `ReplayRuntime` answers the model and the tool from the cassette: the
+# same result, and no server call.
+
+# %%
+if HAVE_MCP:
+    clock.close()
+    calls_before = len(clock.calls)
+    again = decision.make("It is 10:00 in Tokyo. What time is it in UTC?", clock.options,
+                          runtime=ReplayRuntime(TOOL_CASSETTE))
+    print("same result:", again == converted, "| server calls during the replay:",
+          len(clock.calls) - calls_before, "|", clock)

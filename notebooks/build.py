@@ -9,7 +9,8 @@ JupyterLab changes nothing: the same cell ids as before, the kernelspec JupyterL
 kernel connects, no timing metadata, the widget state that lets the panels render on open (with ids
 that stay the same from one build to the next).
 `--record-05` first re-records the cassette that 05-real-models replays (see record_05), and
-`--record-06` the one 06-local-model replays, from the local model (see record_06).
+`--record-06` the one 06-local-model replays, from the local model (see record_06), and
+`--record-02` the one 02-prototyping's confidence section replays, from the local model too.
 """
 from __future__ import annotations
 
@@ -130,6 +131,13 @@ def record_06() -> None:
     _record("06-local-model", timeout=900)
 
 
+def record_02() -> None:
+    """Re-record the cassette of 02-prototyping's confidence section from the real model in
+    process (the bundled SmolLM2-135M's exact distribution; the rest of the notebook is
+    scripted and records nothing)."""
+    _record("02-prototyping", timeout=900)
+
+
 def _record(name: str, timeout: int = 120, **env: str) -> None:
     """Run NAME.py live with its cassette removed: the kernel inherits this environment, so the
     notebook's first cell sees a live model and records every call into a new cassette."""
@@ -152,6 +160,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--record-06", action="store_true",
                         help="re-record cassettes/06-local-model.json from the local model first "
                              "(then build 06)")
+    parser.add_argument("--record-02", action="store_true",
+                        help="re-record cassettes/02-prototyping.json from the local model first "
+                             "(then build 02)")
     args = parser.parse_args(argv)
     # The kernel is this Python (the project's venv): its own `python3` spec comes first, before
     # one the user may have installed for another Python.
@@ -172,6 +183,9 @@ def main(argv: list[str]) -> int:
     if args.record_06:
         record_06()
         recorded.append("06-local-model")
+    if args.record_02:
+        record_02()
+        recorded.append("02-prototyping")
     names = names or recorded or NAMES
     start = time.perf_counter()
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:

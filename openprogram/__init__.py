@@ -16,7 +16,7 @@ from .base.errors import (ERROR_KINDS, ArgumentError, DecisionError,
                           MissingExtraError, ModelCallError, NoRuntimeError,
                           OpenProgramError, OptionError, OptionWarning, Retry,
                           SchemaError, ToolError, UsageError, WaitTimeout)
-from .trace.records import Pick, Reask
+from .trace.records import Pick, Reask, Repair
 from .runtime.function import agentic_function
 from .decision.loop import amake, make
 from .base.lazy import lazy_names
@@ -33,7 +33,7 @@ from .trace.decision_trace import (Attempt, DecisionTrace, TraceEvent, add_obser
 
 __version__ = "0.1.0"
 
-__all__ = ["Agent", "agent", "aagent", "Retry", "ToolError", "WaitTimeout", "Pick", "Reask", "decision", "DecisionError",
+__all__ = ["Agent", "agent", "aagent", "Retry", "ToolError", "WaitTimeout", "Pick", "Reask", "Repair", "decision", "DecisionError",
            "OptionError", "OptionWarning", "OpenProgramError", "MissingExtraError",
            "ArgumentError", "UsageError", "SchemaError", "NoRuntimeError",
            "JsonSchema", "tool", "Shortlist", "with_examples", "improve", "aimprove", "Improvement",
@@ -49,8 +49,8 @@ __all__ = ["Agent", "agent", "aagent", "Retry", "ToolError", "WaitTimeout", "Pic
 # Evaluation and toolsets load on first use (`openprogram.compare`, `openprogram.Variant`,
 # `openprogram.register_toolset`).
 __getattr__, __dir__ = lazy_names(__name__, {
-    "compare": ".evaluation.evaluate",
-    "acompare": ".evaluation.evaluate", "Variant": ".evaluation.evaluate",
+    "compare": ".evaluation.variants",
+    "acompare": ".evaluation.variants", "Variant": ".evaluation.variants",
     "evaluate": ".evaluation.evaluate", "aevaluate": ".evaluation.evaluate",
     "EvaluationResult": ".evaluation.results",
     "ComparisonResult": ".evaluation.comparison",

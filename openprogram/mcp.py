@@ -18,6 +18,13 @@ MCP clients use (`{"mcpServers": {"git": {"command": ..., "args": [...]}}}`); a 
 servers share is prefixed with the server's key (`git__status`), and the call still uses the
 server's own name.
 
+A decision's runtime that records (`RecordingRuntime`, `CachedRuntime`) keeps each tool's result
+in its cassette, and `ReplayRuntime` answers the same call from it without the server
+(runtimes/cassette/tool_results.py); with `connect(..., runtime=)` the servers' tool listings are
+recorded too, and a replay starts no server at all. The options follow the servers: a
+`notifications/tools/list_changed` makes the next `.options` read the tools again, and a pick of
+a tool removed meanwhile is re-asked, never sent.
+
 This module imports the SDK when it is imported; `import openprogram` never imports it.
 """
 from __future__ import annotations
@@ -33,8 +40,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Iterable
 
+from .base.filesecrets import remember
 from .base.errors import OpenProgramError, OptionError, ToolError, UsageError, require
-from .base.model_protocol import on_loop
+from .base.model_protocol import on_loop, tool_runtime
 from .base.text import cut
 from .decision.options import normalize
 from .decision.options.tool_definitions import ToolDefinition
@@ -44,6 +52,8 @@ require("mcp", "mcp", "openprogram.mcp")
 __all__ = ["options", "connect", "Connection", "ServerError", "ToolError", "content_value",
            "read_config"]
 
+#: The name a server's tool listing is recorded under (`connect(..., runtime=...)`).
+LISTING = "tools/list"
 #: Seconds a server gets to start and answer `initialize` and `tools/list`.
 START_TIMEOUT_S = 30.0
 _STDERR_TAIL = 2000
@@ -98,7 +108,7 @@ def tool_options(tools: Iterable[Any], call: Any, loop: Any, *, server: str,
         name = (names or {}).get(t.name, t.name)
         definition["name"] = name
         structured = getattr(t, "output_schema", None) is not None
-        out.append(ToolDefinition(definition, _caller(call, t.name, loop, structured)))
+        out.append(ToolDefinition(definition, _caller(call, t.name, loop, structured, server)))
     try:
         normalize(out)
     except OpenProgramError as exc:
@@ -115,18 +125,49 @@ def tool_definition(tool: Any) -> dict:
             "inputSchema": d.get("inputSchema") or {"type": "object", "properties": {}}}
 
 
-def _caller(call: Any, tool_name: str, loop: Any, structured: bool) -> Any:
+def _caller(call: Any, tool_name: str, loop: Any, structured: bool,
+            server: str = "server") -> Any:
     def call_tool(**arguments: Any) -> Any:
-        return on_loop(_settled(call, tool_name, arguments, structured), loop)
+        keeper = _result_keeper(tool_runtime())
+        if keeper is None:
+            return on_loop(_settled(call, tool_name, arguments, structured), loop)
+        # the decision's runtime records the result (RecordingRuntime, CachedRuntime) or
+        # answers it from its recording (ReplayRuntime, without calling the server)
+        kept = keeper({"server": server, "name": tool_name, "arguments": dict(arguments)},
+                      lambda: on_loop(_settled(call, tool_name, arguments, None), loop))
+        return _from_kept(kept, structured)
     call_tool.__name__ = tool_name
     return call_tool
+
+
+def _result_keeper(runtime: Any) -> Any:
+    """The `tool_result` method of the runtime (or of the runtime it wraps) that records or
+    replays live tools' results, or None."""
+    for _ in range(16):  # wrappers of wrappers, never a cycle followed forever
+        if runtime is None:
+            return None
+        keeper = getattr(runtime, "tool_result", None)
+        if callable(keeper):
+            return keeper
+        runtime = getattr(runtime, "inner", None)
+    return None
+
+
+def _from_kept(kept: Any, structured: bool) -> Any:
+    """The recorded (or replayed) result, JSON data, as the tool's content; still bound to the
+    loop the live call needs when it is one."""
+    async def value() -> Any:
+        from mcp.types import CallToolResult
+        return content_value(CallToolResult.model_validate(await kept), structured)
+    loop = getattr(kept, "loop", None)
+    return value() if loop is None else on_loop(value(), loop)
 
 
 async def _call(session: Any, name: str, arguments: dict) -> Any:
     return await session.call_tool(name, arguments)
 
 
-async def _settled(call: Any, name: str, arguments: dict, structured: bool) -> Any:
+async def _settled(call: Any, name: str, arguments: dict, structured: bool | None) -> Any:
     # the call starts only here, on the session's loop: an awaitable refused before it runs
     # leaves no request half made
     import anyio
@@ -145,6 +186,8 @@ async def _settled(call: Any, name: str, arguments: dict, structured: bool) -> A
     except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
         raise ServerError(f"the MCP server's connection is closed (the server ended?), so "
                           f"{name!r} could not be called: connect again") from exc
+    if structured is None:  # to be recorded: the whole result, as JSON data
+        return result.model_dump(mode="json", by_alias=True, exclude_none=True)
     return content_value(result, structured)
 
 
@@ -241,6 +284,26 @@ class _Server:
         self.task: Any = None
         self.stop: Any = None
         self.stderr: Any = None
+        # notifications/tools/list_changed received, and how many of them `tools` has seen
+        self.changed = self.listed = 0
+        self.replayed = False  # its tools came from a recording: it was never started
+
+    async def on_message(self, message: Any) -> None:
+        import mcp.types as types
+        if isinstance(message, types.ToolListChangedNotification):
+            self.changed += 1
+
+    async def relist(self) -> None:
+        """Read the server's tools again (after a tools/list_changed, or when asked); a
+        server whose tools came from a recording keeps them."""
+        if self.replayed:
+            return
+        if self.session is None:
+            raise ServerError(f"{self.describe()} is closed (or ended): open the connection "
+                              f"again")
+        seen = self.changed
+        self.tools = await list_tools(self.session)
+        self.listed = seen
 
     def describe(self) -> str:
         if "url" in self.spec:
@@ -253,7 +316,8 @@ class _Server:
         self.stop = asyncio.Event()
         try:
             async with self._transport() as streams:
-                async with ClientSession(streams[0], streams[1]) as session:
+                async with ClientSession(streams[0], streams[1],
+                                         message_handler=self.on_message) as session:
                     await session.initialize()
                     self.session = session
                     self.tools = await list_tools(session)
@@ -280,6 +344,14 @@ class _Server:
         command = self.spec["command"]
         if shutil.which(command, path=(self.spec.get("env") or {}).get("PATH")) is None \
                 and not os.path.isfile(command):
+            # a server installed in this Python's environment, whose bin/ is not on PATH (a
+            # notebook kernel started without activating its venv)
+            import sys
+            beside = shutil.which(command, path=os.path.dirname(sys.executable))
+            if beside is not None and os.sep not in command:
+                command = beside
+        if shutil.which(command, path=(self.spec.get("env") or {}).get("PATH")) is None \
+                and not os.path.isfile(command):
             raise ServerError(f"{self.describe()}: command {command!r} not found on PATH: "
                               f"install the server (e.g. pip install mcp-server-time) or give "
                               f"its full path")
@@ -304,17 +376,28 @@ class Connection:
     """Live MCP servers and their tools as an option set: `.options` (pass it as `options=`),
     `.tools` (the SDK's `Tool` objects), `.call(name, arguments)`, and `.calls`, every tool call
     made through it as (option name, arguments). Open with `with` / `async with`, or
-    `open()` / `close()`."""
+    `open()` / `close()`.
+
+    The options follow the servers: after a server says its tools changed
+    (`notifications/tools/list_changed`), the next `.options` reads them again (`refresh()`
+    does so when asked). A decision already running keeps the menu it showed; a pick of a tool
+    the server has removed since is refused before any call, as a `ToolError` naming the tools
+    the server has now, and re-asked like any rejected pick."""
 
     def __init__(self, servers: dict[str, dict], *, timeout_s: float = START_TIMEOUT_S,
-                 cache: Any = None):
+                 cache: Any = None, runtime: Any = None):
         if not servers:
             raise UsageError("connect() needs a server: a command line, a URL or config=")
         self.servers = [_Server(k, s) for k, s in servers.items()]
+        # a token given to a server in its environment is masked in every file written from
+        # now on (a cassette, a cache, a journal), even when the server echoes it back
+        self._secrets = [_EnvSecret(v) for spec in servers.values()
+                         for k, v in (spec.get("env") or {}).items() if _names_secret(k, v)]
         self.timeout_s = timeout_s
+        self.runtime = runtime
         self.cache = _ResultCache(cache) if cache is not None else None
-        self.options: list[ToolDefinition] = []
-        self.tools: list = []
+        self._options: list[ToolDefinition] = []
+        self._tools: list = []
         self.calls: list[tuple[str, dict]] = []
         self._by_option: dict[str, tuple[_Server, str]] = {}
         self._loop: Any = None
@@ -330,12 +413,35 @@ class Connection:
         self._thread.start()
         try:
             for server in self.servers:
-                self._start(server)
+                self._listed(server)
             self._build_options()
         except BaseException:
             self.close()
             raise
         return self
+
+    def _listed(self, server: _Server) -> None:
+        """Start `server` and read its tools; with `runtime=` a runtime that records or replays
+        tool calls, through it: a recording keeps the listing, and a replay gives it back
+        without starting the server at all."""
+        keeper = _result_keeper(self.runtime)
+        # a cache starts its servers live: a listing it kept would leave no server for the
+        # calls it has not kept
+        if keeper is None or getattr(keeper.__self__, "tool_listing", None) is None:
+            self._start(server)
+            return
+
+        async def started() -> dict:
+            await asyncio.to_thread(self._start, server)
+            return {"tools": [t.model_dump(mode="json", by_alias=True, exclude_none=True)
+                              for t in server.tools]}
+        from mcp.types import Tool
+        from .base.model_protocol import run_blocking
+        listing = run_blocking(keeper({"server": server.key, "name": LISTING, "arguments": {}},
+                                      started))
+        if server.task is None:  # answered from a recording: no server runs
+            server.replayed = True
+        server.tools = [Tool.model_validate(t) for t in (listing or {}).get("tools") or []]
 
     def _start(self, server: _Server) -> None:
         import concurrent.futures
@@ -363,7 +469,34 @@ class Connection:
                               f"{_reason(exc)}. Run the command in a terminal to see why"
                               f"{server.stderr_tail()}") from exc
 
+    @property
+    def options(self) -> list[ToolDefinition]:
+        """The servers' tools as options, read again when a server said they changed."""
+        if self._loop is not None and any(s.changed != s.listed for s in self.servers):
+            self.refresh()
+        return self._options
+
+    @property
+    def tools(self) -> list:
+        """The servers' tools as the SDK's `Tool` objects (read again as `options` is)."""
+        self.options  # noqa: B018 - read for its refresh
+        return self._tools
+
+    def refresh(self) -> "Connection":
+        """Read every server's tools again and rebuild the options (a server that added,
+        removed or changed a tool). Nothing changes if a tool can no longer be read."""
+        if self._loop is None:
+            raise UsageError("this MCP connection is closed: open it again to read its tools")
+
+        async def relist() -> None:
+            for s in self.servers:
+                await s.relist()
+        asyncio.run_coroutine_threadsafe(relist(), self._loop).result(self.timeout_s)
+        self._build_options()
+        return self
+
     def _build_options(self) -> None:
+        options, tools, by_option = [], [], {}
         seen: dict[str, int] = {}
         for s in self.servers:
             for t in s.tools:
@@ -372,16 +505,30 @@ class Connection:
             names = {t.name: (f"{s.key}__{t.name}" if seen[t.name] > 1 else t.name)
                      for t in s.tools}
             for t in s.tools:
-                self._by_option[names[t.name]] = (s, t.name)
-            self.options += tool_options(s.tools, self._caller_for(s), self._loop,
-                                         server=s.key, names=names)
-            self.tools += s.tools
+                by_option[names[t.name]] = (s, t.name)
+            options += tool_options(s.tools, self._caller_for(s), self._loop,
+                                    server=s.key, names=names)
+            tools += s.tools
+        # replaced whole, only once every server's tools were read: never half a listing
+        self._options, self._tools, self._by_option = options, tools, by_option
 
     def _caller_for(self, server: _Server) -> Any:
         async def call(name: str, arguments: dict) -> Any:
+            if server.replayed:
+                raise ServerError(f"{server.describe()} was not started: its tools were read "
+                                  f"from a recording (connect(..., runtime=ReplayRuntime(...))), "
+                                  f"so only that replay can answer its calls; connect without "
+                                  f"runtime= to call the live server")
             if server.session is None:
                 raise ServerError(f"{server.describe()} is closed (or ended): open the "
                                   f"connection again")
+            if server.changed != server.listed:  # the server's tools changed since the menu
+                await server.relist()
+            if all(t.name != name for t in server.tools):
+                raise ToolError(f"the tool {name!r} was removed from {server.describe()} "
+                                f"while this run was in progress (it said its tools changed); "
+                                f"pick one of the tools it has now: "
+                                f"{', '.join(t.name for t in server.tools) or '(none)'}")
             key = None
             if self.cache is not None:
                 key = self.cache.key(server.key, name, arguments)
@@ -450,7 +597,7 @@ class Connection:
     def __repr__(self) -> str:
         state = "open" if self._loop is not None else "closed"
         return (f"<mcp.Connection {', '.join(s.key for s in self.servers)}: "
-                f"{len(self.options)} tools, {state}>")
+                f"{len(self._options)} tools, {state}>")
 
 
 class _ResultCache:
@@ -497,6 +644,34 @@ class _ResultCache:
             os.replace(tmp, self.path)  # never a half-written cache
 
 
+_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "AUTH", "CREDENTIAL", "COOKIE")
+
+
+def _names_secret(name: Any, value: Any) -> bool:
+    """An environment variable given to a server that holds a secret (GITHUB_TOKEN, API_KEY...);
+    a value too short to be one is not masked everywhere it appears."""
+    return isinstance(name, str) and isinstance(value, str) and len(value) >= 8 and \
+        any(word in name.upper() for word in _SECRET_WORDS)
+
+
+class _EnvSecret:
+    """A server's token, noted with `filesecrets.remember` while its connection lives: every
+    file the library writes masks it. It never shows itself."""
+    __slots__ = ("_value", "__weakref__")
+
+    def __init__(self, value: str):
+        self._value = value
+        remember(self)
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "<secret>"
+
+    __str__ = __repr__
+
+
 def _reason(exc: BaseException) -> str:
     """The first real error inside an exception group (anyio's task groups wrap them)."""
     groups = getattr(__import__("builtins"), "BaseExceptionGroup", ())  # Python 3.11+
@@ -507,7 +682,8 @@ def _reason(exc: BaseException) -> str:
 
 def connect(*commands_or_urls: Any, config: Any = None, name: str | None = None,
             env: dict[str, str] | None = None, cwd: str | None = None,
-            timeout_s: float = START_TIMEOUT_S, cache: Any = None) -> Connection:
+            timeout_s: float = START_TIMEOUT_S, cache: Any = None,
+            runtime: Any = None) -> Connection:
     """Live MCP servers as an option set, for `with` or `async with`:
 
         with mcp.connect("mcp-server-time --local-timezone Etc/UTC") as time_tools:
@@ -520,7 +696,12 @@ def connect(*commands_or_urls: Any, config: Any = None, name: str | None = None,
     A server that does not start, or does not answer within `timeout_s`, is a ServerError
     naming it; nothing is left running. `cache="tools.json"` keeps every tool result in that
     file and answers the same call (server, tool, arguments) from it later: a notebook run
-    again makes no server calls for what it asked before."""
+    again makes no server calls for what it asked before.
+
+    `runtime=` a RecordingRuntime (or CachedRuntime) keeps each server's tool listing in its
+    cassette, beside the tool results its decisions record; given the ReplayRuntime of that
+    cassette, no server is started: the tools come from the recording and every call is
+    answered from it, so a recorded notebook runs where the server is not installed."""
     servers: dict[str, dict] = {}
     for c in commands_or_urls:
         key, spec = _spec(c)
@@ -539,4 +720,4 @@ def connect(*commands_or_urls: Any, config: Any = None, name: str | None = None,
             if key in servers:
                 raise UsageError(f"server key {key!r} is given twice (a command and config=)")
             servers[key] = spec
-    return Connection(servers, timeout_s=timeout_s, cache=cache)
+    return Connection(servers, timeout_s=timeout_s, cache=cache, runtime=runtime)

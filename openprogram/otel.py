@@ -214,7 +214,7 @@ class Instrumentation:
         span.end()
 
     def _batch(self, kind: str, name: str | None, attrs: dict):
-        """A parent span around an evaluate / compare run (a batch hook of trace.py)."""
+        """A parent span around an evaluate / compare run (a batch hook of decision_trace.py)."""
         _, trace = _otel()
         return self.tracer.start_as_current_span(
             f"{kind} {name}" if name else kind,

@@ -87,7 +87,8 @@ def _decision_flags(func):
                           "rejects it and re-asks"),
             argument("--reask", default=None, metavar="NAME",
                      help="the re-ask text: a template string with {request}, {reply}, "
-                          "{kind}, {error}, {path}, {menu}, {attempt}, or a function of them"),
+                          "{kind}, {error}, {path}, {menu}, {attempt}, {hint}, or a function "
+                          "of them"),
             argument("--confidence", nargs="?", const="True", default=None, metavar="N|EXPR",
                      help="put the model's probability of every option on the decision: "
                           "alone, the runtime's own (confidence=True); a number N draws N "

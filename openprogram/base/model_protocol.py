@@ -25,7 +25,7 @@ __all__ = ["ToolCall", "ModelResponse", "ModelCaller", "ModelCallError", "curren
            "using_runtime", "current_agent", "resolve_runtime", "check_timeout",
            "deadline_after", "check_iterations", "check_modes", "to_blocks", "blocks_text",
            "run_sync",
-           "run_blocking", "settle_value", "OnLoop", "on_loop"]
+           "run_blocking", "settle_value", "OnLoop", "on_loop", "tool_runtime", "running_tool"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -300,6 +300,29 @@ def current_runtime() -> "ModelCaller | None":
 def current_agent() -> tuple[Any, str | None]:
     """The Agent whose method is running, and that method's name."""
     return current_agent_var.get()
+
+
+#: The runtime of the decision (or tool round) whose picked function runs now: what a live
+#: tool (an MCP server's) asks to record its result, or to answer it from a recording. Kept apart
+#: from `current_runtime_var` so a pick's function does not bind a runtime for the decisions it
+#: makes itself.
+tool_runtime_var: contextvars.ContextVar["ModelCaller | None"] = contextvars.ContextVar(
+    "openprogram_tool_runtime", default=None)
+
+
+def tool_runtime() -> "ModelCaller | None":
+    """The runtime of the decision whose picked function (or tool) is running, if any."""
+    return tool_runtime_var.get()
+
+
+@contextlib.contextmanager
+def running_tool(runtime: Any) -> Iterator[Any]:
+    """Mark `runtime` as the one whose pick runs inside the block (see `tool_runtime`)."""
+    token = tool_runtime_var.set(runtime)
+    try:
+        yield runtime
+    finally:
+        tool_runtime_var.reset(token)
 
 
 @contextlib.contextmanager

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Union
 
-# The dict form {name: handler} or the list form [handler, ...] (modes.py and normalize.py
+# The dict form {name: handler} or the list form [handler, ...] (modes.py and option_set.py
 # say what a handler may be: a function, a value, a schema, a class, a tool definition).
 Options = Union[dict[str, Any], list[Any], tuple[Any, ...]]
 

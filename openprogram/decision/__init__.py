@@ -7,7 +7,8 @@ public names.
 `extract_action`, `parse_args`, `resolve_decision`, `DecisionError`,
 `DECISION_FINISH_INSTRUCTION`, `last_trace`, the prototyping tools `evaluate` / `compare` (and
 their awaitable twins `aevaluate` / `acompare`), `Samples` and `Confidence` (how sure the model
-was: `confidence=`), and `clear_option_cache` (forget the function
+was: `confidence=`), `Repair` (one repair a `repair=` level made to a reply), and
+`clear_option_cache` (forget the function
 options kept between calls). The prototyping tools, `revalidate` and `steps` (the step-through of
 a recorded decision) are imported the first time they are used.
 It only re-exports: the loop lives in loop.py, evaluation in evaluate.py. Being a facade at the
@@ -24,17 +25,18 @@ from .loop import (DECISION_FINISH_INSTRUCTION, amake, make, parse_args, reask_p
                    resolve_decision)
 from .options import clear_option_cache
 from ..trace.decision_trace import last_trace
+from ..trace.records import Repair
 
 __all__ = ["make", "amake", "render_options", "extract_action", "parse_args", "resolve_decision",
            "DecisionError", "DECISION_FINISH_INSTRUCTION", "last_trace", "OptionError",
            "evaluate", "aevaluate", "compare", "acompare", "reask_prompt", "revalidate", "clear_option_cache", "steps",
-           "Retry", "Variant", "Confidence", "Samples", "improve", "aimprove", "Improvement"]
+           "Retry", "Variant", "Confidence", "Samples", "Repair", "improve", "aimprove", "Improvement"]
 
 # Evaluation and re-checking load on first use: a decision needs neither.
 __getattr__, __dir__ = lazy_names(__name__, {
     "evaluate": "openprogram.evaluation.evaluate", "aevaluate": "openprogram.evaluation.evaluate",
-    "compare": "openprogram.evaluation.evaluate", "acompare": "openprogram.evaluation.evaluate",
-    "Variant": "openprogram.evaluation.evaluate",
+    "compare": "openprogram.evaluation.variants", "acompare": "openprogram.evaluation.variants",
+    "Variant": "openprogram.evaluation.variants",
     "improve": "openprogram.evaluation.improve", "aimprove": "openprogram.evaluation.improve",
     "Improvement": "openprogram.evaluation.improve",
     "revalidate": ".recheck", "steps": ".stepthrough"})

@@ -14,8 +14,10 @@ on the same text are counted by comparing text rather than decoded, so no reply 
 decoder re-read it once per candidate. Between looks for a repeat, plain steps (a `{"`, decoded
 in place, until the first failure) run in a tight loop of their own, and a reply with no call key
 anywhere is answered without decoding anything. The pick comes back with the option's name under
-`call` whichever alias named it (the original project's `_normalize_action`); `value_span` finds, after a
-failure, where the value an error path names sits in the raw reply. It is long for one
+`call` whichever alias named it (the original project's `_normalize_action`); `candidates` lists
+the objects the same search counts (the step-through outlines them, so what it shows is what
+was searched); `value_span` finds, after a failure, where the value an error path names sits in
+the raw reply. It is long for one
 concept: the search and its guards against hostile replies belong together, since each guard is
 only correct beside the step it bounds.
 """
@@ -195,6 +197,41 @@ def _held(obj) -> tuple[int, tuple]:
 def find_action(text: str, *, require_key: bool = True) -> Extraction:
     """Find the last JSON object with a call key in `text` (linear time). With
     `require_key=False`, the last top-level JSON object of any keys (for response_format)."""
+    return _find(text, require_key, None)
+
+
+class _Kept(list):
+    """The first `most` candidates a search finds, as (start, end, object, path inside it)."""
+
+    def __init__(self, most: int):
+        super().__init__()
+        self.most = most
+
+    def add(self, rec: tuple) -> None:
+        if len(self) < self.most:
+            self.append(rec)
+
+
+def candidates(text: str, most: int = 50) -> tuple[list[tuple[int, int, str, object]], int]:
+    """The objects with a call key that `find_action` counts in `text`, the first `most` of
+    them in order, as (start, end, the key as written, the value under it), and how many it
+    counts in all: the same search, with its bounds (outermost objects only; an object whose
+    inner ones it counts without searching, past its budget, gives the last of them)."""
+    kept = _Kept(most)
+    total = _find(text, True, kept).candidates
+    out = []
+    for start, end, obj, path in kept:
+        for k in path:
+            obj = obj[k]
+        span = _path_span(text, start, path) if path else (start, end)
+        key = _call_key(obj)
+        if span is not None and key is not None:
+            out.append((span[0], span[1], key, obj[key]))
+    return out, total
+
+
+def _find(text: str, require_key: bool, kept: _Kept | None) -> Extraction:
+    """find_action, keeping the first candidates in `kept` when it is given."""
     # A key can be spelled only as itself or with \u escapes: without either, there is nothing
     # to find and nothing needs decoding.
     if require_key and _KEY_RE.search(text) is None and "\\" not in text:
@@ -208,6 +245,8 @@ def find_action(text: str, *, require_key: bool = True) -> Extraction:
         obj, end, reason, _ = decoded
         if reason is None and (not require_key or not _NOT_A_PICK(obj)) \
                 and text.find("{", end) < 0:
+            if kept is not None:
+                kept.add((first, end, obj, ()))
             return _result(text, 1, (first, end, obj, ()), None, require_key)
         first = (first, decoded)  # the search below starts there: not decoded twice
     else:
@@ -228,7 +267,8 @@ def find_action(text: str, *, require_key: bool = True) -> Extraction:
             # plain ones (an object right after its `{"`, decoded, with a call key or none held
             # inside) in a tight loop, and leave any other step to the loop below.
             pos, n, cands, rec, failed_at = _plain_steps(text, pos, stop,
-                                                         wait - waited - 2 * _BLOCK - 1, require_key)
+                                                         wait - waited - 2 * _BLOCK - 1, require_key,
+                                                         kept)
             if failed_at is not None:  # the step below takes that failure, not decoded twice
                 first, clean = failed_at, False
             waited += n
@@ -283,6 +323,8 @@ def find_action(text: str, *, require_key: bool = True) -> Extraction:
         count += found
         if rec is not None:
             last = rec
+            if kept is not None:
+                kept.add(rec)
         waited += 1
         if waited + 2 * _BLOCK < wait:  # no look for a repeat soon: keep no record
             pos = nxt
@@ -307,6 +349,14 @@ def find_action(text: str, *, require_key: bool = True) -> Extraction:
                 reps = min(reps, budget // spent_each)
             if reps > 0:
                 shift = reps * period
+                if kept is not None:  # the candidates counted, in order, while room is left
+                    for k in range(1, reps + 1):
+                        if len(kept) >= kept.most:
+                            break
+                        for st in block:
+                            if st[3] is not None:
+                                r = st[3]
+                                kept.add((r[0] + k * period, r[1] + k * period, r[2], r[3]))
                 count += reps * sum(st[2] for st in block)
                 budget -= reps * spent_each
                 rec = next((st[3] for st in reversed(block) if st[3] is not None), None)
@@ -332,7 +382,8 @@ def find_action(text: str, *, require_key: bool = True) -> Extraction:
     return _result(text, count, last, failed, require_key)
 
 
-def _plain_steps(text: str, pos: int, stop: int, limit: int, require_key: bool) -> tuple:
+def _plain_steps(text: str, pos: int, stop: int, limit: int, require_key: bool,
+                 kept: _Kept | None = None) -> tuple:
     """Up to `limit` steps of find_action's search from pos that need nothing but a decode in
     place: (where the search goes on, steps taken, candidates found, the last one or None, and
     for an object that failed to decode, (its start, what `_decode_in_place` says of it)).
@@ -352,6 +403,8 @@ def _plain_steps(text: str, pos: int, stop: int, limit: int, require_key: bool) 
         if not require_key or not not_a_pick(obj):
             count += 1
             last = (s, nxt, obj)
+            if kept is not None:
+                kept.add((s, nxt, obj, ()))
         elif _KEY_RE.search(text, s, nxt):
             break  # a call key held inside: the loop searches it
         pos = nxt

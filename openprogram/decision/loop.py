@@ -6,7 +6,10 @@ the reply, validates its arguments, re-asks on a bad reply, and resolves the pic
 loop talks to the model only through the `ModelCaller` protocol and to option kinds only through
 their methods; each step makes a new frozen `Attempt` record and emits it, and the trace is
 assembled from those events. Entry points that run a whole turn first (`agent(options=)`,
-`exec(response_format=)`) live one layer up, in runtime.py, and drive the same `Decider`.
+`exec(response_format=)`) live one layer up, in runtime/turns.py, and drive the same `Decider`. It is
+long because the `Decider` is one state machine — an attempt sent, its reply read, the pick
+checked, then resolved, repaired or re-asked — whose steps share the attempt being built and the
+trace it changes; splitting them would pass that state between modules.
 """
 from __future__ import annotations
 
@@ -28,10 +31,10 @@ from ..base.errors import (ArgumentError, DecisionError, ModelCallError, ParseEr
 from .extract import extract_action, value_span
 from .modes import MenuMode, Mode, get_mode
 from ..base.model_protocol import (ModelCaller, ModelResponse, check_modes, current_runtime, deadline_after,
-                                   resolve_runtime, run_sync, settle_value)
+                                   resolve_runtime, run_sync, running_tool, settle_value)
 from .options import (Menu, Option, call_function, check_context, normalize, option_infos,
                       render_menu, safe_key)
-from .options.shortlist import Shortlist, check_shortlist, narrow
+from .options.shortlist import Shortlist, check_shortlist, defer_tools, narrow
 from ..trace.records import Attempt, Pick, Reask, replace
 from ..base.redaction import redact_decoded
 from ..trace.decision_trace import DecisionTrace, emit, record
@@ -113,15 +116,15 @@ def reask_prompt(request: str, reply: Any, err: ParseError, menu_text: str,
     """The re-ask (P7): by default the request, the previous reply, the problem, and the menu
     again; `reask` (from `check_reask`) writes the user's own text from the same facts."""
     shown = _bounded(reply if isinstance(reply, str) else repr(reply))
+    hint = getattr(err, "hint", "")  # the fix a repair level above would have made (repair.py)
     facts = Reask(request=request, reply=shown, kind=err.kind, error=err.message,
-                  path=err.path or "", menu=menu_text, attempt=attempt)
+                  path=err.path or "", menu=menu_text, attempt=attempt, hint=hint)
     if reask is not None:
         text = reask(facts)
         if not isinstance(text, str):
             raise UsageError(f"reask= callable returned {type(text).__name__}; it must return "
                             f"the text to send (a str)")
         return text
-    hint = getattr(err, "hint", "")  # the fix a repair level above would have made (repair.py)
     return DEFAULT_REASK.format(request=request, reply=shown, kind=err.kind, error=err.message,
                                menu=menu_text, advice=explain(err.kind) + (
                                    f"\n{hint}" if hint else ""),
@@ -159,6 +162,8 @@ class Decider:
         # What the mode adds to every model call (tools, schema), built once per decision: in
         # tools mode it is every option's JSON Schema.
         self._request = self.mode.request()
+        if shortlist is not None and shortlist.get("deferred"):  # shortlist="native"
+            self._request = defer_tools(self._request)
         self.sent = self._request or None
         self.trace = DecisionTrace(
             prompt=request, menu=self.menu_text, options=option_infos(menu), entry=entry,
@@ -626,7 +631,9 @@ class Decider:
 
     async def resolve(self, option: Option, kwargs: dict[str, Any]) -> Any:
         try:
-            result = await settle_value(option.resolve(kwargs), self.sync, self.deadline)
+            with running_tool(self.runtime):  # a live tool records (or replays) its result
+                value = option.resolve(kwargs)
+            result = await settle_value(value, self.sync, self.deadline)
         except Retry as r:  # the option itself rejected the pick: re-ask (settle catches it)
             raise ParseError(r.kind, r.message) from None
         except WaitTimeout as exc:  # timeout_s covers the option's own wait too
@@ -714,7 +721,8 @@ async def _make(prompt: str, options: Options, *, runtime: ModelCaller | None,
     check_modes(rt, way.name)
     ask = check_confidence(confidence, rt, where=entry, mode=way.name)
     check_threshold(min_confidence, low_confidence, [o.name for o in menu], ask, entry)
-    menu, listing = narrow(shortlist, prompt, menu)  # the model sees, and may pick, these only
+    # the model sees, and may pick, these only
+    menu, listing = narrow(shortlist, prompt, menu, runtime=rt, mode=way.name)
     menu_text = render_menu(menu)
     with rt.dag.span("decision", entry):
         d = Decider(rt, menu, request=prompt, context=context, max_attempts=attempts,
@@ -742,7 +750,8 @@ def make(prompt: str, options: Options, *, runtime: ModelCaller | None = None,
     `validate=rule` is called with the `Pick` before anything runs; raising
     `openprogram.Retry("why")` rejects it (kind `rejected`, "why" goes to the model in the
     re-ask). `reask=` replaces the re-ask text: a format template with the fields of `Reask`
-    ({request}, {reply}, {kind}, {error}, {path}, {menu}, {attempt}) or a callable of a `Reask`.
+    ({request}, {reply}, {kind}, {error}, {path}, {menu}, {attempt}, {hint}) or a callable of a
+    `Reask`.
     `mode=` is the way of asking: "menu" (the text menu, the default), "tools" (one native
     tool per option) or "json_schema" (the provider's structured output); see modes.py.
 

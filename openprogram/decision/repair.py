@@ -20,8 +20,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable, NoReturn
 
-from ..base.errors import ArgumentError
+from ..base.errors import ArgumentError, OptionError
 from ..trace.records import Repair  # the record lives with the attempt that carries it
+from .schema.refs import Document
 
 __all__ = ["LEVELS", "DEFAULT_REPAIR", "KINDS", "Repair", "check_repair", "repair_syntax",
            "repair_name", "repair_value", "repair_wrapper", "value_fix", "near_names",
@@ -100,7 +101,11 @@ _TOKEN = re.compile(
     r'|(?P<cut>["\'])', re.S)
 _SCALAR = (r'(?:-?(?:0|[1-9][0-9]{0,999})(?:\.[0-9]{1,1000})?(?:[eE][+-]?[0-9]{1,4})?'
            r'(?![0-9A-Za-z_.])|(?:true|false|null)(?![A-Za-z0-9_$]))')
-_RUN = re.compile(rf"{_SCALAR}(?:[ \t\r\n]*,[ \t\r\n]*{_SCALAR})*")
+# Possessive: a scalar and the whitespace around a comma each match one way only, so giving
+# back never finds a longer run; without it the engine keeps a backtracking point per item,
+# four times slower on a long list (extract.py keeps possessive repeats away from the groups
+# it reads, as re in 3.11 mis-reports them; this pattern reads none).
+_RUN = re.compile(rf"{_SCALAR}(?:[ \t\r\n]*+,[ \t\r\n]*+{_SCALAR})*+")
 _SQ_BODY = re.compile(r"\\(.)|\"", re.S)
 _LITERALS = {"true": "true", "false": "false", "null": "null"}
 _PYTHON = {"True": "true", "False": "false", "None": "null"}
@@ -108,6 +113,26 @@ _PYTHON = {"True": "true", "False": "false", "None": "null"}
 # A comment may sit before the key; each is bounded, so every `{` costs a bounded look.
 _PICK_START = re.compile(r"""\{(?:[ \t\r\n]|//[^\n]{0,200}\n|/\*[^*]{0,200}\*/){0,16}"""
                          r"""(?:"|'|)(?:call|action|function|tool)(?:"|'|)[ \t\r\n]*:""")
+
+
+# The object lane of the syntax repair: after an object key (the token loop's own token), the
+# rest of a member whose value is a scalar (a string in either quotes, a number, a literal, each
+# as _TOKEN reads it), and the comma and the next key after it when they follow, in one match. Only single
+# spaces around the colon and the comma: each is one token of the loop, so a match spends
+# exactly the budget its tokens would.
+# Strings of a few hundred characters only: the token loop finds a long one's end by substring
+# search, many times faster than a pattern reads it. (Possessive: a string ends at its first
+# unescaped quote, one way only, so a match that fails is not tried a character shorter.)
+_DQ = r'"[^"\\]{0,256}+(?:\\.[^"\\]{0,256}+){0,16}+"'
+_SQ = r"'[^'\\]{0,256}+(?:\\.[^'\\]{0,256}+){0,16}+'"
+_NUM = (r"-?(?:0|[1-9][0-9]{0,999})(?:\.[0-9]{1,1000})?(?:[eE][+-]?[0-9]{1,4})?"
+        r"(?![0-9A-Za-z_.])")
+_VALUE = rf"{_DQ}|{_SQ}|{_NUM}|(?:true|false|null|True|False|None)(?![A-Za-z0-9_$])"
+_KEY = rf"{_DQ}|{_SQ}|[A-Za-z_$][A-Za-z0-9_$]{{0,99}}(?![A-Za-z0-9_$])"
+_MEMBER = re.compile(rf" ?: ?({_VALUE})(?: ?, ?({_KEY}))?", re.S)
+# What can follow a `{` in JSON (the C decoder fails at once on anything else).
+_OBJECT_GOES_ON = ('"', "}", " ", "\t", "\r", "\n")
+_new = object.__new__
 
 
 def _not_json(name: str) -> NoReturn:
@@ -161,10 +186,18 @@ def _one_value(text: str, start: int, budget: list[int],
     pos, n = start, len(text)
     scan_left = [8 * (n - start) + 64]  # failed whole reads: a slip 8 levels deep, read fast
 
-    def note(kind: str, a: int, b: int, after: str) -> None:
+    def note(kind: str, a: int, b: int, after: str, path: str | None = None) -> None:
         if len(repairs) >= _MAX_REPAIRS:
             raise _Fail("too many repairs")
-        repairs.append(Repair(kind, _path(stack), _clip(text[a:b]), _clip(after), (a, b)))
+        before = text[a:b]
+        # made without the frozen dataclass's __init__ (an object.__setattr__ per field), as
+        # records.replace makes records: a small reply's repairs are most of what it costs
+        r = _new(Repair)
+        d = r.__dict__
+        d["kind"], d["path"], d["span"] = kind, _path(stack) if path is None else path, (a, b)
+        d["before"] = before if len(before) <= _SHOWN else _clip(before)
+        d["after"] = after if len(after) <= _SHOWN else _clip(after)
+        repairs.append(r)
 
     def value_done() -> None:
         if stack:
@@ -181,7 +214,9 @@ def _one_value(text: str, start: int, budget: list[int],
             pos += 1
             continue
         close = text.find(c, pos + 1) if c in "\"'" else -1
-        if close < 0 and c in "\"'":
+        if c in "{}[]:,":  # a bracket, colon or comma is its own token (_TOKEN's `p`)
+            kind, tok, end = "p", c, pos + 1
+        elif close < 0 and c in "\"'":
             kind, tok, end = "cut", c, pos + 1  # no closing quote anywhere after it
         elif close > 0 and text.find("\\", pos + 1, close) < 0:
             # a string without escapes: found by substring search, much faster than a pattern
@@ -232,7 +267,12 @@ def _one_value(text: str, start: int, budget: list[int],
                     raise _Fail("nested too deep")
                 if top is not None and top[0] == "[":
                     top[2] = 0 if top[2] is None else top[2] + 1
-                if top is not None and scan_left[0] > 0:
+                if top is not None and scan_left[0] > 0 and tok == "{" \
+                        and text[pos + 1:pos + 2] not in _OBJECT_GOES_ON:
+                    # the C decoder fails one character in ({' or {key): counted as that
+                    # failure without raising it (its error costs more than the whole step)
+                    scan_left[0] -= 1
+                elif top is not None and scan_left[0] > 0:
                     # Most of a sloppy pick is valid JSON: a nested value the C decoder reads
                     # whole is copied as written. The characters failed reads cover are counted,
                     # so these tries cost at most eight times the text before they stop.
@@ -292,23 +332,63 @@ def _one_value(text: str, start: int, budget: list[int],
             return "".join(out), repairs, n
         # a key, or a value
         if top is not None and state == "key":
-            if kind == "dq":
-                key = tok
-            elif kind == "sq":
-                key = _sq_to_dq(tok)
-                top[2] = key[1:-1] if "\\" not in key else _DECODER.decode(key)
-                note("single_quotes", pos, end, key)
-            elif kind == "word":
-                key = json.dumps(tok)
-                top[2] = tok
-                note("unquoted_key", pos, end, key)
-            else:
+            if kind not in ("dq", "sq", "word"):
                 raise _Fail("an object key that is not a string")
-            if kind == "dq":
-                top[2] = key[1:-1] if "\\" not in key else _DECODER.decode(key)
-            out.append(key)
-            top[1] = "colon"
-            pos = end
+            # A member at a time while the members are plain (`key: scalar, key`, single
+            # spaces): each match stands for the tokens it spans, spends the budget they would
+            # and leaves what they would; anything else goes back to the token loop.
+            below = None  # the path of the frames below this object, once a repair needs it
+            while True:
+                if kind == "word":
+                    key = json.dumps(tok)
+                    top[2] = tok
+                else:
+                    key = tok if kind == "dq" else _sq_to_dq(tok)
+                    try:
+                        top[2] = key[1:-1] if "\\" not in key else _DECODER.decode(key)
+                    except ValueError:
+                        raise _Fail("an object key that is not JSON text") from None
+                here = None
+                if kind != "dq":
+                    below = _path(stack[:-1]) if below is None else below
+                    here = f"{below}.{top[2]}" if below else top[2]
+                    note("single_quotes" if kind == "sq" else "unquoted_key", pos, end, key, here)
+                out.append(key)
+                top[1] = "colon"
+                pos = end
+                m = _MEMBER.match(text, end)
+                if m is None:
+                    break
+                regs = m.regs
+                a, b = regs[1]
+                nxt = regs[2] if regs[2][0] >= 0 else None
+                # the colon, the value, a space before either; a space, the comma, a space
+                # and the key after it
+                budget[0] -= a - end + 1 + (nxt[0] - b + 1 if nxt else 0)
+                if budget[0] < 0:
+                    budget[0] = -1  # where the token loop stops
+                    raise _Fail("the reply took more reading than its length allows")
+                tok = text[a:b]
+                c = tok[0]
+                if c == "'" or c in "TFN":
+                    if here is None:
+                        below = _path(stack[:-1]) if below is None else below
+                        here = f"{below}.{top[2]}" if below else top[2]
+                    if c == "'":
+                        tok = _sq_to_dq(tok)
+                        note("single_quotes", a, b, tok, here)
+                    else:
+                        tok = _PYTHON[tok]
+                        note("python_literal", a, b, tok, here)
+                top[1] = "after"
+                if nxt is None:
+                    out.append(":" + tok)
+                    pos = b
+                    break
+                out.append(":" + tok + ",")
+                pos, end = nxt
+                tok = text[pos:end]
+                kind = "dq" if tok[0] == '"' else "sq" if tok[0] == "'" else "word"
             continue
         if state not in ("value", "first"):
             raise _Fail("a value where a comma or bracket belongs")
@@ -392,9 +472,11 @@ def repair_syntax(text: str, cut: bool = False) -> tuple[dict[str, Any], tuple[i
         after = end
         if not repairs:
             continue  # valid as written: the strict path decides what it means
-        try:
-            obj = _DECODER.decode(fixed)
-        except (ValueError, RecursionError):
+        try:  # `fixed` is one value, from its first character to its last: no decode() wrapper
+            obj, stop = _scan(fixed, 0)
+        except (ValueError, StopIteration, RecursionError):
+            continue
+        if stop != len(fixed):
             continue
         if isinstance(obj, dict) and any(k in obj for k in ("call", "action", "function", "tool")):
             found = (obj, (s, end), repairs)
@@ -515,16 +597,14 @@ def _parts(path: str) -> list[Any] | None:
 
 
 def _deref(s: Any, root: dict[str, Any]) -> Any:
+    doc = Document(root)
     for _ in range(32):
         if not isinstance(s, dict) or "$ref" not in s:
             break
-        ref = s["$ref"]
-        if not isinstance(ref, str) or not ref.startswith("#/"):
+        try:   # (the one rule every reader of a schema follows: schema/refs.py)
+            s = doc.resolve(s["$ref"])[0]
+        except OptionError:
             return None
-        node: Any = root
-        for part in ref[2:].split("/"):
-            node = node.get(part) if isinstance(node, dict) else None
-        s = node
     if isinstance(s, dict):
         for key in ("anyOf", "oneOf"):
             alts = s.get(key)

@@ -10,18 +10,19 @@ attempt the re-ask built from its parts, followed by the next attempt's stages. 
 a short explanation that names the rule of docs/rules.md it shows. The stages render as static
 HTML (each its own section, inside `view.wrap`, every text a model or option set wrote escaped)
 and as terminal text (`python -m openprogram steps`); the notebook layer steps through the same
-`Stage` records. It reads records only: no model is called and nothing is re-validated.
+`Stage` records. It reads records only: no model is called and nothing is re-validated. It is long
+because it tells one recorded decision stage by stage, each stage citing its rule, and the stages
+read the same attempt.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any
 
 from ..base.errors import UsageError, explain
-from .extract import CALL_KEYS
+from .extract import candidates as _found
 from .modes import MODES, JsonSchemaMode
 from .options.option_set import normalize
 from ..trace.decision_trace import DecisionTrace
@@ -36,12 +37,11 @@ STAGE_RULES = {"options": "R1", "sent": "E1", "reply": "A6", "repair": "P7", "va
 #: The issue's numbering of the kinds of stage (what a learner sees as "stage 3").
 STAGE_NUMBERS = {"options": 1, "sent": 2, "reply": 3, "repair": 3, "validation": 4, "hidden": 5,
                  "resolution": 6, "failure": 6, "reask": 7}
-# A reply is scanned for candidates up to this many characters, trying at most this many `{`:
-# a view of a huge reply stays cheap (the extractor itself is linear, this outline need not be).
+# The candidates are the extractor's own (extract.candidates: its search, its bounds); the
+# outline shows those in a reply's first this many characters, at most this many, so the
+# view of a huge reply does not grow with it.
 _SCAN_CHARS = 100_000
-_SCAN_STARTS = 5_000
 _MAX_CANDIDATES = 50
-_DECODER = json.JSONDecoder(strict=False)
 _MARKS = {"pick": "#c8e6c9", "ignored": "#eeeeee", "part": "#fff3c4"}
 
 
@@ -220,31 +220,14 @@ def menu_sources(options: Any) -> list[dict]:
 # ---------------------------------------------------------------------------------------------
 
 def candidates(text: str) -> list[dict]:
-    """The JSON objects with a call key in `text`, outermost only, in order: `span`, `key` (the
-    alias written) and `call`. Bounded: the first `_SCAN_CHARS` characters, `_SCAN_STARTS`
-    tries."""
+    """The JSON objects with a call key in `text` that the extractor counts, outermost only, in
+    order: `span`, `key` (the alias written) and `call`. Those in the first `_SCAN_CHARS`
+    characters, at most `_MAX_CANDIDATES`."""
     if not isinstance(text, str):
         return []
-    text = text[:_SCAN_CHARS]
-    found: list[dict] = []
-    pos, tries = 0, 0
-    while len(found) < _MAX_CANDIDATES and tries < _SCAN_STARTS:
-        start = text.find("{", pos)
-        if start < 0:
-            break
-        tries += 1
-        try:
-            obj, end = _DECODER.raw_decode(text, start)
-        except ValueError:
-            pos = start + 1
-            continue
-        key = next((k for k in CALL_KEYS if isinstance(obj, dict) and k in obj), None)
-        if key is None:
-            pos = start + 1
-            continue
-        found.append({"span": [start, end], "key": key, "call": safe_repr(obj[key])})
-        pos = end
-    return found
+    found, _ = _found(text[:_SCAN_CHARS], _MAX_CANDIDATES)
+    return [{"span": [start, end], "key": key, "call": safe_repr(call)}
+            for start, end, key, call in found]
 
 
 def _marked(text: str, spans: list[tuple[int, int, str, str]]) -> str:

@@ -2,17 +2,19 @@
 
 One decision shows how the mechanism works; an option set is only designed well once it has been
 run over many inputs. `evaluate` fills a prompt template from each row of the inputs (a
-DataFrame, a list of dicts, or any iterable of dicts: see `evaluate_inputs`), runs the decisions
-many at a time (see `evaluate_runner`: threads, or tasks on one event loop for an async model;
+DataFrame, a list of dicts, or any iterable of dicts: see `inputs`), runs the decisions
+many at a time (see `runner`: threads, or tasks on one event loop for an async model;
 `aevaluate` runs them on the caller's own loop) and returns an `EvaluationResult` (see
-`evaluate_results`): one row per input and the summaries that judge an option set — pick
+`results`): one row per input and the summaries that judge an option set — pick
 distribution, retry and failure rates, accuracy and a confusion table against expected picks.
-`compare` runs two or more option sets, runtimes or ways of asking over the same inputs and puts
-their picks side by side. A failing input never stops a run; Ctrl-C keeps what finished. With
+`compare` (in `variants`) runs two or more option sets, runtimes or ways of asking over the same
+inputs, each as a run of this module, and puts their picks side by side. A failing input never stops a run; Ctrl-C keeps what finished. With
 `journal=` every finished row is appended to a file as it finishes (see `journal`), so a run that
 dies resumes where it stopped and a million rows need no more memory than their summaries.
 pandas and tqdm are imported only inside functions, so the core stays standard-library-only at
-import time.
+import time. It is long because one run has many parts only it uses (settings checked, rows pulled
+from the table, finished rows summarised and journaled, the batch and rate-limit hooks); lining
+runs up is `variants`'.
 """
 from __future__ import annotations
 
@@ -20,7 +22,6 @@ import contextvars
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable, Iterator, Sequence
@@ -48,8 +49,8 @@ from ..trace.decision_trace import repr_head, batch
 from ..trace.decision_trace import batch as _trace_batch
 from ..decision.repair import check_repair
 
-__all__ = ["evaluate", "aevaluate", "compare", "acompare", "EvaluationResult", "ComparisonResult",
-           "Variant", "JournalMismatch", "NO_PICK", "RateLimit"]
+__all__ = ["evaluate", "aevaluate", "EvaluationResult", "ComparisonResult", "JournalMismatch",
+           "NO_PICK", "RateLimit"]
 
 
 def _known(**attrs: Any) -> dict[str, Any]:
@@ -70,7 +71,7 @@ def _check_on_interrupt(value: Any) -> None:
                          f"got {value!r}")
 
 
-def _settings(on_interrupt: Any, concurrency: Any, max_retries: Any, timeout_s: Any,
+def check_settings(on_interrupt: Any, concurrency: Any, max_retries: Any, timeout_s: Any,
               context: Any, validate: Any, reask: Any,
               mode: Any = None, confidence: tuple[Any, ...] = (False, None, None),
               repair: Any = None, shortlist: Any = None) -> tuple[int, dict[str, Any]]:
@@ -87,16 +88,16 @@ def _settings(on_interrupt: Any, concurrency: Any, max_retries: Any, timeout_s: 
                 "repair": check_repair(repair),
                 **({"shortlist": check_shortlist(shortlist)} if shortlist is not None
                    else {})}
-    for key, value in zip(_CONFIDENCE_KEYS, confidence):
+    for key, value in zip(CONFIDENCE_KEYS, confidence):
         if value is not None and value is not False:
             settings[key] = value
     return concurrency, settings
 
 
-_CONFIDENCE_KEYS = ("confidence", "min_confidence", "low_confidence")
+CONFIDENCE_KEYS = ("confidence", "min_confidence", "low_confidence")
 
 
-def _check_confidence(settings: dict[str, Any], menu: Sequence[Option], rt: Runtime,
+def check_run_confidence(settings: dict[str, Any], menu: Sequence[Option], rt: Runtime,
                       where: str) -> None:
     """The confidence settings of a run checked against its runtime and menu, once, before any
     row runs (each row's decision would otherwise fail with the same error)."""
@@ -228,6 +229,7 @@ def _open_journal(journal: Any, name: str, prompt: str, menu: Sequence[Option], 
         return None
     return Journal(journal, {"section": name, "prompt": prompt, "menu": render_menu(menu),
                              "mode": mode, "runtime": rt.name,
+                             "repair": (settings or {}).get("repair"),
                              "options": [o.name for o in menu], "total": table.total,
                              "expected": table.has_expected,
                              "concurrency": concurrency,
@@ -244,13 +246,13 @@ def _confidence_record(settings: dict[str, Any]) -> dict[str, Any] | None:
                              "fallback": ask.fallback}
     elif ask is not None:
         out["confidence"] = ask
-    for key in _CONFIDENCE_KEYS[1:]:
+    for key in CONFIDENCE_KEYS[1:]:
         if settings.get(key) is not None:
             out[key] = settings[key]
     return out or None
 
 
-class _Run:
+class Run:
     """One option set over one table: its journal, sink, board and the rows left to run."""
 
     def __init__(self, table: Table, menu: Sequence[Option], rt: Runtime, settings: dict[str, Any],
@@ -295,7 +297,7 @@ class _Run:
                              settings=self.settings, board=self.board)
 
 
-def _rate_limit(value: Any, rts: list[Runtime]) -> RateLimit | None:
+def rate_limit_of(value: Any, rts: list[Runtime]) -> RateLimit | None:
     """`rate_limit=` checked: it paces HTTP requests, so a runtime that sends none through the
     provider transport (a scripted or local model) cannot keep to it, and says so. None (or
     True) is the default: when a runtime sends HTTP requests, the run handles 429 / 529 with a
@@ -340,7 +342,7 @@ def _batched(batch: Any, rt: Runtime) -> Runtime:
     return batched
 
 
-def _batch_hooks(one: "_Run", batched: Runtime, rt: Runtime) -> None:
+def _batch_hooks(one: "Run", batched: Runtime, rt: Runtime) -> None:
     """On the batch path: the bar shows the batch's counts, and the journal holds its batches
     (those in flight are re-attached to, new ones recorded)."""
     if batched is rt:
@@ -350,16 +352,16 @@ def _batch_hooks(one: "_Run", batched: Runtime, rt: Runtime) -> None:
         getattr(batched, "attach")(one.journal.batches, one.journal.write_batch)
 
 
-def _new_run(table: Table, menu: Sequence[Option], rt: Runtime, batch: Any,
+def new_run(table: Table, menu: Sequence[Option], rt: Runtime, batch: Any,
              settings: dict[str, Any], concurrency: int, progress: Any, desc: str, journal: Any,
-             name: str, limit: RateLimit | None) -> "_Run":
+             name: str, limit: RateLimit | None) -> "Run":
     """A run of `menu` over `table` on `rt`, or on its batch path when `batch=` asks: there
     every row waits on its round, so all of them are in flight at once (a task each, no
     thread)."""
     batched = _batched(batch, rt)
     if batched is not rt:
         concurrency = max(concurrency, table.total or 50_000)
-    one = _Run(table, menu, batched, settings, concurrency, progress, desc, journal, name, limit)
+    one = Run(table, menu, batched, settings, concurrency, progress, desc, journal, name, limit)
     _batch_hooks(one, batched, rt)
     return one
 
@@ -369,21 +371,21 @@ def _evaluation(what: str, prompt: str, options: Options, inputs: Any, runtime: 
                 progress: Any, on_interrupt: Any, validate: Any, reask: Any, mode: Any,
                 journal: Any, total: int | None, rate_limit: Any, batch: Any,
                 confidence: tuple[Any, ...] = (False, None, None),
-                repair: Any = None, shortlist: Any = None) -> "_Run":
+                repair: Any = None, shortlist: Any = None) -> "Run":
     """The one run of `evaluate` / `aevaluate` (`what`), every argument checked before any
     model call."""
-    concurrency, settings = _settings(on_interrupt, concurrency, max_retries, timeout_s,
+    concurrency, settings = check_settings(on_interrupt, concurrency, max_retries, timeout_s,
                                       context, validate, reask, mode, confidence,
                                       repair, shortlist)
     menu, table, rt = _plan(prompt, options, inputs, runtime, expected, context, what, total,
                             journal)
     check_modes(rt, settings["mode"])
-    _check_confidence(settings, menu, rt, what)
-    return _new_run(table, menu, rt, batch, settings, concurrency, progress, "evaluate",
-                    journal, "evaluate", _rate_limit(rate_limit, [rt]))
+    check_run_confidence(settings, menu, rt, what)
+    return new_run(table, menu, rt, batch, settings, concurrency, progress, "evaluate",
+                    journal, "evaluate", rate_limit_of(rate_limit, [rt]))
 
 
-def _evaluation_span(one: "_Run") -> Any:
+def _evaluation_span(one: "Run") -> Any:
     return _trace_batch("evaluate", None, **_known(inputs=one.table.total),
                         concurrency=one.concurrency, mode=one.settings["mode"])
 
@@ -433,7 +435,8 @@ def evaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runtime | N
     (traces, results and errors are read back from the file when asked for). Calling the same
     evaluation again with the same journal resumes it: rows already journaled are not run again
     and the progress bar starts at their count. A journal of another evaluation (another
-    prompt, option set, way of asking or runtime) is refused with `JournalMismatch`.
+    prompt, option set, way of asking, runtime or `repair=` level) is refused with
+    `JournalMismatch`.
 
     `batch=True` (OpenAIRuntime, AnthropicRuntime) sends the rows through the provider's
     batch API (half the price, answered within a day; see `openprogram.runtimes.providers.batch`): all
@@ -504,7 +507,7 @@ async def aevaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runt
                       mode, journal, total, rate_limit, batch,
                       (confidence, min_confidence, low_confidence), repair, shortlist)
     with _evaluation_span(one):
-        wall, was_interrupted = await _arun(one)
+        wall, was_interrupted = await arun_one(one)
     result = one.result(wall, was_interrupted)
     if was_interrupted:
         return _interrupted(result, on_interrupt, f"aevaluate was interrupted: "
@@ -512,7 +515,7 @@ async def aevaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runt
     return result
 
 
-async def _arun(one: "_Run") -> tuple[float, bool]:
+async def arun_one(one: "Run") -> tuple[float, bool]:
     """One run's rows as tasks on the running loop: (wall seconds, interrupted). A cancel of
     the awaiting task re-raises with the partial result as `.result` (what finished is kept)."""
     import asyncio
@@ -540,222 +543,3 @@ async def _arun(one: "_Run") -> tuple[float, bool]:
             board.bar.close()
     board.close()
     return time.perf_counter() - t0, was_interrupted
-
-
-@dataclass(frozen=True)
-class Variant:
-    """One column of `compare`: what differs from compare's own arguments. Whatever is left
-    None comes from them — so `{"menu": Variant(mode="menu"), "tools": Variant(mode="tools")}`
-    compares ways of asking on the same options, runtime and inputs."""
-    options: Any = None
-    runtime: Any = None
-    mode: str | None = None
-    prompt: str | None = None
-    max_retries: int | None = None
-    validate: Any = None
-    reask: Any = None
-    confidence: Any = None
-    min_confidence: float | None = None
-    low_confidence: str | None = None
-    repair: str | None = None
-    shortlist: Any = None   # k or Shortlist(...): this variant's menus narrowed (None: all shown)
-
-    def __post_init__(self) -> None:
-        # A misspelt way of asking is refused here, where it was written, not when compare runs
-        if self.mode is not None:
-            get_mode(self.mode)
-        if self.repair is not None:
-            check_repair(self.repair)
-        check_shortlist(self.shortlist)
-
-
-def _variants(variants: Any, options: Options | None,
-              runtime: Runtime | None) -> list[tuple[str, Menu, Runtime, dict[str, Any]]]:
-    if not isinstance(variants, Mapping):
-        raise TypeError(f"variants must be a dict {{name: option set}}, {{name: Runtime}} or "
-                        f"{{name: (option set, Runtime)}}, got {type(variants).__name__}")
-    if len(variants) < 2:
-        raise ValueError(f"compare needs two or more variants, got {len(variants)}; for one "
-                         f"option set use evaluate()")
-    out = []
-    for name, v in variants.items():
-        if not isinstance(name, str) or not name:
-            raise TypeError(f"variant names must be non-empty strings, got {name!r}")
-        overrides: dict[str, Any] = {}
-        if isinstance(v, Variant):
-            overrides = {k: getattr(v, k) for k in ("mode", "prompt", "max_retries", "validate",
-                                                    "reask", *_CONFIDENCE_KEYS, "repair")
-                         if getattr(v, k) is not None}
-            if "mode" in overrides:
-                overrides["mode"] = get_mode(overrides["mode"]).name
-            if "max_retries" in overrides:
-                _max_attempts(overrides["max_retries"])
-            if "validate" in overrides:
-                overrides["validate"] = check_validate(overrides["validate"])
-            if "reask" in overrides:
-                overrides["reask"] = check_reask(overrides["reask"])
-            if v.shortlist is not None:
-                overrides["shortlist"] = check_shortlist(v.shortlist)
-            opts = v.options if v.options is not None else options
-            rt = v.runtime if v.runtime is not None else runtime
-            if opts is None:
-                raise ValueError(f"variant {name!r} sets no options, so compare needs options=")
-        elif isinstance(v, Runtime):
-            if options is None:
-                raise ValueError(f"variant {name!r} is a Runtime, so compare needs options= "
-                                 f"(the option set the runtime variants run)")
-            opts, rt = options, v
-        elif isinstance(v, tuple) and len(v) == 2 and isinstance(v[1], Runtime):
-            opts, rt = v
-        else:
-            opts, rt = v, runtime
-        try:
-            menu = normalize(opts)
-        except (ValueError, TypeError) as exc:
-            raise type(exc)(f"variant {name!r}: {exc}") from None
-        out.append((name, menu, resolve_runtime(rt, f"compare variant {name!r}"), overrides))
-    return out
-
-
-
-
-def compare(prompt: str, variants: Any, inputs: Any, *, options: Options | None = None,
-            runtime: Runtime | None = None, concurrency: int = 8, max_retries: int = 1,
-            expected: Any = None, context: dict[str, Any] | None = None,
-            timeout_s: float | None = None,
-            progress: bool = True, on_interrupt: str = "return",
-            validate: Callable[..., Any] | None = None, reask: Reasker = None,
-            mode: ModeName = "menu", journal: Any = None, total: int | None = None,
-            rate_limit: Any = None, batch: Any = False, confidence: Any = False,
-            min_confidence: float | None = None,
-            low_confidence: str | None = None, repair: str | None = None) -> "ComparisonResult":
-    """Run two or more variants over the same inputs and line their picks up side by side.
-
-    `variants` maps a name to an option set (run on `runtime`, else the bound Runtime), to a
-    Runtime (running `options=`), to an `(option set, Runtime)` pair, or to a `Variant` whose
-    unset fields come from compare's own arguments (ways of asking: `Variant(mode="tools")`). The
-    variants run one after another, each with `concurrency` workers, exactly as `evaluate` runs
-    them (`validate=`, `reask=` and `journal=` included: each variant is a section of the
-    journal, named after it, and resumes on its own). An iterable of inputs is read once and
-    kept, since every variant runs over it. Returns a `ComparisonResult`: `.to_frame()` (one
-    pick column per variant), `.differences`, `.summary` (retry and failure rates, accuracy, per
-    variant), `.picks` (each variant's picks), `.pick_counts`, `.plot()`. `batch=` and `rate_limit=` apply to every variant, as in
-    `evaluate` (on the batch path each variant is its own rounds). Ctrl-C behaves as in
-    `evaluate`; variants not yet started are all "cancelled".
-    """
-    prep = _Comparison(prompt, variants, inputs, options, runtime, concurrency, max_retries,
-                       expected, context, timeout_s, progress, on_interrupt, validate, reask,
-                       mode, journal, total, rate_limit, batch,
-                       (confidence, min_confidence, low_confidence), repair)
-    with _trace_batch("compare", None, variants=len(prep.plan), inputs=prep.table.total):
-        for one in prep.runs():
-            wall, interrupted = (0.0, True) if prep.interrupted else one.go()
-            prep.done(one, wall, interrupted)
-    return prep.result()
-
-
-async def acompare(prompt: str, variants: Any, inputs: Any, *, options: Options | None = None,
-                   runtime: Runtime | None = None, concurrency: int = 8, max_retries: int = 1,
-                   expected: Any = None, context: dict[str, Any] | None = None,
-                   timeout_s: float | None = None, progress: bool = True,
-                   on_interrupt: str = "return", validate: Callable[..., Any] | None = None,
-                   reask: Reasker = None, mode: ModeName = "menu", journal: Any = None,
-                   total: int | None = None, rate_limit: Any = None,
-                   batch: Any = False, confidence: Any = False,
-                   min_confidence: float | None = None,
-                   low_confidence: str | None = None, repair: str | None = None) -> "ComparisonResult":
-    """`compare`, awaitable: each variant's rows run as `aevaluate` runs them (tasks on the
-    running event loop, at most `concurrency` in flight), one variant after another. Same
-    arguments and the same `ComparisonResult`. Cancelling the awaiting task cancels the rows
-    in flight and re-raises the CancelledError, carrying the partial comparison as `.result`
-    (unstarted variants "cancelled")."""
-    import asyncio
-    prep = _Comparison(prompt, variants, inputs, options, runtime, concurrency, max_retries,
-                       expected, context, timeout_s, progress, on_interrupt, validate, reask,
-                       mode, journal, total, rate_limit, batch,
-                       (confidence, min_confidence, low_confidence), repair)
-    with _trace_batch("compare", None, variants=len(prep.plan), inputs=prep.table.total):
-        for one in prep.runs():
-            if prep.interrupted:
-                prep.done(one, 0.0, True)
-                continue
-            try:
-                wall, interrupted = await _arun(one)
-            except asyncio.CancelledError as exc:
-                prep.done(one, 0.0, True, getattr(exc, "result"))
-                for rest in prep.runs():
-                    prep.done(rest, 0.0, True)
-                setattr(exc, "result", prep.comparison())
-                raise
-            prep.done(one, wall, interrupted)
-    return prep.result()
-
-
-class _Comparison:
-    """What compare and acompare share: the variants checked, the inputs read once, one run
-    per variant (made as the previous one ends) and the results gathered."""
-
-    def __init__(self, prompt: str, variants: Any, inputs: Any, options: Options | None,
-                 runtime: Runtime | None, concurrency: int, max_retries: int, expected: Any,
-                 context: dict[str, Any] | None, timeout_s: float | None, progress: bool,
-                 on_interrupt: str, validate: Callable[..., Any] | None, reask: Reasker,
-                 mode: str, journal: Any, total: int | None, rate_limit: Any,
-                 batch: Any, confidence: tuple[Any, ...] = (False, None, None),
-                 repair: Any = None) -> None:
-        self.concurrency, self.settings = _settings(on_interrupt, concurrency, max_retries,
-                                                    timeout_s, context, validate, reask, mode,
-                                                    confidence, repair)
-        self.plan = _variants(variants, options, runtime)
-        for name, menu, rt, overrides in self.plan:
-            check_context(menu, context)
-            check_modes(rt, overrides.get("mode", self.settings["mode"]))
-            own = {**self.settings, **overrides}
-            if own.get("confidence") is False:  # Variant(confidence=False) turns it off
-                for key in _CONFIDENCE_KEYS:
-                    own.pop(key, None)
-                    overrides[key] = None
-            _check_confidence(own, menu, rt, f"compare variant {name!r}")
-        self.limit = _rate_limit(rate_limit, [rt for _, _, rt, _ in self.plan])
-        names = list(dict.fromkeys(o.name for _, menu, _, _ in self.plan for o in menu))
-        table = Table(prompt, inputs, expected, names, "compare on", total=total)
-        if table.streamed:  # every variant runs over the rows: read them once, keep them
-            for _ in table.rows():
-                pass
-            exp = table.expected
-            table = Table(prompt, table.records, exp, names, "compare on")
-        self.table, self.prompt, self.progress = table, prompt, progress
-        self.journal, self.batch, self.on_interrupt = journal, batch, on_interrupt
-        self.results: dict[str, EvaluationResult] = {}
-        self.interrupted = False
-        self._next = 0
-
-    def runs(self) -> Iterator[_Run]:
-        """The next variants' runs, each made only when the one before has finished."""
-        while self._next < len(self.plan):
-            name, menu, rt, overrides = self.plan[self._next]
-            self._next += 1
-            own = {k: v for k, v in overrides.items() if k != "prompt"}
-            own_prompt = overrides.get("prompt", self.prompt)
-            table = self.table if own_prompt == self.prompt else self.table.refill(own_prompt)
-            yield _new_run(table, menu, rt, self.batch, {**self.settings, **own},
-                           self.concurrency, self.progress and not self.interrupted, name,
-                           self.journal, name, self.limit)
-
-    def done(self, one: _Run, wall: float, interrupted: bool,
-             result: EvaluationResult | None = None) -> None:
-        if self.interrupted or result is not None:
-            one.board.close()
-        self.results[one.name] = (result if result is not None
-                                  else one.result(wall, interrupted, label=one.name))
-        self.interrupted = self.interrupted or interrupted
-
-    def comparison(self) -> ComparisonResult:
-        return ComparisonResult(self.results, columns=self.table.columns,
-                                records=self.table.records or [], expected=self.table.expected,
-                                interrupted=self.interrupted)
-
-    def result(self) -> ComparisonResult:
-        result = self.comparison()
-        if self.interrupted:
-            return _interrupted(result, self.on_interrupt, "compare was interrupted")
-        return result

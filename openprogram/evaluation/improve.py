@@ -14,7 +14,9 @@ the held-out rows puts its gain above zero at 95 %. Figures reported are held-ou
 gain on the rows an edit was chosen from says nothing. The search stops at `budget` model
 calls (replies served by a `CachedRuntime` are not counted, so a re-run through the cache is
 free). The user's code is never edited: the result carries the new option set as data, and the
-edits as text to paste.
+edits as text to paste. It is long because the search — the split, the candidates, scoring on
+train, the held-out bootstrap, the budget and the journal it resumes from — is one procedure; where
+its texts come from is `proposers`.
 """
 from __future__ import annotations
 
@@ -22,7 +24,6 @@ import copy
 import json
 import os
 import random
-import re
 import string
 import warnings
 TYPE_CHECKING = False
@@ -32,13 +33,12 @@ if TYPE_CHECKING:
 from ..base.errors import DecisionError, UsageError, OptionWarning
 from ..decision.options import Option, normalize
 from .results import bootstrap_interval
+from .proposers import NAME, Journaled, digest, keyword_proposer, proposed, proposer_of
 
 __all__ = ["improve", "aimprove", "Improvement", "keyword_proposer", "MIN_ROWS"]
 
 #: Fewer labelled rows than this hold nothing out worth measuring on.
 MIN_ROWS = 20
-_MAX_DESCRIPTION = 400   # a proposer's text is untrusted: cut before it reaches a menu
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 # where an edit's text came from, as the step-through cites it
 _SOURCE = {"kind": "improve", "label": "decision.improve: a proposer's text, from the "
                                        "training rows"}
@@ -92,138 +92,6 @@ def _edited(option: Option, description: str) -> Option:
     return out
 
 
-def keyword_proposer(name: str, description: str, evidence: dict) -> str | None:
-    """The built-in proposer (deterministic, no model): the description, plus the words most
-    typical of the training requests labelled with this option and rare in the others'
-    (asked for a name, `evidence["rename"]`: the name joined to the most typical word). It
-    works offline and in tests; a model proposer writes better prose."""
-    def words(text: str) -> set[str]:
-        return {w.strip(".,;:!?\"'()").lower() for w in text.split() if len(w) > 3}
-    mine = [words(t) for t in evidence["requests"]]
-    theirs = [words(t) for t in evidence["other_requests"]]
-    if not mine:
-        return None
-    score: dict[str, float] = {}
-    for ws in mine:
-        for w in ws:
-            score[w] = score.get(w, 0) + 1 / len(mine)
-    for ws in theirs:
-        for w in ws:
-            if w in score:
-                score[w] -= 1 / max(len(theirs), 1)
-    top = [w for w, s in sorted(score.items(), key=lambda kv: (-kv[1], kv[0])) if s > 0][:6]
-    if not top:
-        return None
-    if evidence.get("rename"):
-        word = re.sub(r"[^a-z0-9_]", "", top[0])
-        return f"{name}_{word}" if word else None
-    return f"{description} (requests about: {', '.join(top)})".strip()
-
-
-def _ask_model(proposer: Any, counter: list[int]) -> Callable[[str, str, dict], str | None]:
-    """A runtime as a proposer: asked through the decision mechanism, with one option whose
-    argument is the new description."""
-    from ..decision.loop import make
-
-    def rewrite(description: str) -> str:
-        """Use this new description of the option."""
-        return description
-
-    def rename(name: str) -> str:
-        """Use this new name of the option (a short snake_case identifier)."""
-        return name
-
-    def ask(name: str, description: str, evidence: dict) -> str | None:
-        wrong = "\n".join(f"- {t!r} was picked as {p!r}" for t, p in evidence["missed"][:8])
-        taken = "\n".join(f"- {t!r} (meant {e!r})" for t, e in evidence["taken"][:8])
-        examples = "\n".join(f"- {t!r}" for t in evidence["requests"][:8])
-        param = evidence.get("parameter")
-        what = (f"Parameter {param!r} of option {evidence['option']!r}" if param
-                else f"Option {name!r}")
-        values = "".join(f"\nValues it was given when the option was picked right: "
-                         f"{json.dumps(evidence['values'][:8], default=str)}"
-                         for _ in [0] if param and evidence.get("values"))
-        text = (f"You improve the description of one "
-                f"{'parameter of an option' if param else 'option'} in a menu a model picks "
-                f"from.\n{what}, described now as: {description!r}.{values}\n"
-                f"Requests that should pick it:\n{examples or '- (none)'}\n"
-                f"Requests that should have picked it but did not:\n{wrong or '- (none)'}\n"
-                f"Requests that picked it but should not have:\n{taken or '- (none)'}\n"
-                f"Write a short description (one or two sentences) of the "
-                f"{'parameter' if param else 'option'} that makes the right requests pick "
-                f"this option and the wrong ones not.")
-        menu: dict = {"rewrite": rewrite}
-        if evidence.get("rename"):
-            text = (f"You improve the name of one option in a menu a model picks from.\n"
-                    f"Option {description!r} (in the code: {name!r}).\n"
-                    f"Requests that should pick it:\n{examples or '- (none)'}\n"
-                    f"Requests that should have picked it but did not:\n{wrong or '- (none)'}\n"
-                    f"Requests that picked it but should not have:\n{taken or '- (none)'}\n"
-                    f"Write a short snake_case name that makes the right requests pick this "
-                    f"option and the wrong ones not.")
-            menu = {"rename": rename}
-        from ..trace.decision_trace import last_trace
-        try:
-            out = make(text, menu, runtime=proposer, max_retries=1)
-        except DecisionError:
-            out = None
-        trace = last_trace()
-        made = sum(1 for a in (trace.attempts if trace else ()) if not a.cached)
-        counter[0] += made   # not yet charged to the budget
-        counter[1] += made   # all the proposer's calls
-        return out
-    return ask
-
-
-class _journaled:
-    """A proposer whose answers are journaled (section "improve: proposals"), keyed by what
-    it was asked: a resumed run reads each answer back instead of asking again, so it meets
-    the same candidates and makes no proposer call for them."""
-
-    def __init__(self, propose: Callable, path: Any, prompt: str, menu: list[Option],
-                 proposer: Any, runtime: Any):
-        from ..decision.options import render_menu
-        self.propose, self.path, self.resumed = propose, path, 0
-        # the proposer, named as a runtime is: another proposer is another journal
-        source = runtime if proposer is None else proposer
-        who = source if isinstance(source, str) else getattr(source, "name", None) or \
-            getattr(source, "__qualname__", type(source).__name__)
-        self.section = {"section": "improve: proposals", "prompt": prompt,
-                        "menu": render_menu(menu), "mode": "proposer", "runtime": str(who)}
-
-    def __call__(self, name: str, description: str, evidence: dict) -> Any:
-        from .journal import Journal
-        key = _digest([name, description, evidence])
-        j = Journal(self.path, self.section)
-        try:
-            for _, line, _ in j.done.values():
-                if line.get("key") == key:
-                    self.resumed += 1
-                    text = line.get("text")
-                    return text if isinstance(text, str) else None
-            text = self.propose(name, description, evidence)
-            kept = " ".join(text.split())[:_MAX_DESCRIPTION] if isinstance(text, str) else None
-            j.write_row(max(j.done, default=-1) + 1, key,
-                        {"status": "resolved" if kept else "failed", "option": name,
-                         "text": kept})
-            return kept
-        finally:
-            j.close()
-
-
-def _proposer(proposer: Any, runtime: Any, counter: list[int]) -> Callable | None:
-    if proposer == "keywords":
-        return keyword_proposer
-    if proposer is None:
-        proposer = runtime
-    if hasattr(proposer, "call_model"):
-        return _ask_model(proposer, counter)
-    if callable(proposer):
-        return proposer
-    raise UsageError(f"improve(proposer=...): a Runtime, a callable (name, description, "
-                     f"evidence) -> str, or 'keywords'; got {proposer!r:.60}")
-
-
 class _Scorer:
     """Runs the option set over rows through `evaluate`, counting the model calls it makes.
     With a journal, each row's outcome under a menu is appended as it finishes (a section per
@@ -246,7 +114,7 @@ class _Scorer:
         return self.calls + len(idx) * per_row <= self.budget
 
     def _key(self, i: int) -> str:
-        return _digest([_filled(self.prompt, self.rows[i]), self.labels[i]])
+        return digest([_filled(self.prompt, self.rows[i]), self.labels[i]])
 
     def _open(self, menu: list[Option], what: str) -> Any:
         from ..decision.options import render_menu
@@ -255,7 +123,7 @@ class _Scorer:
         # A section per menu, named by its text's digest: the same option set met again (a
         # resumed run, another seed) finds its rows whatever candidate it came from.
         return Journal(self.journal, {
-            "section": f"improve {_digest(text)}: {what}", "prompt": self.prompt,
+            "section": f"improve {digest(text)}: {what}", "prompt": self.prompt,
             "menu": text, "mode": self.settings["mode"], "runtime": self.rt.name,
             "options": [o.name for o in menu], "total": len(self.rows)})
 
@@ -346,12 +214,6 @@ class _Scorer:
                      "; pass journal= to keep the finished rows and resume")
             raise KeyboardInterrupt(f"improve was interrupted after {self.calls} model "
                                     f"calls{where}") from None
-
-
-def _digest(value: Any) -> str:
-    import hashlib
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=repr).encode(
-        "utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def _filled(prompt: str, row: dict) -> str:
@@ -518,9 +380,9 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, runtime: Any
         raise UsageError(f"improve(journal=...) is a file path (str or pathlib.Path), got "
                          f"{type(journal).__name__}")
     scorer = _Scorer(prompt, table, labels, rt, settings, budget, journal)
-    propose = _proposer(proposer, rt, counter := [0, 0])
+    propose = proposer_of(proposer, rt, counter := [0, 0])
     if propose is not None and journal is not None:
-        propose = _journaled(propose, journal, prompt, original, proposer, rt)
+        propose = Journaled(propose, journal, prompt, original, proposer, rt)
     report: dict = {"split": {"seed": seed, "train": len(train), "held_out": len(held),
                               "train_rows": train, "held_out_rows": held},
                     "stopped": None}
@@ -650,7 +512,7 @@ def _candidates(prompt: str, menu: list[Option], train: list[int], table: list[d
                           if base["picks"][k] == name and labels[i] != name]}
 
             def build(option: Option, taken: list[str], evidence=evidence) -> Any:
-                text = _proposed(propose, option.code_name, option.description, evidence)
+                text = proposed(propose, option.code_name, option.description, evidence)
                 if text is None:
                     return None
                 return _edited(option, text), option.description, text
@@ -668,7 +530,7 @@ def _candidates(prompt: str, menu: list[Option], train: list[int], table: list[d
                           pname=param.name) -> Any:
                     before = next(p.field.description for p in option.params
                                   if p.name == pname)
-                    text = _proposed(propose, f"{option.code_name}.{pname}", before,
+                    text = proposed(propose, f"{option.code_name}.{pname}", before,
                                      evidence)
                     if text is None:
                         return None
@@ -683,19 +545,8 @@ def _candidates(prompt: str, menu: list[Option], train: list[int], table: list[d
                     except DecisionError:
                         new = None
                     # a name is code the model writes back: an identifier, unique in the menu
-                    if not isinstance(new, str) or not _NAME.fullmatch(new.strip()) or \
+                    if not isinstance(new, str) or not NAME.fullmatch(new.strip()) or \
                             new.strip() in taken:
                         return None
                     return option.renamed(new.strip(), _SOURCE), option.name, new.strip()
                 yield "name", pos, build
-
-
-def _proposed(propose: Callable, name: str, description: str, evidence: dict) -> str | None:
-    """The proposer's text for `name`, cut to a bound, or None when nothing usable came."""
-    try:
-        text = propose(name, description, evidence)
-    except DecisionError:
-        text = None
-    if not isinstance(text, str) or not text.strip() or text.strip() == description:
-        return None
-    return " ".join(text.split())[:_MAX_DESCRIPTION]

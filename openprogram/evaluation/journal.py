@@ -50,8 +50,8 @@ VERSION = 1
 
 
 class JournalMismatch(OpenProgramError, ValueError):
-    """The journal holds another evaluation's rows (its prompt, options, way of asking, runtime
-    or inputs differ)."""
+    """The journal holds another evaluation's rows (its prompt, options, way of asking, runtime,
+    repair level or inputs differ)."""
 
 
 class JournalFileError(OpenProgramError, ValueError):
@@ -212,6 +212,11 @@ def fingerprint(section: dict) -> str:
     what = {k: section.get(k) for k in ("prompt", "menu", "mode", "runtime")}
     if section.get("confidence") is not None:
         what["confidence"] = section["confidence"]
+    # The repair level decides which replies resolve without a re-ask, so rows of two levels
+    # are not one evaluation. A section journaled before repair= existed has no level: its
+    # fingerprint stays what it was, and it resumes at any level (nothing says which it ran).
+    if section.get("repair") is not None:
+        what["repair"] = section["repair"]
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode("utf-8", "surrogatepass")
                           ).hexdigest()[:16]
 
@@ -341,6 +346,17 @@ class Journal:
                 self.done[item["row"]] = (item.get("key"), item, offset)
             elif kind == "batch" and item.get("section") == self.name:
                 self.batches.append(item)
+        if old is not None and old.get("repair") is None:
+            section["fingerprint"] = fingerprint({**section, "repair": None})  # see fingerprint
+        if old is not None and old.get("repair") is not None \
+                and old.get("repair") != section.get("repair") \
+                and all(old.get(k) == section.get(k) for k in ("prompt", "menu", "mode", "runtime")):
+            was, now = _short(old.get("repair"), 40), _short(section.get("repair"), 40)
+            raise JournalMismatch(
+                f"the journal {where!r} holds {len(self.done)} rows of {self.name!r} run with "
+                f"repair={was}, and this run asks for repair={now}: rows of two repair levels "
+                f"are not one evaluation. Pass repair={was} to resume it, or a new journal= "
+                f"path to run at repair={now} (or delete the file to start over)")
         if old is not None and old.get("fingerprint") != section["fingerprint"]:
             changed = [k for k in FINGERPRINTED
                        if old.get(k) != section.get(k)] or ["the evaluation"]

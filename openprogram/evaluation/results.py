@@ -9,7 +9,9 @@ when asked for (`traces[i]`, `panel(i)`, `to_frame()`), which is what bounds a m
 `EvaluationResult.from_journal(path)` loads a journaled run for analysis without any model.
 Its columns are in `outcomes`, its confidence figures in `calibration`, and `comparison`'s
 `ComparisonResult` lines up the results of `compare`'s variants. pandas is imported only inside
-methods.
+methods. It is long because `EvaluationResult`'s summaries (pick counts, rates, accuracy, the
+confusion table, cascade and repair counts, shortlist recall, the HTML view) all read the same
+compact columns and lazy rows.
 """
 from __future__ import annotations
 
@@ -421,12 +423,14 @@ class EvaluationResult(ConfidenceMetrics):
         """With `shortlist=` and expected picks: the share of finished rows with an expected
         pick whose expected option was among those the model was shown (recall@k). Below 1,
         the shortlist hid the right option from some rows, whatever the model did; None without
-        a shortlist or expected picks."""
+        a shortlist or expected picks. With shortlist="native", the options shown are the ones
+        the provider's search loaded; a row whose model searched nothing is not counted."""
         expected = self.expected
         if expected is None:
             return None
-        shown = [(e, t.shortlist["shown"]) for e, t in zip(expected, self.traces)
-                 if e is not None and t is not None and t.shortlist]
+        listed = [(e, _shortlisted(t)) for e, t in zip(expected, self.traces)
+                  if e is not None and t is not None and t.shortlist]
+        shown = [(e, names) for e, names in listed if names is not None]
         if not shown:
             return None
         return _rate(sum(1 for e, names in shown if e in names), len(shown))
@@ -550,3 +554,15 @@ class EvaluationResult(ConfidenceMetrics):
         ax.set_ylabel("inputs")
         return ax
 
+
+def _shortlisted(trace: DecisionTrace) -> list[str] | None:
+    """The options a row's model was shown: the shortlist's, or with shortlist="native" those
+    the provider's search loaded over the decision's attempts (None: it searched nothing)."""
+    listing = trace.shortlist or {}
+    if listing.get("by") != "native":
+        return list(listing.get("shown") or ())
+    from ..decision.options.shortlist import loaded_tools
+    found = [loaded_tools(a.raw) for a in trace.attempts]
+    if all(f is None for f in found):
+        return None
+    return [n for f in found for n in f or ()]

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from typing import Any, Callable
 
 from ..base.errors import ArgumentError, ModelCallError, OptionError, ParseError, UsageError
-from ..base.model_protocol import current_agent, settle_value
+from ..base.model_protocol import current_agent, running_tool, settle_value
 from ..decision.options import Param, call_function, check_hidden, function_params, validate
 
 
@@ -120,7 +120,9 @@ async def run_tool(tool: Tool, args: Any, runtime: Any, context: dict | None = N
                 kwargs[p.name] = validate(args[p.name], p.field, p.name, dropped)
             elif p.source == "llm" and p.required:
                 return None, f"missing required argument {p.name!r}"
-        return await settle_value(call_function(tool.fn, kwargs), sync), None
+        with running_tool(runtime):  # a live tool records (or replays) its result
+            value = call_function(tool.fn, kwargs)
+        return await settle_value(value, sync), None
     except (ParseError, OptionError) as exc:
         return None, str(exc)
     except Exception as exc:

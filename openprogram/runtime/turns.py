@@ -66,7 +66,7 @@ async def run_agent_decision(rt: ModelCaller, blocks: list[dict], options: Any, 
     menu = normalize(options)
     check_context(menu, context)
     request = blocks_text(blocks)
-    menu, listing = narrow(shortlist, request, menu)
+    menu, listing = narrow(shortlist, request, menu, runtime=rt, mode=get_mode(mode).name)
     way = get_mode(mode)(menu)
     check_modes(rt, way.name)
     ask = check_confidence(confidence[0], rt, where="agent", mode=way.name)

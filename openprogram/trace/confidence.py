@@ -6,7 +6,7 @@ replies that name no option (`other`), where the numbers come from (`source`: "e
 in-process model's own probabilities under the decision grammar, "logprobs" from a server's token
 log-probabilities, "samples" from counting the picks of n replies) and how many replies were
 drawn (`n`, samples only). A runtime that can give a distribution says so with the class attribute
-`confidence_source` and fills `ModelResponse.confidence` (a plain dict, see model.py) when the loop
+`confidence_source` and fills `ModelResponse.confidence` (a plain dict, see model_protocol.py) when the loop
 passes it `confidence=[names]`; this module turns that dict into the record, checks the
 arguments a caller gives (`confidence=`, `Samples(...)`, `min_confidence=`, `low_confidence=`),
 and counts samples. Nothing here imports anything outside the standard library.

@@ -141,8 +141,10 @@ class Pick:
 @dataclass(frozen=True)
 class Reask:
     """What a `reask=` callable is handed (and the fields a `reask=` template may name): the
-    original request, the previous reply, the error's kind, message and path, the menu, and the
-    number of the attempt that failed."""
+    original request, the previous reply, the error's kind, message and path, the menu, the
+    number of the attempt that failed, and the `hint`: the fix a higher `repair=` level would
+    have made, as the default re-ask words it (the option name or the value the reply nearly
+    wrote; "" when there is none)."""
     request: str
     reply: str
     kind: str
@@ -150,6 +152,7 @@ class Reask:
     path: str
     menu: str
     attempt: int
+    hint: str = ""
 
 
 def replace(record: Any, **changes) -> Any:

@@ -16,7 +16,10 @@ function here raises on what a trace holds: a result or an error whose repr or s
 such. The toolkit these functions draw with — escaping, cutting, the wrapper, hand-built tables — is
 `safe_html`, which the library's other HTML (evaluation and comparison tables, re-check results,
 the `.differences` frame, the `%decision_menu` printout, the step-through) uses too, so no view
-lets MathJax typeset or the front end turn into links what a model or an option set wrote.
+lets MathJax typeset or the front end turn into links what a model or an option set wrote. It is
+long because it draws every part of a decision (attempts, replies with their marks, confidence
+bars, repairs, the raw exchange, the tables), and one module keeps those parts alike; the toolkit
+they share is `safe_html`.
 """
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from typing import Any
 
 # The explanation of an error kind is the only thing taken from the layers below; the Attempt
-# and DecisionTrace named in annotations are read by attribute only (trace.py imports this).
+# and DecisionTrace named in annotations are read by attribute only (decision_trace.py imports this).
 from ..base.errors import ArgumentError, explain
 from ..base.text import safe_repr, safe_str
 from .tables import attempt_rows

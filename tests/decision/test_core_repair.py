@@ -378,7 +378,7 @@ def test_an_unknown_level_is_a_clear_error_listing_the_levels():
             decision.make("Pick.", OPTIONS, runtime=ScriptedRuntime([]), repair=bad)
     with pytest.raises(ValueError, match="repair="):
         decision.parse_args("{}", OPTIONS, repair="loose")
-    from openprogram.evaluation.evaluate import Variant
+    from openprogram.evaluation.variants import Variant
     with pytest.raises(ValueError, match="'off', 'safe', 'menu'"):
         Variant(repair="all")
 
@@ -443,7 +443,7 @@ def test_revalidate_shows_what_each_level_would_save():
 
 
 def test_compare_runs_each_variant_at_its_own_level():
-    from openprogram.evaluation.evaluate import Variant
+    from openprogram.evaluation.variants import Variant
     rows = [{"i": i} for i in range(3)]
     rt = ScriptedRuntime(list(SLOPPY_ROWS) * 3)
     res = decision.compare("Pick {i}.", {"off": Variant(repair="off"),
@@ -553,6 +553,41 @@ def test_below_menu_the_reask_names_the_fix():
     assert "equally near the options 'go_home', 'go-home'" in rt.calls[1].prompt
 
 
+def test_a_key_with_a_broken_escape_is_reasked_not_raised():
+    # the repaired key is decoded as JSON text; a bad escape in it (\\x) raised the decoder's
+    # own JSONDecodeError out of decision.make instead of failing the attempt
+    for bad in ("{'call': 'go', 'c\\x': 1}", '{"call": "go", "c\\x": 1,}'):
+        rt = ScriptedRuntime([bad, '{"call": "go"}'])
+        assert decision.make("Pick.", ["stay", "go"], runtime=rt) == "go"
+        first = decision.last_trace().attempts[0]
+        assert first.error_kind == "no_action" and first.repairs == []
+        assert R.repair_syntax(bad) is None
+
+
+def test_a_custom_reask_gets_the_same_hint_as_the_default():
+    replies = ['{"call": "Look-Up", "args": {"city": "Bern"}}',
+               '{"call": "look_up", "args": {"city": "Bern", "days": "2"}}',
+               '{"call": "look_up", "args": {"city": "Bern"}}']
+    rt = ScriptedRuntime(replies)
+    decision.make("Pick.", OPTIONS, runtime=rt, max_retries=2, repair="safe",
+                  reask="{kind}: {error} | {hint}")
+    assert [c.prompt.split(":")[0] for c in rt.calls[1:]] == ["unknown_call", "type_mismatch"]
+    hints = [c.prompt.split(" | ", 1)[1] for c in rt.calls[1:]]
+    assert hints == ["""It nearly matches the option 'look_up': write "call": "look_up".""",
+                     "At args.days write 2 (the number without quotes)."]
+    seen: list = []
+    rt = ScriptedRuntime(replies)
+    decision.make("Pick.", OPTIONS, runtime=rt, max_retries=2, repair="safe",
+                  reask=lambda r: seen.append(r) or f"again ({r.hint or 'no hint'})")
+    assert [r.hint for r in seen] == hints
+    assert rt.calls[2].prompt == "again (At args.days write 2 (the number without quotes).)"
+    # a failure no repair level would fix has no hint
+    rt = ScriptedRuntime(['{"call": "look_up", "args": {}}', '{"call": "look_up", '
+                          '"args": {"city": "Bern"}}'])
+    decision.make("Pick.", OPTIONS, runtime=rt, repair="safe", reask="[{hint}]")
+    assert rt.calls[1].prompt == "[]"
+
+
 SAFE_TEXT = st.text(alphabet=st.characters(blacklist_characters="\\\"'",
                                            blacklist_categories=("Cs",)), max_size=8)
 SLOPPY_JSON = st.recursive(
@@ -579,6 +614,39 @@ def test_a_sloppy_pick_repairs_to_the_value_it_spells(args, flags):
     assert got is not None, text
     assert got[0] == obj
     assert got[1] == (12, 12 + len(text))
+
+
+PLAIN_TEXT = st.text(alphabet=st.characters(blacklist_characters="\\\"' \t",
+                                            blacklist_categories=("Cs",)), max_size=8)
+PLAIN_JSON = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-10**9, 10**9), PLAIN_TEXT),
+    lambda inner: st.one_of(st.lists(inner, max_size=4),
+                            st.dictionaries(st.from_regex(r"[a-z_][a-z0-9_]{0,5}", fullmatch=True),
+                                            inner, max_size=4)),
+    max_leaves=16)
+
+
+@settings(max_examples=300, deadline=None)
+@given(args=st.dictionaries(st.from_regex(r"[a-z_][a-z0-9_]{0,5}", fullmatch=True),
+                            PLAIN_JSON, max_size=5),
+       flags=st.fixed_dictionaries({k: st.booleans() for k in
+                                    ("sq", "bare", "py", "comma", "comment")}),
+       cut_at=st.one_of(st.none(), st.integers(1, 400)))
+def test_plain_members_read_in_one_match_as_token_by_token(args, flags, cut_at):
+    # Members written `key: value, key` with single spaces are read one match at a time; a tab
+    # in place of each space (same length, same token count) makes the token loop read them:
+    # the pick, its span and every repair are the same either way.
+    text = "Here it is: " + dump({"call": "x", "args": args}, **flags)
+    cut = cut_at is not None
+    if cut:
+        text = text[:cut_at]
+    fast, slow = R.repair_syntax(text, cut), R.repair_syntax(text.replace(" ", "\t"), cut)
+    if fast is None or slow is None:
+        assert fast is None and slow is None, text
+        return
+    assert fast[:2] == slow[:2]
+    assert [(r.kind, r.path, r.before, r.after, r.span) for r in fast[2]] == \
+        [(r.kind, r.path, r.before.replace("\t", " "), r.after, r.span) for r in slow[2]]
 
 
 def json_ok(text):

@@ -137,6 +137,26 @@ def test_the_reply_stage_outlines_every_candidate_marks_the_pick_and_the_alias()
         {"span": [9, 49], "key": "tool", "call": "'a'"}]
 
 
+def test_the_outlined_candidates_are_the_ones_the_extractor_counts(monkeypatch):
+    from openprogram.decision import extract
+    reply = ('First {"call": "a"}, then {"x": {"action": "b"}} and {"call": NaN} and '
+             '{"call": "c", "args": {"call": "d"}}')
+    ex = extract.find_action(reply)
+    cands = candidates(reply)
+    assert [c["call"] for c in cands] == ["'a'", "'b'", "'c'"]  # NaN is not JSON: no candidate
+    assert len(cands) == ex.candidates and cands[-1]["span"] == list(ex.span)
+    # a model repeating itself: the extractor counts the repeats without decoding each one,
+    # and the outline lists the first fifty of them, where they sit
+    decodes = []
+    real = extract._scan
+    monkeypatch.setattr(extract, "_scan", lambda text, i: (decodes.append(i), real(text, i))[1])
+    reply = 'say {"call": "a"} ' * 2_000
+    cands = candidates(reply)
+    assert len(cands) == 50 and len(decodes) < 50
+    assert [c["span"][0] for c in cands] == [4 + 18 * i for i in range(50)]
+    assert all(reply[slice(*c["span"])] == '{"call": "a"}' for c in cands)
+
+
 def test_validation_goes_argument_by_argument_with_kind_and_path():
     st = decision.steps(two_attempts(), OPTIONS)
     first, second = st[3].data, st[8].data
@@ -297,17 +317,16 @@ def test_side_by_side_puts_each_decision_s_stages_in_its_own_column():
 
 
 def test_a_huge_reply_makes_a_bounded_step_through(monkeypatch):
-    from openprogram.decision import stepthrough as S
-    tried = []
-    real = S._DECODER.raw_decode
-    monkeypatch.setattr(S, "_DECODER", type("Counting", (), {
-        "raw_decode": staticmethod(lambda text, i: (tried.append(i), real(text, i))[1])})())
+    from openprogram.decision import extract
     # a reply of two megabytes of objects without a call key, then the pick
     reply = '{"a": 1} ' * 250_000 + '{"call": "done"}'
     rt = ScriptedRuntime([reply])
     decision.make("Pick.", OPTIONS, runtime=rt)
+    tried = []
+    real = extract._scan
+    monkeypatch.setattr(extract, "_scan", lambda text, i: (tried.append(i), real(text, i))[1])
     st = decision.steps(decision.last_trace(), OPTIONS)
-    assert len(tried) <= S._SCAN_STARTS  # decoding is tried at a bounded number of places
+    assert len(tried) <= 10  # the outline is the extractor's search: nothing to decode here
     assert len(st.to_html()) < 400_000   # the page does not grow with the reply
     assert len(st.format_text()) < 200_000
     assert "only the first 100,000 characters are outlined; the pick lies beyond" in \

@@ -110,6 +110,59 @@ def test_a_changed_evaluation_is_refused_and_names_what_changed(tmp_path):
     assert isinstance(JournalMismatch("x"), ValueError)
 
 
+def test_a_resume_at_another_repair_level_is_refused_naming_both_levels(tmp_path):
+    path = tmp_path / "t.jsonl"
+    decision.evaluate(PROMPT, OPTIONS, ROWS[:3], runtime=ScriptedRuntime(rule=rule),
+                      journal=path, progress=False, repair="menu")
+    section = json.loads(path.read_text().splitlines()[1])
+    assert section["kind"] == "section" and section["repair"] == "menu"
+    rt, calls = counted()
+    for other in ("safe", "off", None):  # None: the default level, "safe"
+        with pytest.raises(JournalMismatch) as info:
+            decision.evaluate(PROMPT, OPTIONS, ROWS[:3], runtime=rt, journal=path,
+                              progress=False, repair=other)
+        message = str(info.value)
+        assert f"run with repair='menu', and this run asks for repair='{other or 'safe'}'" \
+            in message
+        assert "Pass repair='menu' to resume it, or a new journal= path" in message
+    assert calls() == 0  # refused before any model call
+    again = decision.evaluate(PROMPT, OPTIONS, ROWS[:3], runtime=rt, journal=path,
+                              progress=False, repair="menu")
+    assert calls() == 0 and again.picks == ["refund", "escalate", "ignore"]
+    # compare journals each variant as its own section, each at its own level
+    both = tmp_path / "c.jsonl"
+    result = decision.compare(PROMPT, {"menu": decision.Variant(repair="menu"),
+                                       "off": decision.Variant(repair="off")},
+                              ROWS[:2], options=OPTIONS, runtime=ScriptedRuntime(rule=rule),
+                              journal=both, progress=False)
+    sections = [json.loads(x) for x in both.read_text().splitlines()
+                if json.loads(x)["kind"] == "section"]
+    assert {x["section"]: x["repair"] for x in sections} == {"menu": "menu", "off": "off"}
+    assert list(result.results) == ["menu", "off"]
+
+
+def test_a_journal_from_before_repair_levels_resumes_at_any_level(tmp_path):
+    from openprogram.evaluation.journal import fingerprint
+    path = tmp_path / "t.jsonl"
+    first = decision.evaluate(PROMPT, OPTIONS, ROWS[:3], runtime=ScriptedRuntime(rule=rule),
+                              journal=path, progress=False)
+    lines = path.read_text().splitlines()
+    section = json.loads(lines[1])
+    del section["repair"]  # as a release without repair= wrote it
+    section["fingerprint"] = fingerprint(section)
+    lines[1] = json.dumps(section)
+    path.write_text("\n".join(lines) + "\n")
+    rt, calls = counted()
+    for level in ("menu", "off"):
+        again = decision.evaluate(PROMPT, OPTIONS, ROWS[:3], runtime=rt, journal=path,
+                                  progress=False, repair=level)
+        assert again.picks == first.picks
+    assert calls() == 0
+    with pytest.raises(JournalMismatch, match="the prompt template"):
+        decision.evaluate(PROMPT + " Be brief.", OPTIONS, ROWS[:3], runtime=rt, journal=path,
+                          progress=False)
+
+
 def test_a_torn_last_line_is_dropped_and_only_its_row_runs_again(tmp_path):
     path = tmp_path / "t.jsonl"
     decision.evaluate(PROMPT, OPTIONS, ROWS, runtime=ScriptedRuntime(rule=rule),

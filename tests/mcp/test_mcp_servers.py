@@ -336,3 +336,14 @@ def test_a_result_cache_answers_a_run_again_with_no_server_calls(tmp_path):
     with pytest.raises(UsageError, match="cannot be read"):
         cache.write_text("{not json")
         mcp.connect(TIME, cache=cache)
+
+
+def test_a_server_installed_beside_this_python_is_found_without_path(monkeypatch):
+    # a notebook kernel started without activating its venv: the venv's bin/ is not on PATH
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    import shutil
+    assert shutil.which("mcp-server-time") is None
+    with mcp.connect("mcp-server-time --local-timezone Etc/UTC") as conn:
+        assert [o.name for o in conn.options] == ["get_current_time", "convert_time"]
+    with pytest.raises(mcp.ServerError, match="not found on PATH"):
+        mcp.connect("no-such-mcp-server").open()

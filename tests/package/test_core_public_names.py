@@ -51,3 +51,15 @@ def test_dir_shows_the_public_names_only():
         names = dir(module)
         assert names == sorted(module.__all__)
         assert "lazy_names" not in names and "annotations" not in names
+
+
+def test_the_repair_record_is_exported_beside_the_other_records():
+    import openprogram
+    from openprogram.decision import repair
+    from openprogram.trace import records
+    assert openprogram.Repair is decision.Repair is repair.Repair is records.Repair
+    rt = ScriptedRuntime(["{'call': 'go',}"])
+    decision.make("Pick.", ["stay", "go"], runtime=rt)
+    repairs = decision.last_trace().attempts[0].repairs
+    assert [r.kind for r in repairs] == ["single_quotes", "single_quotes", "trailing_comma"]
+    assert all(type(r) is openprogram.Repair for r in repairs)

@@ -48,7 +48,7 @@ def test_every_frame_for_display_sits_in_the_wrapper():
               "confusion": res.confusion, "trace attempts": res.traces[0].to_frame(),
               "trace summary": res.traces[0].to_frame("summary"),
               "trace options": res.traces[0].to_frame("options")}
-    from openprogram.evaluation.evaluate import compare
+    from openprogram.evaluation.variants import compare
     cmp = compare("Message: {m}", {"one": options, "two": options}, rows,
                   runtime=ScriptedRuntime(rule=lambda prompt: '{"call": "a"}'),
                   progress=False, concurrency=1)

@@ -1,11 +1,13 @@
-"""Option sets, as the original project and earlier code import them: a thin re-export.
+"""The option set: what the user hands a decision, read into options the loop can use.
 
-The mechanism lives in one module per stage, in the order a decision flows: `kinds` (the option
-kinds and how an entry of an option set becomes one), `normalize` (the option set as a `Menu`),
-`optioncache` (options built once per function), `schema` (the schema model: `Field` from the
-spec forms, annotations and signatures), `validator` (one validator over JSON Schema), `menu`
-(the menu text) and `pytypes` (the one Python-to-JSON type table). Import from those; this module
-keeps `openprogram.decision.options.<name>` working.
+`kinds` (the option kinds — function, value, schema — and how an entry of an option set becomes
+one), `option_set` (`normalize`: the option set as a `Menu`), `cache` (options built once per
+function), `user_classes` (the user's pydantic models, dataclasses and TypedDicts),
+`tool_definitions` (OpenAI / Anthropic / MCP tool definitions and `JsonSchema`), `menu` (the menu
+text), `shortlist` (a menu narrowed to the k options a ranker puts first) and `sources` (where
+each menu line came from). The schema model they build on (`Field`, the validator, the type
+table) is the package below, `decision.schema`. This package exports what the loop and the
+runtimes use, so `openprogram.decision.options.<name>` keeps working.
 """
 from __future__ import annotations
 

@@ -1,12 +1,14 @@
 """The option kinds: what one entry of an option set is, shows, accepts and becomes (O1-O4).
 
 Each kind is a class (`FunctionOption`, `ValueOption`, `SchemaOption`, and any kind registered
-with `register_option_kind`: usertypes.py's classes, tooldefs.py's tool definitions) that owns its
+with `register_option_kind`: user_classes.py's classes, tool_definitions.py's tool definitions) that owns its
 menu lines, the JSON Schema of its payload, the validation of a pick's arguments (`bind`) and
 `resolve()`: the decision loop calls those methods and never asks which kind it holds. This
 module also reads one entry of the dict or the list form into its option (`build_option`),
 warning where an entry keeps its specified meaning but looks like a mistake, and checks
-`context=` against the hidden parameters before any model call.
+`context=` against the hidden parameters before any model call. It is long because each kind owns
+all of its behaviour here (menu lines, schema, binding, resolving, edits), so the loop never
+branches on a kind's name; a kind that lives elsewhere registers itself.
 """
 from __future__ import annotations
 
@@ -646,7 +648,7 @@ def _value_option(name: str, value: Any, description: str, where: str) -> ValueO
 
 
 def tool_shape(d: Any) -> str | None:
-    """Which provider's tool definition `d` is shaped like (for tooldefs.py and the warning
+    """Which provider's tool definition `d` is shaped like (for tool_definitions.py and the warning
     about an unmarked one), or None."""
     if not isinstance(d, dict):
         return None
@@ -666,7 +668,7 @@ _list_readers: list[Callable[[Any, str], "Option | None"]] = []
 
 def register_list_reader(reader: Callable[[Any, str], "Option | None"]) -> None:
     """Let `reader(item, where)` read list-form items that carry their own name (tool
-    definitions: tooldefs.py); it returns an Option, or None for an item it does not know."""
+    definitions: tool_definitions.py); it returns an Option, or None for an item it does not know."""
     if reader not in _list_readers:
         _list_readers.insert(0, reader)
 

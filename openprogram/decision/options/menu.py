@@ -5,7 +5,7 @@ then each option's block (`Option.menu_lines()`: its signature, description, one
 parameter from `param_lines`, and the `Call:` example). A `Menu` is a normalized option set
 whose text, option table and hidden parameters are derived once and kept (a batch hands one Menu
 to every decision). The lines of a user's class or a JSON Schema below a parameter come from
-usertypes.py's reading of that schema, through the same `field_line`.
+user_classes.py's reading of that schema, through the same `field_line`.
 """
 from __future__ import annotations
 

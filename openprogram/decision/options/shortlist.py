@@ -15,6 +15,13 @@ A shortlist can hurt: an option the ranker misses cannot be picked at all. `Shor
 gives the rank of the expected option for labelled requests and `Shortlist.recall` how often it
 was shown, so the cost is measured on the user's own rows before a shortlist is trusted
 (benchmarks/bench_shortlist.py measures the default ranker on a 600-tool menu).
+
+`shortlist="native"` leaves the ranking to the provider, where it has one: in tools mode every
+option is sent marked `defer_loading`, beside the provider's own tool search (Anthropic's tool
+search tool), and the provider loads the few it finds for the request; the trace's `shortlist`
+says so and each attempt's raw record holds what the provider searched and loaded
+(`loaded_tools`). A runtime without native tool search, or another way of asking, is refused
+at the call with the fix: `shortlist=k` for the built-in ranker.
 """
 from __future__ import annotations
 
@@ -29,7 +36,8 @@ from ...base.errors import ArgumentError, OptionWarning
 from .kinds import Option
 from .menu import Menu
 
-__all__ = ["Shortlist", "check_shortlist", "narrow", "terms", "BM25"]
+__all__ = ["Shortlist", "NativeSearch", "check_shortlist", "narrow", "terms", "BM25",
+           "defer_tools", "loaded_tools"]
 
 _WORD = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])|\d+")
 # Words that say nothing about which option is meant (English function words, and the verbs
@@ -166,24 +174,59 @@ class Shortlist:
         return f"Shortlist(k={self.k}, by={self.ranker!r})"
 
 
-def check_shortlist(shortlist: Any) -> Shortlist | None:
-    """`shortlist=` as given: None, a k, or a Shortlist."""
-    if shortlist is None or isinstance(shortlist, Shortlist):
+class NativeSearch:
+    """`shortlist="native"`: every option is sent, deferred, and the provider's own tool
+    search loads the ones it finds for the request (see the module)."""
+    ranker = "native"
+
+    def __repr__(self) -> str:
+        return "'native'"
+
+
+def check_shortlist(shortlist: Any) -> Shortlist | NativeSearch | None:
+    """`shortlist=` as given: None, a k, a Shortlist, or "native"."""
+    if shortlist is None or isinstance(shortlist, (Shortlist, NativeSearch)):
         return shortlist
     if shortlist == "native":
-        raise ArgumentError("shortlist='native' (the provider's own tool search) is not "
-                            "supported yet; use shortlist=k for the built-in BM25 shortlist")
+        return NativeSearch()
     if isinstance(shortlist, int) and not isinstance(shortlist, bool):
         return Shortlist(shortlist)
     raise ArgumentError(f"shortlist= is a number of options to show (e.g. 20), "
                         f"Shortlist(k, by=...) or None, got {shortlist!r}")
 
 
-def narrow(shortlist: Shortlist | None, request: str, menu: Menu) -> tuple[Menu, dict | None]:
+def _native_search(runtime: Any) -> bool:
+    for _ in range(16):  # through wrappers (a recorder, a cache) to the provider runtime
+        if runtime is None:
+            return False
+        if getattr(runtime, "native_tool_search", False):
+            return True
+        runtime = getattr(runtime, "inner", None)
+    return False
+
+
+def narrow(shortlist: Shortlist | NativeSearch | None, request: str, menu: Menu, *,
+           runtime: Any = None, mode: str | None = None) -> tuple[Menu, dict | None]:
     """The menu the model is shown, and what the trace records of the narrowing: the ranker,
-    k, the ranking (names and scores, best first), the names shown and the names left out."""
+    k, the ranking (names and scores, best first), the names shown and the names left out.
+    With "native", the whole menu (the provider searches it) once `runtime` and `mode` are
+    checked to allow it."""
     if shortlist is None:
         return menu, None
+    if isinstance(shortlist, NativeSearch):
+        if mode != "tools":
+            raise ArgumentError(f"shortlist='native' sends the options as deferred native tools "
+                                f"for the provider's tool search, which needs mode='tools' "
+                                f"(this call uses mode={mode!r}); use mode='tools', or "
+                                f"shortlist=k for the built-in BM25 shortlist")
+        if not _native_search(runtime):
+            name = type(runtime).__name__ if runtime is not None else "no runtime"
+            raise ArgumentError(f"shortlist='native' needs a runtime whose provider searches "
+                                f"deferred tools itself (AnthropicRuntime: Anthropic's tool "
+                                f"search tool); {name} has none. Use shortlist=k (e.g. 20) for "
+                                f"the built-in BM25 shortlist, which works with every runtime")
+        return menu, {"by": "native", "k": None, "of": len(menu), "ranking": [],
+                      "shown": [o.name for o in menu], "left_out": [], "deferred": True}
     if shortlist.k >= len(menu):
         warnings.warn(f"shortlist k={shortlist.k} is not smaller than the menu "
                       f"({len(menu)} options): every option is shown", OptionWarning,
@@ -196,3 +239,32 @@ def narrow(shortlist: Shortlist | None, request: str, menu: Menu) -> tuple[Menu,
                       "ranking": [[n, round(s, 4)] for n, s in ranking],
                       "shown": [o.name for o in narrowed],
                       "left_out": [n for n, _ in ranking[shortlist.k:]]}
+
+
+def defer_tools(request: dict) -> dict:
+    """A tools-mode request (`{"tools": [...], ...}`) with every tool marked `defer_loading`:
+    the provider loads it only when its own tool search finds it."""
+    return {**request, "tools": [{**t, "defer_loading": True} for t in request.get("tools") or []]}
+
+
+def loaded_tools(raw: Any) -> list[str] | None:
+    """The tools a provider's native search loaded, read from a reply's raw record (the
+    `tool_reference`s of its tool search results), or None when it searched nothing."""
+    response = (raw or {}).get("response") if isinstance(raw, dict) else None
+    found: list[str] = []
+    searched = False
+
+    def walk(node: Any) -> None:
+        nonlocal searched
+        if isinstance(node, dict):
+            if node.get("type") == "tool_search_tool_result":
+                searched = True
+            if node.get("type") == "tool_reference" and isinstance(node.get("tool_name"), str):
+                found.append(node["tool_name"])
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+    walk(response)
+    return found if searched or found else None

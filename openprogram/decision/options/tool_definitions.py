@@ -135,8 +135,8 @@ class JsonSchemaOption(Option):
         self.check = compile_schema(schema, where, as_written=True)
         self.given = schema
         schema = merge_all_of(schema, where)   # (for the menu: allOf of objects as one object)
-        defs = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {}), "#": schema}
-        doc = SchemaDoc(defs)
+        defs = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {})}
+        doc = SchemaDoc(defs, root=self.given, where=where)   # (references: as written)
         doc.formats = WRITTEN_FORMAT_EXAMPLES
         if "$ref" in schema:  # pydantic's form for a recursive model: the root is a reference
             root, _ = doc.deref(schema)
@@ -171,7 +171,7 @@ class JsonSchemaOption(Option):
     def menu_lines(self) -> list[str]:
         lines = super().menu_lines()
         extra = self.schema.get("additionalProperties")
-        doc = self.params[0].field.user.doc if self.params else SchemaDoc({"#": self.schema})
+        doc = self.params[0].field.user.doc if self.params else SchemaDoc({}, root=self.given)
         if isinstance(extra, dict) and extra:  # keys beyond the named ones, and what they hold
             lines[-1:-1] = doc.field_lines("<other keys>", extra, False, "    ", ())
         rules = [n for n in doc.rule_notes(self.schema) if n != "no other keys"]

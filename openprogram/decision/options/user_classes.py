@@ -6,11 +6,11 @@ resolves to an instance. A function parameter annotated with such a class (also 
 `dict[str, Order]`, `Order | None`, a discriminated `Cat | Dog`) becomes a `Field` whose `user` is a
 `UserType`, and the function receives instances. Both are described by the type's JSON Schema —
 pydantic's own (`TypeAdapter(t).json_schema()`) when pydantic is installed, else one built here
-from schema.py's description of each field — and the menu lines, the `Call:` placeholder and
-the native-tool schema are all read from it (schemadoc.py). Validation is pydantic's own (validators,
+from fields.py's description of each field — and the menu lines, the `Call:` placeholder and
+the native-tool schema are all read from it (reader.py). Validation is pydantic's own (validators,
 constraints, coercion, `allow_inf_nan` as the user configured them), its errors mapped to the
 project's error kinds with the path into the arguments; without pydantic, dataclasses and
-TypedDicts are checked field by field by schema.py's `validate` (validator.py's checks). pydantic is imported only when
+TypedDicts are checked field by field by fields.py's `validate` (validator.py's checks). pydantic is imported only when
 a class of the user's is met, so `import openprogram` never needs it. The package registers this
 module's option kind and annotation hook when it loads.
 """

@@ -10,7 +10,7 @@ A Field writes itself out as the JSON Schema the tools and json_schema modes sen
 (`json_schema()`) and as the schema the validator checks (`internal()`: the same schema plus the
 names messages use and the hooks that make Python values); `validate` checks a model-written
 value against it with validator.py, compiled once per field. (Tool definitions and plain JSON
-Schema need no Field: tooldefs.py hands their schema to the validator as it is.)
+Schema need no Field: tool_definitions.py hands their schema to the validator as it is.)
 """
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ class Field:
     # The Python values behind `options` where they are not JSON (Enum members, dates): the
     # model is shown and writes the JSON value, the function receives the Python one.
     values: list | None = None
-    # A type of the user's (usertypes.py: a pydantic model, dataclass, TypedDict) describes and
+    # A type of the user's (user_classes.py: a pydantic model, dataclass, TypedDict) describes and
     # validates itself: type_name(), placeholder(), json_schema(), notes(), nested_lines(name,
     # indent) and validate(value, path, dropped) take the place of the plain logic below.
     user: Any = None
@@ -73,7 +73,7 @@ class Field:
     py: Any = None
 
     def view(self) -> UserType:
-        """This field's schema as the menu reads it (schemadoc.py): a class's or a
+        """This field's schema as the menu reads it (reader.py): a class's or a
         definition's own node, else the field's JSON Schema; made once per field, so the menu
         lines, the `Call:` placeholder and the type names in messages come from one reading."""
         if self.user is not None:
@@ -257,7 +257,7 @@ _annotation_hooks: list[Callable[[Any, str], "Field | None"]] = []
 
 def register_annotation_hook(hook: Callable[[Any, str], "Field | None"]) -> None:
     """Let `hook(annotation, where)` describe annotations before the plain logic does: it returns
-    a `Field` (usually one with `user` set) for an annotation it claims, else None. usertypes.py
+    a `Field` (usually one with `user` set) for an annotation it claims, else None. user_classes.py
     plugs in the user's own classes this way."""
     if hook not in _annotation_hooks:
         _annotation_hooks.insert(0, hook)

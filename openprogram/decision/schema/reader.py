@@ -17,11 +17,13 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable
 
+from ...base.errors import OptionError
 from ...base.json_form import to_jsonable
+from .refs import Document
 from .reply_values import SURROGATE as _SURROGATE
 from .type_table import FORMAT_EXAMPLES, SHORT, json_type
 
-__all__ = ["UserType", "first_paragraph", "field_line", "shown"]
+__all__ = ["UserType", "first_paragraph", "field_line", "shown", "type_name"]
 
 
 def shown(value: Any) -> str:
@@ -86,23 +88,31 @@ class SchemaDoc:
 
     formats = _FORMAT_EXAMPLES   # the placeholder of each format
 
-    def __init__(self, defs: dict, aliases: dict | None = None):
+    def __init__(self, defs: dict, aliases: dict | None = None, root: Any = None,
+                 where: str = "the schema"):
         self.defs, self.aliases = defs, aliases or {}
+        # (`root`: the whole document, for references to any place in it; without one, the
+        # defs are the document's `$defs` / `definitions`)
+        self.document = Document(root if root is not None else
+                                 {"$defs": defs, "definitions": defs}, where)
 
     def deref(self, node: dict) -> tuple[dict, str | None]:
-        """`node` with a `$ref` to one of the defs followed (the node's own keys win), and the
-        def's name; a boolean schema as an object (`true`: any value; `false`: none)."""
+        """`node` with its `$ref` followed as refs.py resolves one (the node's own keys win),
+        and the name of what it refers to: a def's name, an anchor, `#` for the root, else the
+        reference itself (`#/properties/a`); a boolean schema as an object (`true`: any value;
+        `false`: none)."""
         if not isinstance(node, dict):  # a boolean schema: `true` is any value
             return ({"not": {}} if node is False else {}), None
         ref = node.get("$ref")
         if isinstance(ref, str):
-            name = "#" if ref == "#" else _unescape(ref.rpartition("/")[2]) \
-                if ref.startswith(("#/$defs/", "#/definitions/")) else None
-            target = self.defs.get(name) if name is not None else None
-            if isinstance(target, dict):
-                return {**target, **{k: v for k, v in node.items() if k != "$ref"}}, name
-            if target is not None:   # a boolean def
-                return self.deref(target)[0], name
+            try:
+                target, _, name = self.document.follow(node)
+            except OptionError:   # (the validator refuses it when the option set is built)
+                return node, None
+            if not ref.startswith(("#/$defs/", "#/definitions/")) and ref != "#" and \
+                    ref.startswith("#/"):
+                name = ref
+            return (self.deref(target)[0] if not isinstance(target, dict) else target), name
         return node, None
 
     def variants(self, node: dict) -> list[dict]:
@@ -111,9 +121,11 @@ class SchemaDoc:
                 if not isinstance(v, dict) or v.get("type") != "null"]
 
     def type_name(self, node: dict) -> str:
+        """The name the menu and the messages give a node's type (`list[str]`, `Order`,
+        `int | null`): the one way a JSON Schema node is named."""
         node, ref = self.deref(node)
         if ref is not None and ("properties" in node or "enum" in node):
-            return node.get("title") or (ref if ref != "#" else "object")
+            return node.get("title") or (ref if not ref.startswith("#") else "object")
         members = node.get("anyOf") or node.get("oneOf")
         if members:
             return " | ".join(dict.fromkeys(self.type_name(m) for m in members))
@@ -414,11 +426,6 @@ def _keyed(node: Any) -> bool:
         node.get("type") in (None, "object")
 
 
-def _unescape(token: str) -> str:
-    from urllib.parse import unquote
-    return unquote(token).replace("~1", "/").replace("~0", "~")
-
-
 def _json_type(v: Any) -> str:
     return json_type(v) or "any"
 
@@ -435,6 +442,16 @@ def _number_example(node: dict, kind: type) -> Any:
     return kind(x)
 
 
+
+
+_PLAIN = SchemaDoc({})
+
+
+def type_name(node: Any, doc: SchemaDoc | None = None) -> str:
+    """The name of a JSON Schema node's type, as the menu shows it and error messages say it
+    (`list[str]`, `Order`, `int | null`, `any`): `SchemaDoc.type_name`, the one naming of a
+    node, with `doc`'s references (none without one)."""
+    return (doc or _PLAIN).type_name(node)
 
 
 class UserType:
@@ -475,7 +492,7 @@ class UserType:
         node, ref = self.doc.deref(self.node)
         defs = dict(self.doc.defs)
         if ref is not None and f'"#/$defs/{ref}"' not in json.dumps(self.doc.defs):
-            defs.pop(ref)
+            defs.pop(ref, None)
         else:
             node = {k: v for k, v in self.node.items() if k != "$defs"}
         import copy

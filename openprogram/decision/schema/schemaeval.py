@@ -16,22 +16,18 @@ value at fault, as validator.py's.
 """
 from __future__ import annotations
 
-import re
 from fractions import Fraction
-from urllib.parse import unquote, urljoin
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable
 
 from ...base.errors import OptionError, ParseError
+from .patterns import compile_pattern
+from .refs import LISTS as _LISTS, MAPS as _MAPS, SINGLE as _SINGLE, Document, join_uri as _join
 from .reply_values import FORMAT_CHECKS, OPENAPI_FORMATS, equal, json_head, json_text, safe_key
 
 __all__ = ["Evaluator", "KEYWORDS"]
 
-_SINGLE = ("not", "if", "then", "else", "items", "contains", "additionalProperties",
-           "propertyNames", "unevaluatedItems", "unevaluatedProperties", "contentSchema")
-_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
-_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 #: Every keyword this module gives a meaning to (the rest are annotations).
 KEYWORDS = frozenset({
     *_SINGLE, *_LISTS, *_MAPS, "type", "enum", "const", "multipleOf", "maximum",
@@ -44,6 +40,7 @@ _WORDS = {"null": "null", "boolean": "a boolean", "object": "an object", "array"
           "number": "a number", "string": "a string", "integer": "an integer"}
 _PY = {"null": type(None), "boolean": bool, "object": dict, "array": list, "string": str}
 _NONE = (frozenset(), frozenset())   # a subschema's annotations: no property, no item
+_HOLDS_FLOATS = (float, dict, list)   # the values `_whole` may change
 
 
 def _type_of(v: Any) -> str:
@@ -83,21 +80,52 @@ def _number(n: Any) -> bool:
     return isinstance(n, (int, float)) and not isinstance(n, bool)
 
 
-def _fail(kind: str, text: str, p: str) -> ParseError:
-    return ParseError(kind, text, p)
+def _has_float(v: Any) -> bool:
+    """Whether a JSON value holds a float anywhere (else no integer is to be written as one)."""
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        t = type(x)
+        if t is float:
+            return True
+        if t is dict:
+            stack += x.values()
+        elif t is list:
+            stack += x
+    return False
 
 
-def _pointer_parts(fragment: str) -> list[str]:
-    return [unquote(part).replace("~1", "/").replace("~0", "~")
-            for part in fragment.split("/")[1:]]
+class SchemaParseError(ParseError):
+    """A `ParseError` whose message is written when it is first read: inside `if`, `not`,
+    `anyOf`, `contains` most failures only answer "no", and a caller asking only whether a
+    value is valid never reads it; the message (the value's head as JSON) costs more than the
+    check itself. It reads, prints and pickles as the `ParseError` it stands for."""
+
+    def __init__(self, kind: str, make: Callable[[], str], path: str):
+        self.kind, self.path, self._make, self._text = kind, path, make, None
+
+    @property
+    def message(self) -> str:   # type: ignore[override]
+        if self._text is None:
+            self._text = self._make()
+        return self._text
+
+    @property
+    def args(self) -> tuple:   # type: ignore[override]
+        return (self.message,)
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __repr__(self) -> str:
+        return f"ParseError({self.kind!r}, {self.message!r}, {self.path!r})"
+
+    def __reduce__(self) -> tuple:
+        return ParseError, (self.kind, self.message, self.path)
 
 
-def _join(base: str, ref: str) -> str:
-    if ref.startswith("#"):
-        return base.partition("#")[0] + ref
-    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", ref):
-        return ref
-    return urljoin(base, ref)
+def _fail(kind: str, make: Callable[[], str], p: str) -> ParseError:
+    return SchemaParseError(kind, make, p)
 
 
 class Evaluator:
@@ -106,15 +134,12 @@ class Evaluator:
 
     def __init__(self, root: Any, where: str, compile: bool = True):
         self.root, self.where = root, where
-        self.resources: dict[str, Any] = {}   # base URI -> the node that has it as $id
-        self.anchors: dict[str, Any] = {}     # base URI # anchor -> node
-        self.bases: dict[int, str] = {}       # id(node) -> its base URI
-        self.pointers: dict[int, str] = {}    # id(node) -> its JSON Pointer, for messages
+        self.doc = Document(root, where).scan()   # its $ids, $anchors and pointers
+        self.pointers = self.doc.pointers     # id(node) -> its JSON Pointer, for messages
+        self.nodes = self.doc.nodes           # every subschema: (node, base, pointer)
         self.compiled: dict[tuple, list] = {}
-        self.nodes: list[tuple] = []          # every subschema: (node, base, pointer)
         self.annotations: list[str] = []
-        self.resources[""] = root
-        self._scan(root, "", "#")
+        self.patterns: dict[str, Any] = {}    # pattern text -> its Pattern, compiled once
         self.integers = any(n.get("type") == "integer" or (isinstance(n.get("type"), list)
                                                            and "integer" in n["type"])
                             for n, _, _ in self.nodes)
@@ -127,14 +152,18 @@ class Evaluator:
 
     def check(self, value: Any, path: str) -> Any:
         self.run(value, path)
-        return self._whole(self.root, "", value, 0) if self.integers else value
+        return self._whole(self.root, "", value, 0) if self.integers and _has_float(value) \
+            else value
 
     def _whole(self, s: Any, base: str, v: Any, depth: int) -> Any:
-        """A valid `v` with each integer-valued float that the schema's structure (properties,
-        items, prefixItems, allOf, $ref) declares an integer written as one: JSON Schema counts
-        `1.0` an integer, and a Python function asking for an int gets `1`."""
-        if not isinstance(s, dict) or depth > 200:
-            return v
+        """A valid `v` with each integer-valued float that the schema declares an integer
+        written as one: JSON Schema counts `1.0` an integer, and a Python function asking for
+        an int gets `1`. The declaration may sit in the structure (properties, pattern-keyed
+        and other properties, items, prefixItems, $ref, allOf) or in a branch the value takes:
+        the first alternative of anyOf / oneOf it fits, `then` when it fits `if` (and `if`
+        itself), `else` when not, the dependentSchemas of the keys it has."""
+        if type(v) not in _HOLDS_FLOATS or not isinstance(s, dict) or depth > 200:
+            return v   # (a string, an int, a boolean, null: nothing to write as an int)
         if isinstance(s.get("$id"), str):
             base = _join(base, s["$id"]).partition("#")[0]
         if "$ref" in s:
@@ -145,9 +174,9 @@ class Evaluator:
             types = (t,) if isinstance(t, str) else t if isinstance(t, list) else ()
             if "integer" in types and "number" not in types and v.is_integer():
                 return int(v)
-        elif type(v) is dict and isinstance(s.get("properties"), dict):
-            props = s["properties"]
-            v = {k: self._whole(props[k], base, x, depth + 1) if k in props else x
+        elif type(v) is dict and ("properties" in s or "patternProperties" in s
+                                  or "additionalProperties" in s):
+            v = {k: self._whole_key(s, base, k, x, depth) if type(x) in _HOLDS_FLOATS else x
                  for k, x in v.items()}
         elif type(v) is list and (isinstance(s.get("prefixItems"), list) or "items" in s):
             prefix, items = s.get("prefixItems") or [], s.get("items")
@@ -155,51 +184,51 @@ class Evaluator:
                  for i, x in enumerate(v)]
         for part in s.get("allOf") or ():   # every part holds, so each one's types do
             v = self._whole(part, base, v, depth + 1)
+        for key in ("anyOf", "oneOf"):
+            for part in s.get(key) or ():
+                if self._fits(part, base, v):
+                    v = self._whole(part, base, v, depth + 1)
+                    break
+        if "if" in s:
+            if self._fits(s["if"], base, v):
+                for key in ("if", "then"):
+                    v = self._whole(s.get(key), base, v, depth + 1)
+            else:
+                v = self._whole(s.get("else"), base, v, depth + 1)
+        if type(v) is dict and isinstance(s.get("dependentSchemas"), dict):
+            for k, part in s["dependentSchemas"].items():
+                if k in v:
+                    v = self._whole(part, base, v, depth + 1)
         return v
 
-    # -- reading the document ------------------------------------------------------------------
-    def _scan(self, node: Any, base: str, ptr: str) -> None:
-        stack = [(node, base, ptr, 0)]
-        while stack:
-            node, base, ptr, depth = stack.pop()
-            if depth > 200:
-                raise self.fail(ptr, "the schema nests deeper than 200 levels; flatten it "
-                                     "with $defs")
-            if not isinstance(node, dict):
-                continue
-            for k in ("$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor"):
-                if k in node:
-                    raise self.fail(ptr, f"{k} is not supported (it makes a reference depend "
-                                         f"on where validation came from); write the "
-                                         f"reference as $ref to a schema under $defs")
-            sid = node.get("$id")
-            if sid is not None:
-                if not isinstance(sid, str):
-                    raise self.fail(ptr, f"$id takes a URI, got {json_head(sid)}")
-                base = _join(base, sid).partition("#")[0]
-                self.resources[base] = node
-            anchor = node.get("$anchor")
-            if anchor is not None:
-                if not isinstance(anchor, str) or \
-                        not re.fullmatch(r"[A-Za-z_][-A-Za-z0-9._]*", anchor):
-                    raise self.fail(ptr, f"$anchor takes a name (a letter or _, then letters, "
-                                         f"digits, -, _ or .), got {json_head(anchor)}")
-                self.anchors[f"{base}#{anchor}"] = node
-            self.bases[id(node)] = base
-            self.pointers[id(node)] = ptr
-            self.nodes.append((node, base, ptr))
-            for k in _SINGLE:
-                if k in node:
-                    stack.append((node[k], base, f"{ptr}/{k}", depth + 1))
-            for k in _LISTS:
-                if isinstance(node.get(k), list):
-                    stack += [(x, base, f"{ptr}/{k}/{i}", depth + 1)
-                              for i, x in enumerate(node[k])]
-            for k in _MAPS:
-                if isinstance(node.get(k), dict):
-                    stack += [(x, base, f"{ptr}/{k}/{name}", depth + 1)
-                              for name, x in node[k].items()]
+    def _whole_key(self, s: dict, base: str, k: str, x: Any, depth: int) -> Any:
+        """One property's value, with the integers of every subschema that judges it."""
+        props = s.get("properties")
+        matched = isinstance(props, dict) and k in props
+        if matched:
+            x = self._whole(props[k], base, x, depth + 1)
+        for text, sub in (s.get("patternProperties") or {}).items():
+            if self._pattern(text).search(k):
+                x, matched = self._whole(sub, base, x, depth + 1), True
+        if not matched and isinstance(s.get("additionalProperties"), dict):
+            x = self._whole(s["additionalProperties"], base, x, depth + 1)
+        return x
 
+    def _fits(self, s: Any, base: str, v: Any) -> bool:
+        """Whether `v` is valid under the subschema `s` (compiled once, with the document)."""
+        try:
+            self._compile(s, base, self.pointers.get(id(s), "#"))(v, "")
+        except ParseError:
+            return False
+        return True
+
+    def _pattern(self, text: str) -> Any:
+        rx = self.patterns.get(text)
+        if rx is None:
+            rx = self.patterns[text] = compile_pattern(text)
+        return rx
+
+    # -- reading the document ------------------------------------------------------------------
     def _no_empty_cycles(self) -> None:
         """Refuse a cycle of references with no structure in between (`a` -> `b` -> `a`, or
         through allOf / anyOf / not ...): it would judge the same value against itself for
@@ -235,30 +264,7 @@ class Evaluator:
                           for n, x in node["dependentSchemas"].items()]
 
     def _resolve(self, ref: Any, base: str, ptr: str) -> tuple[Any, str, str]:
-        if not isinstance(ref, str):
-            raise self.fail(ptr, f"$ref takes a URI reference, got {json_head(ref)}")
-        uri = _join(base, ref)
-        doc_uri, _, fragment = uri.partition("#")
-        doc = self.resources.get(doc_uri)
-        if doc is None:
-            raise self.fail(ptr, f"$ref {ref!r} refers to {doc_uri!r}, another document, "
-                                 f"which is not fetched; inline that schema under $defs and "
-                                 f"refer to it as #/$defs/Name")
-        if fragment and not fragment.startswith("/"):
-            node = self.anchors.get(f"{doc_uri}#{fragment}")
-            if node is None:
-                raise self.fail(ptr, f"$ref {ref!r} names the anchor {fragment!r}, which no "
-                                     f"$anchor of the schema defines")
-            return node, self.bases.get(id(node), doc_uri), f"{ref}"
-        node = doc
-        for part in _pointer_parts(fragment):
-            if isinstance(node, list) and part.isdigit() and int(part) < len(node):
-                node = node[int(part)]
-            elif isinstance(node, dict) and part in node:
-                node = node[part]
-            else:
-                raise self.fail(ptr, f"$ref {ref!r} points at nothing; define it under $defs")
-        return node, self.bases.get(id(node), doc_uri), self.pointers.get(id(node), ref)
+        return self.doc.resolve(ref, base, ptr)
 
     # -- compiling -----------------------------------------------------------------------------
     def _compile(self, s: Any, base: str, ptr: str) -> Callable:
@@ -276,7 +282,7 @@ class Evaluator:
             return lambda v, p: _NONE
         if s is False:
             def nothing(v, p):
-                raise _fail("invalid_value", f"{p} must not be given (the schema allows no "
+                raise _fail("invalid_value", lambda: f"{p} must not be given (the schema allows no "
                                              f"value here)", p)
             return nothing
         if not isinstance(s, dict):
@@ -318,7 +324,7 @@ class Evaluator:
                     inner(v, p)
                 except ParseError:
                     return _NONE
-                raise _fail("invalid_value", f"{p} must not match the schema under 'not' "
+                raise _fail("invalid_value", lambda: f"{p} must not match the schema under 'not' "
                                              f"({ptr}/not); got {json_head(v)}", p)
             steps.append(not_)
         if "if" in s:
@@ -380,7 +386,7 @@ class Evaluator:
                 for t in types:
                     if _is(v, t):
                         return _NONE
-                raise _fail("type_mismatch", f"{p} must be {words}, got {_type_of(v)} "
+                raise _fail("type_mismatch", lambda: f"{p} must be {words}, got {_type_of(v)} "
                                              f"{json_head(v)}", p)
             steps.append(type_)
         if "enum" in s or "const" in s:
@@ -402,7 +408,7 @@ class Evaluator:
                 for allowed in values:
                     if equal(v, allowed):
                         return _NONE
-                raise _fail("enum_violation", f"{p} must be {what}; got {json_head(v)}", p)
+                raise _fail("enum_violation", lambda: f"{p} must be {what}; got {json_head(v)}", p)
             steps.append(choice)
         for key, test, text in (("minimum", lambda v, b: v >= b, ">="),
                                 ("exclusiveMinimum", lambda v, b: v > b, ">"),
@@ -432,14 +438,13 @@ class Evaluator:
         if "pattern" in s:
             text = s["pattern"]
             try:
-                rx = re.compile(text)
-            except (re.error, TypeError) as exc:
-                raise self.fail(ptr, f"pattern {text!r} is not a regular expression ({exc})") \
-                    from None
+                rx = self._pattern(text)
+            except OptionError as exc:
+                raise self.fail(ptr, str(exc)) from None
 
             def pattern(v, p):
-                if isinstance(v, str) and not rx.search(v):
-                    raise _fail("invalid_value", f"{p} must match the pattern {text}, got "
+                if isinstance(v, str) and not rx.search(v, p):
+                    raise _fail("invalid_value", lambda: f"{p} must match the pattern {text}, got "
                                                  f"{json_head(v)}", p)
                 return _NONE
             steps.append(pattern)
@@ -449,7 +454,7 @@ class Evaluator:
 
             def form(v, p):
                 if isinstance(v, str) and not test(v):
-                    raise _fail("invalid_value", f"{p} must be in the format {fmt}, got "
+                    raise _fail("invalid_value", lambda: f"{p} must be in the format {fmt}, got "
                                                  f"{json_head(v)}", p)
                 return _NONE
             steps.append(form)
@@ -458,7 +463,7 @@ class Evaluator:
 
             def bits(v, p):
                 if _number(v) and lo is not None and not lo <= v <= hi:
-                    raise _fail("invalid_value", f"{p} must fit the format {fmt} (from {lo} "
+                    raise _fail("invalid_value", lambda: f"{p} must fit the format {fmt} (from {lo} "
                                                  f"to {hi}), got {json_head(v)}", p)
                 return _NONE
             steps.append(bits)
@@ -470,7 +475,7 @@ class Evaluator:
                     for i in range(len(v)):
                         for j in range(i):
                             if equal(v[i], v[j]):
-                                raise _fail("invalid_value", f"{p}[{i}] repeats {p}[{j}]; items "
+                                raise _fail("invalid_value", lambda: f"{p}[{i}] repeats {p}[{j}]; items "
                                                              f"must differ", f"{p}[{i}]")
                 return _NONE
             steps.append(unique)
@@ -492,10 +497,10 @@ class Evaluator:
                         first = err
             if not passed:
                 assert first is not None
-                raise _fail(first.kind, f"{p} fits none of the alternatives of {key}; the "
+                raise _fail(first.kind, lambda: f"{p} fits none of the alternatives of {key}; the "
                                         f"closest: {first}", first.path or p)
             if one and passed > 1:
-                raise _fail("invalid_value", f"{p} fits {passed} of the alternatives of oneOf; "
+                raise _fail("invalid_value", lambda: f"{p} fits {passed} of the alternatives of oneOf; "
                                              f"it must fit exactly one", p)
             return _merge(found)
         return alternatives
@@ -512,7 +517,7 @@ class Evaluator:
                 if isinstance(v, dict):
                     for r in required:
                         if r not in v:
-                            raise _fail("missing_required", f"{p}.{r} is required", f"{p}.{r}")
+                            raise _fail("missing_required", lambda: f"{p}.{r} is required", f"{p}.{r}")
                 return _NONE
             steps.append(required_)
         deps = s.get("dependentRequired")
@@ -529,7 +534,7 @@ class Evaluator:
                         if k in v:
                             for r in needs:
                                 if r not in v:
-                                    raise _fail("missing_required", f"{p}.{r} is required when "
+                                    raise _fail("missing_required", lambda: f"{p}.{r} is required when "
                                                                     f"{p}.{k} is given",
                                                 f"{p}.{r}")
                 return _NONE
@@ -557,11 +562,12 @@ class Evaluator:
         patterns = []
         for text, x in (s.get("patternProperties") or {}).items():
             try:
-                rx = re.compile(text)
-            except re.error as exc:
-                raise self.fail(ptr, f"patternProperties: {text!r} is not a regular expression "
-                                     f"({exc})") from None
-            patterns.append((rx, c(x, base, f"{ptr}/patternProperties/{text}")))
+                rx = self._pattern(text)
+            except OptionError as exc:
+                raise self.fail(ptr, f"patternProperties: {exc}") from None
+            # (a pattern `re` runs in bounded work is called directly: the hot loop)
+            patterns.append((rx.plain.search if rx.plain is not None else None, rx.plain_max,
+                             rx, c(x, base, f"{ptr}/patternProperties/{text}")))
         extra = c(s["additionalProperties"], base, f"{ptr}/additionalProperties") \
             if "additionalProperties" in s else None
         if props and not patterns and extra is None:
@@ -586,13 +592,14 @@ class Evaluator:
                     matched = run is not None
                     if matched:
                         run(x, here)
-                    for rx, prun in patterns:
-                        if rx.search(k):
+                    for find, most, rx, prun in patterns:
+                        if find(k) if find is not None and len(k) <= most else \
+                                rx.search(k, here):
                             prun(x, here)
                             matched = True
                     if not matched and extra is not None:
                         if s["additionalProperties"] is False:
-                            raise _fail("invalid_value", f"{here} is not allowed (the schema "
+                            raise _fail("invalid_value", lambda: f"{here} is not allowed (the schema "
                                                          f"allows no other keys)", here)
                         extra(x, here)
                         matched = True
@@ -641,11 +648,11 @@ class Evaluator:
                     except ParseError:
                         pass
                 if len(hits) < lo:
-                    raise _fail("invalid_value", f"{p} must hold at least {int(lo)} item(s) "
+                    raise _fail("invalid_value", lambda: f"{p} must hold at least {int(lo)} item(s) "
                                                  f"matching 'contains' ({ptr}/contains), holds "
                                                  f"{len(hits)}", p)
                 if hi is not None and len(hits) > hi:
-                    raise _fail("invalid_value", f"{p} must hold at most {int(hi)} item(s) "
+                    raise _fail("invalid_value", lambda: f"{p} must hold at most {int(hi)} item(s) "
                                                  f"matching 'contains', holds {len(hits)}", p)
                 return (frozenset(), frozenset(hits))
             steps.append(contains)
@@ -668,7 +675,7 @@ class Evaluator:
                 for k in extra:
                     here = f"{p}.{safe_key(k)}"
                     if no_props:
-                        raise _fail("invalid_value", f"{here} is not allowed (no part of the "
+                        raise _fail("invalid_value", lambda: f"{here} is not allowed (no part of the "
                                                      f"schema allows this key)", here)
                     props(v[k], here)
                 done_props = done_props | frozenset(extra)
@@ -676,7 +683,7 @@ class Evaluator:
                 extra = [i for i in range(len(v)) if i not in done_items]
                 for i in extra:
                     if no_items:
-                        raise _fail("invalid_value", f"{p}[{i}] is not allowed (no part of the "
+                        raise _fail("invalid_value", lambda: f"{p}[{i}] is not allowed (no part of the "
                                                      f"schema allows this item)", f"{p}[{i}]")
                     items(v[i], f"{p}[{i}]")
                 done_items = done_items | frozenset(extra)
@@ -697,7 +704,7 @@ def _merge(found: list) -> tuple:
 def _bound(test: Callable, b: Any, text: str) -> Callable:
     def bound(v, p):
         if _number(v) and not test(v, b):
-            raise _fail("invalid_value", f"{p} must be {text} {b}, got {json_head(v)}", p)
+            raise _fail("invalid_value", lambda: f"{p} must be {text} {b}, got {json_head(v)}", p)
         return _NONE
     return bound
 
@@ -715,7 +722,7 @@ def _multiple(m: Any) -> Callable:
         else:
             bad = bool(v % m)
         if bad:
-            raise _fail("invalid_value", f"{p} must be a multiple of {m}, got {json_head(v)}", p)
+            raise _fail("invalid_value", lambda: f"{p} must be a multiple of {m}, got {json_head(v)}", p)
         return _NONE
     return multiple
 
@@ -723,7 +730,7 @@ def _multiple(m: Any) -> Callable:
 def _size(kind: type, n: int, at_least: bool, unit: str) -> Callable:
     def size(v, p):
         if isinstance(v, kind) and (len(v) < n if at_least else len(v) > n):
-            raise _fail("invalid_value", f"{p} must have at {'least' if at_least else 'most'} "
+            raise _fail("invalid_value", lambda: f"{p} must have at {'least' if at_least else 'most'} "
                                          f"{n} {unit}, got {len(v)}", p)
         return _NONE
     return size

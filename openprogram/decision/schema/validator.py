@@ -24,7 +24,6 @@ once, with fast paths for the nodes most schemas are made of.
 from __future__ import annotations
 
 import math
-import re
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable
@@ -34,6 +33,7 @@ from .reply_values import (FORMAT_CHECKS, OPENAPI_FORMATS, PYTHON_FORMAT_CHECKS,
                          SURROGATE as _SURROGATE,
                          _bad_json_value, check_json_value, describe_value, equal,
                          is_json_value, json_head, json_text, safe_key)
+from .reader import SchemaDoc, type_name
 from .type_table import SHORT, json_type
 
 __all__ = ["compile_schema", "merge_all_of", "Checker", "SUPPORTED", "REFUSED", "ANNOTATIONS", "FORMATS", "PY",
@@ -165,6 +165,8 @@ class _Compiler:
     def __init__(self, root: Any, where: str, as_written: bool = False):
         self.root, self.where, self.as_written = root, where, as_written
         self.refs: dict[str, list] = {}   # "$ref" -> [checker], filled once compiled
+        self.names = SchemaDoc({}, root=root, where=where)   # (type names in messages, references followed)
+        self.doc = self.names.document
         self.annotations: list[str] = []
 
     def fail(self, ptr: str, text: str) -> OptionError:
@@ -172,19 +174,7 @@ class _Compiler:
 
     # -- references ----------------------------------------------------------------------------
     def resolve(self, ref: Any, ptr: str) -> Any:
-        if not isinstance(ref, str) or not ref.startswith("#"):
-            raise self.fail(ptr, f"$ref {ref!r} points outside the schema; only references "
-                                 f"into it (#/$defs/Name, #/definitions/Name, #) are followed")
-        node: Any = self.root
-        for part in [p for p in ref[1:].split("/") if p]:
-            part = part.replace("~1", "/").replace("~0", "~")
-            if isinstance(node, list) and part.isdigit() and int(part) < len(node):
-                node = node[int(part)]
-            elif isinstance(node, dict) and part in node:
-                node = node[part]
-            else:
-                raise self.fail(ptr, f"$ref {ref!r} points at nothing; define it under $defs")
-        return node
+        return self.doc.resolve(ref, "", ptr)[0]
 
     def ref(self, ref: str, ptr: str) -> Callable:
         cell = self.refs.get(ref)
@@ -291,7 +281,7 @@ class _Compiler:
                                      f"({', '.join(SHORT)}), got {s['type']!r}")
             if s.get("nullable") is True and "null" not in types:
                 types = [*types, "null"]
-        name = s.get(NAME) or _type_name(s, types)
+        name = s.get(NAME) or type_name(s, self.names)
         steps: list[Callable] = []
         if "enum" in s or "const" in s:
             steps.append(self.choice(s, ptr))
@@ -337,8 +327,7 @@ class _Compiler:
         if not isinstance(alts, list) or not alts:
             raise self.fail(ptr, f"{key} takes a non-empty list of schemas")
         runs = [self.node(a, f"{ptr}/{key}/{i}") for i, a in enumerate(alts)]
-        names = s.get(NAME) or " | ".join(_type_name(a, None) if isinstance(a, dict) else "any"
-                                          for a in alts)
+        names = s.get(NAME) or type_name({key: alts}, self.names)
         one = key == "oneOf"
         nullable = s.get("nullable") is True
 
@@ -375,14 +364,14 @@ class _Compiler:
         steps = self.sized(s, ptr, "minLength", "maxLength", str, "characters")
         if "pattern" in s:
             text = s["pattern"]
+            from .patterns import compile_pattern   # (loaded with the first pattern met)
             try:
-                rx = re.compile(text)
-            except (re.error, TypeError) as exc:
-                raise self.fail(ptr, f"pattern {text!r} is not a regular expression ({exc})") \
-                    from None
+                rx = compile_pattern(text)
+            except OptionError as exc:
+                raise self.fail(ptr, str(exc)) from None
 
             def pattern(v, p, d):
-                if isinstance(v, str) and not rx.search(v):
+                if isinstance(v, str) and not rx.search(v, p):
                     raise ParseError("invalid_value", f"{p} must match the pattern {text}, got "
                                                       f"{json_head(v)}", p)
                 return v
@@ -525,27 +514,11 @@ class _Compiler:
         else:
             extra_run = None  # absent or false: outside the schema, so dropped
         lo, hi = s.get("minProperties"), s.get("maxProperties")
-        titles = {k: sub.get(NAME) or _type_name(sub, None) if isinstance(sub, dict) else "any"
-                  for k, sub in (props or {}).items()}
+        titles = {k: sub.get(NAME) or type_name(sub, self.names) if isinstance(sub, dict)
+                  else "any" for k, sub in (props or {}).items()}
         if props is None and extra is None:
             extra_run = _any   # a free-form object keeps what it holds
         return fields, missing_only, extra_run, lo, hi, titles
-
-
-def _type_name(s: dict, types: list | None) -> str:
-    if types is None:
-        t = s.get("type")
-        types = [t] if isinstance(t, str) else t if isinstance(t, list) else None
-    if types is None:
-        if "properties" in s:
-            return s.get("title") or "object"
-        if "enum" in s or "const" in s:
-            values = s["enum"] if isinstance(s.get("enum"), list) else [s.get("const")]
-            kinds = {SHORT.get(json_type(v) or "", "any") for v in values}
-            return kinds.pop() if len(kinds) == 1 else "any"
-        return "any"
-    return " | ".join((s.get("title") if t == "object" and "properties" in s and s.get("title")
-                       else SHORT.get(t, t)) for t in types)
 
 
 def _any(v: Any, p: str, d: list[str]) -> Any:

@@ -49,8 +49,9 @@ from .cassette_file import (FORMAT, VERSION, header, keyed_line, line, live_key,
                             load_cassette, request_key, scan_keys, settings_of,
                             write_atomically)
 from .cassette_file import response_record
-from .recorder import RecordingRuntime
+from .recorder import RecordingRuntime, on_own_loop
 from .replay import answer, astream_entry, stream_entry
+from .tool_results import is_tool_line, recorded_result, tool_call, tool_error_record, tool_key
 
 
 class CacheFileError(OpenProgramError, ValueError):
@@ -225,6 +226,24 @@ class _Store:
             return None
         return entry
 
+    def get_tool(self, key: str) -> dict | None:
+        """The newest recorded result of the live tool call keyed `key`, read back and checked
+        as `get` checks a model call's line; a recorded failure is asked again."""
+        where = self.index.get(key)
+        if where is None:
+            return self.memory.get(key)
+        try:
+            entry = json.loads(os.pread(self._fd, where[1], where[0]))
+        except (ValueError, RecursionError):
+            self._skip(key, where[0], "is not whole JSON (a writer was stopped mid-line, or "
+                                      "it was edited)")
+            return None
+        if not is_tool_line(entry) or tool_key(entry["tool"]) != key:
+            self._skip(key, where[0], "has a key that is not the digest of its own tool call "
+                                      "(it would answer another call)")
+            return None
+        return entry if "result" in entry else None
+
     def _catch_up(self, repair: bool = False) -> None:
         """Index the whole lines the file holds past what was read (other processes append to
         it too). Called with the file locked: a line without its newline at the end is then a
@@ -283,6 +302,10 @@ class _Store:
 
     def __len__(self) -> int:
         return len(self.index.keys() | self.memory.keys())
+
+
+async def _cached_tool(entry: dict):
+    return recorded_result(entry)
 
 
 class CachedRuntime(RecordingRuntime):
@@ -359,6 +382,51 @@ class CachedRuntime(RecordingRuntime):
             if got is not None:
                 await astream_entry(got, self.stream_chunk, on_text)
                 return self._hit(got, decision)
+
+    #: The servers are started live (see mcp.Connection): a kept listing would leave no server
+    #: for the calls the cache does not hold.
+    tool_listing = None
+
+    def tool_result(self, call: dict, run):
+        """A live tool's call answered from the cache file when it holds the same call (server,
+        tool, arguments; `refresh` asks again), else made by `run()` and appended: a notebook
+        run again calls its servers only for what is new (see tool_results.py)."""
+        from ...base.filesecrets import scrub
+        call = scrub(tool_call(call["server"], call["name"], call["arguments"]))
+        key = tool_key(call)
+        if not self.refresh:
+            with self._store.lock:
+                found = self._store.get_tool(key)
+            if found is not None:
+                with self._lock:
+                    self.hits += 1
+                return _cached_tool(found)
+        entry = {"key": key, "call": None, "decision": self._places.now(), "tool": call}
+        live = run()
+        return on_own_loop(self._ask_tool(entry, live), live)
+
+    async def _ask_tool(self, entry: dict, live):
+        import time
+        from ...base.errors import ToolError
+        with self._lock:
+            self.misses += 1
+        t0 = time.perf_counter()
+        try:
+            result = await live
+        except ToolError as exc:
+            entry["error"] = tool_error_record(exc)
+            result, failed = None, exc
+        else:
+            entry["result"], failed = result, None
+        entry["duration_s"] = round(time.perf_counter() - t0, 4)
+        with self._lock:
+            self._count += 1
+            entry["call"] = self._count
+            self.tool_calls.append(entry)
+        self._store.add(entry, keep_theirs=not self.refresh)
+        if failed is not None:
+            raise failed
+        return result
 
     def _look(self, messages, tools, mode_args):
         """`(recorded entry, decision, None)` on a hit; `(new entry, decision, True)` when this

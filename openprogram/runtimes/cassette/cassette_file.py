@@ -265,12 +265,22 @@ def load_cassette(path: str | os.PathLike) -> dict:
         data, lines = _read_lines(head, text, where, redo), True
     else:
         data, lines = _read_document(text, where, redo), False
+    calls, tools, at_line = [], [], []
     for n, entry in enumerate(data["calls"], 1):
+        if isinstance(entry, dict) and isinstance(entry.get("tool"), dict) and \
+                "request" not in entry:
+            tools.append(entry)  # a live tool's result (tool_results.py), not a model call
+            continue
+        at_line.append(n + 1)
         problem = _entry_problem(entry)
         if problem:
             at = f" (line {n + 1})" if lines else ""
             raise _FileError(f"call #{n}{at} of the cassette {where!r} {problem}: the file was "
                              f"cut or edited by hand; {redo}")
+        calls.append(entry)
+    data["calls"], data["tools"] = calls, tools
+    if lines and tools:  # where each model call sits, for messages that name its line
+        data["call_lines"] = at_line
     return data
 
 

@@ -23,11 +23,13 @@ from collections import OrderedDict
 from pathlib import Path
 
 from ...base.filesecrets import scrub
-from ...base.model_protocol import run_sync
+from ...base.errors import ToolError
+from ...base.model_protocol import on_loop, run_sync
 from ...runtime.runtime import (DEFAULT_WINDOW, ModelCallError, ModelResponse, Runtime,
                                            Window, as_response)
 from .cassette_file import (_plain, append_whole, header, keyed_line, line, request_key,
                             request_record, response_record, settings_of, write_atomically)
+from .tool_results import tool_call, tool_error_record, tool_key
 
 
 def _mode_of(mode_args: dict) -> str:
@@ -83,6 +85,20 @@ class _Places:
         return ({"id": node.id, "entry": node.name, "attempt": attempt,
                  "mode": _mode_of(mode_args)}, node.id)
 
+    def now(self) -> dict | None:
+        """`{"id", "entry", "attempt"}` of the decision the running code belongs to (a picked
+        tool's call), or None outside a decision."""
+        from ...runtime.runtime import current_node_var
+        node = self._node(current_node_var.get())
+        while node is not None and node.kind != "decision":
+            node = self._node(node.parent)
+        if node is None:
+            return None
+        with self._lock:
+            last = self._last.get(node.id)
+        return {"id": node.id, "entry": node.name,
+                "attempt": last["attempt"] if last is not None else None}
+
     def _same_turn(self, last: dict, decision: int, n_messages: int) -> bool:
         calls = last["calls"]
         if n_messages <= 1 or not calls:
@@ -104,6 +120,14 @@ class _Places:
                 self._last[decision]["calls"] = None if resp is None else \
                     [tc.name for tc in resp.tool_calls]
 
+
+
+def on_own_loop(coro: Any, live: Any) -> Any:
+    """`coro`, which awaits the live call `live`, marked as belonging to the loop `live`
+    belongs to (an MCP session's): the sync API then finishes it there, never on a loop of its
+    own where the live call could not complete."""
+    loop = getattr(live, "loop", None)
+    return coro if loop is None else on_loop(coro, loop)
 
 
 def failure_record(exc: ModelCallError) -> dict:
@@ -141,6 +165,7 @@ class RecordingRuntime(Runtime):
         self.path = Path(path)
         self.streams = inner.streams
         self.calls: Window = Window(window)
+        self.tool_calls: Window = Window(window)  # live tools' results (tool_results.py)
         self._count = 0                   # calls recorded, numbered 1.. in the file
         self._unwritten: list[bytes] = []  # lines a failed write left for the next one
         self._lock = threading.Lock()
@@ -207,12 +232,38 @@ class RecordingRuntime(Runtime):
         self._add(entry, t0)
         return resp
 
-    def _add(self, entry: dict, t0: float) -> None:
+    #: A server's tool listing (`mcp.connect(..., runtime=)`) is recorded like a tool's result.
+    tool_listing = "record"
+
+    def tool_result(self, call: dict, run: Any) -> Any:
+        """A live tool's call (`{"server", "name", "arguments"}`), made by `run()` (an awaitable
+        of its result as JSON data) and recorded as a line of its own, so a replay answers it
+        without the server (see tool_results.py). Its place in the program is read now, in the
+        decision that picked the tool; the awaitable runs on the loop the live call belongs to."""
+        call = scrub(tool_call(call["server"], call["name"], call["arguments"]))
+        entry = {"key": tool_key(call), "call": None, "decision": self._places.now(),
+                 "tool": call}
+        live = run()
+        return on_own_loop(self._record_tool(entry, live), live)
+
+    async def _record_tool(self, entry: dict, live: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            result = await live
+        except ToolError as exc:  # the server refused the arguments: a replay refuses them too
+            entry["error"] = tool_error_record(exc)
+            self._add(entry, t0, self.tool_calls)
+            raise
+        entry["result"] = _plain(result)
+        self._add(entry, t0, self.tool_calls)
+        return result
+
+    def _add(self, entry: dict, t0: float, into: Window | None = None) -> None:
         entry["duration_s"] = round(time.perf_counter() - t0, 4)
         with self._lock:
             self._count += 1
             entry["call"] = self._count
-            self.calls.append(entry)
+            (self.calls if into is None else into).append(entry)
             self._unwritten.append(keyed_line(entry))
             try:
                 self._size = append_whole(self.path, b"".join(self._unwritten), self._size)

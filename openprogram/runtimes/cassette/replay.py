@@ -28,6 +28,7 @@ from ...decision.modes import MODES
 from ...runtime.runtime import ModelCallError, ModelResponse, Runtime, ToolCall
 from ...runtime.runtime import timed_out
 from .cassette_file import ask_key, load_cassette, request_record
+from .tool_results import ToolAnswers, recorded_result, tool_call
 from ..scripted import stream_pieces, stream_text
 
 
@@ -134,6 +135,10 @@ def answer(entry: dict, *, cached: bool = False) -> ModelResponse:
     return resp
 
 
+async def _replayed(entry: dict) -> Any:
+    return recorded_result(entry)
+
+
 class ReplayRuntime(Runtime):
     """Answers each request with the reply recorded for it. `strict=True` (default) matches
     requests to recordings; `strict=False` only replays the replies in recorded order.
@@ -144,6 +149,9 @@ class ReplayRuntime(Runtime):
     streams = True
     #: A recording holds text, tool calls or JSON alike: every way of asking replays.
     modes = frozenset(MODES)
+    #: What was recorded with shortlist="native" replays (a request that was not recorded is
+    #: a CassetteMismatch as always).
+    native_tool_search = True
 
     def __init__(self, path: str | os.PathLike, *, strict: bool = True, stream_chunk: int = 8,
                  realtime: bool = False, name: str | None = None):
@@ -155,6 +163,7 @@ class ReplayRuntime(Runtime):
         self.realtime = realtime
         self.recorded: list[dict] = data["calls"]
         self._lines = 1 if data.get("version", 0) >= 3 else None  # a call's line: its index + 2
+        self._call_lines = data.get("call_lines")  # when tool lines sit between the calls
         # each request's recordings, in recorded order; answering one takes it off its queue
         self._queues: dict[str, deque] = {}
         for i, entry in enumerate(self.recorded):
@@ -162,6 +171,7 @@ class ReplayRuntime(Runtime):
         self._count = {k: len(q) for k, q in self._queues.items()}
         self._answered = 0
         self._lock = threading.Lock()
+        self._tools = ToolAnswers(data.get("tools") or [], str(path))
 
     def __repr__(self) -> str:
         return (f"ReplayRuntime({str(self.path)!r}, {len(self.recorded)} calls, "
@@ -205,8 +215,22 @@ class ReplayRuntime(Runtime):
         await astream_entry(entry, self.stream_chunk, on_text, wait)
         return answer(entry)
 
+    #: A server's tool listing is answered from the recording: no server is started.
+    tool_listing = "replay"
+
+    def tool_result(self, call: dict, run: Any) -> Any:
+        """A live tool's call answered with the result recorded for the same call (server,
+        tool, arguments): `run` is never called, so no server is needed. A call the cassette did
+        not record raises `ToolNotRecorded` naming it (see tool_results.py)."""
+        from ...base.filesecrets import scrub
+        call = scrub(tool_call(call["server"], call["name"], call["arguments"]))
+        with self._lock:
+            entry = self._tools.take(call)
+        return _replayed(entry)
+
     def _where(self, i: int) -> str:
-        return f"call #{i + 1}" + (f" (line {i + 2})" if self._lines else "")
+        line = self._call_lines[i] if self._call_lines else i + 2
+        return f"call #{i + 1}" + (f" (line {line})" if self._lines else "")
 
     def _take(self, messages, tools, mode_args) -> dict:
         """The recording that answers this request."""

@@ -4,6 +4,7 @@ grammar, following the tokens of names that share a beginning until they are tol
 every token's bytes indexed (`_Pieces`) to find the tokens that could write a name."""
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import re
@@ -20,6 +21,38 @@ CONFIDENCE_TOLERANCE = 1e-4
 #: they run out first, the note says how much was left unfollowed.
 CONFIDENCE_EVALS_PER_NAME = 6
 _EXTRA_EVALS = 8
+#: The branches of the names' tree the model reads in one batch, each as a sequence of its
+#: own beside the reply's (a loaded model is made with this many more sequences). A batch of
+#: a few tokens costs the model about what one token does, so reading the branches waiting at
+#: one depth together costs about one evaluation, not one each; llama.cpp gives each branch's
+#: tokens the same logits, to the last digit, as when that branch is read alone.
+TREE_SEQUENCES = 16
+
+
+@contextlib.contextmanager
+def tree_sequences() -> Any:
+    """While a model is loaded in it: its context made with `TREE_SEQUENCES` sequences more
+    than the reply's one, in one memory they share (`kv_unified`, so the context is not split
+    between them). llama-cpp-python's `Llama` takes neither setting, so the defaults it
+    starts from are changed for the time of the load (under the loading lock). A
+    llama-cpp-python without a shared memory leaves the context as it was, and the branches
+    are read one at a time."""
+    from llama_cpp import llama_cpp as low
+    made = low.llama_context_default_params
+    if not any(field[0] == "kv_unified" for field in low.llama_context_params._fields_):
+        yield
+        return
+
+    def params() -> Any:
+        p = made()
+        p.n_seq_max, p.kv_unified = TREE_SEQUENCES + 1, True
+        return p
+
+    low.llama_context_default_params = params
+    try:
+        yield
+    finally:
+        low.llama_context_default_params = made
 
 
 class _Pieces:
@@ -78,9 +111,10 @@ class _NameOdds:
     Branches are followed most probable first until those left carry at most
     `CONFIDENCE_TOLERANCE` (counted in `other`), within `CONFIDENCE_EVALS_PER_NAME` evaluations
     per name; the prompt is never read again (the tree starts from the model's memory and is
-    cut back to it afterwards), so the extra cost is the names' tokens only. Each branch is one
-    model evaluation of its own: where names share their first tokens, that is most of the
-    cost (benchmarks/bench_confidence.py)."""
+    cut back to it afterwards), so the extra cost is the names' tokens only. The branches
+    waiting at one depth are read in one model evaluation, each in a sequence of its own
+    (`TREE_SEQUENCES`): where names share their first tokens, a few evaluations rather than
+    one per branch (benchmarks/bench_confidence.py)."""
 
     def __init__(self, runtime: "LlamaCppRuntime", model: "_Loaded", names: list[str],
                  grammar: bool):
@@ -93,7 +127,8 @@ class _NameOdds:
                            json.dumps(n, ensure_ascii=False)[1:].encode("utf-8")}
                           for n in names}
         self.result: dict | None = None
-        self.evals = self.read = 0  # model evaluations made, and the tokens they read
+        self.evals = self.read = 0  # branches the model read, and their tokens
+        self.batches = 0  # the model evaluations those took (branches read together)
         self.unfollowed, self.cut = 0.0, False  # mass left unfollowed; by the budget?
 
     # -- where the name is ---------------------------------------------------------------------
@@ -142,19 +177,11 @@ class _NameOdds:
         if not targets and grammar is not None:
             llama_cpp.llama_sampler_free(grammar)
 
-        def follow(here: float, text: bytes, path: list[int], state: Any) -> float:
-            """One branch: its tokens read, its children placed on a name or on the heap;
-            returns the branch's mass that goes to other."""
+        def follow(here: float, text: bytes, path: list[int], state: Any,
+                   logits: Any) -> float:
+            """One branch, its tokens read (`logits`: the model's after them): its children
+            placed on a name or on the heap; returns the branch's mass that goes to other."""
             nonlocal order, waiting
-            if path:
-                llama.n_tokens = base
-                llama.eval(path)
-                self.evals += 1
-                self.read += len(path)
-                logits = np.ctypeslib.as_array(
-                    llama_cpp.llama_get_logits_ith(llama._ctx.ctx, -1), shape=(n_vocab,))
-            else:
-                logits = root_logits
             fits: set[int] = set()
             for spelled in targets.values():
                 for t in spelled:
@@ -201,25 +228,87 @@ class _NameOdds:
                 placed += p
             return here * max(universe - placed, 0.0)
 
+        together = self._together()
+        room = min(llama.n_ctx() - base, llama.n_batch)  # tokens one batch may add
+        taken: list = []
         try:
             while heap:
                 if waiting <= CONFIDENCE_TOLERANCE or self.evals >= budget:
                     self.cut = self.evals >= budget and waiting > CONFIDENCE_TOLERANCE
                     unfollowed = sum(-item[0] for item in heap)
                     break
-                neg, _, text, path, state = heapq.heappop(heap)
-                waiting += neg
-                try:
-                    other += follow(-neg, text, path, state)
-                finally:
-                    if state is not None:
-                        llama_cpp.llama_sampler_free(state)
+                # the branches to read now: heaviest first, as many as are needed (until
+                # what is left waiting is within the tolerance) and fit in one batch
+                size = 0
+                while heap and waiting > CONFIDENCE_TOLERANCE and len(taken) < together and \
+                        self.evals + sum(1 for t in taken if t[3]) < budget and \
+                        (not taken or size + len(heap[0][3]) <= room):
+                    taken.append(heapq.heappop(heap))
+                    waiting += taken[-1][0]
+                    size += len(taken[-1][3])
+                read = [t[3] for t in taken if t[3]]
+                got = iter(self._read(read, base, n_vocab)) if read else iter(())
+                for neg, _, text, path, state in taken:
+                    other += follow(-neg, text, path, state,
+                                    next(got) if path else root_logits)
+                for item in taken:
+                    if item[4] is not None:
+                        llama_cpp.llama_sampler_free(item[4])
+                taken = []
         finally:
-            for item in heap:
+            for item in [*heap, *taken]:
                 if item[4] is not None:
                     llama_cpp.llama_sampler_free(item[4])
             llama.n_tokens = base  # the model's memory is cut back to the reply so far
         self._finish(mass, other, unfollowed)
+
+    def _together(self) -> int:
+        """How many branches one model evaluation reads: `TREE_SEQUENCES` when the loaded
+        model has the sequences for them (`tree_sequences`), else one."""
+        import llama_cpp
+        ctx = self.model.llama._ctx.ctx
+        return max(1, min(TREE_SEQUENCES, llama_cpp.llama_n_seq_max(ctx) - 1))
+
+    def _read(self, paths: list[list[int]], base: int, n_vocab: int) -> list[Any]:
+        """The model's logits after each branch's tokens, read from the reply so far (the
+        model's memory up to `base`, sequence 0). One branch is read in the reply's own
+        sequence and cut back after; several are read in one batch, each in a sequence of
+        its own that starts as a copy of the reply's (llama.cpp shares those cells, it does
+        not copy them) and is dropped after."""
+        import llama_cpp
+        import numpy as np
+        llama = self.model.llama
+        ctx = llama._ctx.ctx
+        self.evals += len(paths)
+        self.read += sum(len(p) for p in paths)
+        self.batches += 1
+        if len(paths) == 1:
+            llama.n_tokens = base
+            llama.eval(paths[0])
+            return [np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, -1),
+                                          shape=(n_vocab,))]
+        memory = llama_cpp.llama_get_memory(ctx)
+        total = sum(len(p) for p in paths)
+        batch = llama_cpp.llama_batch_init(total, 0, 1)
+        try:
+            k, last = 0, []
+            for seq, path in enumerate(paths, 1):
+                llama_cpp.llama_memory_seq_cp(memory, 0, seq, 0, base)
+                for j, token in enumerate(path):
+                    batch.token[k], batch.pos[k] = token, base + j
+                    batch.n_seq_id[k], batch.seq_id[k][0] = 1, seq
+                    batch.logits[k] = j == len(path) - 1
+                    k += 1
+                last.append(k - 1)
+            batch.n_tokens = k
+            if llama_cpp.llama_decode(ctx, batch) != 0:
+                raise RuntimeError("llama_decode could not read the branches of the names")
+            return [np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, i),
+                                          shape=(n_vocab,)).copy() for i in last]
+        finally:
+            for seq in range(1, len(paths) + 1):
+                llama_cpp.llama_memory_seq_rm(memory, seq, -1, -1)
+            llama_cpp.llama_batch_free(batch)
 
     def _names(self, targets: dict, grown: bytes) -> tuple[str | None, list[str]]:
         """The name `grown` has written whole (closing quote and all), and the names it may

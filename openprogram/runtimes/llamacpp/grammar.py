@@ -8,7 +8,7 @@ import copy
 import json
 from typing import Any
 
-from ...decision.schema.reader import first_paragraph
+from ...decision.schema.reader import first_paragraph, type_name
 
 #: The `maxLength` a json_schema grammar gives every string whose schema sets none.
 STRING_MAX_LENGTH = 64
@@ -132,7 +132,7 @@ def _brief_type(s: Any) -> str:
         return f"list of {_brief_type(s.get('items'))}"
     if kind == "object" and isinstance(s.get("properties"), dict):
         return "{" + ", ".join(f"{k}: {_brief_type(v)}" for k, v in s["properties"].items()) + "}"
-    return str(kind) if kind else "any"
+    return type_name(s)
 
 
 def _one_line(text: Any) -> str:

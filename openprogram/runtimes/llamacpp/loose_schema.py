@@ -16,6 +16,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from ...decision.schema.refs import Document, join_uri
+
 __all__ = ["for_grammar", "NOT_EXPRESSED"]
 
 #: Keywords the converter cannot express: removed (the validator judges them after the reply).
@@ -35,10 +37,47 @@ def for_grammar(schema: Any) -> tuple[Any, list[str]]:
     """(a copy of `schema` the converter reads and that allows at least what it allows, the
     places loosened as `keyword at pointer`)."""
     loosened: list[str] = []
-    return _node(copy.deepcopy(schema), "#", loosened, root=True), loosened
+    refs = _Refs(schema)
+    out = _node(copy.deepcopy(schema), "#", loosened, root=True, refs=refs)
+    if refs.names and isinstance(out, dict):
+        out["$defs"] = {**(out.get("$defs") or {}), **refs.written(loosened)}
+    return out, loosened
 
 
-def _node(s: Any, ptr: str, loosened: list[str], root: bool = False) -> Any:
+class _Refs:
+    """The converter follows only a plain `#/a/b` from the root: every other reference (an
+    anchor, `#`, an escaped token, one relative to an `$id`) is resolved here by the one rule
+    (decision/schema/refs.py) and pointed at a copy of its target under `$defs`."""
+
+    def __init__(self, schema: Any):
+        self.doc = Document(schema)
+        self.names: dict[int, str] = {}   # id(target) -> its name under $defs
+        self.targets: list[tuple[str, Any, str]] = []
+
+    def plain(self, ref: Any, base: str) -> bool:
+        return isinstance(ref, str) and base == self.doc.base_of(self.doc.root) and \
+            ref.startswith("#/") and not set(ref) & {"~", "%"}
+
+    def point(self, ref: str, base: str) -> str:
+        target, tbase, ptr = self.doc.resolve(ref, base)
+        name = self.names.get(id(target))
+        if name is None:
+            name = self.names[id(target)] = f"ref-{len(self.names)}"
+            self.targets.append((name, target, tbase))
+        return f"#/$defs/{name}"
+
+    def written(self, loosened: list[str]) -> dict:
+        out, done = {}, 0
+        while done < len(self.targets):   # (a target may refer on: those join the list)
+            name, target, base = self.targets[done]
+            out[name] = _node(copy.deepcopy(target), f"#/$defs/{name}", loosened, refs=self,
+                              base=base)
+            done += 1
+        return out
+
+
+def _node(s: Any, ptr: str, loosened: list[str], root: bool = False,
+          refs: _Refs | None = None, base: str = "") -> Any:
     if s is True or s is False:
         if s is False:   # (true is any value, exactly what the grammar then allows)
             loosened.append(f"false at {ptr}")
@@ -47,6 +86,10 @@ def _node(s: Any, ptr: str, loosened: list[str], root: bool = False) -> Any:
         return s
     if not root and not (set(s) - _WORDS):
         return {**s, **_ANY}   # `{}`: any value, not the converter's "any object"
+    if isinstance(s.get("$id"), str):
+        base = join_uri(base, s["$id"]).partition("#")[0]
+    if refs is not None and "$ref" in s and not refs.plain(s["$ref"], base):
+        s["$ref"] = refs.point(s["$ref"], base)
     found = [k for k in s if k in NOT_EXPRESSED]
     if found:
         loosened += [f"{k} at {ptr}" for k in found]
@@ -58,11 +101,13 @@ def _node(s: Any, ptr: str, loosened: list[str], root: bool = False) -> Any:
             return {**s, **_ANY}
     for k in _SINGLE:
         if k in s and not (k == "additionalProperties" and s[k] is False):
-            s[k] = _node(s[k], f"{ptr}/{k}", loosened)
+            s[k] = _node(s[k], f"{ptr}/{k}", loosened, refs=refs, base=base)
     for k in _LISTS:
         if isinstance(s.get(k), list):
-            s[k] = [_node(x, f"{ptr}/{k}/{i}", loosened) for i, x in enumerate(s[k])]
+            s[k] = [_node(x, f"{ptr}/{k}/{i}", loosened, refs=refs, base=base)
+                    for i, x in enumerate(s[k])]
     for k in _MAPS:
         if isinstance(s.get(k), dict):
-            s[k] = {n: _node(x, f"{ptr}/{k}/{n}", loosened) for n, x in s[k].items()}
+            s[k] = {n: _node(x, f"{ptr}/{k}/{n}", loosened, refs=refs, base=base)
+                    for n, x in s[k].items()}
     return s

@@ -67,7 +67,7 @@ from typing import Any, Callable
 from ...decision.extract import find_action
 from ...runtime.runtime import (ModelCallError, ModelResponse, Runtime,
                                 blocks_text, to_blocks)
-from .confidence import _NameOdds
+from .confidence import _NameOdds, tree_sequences
 from .grammar import (ARRAY_MAX_ITEMS, SCHEMA_FORMS, SCHEMA_INSTRUCTION, STRING_MAX_LENGTH,
                       _picks, bounded_schema, decision_grammar, schema_brief)
 from .models import (MIN_PREFIX_TOKENS, _INSTALL, _Loaded, _check_gguf, _common, _default_ctx,
@@ -106,10 +106,12 @@ def _load(key: tuple) -> _Loaded:
                 # own default for the prompt is every core, and its threads spin while they
                 # wait for each other, which on a busy machine made reading a prompt ~5x
                 # slower than with one thread (measured here on 2 shared cores).
-                llama = llama_cpp.Llama(model_path=path, n_ctx=n_ctx, n_threads=n_threads,
-                                        n_threads_batch=n_threads, n_batch=n_batch,
-                                        n_ubatch=n_batch, n_gpu_layers=n_gpu_layers,
-                                        verbose=False)
+                # (the sequences in which `confidence=` reads branches of the names together)
+                with tree_sequences():
+                    llama = llama_cpp.Llama(model_path=path, n_ctx=n_ctx, n_threads=n_threads,
+                                            n_threads_batch=n_threads, n_batch=n_batch,
+                                            n_ubatch=n_batch, n_gpu_layers=n_gpu_layers,
+                                            verbose=False)
             except (ValueError, RuntimeError, OSError) as exc:
                 raise ValueError(f"llama.cpp could not load the model file {path!r} ({exc}). "
                                  f"Is it a whole GGUF file of an architecture this "
@@ -461,6 +463,7 @@ class LlamaCppRuntime(Runtime):
                 'the reply wrote no "call" value, so it named no option')
             # the model's work beyond the reply (`_NameOdds`)
             raw["response"]["confidence_work"] = {"evaluations": odds.evals,
+                                                  "batches": odds.batches,
                                                   "tokens": odds.read,
                                                   "unfollowed": odds.unfollowed}
         return ModelResponse(text=text, usage=usage, model=self.model, finish_reason=finish,

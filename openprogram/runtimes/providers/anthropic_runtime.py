@@ -51,6 +51,9 @@ class AnthropicRuntime(ProviderRuntime):
     """`AnthropicRuntime(model="claude-sonnet-4-5", base_url=None, api_key=None, stream=True,
     max_retries=2, timeout=None, system=None, max_tokens=4096, **request_options)`."""
 
+    #: `shortlist="native"` is Anthropic's tool search tool over deferred tools.
+    native_tool_search = True
+
     api = ProviderAPI(name="Anthropic", env_key="ANTHROPIC_API_KEY", sdk="anthropic",
                       client_class="Anthropic", end_marker="message_stop",
                       example_model="claude-sonnet-4-5",
@@ -84,6 +87,16 @@ class AnthropicRuntime(ProviderRuntime):
             specs, choice = self._output_tool(response_format, specs, ask)
         if specs:
             body["tools"] = [to_anthropic_tool(t) for t in specs]
+            if any(t.get("defer_loading") for t in specs):
+                # shortlist="native": the deferred tools are found by Anthropic's own tool
+                # search tool (BM25 over names, descriptions and arguments), which is never
+                # deferred itself; the model searches before it calls, so the choice is left to
+                # it ("any" would have it call a loaded tool before any is loaded)
+                body["tools"].append(dict(TOOL_SEARCH))
+                ask.notes.append("shortlist='native': the options were sent with "
+                                 "defer_loading beside Anthropic's tool search tool")
+                if choice is not None and choice.get("type") == "any":
+                    choice = {"type": "auto", "disable_parallel_tool_use": True}
         if choice is not None:
             body["tool_choice"] = choice
         if self.stream:
@@ -168,6 +181,10 @@ class AnthropicRuntime(ProviderRuntime):
 
 
 #: The core's tool choice in the messages protocol; "required" is one call of some tool.
+#: Anthropic's tool search tool, BM25 variant (natural-language queries), as the messages API
+#: takes it beside tools marked `defer_loading`.
+TOOL_SEARCH = {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}
+
 _TOOL_CHOICE = {"required": {"type": "any", "disable_parallel_tool_use": True},
                 "auto": {"type": "auto"}, "none": {"type": "none"}}
 
@@ -200,6 +217,8 @@ def to_anthropic_tool(spec: dict) -> dict:
         description = spec.get("description_beside_inputs", description)
     if description:
         out["description"] = description
+    if spec.get("defer_loading"):
+        out["defer_loading"] = True
     return out
 
 

@@ -32,18 +32,31 @@ MAX_ALTERNATIVES = 64
 
 def tokens_of(content: Any) -> list[dict] | None:
     """`choices[0].logprobs.content` (SDK objects or JSON) as `[{"token", "logprob",
-    "top_logprobs": [{"token", "logprob"}]}]`; None when there is none."""
+    "top_logprobs": [alternative, ...]}]`, at most `MAX_TOKENS` tokens and `MAX_ALTERNATIVES`
+    alternatives each; None when there is none. The alternatives are kept as the server sent
+    them (SDK objects or dicts): `distribution` reads those of one token only, the name's
+    first, so the others are never taken apart (a streamed reply calls this for every token)."""
     if content is None:
         return None
     out = []
-    for item in list(content)[:MAX_TOKENS]:
-        get = item.get if isinstance(item, dict) else (lambda k, i=item: getattr(i, k, None))
-        tops = []
-        for t in list(get("top_logprobs") or [])[:MAX_ALTERNATIVES]:
-            tget = t.get if isinstance(t, dict) else (lambda k, i=t: getattr(i, k, None))
-            tops.append({"token": tget("token"), "logprob": tget("logprob")})
-        out.append({"token": get("token"), "logprob": get("logprob"), "top_logprobs": tops})
+    for item in itertools.islice(content, MAX_TOKENS):
+        if isinstance(item, dict):
+            token, logprob, tops = item.get("token"), item.get("logprob"), \
+                item.get("top_logprobs")
+        else:
+            token, logprob, tops = getattr(item, "token", None), getattr(item, "logprob", None), \
+                getattr(item, "top_logprobs", None)
+        out.append({"token": token, "logprob": logprob,
+                    "top_logprobs": list(itertools.islice(tops, MAX_ALTERNATIVES))
+                    if tops else []})
     return out
+
+
+def _field(alternative: Any, key: str) -> Any:
+    """A field of one alternative, a dict (JSON) or an SDK object."""
+    if isinstance(alternative, dict):
+        return alternative.get(key)
+    return getattr(alternative, key, None)
 
 
 def _missing(names: Sequence[str], why: str) -> dict:
@@ -98,7 +111,7 @@ def distribution(text: Any, tokens: list[dict] | None, names: Sequence[str]) -> 
     other = 0.0
     shared = 0.0
     for alt in alts:
-        tok, p = alt.get("token"), _p(alt.get("logprob"))
+        tok, p = _field(alt, "token"), _p(_field(alt, "logprob"))
         if not isinstance(tok, str) or p is None:
             notes.append("an alternative token without a usable log-probability was skipped")
             continue

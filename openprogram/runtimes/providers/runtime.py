@@ -13,7 +13,10 @@ request (`_request`) and reply (`_shape`); and the raw request and response (`ra
 attached to every reply. The time budget on the wire is `transport`'s, the words for a failure
 `faults`', the request and reply as data `replies`'; every path through `_exchange` goes through
 all three, so no protocol can skip a guard. The SDKs and httpx2 are imported only when a runtime
-is created, so importing `openprogram.runtimes` stays standard-library-only.
+is created, so importing `openprogram.runtimes` stays standard-library-only. It is long because
+`_exchange`, the one coroutine both protocols and both clients run, holds the order of the guards
+every byte goes through; the guards themselves are in `transport`, `faults`, `key_redaction` and
+`raw_record`.
 """
 from __future__ import annotations
 

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...base.errors import OpenProgramError
+from ...base.errors import OpenProgramError, OptionError
 
 from ...decision.modes import api_name  # noqa: F401  (the runtimes import it from here)
+from ...decision.schema.refs import Document
 from ...decision.schema.type_table import JSON_TYPES as _JSON_TYPES
 
 __all__ = ["NotStrict", "to_strict", "strip_forced_nulls", "check_limits", "api_name",
@@ -125,17 +126,22 @@ def _nullable(s: dict) -> dict:
 
 
 def _resolve(root: dict, ref: str) -> dict:
-    if not isinstance(ref, str) or not ref.startswith("#"):
-        raise NotStrict(f"the reference {ref!r} points outside the schema")
-    node: Any = root
-    for part in [p for p in ref[1:].split("/") if p]:
-        part = part.replace("~1", "/").replace("~0", "~")
-        if not isinstance(node, dict) or part not in node:
-            raise NotStrict(f"the reference {ref!r} points at nothing")
-        node = node[part]
+    """The schema `ref` refers to, as every reader of a schema resolves one
+    (decision/schema/refs.py); `NotStrict` for one that points at nothing or outside."""
+    try:
+        node = Document(root).resolve(ref)[0]
+    except OptionError as exc:
+        raise NotStrict(str(exc)) from None
     if not isinstance(node, dict):
-        raise NotStrict(f"the reference {ref!r} is not a schema")
+        raise NotStrict(f"the reference {ref!r} is not a schema object")
     return node
+
+
+def _sent_as_is(ref: Any) -> bool:
+    """A reference strict mode follows itself: a definition by plain name, or the root."""
+    return isinstance(ref, str) and (ref == "#" or (
+        ref.startswith(("#/$defs/", "#/definitions/")) and ref.count("/") == 2
+        and not set(ref) & {"~", "%"}))
 
 
 def to_strict(schema: dict) -> dict:
@@ -151,6 +157,7 @@ def to_strict(schema: dict) -> dict:
 class _Strict:
     def __init__(self, root: dict):
         self.root = root
+        self.inlining: list[str] = []   # the references being written out, outermost first
 
     def node(self, s: Any, path: str, root: bool = False) -> dict:
         where = path or "the root"
@@ -160,9 +167,19 @@ class _Strict:
         if not isinstance(s, dict) or not s:
             raise NotStrict(f"{where} accepts any value, which strict mode cannot express")
         s = dict(s)
-        if "$ref" in s and len(s) > 1:  # a reference with siblings: inline it, siblings win
-            target = _resolve(self.root, s.pop("$ref"))
-            s = {**target, **s}
+        if "$ref" in s and (len(s) > 1 or not _sent_as_is(s["$ref"])):
+            # a reference with siblings (they win), or one strict mode does not follow (to a
+            # property, an anchor, an escaped name): written out in place
+            ref = s.pop("$ref")
+            if ref in self.inlining:
+                raise NotStrict(f"{where} refers to {ref!r} from inside it; strict mode "
+                                f"expresses a recursive type only through #/$defs/Name")
+            target = _resolve(self.root, ref)
+            self.inlining.append(ref)
+            try:
+                return self.node({**target, **s}, path, root)
+            finally:
+                self.inlining.pop()
         if isinstance(s.get("allOf"), list):
             parts = s.pop("allOf")
             if len(parts) != 1:

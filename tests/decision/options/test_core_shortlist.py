@@ -68,7 +68,7 @@ def test_bad_shortlists_are_refused_at_the_call(menu):
     for bad in (0, -3, True, 2.5, "twenty"):
         with pytest.raises(ArgumentError, match="shortlist|k is how many"):
             decision.make("Pick.", menu, runtime=rt, shortlist=bad)
-    with pytest.raises(ArgumentError, match="native.*not supported"):
+    with pytest.raises(ArgumentError, match="native.*needs mode='tools'"):
         decision.make("Pick.", menu, runtime=rt, shortlist="native")
 
 
@@ -171,3 +171,27 @@ def test_agent_narrows_its_options_too(menu):
     trace = decision.last_trace()
     assert trace.entry == "agent" and len(trace.shortlist["shown"]) == 5
     assert "spotify_delete_playlist" not in trace.attempts[0].prompt
+
+
+def test_native_is_refused_at_the_call_where_the_provider_cannot_search(menu):
+    # the scripted model has no tool search of its own: the fix is named, nothing is asked
+    rt = ScriptedRuntime([pick(TOOLS[0]["name"], {})])
+    with pytest.raises(ArgumentError, match=r"ScriptedRuntime has none.*shortlist=k"):
+        decision.make("Find a file.", menu, mode="tools", shortlist="native", runtime=rt)
+    with pytest.raises(ArgumentError, match=r"needs mode='tools'"):
+        decision.make("Find a file.", menu, shortlist="native", runtime=rt)
+    assert rt.remaining == 1  # refused before the model was asked
+
+
+def test_native_marks_every_tool_deferred_and_reads_what_the_provider_loaded():
+    from openprogram.decision.options.shortlist import defer_tools, loaded_tools
+    sent = defer_tools({"tools": [{"name": "a"}, {"name": "b"}], "tool_choice": "required"})
+    assert sent == {"tools": [{"name": "a", "defer_loading": True},
+                              {"name": "b", "defer_loading": True}], "tool_choice": "required"}
+    raw = {"response": {"content": [
+        {"type": "tool_search_tool_result", "content": {"tool_references": [
+            {"type": "tool_reference", "tool_name": "b"}]}}]}}
+    assert loaded_tools(raw) == ["b"]
+    assert loaded_tools({"response": {"content": [{"type": "tool_search_tool_result",
+                                                   "content": {"tool_references": []}}]}}) == []
+    assert loaded_tools({"response": {"content": []}}) is None and loaded_tools(None) is None

@@ -86,6 +86,86 @@ def test_an_integer_valued_float_is_an_integer_delivered_as_one():
     assert [type(got["n"]), *map(type, got["m"]), type(got["x"])] == [int, int, int, float]
 
 
+def test_an_integer_valued_float_in_a_branch_that_says_integer_is_delivered_as_one():
+    # anyOf / oneOf: the first alternative the value fits; if: then or else, as the value goes;
+    # pattern-keyed and other properties and dependentSchemas too (`not` sends the document
+    # to schemaeval.py, which judges all of these)
+    schema = {"type": "object", "not": {"required": ["never"]}, "properties": {
+        "a": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+        "o": {"oneOf": [{"type": "object", "properties": {"n": {"type": "integer"}},
+                         "required": ["n"]},
+                        {"type": "object", "properties": {"s": {"type": "string"}},
+                         "required": ["s"]}]},
+        "i": {"if": {"type": "number", "minimum": 10}, "then": {"type": "integer"},
+              "else": {"type": "number"}},
+        "j": {"if": {"type": "string"}, "then": {"minLength": 1}, "else": {"type": "integer"}},
+        "p": {"patternProperties": {"^n_": {"type": "integer"}},
+              "additionalProperties": {"anyOf": [{"type": "integer"}, {"type": "null"}]}},
+        "d": {"dependentSchemas": {"k": {"properties": {"k": {"type": "integer"}}}}}}}
+    value = {"a": 1.0, "o": {"n": 2.0}, "i": 12.0, "j": 3.0, "p": {"n_x": 4.0, "y": 5.0},
+             "d": {"k": 6.0}}
+    assert jsonschema.Draft202012Validator(schema).is_valid(value)
+    got, _, _ = fill(schema, value)
+    assert got == {"decision": "fill", "a": 1, "o": {"n": 2}, "i": 12, "j": 3,
+                   "p": {"n_x": 4, "y": 5}, "d": {"k": 6}}
+    ints = [got["a"], got["o"]["n"], got["i"], got["j"], got["p"]["n_x"], got["p"]["y"],
+            got["d"]["k"]]
+    assert [type(x) for x in ints] == [int] * 7
+    # a branch that says number (or no type) keeps the float as the model wrote it
+    got, _, _ = fill(schema, {"i": 2.0, "a": "x"})
+    assert got == {"decision": "fill", "i": 2.0, "a": "x"} and type(got["i"]) is float
+    # the same through validator.py (no keyword of schemaeval.py's): anyOf's first fit
+    plain = {"type": "object", "properties": {"a": {"anyOf": [{"type": "string"},
+                                                             {"type": "integer"}]}}}
+    got, _, _ = fill(plain, {"a": 1.0})
+    assert got == {"decision": "fill", "a": 1} and type(got["a"]) is int
+
+
+#: References to every kind of place, as draft 2020-12 resolves them (schema/refs.py).
+REFERENCES = {"type": "object", "properties": {
+    "a": {"type": "object", "properties": {"x": {"type": "integer", "minimum": 1}}},
+    "b": {"$ref": "#/properties/a"},                       # a pointer to a property
+    "c": {"$ref": "#/$defs/per%25cent"},                   # percent-encoded
+    "d": {"$ref": "#/$defs/a~1b"},                         # ~1 for a slash in the name
+    "e": {"$ref": "#room"},                                # an $anchor
+    "f": {"$ref": "https://example.com/inner#/$defs/n"}},  # through an $id
+    "$defs": {"per%cent": {"type": "string", "maxLength": 3},
+              "a/b": {"type": "array", "items": {"type": "boolean"}},
+              "R": {"$anchor": "room", "enum": ["거실", "hall"]},
+              "inner": {"$id": "https://example.com/inner",
+                        "$defs": {"n": {"type": "number", "maximum": 9}}}}}
+
+
+def test_a_reference_to_any_place_in_the_document_shows_resolved_in_the_menu():
+    menu = render_menu(normalize({"fill": openprogram.JsonSchema(REFERENCES)}))
+    assert "- b (object, optional)\n      - b.x (int, optional); >= 1" in menu
+    assert "- c (str, optional); at most 3 characters" in menu
+    assert "- d (list[bool], optional)" in menu
+    assert '- e (room, optional); one of: "거실", "hall"' in menu
+    assert "- f (float, optional); <= 9" in menu
+    assert '"b": {"x": 1}, "c": "<str>", "d": [false], "e": "거실", "f": 0.0' in menu
+    # and the validator follows each the same way, as the jsonschema package does
+    v = jsonschema.Draft202012Validator(REFERENCES)
+    good = {"b": {"x": 2}, "c": "abc", "d": [True], "e": "hall", "f": 9}
+    assert v.is_valid(good)
+    assert fill(REFERENCES, good)[0] == {"decision": "fill", **good}
+    for bad in ({"b": {"x": 0}}, {"c": "abcd"}, {"d": [1]}, {"e": "attic"}, {"f": 10}):
+        assert not v.is_valid(bad)
+        with pytest.raises(DecisionError):
+            fill(REFERENCES, bad, max_retries=0)
+
+
+def test_type_names_are_the_menus_in_the_validators_messages():
+    # one naming (reader.type_name) for the menu and the error: list[str], not "list"
+    schema = {"type": "object", "properties": {"tags": {"type": "array",
+                                                        "items": {"type": "string"}}}}
+    menu = render_menu(normalize({"fill": openprogram.JsonSchema(schema)}))
+    assert "- tags (list[str], optional)" in menu
+    got, trace, rt = fill(schema, {"tags": "x"}, {"tags": ["x"]})
+    assert got == {"decision": "fill", "tags": ["x"]}
+    assert "args.tags must be list[str], got" in trace.attempts[0].error_message
+
+
 def test_all_of_keeps_each_parts_additional_properties_to_its_own_properties():
     # Flattened, `bar` looked evaluated by the sibling; as the specification reads it, `foo`
     # is not among the root's own properties, so additionalProperties judges it (and 1 fails).

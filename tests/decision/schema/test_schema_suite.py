@@ -1,8 +1,8 @@
 """The official JSON-Schema-Test-Suite (draft 2020-12), case by case, through a decision.
 
-The suite ships inside the `jsonschema` sdist (`json/tests/draft2020-12`); the test setup
-fetches that sdist with pip into pytest's cache the first time (nothing of it is committed) and
-reads the files from the archive. Each case's schema is wrapped as the property `value` of an
+The suite ships inside the `jsonschema` sdist (`json/tests/draft2020-12`); ./dev's test setup
+downloads the sdist of the pinned version into the venv (nothing of it is committed) and the
+test reads the files from that archive. Each case's schema is wrapped as the property `value` of an
 object schema W (with an `$id` of its own where it has references, so that its `#...` ones
 still mean its own root), W goes in as `openprogram.JsonSchema(W)`, and the scripted model
 fills it with the case's data: a valid case must resolve to exactly the data, an invalid one
@@ -13,10 +13,8 @@ from the specification's default, named in REFUSED_CASES).
 """
 from __future__ import annotations
 
-import glob
 import json
 import os
-import subprocess
 import sys
 import tarfile
 import warnings
@@ -74,16 +72,17 @@ UNCHECKED_FORMATS = {"idn-hostname", "iri", "iri-reference", "uri-template",
 
 
 def _suite_archive() -> str:
-    cache = os.path.join(os.path.dirname(__file__), "..", "..", ".pytest_cache",
-                         "json-schema-suite")
-    found = sorted(glob.glob(os.path.join(cache, "jsonschema-*.tar.gz")))
-    if not found:
-        os.makedirs(cache, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary",
-                        ":all:", "jsonschema", "-d", cache, "-q"], check=True)
-        found = sorted(glob.glob(os.path.join(cache, "jsonschema-*.tar.gz")))
-    assert found, f"pip download put no jsonschema sdist in {cache}"
-    return found[-1]
+    """The sdist of the installed (pinned) `jsonschema`, which ./dev's setup downloads into the
+    venv (`setup_schema_suite`): the suite and the oracle are one version."""
+    from importlib.metadata import version
+    pin = version("jsonschema")
+    path = os.path.join(sys.prefix, "share", "json-schema-test-suite", f"jsonschema-{pin}.tar.gz")
+    assert os.path.exists(path), (
+        f"{path} is missing: the official JSON-Schema-Test-Suite comes from the jsonschema "
+        f"{pin} sdist, which ./dev's test setup downloads; run `./dev test --collect-only -q` "
+        f"once (or: {sys.executable} -m pip download --no-deps --no-binary :all: "
+        f"jsonschema=={pin} -d {os.path.dirname(path)})")
+    return path
 
 
 def _suite_files() -> dict[str, list]:

@@ -292,9 +292,39 @@ def test_names_sharing_their_first_tokens_get_their_brute_force_probabilities(op
     # refund and refund_partial share their first token: the tree read more tokens for them
     # (and no more than the names' own), never the prompt again
     assert 1 <= work["evaluations"] <= 6 * len(options) + 8
+    assert 1 <= work["batches"] <= work["evaluations"]
     longest = max(len(rt.llama.tokenize(json.dumps(n).encode(), add_bos=False))
                   for n in options)
     assert work["tokens"] <= work["evaluations"] * (longest + 1) < len(brute.prompt)
+
+
+#: Six names that all begin with "re": a names' tree several branches wide at each depth.
+RE_NAMES = {"refund": "give all the money back", "refund_partial": "give part of it back",
+            "refund_status": "say where a refund stands", "reset_password": "send a reset link",
+            "report_damage": "record a damaged item", "reply": "answer a question"}
+
+
+def test_branches_waiting_at_one_depth_are_read_in_one_model_evaluation(monkeypatch):
+    """The names' branches are read together (each in a sequence of its own): fewer model
+    evaluations than branches, and the same distribution as reading them one at a time, up
+    to the mass each leaves unfollowed (the two stop at different branches)."""
+    from openprogram.runtimes.llamacpp import confidence
+    request = "Customer: has my refund gone through yet?"
+    got = []
+    for together in (confidence.TREE_SEQUENCES, 1):
+        monkeypatch.setattr(confidence, "TREE_SEQUENCES", together)
+        rt = Asking(list(RE_NAMES), seed=0, temperature=0.0)
+        rt.forget()
+        resp = _decide(rt, request, RE_NAMES)
+        got.append((resp.confidence, resp.raw["response"]["confidence_work"], resp.text))
+    (batched, work, text), (alone, work_alone, text_alone) = got
+    assert text == text_alone
+    assert work_alone["batches"] == work_alone["evaluations"] >= 2
+    assert 1 <= work["batches"] < work["evaluations"]
+    slack = max(work["unfollowed"], work_alone["unfollowed"]) + 1e-12
+    for name in RE_NAMES:
+        assert abs(batched["probs"][name] - alone["probs"][name]) <= slack, (name, got)
+    assert math.isclose(sum(batched["probs"].values()) + batched["other"], 1.0, abs_tol=1e-6)
 
 
 def test_the_picks_probability_is_the_product_over_the_tokens_it_wrote_plus_its_other_spellings():
@@ -342,8 +372,8 @@ def test_where_no_two_names_share_a_first_token_the_greedy_pick_is_the_most_prob
         pick = json.loads(resp.text)["decision"]["call"]
         assert max(conf["probs"], key=conf["probs"].get) == pick, (request, conf)
         assert math.isclose(sum(conf["probs"].values()) + conf["other"], 1.0, abs_tol=1e-6)
-        assert resp.raw["response"]["confidence_work"] == {"evaluations": 0, "tokens": 0,
-                                                           "unfollowed": 0.0}
+        assert resp.raw["response"]["confidence_work"] == {"evaluations": 0, "batches": 0,
+                                                           "tokens": 0, "unfollowed": 0.0}
 
 
 def test_the_distribution_leaves_the_reply_as_it_was():

@@ -137,6 +137,42 @@ def test_for_grammar_loosens_what_the_converter_cannot_read_and_names_it():
     LlamaGrammar.from_string(decision_grammar(readable), verbose=False)
 
 
+def test_for_grammar_points_the_converter_at_every_reference_by_the_one_rule():
+    """llama.cpp's converter follows only a plain `#/a/b` from the root: an anchor, `#`, a
+    percent-encoded or `~1`-escaped name and a reference through an `$id` are resolved as the
+    validator resolves them (decision/schema/refs.py) and pointed at a copy under `$defs`; the
+    grammar then allows exactly the resolved types."""
+    from llama_cpp.llama_grammar import LlamaGrammar
+    from openprogram.runtimes.llamacpp.loose_schema import for_grammar
+    from openprogram.runtimes.llamacpp import decision_grammar
+    schema = {"type": "object", "required": ["b", "c", "d", "e", "f"], "properties": {
+        "a": {"type": "integer"}, "b": {"$ref": "#/properties/a"},
+        "c": {"$ref": "#/$defs/per%25cent"}, "d": {"$ref": "#/$defs/a~1b"},
+        "e": {"$ref": "#room"}, "f": {"$ref": "https://example.com/inner#/$defs/n"},
+        "self": {"$ref": "#"}},
+        "$defs": {"per%cent": {"type": "boolean"}, "a/b": {"type": "null"},
+                  "R": {"$anchor": "room", "enum": ["hall", "attic"]},
+                  "inner": {"$id": "https://example.com/inner",
+                            "$defs": {"n": {"type": "string", "maxLength": 2}}}}}
+    readable, _ = for_grammar(schema)
+    p = readable["properties"]
+    assert p["b"] == {"$ref": "#/properties/a"}          # the converter follows this one
+    names = {k: p[k]["$ref"].rpartition("/")[2] for k in ("c", "d", "e", "f", "self")}
+    defs = readable["$defs"]
+    assert defs[names["c"]] == {"type": "boolean"} and defs[names["d"]] == {"type": "null"}
+    assert defs[names["e"]] == {"enum": ["hall", "attic"]}
+    assert defs[names["f"]] == {"type": "string", "maxLength": 2}
+    assert defs[names["self"]]["properties"]["self"] == {"$ref": f"#/$defs/{names['self']}"}
+    with pytest.raises(AssertionError, match="Error resolving ref"):
+        decision_grammar(schema)            # what the converter does with the schema itself
+    grammar = decision_grammar(readable)
+    LlamaGrammar.from_string(grammar, verbose=False)
+    rules = dict(line.split(" ::= ", 1) for line in grammar.splitlines())
+    assert (rules["b"], rules["c"], rules["d"]) == ("integer", "boolean", "null")
+    assert rules[rules["e"]] == '"\\"hall\\"" | "\\"attic\\""'
+    assert rules[rules["f"]] == '"\\"" (char (char)?)? "\\"" space'   # maxLength 2
+
+
 def test_keywords_the_grammar_cannot_express_are_validated_after_the_reply_not_refused():
     """A JsonSchema using `not` and `if`/`then` on typed values, in json_schema mode on the real
     model: the option set is not refused, the runtime names what its grammar let through, and

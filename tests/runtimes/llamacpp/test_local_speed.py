@@ -266,8 +266,9 @@ def test_the_brief_schema_form_names_every_option_argument_and_choice_in_fewer_t
     lines = brief.splitlines()
     assert len(lines) == 1 + len(TOOLS)
     book = next(line for line in lines if line.startswith("- book_room("))
-    assert book.startswith("- book_room(city: string (the city of the hotel), check_in: string")
-    assert "guests?: integer (number of guests)" in book and "nights: integer" in book
+    # (the type names the menu and the messages use: int, str, float, ...)
+    assert book.startswith("- book_room(city: str (the city of the hotel), check_in: str")
+    assert "guests?: int (number of guests)" in book and "nights: int" in book
     assert book.endswith("): Book a hotel room for a stay.")
     assert '"changed_plans"|"illness"|"price"|"other"' in brief
     for alt in schema["properties"]["decision"]["anyOf"]:

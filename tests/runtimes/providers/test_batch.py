@@ -174,7 +174,8 @@ def test_a_killed_run_reattaches_to_its_batch_and_sends_nothing_new(provider, se
 def test_compare_and_aevaluate_take_the_batch_path(provider, server, make_runtime):
     import asyncio
 
-    from openprogram.evaluation.evaluate import Variant, aevaluate, compare
+    from openprogram.evaluation.evaluate import aevaluate
+    from openprogram.evaluation.variants import Variant, compare
     server.responder = _responder(provider, "menu")
     res = compare("Message: {m}", {"a": Variant(mode="menu"), "b": Variant(mode="menu")},
                   ROWS[:10], options=OPTIONS, runtime=make_runtime(), progress=False,

@@ -151,3 +151,35 @@ def test_a_flood_of_alternatives_is_read_only_up_to_the_bound():
               "top_logprobs": [{"token": f"t{i}", "logprob": -20.0} for i in range(10_000)]}]
     read = tokens_of(flood)
     assert len(read[0]["top_logprobs"]) == MAX_ALTERNATIVES
+
+
+def test_only_the_alternatives_of_the_names_first_token_are_read():
+    """A streamed reply hands every token's alternatives to `tokens_of`; the distribution needs
+    those of the name's first token only, so no other alternative is taken apart (work bound
+    by the alternatives of one token, not of the whole reply)."""
+    from openprogram.runtimes.providers.logprobs import distribution, tokens_of
+    reads = []
+
+    class Alt:  # an SDK object (ChatCompletionTokenLogprob's TopLogprob) that counts reads
+        def __init__(self, token, logprob, at):
+            self._token, self._logprob, self._at = token, logprob, at
+
+        @property
+        def token(self):
+            reads.append(self._at)
+            return self._token
+
+        @property
+        def logprob(self):
+            return self._logprob
+
+    pieces = ['{"call": "', "re", "fund", '"}']
+    content = [{"token": p, "logprob": -0.1,
+                "top_logprobs": [Alt(p, -0.1, i)] + [Alt(f"x{j}", -10.0, i) for j in range(19)]}
+               for i, p in enumerate(pieces)]
+    content[1]["top_logprobs"][1] = Alt("rep", -3.0, 1)
+    d = distribution("".join(pieces), tokens_of(content), ["refund", "reply"])
+    # refund: its three tokens through the closing quote; reply: the alternative "rep"
+    assert d["probs"]["reply"] == pytest.approx(math.exp(-3.0))
+    assert d["probs"]["refund"] == pytest.approx(math.exp(-0.3))
+    assert set(reads) == {1} and len(reads) == 20

@@ -290,7 +290,7 @@ def test_rate_limit_defaults_on_only_where_requests_go_over_http():
 def test_compare_and_acompare_handle_a_rate_limit_by_default_too(server, make_runtime, provider):
     import asyncio
 
-    from openprogram.evaluation.evaluate import acompare, compare
+    from openprogram.evaluation.variants import acompare, compare
     server.responder = respond = _server_limit(per_s=10)
     variants = {"a": OPTIONS, "b": OPTIONS}
     res = compare("Message: {m}", variants, ROWS[:20], runtime=make_runtime(max_retries=0),

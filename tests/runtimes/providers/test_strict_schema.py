@@ -173,6 +173,34 @@ def test_unsupported_keywords_are_dropped_and_references_with_siblings_inlined()
     assert strict["title"] == "Order"
 
 
+def test_references_strict_mode_does_not_follow_are_resolved_by_the_one_rule_and_written_out():
+    # strict mode follows #/$defs/Name and #; a pointer to a property, an escaped name, an
+    # anchor or a reference through an $id is resolved as the validator and the menu resolve
+    # it (decision/schema/refs.py) and written out in place
+    schema = {"type": "object", "properties": {
+        "a": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"],
+              "additionalProperties": False},
+        "b": {"$ref": "#/properties/a"}, "c": {"$ref": "#/$defs/per%25cent"},
+        "e": {"$ref": "#room"}, "f": {"$ref": "https://example.com/inner"},
+        "g": {"$ref": "#/$defs/Plain"}},
+        "required": ["a", "b", "c", "e", "f", "g"],
+        "$defs": {"per%cent": {"type": "string"}, "R": {"$anchor": "room", "enum": ["x", "y"]},
+                  "Plain": {"type": "boolean"},
+                  "inner": {"$id": "https://example.com/inner", "type": "number"}}}
+    strict = to_strict(schema)
+    assert violations(strict) == []
+    p = strict["properties"]
+    assert p["b"] == p["a"] == {"type": "object", "properties": {"x": {"type": "integer"}},
+                                "required": ["x"], "additionalProperties": False}
+    assert p["c"] == {"type": "string"} and p["e"] == {"enum": ["x", "y"], "type": "string"}
+    assert p["f"] == {"type": "number"} and p["g"] == {"$ref": "#/$defs/Plain"}
+    recursive = {"type": "object", "properties": {"n": {"$ref": "#node"}}, "$defs": {"N": {
+        "$anchor": "node", "type": "object", "properties": {"next": {"$ref": "#node"}},
+        "required": ["next"], "additionalProperties": False}}}
+    with pytest.raises(NotStrict, match="refers to '#node' from inside it"):
+        to_strict(recursive)
+
+
 def _nested(levels: int) -> dict:
     s: dict = {"type": "string"}
     for _ in range(levels):
