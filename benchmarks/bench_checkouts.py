@@ -11,12 +11,19 @@ of each (the median of the runs per side).
 
 The old checkout is a `git worktree` of REV in a temporary folder (removed at the end); both run
 with this venv's interpreter, each script importing its own checkout's `openprogram` (the
-benchmarks put their checkout first on sys.path). Prints figures; asserts nothing about time.
+benchmarks put their checkout first on sys.path). `--new REV` runs a second worktree instead of
+this checkout, so the checkout can be edited while a long comparison runs; `--same-script` runs
+the new side's copy of the script on both (a benchmark that gained a figure since REV, which the
+old code can still be measured by). The load average is
+printed at the start and the end: the machine's speed drifts, the ratios are what compare.
+Prints figures; asserts nothing about time.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -59,16 +66,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("rev", help="the old checkout's revision, e.g. 560fa4f")
     ap.add_argument("script", help="a script of benchmarks/, e.g. bench_core.py")
-    ap.add_argument("--runs", type=int, default=2, help="runs of each side, interleaved")
+    ap.add_argument("--runs", type=int, default=3, help="runs of each side, interleaved")
     ap.add_argument("--new", default=None,
                     help="the new side's revision (default: this checkout as it is)")
+    ap.add_argument("--same-script", action="store_true",
+                    help="run the new side's copy of the script on the old checkout too")
     ns, rest = ap.parse_known_args()
+    load0 = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         old, new = Path(tmp) / "old", (Path(tmp) / "new" if ns.new else ROOT)
         for path, rev in ((old, ns.rev), (new, ns.new)):
             if rev:
                 subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach",
                                 str(path), rev], check=True)
+        if ns.same_script:
+            shutil.copyfile(new / "benchmarks" / ns.script, old / "benchmarks" / ns.script)
         try:
             runs: dict[str, list[list[str]]] = {"old": [], "new": []}
             for i in range(ns.runs):
@@ -82,7 +94,10 @@ def main() -> None:
                                     str(path)], check=False)
     old_lines, new_lines = best(runs["old"]), best(runs["new"])
     print(f"{ns.script} {' '.join(rest)}: old = {ns.rev}, new = {ns.new or 'this checkout'}; median "
-          f"of {ns.runs} interleaved runs each")
+          f"of {ns.runs} interleaved runs each"
+          f"{' (the new script on both sides)' if ns.same_script else ''}; load average "
+          f"{load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end ({os.cpu_count()} "
+          f"cores)")
     for a, b in zip(old_lines, new_lines):
         na, nb = numbers(a), numbers(b)
         if NUMBER.sub("#", a) != NUMBER.sub("#", b) or not na:

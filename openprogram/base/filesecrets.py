@@ -47,7 +47,7 @@ def scrub(value: Any) -> Any:
     """`value` (JSON data: dicts, lists, strings, numbers) with every string masked of every
     key this process holds. Nothing changes (the same object comes back) while no provider
     runtime holds a key: none exists to leak."""
-    if _redact is None:
+    if _redact is None or not _live:   # no key alive: nothing to sort out of the weak set
         return value
     keys = secrets()
     if not keys:

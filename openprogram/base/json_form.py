@@ -9,6 +9,11 @@ time as its ISO text. Anything else, exceptions included, becomes a tagged repr
 `{"repr": "...", "type": "module.Class"}` of bounded length. Non-finite floats, strings with lone
 surrogates, huge integers, reference cycles and very deep nesting are made safe, and the function
 never raises, so `json.dumps(to_jsonable(x), allow_nan=False)` always works.
+
+`json_ready(value)` is the same for a writer that encodes at once (a journal line): a value that
+is already JSON — which most of a trace is — comes back as itself, checked but not copied, so
+`json.dumps` writes the same text for it as for `to_jsonable(value)`; anything else goes through
+`to_jsonable`. What it returns may share objects with `value`: it is for encoding, not keeping.
 """
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any
 
-__all__ = ["to_jsonable"]
+__all__ = ["to_jsonable", "json_ready"]
 
 #: Nesting deeper than this is cut (json.dumps itself fails near the interpreter's recursion limit).
 MAX_DEPTH = 200
@@ -40,6 +45,51 @@ def to_jsonable(value: Any) -> Any:
         return _convert(value, set(), 0)
     except Exception:  # a hook of the value's own failed in a way no branch below foresaw
         return _tagged(value)
+
+
+def json_ready(value: Any) -> Any:
+    """`value` when json.dumps writes it as it writes `to_jsonable(value)` (plain JSON of the
+    exact builtin types, text UTF-8 can encode, nested less than MAX_DEPTH); otherwise
+    `to_jsonable(value)`. Never raises."""
+    t = type(value)
+    if t is str:
+        return value if value.isascii() else _text(value)
+    if value is None or t is bool or t is float and math.isfinite(value):
+        return value
+    if t is int:
+        return value if value.bit_length() <= _SAFE_INT_BITS else to_jsonable(value)
+    return value if _ready(value, 0) else to_jsonable(value)
+
+
+def _ready(v: Any, depth: int) -> bool:
+    """Whether `v` is JSON as to_jsonable would return it (tuples as lists, which json.dumps
+    writes alike). The depth bound stops a reference cycle as well as deep nesting."""
+    if depth >= MAX_DEPTH:
+        return False
+    t = type(v)
+    if t is dict:
+        for k, x in v.items():
+            if type(k) is not str or not (k.isascii() or _text(k) is k):
+                return False
+            tx = type(x)
+            if tx is str:
+                if not (x.isascii() or _text(x) is x):
+                    return False
+            elif not (x is None or tx is bool or tx is int and x.bit_length() <= _SAFE_INT_BITS
+                      or tx is float and math.isfinite(x) or _ready(x, depth + 1)):
+                return False
+        return True
+    if t is list or t is tuple:
+        for x in v:
+            tx = type(x)
+            if tx is str:
+                if not (x.isascii() or _text(x) is x):
+                    return False
+            elif not (x is None or tx is bool or tx is int and x.bit_length() <= _SAFE_INT_BITS
+                      or tx is float and math.isfinite(x) or _ready(x, depth + 1)):
+                return False
+        return True
+    return False
 
 
 def _convert(v: Any, path: set[int], depth: int) -> Any:

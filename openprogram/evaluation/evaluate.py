@@ -37,7 +37,7 @@ from .inputs import Table, row_key
 from .comparison import ComparisonResult
 from .results import NO_PICK, EvaluationResult, Outcomes, cascade_of, pick_of, summarize
 from .runner import Board, arows, interrupted as _interrupted, run as _run_rows
-from ..base.json_form import to_jsonable
+from ..base.json_form import json_ready
 from .journal import Journal, JournalMismatch
 from ..decision.loop import check_reask, check_validate, max_attempts as _max_attempts
 from ..base.model_protocol import ModelCaller as Runtime, check_modes, check_timeout, resolve_runtime
@@ -184,18 +184,19 @@ class _Sink:
 
 def _journal_row(row: Any, s: tuple[Any, ...], record: Any,
                  expected: str | None) -> dict[str, Any]:
+    # encoded into the journal at once: what is already JSON is shared, not copied
     status, pick, attempts, kinds, raised, tin, tout, duration, cached = s
     trace = row.trace
     last = trace.attempts[-1] if trace is not None and trace.attempts else None
     err = row.error
     return {
-        "input": to_jsonable(dict(record)), "expected": expected, "pick": pick,
-        "args": to_jsonable(last.args) if last is not None and pick is not None else None,
-        "result": to_jsonable(row.result) if status == "resolved" else None,
+        "input": json_ready(dict(record)), "expected": expected, "pick": pick,
+        "args": json_ready(last.args) if last is not None and pick is not None else None,
+        "result": json_ready(row.result) if status == "resolved" else None,
         "result_repr": repr_head(row.result) if status == "resolved" else None,
         "status": status,
         "error": None if err is None else {"type": type(err).__name__,
-                                           "message": to_jsonable(str(err))},
+                                           "message": json_ready(str(err))},
         "error_kind": None if err is None else (getattr(err, "kind", None) or
                                                 (last.error_kind if last else None)),
         "error_kinds": list(kinds), "raised": raised, "attempts": attempts,
@@ -203,7 +204,7 @@ def _journal_row(row: Any, s: tuple[Any, ...], record: Any,
         "confidence": (trace.confidence.to_dict() if trace is not None and
                        trace.confidence is not None else None),
         "cascade": [list(st) for st in cascade_of(trace)] or None,
-        "trace": trace.to_dict() if trace is not None else None,
+        "trace": trace.to_dict(json_ready) if trace is not None else None,
     }
 
 

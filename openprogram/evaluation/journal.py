@@ -40,8 +40,8 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from typing import Any, Iterator
 
 from ..base.errors import OpenProgramError
+from ..base.jsonl import LineFormat, format_version, whole_lines, write_whole
 from ..base.text import cut
-from ..base.filesecrets import scrub
 
 __all__ = ["Journal", "JournalMismatch", "JournalFileError", "JournalWriteError", "read_journal"]
 
@@ -190,11 +190,11 @@ def check_line(item: dict, path: Any, n: int, limit: int) -> None:
                                f"pass a new journal= path") from None
 
 
-def _line(data: dict) -> bytes:
-    # every key a runtime of this process holds is masked: no writer is trusted to have
-    # redacted what it journals (a batch's id, an error a server chose)
-    return (json.dumps(scrub(data), ensure_ascii=False, separators=(",", ":"), default=repr)
-            .encode("utf-8", "backslashreplace") + b"\n")
+#: A journal line: compact, and a value JSON has no form for written as its repr. Every key a
+#: runtime of this process holds is masked (`LineFormat.line`): no writer is trusted to have
+#: redacted what it journals (a batch's id, an error a server chose).
+_FORMAT = LineFormat(separators=(",", ":"), default=repr)
+_line = _FORMAT.line
 
 
 #: What a section's fingerprint covers, each as a refused resume names it. The confidence
@@ -227,11 +227,8 @@ def _scan(path: Path) -> tuple[list[tuple[dict, int]], int, int]:
     out = []
     with open(path, "rb") as f:
         data = f.read()
-    pos, n = 0, len(data)
-    while pos < n:
-        end = data.find(b"\n", pos)
-        if end < 0:
-            break
+    spans, whole = whole_lines(data)
+    for pos, end in spans:
         why = "it is not a JSON object"
         if end - pos > MAX_LINE:
             item, why = None, f"it is {end - pos:,} bytes long (at most {MAX_LINE:,} are read)"
@@ -249,23 +246,22 @@ def _scan(path: Path) -> tuple[list[tuple[dict, int]], int, int]:
                                    f"read: {why}. The file was edited by hand or is not a "
                                    f"journal: restore it, delete that line, or pass another path")
         out.append((item, pos))
-        pos = end + 1
     if out and out[0][0].get("format") == FORMAT:   # a newer format says so, not its lines
         _check_version(out[0][0], path)
     limit = max(MIN_ROWS, ROWS_PER_LINE * len(out))
     for k, (item, _) in enumerate(out[1:], 2):
         check_line(item, path, k, limit)
-    return out, pos, n
+    return out, whole, len(data)
 
 
 def _check_version(head: dict, path: Path) -> None:
     """A journal of a newer format is neither read nor written to (appending this release's
     lines to it would make a file neither release reads whole)."""
-    version = head.get("version")
-    if isinstance(version, bool) or not isinstance(version, int) or version > VERSION:
+    version = format_version(head)
+    if version is None or version > VERSION:
         by = head.get("written_by")
         raise JournalFileError(
-            f"{str(path)!r} is a journal of format version {_show(version)}"
+            f"{str(path)!r} is a journal of format version {_show(head.get('version'))}"
             + (f", written by openprogram {_show(by)}" if by else "")
             + f", which this release (journal version {VERSION}) can neither read nor append "
               f"to: upgrade openprogram (pip install -U openprogram-decisions), or pass a new "
@@ -392,24 +388,17 @@ class Journal:
 
     def _write(self, data: bytes) -> int:
         start = self.size
-        view = memoryview(data)
         try:
-            while view:
-                view = view[self._file.write(view):]
-        except BaseException as exc:
-            try:
-                os.ftruncate(self._file.fileno(), start)  # never half a line
-            except OSError:
-                pass
-            if isinstance(exc, OSError) and not isinstance(exc, JournalWriteError):
-                raise JournalWriteError(
-                    exc.errno, f"the journal {str(self.path)!r} could not be written "
-                    f"({exc.strerror or exc}): the {self.rows} rows journaled before are safe "
-                    f"in it. Free space (or fix what stopped the write) and call the same "
-                    f"evaluation with the same journal= again: it resumes from those rows") \
-                    from None
-            raise
-        self.size = start + len(data)
+            self.size = write_whole(self._file.fileno(), data, start)
+        except OSError as exc:
+            if isinstance(exc, JournalWriteError):
+                raise
+            raise JournalWriteError(
+                exc.errno, f"the journal {str(self.path)!r} could not be written "
+                f"({exc.strerror or exc}): the {self.rows} rows journaled before are safe "
+                f"in it. Free space (or fix what stopped the write) and call the same "
+                f"evaluation with the same journal= again: it resumes from those rows") \
+                from None
         return start
 
     def write_row(self, i: int, key: str, data: dict) -> int:
@@ -458,7 +447,9 @@ def pack_trace(trace: dict, shared: dict | None) -> tuple[dict, dict | None]:
         new = {"menu": trace.get("menu"), "options": trace.get("options")}
         shared = new
     menu = shared["menu"] or ""
-    packed = {k: v for k, v in trace.items() if k not in ("menu", "options")}
+    packed = dict(trace)
+    packed.pop("menu", None)
+    packed.pop("options", None)
     attempts = []
     for a in trace.get("attempts") or []:
         prompt = a.get("prompt")

@@ -99,18 +99,20 @@ class DecisionTrace:
                 total[k] += (a.usage or {}).get(k) or 0
         return total
 
-    def to_dict(self) -> dict:
+    def to_dict(self, jsonable: Any = to_jsonable) -> dict:
+        """The trace as JSON data; a writer that encodes it at once (the journal) passes
+        `jsonable=json_ready`, which shares what is already JSON instead of copying it."""
         return {
             "id": self.id, "entry": self.entry, "mode": self.mode, "status": self.status,
-            "prompt": to_jsonable(self.prompt),
+            "prompt": jsonable(self.prompt),
             "menu": self.menu, "options": self.options, "runtime": self.runtime,
             "max_attempts": self.max_attempts, "context_keys": list(self.context_keys),
-            "attempts": [a.to_dict() for a in self.attempts],
-            "tool_rounds": [t.to_dict() for t in self.tool_rounds],
-            "chosen": self.chosen, "result": to_jsonable(self.result),
+            "attempts": [a.to_dict(jsonable) for a in self.attempts],
+            "tool_rounds": [t.to_dict(jsonable) for t in self.tool_rounds],
+            "chosen": self.chosen, "result": jsonable(self.result),
             "error": None if self.error is None else {
                 "type": type(self.error).__name__, "kind": getattr(self.error, "kind", None),
-                "message": to_jsonable(str(self.error))},
+                "message": jsonable(str(self.error))},
             "started_at": self.started_at, "duration_s": self.duration_s,
             **({"shortlist": self.shortlist} if self.shortlist else {}),
         }
@@ -296,15 +298,26 @@ def remove_observer(fn: Observer) -> None:
             _global_observers.remove(fn)
 
 
-@contextlib.contextmanager
-def observe(fn: Observer) -> Iterator[Observer]:
+class observe:
     """Let `fn(event)` see the events of decisions made inside this block (and in threads or
-    tasks that copy this context)."""
-    token = _scoped_observers.set(_scoped_observers.get() + (fn,))
-    try:
-        yield fn
-    finally:
-        _scoped_observers.reset(token)
+    tasks that copy this context). A class rather than a generator-based context manager:
+    every row of an evaluation opens one."""
+
+    __slots__ = ("fn", "token")
+
+    def __init__(self, fn: Observer):
+        self.fn = fn
+
+    def __enter__(self) -> Observer:
+        self.token = _scoped_observers.set(_scoped_observers.get() + (self.fn,))
+        return self.fn
+
+    def __exit__(self, *exc: Any) -> None:
+        _scoped_observers.reset(self.token)
+
+
+_time = time.time
+_ENDS = frozenset(("resolved", "decision_failed"))
 
 
 def emit(kind: str, trace: DecisionTrace, attempt: Attempt | None = None, **data) -> None:
@@ -313,11 +326,12 @@ def emit(kind: str, trace: DecisionTrace, attempt: Attempt | None = None, **data
     # The frozen dataclass's __init__ sets each field through object.__setattr__; six events
     # per decision made that a measurable part of a decision's own time.
     event = object.__new__(TraceEvent)
-    event.__dict__.update(kind=kind, trace=trace, attempt=attempt, data=data, time=_now())
+    event.__dict__.update(kind=kind, trace=trace, attempt=attempt, data=data, time=_time())
     trace._apply(event)
-    if kind in ("resolved", "decision_failed"):
+    if kind in _ENDS:
         history.append(trace)
-    for fn in (*_global_observers, *_scoped_observers.get()):
+    scoped = _scoped_observers.get()
+    for fn in (*_global_observers, *scoped) if _global_observers else scoped:
         try:
             fn(event)
         except Exception as exc:

@@ -82,30 +82,33 @@ class Attempt:
     def ok(self) -> bool:
         return self.error_kind is None and self.chosen is not None
 
-    def to_dict(self) -> dict:
+    def to_dict(self, jsonable: Any = to_jsonable) -> dict:
+        """The record as JSON data; a writer that encodes it at once passes
+        `jsonable=json_ready`, which shares what is already JSON instead of copying it."""
+        j = jsonable
         return {
             # Text goes through to_jsonable: a lone surrogate a reply held is made writable
             # (UTF-8 refuses it), and a reply that is not text (bytes, a dict from a broken
             # runtime) is kept as its repr, so the export always survives json.dumps.
-            "attempt": self.number, "is_last": self.is_last, "prompt": to_jsonable(self.prompt),
-            "reply": to_jsonable(self.reply if self.reply is None or isinstance(self.reply, str)
-                                 else repr(self.reply)),
-            "extracted": to_jsonable(self.extracted), "found_in": self.found_in,
+            "attempt": self.number, "is_last": self.is_last, "prompt": j(self.prompt),
+            "reply": j(self.reply if self.reply is None or isinstance(self.reply, str)
+                       else repr(self.reply)),
+            "extracted": j(self.extracted), "found_in": self.found_in,
             "span": None if self.span is None else list(self.span),
             "error_span": None if self.error_span is None else list(self.error_span),
             "key_alias": self.key_alias, "candidates": self.candidates,
-            "error_kind": self.error_kind, "error_message": to_jsonable(self.error_message),
-            "error_path": to_jsonable(self.error_path), "chosen": to_jsonable(self.chosen),
-            "args": to_jsonable(self.args),
-            "dropped": to_jsonable(list(self.dropped)), "injected": list(self.injected),
+            "error_kind": self.error_kind, "error_message": j(self.error_message),
+            "error_path": j(self.error_path), "chosen": j(self.chosen),
+            "args": j(self.args),
+            "dropped": j(list(self.dropped)), "injected": list(self.injected),
             "started_at": self.started_at, "duration_s": self.duration_s,
             "model_call_id": self.model_call_id, "usage": self.usage,
-            "sent": to_jsonable(self.sent), "tool_calls": to_jsonable(self.tool_calls),
-            "finish_reason": self.finish_reason, "raw": to_jsonable(self.raw),
+            "sent": j(self.sent), "tool_calls": j(self.tool_calls),
+            "finish_reason": self.finish_reason, "raw": j(self.raw),
             "cached": self.cached,
             "redacted": list(self.redacted),
             "confidence": None if self.confidence is None else self.confidence.to_dict(),
-            "low_pick": self.low_pick, "cascade": to_jsonable(self.cascade),
+            "low_pick": self.low_pick, "cascade": j(self.cascade),
             "repairs": [r.to_dict() for r in self.repairs],
         }
 
@@ -120,9 +123,9 @@ class ToolRound:
     error: str | None = None
     duration_s: float | None = None
 
-    def to_dict(self) -> dict:
-        return {"round": self.round, "tool": self.name, "args": to_jsonable(self.args),
-                "result": to_jsonable(self.result), "error": self.error,
+    def to_dict(self, jsonable: Any = to_jsonable) -> dict:
+        return {"round": self.round, "tool": self.name, "args": jsonable(self.args),
+                "result": jsonable(self.result), "error": self.error,
                 "duration_s": self.duration_s}
 
 

@@ -294,3 +294,37 @@ def test_random_mixtures_always_dump_strictly():
         value = build(0)
         first = strict(value)
         assert strict(first) == first              # its own JSON form is a fixed point
+
+
+def test_json_ready_writes_the_text_to_jsonable_writes_and_shares_what_is_json():
+    """The journal encodes `json_ready(value)` at once: it must write what `to_jsonable(value)`
+    writes for every value, while returning a value that is already JSON uncopied."""
+    from openprogram.base.json_form import json_ready
+    rnd = random.Random(20261206)
+    atoms = [None, True, 3, -2.5, 1e308, float("nan"), float("inf"), "s", "ünï", "\ud800",
+             "a\udc00b", 10 ** 5000, Color.RED, Level.LOW, datetime.date(2024, 1, 1),
+             ValueError("e"), b"b", Decimal("1"), np.int64(1), np.float64(0.5), "x" * 50]
+
+    def build(depth):
+        kind = rnd.randrange(5) if depth < 6 else 0
+        if kind == 0:
+            return rnd.choice(atoms)
+        items = [build(depth + 1) for _ in range(rnd.randrange(4))]
+        if kind == 1:
+            return items
+        if kind == 2:
+            return tuple(items)
+        if kind == 3:
+            return {rnd.choice(["a", 1, None, "\ud800k", (1,), Color.RED]): x for x in items}
+        return {str(i): x for i, x in enumerate(items)}
+
+    cycle: list = [1]
+    cycle.append(cycle)
+    deep: list = []
+    for _ in range(MAX_DEPTH + 5):
+        deep = [deep]
+    values = [build(0) for _ in range(500)] + [cycle, deep, {"k": cycle}, {1: "a", "1": "b"}]
+    for value in values:
+        assert json.dumps(json_ready(value)) == json.dumps(to_jsonable(value)), value
+    plain = {"call": "route", "args": {"message": "m", "priority": 2, "tags": ["a", 1.5, None]}}
+    assert json_ready(plain) is plain and json_ready("ünï") == "ünï"

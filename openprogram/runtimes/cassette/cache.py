@@ -41,6 +41,7 @@ import warnings
 from pathlib import Path
 
 from ...base.errors import OpenProgramError
+from ...base.jsonl import format_version, write_whole
 from ...base.model_protocol import run_sync
 from ...runtime.runtime import DEFAULT_WINDOW, ModelCallError, ModelResponse, Runtime
 from ...runtime.runtime import as_response
@@ -111,6 +112,10 @@ class _Store:
         self.path = path
         self.lock = threading.Lock()
         self.index: dict[str, tuple[int, int]] = {}  # key -> (offset, length) of its newest line
+        # the keys whose line was read back and is the digest of its own request: a line never
+        # changes once written, so it is checked when it first answers, not on every hit (the
+        # replies are not kept: a retained dict per hit made the collector scan them all)
+        self.checked: set[str] = set()
         self.memory: dict[str, dict] = {}  # replies a failed write could not put in the file
         self.flying: dict[str, concurrent.futures.Future] = {}
         where = str(path)
@@ -139,8 +144,8 @@ class _Store:
                              f"format version {version} (one JSON document), and a cache is "
                              f"JSON Lines. Replay it with ReplayRuntime, and give CachedRuntime "
                              f"a new path.")
-        version = first.get("version")
-        if isinstance(version, int) and not isinstance(version, bool) and version > VERSION:
+        version = format_version(first)
+        if version is not None and version > VERSION:
             raise CacheFileError(
                 f"CachedRuntime cannot append to {where!r}: it is a cassette of format version "
                 f"{version}, written by a newer release of openprogram (this one writes version "
@@ -181,6 +186,7 @@ class _Store:
     def _skip(self, key: str, offset: int, why: str) -> None:
         """Drop a line that cannot answer (it is left in the file) and say which."""
         self.index.pop(key, None)
+        self.checked.discard(key)
         warnings.warn(f"line {self._line_number(offset)} of the cache {str(self.path)!r} {why}; "
                       f"it is skipped (its request is asked again and answered by a new line). "
                       f"Delete the line, or the file, if it was edited by hand", RuntimeWarning,
@@ -190,13 +196,14 @@ class _Store:
         """The newest recorded call for `key`, read back from the file and checked: a line
         that is not whole JSON (a writer killed mid-line, an edit) or whose key is not the
         digest of its own request (an edit that would answer one request with another's
-        reply) is skipped with a warning naming its line."""
+        reply) is skipped with a warning naming its line. The digest is checked the first time
+        the line answers (`checked`); a hit after that reads and decodes the line only."""
         where = self.index.get(key)
         if where is None:
             return self.memory.get(key)
         data = os.pread(self._fd, where[1], where[0])
         try:
-            entry = json.loads(data)
+            entry = json.loads(data.decode("utf-8"))  # (bytes would be sniffed for UTF-16)
         except (ValueError, RecursionError) as exc:
             why = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else \
                 "is not whole JSON (a writer was stopped mid-line, or it was edited)"
@@ -206,10 +213,12 @@ class _Store:
                 not isinstance(entry.get("settings"), dict):
             self._skip(key, where[0], "is not a recorded call with a request and its settings")
             return None
-        if request_key(entry["request"], entry["settings"]) != key:
-            self._skip(key, where[0], "has a key that is not the digest of its own request "
-                                      "(it would answer another request)")
-            return None
+        if key not in self.checked:
+            if request_key(entry["request"], entry["settings"]) != key:
+                self._skip(key, where[0], "has a key that is not the digest of its own request "
+                                          "(it would answer another request)")
+                return None
+            self.checked.add(key)
         if "error" in entry:
             return None  # a recorded failure is asked again
         if not isinstance(entry.get("response"), dict):
@@ -245,8 +254,10 @@ class _Store:
             return
         tail = os.pread(self._fd, now - self.size, self.size)
         found, end = scan_keys(tail, 0)
+        checked = self.checked
         for key, offset, length in found:
             self.index[key] = (self.size + offset, length)
+            checked.discard(key)   # a newer line for the key: checked when it first answers
         if end < len(tail) and repair:
             line_no = self._line_number(self.size + end)
             with open(self.path, "r+b") as f:
@@ -273,15 +284,9 @@ class _Store:
                             self.memory.pop(entry["key"], None)
                             return
                         start = os.fstat(fd).st_size
-                        try:
-                            view = memoryview(data)
-                            while view:
-                                view = view[os.write(fd, view):]
-                            os.fsync(fd)
-                        except BaseException:
-                            # only this line's bytes: every other writer waits on the lock
-                            os.ftruncate(fd, start)
-                            raise
+                        # cut back to `start` on a failure: only this line's bytes, every
+                        # other writer waits on the lock
+                        write_whole(fd, data, start, sync=True)
                 finally:
                     os.close(fd)
             except OSError as exc:
@@ -291,6 +296,7 @@ class _Store:
                               f"session only", RuntimeWarning, stacklevel=4)
                 return
             self.index[entry["key"]] = (start, len(data))
+            self.checked.add(entry["key"])   # its key was computed from its own request here
             self.size = start + len(data)
             self.memory.pop(entry["key"], None)
 
@@ -345,7 +351,8 @@ class CachedRuntime(RecordingRuntime):
         while True:
             entry, decision, own = self._look(messages, tools, mode_args)
             if own is None:
-                stream_entry(entry, self.stream_chunk, on_text)
+                if on_text is not None:  # nothing streams to no one
+                    stream_entry(entry, self.stream_chunk, on_text)
                 return self._hit(entry, decision)
             if own:
                 return run_sync(self._ask(entry, decision, send))
@@ -366,7 +373,8 @@ class CachedRuntime(RecordingRuntime):
         while True:
             entry, decision, own = self._look(messages, tools, mode_args)
             if own is None:
-                await astream_entry(entry, self.stream_chunk, on_text)
+                if on_text is not None:
+                    await astream_entry(entry, self.stream_chunk, on_text)
                 return self._hit(entry, decision)
             if own:
                 return await self._ask(entry, decision, send)

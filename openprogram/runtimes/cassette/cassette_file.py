@@ -32,10 +32,10 @@ from typing import Any
 
 from ...base.errors import OpenProgramError
 from ...base.filesecrets import scrub
+from ...base.jsonl import LineFormat, format_version, whole_lines, write_whole
 from ...base.model_protocol import LAYOUT_ARGS
 from ...runtime.runtime import ModelResponse, ToolCall
 from ..providers.key_redaction import without_secrets
-from ..providers.unencodable import escape_surrogates
 
 FORMAT = "openprogram-cassette"
 #: Version 4 keys each call by its request and records the model settings that answered it;
@@ -106,14 +106,21 @@ def settings_of(runtime: Any) -> dict:
     return scrub({"model": _plain(getattr(runtime, "model", None)), "sampling": sampling})
 
 
+# canonical: sorted keys, no spaces, ASCII (a lone surrogate is written as its escape); made
+# once, as json.dumps with options makes a new encoder per call (a cache hit digests twice)
+_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode
+
+
 def _digest(data: Any) -> str:
-    # canonical: sorted keys, no spaces, ASCII (a lone surrogate is written as its escape)
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(text.encode("ascii")).hexdigest()
+    return hashlib.sha256(_canonical(data).encode("ascii")).hexdigest()
 
 
 def _json_default(value: Any) -> Any:
     return value.to_dict() if isinstance(value, ToolCall) else repr(value)
+
+
+_canonical_live = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                                   default=_json_default).encode
 
 
 def live_key(messages: list, tools: list | None, mode_args: dict, settings: dict) -> str:
@@ -122,8 +129,7 @@ def live_key(messages: list, tools: list | None, mode_args: dict, settings: dict
     request = {"messages": messages, "tools": tools}
     request.update((k, v) for k, v in mode_args.items()
                    if v is not None and k not in LAYOUT_ARGS)
-    text = json.dumps({"request": request, "settings": settings}, sort_keys=True,
-                      separators=(",", ":"), ensure_ascii=True, default=_json_default)
+    text = _canonical_live({"request": request, "settings": settings})
     return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
@@ -152,12 +158,8 @@ def scan_keys(data: bytes, start: int) -> tuple[list[tuple[str, int, int]], int]
     written without a key (by an older release) is parsed to compute it. Returns the lines and
     where the whole lines end (a torn last line is not taken)."""
     out = []
-    pos = start
-    n = len(data)
-    while pos < n:
-        end = data.find(b"\n", pos)
-        if end < 0:
-            break
+    spans, whole = whole_lines(data, start)
+    for pos, end in spans:
         if data.startswith(_KEY_HEAD, pos) and _HEX_KEY.fullmatch(data, pos + 9, pos + 74):
             out.append((data[pos + 9:pos + 73].decode("ascii"), pos, end + 1 - pos))
         else:  # an older line, or a key that is not a digest (an edited file): parsed
@@ -169,8 +171,7 @@ def scan_keys(data: bytes, start: int) -> tuple[list[tuple[str, int, int]], int]
                     "response" in entry and entry.get("settings") is not None:
                 out.append((request_key(entry["request"], entry["settings"]), pos,
                             end + 1 - pos))
-        pos = end + 1
-    return out, pos
+    return out, whole
 
 
 def header(runtime: str | None, model: str | None) -> dict:
@@ -179,13 +180,17 @@ def header(runtime: str | None, model: str | None) -> dict:
             "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
+#: A cassette line: json.dumps' separators (a cache reader finds the key by `_KEY_HEAD`).
+_FORMAT = LineFormat()
+
+
 def line(data: Any) -> bytes:
-    """`data` as one line of a cassette (any version since 3), in UTF-8: JSON on one line (it escapes every
-    newline inside a string), non-ASCII text readable, and the one kind of text UTF-8 cannot
-    encode (surrogates, see unencodable.py) written as its escape. Every key a runtime of this process
-    holds is masked first (`scrub`): no writer is trusted to have redacted what it records."""
-    return (escape_surrogates(json.dumps(scrub(data), ensure_ascii=False)) + "\n"
-            ).encode("utf-8")
+    """`data` as one line of a cassette (any version since 3), in UTF-8: JSON on one line (it
+    escapes every newline inside a string), non-ASCII text readable, and the one kind of text
+    UTF-8 cannot encode (surrogates, see unencodable.py) written as its escape. Every key a
+    runtime of this process holds is masked first (`scrub`): no writer is trusted to have
+    redacted what it records. The rules are the journal's too (`base.jsonl`)."""
+    return _FORMAT.line(data)
 
 
 def write_atomically(path: Path, data: bytes) -> None:
@@ -225,17 +230,7 @@ def append_whole(path: Path, data: bytes, size: int) -> int:
         elif start < size:  # appending would leave a file that is no cassette, or a wrong one
             raise OSError(f"something else truncated or replaced the file while recording: "
                           f"it holds {start} bytes where {size} were written")
-        done = False
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[f.write(view):]
-            os.fsync(f.fileno())
-            done = True
-        finally:
-            if not done:
-                os.ftruncate(f.fileno(), start)
-    return start + len(data)
+        return write_whole(f.fileno(), data, start, sync=True)
 
 
 class CassetteFileError(OpenProgramError, ValueError):
@@ -321,8 +316,9 @@ def _read_lines(head: dict, text: str, where: str, redo: str) -> dict:
         raise _FileError(f"{where!r} is written as JSON Lines, as version 3 cassettes are, but "
                          f"its first line says version {head['version']}: it was edited by "
                          f"hand; {redo}")
-    rows = text.split("\n")
-    tail = rows.pop()  # "" after the newline that ends a whole file
+    spans, whole = whole_lines(text)
+    rows = [text[start:end] for start, end in spans]
+    tail = text[whole:]  # "" after the newline that ends a whole file
     calls = []
     for n, row in enumerate(rows[1:], 2):
         try:
@@ -353,9 +349,9 @@ def _check_version(data: dict, where: str, redo: str) -> None:
         raise _FileError(f'{where!r} has no "version" field, which every cassette '
                          f"RecordingRuntime writes (this release writes version {VERSION}); "
                          f"{redo}")
-    v = data["version"]
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise _FileError(f'{where!r} has "version": {json.dumps(v)}, which is not a format '
+    v = format_version(data)
+    if v is None:
+        raise _FileError(f'{where!r} has "version": {json.dumps(data["version"])}, which is not a format '
                          f"version (a whole number; this release reads versions {OLDEST} to "
                          f"{VERSION}); {redo}")
     if v < OLDEST:
