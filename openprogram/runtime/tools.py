@@ -162,7 +162,10 @@ async def tool_loop(runtime, messages: list[dict], tools: list[Tool], *, max_ite
         if not resp.tool_calls or any(tc.name in stop_on for tc in resp.tool_calls):
             return resp, n
         messages.append({"role": "assistant", "content": resp.text if isinstance(resp.text, str)
-                         else "", "tool_calls": resp.tool_calls})
+                         else "", "tool_calls": resp.tool_calls,
+                         # a provider's own blocks (a native tool search) go back as they came
+                         **({"content_blocks": resp.content_blocks}
+                            if getattr(resp, "content_blocks", None) else {})})
         for i, tc in enumerate(resp.tool_calls):
             tc.id = tc.id or f"call_{n}_{i}"
             tool = by_name.get(tc.name)
