@@ -613,6 +613,10 @@ class Connection:
             self.calls.append((next((o for o, (s, n) in self._by_option.items()
                                      if s is server and n == name), name), dict(arguments)))
             result = await server.session.call_tool(name, arguments)
+            if self._secrets:  # masked before the cache file keeps it, too
+                from mcp.types import CallToolResult
+                result = CallToolResult.model_validate(self._mask(result.model_dump(
+                    mode="json", by_alias=True, exclude_none=True)))
             if key is not None and self.cache is not None:
                 self.cache.put(key, result)
             return result

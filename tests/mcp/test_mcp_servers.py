@@ -356,7 +356,7 @@ TOKEN = "tok-" + "Hq7" * 10  # what the shop's HTTP server wants in its Authoriz
 @pytest.fixture
 def guarded_server():
     """A streamable-HTTP SDK server on loopback that refuses a request without
-    `Authorization: Bearer TOKEN` (401) and whose tools echo the header back, in a result and
+    `Authorization: Bearer TOKEN` or `X-Api-Key: TOKEN` (401) and whose tools echo the header back, in a result and
     in a tool error: the worst a server can do with a token. Yields its URL and the headers
     it saw."""
     import socket
@@ -382,9 +382,10 @@ def guarded_server():
 
     async def guarded(scope, receive, send):
         if scope["type"] == "http":
-            auth = dict(scope["headers"]).get(b"authorization", b"").decode()
+            headers = dict(scope["headers"])
+            auth = (headers.get(b"authorization") or headers.get(b"x-api-key") or b"").decode()
             seen.append(auth)
-            if auth != f"Bearer {TOKEN}":
+            if auth not in (f"Bearer {TOKEN}", TOKEN):
                 await send({"type": "http.response.start", "status": 401,
                             "headers": [(b"content-type", b"text/plain")]})
                 await send({"type": "http.response.body", "body": f"bad token {auth}".encode()})
@@ -436,6 +437,19 @@ def test_a_token_in_a_header_reaches_the_server_and_nothing_else_holds_it(guarde
     assert "you sent [redacted]" in text
     # the masked recording replays, with no server
     assert decision.make("Who am I?", conn.options, runtime=ReplayRuntime(path)) == said
+
+
+def test_the_result_cache_never_holds_a_header_token_a_server_echoes(guarded_server, tmp_path):
+    url, seen = guarded_server
+    cache = tmp_path / "tools.json"
+    with mcp.connect(url, name="vault", cache=cache,
+                     headers={"X-Api-Key": TOKEN}) as conn:  # not a bearer: any secret name
+        assert conn.call("whoami") == {"result": "you sent [redacted]"}
+    assert no_piece_of(TOKEN, cache.read_text(encoding="utf-8"))
+    with mcp.connect(url, name="vault", cache=cache,
+                     headers={"X-Api-Key": TOKEN}) as conn:
+        assert conn.call("whoami") == {"result": "you sent [redacted]"}  # from the cache
+        assert conn.calls == []
 
 
 def test_a_server_that_refuses_the_token_is_named_without_it(guarded_server):
