@@ -452,6 +452,16 @@ def test_the_result_cache_never_holds_a_header_token_a_server_echoes(guarded_ser
         assert conn.calls == []
 
 
+def test_a_configs_url_server_takes_its_own_headers(guarded_server):
+    url, seen = guarded_server
+    config = {"mcpServers": {"vault": {"url": url,
+                                       "headers": {"Authorization": f"Bearer {TOKEN}"}}}}
+    with mcp.connect(config=config) as conn:
+        assert conn.call("whoami") == {"result": "you sent [redacted]"}
+        assert repr(conn.servers[0].headers) == "{'Authorization': <secret>}"
+    assert seen[-1] == f"Bearer {TOKEN}"
+
+
 def test_a_server_that_refuses_the_token_is_named_without_it(guarded_server):
     url, seen = guarded_server
     wrong = "tok-" + "Zz8" * 10
