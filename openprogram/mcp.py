@@ -46,6 +46,7 @@ from .base.model_protocol import on_loop, tool_runtime
 from .base.text import cut
 from .decision.options import normalize
 from .decision.options.tool_definitions import ToolDefinition
+from .runtimes.providers.key_redaction import mask_secrets
 
 require("mcp", "mcp", "openprogram.mcp")
 
@@ -98,17 +99,19 @@ async def options(session: Any, *, server: str = "server",
 
 
 def tool_options(tools: Iterable[Any], call: Any, loop: Any, *, server: str,
-                 names: dict[str, str] | None = None) -> list[ToolDefinition]:
+                 names: dict[str, str] | None = None, mask: Any = None) -> list[ToolDefinition]:
     """Options for SDK `Tool` objects whose picks run `call(tool_name, arguments)` (a coroutine)
     on `loop`. Each tool's schema is read now, so a tool the library cannot use is named at
-    once, with its server."""
+    once, with its server. `mask` (JSON data -> JSON data) is applied to everything the server
+    answers, before anything else sees it (a connection's tokens)."""
     out = []
     for t in tools:
         definition = tool_definition(t)
         name = (names or {}).get(t.name, t.name)
         definition["name"] = name
         structured = getattr(t, "output_schema", None) is not None
-        out.append(ToolDefinition(definition, _caller(call, t.name, loop, structured, server)))
+        out.append(ToolDefinition(definition, _caller(call, t.name, loop, structured, server,
+                                                      mask)))
     try:
         normalize(out)
     except OpenProgramError as exc:
@@ -126,15 +129,15 @@ def tool_definition(tool: Any) -> dict:
 
 
 def _caller(call: Any, tool_name: str, loop: Any, structured: bool,
-            server: str = "server") -> Any:
+            server: str = "server", mask: Any = None) -> Any:
     def call_tool(**arguments: Any) -> Any:
         keeper = _result_keeper(tool_runtime())
         if keeper is None:
-            return on_loop(_settled(call, tool_name, arguments, structured), loop)
+            return on_loop(_settled(call, tool_name, arguments, structured, mask), loop)
         # the decision's runtime records the result (RecordingRuntime, CachedRuntime) or
         # answers it from its recording (ReplayRuntime, without calling the server)
         kept = keeper({"server": server, "name": tool_name, "arguments": dict(arguments)},
-                      lambda: on_loop(_settled(call, tool_name, arguments, None), loop))
+                      lambda: on_loop(_settled(call, tool_name, arguments, None, mask), loop))
         return _from_kept(kept, structured)
     call_tool.__name__ = tool_name
     return call_tool
@@ -167,12 +170,14 @@ async def _call(session: Any, name: str, arguments: dict) -> Any:
     return await session.call_tool(name, arguments)
 
 
-async def _settled(call: Any, name: str, arguments: dict, structured: bool | None) -> Any:
+async def _settled(call: Any, name: str, arguments: dict, structured: bool | None,
+                   mask: Any = None) -> Any:
     # the call starts only here, on the session's loop: an awaitable refused before it runs
     # leaves no request half made
     import anyio
     from mcp import MCPError
-    from mcp.types import CONNECTION_CLOSED
+    from mcp.types import CONNECTION_CLOSED, CallToolResult
+    mask = mask or (lambda value: value)
     try:
         result = await call(name, arguments)
     except MCPError as exc:
@@ -180,15 +185,18 @@ async def _settled(call: Any, name: str, arguments: dict, structured: bool | Non
             raise ServerError(f"the MCP server's connection closed (the server ended?), so "
                               f"{name!r} could not be called: connect again") from exc
         # a JSON-RPC error for this call (invalid params...): the model may correct it
-        raise ToolError(f"the server refused the call of {name!r}: "
-                        f"{cut(getattr(getattr(exc, 'error', None), 'message', None) or str(exc), 2000, '')}"
-                        ) from exc
+        message = getattr(getattr(exc, 'error', None), 'message', None) or str(exc)
+        said = mask(message)
+        # a message that held a token is not chained either: a traceback would show it
+        raise ToolError(f"the server refused the call of {name!r}: {cut(said, 2000, '')}") \
+            from (exc if said == message else None)
     except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
         raise ServerError(f"the MCP server's connection is closed (the server ended?), so "
                           f"{name!r} could not be called: connect again") from exc
+    data = mask(result.model_dump(mode="json", by_alias=True, exclude_none=True))
     if structured is None:  # to be recorded: the whole result, as JSON data
-        return result.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return content_value(result, structured)
+        return data
+    return content_value(CallToolResult.model_validate(data), structured)
 
 
 def content_value(result: Any, structured: bool = True) -> Any:
@@ -229,8 +237,8 @@ def _block_value(block: Any) -> Any:
 
 
 def read_config(config: Any) -> dict[str, dict]:
-    """`{"mcpServers": {key: {"command", "args", "env", "cwd"} | {"url"}}}` (a dict, or the path
-    of a JSON file holding one) as {key: server spec}."""
+    """`{"mcpServers": {key: {"command", "args", "env", "cwd"} | {"url", "headers"}}}` (a dict,
+    or the path of a JSON file holding one) as {key: server spec}."""
     import json
     where = "the MCP config"
     if isinstance(config, (str, os.PathLike)):
@@ -250,6 +258,8 @@ def read_config(config: Any) -> dict[str, dict]:
                                               or isinstance(spec.get("url"), str)):
             raise UsageError(f"{where}: server {key!r} needs a 'command' (with 'args') or a "
                              f"'url', got {cut(repr(spec), 80, '')}")
+        if "headers" in spec:
+            _check_headers(spec["headers"], f"{where}: server {key!r}")
         out[key] = spec
     return out
 
@@ -272,13 +282,28 @@ def _spec(command_or_url: Any) -> tuple[str, dict]:
     return os.path.basename(argv[0]), {"command": argv[0], "args": argv[1:]}
 
 
+def _check_headers(headers: Any, where: str) -> None:
+    if not isinstance(headers, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                for k, v in headers.items()):
+        # the values are not shown: they are likely tokens
+        raise UsageError(f"{where}: headers must be a dict of header names to strings, e.g. "
+                         f"{{'Authorization': 'Bearer ...'}}, got "
+                         f"{type(headers).__name__}")
+
+
 class _Server:
     """One server: its session lives in one task of the connection's loop, from start to close
     (the SDK's transports are anyio task groups, which must be left by the task that entered
     them)."""
 
-    def __init__(self, key: str, spec: dict):
+    def __init__(self, key: str, spec: dict, mask: Any = None):
+        spec = dict(spec)
+        # HTTP headers sent to a URL server; a value whose name says it is a credential
+        # (Authorization, X-API-Key, Cookie...) is held as a secret that never shows itself
+        self.headers = {k: (_EnvSecret(v) if _names_secret(k, v) else v)
+                        for k, v in (spec.pop("headers", None) or {}).items()}
         self.key, self.spec = key, spec
+        self.mask = mask or (lambda value: value)
         self.session: Any = None
         self.tools: list = []
         self.task: Any = None
@@ -302,8 +327,18 @@ class _Server:
             raise ServerError(f"{self.describe()} is closed (or ended): open the connection "
                               f"again")
         seen = self.changed
-        self.tools = await list_tools(self.session)
+        self.tools = self.masked_tools(await list_tools(self.session))
         self.listed = seen
+
+    def masked_tools(self, tools: list) -> list:
+        """The tools as listed, with the connection's tokens masked in their descriptions."""
+        from mcp.types import Tool
+        out = []
+        for t in tools:
+            data = t.model_dump(mode="json", by_alias=True, exclude_none=True)
+            masked = self.mask(data)
+            out.append(t if masked == data else Tool.model_validate(masked))
+        return out
 
     def describe(self) -> str:
         if "url" in self.spec:
@@ -320,7 +355,7 @@ class _Server:
                                          message_handler=self.on_message) as session:
                     await session.initialize()
                     self.session = session
-                    self.tools = await list_tools(session)
+                    self.tools = self.masked_tools(await list_tools(session))
                     ready.set_result(None)
                     await self.stop.wait()
         except BaseException as exc:
@@ -339,7 +374,11 @@ class _Server:
     def _transport(self) -> Any:
         if "url" in self.spec:
             from mcp.client.streamable_http import streamable_http_client
-            return streamable_http_client(self.spec["url"])
+            if not self.headers:
+                return streamable_http_client(self.spec["url"])
+            return _http_with_headers(self.spec["url"], {
+                k: v.reveal() if isinstance(v, _EnvSecret) else v
+                for k, v in self.headers.items()})
         from mcp.client.stdio import StdioServerParameters, stdio_client
         command = self.spec["command"]
         if shutil.which(command, path=(self.spec.get("env") or {}).get("PATH")) is None \
@@ -369,7 +408,24 @@ class _Server:
             text = self.stderr.read()[-_STDERR_TAIL:].strip()
         except (OSError, ValueError):
             return ""
-        return f"; its stderr ends: {text!r}" if text else ""
+        return f"; its stderr ends: {self.mask(text)!r}" if text else ""
+
+
+def _http_with_headers(url: str, headers: dict[str, str]) -> Any:
+    """The SDK's streamable-HTTP transport on a client that sends `headers` with every request
+    (the SDK's own way: its client factory, with the MCP timeouts, given to the transport)."""
+    import contextlib
+
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    @contextlib.asynccontextmanager
+    async def transport() -> Any:
+        # a client given to the transport is the caller's to close
+        async with create_mcp_http_client(headers=headers) as client:
+            async with streamable_http_client(url, http_client=client) as streams:
+                yield streams
+    return transport()
 
 
 class Connection:
@@ -388,11 +444,15 @@ class Connection:
                  cache: Any = None, runtime: Any = None):
         if not servers:
             raise UsageError("connect() needs a server: a command line, a URL or config=")
-        self.servers = [_Server(k, s) for k, s in servers.items()]
-        # a token given to a server in its environment is masked in every file written from
-        # now on (a cassette, a cache, a journal), even when the server echoes it back
+        self.servers = [_Server(k, s, self._mask) for k, s in servers.items()]
+        # a token given to a server in its environment or in a header is masked in every file
+        # written from now on (a cassette, a cache, a journal), and in everything its server
+        # answers (results, errors, listings), so neither the program, its traces nor its
+        # errors hold it even when the server echoes it back
         self._secrets = [_EnvSecret(v) for spec in servers.values()
                          for k, v in (spec.get("env") or {}).items() if _names_secret(k, v)]
+        self._secrets += [v for s in self.servers for v in s.headers.values()
+                          if isinstance(v, _EnvSecret)]
         self.timeout_s = timeout_s
         self.runtime = runtime
         self.cache = _ResultCache(cache) if cache is not None else None
@@ -402,6 +462,19 @@ class Connection:
         self._by_option: dict[str, tuple[_Server, str]] = {}
         self._loop: Any = None
         self._thread: Any = None
+
+    def _mask(self, value: Any) -> Any:
+        """`value` (JSON data) with every piece of this connection's tokens masked."""
+        secrets = tuple(s.reveal() for s in self._secrets)
+        if not secrets:
+            return value
+        if isinstance(value, str):
+            return mask_secrets(value, secrets)
+        if isinstance(value, dict):
+            return {self._mask(k): self._mask(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._mask(v) for v in value]
+        return value
 
     # -- opening and closing --------------------------------------------------------------------
     def open(self) -> "Connection":
@@ -465,9 +538,11 @@ class Connection:
         except ServerError:
             raise
         except BaseException as exc:
+            reason = self._mask(_reason(exc))
             raise ServerError(f"{server.describe()} could not be started: "
-                              f"{_reason(exc)}. Run the command in a terminal to see why"
-                              f"{server.stderr_tail()}") from exc
+                              f"{reason}. Run the command in a terminal to see why"
+                              f"{server.stderr_tail()}") \
+                from (exc if reason == _reason(exc) else None)
 
     @property
     def options(self) -> list[ToolDefinition]:
@@ -507,7 +582,7 @@ class Connection:
             for t in s.tools:
                 by_option[names[t.name]] = (s, t.name)
             options += tool_options(s.tools, self._caller_for(s), self._loop,
-                                    server=s.key, names=names)
+                                    server=s.key, names=names, mask=self._mask)
             tools += s.tools
         # replaced whole, only once every server's tools were read: never half a listing
         self._options, self._tools, self._by_option = options, tools, by_option
@@ -538,6 +613,10 @@ class Connection:
             self.calls.append((next((o for o, (s, n) in self._by_option.items()
                                      if s is server and n == name), name), dict(arguments)))
             result = await server.session.call_tool(name, arguments)
+            if self._secrets:  # masked before the cache file keeps it, too
+                from mcp.types import CallToolResult
+                result = CallToolResult.model_validate(self._mask(result.model_dump(
+                    mode="json", by_alias=True, exclude_none=True)))
             if key is not None and self.cache is not None:
                 self.cache.put(key, result)
             return result
@@ -682,6 +761,7 @@ def _reason(exc: BaseException) -> str:
 
 def connect(*commands_or_urls: Any, config: Any = None, name: str | None = None,
             env: dict[str, str] | None = None, cwd: str | None = None,
+            headers: dict[str, str] | None = None,
             timeout_s: float = START_TIMEOUT_S, cache: Any = None,
             runtime: Any = None) -> Connection:
     """Live MCP servers as an option set, for `with` or `async with`:
@@ -692,7 +772,12 @@ def connect(*commands_or_urls: Any, config: Any = None, name: str | None = None,
     Each argument is a command line (a string, split like a shell's, or a list) that starts a
     stdio server, or an http(s) URL of a streamable-HTTP server; `config=` adds the servers of
     an MCP client config (a dict or a JSON file). `name` is the key of a single server (by
-    default the command's file name or the URL's host); `env` and `cwd` go to every command.
+    default the command's file name or the URL's host); `env` and `cwd` go to every command,
+    `headers` (`{"Authorization": "Bearer ..."}`) with every request to every URL (a config's
+    server takes its own `"headers"`). A token given in `env` or `headers` (a name holding KEY,
+    TOKEN, SECRET, AUTH, COOKIE...) is masked in every file written while the connection lives,
+    and in all its servers answer: a result, an error or a listing that echoes it shows
+    `[redacted]`, to the program, its traces and its errors alike.
     A server that does not start, or does not answer within `timeout_s`, is a ServerError
     naming it; nothing is left running. `cache="tools.json"` keeps every tool result in that
     file and answers the same call (server, tool, arguments) from it later: a notebook run
@@ -703,6 +788,13 @@ def connect(*commands_or_urls: Any, config: Any = None, name: str | None = None,
     cassette, no server is started: the tools come from the recording and every call is
     answered from it, so a recorded notebook runs where the server is not installed."""
     servers: dict[str, dict] = {}
+    if headers is not None:
+        _check_headers(headers, "connect()")
+        if not any(isinstance(c, str) and c.startswith(("http://", "https://"))
+                   for c in commands_or_urls):
+            raise UsageError("connect(headers=...) is sent to streamable-HTTP servers, and "
+                             "none is given: pass the server's http(s) URL (a stdio server "
+                             "takes env= instead; a config's server its own \"headers\")")
     for c in commands_or_urls:
         key, spec = _spec(c)
         if name is not None and len(commands_or_urls) == 1:
@@ -711,6 +803,8 @@ def connect(*commands_or_urls: Any, config: Any = None, name: str | None = None,
             spec["env"] = dict(env)
         if cwd is not None and "command" in spec:
             spec["cwd"] = cwd
+        if headers is not None and "url" in spec:
+            spec["headers"] = dict(headers)
         base, n = key, 2
         while key in servers:
             key, n = f"{base}{n}", n + 1

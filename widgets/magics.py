@@ -13,6 +13,7 @@ live. Every magic has `--help`.
 """
 from __future__ import annotations
 
+import argparse
 import keyword
 from typing import Any
 
@@ -481,29 +482,82 @@ class DecisionMagics(Magics):
 
     # -- %mcp_connect --------------------------------------------------------------------------
     @no_var_expand
+    @magic_arguments()
+    @argument("--runtime", "-r", default=None,
+              help="a runtime that records or replays tool calls (a RecordingRuntime, "
+                   "CachedRuntime or ReplayRuntime: a variable name or an expression); with a "
+                   "replay no server is started")
+    @argument("--cache", default=None,
+              help="a JSON file that keeps every tool result and answers the same call again")
+    @argument("--config", default=None,
+              help="an MCP client config file ({'mcpServers': {...}}); COMMAND is then optional")
+    @argument("--env", default=None,
+              help="a dict (variable or expression) of environment variables for a stdio "
+                   "server; a token in it is masked everywhere")
+    @argument("--headers", default=None,
+              help="a dict (variable or expression) of HTTP headers for a URL server, e.g. "
+                   "auth = {'Authorization': 'Bearer ' + os.environ['TOKEN']}; masked everywhere")
+    @argument("--cwd", default=None, help="the working directory of a stdio server")
+    @argument("--timeout", type=float, default=None,
+              help="seconds a server gets to start and list its tools (default 30)")
+    @argument("name", help="the Python name the connection is bound to")
+    @argument("command", nargs=argparse.REMAINDER,
+              help="the server: a command line with its own arguments, or an http(s) URL")
     @line_magic
     def mcp_connect(self, line):
         """Start an MCP server (a command line, or the URL of a streamable-HTTP server) and bind
-        its connection to NAME; its tools are the option set NAME.options.
+        its connection to NAME; its tools are the option set NAME.options. The options come
+        before NAME: everything after NAME is the server's own command line.
 
             %mcp_connect clock mcp-server-time --local-timezone Etc/UTC
+            %mcp_connect --runtime rec clock mcp-server-time --local-timezone Etc/UTC
+            %mcp_connect --headers auth shop https://example.com/mcp
             %%decide clock.options
             What time is it in Tokyo?
 
         The server runs on a loop and thread of its own, so %%decide (a sync call inside the
-        kernel's running loop) never waits on itself. `%mcp_connect NAME` again replaces (and
-        ends) the connection NAME had; unloading the extension ends them all."""
-        name, _, command = line.strip().partition(" ")
-        if not name.isidentifier() or keyword.iskeyword(name) or not command.strip():
-            raise UsageError("usage: %mcp_connect NAME COMMAND [ARGS...] (or NAME URL): NAME "
-                             "is a Python name to bind the connection to")
-        from openprogram import mcp
+        kernel's running loop) never waits on itself. With `--runtime rec` (a RecordingRuntime)
+        the server's tool listing is recorded beside the tool results; with `--runtime replay`
+        (its ReplayRuntime) no server starts, so the notebook runs where it is not installed.
+        `%mcp_connect NAME` again replaces (and ends) the connection NAME had; unloading the
+        extension ends them all."""
+        words = line.split()
+        if words[:1] in (["-h"], ["--help"]):
+            print(self.mcp_connect.parser.format_help())
+            return None
+        args = parse_argstring(self.mcp_connect, line)
+        name, command = args.name, list(args.command)
+        flags = {s for a in self.mcp_connect.parser._actions for s in a.option_strings}
+        if command and command[0] in flags:
+            raise UsageError(f"%mcp_connect: {command[0]} comes after NAME, where the server's "
+                             f"own command line begins; put the options before NAME: "
+                             f"%mcp_connect {command[0]} ... {name} COMMAND...")
+        if not name.isidentifier() or keyword.iskeyword(name) or \
+                not (command or args.config):
+            raise UsageError("usage: %mcp_connect [--runtime RT] [options] NAME COMMAND "
+                             "[ARGS...] (or NAME URL, or --config FILE NAME): NAME is a Python "
+                             "name to bind the connection to")
+        from openprogram import UsageError as Refused, mcp
+        is_dict = (lambda v: isinstance(v, dict)), "give a dict of names to strings"
+        options: dict[str, Any] = {
+            "runtime": self._runtime(args.runtime) if args.runtime is not None else None,
+            "cache": _unquote(args.cache) if args.cache is not None else None,
+            "config": _unquote(args.config) if args.config is not None else None,
+            "env": self._named(args.env, "--env", *is_dict),
+            "headers": self._named(args.headers, "--headers", *is_dict),
+            "cwd": _unquote(args.cwd) if args.cwd is not None else None,
+        }
+        if args.timeout is not None:
+            options["timeout_s"] = args.timeout
         old = self.mcp_connections.pop(name, None)
         if old is not None:
             old.close()
         try:
-            conn = mcp.connect(command.strip(), name=name).open()
-        except mcp.ServerError as exc:
+            # one server: it takes NAME as its key (a recording names it so); a config's
+            # servers keep their own keys
+            conn = mcp.connect(*([command] if command else []),
+                               name=name if command else None, **options).open()
+        except (mcp.ServerError, Refused) as exc:
             raise UsageError(str(exc)) from None
         self.mcp_connections[name] = conn
         self.shell.user_ns[name] = conn

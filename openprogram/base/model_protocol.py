@@ -57,6 +57,9 @@ class ModelResponse:
                                       # keys redacted, bounded (provider runtimes fill it)
     cached: bool = False              # answered from a cache file, not by the model (CachedRuntime)
     confidence: dict | None = None    # {"probs": {name: p}, "other": p, "source": "exact"|"logprobs", "note": str|None}
+    # the reply's content as the provider's own blocks, when some have no core form (Anthropic's
+    # server_tool_use / tool_search_tool_result): the next turn sends them back as they came
+    content_blocks: list | None = None
 
 
 #: Mode arguments that say how a request is laid out, not what it asks (the menu is in the prompt

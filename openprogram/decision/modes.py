@@ -239,9 +239,18 @@ class ToolsMode(Mode):
             tc.id = tc.id or f"call_reask_{i}"
         return [*messages,
                 {"role": "assistant", "content": response.text if isinstance(response.text, str)
-                 else "", "tool_calls": calls},
+                 else "", "tool_calls": calls, **provider_blocks(response)},
                 *({"role": "tool", "tool_call_id": tc.id, "name": tc.name, "content": text}
                   for tc in calls)]
+
+
+def provider_blocks(response: Any) -> dict:
+    """`{"content_blocks": [...]}` for an assistant message rebuilt from `response` when the
+    provider's reply held blocks the core has no form for (a native tool search's call and
+    results, which the provider needs again to accept a call of a tool that search loaded),
+    else nothing."""
+    blocks = getattr(response, "content_blocks", None)
+    return {"content_blocks": blocks} if blocks else {}
 
 
 def _document(text: Any) -> Any:

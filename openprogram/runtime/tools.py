@@ -20,7 +20,9 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
 
 from ..base.errors import ArgumentError, ModelCallError, OptionError, ParseError, UsageError
 from ..base.model_protocol import current_agent, running_tool, settle_value
-from ..decision.options import Param, call_function, check_hidden, function_params, validate
+from ..decision.options import (Param, call_function, check_hidden, function_params, normalize,
+                                validate)
+from ..decision.options.tool_definitions import ToolDefinition
 
 
 @dataclass
@@ -28,12 +30,20 @@ class Tool:
     name: str
     fn: Callable
     description: str
+    # a tool definition's option (its JSON Schema checks the arguments, as on a menu); else the
+    # parameters are read from fn's signature
+    option: Any = None
     params: list[Param] = field(init=False)
 
     def __post_init__(self):
-        self.params = function_params(self.fn, f"tool {self.name!r}")
+        self.params = list(self.option.params) if self.option is not None else \
+            function_params(self.fn, f"tool {self.name!r}")
 
     def spec(self) -> dict:
+        if self.option is not None:
+            schema = self.option.json_schema()
+            schema.pop("description", None)  # the tool's own, beside the parameters
+            return {"name": self.name, "description": self.description, "parameters": schema}
         llm = [p for p in self.params if p.source == "llm"]
         return {
             "name": self.name, "description": self.description,
@@ -56,6 +66,14 @@ def register_toolset(name: str, tools: list[Callable]) -> None:
 def _as_tool(fn: Any) -> Tool:
     if isinstance(fn, Tool):
         return fn
+    if isinstance(fn, ToolDefinition):
+        # a tool definition with its function (an MCP server's tool, `tool(definition, fn)`):
+        # its parameters are its schema's, its function takes them as keywords
+        if fn.fn is None:
+            raise UsageError(f"tool {fn.name!r} is a definition without a function, so it "
+                             f"cannot run as a work tool: give one, tool(definition, fn)")
+        (option,) = list(normalize([fn]))
+        return Tool(fn.name, fn.fn, fn.description or "", option=option)
     if not callable(fn):
         raise UsageError(f"a tool must be callable, got {fn!r}")
     name = getattr(fn, "__name__", None)
@@ -108,6 +126,17 @@ async def run_tool(tool: Tool, args: Any, runtime: Any, context: dict | None = N
     error text that goes back to the model (as providers do), never a crash of the turn."""
     if not isinstance(args, dict):
         return None, f"arguments must be a JSON object, got {type(args).__name__}"
+    if tool.option is not None:  # a tool definition: its schema checks the whole object
+        try:
+            kwargs, _ = tool.option.bind(args, runtime=runtime, context=context or {},
+                                         dropped=[], injected=[], prefix="arguments")
+            with running_tool(runtime):  # a live tool records (or replays) its result
+                value = tool.option.resolve(kwargs)
+            return await settle_value(value, sync), None
+        except (ParseError, OptionError) as exc:
+            return None, str(exc)
+        except Exception as exc:
+            return None, f"{type(exc).__name__}: {exc}"
     try:
         kwargs, dropped = {}, []
         for p in tool.params:
@@ -162,7 +191,10 @@ async def tool_loop(runtime, messages: list[dict], tools: list[Tool], *, max_ite
         if not resp.tool_calls or any(tc.name in stop_on for tc in resp.tool_calls):
             return resp, n
         messages.append({"role": "assistant", "content": resp.text if isinstance(resp.text, str)
-                         else "", "tool_calls": resp.tool_calls})
+                         else "", "tool_calls": resp.tool_calls,
+                         # a provider's own blocks (a native tool search) go back as they came
+                         **({"content_blocks": resp.content_blocks}
+                            if getattr(resp, "content_blocks", None) else {})})
         for i, tc in enumerate(resp.tool_calls):
             tc.id = tc.id or f"call_{n}_{i}"
             tool = by_name.get(tc.name)

@@ -125,8 +125,9 @@ def test_a_recording_never_holds_a_key_a_server_echoes(tmp_path):
                                                 pick("echo", {"text": f"key={model_key}"})]),
                                path)
         said = finishes(lambda: decision.make("Who am I?", conn.options, runtime=rec))
-        # the program gets the real answer (the SDK wraps a str in {"result": ...})
-        assert said == {"result": f"signed in with {server_key}"}
+        # the connection's own token is masked in what its server answers, so the program
+        # and its trace never hold it either (the SDK wraps a str in {"result": ...})
+        assert said == {"result": "signed in with [redacted]"}
         echoed = decision.make("Echo it.", conn.options, runtime=rec)
         assert echoed == {"result": f"key={model_key}"}
     text = path.read_text(encoding="utf-8")
@@ -293,3 +294,37 @@ def test_a_mismatch_names_the_recorded_calls_line_past_the_tool_lines(tmp_path):
         with pytest.raises(DecisionError, match=r"nearest recorded request is call #2 "
                                                 r"\(line 4\)"):
             convert(conn, ReplayRuntime(path))
+
+
+def test_an_mcp_tool_as_an_agents_work_tool_is_recorded_and_replayed(tmp_path):
+    from openprogram import agent
+    from openprogram.base.model_protocol import ToolCall
+    path = tmp_path / "agent.jsonl"
+    script = [ToolCall("convert_time", {**BAD}, "call_1"),      # the server's error result
+              ToolCall("convert_time", {**GOOD, "time": 10}, "call_2"),  # refused, not sent
+              ToolCall("convert_time", {**GOOD}, "call_3"),
+              "10:00 in Tokyo is 01:00 UTC."]
+    before = children()
+    with mcp.connect(TIME) as conn:
+        rec = RecordingRuntime(ScriptedRuntime(list(script)), path)
+        said = agent("10:00 in Tokyo is what in UTC?", tools=conn.options, runtime=rec)
+        # the wrong-type call never reached the server; the other two did
+        assert conn.calls == [("convert_time", BAD), ("convert_time", GOOD)]
+        opts = conn.options
+    assert said == "10:00 in Tokyo is 01:00 UTC."
+    model = rec.inner.calls  # what the model was sent, round by round
+    spec = {t["name"]: t for t in model[0].tools}["convert_time"]
+    assert spec["parameters"]["required"] == ["source_timezone", "time", "target_timezone"]
+    results = [m["content"] for m in model[-1].messages if m["role"] == "tool"]
+    assert results[0].startswith("Error: ToolError: the tool reported an error")
+    assert results[1] == "Error: arguments.time must be str, got integer 10" and "01:00:00+00:00" in results[2]
+    tools = [e for e in lines(path) if "tool" in e]
+    assert [t["tool"]["arguments"] for t in tools] == [BAD, GOOD]
+    assert children() == before  # the server is gone
+
+    # replayed with the server gone: the same rounds, the tools' results from the file
+    # (a live call now would be a ServerError: the connection is closed). Each round's request
+    # holds the previous rounds' tool results and a replay answers only a request it recorded,
+    # so the last reply coming back means every tool result was the recorded one.
+    replay = ReplayRuntime(path)
+    assert agent("10:00 in Tokyo is what in UTC?", tools=opts, runtime=replay) == said

@@ -4,6 +4,7 @@ wait on itself). The server is mcp-server-time from the package index."""
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from pathlib import Path
 
@@ -56,7 +57,70 @@ def test_mcp_connect_then_decide_over_its_tools(shell, capsys):
 
 def test_mcp_connect_usage_and_a_missing_server(shell):
     r = shell.run_cell("%mcp_connect clock")
-    assert not r.success and "usage: %mcp_connect NAME COMMAND" in str(r.error_in_exec)
+    assert not r.success and "usage: %mcp_connect [--runtime RT] [options] NAME COMMAND" in str(r.error_in_exec)
     r = shell.run_cell("%mcp_connect clock no-such-mcp-server")
     assert not r.success and "'no-such-mcp-server' not found" in str(r.error_in_exec)
     assert "clock" not in shell.user_ns
+
+
+def test_mcp_connect_records_through_a_runtime_and_replays_with_no_server(shell, tmp_path):
+    path = tmp_path / "clock.jsonl"
+    shell.user_ns["path"] = str(path)
+    shell.run_cell("from openprogram.runtimes.cassette import RecordingRuntime, ReplayRuntime")
+    shell.run_cell(RUNTIME.replace("rt = ", "model = "))
+    shell.run_cell("rt = RecordingRuntime(model, path)")
+    r = shell.run_cell(f"%mcp_connect --runtime rt clock {BIN / 'mcp-server-time'} "
+                       f"--local-timezone Etc/UTC")  # the server's own flag stays the server's
+    assert r.success, r.error_in_exec
+    r = shell.run_cell(CELL)
+    assert r.success, r.error_in_exec
+    live = shell.user_ns["answer"]
+    assert shell.user_ns["clock"].calls == [("get_current_time", {"timezone": "Asia/Tokyo"})]
+    shell.run_cell("clock.close()")
+    kinds = [("request" in e, e.get("tool", {}).get("name"))
+             for e in map(json.loads, path.read_text(encoding="utf-8").splitlines()[1:])]
+    assert (False, "tools/list") in kinds and (False, "get_current_time") in kinds
+
+    # replayed: the command need not exist, no server starts, no call reaches one
+    shell.run_cell("rt = ReplayRuntime(path)")
+    r = shell.run_cell("%mcp_connect --runtime rt clock no-such-mcp-server")
+    assert r.success, r.error_in_exec
+    r = shell.run_cell(CELL)
+    assert r.success, r.error_in_exec
+    assert shell.user_ns["answer"] == live and shell.user_ns["clock"].calls == []
+
+
+def test_mcp_connect_options_are_checked_and_named(shell, tmp_path):
+    r = shell.run_cell("%mcp_connect clock --runtime rt mcp-server-time")
+    assert not r.success and "put the options before NAME" in str(r.error_in_exec)
+    r = shell.run_cell("%mcp_connect --runtime nothing_here clock mcp-server-time")
+    assert not r.success and "nothing_here" in str(r.error_in_exec)
+    shell.run_cell("auth = ['Bearer abcdefgh123']")
+    r = shell.run_cell("%mcp_connect --headers auth shop http://127.0.0.1:9/mcp")
+    assert not r.success and "--headers 'auth' is a list; give a dict" in str(r.error_in_exec)
+    shell.run_cell("auth = {'Authorization': 'Bearer abcdefgh123'}")
+    r = shell.run_cell(f"%mcp_connect --headers auth clock {BIN / 'mcp-server-time'}")
+    assert not r.success and "headers=" in str(r.error_in_exec) and \
+        "env= instead" in str(r.error_in_exec)
+    assert "clock" not in shell.user_ns and "shop" not in shell.user_ns
+
+
+def test_mcp_connect_takes_a_config_file_and_an_env(shell, tmp_path, capsys):
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": {"clock": {
+        "command": str(BIN / "mcp-server-time"), "args": ["--local-timezone", "Etc/UTC"]}}}))
+    shell.user_ns["server_env"] = {"TZ": "Etc/UTC"}
+    r = shell.run_cell(f"%mcp_connect --config {config} --timeout 60 servers")
+    assert r.success, r.error_in_exec
+    assert "servers: 2 tools" in capsys.readouterr().out
+    assert [s.key for s in shell.user_ns["servers"].servers] == ["clock"]
+    r = shell.run_cell(f"%mcp_connect --env server_env clock {BIN / 'mcp-server-time'}")
+    assert r.success, r.error_in_exec
+    assert shell.user_ns["clock"].servers[0].spec["env"] == {"TZ": "Etc/UTC"}
+
+
+def test_mcp_connect_help_lists_its_options(shell, capsys):
+    assert shell.run_cell("%mcp_connect --help").success
+    out = capsys.readouterr().out
+    for flag in ("--runtime", "--cache", "--config", "--env", "--headers", "--timeout"):
+        assert flag in out

@@ -7,6 +7,7 @@ that could deadlock runs under a bound of the test's own (`finishes`)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -347,3 +348,137 @@ def test_a_server_installed_beside_this_python_is_found_without_path(monkeypatch
         assert [o.name for o in conn.options] == ["get_current_time", "convert_time"]
     with pytest.raises(mcp.ServerError, match="not found on PATH"):
         mcp.connect("no-such-mcp-server").open()
+
+
+TOKEN = "tok-" + "Hq7" * 10  # what the shop's HTTP server wants in its Authorization header
+
+
+@pytest.fixture
+def guarded_server():
+    """A streamable-HTTP SDK server on loopback that refuses a request without
+    `Authorization: Bearer TOKEN` or `X-Api-Key: TOKEN` (401) and whose tools echo the header back, in a result and
+    in a tool error: the worst a server can do with a token. Yields its URL and the headers
+    it saw."""
+    import socket
+
+    import uvicorn
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError as SDKToolError
+
+    seen: list[str] = []
+    server = MCPServer("vault")
+
+    @server.tool()
+    def whoami() -> str:
+        """The account the request came from."""
+        return f"you sent {seen[-1]}"
+
+    @server.tool()
+    def rotate(new_secret: str) -> str:
+        """Rotate the account's secret."""
+        raise SDKToolError(f"rotation refused for {seen[-1]}")
+
+    app = server.streamable_http_app()
+
+    async def guarded(scope, receive, send):
+        if scope["type"] == "http":
+            headers = dict(scope["headers"])
+            auth = (headers.get(b"authorization") or headers.get(b"x-api-key") or b"").decode()
+            seen.append(auth)
+            if auth not in (f"Bearer {TOKEN}", TOKEN):
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"text/plain")]})
+                await send({"type": "http.response.body", "body": f"bad token {auth}".encode()})
+                return
+        await app(scope, receive, send)
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    # the lifespan scope goes through to the SDK's app, which starts its session manager there
+    uv = uvicorn.Server(uvicorn.Config(guarded, log_level="warning"))
+    t = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
+    t.start()
+    finishes(lambda: [None for _ in iter(lambda: uv.started, True)])
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp", seen
+    uv.should_exit = True
+    t.join(HARNESS_BOUND_S)
+
+
+def no_piece_of(token, text):
+    """Neither the token nor any 8-character stretch of it is in `text`."""
+    return all(token[i:i + 8] not in text for i in range(len(token) - 7))
+
+
+def test_a_token_in_a_header_reaches_the_server_and_nothing_else_holds_it(guarded_server,
+                                                                          tmp_path):
+    from openprogram.runtimes.cassette import RecordingRuntime, ReplayRuntime
+    url, seen = guarded_server
+    path = tmp_path / "vault.jsonl"
+    rec = RecordingRuntime(ScriptedRuntime([pick("whoami", {}),
+                                            pick("rotate", {"new_secret": "hunter22"})]), path)
+    with mcp.connect(url, name="vault", headers={"Authorization": f"Bearer {TOKEN}"},
+                     runtime=rec) as conn:
+        assert sorted(o.name for o in conn.options) == ["rotate", "whoami"]
+        said = decision.make("Who am I?", conn.options, runtime=rec)
+        # the server echoed the header: its whole value is the secret
+        assert said == {"result": "you sent [redacted]"}
+        trace_text = json.dumps(decision.last_trace().to_dict(), default=repr)
+        with pytest.raises(DecisionError) as err:
+            decision.make("Rotate it.", conn.options, runtime=rec, max_retries=0)
+        assert err.value.kind == "tool_error" and "rotation refused for [redacted]" in \
+            str(err.value)
+        failed = json.dumps(err.value.trace.to_dict(), default=repr)
+        shown = repr(conn) + repr(vars(conn)) + "".join(repr(vars(s)) for s in conn.servers)
+        assert conn.calls == [("whoami", {}), ("rotate", {"new_secret": "hunter22"})]
+    assert seen and all(h == f"Bearer {TOKEN}" for h in seen)  # every request carried it
+    text = path.read_text(encoding="utf-8")
+    for where in (text, trace_text, failed, str(err.value), repr(err.value), shown):
+        assert no_piece_of(TOKEN, where), where
+    assert "you sent [redacted]" in text
+    # the masked recording replays, with no server
+    assert decision.make("Who am I?", conn.options, runtime=ReplayRuntime(path)) == said
+
+
+def test_the_result_cache_never_holds_a_header_token_a_server_echoes(guarded_server, tmp_path):
+    url, seen = guarded_server
+    cache = tmp_path / "tools.json"
+    with mcp.connect(url, name="vault", cache=cache,
+                     headers={"X-Api-Key": TOKEN}) as conn:  # not a bearer: any secret name
+        assert conn.call("whoami") == {"result": "you sent [redacted]"}
+    assert no_piece_of(TOKEN, cache.read_text(encoding="utf-8"))
+    with mcp.connect(url, name="vault", cache=cache,
+                     headers={"X-Api-Key": TOKEN}) as conn:
+        assert conn.call("whoami") == {"result": "you sent [redacted]"}  # from the cache
+        assert conn.calls == []
+
+
+def test_a_configs_url_server_takes_its_own_headers(guarded_server):
+    url, seen = guarded_server
+    config = {"mcpServers": {"vault": {"url": url,
+                                       "headers": {"Authorization": f"Bearer {TOKEN}"}}}}
+    with mcp.connect(config=config) as conn:
+        assert conn.call("whoami") == {"result": "you sent [redacted]"}
+        assert repr(conn.servers[0].headers) == "{'Authorization': <secret>}"
+    assert seen[-1] == f"Bearer {TOKEN}"
+
+
+def test_a_server_that_refuses_the_token_is_named_without_it(guarded_server):
+    url, seen = guarded_server
+    wrong = "tok-" + "Zz8" * 10
+    with pytest.raises(mcp.ServerError, match="vault.*could not be started") as err:
+        finishes(lambda: mcp.connect(url, name="vault", timeout_s=20,
+                                     headers={"Authorization": f"Bearer {wrong}"}).open())
+    assert seen and seen[-1] == f"Bearer {wrong}"
+    assert no_piece_of(wrong, str(err.value) + repr(err.value))
+    assert err.value.__cause__ is None or no_piece_of(wrong, repr(err.value.__cause__))
+
+
+def test_headers_need_a_url_and_must_be_strings():
+    with pytest.raises(UsageError, match=r"headers=.*streamable-HTTP.*env= instead"):
+        mcp.connect(TIME, headers={"Authorization": "Bearer abcdefgh123"})
+    with pytest.raises(UsageError, match="headers must be a dict") as err:
+        mcp.connect("http://127.0.0.1:9/mcp", headers={"Authorization": 12345678901})
+    assert "12345678901" not in str(err.value)
+    with pytest.raises(UsageError, match="server 'x': headers must be a dict"):
+        mcp.read_config({"mcpServers": {"x": {"url": "http://127.0.0.1:9/mcp",
+                                               "headers": ["Bearer abc"]}}})

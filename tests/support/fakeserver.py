@@ -135,6 +135,41 @@ def tool_fields_error(provider: str, body: Any) -> str | None:
     return None
 
 
+def deferred_tool_error(provider: str, body: Any) -> str | None:
+    """The 400 the messages API gives a conversation that calls a tool sent with
+    `defer_loading` which no tool search in that conversation loaded, or None. A deferred
+    tool is loaded by a `tool_search_tool_result` whose `tool_references` name it, and that
+    result must follow its `server_tool_use` (the same id) in an earlier or the same assistant
+    turn: what a re-ask that rebuilds the turn without those blocks would lose. (The rule is
+    the documented one; the wording of the message is this server's.)"""
+    if provider != "anthropic" or not isinstance(body, dict):
+        return None
+    deferred = {t.get("name") for t in body.get("tools") or []
+                if isinstance(t, dict) and t.get("defer_loading")}
+    if not deferred:
+        return None
+    loaded: set = set()
+    for i, m in enumerate(body.get("messages") or []):
+        if not isinstance(m, dict) or m.get("role") != "assistant" or \
+                not isinstance(m.get("content"), list):
+            continue
+        searches = set()
+        for k, b in enumerate(m["content"]):
+            kind = b.get("type") if isinstance(b, dict) else None
+            if kind == "server_tool_use":
+                searches.add(b.get("id"))
+            elif kind == "tool_search_tool_result":
+                if b.get("tool_use_id") not in searches:
+                    return (f"messages.{i}.content.{k}: tool_search_tool_result block(s) "
+                            f"must follow the server_tool_use block with the same id")
+                refs = (b.get("content") or {}).get("tool_references") or []
+                loaded |= {r.get("tool_name") for r in refs if isinstance(r, dict)}
+            elif kind == "tool_use" and b.get("name") in deferred - loaded:
+                return (f"messages.{i}.content.{k}: tool_use of {b.get('name')!r}, a tool "
+                        f"with defer_loading that no tool search in this conversation loaded")
+    return None
+
+
 class _QuietServer(ThreadingHTTPServer):
     # socketserver listens with a backlog of 5: a run opening 64 connections at once then sees
     # some reset, which no provider's server does (their backlogs are in the hundreds)
@@ -286,7 +321,8 @@ class FakeServer:
             self.requests.append(Request(h.command, h.path, dict(h.headers), body))
             rule = next((r for r in self.refusals if isinstance(body, dict) and r.when(body)),
                         None)
-            wrong = tool_fields_error(self.provider, body)
+            wrong = tool_fields_error(self.provider, body) or \
+                deferred_tool_error(self.provider, body)
             if rule is None and wrong is not None:   # the API's own check, before any reply
                 rule = Refusal(lambda b: True, 400, wrong)
             if rule is not None:

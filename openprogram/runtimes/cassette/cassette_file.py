@@ -79,7 +79,7 @@ def request_record(messages: list[dict], tools: list[dict] | None,
 def response_record(resp: ModelResponse) -> dict:
     out = {"text": _plain(resp.text), "tool_calls": [_plain(t) for t in resp.tool_calls],
            "usage": _plain(resp.usage), "model": _plain(resp.model)}
-    for key in ("finish_reason", "refusal", "raw", "confidence"):
+    for key in ("finish_reason", "refusal", "raw", "confidence", "content_blocks"):
         if getattr(resp, key, None) is not None:
             out[key] = _plain(getattr(resp, key))
     return out

@@ -131,7 +131,7 @@ def answer(entry: dict, *, cached: bool = False) -> ModelResponse:
                     for t in r.get("tool_calls") or []],
         usage=dict(r["usage"]) if r.get("usage") else None, model=r.get("model"),
         finish_reason=r.get("finish_reason"), refusal=r.get("refusal"), raw=r.get("raw"),
-        cached=cached, confidence=r.get("confidence"))
+        cached=cached, confidence=r.get("confidence"), content_blocks=r.get("content_blocks"))
     return resp
 
 

@@ -43,6 +43,7 @@ from ...runtime.runtime import ModelCallError, ModelResponse, to_blocks
 from .batch import BatchRuntime
 from .faults import Malformed
 from .replies import Ask, StreamedReply, json_args, tc_parts, tool_call
+from .key_redaction import redact_json
 from .runtime import ProviderAPI, ProviderRuntime, unique_tools
 from .strict_schema import api_name
 
@@ -174,6 +175,17 @@ class AnthropicRuntime(ProviderRuntime):
                 break
         return resp
 
+    def _finish(self, resp: ModelResponse, ask: Ask, response_json: Any) -> ModelResponse:
+        """The core's reply, and the reply's own content blocks beside it when some have no
+        core form: a tool search's `server_tool_use` and `tool_search_tool_result` must go back
+        in the assistant turn of a re-ask or a tool round, before the `tool_use` of the tool
+        the search loaded, or the API would see a call of a tool that was never loaded."""
+        resp = super()._finish(resp, ask, response_json)
+        blocks = _content_blocks(response_json)
+        if blocks and any(b.get("type") not in ("text", "tool_use") for b in blocks):
+            resp.content_blocks = redact_json(blocks, self.redact)
+        return resp
+
     def _refused(self, resp: ModelResponse) -> str | None:
         if resp.finish_reason == "refusal":
             return resp.text or "the model declined to answer (stop_reason 'refusal')"
@@ -187,6 +199,45 @@ TOOL_SEARCH = {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_to
 
 _TOOL_CHOICE = {"required": {"type": "any", "disable_parallel_tool_use": True},
                 "auto": {"type": "auto"}, "none": {"type": "none"}}
+
+
+def _content_blocks(response_json: Any) -> list[dict] | None:
+    """The content blocks of a messages-API reply as the API takes them back: from the whole
+    response, or rebuilt from its stream's events (None when the stream was cut short of
+    them, or a block's input does not parse)."""
+    if not isinstance(response_json, dict):
+        return None
+    if isinstance(response_json.get("content"), list):
+        return [_param(b) for b in response_json["content"] if isinstance(b, dict)]
+    events = response_json.get("stream")
+    if not isinstance(events, list):
+        return None
+    blocks: dict[int, dict] = {}
+    partial: dict[int, str] = {}
+    for e in events:
+        if not isinstance(e, dict):  # the raw record's "[n more events cut]"
+            return None
+        i, kind = e.get("index"), e.get("type")
+        if kind == "content_block_start" and isinstance(e.get("content_block"), dict):
+            blocks[i] = dict(e["content_block"])
+        elif kind == "content_block_delta" and i in blocks:
+            d = e.get("delta") or {}
+            if d.get("type") == "text_delta":
+                blocks[i]["text"] = (blocks[i].get("text") or "") + (d.get("text") or "")
+            elif d.get("type") == "input_json_delta":
+                partial[i] = partial.get(i, "") + (d.get("partial_json") or "")
+    for i, text in partial.items():
+        try:
+            blocks[i]["input"] = json.loads(text) if text.strip() else {}
+        except ValueError:
+            return None
+    return [_param(blocks[i]) for i in sorted(blocks)]
+
+
+def _param(block: dict) -> dict:
+    # a response block as a request block: the response's empty fields (citations: null...)
+    # are not fields a request sends
+    return {k: v for k, v in block.items() if v is not None}
 
 
 def _input_tokens(u: Any) -> int | None:
@@ -245,6 +296,9 @@ def to_anthropic_messages(messages: list[dict]) -> list[dict]:
         role = m.get("role")
         if role == "user":
             role, blocks = "user", _user_blocks(m.get("content", ""))
+        elif role == "assistant" and m.get("content_blocks"):
+            # the reply's own blocks, as the API sent them (a tool search and what it loaded)
+            blocks = [dict(b) for b in m["content_blocks"]]
         elif role == "assistant":
             blocks = [{"type": "text", "text": m["content"]}] if m.get("content") else []
             for i, n, a in map(tc_parts, m.get("tool_calls") or []):

@@ -141,3 +141,101 @@ def test_evaluate_reports_the_native_searchs_recall_from_what_it_loaded():
                                 progress=False, runtime=anthropic(server, stream=False))
     assert run.picks == ["get_weather", "get_weather", "get_metric_3", "get_weather"]
     assert run.shortlist_recall == 2 / 3 and run.accuracy == 3 / 4
+
+
+def searched_events(pick_name, args):
+    """The same reply as a stream of server-sent events, as the messages API streams it: the
+    search's input arrives as input_json_delta pieces, its result whole."""
+    reply = searched_reply(pick_name, args)
+    events = [("message_start", {"type": "message_start", "message": {
+        **{k: v for k, v in reply.items() if k != "content"}, "content": [],
+        "stop_reason": None}})]
+    for i, block in enumerate(reply["content"]):
+        start = {**block, "input": {}} if "input" in block else block
+        events.append(("content_block_start", {"type": "content_block_start", "index": i,
+                                               "content_block": start}))
+        if "input" in block:
+            text = json.dumps(block["input"])
+            for piece in (text[:5], text[5:]):
+                events.append(("content_block_delta", {
+                    "type": "content_block_delta", "index": i,
+                    "delta": {"type": "input_json_delta", "partial_json": piece}}))
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
+    events += [("message_delta", {"type": "message_delta", "delta": {
+                   "stop_reason": "tool_use", "stop_sequence": None},
+                   "usage": {"output_tokens": 30}}),
+               ("message_stop", {"type": "message_stop"})]
+    return "".join(f"event: {n}\ndata: {json.dumps(d)}\n\n" for n, d in events)
+
+
+def assert_reask_keeps_the_search(body, pick_id="toolu_1"):
+    """The re-ask's request holds the search's blocks before the call, as the reply had them,
+    and the call's result answers that call."""
+    assistant, user = body["messages"][1], body["messages"][2]
+    assert [b["type"] for b in assistant["content"]] == \
+        ["server_tool_use", "tool_search_tool_result", "tool_use"]
+    assert assistant["content"][0] == {"type": "server_tool_use", "id": "srvtoolu_1",
+                                       "name": "tool_search_tool_bm25",
+                                       "input": {"query": "weather"}}
+    assert assistant["content"][1]["content"]["tool_references"] == \
+        [{"type": "tool_reference", "tool_name": "get_weather"}]
+    assert [(b["type"], b["tool_use_id"]) for b in user["content"]] == [("tool_result", pick_id)]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_re_ask_after_a_native_search_keeps_the_search_blocks(stream):
+    from anthropic.types import ServerToolUseBlockParam, ToolSearchToolResultBlockParam
+    first = raw(searched_events("get_weather", {"city": 5}), content_type="text/event-stream") \
+        if stream else raw(json.dumps(searched_reply("get_weather", {"city": 5})))
+    with FakeServer("anthropic") as server:
+        server.push(first, tools(("toolu_2", "get_weather", {"city": "Oslo"})))
+        got = decision.make("What's the weather in Oslo?", make_menu(), mode="tools",
+                            shortlist="native", runtime=anthropic(server, stream=stream))
+        assert server.refused == 0  # the server's check of the loaded tools passed
+        first_body, reask = server.bodies
+    assert got == "get_weather:Oslo"
+    assert decision.last_trace().attempts[0].error_kind == "type_mismatch"  # city: 5, re-asked
+    assert_reask_keeps_the_search(reask)
+    # the blocks sent back are the SDK's own request shapes
+    search, result, _ = reask["messages"][1]["content"]
+    assert set(search) <= set(typing.get_type_hints(ServerToolUseBlockParam))
+    assert set(result) <= set(typing.get_type_hints(ToolSearchToolResultBlockParam))
+
+
+def test_the_loopback_server_refuses_a_call_of_a_deferred_tool_no_search_loaded():
+    """The check the test above relies on: the re-ask as it was rebuilt before (the text and
+    tool_use blocks alone) is refused, as the API refuses it."""
+    import anthropic as sdk
+    body = {"model": "test-model", "max_tokens": 64,
+            "tools": [{"name": "get_weather", "input_schema": {"type": "object"},
+                       "defer_loading": True},
+                      {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}],
+            "messages": [{"role": "user", "content": "Weather in Oslo?"},
+                         {"role": "assistant", "content": [
+                             {"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+                              "input": {"city": 5}}]},
+                         {"role": "user", "content": [
+                             {"type": "tool_result", "tool_use_id": "toolu_1",
+                              "content": "city must be a string"}]}]}
+    with FakeServer("anthropic") as server:
+        client = sdk.Anthropic(base_url=server.base_url, api_key=FAKE_KEY, max_retries=0)
+        with pytest.raises(sdk.BadRequestError, match="no tool search in this conversation "
+                                                      "loaded"):
+            client.messages.create(**body)
+        assert server.refused == 1
+
+
+def test_a_recorded_re_ask_after_a_native_search_replays(tmp_path):
+    from openprogram.runtimes.cassette import RecordingRuntime, ReplayRuntime
+    path = tmp_path / "native.jsonl"
+    with FakeServer("anthropic") as server:
+        server.push(raw(json.dumps(searched_reply("get_weather", {"city": 5}))),
+                    tools(("toolu_2", "get_weather", {"city": "Oslo"})))
+        rec = RecordingRuntime(anthropic(server, stream=False), path)
+        live = decision.make("Weather in Oslo?", make_menu(12), mode="tools",
+                             shortlist="native", runtime=rec)
+        assert server.refused == 0
+    replayed = decision.make("Weather in Oslo?", make_menu(12), mode="tools",
+                             shortlist="native", runtime=ReplayRuntime(path))
+    assert replayed == live == "get_weather:Oslo"
+    assert [a.error_kind for a in decision.last_trace().attempts] == ["type_mismatch", None]
