@@ -116,10 +116,13 @@ _PICK_START = re.compile(r"""\{(?:[ \t\r\n]|//[^\n]{0,200}\n|/\*[^*]{0,200}\*/){
 
 
 # The object lane of the syntax repair: after an object key (the token loop's own token), the
-# rest of a member whose value is a scalar (a string in either quotes, a number, a literal, each
-# as _TOKEN reads it), and the comma and the next key after it when they follow, in one match. Only single
-# spaces around the colon and the comma: each is one token of the loop, so a match spends
-# exactly the budget its tokens would.
+# rest of a member in one match: a scalar value (a string in either quotes, a number, a literal,
+# each as _TOKEN reads it) and what follows it (a comma and the next key, or the object's `}`
+# with or without a trailing comma), or a nested object's `{` and its first key, quoted with
+# ' or bare (a `{"` goes to the token loop, which hands it to the C decoder). After a `}`,
+# _AFTER reads on in the object around it. Only single spaces around the colon, the comma and
+# the brace: each is one token of the loop, so a match spends exactly the budget its tokens
+# would.
 # Strings of a few hundred characters only: the token loop finds a long one's end by substring
 # search, many times faster than a pattern reads it. (Possessive: a string ends at its first
 # unescaped quote, one way only, so a match that fails is not tried a character shorter.)
@@ -129,7 +132,9 @@ _NUM = (r"-?(?:0|[1-9][0-9]{0,999})(?:\.[0-9]{1,1000})?(?:[eE][+-]?[0-9]{1,4})?"
         r"(?![0-9A-Za-z_.])")
 _VALUE = rf"{_DQ}|{_SQ}|{_NUM}|(?:true|false|null|True|False|None)(?![A-Za-z0-9_$])"
 _KEY = rf"{_DQ}|{_SQ}|[A-Za-z_$][A-Za-z0-9_$]{{0,99}}(?![A-Za-z0-9_$])"
-_MEMBER = re.compile(rf" ?: ?({_VALUE})(?: ?, ?({_KEY}))?", re.S)
+_MEMBER = re.compile(rf" ?: ?(?:({_VALUE})(?: ?, ?({_KEY})| ?(,)? ?(\}}))?"
+                     rf"|\{{({_SQ}|[A-Za-z_$][A-Za-z0-9_$]{{0,99}}(?![A-Za-z0-9_$])))", re.S)
+_AFTER = re.compile(rf" ?, ?({_KEY})| ?(,)? ?(\}})", re.S)
 # What can follow a `{` in JSON (the C decoder fails at once on anything else).
 _OBJECT_GOES_ON = ('"', "}", " ", "\t", "\r", "\n")
 _new = object.__new__
@@ -334,9 +339,12 @@ def _one_value(text: str, start: int, budget: list[int],
         if top is not None and state == "key":
             if kind not in ("dq", "sq", "word"):
                 raise _Fail("an object key that is not a string")
-            # A member at a time while the members are plain (`key: scalar, key`, single
-            # spaces): each match stands for the tokens it spans, spends the budget they would
-            # and leaves what they would; anything else goes back to the token loop.
+            # A member at a time while the members are plain (`key: scalar, key`, a nested
+            # `{'key'`, a closing `}`; single spaces): each match stands for the tokens it
+            # spans and leaves what they would. A match is taken only where none of its tokens
+            # could stop the reading (the budget, the depth, the count of repairs), so it spends
+            # what they would and the reading stops where the token loop's would; anything
+            # else goes back to the token loop, from the key just read or the `}` just closed.
             below = None  # the path of the frames below this object, once a repair needs it
             while True:
                 if kind == "word":
@@ -357,17 +365,38 @@ def _one_value(text: str, start: int, budget: list[int],
                 top[1] = "colon"
                 pos = end
                 m = _MEMBER.match(text, end)
-                if m is None:
+                if m is None or len(repairs) > _MAX_REPAIRS - 3:
                     break
                 regs = m.regs
                 a, b = regs[1]
-                nxt = regs[2] if regs[2][0] >= 0 else None
-                # the colon, the value, a space before either; a space, the comma, a space
-                # and the key after it
-                budget[0] -= a - end + 1 + (nxt[0] - b + 1 if nxt else 0)
-                if budget[0] < 0:
-                    budget[0] = -1  # where the token loop stops
-                    raise _Fail("the reply took more reading than its length allows")
+                if a < 0:
+                    # a nested object and its first key: the colon, spaces, the `{`, the key
+                    a, b = regs[5]
+                    if a - end + 1 > budget[0] or len(stack) >= _MAX_DEPTH:
+                        break
+                    budget[0] -= a - end + 1
+                    if scan_left[0] > 0:
+                        scan_left[0] -= 1  # the C decoder's failure one character in
+                    top[1] = "value"
+                    if here is None:
+                        below = _path(stack[:-1]) if below is None else below
+                        here = f"{below}.{top[2]}" if below else top[2]
+                    below = here
+                    top = ["{", "key", None, None]
+                    stack.append(top)
+                    out.append(":{")
+                    pos, end = a, b
+                    tok = text[a:b]
+                    kind = "sq" if tok[0] == "'" else "word"
+                    continue
+                nxt, close = regs[2], regs[4]
+                # the colon, the value, a space before either; then a space, the comma, a
+                # space and the next key, or spaces, a comma and the `}`
+                spend = a - end + 1 + (nxt[0] - b + 1 if nxt[0] >= 0 else
+                                       close[1] - b if close[0] >= 0 else 0)
+                if spend > budget[0]:
+                    break
+                budget[0] -= spend
                 tok = text[a:b]
                 c = tok[0]
                 if c == "'" or c in "TFN":
@@ -381,11 +410,46 @@ def _one_value(text: str, start: int, budget: list[int],
                         tok = _PYTHON[tok]
                         note("python_literal", a, b, tok, here)
                 top[1] = "after"
-                if nxt is None:
-                    out.append(":" + tok)
-                    pos = b
+                if nxt[0] >= 0:
+                    out.append(":" + tok + ",")
+                    pos, end = nxt
+                    tok = text[pos:end]
+                    kind = "dq" if tok[0] == '"' else "sq" if tok[0] == "'" else "word"
+                    continue
+                out.append(":" + tok)
+                pos = b
+                if close[0] < 0:
                     break
-                out.append(":" + tok + ",")
+                comma = regs[3][0]
+                nxt = None
+                while True:  # the object closes, and the objects around it while they do
+                    if comma >= 0:
+                        note("trailing_comma", comma, comma + 1, "")
+                    stack.pop()
+                    out.append("}")
+                    pos = close[1]
+                    if not stack:
+                        return "".join(out), repairs, pos
+                    top = stack[-1]
+                    top[1] = "after"
+                    m = _AFTER.match(text, pos) if top[0] == "{" else None
+                    if m is None or len(repairs) >= _MAX_REPAIRS:
+                        break
+                    regs = m.regs
+                    if regs[1][0] >= 0:  # a comma and the next key
+                        if regs[1][0] - pos + 1 <= budget[0]:
+                            nxt = regs[1]
+                        break
+                    close = regs[3]
+                    if close[1] - pos > budget[0]:
+                        break
+                    budget[0] -= close[1] - pos
+                    comma = regs[2][0]
+                if nxt is None:
+                    break
+                budget[0] -= nxt[0] - pos + 1
+                out.append(",")
+                below = None
                 pos, end = nxt
                 tok = text[pos:end]
                 kind = "dq" if tok[0] == '"' else "sq" if tok[0] == "'" else "word"
