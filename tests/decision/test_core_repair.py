@@ -686,7 +686,7 @@ def test_the_object_lane_reads_as_the_token_loop_alone(args, flags, spacing, cut
                 fixed, repairs, end = R._one_value(text, start, left, cut)
             except R._Fail:
                 return "failed", left
-            return fixed, end, [(r.kind, r.path, r.span) for r in repairs], left
+            return fixed, end, repairs, left  # (kind, path, span, text written) each
         finally:
             R._MEMBER = saved
 
