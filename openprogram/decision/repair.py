@@ -116,10 +116,13 @@ _PICK_START = re.compile(r"""\{(?:[ \t\r\n]|//[^\n]{0,200}\n|/\*[^*]{0,200}\*/){
 
 
 # The object lane of the syntax repair: after an object key (the token loop's own token), the
-# rest of a member whose value is a scalar (a string in either quotes, a number, a literal, each
-# as _TOKEN reads it), and the comma and the next key after it when they follow, in one match. Only single
-# spaces around the colon and the comma: each is one token of the loop, so a match spends
-# exactly the budget its tokens would.
+# rest of a member in one match: a scalar value (a string in either quotes, a number, a literal,
+# each as _TOKEN reads it) and what follows it (a comma and the next key, or the object's `}`
+# with or without a trailing comma), or a nested object's `{` and its first key, quoted with
+# ' or bare (a `{"` goes to the token loop, which hands it to the C decoder). After a `}`,
+# _AFTER reads on in the object around it. Only single spaces around the colon, the comma and
+# the brace: each is one token of the loop, so a match spends exactly the budget its tokens
+# would.
 # Strings of a few hundred characters only: the token loop finds a long one's end by substring
 # search, many times faster than a pattern reads it. (Possessive: a string ends at its first
 # unescaped quote, one way only, so a match that fails is not tried a character shorter.)
@@ -129,7 +132,9 @@ _NUM = (r"-?(?:0|[1-9][0-9]{0,999})(?:\.[0-9]{1,1000})?(?:[eE][+-]?[0-9]{1,4})?"
         r"(?![0-9A-Za-z_.])")
 _VALUE = rf"{_DQ}|{_SQ}|{_NUM}|(?:true|false|null|True|False|None)(?![A-Za-z0-9_$])"
 _KEY = rf"{_DQ}|{_SQ}|[A-Za-z_$][A-Za-z0-9_$]{{0,99}}(?![A-Za-z0-9_$])"
-_MEMBER = re.compile(rf" ?: ?({_VALUE})(?: ?, ?({_KEY}))?", re.S)
+_MEMBER = re.compile(rf" ?: ?(?:({_VALUE})(?: ?, ?({_KEY})| ?(,)? ?(\}}))?"
+                     rf"|\{{({_SQ}|[A-Za-z_$][A-Za-z0-9_$]{{0,99}}(?![A-Za-z0-9_$])))", re.S)
+_AFTER = re.compile(rf" ?, ?({_KEY})| ?(,)? ?(\}})", re.S)
 # What can follow a `{` in JSON (the C decoder fails at once on anything else).
 _OBJECT_GOES_ON = ('"', "}", " ", "\t", "\r", "\n")
 _new = object.__new__
@@ -173,13 +178,31 @@ def _path(stack: list[list[Any]]) -> str:
     return out
 
 
-def _one_value(text: str, start: int, budget: list[int],
-               cut: bool = False) -> tuple[str, list[Repair], int]:
+def _records(notes: list[tuple[str, str, tuple[int, int], str]], text: str) -> list[Repair]:
+    """The `Repair` records of _one_value's notes, made only for the pick that is kept."""
+    out = []
+    for kind, path, span, after in notes:
+        a, b = span
+        before = text[a:b]
+        # made without the frozen dataclass's __init__ (an object.__setattr__ per field), as
+        # records.replace makes records: a small reply's repairs are most of what it costs
+        r = _new(Repair)
+        d = r.__dict__
+        d["kind"], d["path"], d["span"] = kind, path, span
+        d["before"] = before if len(before) <= _SHOWN else _clip(before)
+        d["after"] = after if len(after) <= _SHOWN else _clip(after)
+        out.append(r)
+    return out
+
+
+def _one_value(text: str, start: int, budget: list[int], cut: bool = False
+               ) -> tuple[str, list[tuple[str, str, tuple[int, int], str]], int]:
     """The JSON text of the one value that starts at `start` (a `{`), with the syntax repairs
-    it needed, and where it ends in `text`; _Fail when it cannot be read as exactly one
-    value. (A comment at the very end of a cut-off reply is text, not a value: dropped.)"""
+    it needed (as notes for _records: kind, path, the span of the text it replaced, the text
+    written), and where it ends in `text`; _Fail when it cannot be read as exactly one value.
+    (A comment at the very end of a cut-off reply is text, not a value: dropped.)"""
     out: list[str] = []
-    repairs: list[Repair] = []
+    repairs: list[tuple[str, str, tuple[int, int], str]] = []
     # A frame: [bracket, state, key or index (None before the first), pending comma position]
     stack: list[list[Any]] = []
     match = _TOKEN.match
@@ -189,19 +212,16 @@ def _one_value(text: str, start: int, budget: list[int],
     def note(kind: str, a: int, b: int, after: str, path: str | None = None) -> None:
         if len(repairs) >= _MAX_REPAIRS:
             raise _Fail("too many repairs")
-        before = text[a:b]
-        # made without the frozen dataclass's __init__ (an object.__setattr__ per field), as
-        # records.replace makes records: a small reply's repairs are most of what it costs
-        r = _new(Repair)
-        d = r.__dict__
-        d["kind"], d["path"], d["span"] = kind, _path(stack) if path is None else path, (a, b)
-        d["before"] = before if len(before) <= _SHOWN else _clip(before)
-        d["after"] = after if len(after) <= _SHOWN else _clip(after)
-        repairs.append(r)
+        repairs.append((kind, _path(stack) if path is None else path, (a, b), after))
 
-    def value_done() -> None:
-        if stack:
-            stack[-1][1] = "after"
+    if text[start:start + 1] == "{":
+        # the token loop's first step, taken without it: the pick's own `{`
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise _Fail("the reply took more reading than its length allows")
+        stack.append(["{", "key", None, None])
+        out.append("{")
+        pos += 1
 
     while True:
         if pos >= n:
@@ -256,7 +276,7 @@ def _one_value(text: str, start: int, budget: list[int],
                 items = run.group()
                 top[2] = (-1 if top[2] is None else top[2]) + items.count(",") + 1
                 out.append(items)
-                value_done()
+                top[1] = "after"  # a value done
                 pos = run.end()
                 continue
         if kind == "p":
@@ -286,7 +306,7 @@ def _one_value(text: str, start: int, budget: list[int],
                         scan_left[0] = 0
                     else:
                         out.append(text[pos:end])
-                        value_done()
+                        top[1] = "after"
                         pos = end
                         continue
                 stack.append([tok, "first" if tok == "[" else "key", None, None])
@@ -301,9 +321,9 @@ def _one_value(text: str, start: int, budget: list[int],
                     raise _Fail("a closing bracket where a key or value belongs")
                 stack.pop()
                 out.append(tok)
-                value_done()
                 if not stack:
                     return "".join(out), repairs, end
+                stack[-1][1] = "after"
             elif tok == ":":
                 if state != "colon" or top is None:
                     raise _Fail("a colon out of place")
@@ -334,58 +354,145 @@ def _one_value(text: str, start: int, budget: list[int],
         if top is not None and state == "key":
             if kind not in ("dq", "sq", "word"):
                 raise _Fail("an object key that is not a string")
-            # A member at a time while the members are plain (`key: scalar, key`, single
-            # spaces): each match stands for the tokens it spans, spends the budget they would
-            # and leaves what they would; anything else goes back to the token loop.
-            below = None  # the path of the frames below this object, once a repair needs it
+            # A member at a time while the members are plain (`key: scalar, key`, a nested
+            # `{'key'`, a closing `}`; single spaces): each match stands for the tokens it
+            # spans and leaves what they would. A match is taken only where none of its tokens
+            # could stop the reading (the budget, the depth, the count of repairs), so it spends
+            # what they would and the reading stops where the token loop's would; anything
+            # else goes back to the token loop, from the key just read or the `}` just closed.
+            # the path of the frames below this object, once a repair needs it
+            below = "" if len(stack) == 1 else None
             while True:
-                if kind == "word":
-                    key = json.dumps(tok)
-                    top[2] = tok
+                if kind == "sq" and "\\" not in tok and '"' not in tok:
+                    name = tok[1:-1]  # (_sq_to_dq's plain case, without its call)
+                    key = '"' + name + '"'
+                elif kind == "word":
+                    name = tok
+                    key = '"' + tok + '"'  # json.dumps(tok): a word has nothing to escape
                 else:
                     key = tok if kind == "dq" else _sq_to_dq(tok)
                     try:
-                        top[2] = key[1:-1] if "\\" not in key else _DECODER.decode(key)
+                        name = key[1:-1] if "\\" not in key else _DECODER.decode(key)
                     except ValueError:
                         raise _Fail("an object key that is not JSON text") from None
-                here = None
-                if kind != "dq":
-                    below = _path(stack[:-1]) if below is None else below
-                    here = f"{below}.{top[2]}" if below else top[2]
-                    note("single_quotes" if kind == "sq" else "unquoted_key", pos, end, key, here)
-                out.append(key)
-                top[1] = "colon"
-                pos = end
+                top[2] = name
+                if kind == "dq":
+                    here = None
+                else:
+                    if below is None:
+                        below = _path(stack[:-1])
+                    here = f"{below}.{name}" if below else name
+                    if len(repairs) >= _MAX_REPAIRS:
+                        raise _Fail("too many repairs")
+                    repairs.append(("single_quotes" if kind == "sq" else "unquoted_key", here,
+                                    (pos, end), key))
+                # (the key is written with what follows it, and the frame's state and `pos`
+                # are set only where the lane stops)
                 m = _MEMBER.match(text, end)
-                if m is None:
+                if m is None or len(repairs) > _MAX_REPAIRS - 3:
+                    out.append(key)
+                    top[1], pos = "colon", end
                     break
                 regs = m.regs
                 a, b = regs[1]
-                nxt = regs[2] if regs[2][0] >= 0 else None
-                # the colon, the value, a space before either; a space, the comma, a space
-                # and the key after it
-                budget[0] -= a - end + 1 + (nxt[0] - b + 1 if nxt else 0)
-                if budget[0] < 0:
-                    budget[0] = -1  # where the token loop stops
-                    raise _Fail("the reply took more reading than its length allows")
-                tok = text[a:b]
-                c = tok[0]
-                if c == "'" or c in "TFN":
+                if a < 0:
+                    # a nested object and its first key: the colon, spaces, the `{`, the key
+                    a, b = regs[5]
+                    if a - end + 1 > budget[0] or len(stack) >= _MAX_DEPTH:
+                        out.append(key)
+                        top[1], pos = "colon", end
+                        break
+                    budget[0] -= a - end + 1
+                    if scan_left[0] > 0:
+                        scan_left[0] -= 1  # the C decoder's failure one character in
+                    top[1] = "value"
                     if here is None:
                         below = _path(stack[:-1]) if below is None else below
-                        here = f"{below}.{top[2]}" if below else top[2]
-                    if c == "'":
-                        tok = _sq_to_dq(tok)
-                        note("single_quotes", a, b, tok, here)
-                    else:
-                        tok = _PYTHON[tok]
-                        note("python_literal", a, b, tok, here)
-                top[1] = "after"
-                if nxt is None:
-                    out.append(":" + tok)
-                    pos = b
+                        here = f"{below}.{name}" if below else name
+                    below = here
+                    top = ["{", "key", None, None]
+                    stack.append(top)
+                    out.append(key + ":{")
+                    pos, end = a, b
+                    tok = text[a:b]
+                    kind = "sq" if tok[0] == "'" else "word"
+                    continue
+                # the colon, the value, a space before either; then a space, the comma, a
+                # space and the next key, or spaces, a comma and the `}`
+                nxt = regs[2]
+                if nxt[0] >= 0:
+                    spend = a - end + nxt[0] - b + 2
+                else:
+                    close = regs[4]
+                    spend = a - end + 1 + (close[1] - b if close[0] >= 0 else 0)
+                if spend > budget[0]:
+                    out.append(key)
+                    top[1], pos = "colon", end
                     break
-                out.append(":" + tok + ",")
+                budget[0] -= spend
+                tok = text[a:b]
+                c = tok[0]
+                # (no count check below: the match is taken with room for its repairs)
+                if c == "'":
+                    if here is None:
+                        below = _path(stack[:-1]) if below is None else below
+                        here = f"{below}.{name}" if below else name
+                    tok = '"' + tok[1:-1] + '"' if "\\" not in tok and '"' not in tok \
+                        else _sq_to_dq(tok)
+                    repairs.append(("single_quotes", here, regs[1], tok))
+                elif c in "TFN":
+                    if here is None:
+                        below = _path(stack[:-1]) if below is None else below
+                        here = f"{below}.{name}" if below else name
+                    tok = _PYTHON[tok]
+                    repairs.append(("python_literal", here, regs[1], tok))
+                if nxt[0] >= 0:
+                    out.append(f"{key}:{tok},")
+                    pos, end = nxt
+                    tok = text[pos:end]
+                    c = tok[0]
+                    kind = "sq" if c == "'" else "dq" if c == '"' else "word"
+                    continue
+                out.append(f"{key}:{tok}")
+                pos = b
+                if close[0] < 0:
+                    top[1] = "after"
+                    break
+                comma = regs[3][0]
+                nxt = None
+                while True:  # the object closes, and the objects around it while they do
+                    if comma >= 0:  # `here`: the path of the object's last member
+                        if here is None:
+                            below = _path(stack[:-1]) if below is None else below
+                            here = f"{below}.{top[2]}" if below else top[2]
+                        repairs.append(("trailing_comma", here, (comma, comma + 1), ""))
+                    stack.pop()
+                    out.append("}")
+                    pos = close[1]
+                    if not stack:
+                        return "".join(out), repairs, pos
+                    top = stack[-1]
+                    top[1] = "after"
+                    # the member of the object around it that held the one closed
+                    here, below = below, None
+                    m = _AFTER.match(text, pos) if top[0] == "{" else None
+                    if m is None or len(repairs) >= _MAX_REPAIRS:
+                        break
+                    regs = m.regs
+                    if regs[1][0] >= 0:  # a comma and the next key
+                        if regs[1][0] - pos + 1 <= budget[0]:
+                            nxt = regs[1]
+                        break
+                    close = regs[3]
+                    if close[1] - pos > budget[0]:
+                        break
+                    budget[0] -= close[1] - pos
+                    comma = regs[2][0]
+                if nxt is None:
+                    break
+                budget[0] -= nxt[0] - pos + 1
+                out.append(",")
+                below = None
                 pos, end = nxt
                 tok = text[pos:end]
                 kind = "dq" if tok[0] == '"' else "sq" if tok[0] == "'" else "word"
@@ -410,7 +517,7 @@ def _one_value(text: str, start: int, budget: list[int],
                 raise _Fail(f"a bare word {tok!r}")
         else:  # dq, num
             out.append(tok)
-        value_done()
+        top[1] = "after"
         pos = end
     # The reply ended inside the pick: only closing brackets may be missing, after a whole
     # value (a number or a word at the very end may itself be cut, so it is not closed).
@@ -452,11 +559,14 @@ def repair_syntax(text: str, cut: bool = False) -> tuple[dict[str, Any], tuple[i
     own inside a pick is not cut off; closing it would guess)."""
     if not isinstance(text, str) or len(text) > _MAX_TEXT:
         return None
+    first = text.find("{")  # found many times faster than the pattern's own search finds it
+    if first < 0:
+        return None
     budget = [_MAX_STARTS * (len(text) + 1)]
     found = None
     after = 0
     tries = 0
-    for m in _PICK_START.finditer(text):
+    for m in _PICK_START.finditer(text, first):
         s = m.start()
         if s < after:
             continue  # inside the value read last
@@ -478,9 +588,10 @@ def repair_syntax(text: str, cut: bool = False) -> tuple[dict[str, Any], tuple[i
             continue
         if stop != len(fixed):
             continue
-        if isinstance(obj, dict) and any(k in obj for k in ("call", "action", "function", "tool")):
+        if isinstance(obj, dict) and ("call" in obj or "action" in obj or "function" in obj
+                                      or "tool" in obj):
             found = (obj, (s, end), repairs)
-    return found
+    return None if found is None else (found[0], found[1], _records(found[2], text))
 
 
 # -- "menu": what the option set makes unambiguous -----------------------------------------------

@@ -649,6 +649,50 @@ def test_plain_members_read_in_one_match_as_token_by_token(args, flags, cut_at):
         [(r.kind, r.path, r.before.replace("\t", " "), r.after, r.span) for r in slow[2]]
 
 
+NO_MATCH = re.compile(r"(?!)")
+
+
+@settings(max_examples=300, deadline=None)
+@given(args=st.dictionaries(st.from_regex(r"[a-z_][a-z0-9_]{0,5}", fullmatch=True),
+                            PLAIN_JSON, max_size=5),
+       flags=st.fixed_dictionaries({k: st.booleans() for k in
+                                    ("sq", "bare", "py", "comma", "comment")}),
+       spacing=st.sampled_from([("", ""), (": ", ":"), (", ", ","), ("{", "{ "), ("}", " }"),
+                                (",}", ", }"), ("}", "},"), (" ", "  ")]),
+       cut_at=st.one_of(st.none(), st.integers(1, 400)),
+       budget=st.one_of(st.none(), st.integers(0, 80)))
+def test_the_object_lane_reads_as_the_token_loop_alone(args, flags, spacing, cut_at, budget):
+    # The lane (_MEMBER, _AFTER) reads members, nested objects and closing braces a match at a
+    # time; with _MEMBER never matching, every token goes through the token loop. Same pick,
+    # span, repairs, and the same budget left, on the whole reply or a budget that runs out.
+    text = "Here it is: " + dump({"call": "x", "args": args}, **flags).replace(*spacing)
+    cut = cut_at is not None
+    if cut:
+        text = text[:cut_at]
+
+    def read(lane):
+        saved = R._MEMBER
+        if not lane:
+            R._MEMBER = NO_MATCH
+        try:
+            if budget is None:
+                got = R.repair_syntax(text, cut)
+                return None if got is None else (
+                    got[:2], [(r.kind, r.path, r.before, r.after, r.span) for r in got[2]])
+            left, start = [budget], text.find("{")
+            if start < 0:
+                return None  # cut before the pick
+            try:
+                fixed, repairs, end = R._one_value(text, start, left, cut)
+            except R._Fail:
+                return "failed", left
+            return fixed, end, repairs, left  # (kind, path, span, text written) each
+        finally:
+            R._MEMBER = saved
+
+    assert read(lane=True) == read(lane=False)
+
+
 def json_ok(text):
     try:
         json.loads(text)
