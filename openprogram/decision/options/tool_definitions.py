@@ -203,14 +203,6 @@ class JsonSchemaOption(Option):
             out["description"] = self.description
         return out
 
-    def pick_schema(self) -> dict:
-        out = super().pick_schema()
-        args = out["properties"]["args"]
-        for key in ("$defs", "definitions"):
-            if key in args:  # `#/$defs/...` points at the root of the document
-                out[key] = args.pop(key)
-        return out
-
     def bind(self, args: dict, *, runtime: Any, context: dict, dropped: list[str],
              injected: list[str], prefix: str = "args") -> tuple[dict, dict]:
         kwargs = self.check(args, prefix, dropped)
