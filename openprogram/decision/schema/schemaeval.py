@@ -12,7 +12,12 @@ with its bounds, and `unevaluatedProperties` / `unevaluatedItems` through the an
 subschema reports (the names and positions it evaluated). What it cannot follow is refused at
 build time by name: a reference to another document (inline it under `$defs`) and
 `$dynamicRef` / `$dynamicAnchor`. A failure is a `ParseError` with the kind and the path of the
-value at fault, as validator.py's.
+value at fault, as validator.py's. It is long for one concept, a document of the whole
+vocabulary judged: each keyword's check is written once (the value keywords' tests and texts
+are value_keywords.py's, shared with validator.py), and what stays beside them belongs to the
+judging — the failure whose message is written only when read (`SchemaParseError`, since
+inside `not` / `if` / `anyOf` most failures are never read) and the delivery of `1.0` as `1`
+(`_whole`), which asks the same compiled branches which alternative a value fits.
 """
 from __future__ import annotations
 
