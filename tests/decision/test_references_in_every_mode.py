@@ -34,6 +34,7 @@ ORDER = {
         "flag": {"$ref": "#/$defs/a~1b"},          # a `~1`-escaped token
         "count": {"$ref": "parts/#/$defs/n"},      # relative to an embedded resource's $id
         "self": {"$ref": "#"},                     # the root: recursion through the document
+        "abs": {"$ref": "https://example.com/order#/properties/item"},   # the root's own URI
     },
     "$defs": {
         "node": {"type": "object", "additionalProperties": False,
@@ -51,10 +52,10 @@ LABEL = {"type": "object", "properties": {"n": {"$ref": "#/$defs/node"}, "m": {"
 
 GOOD = [{"item": {"sku": "AB"}, "again": {"sku": "CD"}, "tree": {"kids": [{"kids": []}]},
          "size": "S", "pct": 5, "flag": True, "count": 1.5, "self": {"size": "M", "self": {}}},
-        {"again": {"sku": "Q"}}, {}]
+        {"again": {"sku": "Q"}, "abs": {"sku": "R"}}, {}]
 BAD = [{"again": {"sku": "ab"}}, {"again": {}}, {"tree": {"kids": [{"kids": [], "x": 1}]}},
        {"size": "L"}, {"pct": 101}, {"flag": 1}, {"count": -1}, {"self": {"size": "XL"}},
-       {"self": {"self": {"again": {"sku": "x"}}}}]
+       {"self": {"self": {"again": {"sku": "x"}}}}, {"abs": {"sku": "lower"}}]
 LABEL_GOOD = [{"n": "abc", "m": {"n": "x"}}]
 LABEL_BAD = [{"n": "abcd"}, {"n": {"kids": []}}, {"m": {"n": 1}}]
 

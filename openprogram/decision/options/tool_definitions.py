@@ -192,10 +192,10 @@ class JsonSchemaOption(Option):
 
     def json_schema(self) -> dict:
         # The schema as given (allOf kept: flattened, a sibling additionalProperties would
-        # judge other keys), but for a root that is a reference, sent written out.
+        # judge other keys), but for a root that is a reference, sent written out. Its `$id`
+        # stays: a reference may be written relative to it, or as its absolute URI.
         base = self.schema if "$ref" in self.given else self.given
-        out = {k: v for k, v in copy.deepcopy(base).items()
-               if k not in ("$schema", "$id", "title")}
+        out = {k: v for k, v in copy.deepcopy(base).items() if k not in ("$schema", "title")}
         out.setdefault("type", "object")
         out.setdefault("properties", {})
         out = redescribe(out, self.described)
