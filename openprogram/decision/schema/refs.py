@@ -10,7 +10,10 @@ it sits in. The document is read for `$id`s and `$anchor`s once, and only when a
 needs them (a plain `#/...` pointer from the root is followed directly). What it cannot follow
 is an `OptionError` naming the reference: another document (to be inlined under `$defs`), a
 pointer to nothing, an anchor no `$anchor` defines, and — when the document is read —
-`$dynamicRef` / `$dynamicAnchor` and nesting deeper than `MAX_DEPTH`.
+`$dynamicRef` / `$dynamicAnchor` and nesting deeper than `MAX_DEPTH`. A document placed inside
+another (an option's arguments inside its pick, the picks inside json_schema mode's decision
+schema) keeps its meaning through `embed`, which points each of its references at a copy of the
+target under the host's root `$defs`.
 """
 from __future__ import annotations
 
