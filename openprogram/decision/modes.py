@@ -28,6 +28,7 @@ from ..base.model_protocol import ToolCall
 from .extract import Extraction, find_action, value_span
 from .options import Option
 from .options.kinds import example_text
+from .schema.refs import embed
 
 __all__ = ["MODES", "Mode", "MenuMode", "ToolsMode", "JsonSchemaMode", "ResponseSchemaMode",
            "get_mode", "format_mode", "decision_schema", "option_tool", "api_name"]
@@ -283,11 +284,18 @@ def _with_examples(option: Option) -> dict:
 
 
 def decision_schema(menu: Sequence[Option]) -> dict:
-    """One JSON Schema whose alternatives are the options' picks, under a root object."""
-    picks = [_with_examples(o) for o in menu]
-    return {"type": "object",
-            "properties": {ROOT_KEY: picks[0] if len(picks) == 1 else {"anyOf": picks}},
-            "required": [ROOT_KEY], "additionalProperties": False}
+    """One JSON Schema whose alternatives are the options' picks, under a root object. Each
+    pick is a document of its own placed below the root, so its references are rewritten
+    (`embed`) to point at copies of their targets under the root's `$defs`: a reference
+    means here what it means in the option's own schema (as in menu and tools mode)."""
+    defs: dict = {}
+    picks = [embed(_with_examples(o), defs, f"option {o.name!r}") for o in menu]
+    out = {"type": "object",
+           "properties": {ROOT_KEY: picks[0] if len(picks) == 1 else {"anyOf": picks}},
+           "required": [ROOT_KEY], "additionalProperties": False}
+    if defs:
+        out["$defs"] = defs
+    return out
 
 
 def tool_call_of(text: str) -> ToolCall | None:

@@ -26,6 +26,7 @@ from .menu import Menu, _hidden, param_lines, shown
 from ..schema.fields import (MISSING, Param, repr_head, looks_like_json_schema, user_stacklevel, function_params,
                              schema_field, validate)
 from ..schema.reply_values import safe_key
+from ..schema.refs import embed
 from ...base.text import safe_repr
 from ...trace.safe_html import clip
 from . import sources
@@ -178,8 +179,12 @@ class Option:
         return out
 
     def pick_schema(self) -> dict:
-        """The JSON Schema of a whole pick of this option: `{"call": name, "args": {...}}`."""
-        args = self.json_schema()
+        """The JSON Schema of a whole pick of this option: `{"call": name, "args": {...}}`, a
+        document of its own. The arguments' schema sits below the pick's root, so each of its
+        references is rewritten (`embed`) to mean what it means in `json_schema()`: pointed at
+        a copy of its target under the pick's `$defs`."""
+        defs: dict = {}
+        args = embed(self.json_schema(), defs, f"option {self.name!r}")
         # The option's description says what picking it does, so it goes on the pick, where a
         # model reading the schema (json_schema mode sends no menu text) meets it beside the name.
         description = args.pop("description", None)
@@ -187,6 +192,8 @@ class Option:
                 "required": ["call", "args"], "additionalProperties": False}
         if description:
             pick = {"description": description, **pick}
+        if defs:
+            pick["$defs"] = defs
         return pick
 
     def info(self) -> dict:

@@ -192,23 +192,15 @@ class JsonSchemaOption(Option):
 
     def json_schema(self) -> dict:
         # The schema as given (allOf kept: flattened, a sibling additionalProperties would
-        # judge other keys), but for a root that is a reference, sent written out.
+        # judge other keys), but for a root that is a reference, sent written out. Its `$id`
+        # stays: a reference may be written relative to it, or as its absolute URI.
         base = self.schema if "$ref" in self.given else self.given
-        out = {k: v for k, v in copy.deepcopy(base).items()
-               if k not in ("$schema", "$id", "title")}
+        out = {k: v for k, v in copy.deepcopy(base).items() if k not in ("$schema", "title")}
         out.setdefault("type", "object")
         out.setdefault("properties", {})
         out = redescribe(out, self.described)
         if self.description:
             out["description"] = self.description
-        return out
-
-    def pick_schema(self) -> dict:
-        out = super().pick_schema()
-        args = out["properties"]["args"]
-        for key in ("$defs", "definitions"):
-            if key in args:  # `#/$defs/...` points at the root of the document
-                out[key] = args.pop(key)
         return out
 
     def bind(self, args: dict, *, runtime: Any, context: dict, dropped: list[str],

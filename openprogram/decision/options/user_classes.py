@@ -399,13 +399,6 @@ class ClassOption(Option):
     def json_schema(self) -> dict:
         return redescribe(self.utype.document(), self.described)
 
-    def pick_schema(self) -> dict:
-        out = super().pick_schema()
-        defs = out["properties"]["args"].pop("$defs", None)
-        if defs:  # `#/$defs/...` points at the root of the document
-            out["$defs"] = defs
-        return out
-
     def bind(self, args: dict, *, runtime: Any, context: dict, dropped: list[str],
              injected: list[str], prefix: str = "args") -> tuple[dict, dict]:
         instance = self.utype.validate(args, prefix, dropped)

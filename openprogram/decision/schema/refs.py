@@ -10,7 +10,10 @@ it sits in. The document is read for `$id`s and `$anchor`s once, and only when a
 needs them (a plain `#/...` pointer from the root is followed directly). What it cannot follow
 is an `OptionError` naming the reference: another document (to be inlined under `$defs`), a
 pointer to nothing, an anchor no `$anchor` defines, and — when the document is read —
-`$dynamicRef` / `$dynamicAnchor` and nesting deeper than `MAX_DEPTH`.
+`$dynamicRef` / `$dynamicAnchor` and nesting deeper than `MAX_DEPTH`. A document placed inside
+another (an option's arguments inside its pick, the picks inside json_schema mode's decision
+schema) keeps its meaning through `embed`, which points each of its references at a copy of the
+target under the host's root `$defs`.
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
 from ...base.errors import OptionError
 from .reply_values import json_head
 
-__all__ = ["Document", "pointer_tokens", "join_uri", "SINGLE", "LISTS", "MAPS", "MAX_DEPTH"]
+__all__ = ["Document", "embed", "pointer_tokens", "join_uri", "SINGLE", "LISTS", "MAPS", "MAX_DEPTH"]
 
 #: The keywords whose value is one subschema, a list of them, or an object of them.
 SINGLE = ("not", "if", "then", "else", "items", "contains", "additionalProperties",
@@ -178,3 +181,71 @@ class Document:
                 node = (rest or True) if target is True else target
             seen += 1
         return node, base, name
+
+
+_DEF_NAME = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def embed(schema: Any, defs: dict, where: str = "the schema") -> Any:
+    """`schema`, a document of its own, rewritten to sit anywhere inside a host document whose
+    root `$defs` is `defs`: every `$ref` it holds is resolved by the one rule (against
+    `schema`'s own root, `$id`s and `$anchor`s) and pointed at a copy of its target added to
+    `defs` (`#/$defs/Name`, a plain name from `[A-Za-z0-9_.-]`, the form every provider follows,
+    recursion included). A definition keeps its own name unless `defs` already has it; an
+    anchor keeps its anchor's name, `#` becomes `root`, any other target the last token of its
+    pointer. `$id` and `$anchor` are left out (every reference that used them is written as a
+    pointer into `defs`), and so are the `$defs` / `definitions` containers (what they hold that
+    is referred to is in `defs`). Nothing else changes, so the copy accepts what `schema` does.
+    `schema` itself is not changed."""
+    return _Embedding(schema, defs, where).run()
+
+
+class _Embedding:
+    def __init__(self, schema: Any, defs: dict, where: str):
+        self.doc = Document(schema, where)
+        self.defs = defs
+        self.names: dict[int, str] = {}   # id(target in `schema`) -> its name in `defs`
+        self.pending: list[tuple[str, Any, str]] = []
+
+    def run(self) -> Any:
+        out = self.node(self.doc.root, "")
+        while self.pending:   # (a copied target may refer on: those join the list)
+            name, target, base = self.pending.pop()
+            self.defs[name] = self.node(target, base)
+        return out
+
+    def name_for(self, ref: str, target: Any, base: str) -> str:
+        name = self.names.get(id(target))
+        if name is None:
+            wanted = "root" if ref == "#" else _unescape(ref.rpartition("#")[2].rpartition("/")[2])
+            stem = _DEF_NAME.sub("_", wanted) or "ref"
+            name, n = stem, 2
+            while name in self.defs:
+                name, n = f"{stem}-{n}", n + 1
+            self.defs[name] = True   # (reserved: the copy is written once the walk is done)
+            self.names[id(target)] = name
+            self.pending.append((name, target, base))
+        return name
+
+    def node(self, s: Any, base: str) -> Any:
+        if not isinstance(s, dict):
+            return s
+        if isinstance(s.get("$id"), str):
+            base = join_uri(base, s["$id"]).partition("#")[0]
+        out: dict = {}
+        for k, v in s.items():
+            if k in ("$id", "$anchor", "$defs", "definitions"):
+                continue
+            if k == "$ref" and isinstance(v, str):
+                target, tbase, _ = self.doc.resolve(v, base)
+                out[k] = f"#/$defs/{self.name_for(v, target, tbase)}"
+            elif k in SINGLE:   # (a list under `items`: draft 7's tuple form)
+                out[k] = [self.node(x, base) for x in v] if isinstance(v, list) else \
+                    self.node(v, base)
+            elif k in LISTS and isinstance(v, list):
+                out[k] = [self.node(x, base) for x in v]
+            elif k in MAPS and isinstance(v, dict):
+                out[k] = {n: self.node(x, base) for n, x in v.items()}
+            else:
+                out[k] = v
+        return out

@@ -12,11 +12,15 @@ with its bounds, and `unevaluatedProperties` / `unevaluatedItems` through the an
 subschema reports (the names and positions it evaluated). What it cannot follow is refused at
 build time by name: a reference to another document (inline it under `$defs`) and
 `$dynamicRef` / `$dynamicAnchor`. A failure is a `ParseError` with the kind and the path of the
-value at fault, as validator.py's.
+value at fault, as validator.py's. It is long for one concept, a document of the whole
+vocabulary judged: each keyword's check is written once (the value keywords' tests and texts
+are value_keywords.py's, shared with validator.py), and what stays beside them belongs to the
+judging — the failure whose message is written only when read (`SchemaParseError`, since
+inside `not` / `if` / `anyOf` most failures are never read) and the delivery of `1.0` as `1`
+(`_whole`), which asks the same compiled branches which alternative a value fits.
 """
 from __future__ import annotations
 
-from fractions import Fraction
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable
@@ -25,6 +29,9 @@ from ...base.errors import OptionError, ParseError
 from .patterns import compile_pattern
 from .refs import LISTS as _LISTS, MAPS as _MAPS, SINGLE as _SINGLE, Document, join_uri as _join
 from .reply_values import FORMAT_CHECKS, OPENAPI_FORMATS, equal, json_head, json_text, safe_key
+from .value_keywords import (BOUNDS, SIZES, bound_text, first_repeat, is_count as _count,
+                             is_number as _number, multiple_text, not_multiple, repeat_text,
+                             size_text, pattern_text, format_text)
 
 __all__ = ["Evaluator", "KEYWORDS"]
 
@@ -68,16 +75,6 @@ def _is(v: Any, t: str) -> bool:
     if t == "number":
         return isinstance(v, (int, float)) and not isinstance(v, bool)
     return _type_of(v) == t
-
-
-def _count(n: Any) -> bool:
-    """A non-negative integer, as JSON Schema counts one (1.0 included)."""
-    return isinstance(n, (int, float)) and not isinstance(n, bool) and n >= 0 and \
-        float(n).is_integer()
-
-
-def _number(n: Any) -> bool:
-    return isinstance(n, (int, float)) and not isinstance(n, bool)
 
 
 def _has_float(v: Any) -> bool:
@@ -410,10 +407,7 @@ class Evaluator:
                         return _NONE
                 raise _fail("enum_violation", lambda: f"{p} must be {what}; got {json_head(v)}", p)
             steps.append(choice)
-        for key, test, text in (("minimum", lambda v, b: v >= b, ">="),
-                                ("exclusiveMinimum", lambda v, b: v > b, ">"),
-                                ("maximum", lambda v, b: v <= b, "<="),
-                                ("exclusiveMaximum", lambda v, b: v < b, "<")):
+        for key, test, text in BOUNDS:
             if key in s:
                 b = s[key]
                 if not _number(b):
@@ -424,12 +418,7 @@ class Evaluator:
             if not _number(m) or m <= 0:
                 raise self.fail(ptr, f"multipleOf takes a number above 0, got {json_head(m)}")
             steps.append(_multiple(m))
-        for key, kind, unit, more in (("minLength", str, "characters", True),
-                                      ("maxLength", str, "characters", False),
-                                      ("minItems", list, "items", True),
-                                      ("maxItems", list, "items", False),
-                                      ("minProperties", dict, "keys", True),
-                                      ("maxProperties", dict, "keys", False)):
+        for key, kind, unit, more in SIZES:
             if key in s:
                 if not _count(s[key]):
                     raise self.fail(ptr, f"{key} takes a non-negative integer, got "
@@ -444,8 +433,7 @@ class Evaluator:
 
             def pattern(v, p):
                 if isinstance(v, str) and not rx.search(v, p):
-                    raise _fail("invalid_value", lambda: f"{p} must match the pattern {text}, got "
-                                                 f"{json_head(v)}", p)
+                    raise _fail("invalid_value", lambda: pattern_text(p, v, text), p)
                 return _NONE
             steps.append(pattern)
         fmt = s.get("format")
@@ -454,8 +442,7 @@ class Evaluator:
 
             def form(v, p):
                 if isinstance(v, str) and not test(v):
-                    raise _fail("invalid_value", lambda: f"{p} must be in the format {fmt}, got "
-                                                 f"{json_head(v)}", p)
+                    raise _fail("invalid_value", lambda: format_text(p, v, fmt), p)
                 return _NONE
             steps.append(form)
         elif fmt in OPENAPI_FORMATS:
@@ -472,11 +459,9 @@ class Evaluator:
         if s.get("uniqueItems") is True:
             def unique(v, p):
                 if isinstance(v, list):
-                    for i in range(len(v)):
-                        for j in range(i):
-                            if equal(v[i], v[j]):
-                                raise _fail("invalid_value", lambda: f"{p}[{i}] repeats {p}[{j}]; items "
-                                                             f"must differ", f"{p}[{i}]")
+                    at = first_repeat(v)
+                    if at is not None:
+                        raise _fail("invalid_value", lambda: repeat_text(p, *at), f"{p}[{at[0]}]")
                 return _NONE
             steps.append(unique)
         return steps
@@ -704,25 +689,15 @@ def _merge(found: list) -> tuple:
 def _bound(test: Callable, b: Any, text: str) -> Callable:
     def bound(v, p):
         if _number(v) and not test(v, b):
-            raise _fail("invalid_value", lambda: f"{p} must be {text} {b}, got {json_head(v)}", p)
+            raise _fail("invalid_value", lambda: bound_text(p, v, text, b), p)
         return _NONE
     return bound
 
 
 def _multiple(m: Any) -> Callable:
     def multiple(v, p):
-        if not _number(v):
-            return _NONE
-        if isinstance(m, float) or isinstance(v, float):
-            try:
-                q = v / m
-                bad = int(q) != q
-            except OverflowError:
-                bad = bool(Fraction(v) % Fraction(m))
-        else:
-            bad = bool(v % m)
-        if bad:
-            raise _fail("invalid_value", lambda: f"{p} must be a multiple of {m}, got {json_head(v)}", p)
+        if _number(v) and not_multiple(v, m):
+            raise _fail("invalid_value", lambda: multiple_text(p, v, m), p)
         return _NONE
     return multiple
 
@@ -730,7 +705,6 @@ def _multiple(m: Any) -> Callable:
 def _size(kind: type, n: int, at_least: bool, unit: str) -> Callable:
     def size(v, p):
         if isinstance(v, kind) and (len(v) < n if at_least else len(v) > n):
-            raise _fail("invalid_value", lambda: f"{p} must have at {'least' if at_least else 'most'} "
-                                         f"{n} {unit}, got {len(v)}", p)
+            raise _fail("invalid_value", lambda: size_text(p, n, at_least, unit, len(v)), p)
         return _NONE
     return size

@@ -34,6 +34,8 @@ from .reply_values import (FORMAT_CHECKS, OPENAPI_FORMATS, PYTHON_FORMAT_CHECKS,
                          _bad_json_value, check_json_value, describe_value, equal,
                          is_json_value, json_head, json_text, safe_key)
 from .reader import SchemaDoc, type_name
+from .value_keywords import (BOUNDS, bound_text, first_repeat, format_text, is_number,
+                             multiple_text, not_multiple, pattern_text, repeat_text, size_text)
 from .type_table import SHORT, json_type
 
 __all__ = ["compile_schema", "merge_all_of", "Checker", "SUPPORTED", "REFUSED", "ANNOTATIONS", "FORMATS", "PY",
@@ -372,8 +374,7 @@ class _Compiler:
 
             def pattern(v, p, d):
                 if isinstance(v, str) and not rx.search(v, p):
-                    raise ParseError("invalid_value", f"{p} must match the pattern {text}, got "
-                                                      f"{json_head(v)}", p)
+                    raise ParseError("invalid_value", pattern_text(p, v, text), p)
                 return v
             steps.append(pattern)
         fmt = s.get("format")
@@ -382,8 +383,7 @@ class _Compiler:
 
             def form(v, p, d):
                 if isinstance(v, str) and not test(v):
-                    raise ParseError("invalid_value", f"{p} must be in the format {fmt}, got "
-                                                      f"{json_head(v)}", p)
+                    raise ParseError("invalid_value", format_text(p, v, fmt), p)
                 return v
             steps.append(form)
         return steps
@@ -405,57 +405,41 @@ class _Compiler:
             if isinstance(v, kind):
                 n = len(v)
                 if lo is not None and n < lo:
-                    raise ParseError("invalid_value", f"{p} must have at least {lo} {unit}, "
-                                                      f"got {n}", p)
+                    raise ParseError("invalid_value", size_text(p, lo, True, unit, n), p)
                 if hi is not None and n > hi:
-                    raise ParseError("invalid_value", f"{p} must have at most {hi} {unit}, "
-                                                      f"got {n}", p)
+                    raise ParseError("invalid_value", size_text(p, hi, False, unit, n), p)
             return v
         return [size]
 
     def number(self, s: dict, ptr: str, types: list | None) -> list[Callable]:
         bounds = []
-        for key, test, text in (("minimum", lambda v, b: v >= b, ">="),
-                                ("exclusiveMinimum", lambda v, b: v > b, ">"),
-                                ("maximum", lambda v, b: v <= b, "<="),
-                                ("exclusiveMaximum", lambda v, b: v < b, "<")):
+        for key, test, text in BOUNDS:
             if key in s:
                 b = s[key]
-                if isinstance(b, bool) or not isinstance(b, (int, float)):
+                if not is_number(b):
                     raise self.fail(ptr, f"{key} takes a number, got {b!r} (the boolean form "
                                          f"is draft 4's; write the bound itself)")
                 bounds.append((test, b, text))
         lo, hi = OPENAPI_FORMATS.get(s.get("format"), (None, None))
         if lo is not None:   # OpenAPI's int32 / int64: the range the format names
-            bounds += [(lambda v, b: v >= b, lo, ">="), (lambda v, b: v <= b, hi, "<=")]
+            bounds += [(BOUNDS[0][1], lo, ">="), (BOUNDS[2][1], hi, "<=")]
         steps = []
         if bounds:
             def bound(v, p, d):
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
                     for test, b, text in bounds:
                         if not test(v, b):
-                            raise ParseError("invalid_value", f"{p} must be {text} {b}, got "
-                                                              f"{json_head(v)}", p)
+                            raise ParseError("invalid_value", bound_text(p, v, text, b), p)
                 return v
             steps.append(bound)
         if "multipleOf" in s:
             m = s["multipleOf"]
-            if isinstance(m, bool) or not isinstance(m, (int, float)) or m <= 0:
+            if not is_number(m) or m <= 0:
                 raise self.fail(ptr, f"multipleOf takes a number above 0, got {m!r}")
 
             def multiple(v, p, d):
-                if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    if isinstance(m, float):
-                        q = v / m
-                        try:
-                            bad = int(q) != q
-                        except OverflowError:
-                            bad = True
-                    else:
-                        bad = bool(v % m)
-                    if bad:
-                        raise ParseError("invalid_value", f"{p} must be a multiple of {m}, "
-                                                          f"got {json_head(v)}", p)
+                if is_number(v) and not_multiple(v, m):
+                    raise ParseError("invalid_value", multiple_text(p, v, m), p)
                 return v
             steps.append(multiple)
         return steps
@@ -487,11 +471,9 @@ class _Compiler:
         if s.get("uniqueItems") is True:
             def unique(v, p, d):
                 if isinstance(v, list):
-                    for i in range(len(v)):
-                        for j in range(i):
-                            if equal(v[i], v[j]):
-                                raise ParseError("invalid_value", f"{p}[{i}] repeats {p}[{j}]; "
-                                                                  f"items must differ", f"{p}[{i}]")
+                    at = first_repeat(v)
+                    if at is not None:
+                        raise ParseError("invalid_value", repeat_text(p, *at), f"{p}[{at[0]}]")
                 return v
             steps.append(unique)
         return steps

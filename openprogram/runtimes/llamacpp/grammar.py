@@ -76,7 +76,7 @@ def _picks(schema: dict) -> list[tuple[str, dict]] | None:
     (`{"decision": {"anyOf": [{"call": {"const": name}, "args": {...}}, ...]}}`), or None when
     the schema has another shape."""
     root = schema.get("properties") if isinstance(schema, dict) else None
-    if not isinstance(root, dict) or list(root) != ["decision"] or "$defs" in schema:
+    if not isinstance(root, dict) or list(root) != ["decision"]:
         return None
     pick = root["decision"]
     alts = pick.get("anyOf", [pick]) if isinstance(pick, dict) else None
@@ -180,9 +180,14 @@ def decision_grammar(schema: dict, compact: bool = False) -> str:
     if picks is None:
         conv.visit(conv.resolve_refs(copy.deepcopy(schema), "input"), "")
         return _compact(conv) if compact else conv.format_grammar()
+    # (the options' own definitions: the picks' references point at the root's $defs)
+    given = schema.get("$defs") if isinstance(schema.get("$defs"), dict) else {}
     defs: dict = {}
     shared = [(name, _shared_strings(args, defs)) for name, args in picks]
-    whole = conv.resolve_refs({"$defs": defs, "picks": [a for _, a in shared]}, "input")
+    if set(defs) & set(given):   # (a definition named like a shared string rule: none shared)
+        defs, shared = {}, picks
+    whole = conv.resolve_refs({"$defs": {**given, **defs}, "picks": [a for _, a in shared]},
+                              "input")
     alts = []
     for i, ((name, _), args) in enumerate(zip(shared, whole["picks"])):
         arg_rule = conv.visit(args, f"args{i}")

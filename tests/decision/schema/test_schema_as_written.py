@@ -325,3 +325,25 @@ def test_every_format_placeholder_in_the_call_example_is_valid_as_written():
     for f in FORMAT_CHECKS:
         assert FORMAT_CHECKS[f](call["args"][f.replace("-", "_")]), f
     assert fill(schema, call["args"])[0] == {"decision": "fill", **call["args"]}
+
+
+@pytest.mark.parametrize("multiple,value", [(0.5, 1e308), (0.123456789, 1e308), (0.5, 1.25),
+                                            (3, 9.0), (0.1, 0.3)])
+def test_multiple_of_is_judged_as_jsonschema_judges_it_where_the_quotient_overflows(multiple,
+                                                                                   value):
+    """`1e308 / 0.5` is past a float's range: the check is then exact (fractions), in the
+    option's validator as in schemaeval (both use value_keywords.not_multiple)."""
+    schema = {"type": "object", "properties": {"x": {"type": "number", "multipleOf": multiple}}}
+    valid = jsonschema.Draft202012Validator(schema).is_valid({"x": value})
+    if valid:
+        assert fill(schema, {"x": value}, max_retries=0)[0] == {"decision": "fill", "x": value}
+    else:
+        with pytest.raises(DecisionError, match="must be a multiple of"):
+            fill(schema, {"x": value}, max_retries=0)
+    wrapped = {**schema, "properties": {"x": {"not": {"not": schema["properties"]["x"]}}}}
+    assert jsonschema.Draft202012Validator(wrapped).is_valid({"x": value}) is valid
+    if valid:   # (through `not`, schemaeval judges it)
+        assert fill(wrapped, {"x": value}, max_retries=0)[0] == {"decision": "fill", "x": value}
+    else:
+        with pytest.raises(DecisionError):
+            fill(wrapped, {"x": value}, max_retries=0)

@@ -210,3 +210,23 @@ def test_keywords_the_grammar_cannot_express_are_validated_after_the_reply_not_r
     if got is not None:
         args = {k: v for k, v in got.items() if k != "decision"}
         assert jsonschema.Draft202012Validator(schema).is_valid(args), got
+
+
+def test_the_real_model_fills_a_schema_whose_reference_points_at_a_property_in_json_schema_mode():
+    """`#/properties/home` inside the option's schema: in json_schema mode the grammar follows
+    it to the same schema the option means (the decision schema's root `$defs`), so the first
+    reply already fits; before, the converter looked for `properties` in the wrong document and
+    the option set could not be asked this way."""
+    import jsonschema
+    import openprogram
+    schema = {"type": "object", "required": ["home", "work"], "additionalProperties": False,
+              "properties": {"home": {"type": "object", "required": ["city"],
+                                      "additionalProperties": False,
+                                      "properties": {"city": {"enum": ["Paris", "Rome"]}}},
+                             "work": {"$ref": "#/properties/home"}}}
+    got = decision.make("Ada lives in Paris and works in Rome. Fill in her addresses.",
+                        {"addresses": openprogram.JsonSchema(schema)}, runtime=LlamaCppRuntime(),
+                        mode="json_schema", max_retries=0)
+    assert got.pop("decision") == "addresses"
+    jsonschema.validate(got, schema)
+    assert len(decision.last_trace().attempts) == 1

@@ -468,3 +468,31 @@ def test_one_async_client_per_event_loop_even_one_without_weak_references(
     assert rt._async_client() is a
     monkeypatch.setattr(asyncio, "get_running_loop", lambda: other)
     assert rt._async_client() is not a
+
+
+@pytest.mark.parametrize("provider", ["openai"])
+def test_an_options_references_go_strict_through_the_roots_defs(server, make_runtime,
+                                                                   provider):
+    """A tree whose children refer to the whole schema (`#`) and a field that refers to another
+    (`#/properties/label`): in the decision schema they point at the root's `$defs`, which strict
+    mode follows, recursion included, so the schema goes strict and judges as the option does."""
+    import openprogram
+    tree = {"type": "object", "additionalProperties": False, "required": ["label", "kids"],
+            "properties": {"label": {"type": "string"},
+                           "kids": {"type": "array", "items": {"$ref": "#"}},
+                           "twin": {"$ref": "#/properties/label"}}}
+    args = {"label": "a", "kids": [{"label": "b", "kids": []}], "twin": "c"}
+    server.push(text(json.dumps({"decision": {"call": "tree", "args": args}})))
+    got = decision.make("Pick.", {"tree": openprogram.JsonSchema(tree), "done": "DONE"},
+                        runtime=make_runtime(), mode="json_schema")
+    assert got == {"decision": "tree", **args}
+    fmt = server.bodies[0]["response_format"]["json_schema"]
+    assert fmt["strict"] is True
+    schema = fmt["schema"]
+    assert violations(schema) == []
+    assert schema["$defs"]["root"]["properties"]["kids"]["items"] == {"$ref": "#/$defs/root"}
+    check = jsonschema.Draft202012Validator(schema)
+    strict_args = {**args, "kids": [{"label": "b", "kids": [], "twin": None}]}
+    assert check.is_valid({"decision": {"call": "tree", "args": strict_args}})
+    assert not check.is_valid({"decision": {"call": "tree", "args": {**strict_args,
+                                                                     "twin": 3}}})
