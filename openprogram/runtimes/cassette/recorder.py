@@ -20,6 +20,9 @@ import threading
 import time
 import warnings
 from collections import OrderedDict
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any
 from pathlib import Path
 
 from ...base.filesecrets import scrub
