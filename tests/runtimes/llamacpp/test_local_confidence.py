@@ -340,6 +340,26 @@ def test_branches_are_read_together_each_on_top_of_its_parents_memory(monkeypatc
     assert math.isclose(sum(kept["probs"].values()) + kept["other"], 1.0, abs_tol=1e-6)
 
 
+def test_a_branch_that_gave_its_memory_up_is_read_again_in_the_same_pieces(monkeypatch):
+    """With one sequence for the names' branches, a branch gives its memory up when another
+    needs the sequence, and its children read its path again from the nearest branch that
+    still has one (the reply), piece by piece: more tokens read, and still each name's
+    brute-force probability to 1e-9."""
+    from openprogram.runtimes.llamacpp import confidence
+    options, request_ = RE_NAMES, "Customer: has my refund gone through yet?"
+    rt, resp, rec, brute = _json_case(options, request_)
+    roomy = resp.raw["response"]["confidence_work"]
+    monkeypatch.setattr(confidence, "TREE_SEQUENCES", 1)
+    rt, resp, rec, brute = _json_case(options, request_)
+    work = resp.raw["response"]["confidence_work"]
+    assert work["evaluations"] >= roomy["evaluations"] and work["tokens"] > roomy["tokens"]
+    prefix, written, _ = _branch(rt, rec, brute, b'"call":"')
+    for name in options:
+        expected, paths = brute.probability(name, prefix, written)
+        assert expected - work["unfollowed"] - 1e-9 <= resp.confidence["probs"][name] \
+            <= expected + 1e-9, (name, resp.confidence, expected, paths)
+
+
 def test_the_picks_probability_is_the_product_over_the_tokens_it_wrote_plus_its_other_spellings():
     """The tokens the model drew for its name (the runtime's own characters having
     probability 1): the product of their grammar-renormalised probabilities is the mass of
