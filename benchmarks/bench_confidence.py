@@ -112,7 +112,7 @@ def decide(rt: Asking, request: str, options: dict) -> float:
 
 
 def bench_size(desk: dict, n: int, rows: int, threads: int | None,
-               one_at_a_time: bool = False) -> dict:
+               from_reply: bool = False) -> dict:
     options = {name: (name.upper(), about) for name, about in list(desk.items())[:n]}
     settings = {"temperature": 0.0, "seed": 0}
     if threads:
@@ -129,7 +129,7 @@ def bench_size(desk: dict, n: int, rows: int, threads: int | None,
         plain.append(decide(rt, request, options))
         rt.names = list(options)
         other = requests[(i + len(requests) // 2) % len(requests)]
-        if one_at_a_time:  # every branch read again from the reply, as before reuse
+        if from_reply:  # every branch read again from the reply, as before reuse
             confidence.TREE_SEQUENCES = 0
             try:
                 alone.append(decide(rt, other, options))
@@ -192,7 +192,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=8)
     ap.add_argument("--sizes", type=int, nargs="+", default=[4, 10, 20])
     ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--from-the-reply", dest="one_at_a_time", action="store_true",
+    ap.add_argument("--from-the-reply", action="store_true",
                     help="also time the distribution with every branch's path read again "
                          "from the reply (TREE_SEQUENCES=0), interleaved with the rest")
     args = ap.parse_args()
@@ -206,9 +206,9 @@ def main() -> None:
         print(f"{'options':>7}  {'decision s':>10}  {'with dist s':>11}  {'ratio':>5}  "
               f"{'target':>9}  {'branches':>8}  {'batches':>7}  {'tokens':>6}  "
               f"{'max br':>6}  {'p(pick)':>7}" +
-              (f"  {'from reply s':>15}  {'ratio':>5}" if args.one_at_a_time else ""))
+              (f"  {'from reply s':>15}  {'ratio':>5}" if args.from_reply else ""))
         for n in args.sizes:
-            r = bench_size(desk, n, args.rows, args.threads, args.one_at_a_time)
+            r = bench_size(desk, n, args.rows, args.threads, args.from_reply)
             ratio = r["sure"] / r["plain"]
             target = targets.get(n)
             mark = "" if target is None else \
