@@ -11,9 +11,10 @@ more tokens) and prints, from one run on this machine:
   (median; the two are interleaved row by row, so a change of load hits both, and no
   request follows itself, so neither finds its prompt in the model's memory), the ratio, the
   branches of the names' tree the distribution read beyond the reply, the model evaluations
-  they took (the branches waiting at one depth are read in one batch) and their tokens, and
-  the probability the distribution gave the pick; with `--one-at-a-time`, also the time with
-  every branch read in a model evaluation of its own (interleaved with the rest);
+  they took and their tokens (a branch reads only its own tokens, on top of its parent's
+  memory), and the probability the distribution gave the pick; with `--from-the-reply`, also
+  the time with every branch's whole path read again from the reply, as before branches kept
+  their memory (`TREE_SEQUENCES=0`, interleaved with the rest);
 - the targets: with the distribution <= 1.5x the decision's own time at 20 options, <= 1.2x at 4.
 
 The decisions go through the decision loop (`decision.make(..., mode="json_schema")`) on a
@@ -25,7 +26,7 @@ Last, the core's own cost of reading log-probabilities from a canned reply (targ
 `core_logprobs_cost()`, what `OpenAIRuntime` does with a reply that carries them.
 
     .venv/bin/python benchmarks/bench_confidence.py [--rows 8] [--sizes 4 10 20] [--threads N]
-        [--one-at-a-time]
+        [--from-the-reply]
 """
 from __future__ import annotations
 
@@ -111,7 +112,7 @@ def decide(rt: Asking, request: str, options: dict) -> float:
 
 
 def bench_size(desk: dict, n: int, rows: int, threads: int | None,
-               one_at_a_time: bool = False) -> dict:
+               from_reply: bool = False) -> dict:
     options = {name: (name.upper(), about) for name, about in list(desk.items())[:n]}
     settings = {"temperature": 0.0, "seed": 0}
     if threads:
@@ -128,8 +129,8 @@ def bench_size(desk: dict, n: int, rows: int, threads: int | None,
         plain.append(decide(rt, request, options))
         rt.names = list(options)
         other = requests[(i + len(requests) // 2) % len(requests)]
-        if one_at_a_time:  # the branches read one per model evaluation, as before batching
-            confidence.TREE_SEQUENCES = 1
+        if from_reply:  # every branch read again from the reply, as before reuse
+            confidence.TREE_SEQUENCES = 0
             try:
                 alone.append(decide(rt, other, options))
             finally:
@@ -191,9 +192,9 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=8)
     ap.add_argument("--sizes", type=int, nargs="+", default=[4, 10, 20])
     ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--one-at-a-time", action="store_true",
-                    help="also time the distribution with the names' branches read one per "
-                         "model evaluation (TREE_SEQUENCES=1), interleaved with the rest")
+    ap.add_argument("--from-the-reply", action="store_true",
+                    help="also time the distribution with every branch's path read again "
+                         "from the reply (TREE_SEQUENCES=0), interleaved with the rest")
     args = ap.parse_args()
     print(f"load {os.getloadavg()[0]:.2f}, rows {args.rows}, threads "
           f"{args.threads or 'from the machine'}")
@@ -205,9 +206,9 @@ def main() -> None:
         print(f"{'options':>7}  {'decision s':>10}  {'with dist s':>11}  {'ratio':>5}  "
               f"{'target':>9}  {'branches':>8}  {'batches':>7}  {'tokens':>6}  "
               f"{'max br':>6}  {'p(pick)':>7}" +
-              (f"  {'one at a time s':>15}  {'ratio':>5}" if args.one_at_a_time else ""))
+              (f"  {'from reply s':>15}  {'ratio':>5}" if args.from_reply else ""))
         for n in args.sizes:
-            r = bench_size(desk, n, args.rows, args.threads, args.one_at_a_time)
+            r = bench_size(desk, n, args.rows, args.threads, args.from_reply)
             ratio = r["sure"] / r["plain"]
             target = targets.get(n)
             mark = "" if target is None else \

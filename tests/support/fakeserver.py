@@ -18,7 +18,7 @@ import json
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -360,6 +360,10 @@ class FakeServer:
                                    reply)
         stream = isinstance(body, dict) and bool(body.get("stream"))
         model = reply.model or (body.get("model") if isinstance(body, dict) else None) or "m"
+        if self.provider == "openai" and isinstance(body, dict) and \
+                isinstance(body.get("n"), int) and body["n"] > 1:
+            return self._openai_choices(h, [reply, *self._more(body, body["n"] - 1)], model,
+                                        body, stream)
         if self.provider == "openai":
             if stream:
                 return self._stream(h, reply, self._openai_events(reply, model, body))
@@ -367,6 +371,47 @@ class FakeServer:
         if stream:
             return self._stream(h, reply, self._anthropic_events(reply, model))
         return self._send_json(h, 200, self._anthropic_message(reply, model), reply=reply)
+
+    def _more(self, body: dict, k: int) -> list[Reply]:
+        """Up to `k` more message replies for the choices of one `n=` request: the queued ones
+        (then the responder's), stopping at the first that is not a message, as a server that
+        returns fewer choices than asked (Ollama returns one)."""
+        out: list[Reply] = []
+        while len(out) < k:
+            with self._lock:
+                nxt = self.replies[0] if self.replies else None
+                if nxt is not None:
+                    if nxt.kind != "message":
+                        break
+                    self.replies.pop(0)
+            if nxt is None and self.responder is not None:
+                nxt = self.responder(body)
+            if nxt is None or nxt.kind != "message":
+                break
+            out.append(nxt)
+        return out
+
+    def _openai_choices(self, h, replies: list[Reply], model: str, body: dict,
+                        stream: bool) -> None:
+        """One answer with a choice per reply (index i for the i-th), as OpenAI answers `n=`:
+        the usage counts the prompt once and every choice's completion; streamed, each
+        choice's chunks carry its index, one choice after the other."""
+        usage = (replies[0].usage[0], sum(r.usage[1] for r in replies))
+        if not stream:
+            out = self._openai_message(replies[0], model, body)
+            for i, r in enumerate(replies[1:], 1):
+                choice = self._openai_message(r, model, body)["choices"][0]
+                out["choices"].append({**choice, "index": i})
+            if "usage" in out:
+                out["usage"] = {"prompt_tokens": usage[0], "completion_tokens": usage[1],
+                                "total_tokens": sum(usage)}
+            return self._send_json(h, 200, out, reply=replies[0])
+        events = []
+        for i, r in enumerate(replies):
+            last = i == len(replies) - 1
+            tail = replace(r, usage=usage) if last else r
+            events += self._openai_events(tail, model, body, index=i, tail=last)
+        return self._stream(h, replies[0], events)
 
     # -- the batch protocols -------------------------------------------------------------------
     def _reply_for(self, body: Any) -> Reply:
@@ -635,11 +680,14 @@ class FakeServer:
                 else tokens
         return out
 
-    def _openai_events(self, reply: Reply, model: str, body: dict) -> list:
+    def _openai_events(self, reply: Reply, model: str, body: dict, index: int = 0,
+                       tail: bool = True) -> list:
+        """A streamed reply's events, as choice `index`; `tail=False`: without the usage chunk
+        and the closing [DONE] (a choice other than the last of an `n=` answer)."""
         def chunk(delta: dict, finish=None, usage=None, choices=True, logprobs=None):
             c = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
                  "model": model,
-                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish,
+                 "choices": [{"index": index, "delta": delta, "finish_reason": finish,
                               **({"logprobs": logprobs} if logprobs is not None else {})}]
                  if choices else []}
             if usage is not None:
@@ -670,6 +718,8 @@ class FakeServer:
         if reply.truncate:
             return ev
         ev.append((None, chunk({}, self._openai_finish(reply)), False))
+        if not tail:
+            return ev
         if (body.get("stream_options") or {}).get("include_usage") and not reply.no_usage:
             ev.append((None, chunk({}, usage={"prompt_tokens": reply.usage[0],
                                               "completion_tokens": reply.usage[1],

@@ -21,22 +21,31 @@ CONFIDENCE_TOLERANCE = 1e-4
 #: they run out first, the note says how much was left unfollowed.
 CONFIDENCE_EVALS_PER_NAME = 6
 _EXTRA_EVALS = 8
-#: The branches of the names' tree the model reads in one batch, each as a sequence of its
-#: own beside the reply's (a loaded model is made with this many more sequences). A batch of
-#: a few tokens costs the model about what one token does, so reading the branches waiting at
-#: one depth together costs about one evaluation, not one each; llama.cpp gives each branch's
-#: tokens the same logits, to the last digit, as when that branch is read alone.
+#: The branches of the names' tree whose memory the model keeps at once, each in a sequence
+#: of its own beside the reply's (a loaded model is made with this many more sequences). A
+#: branch keeps its sequence while its children wait, so a child reads only the tokens it adds
+#: (its piece: the token drawn and the characters the runtime writes after it), not its whole
+#: path from the reply again. The distribution is exact for the model reading each name's
+#: tokens in those pieces: llama.cpp's logits for a path depend on how it is split into
+#: evaluations (by up to 0.28 in a logit on the bundled model, `ref` then `und` against
+#: `[ref, und]`). The branches waiting at one depth are read in one model evaluation, which
+#: costs about what one token does. What the model computes for a branch must not depend on
+#: which other branches are read with it or were read before: the model runs with flash
+#: attention (which adds up only a token's own sequence's cells, in the order of the cells),
+#: and no cell is freed until the tree is done (a dropped branch's cells go to a sequence of
+#: their own), so a child's cells always come after its parent's. Without both, a logit moved
+#: by up to 0.59 with the other branches' cells.
 TREE_SEQUENCES = 16
 
 
 @contextlib.contextmanager
 def tree_sequences() -> Any:
     """While a model is loaded in it: its context made with `TREE_SEQUENCES` sequences more
-    than the reply's one, in one memory they share (`kv_unified`, so the context is not split
+    than the reply's one (and one for the cells of dropped branches), in one memory they share (`kv_unified`, so the context is not split
     between them). llama-cpp-python's `Llama` takes neither setting, so the defaults it
     starts from are changed for the time of the load (under the loading lock). A
-    llama-cpp-python without a shared memory leaves the context as it was, and the branches
-    are read one at a time."""
+    llama-cpp-python without a shared memory leaves the context as it was, and every branch
+    is read again from the reply."""
     from llama_cpp import llama_cpp as low
     made = low.llama_context_default_params
     if not any(field[0] == "kv_unified" for field in low.llama_context_params._fields_):
@@ -45,7 +54,7 @@ def tree_sequences() -> Any:
 
     def params() -> Any:
         p = made()
-        p.n_seq_max, p.kv_unified = TREE_SEQUENCES + 1, True
+        p.n_seq_max, p.kv_unified = TREE_SEQUENCES + 2, True  # + the reply's, the dropped
         return p
 
     low.llama_context_default_params = params
@@ -87,6 +96,19 @@ class _Pieces:
         return out
 
 
+class _Branch:
+    """A branch of the names' tree: the tokens it adds to its parent's (`piece`, read in one
+    model evaluation), how many tokens it is from the tree's root, the sequence that holds the
+    model's memory after it (None when it has none), and how many of its children wait."""
+    __slots__ = ("parent", "piece", "length", "seq", "waiting")
+
+    def __init__(self, parent: "_Branch | None", piece: list[int]):
+        self.parent, self.piece = parent, piece
+        self.length = (parent.length if parent is not None else 0) + len(piece)
+        self.seq: int | None = None
+        self.waiting = 0
+
+
 class _NameOdds:
     """The probability the model gives each option's whole name, computed at the point of the
     reply where the name is written (`confidence=` of `complete`).
@@ -111,10 +133,10 @@ class _NameOdds:
     Branches are followed most probable first until those left carry at most
     `CONFIDENCE_TOLERANCE` (counted in `other`), within `CONFIDENCE_EVALS_PER_NAME` evaluations
     per name; the prompt is never read again (the tree starts from the model's memory and is
-    cut back to it afterwards), so the extra cost is the names' tokens only. The branches
-    waiting at one depth are read in one model evaluation, each in a sequence of its own
-    (`TREE_SEQUENCES`): where names share their first tokens, a few evaluations rather than
-    one per branch (benchmarks/bench_confidence.py)."""
+    cut back to it afterwards), so the extra cost is the names' tokens only, each read once:
+    a branch keeps the model's memory of its path for its children, and the branches waiting
+    at one depth are read in one model evaluation (`TREE_SEQUENCES`, `_Memory`;
+    benchmarks/bench_confidence.py)."""
 
     def __init__(self, runtime: "LlamaCppRuntime", model: "_Loaded", names: list[str],
                  grammar: bool):
@@ -128,7 +150,7 @@ class _NameOdds:
                           for n in names}
         self.result: dict | None = None
         self.evals = self.read = 0  # branches the model read, and their tokens
-        self.batches = 0  # the model evaluations those took (branches read together)
+        self.batches = 0  # the model evaluations those took
         self.unfollowed, self.cut = 0.0, False  # mass left unfollowed; by the budget?
 
     # -- where the name is ---------------------------------------------------------------------
@@ -171,13 +193,15 @@ class _NameOdds:
         budget = CONFIDENCE_EVALS_PER_NAME * len(self.names) + _EXTRA_EVALS
         root_logits = np.ctypeslib.as_array(
             llama_cpp.llama_get_logits_ith(llama._ctx.ctx, -1), shape=(n_vocab,)).copy()
-        # branches to follow: (-mass, order, text from the root, tokens from the root, grammar)
-        heap: list = [(-1.0, 0, b"", [], grammar)] if targets else []
+        # branches to follow: (-mass, order, text from the root, the branch, grammar)
+        root = _Branch(None, [])
+        root.seq = 0  # the reply's own memory, up to `base`
+        heap: list = [(-1.0, 0, b"", root, grammar)] if targets else []
         order, waiting = 1, 1.0 if targets else 0.0  # waiting: the mass on the heap
         if not targets and grammar is not None:
             llama_cpp.llama_sampler_free(grammar)
 
-        def follow(here: float, text: bytes, path: list[int], state: Any,
+        def follow(here: float, text: bytes, node: _Branch, state: Any,
                    logits: Any) -> float:
             """One branch, its tokens read (`logits`: the model's after them): its children
             placed on a name or on the heap; returns the branch's mass that goes to other."""
@@ -222,14 +246,17 @@ class _NameOdds:
                         placed += p
                         llama_cpp.llama_sampler_free(child)
                         continue
-                heapq.heappush(heap, (-here * p, order, grown, [*path, token, *forced], child))
+                heapq.heappush(heap, (-here * p, order, grown,
+                                      _Branch(node, [token, *forced]), child))
+                node.waiting += 1
                 order += 1
                 waiting += here * p
                 placed += p
             return here * max(universe - placed, 0.0)
 
-        together = self._together()
-        room = min(llama.n_ctx() - base, llama.n_batch)  # tokens one batch may add
+        memory = _Memory(self, base, n_vocab)
+        together = max(1, memory.count)
+        room = min(llama.n_ctx() - base, llama.n_batch) - 1  # tokens one batch may add
         taken: list = []
         try:
             while heap:
@@ -241,16 +268,18 @@ class _NameOdds:
                 # what is left waiting is within the tolerance) and fit in one batch
                 size = 0
                 while heap and waiting > CONFIDENCE_TOLERANCE and len(taken) < together and \
-                        self.evals + sum(1 for t in taken if t[3]) < budget and \
-                        (not taken or size + len(heap[0][3]) <= room):
+                        self.evals + sum(1 for t in taken if t[3].piece) < budget and \
+                        (not taken or size + len(heap[0][3].piece) <= room):
                     taken.append(heapq.heappop(heap))
                     waiting += taken[-1][0]
-                    size += len(taken[-1][3])
-                read = [t[3] for t in taken if t[3]]
-                got = iter(self._read(read, base, n_vocab)) if read else iter(())
-                for neg, _, text, path, state in taken:
-                    other += follow(-neg, text, path, state,
-                                    next(got) if path else root_logits)
+                    size += len(taken[-1][3].piece)
+                read = [t[3] for t in taken if t[3].piece]
+                got = iter(memory.read(read)) if read else iter(())
+                for neg, _, text, node, state in taken:
+                    other += follow(-neg, text, node, state,
+                                    next(got) if node.piece else root_logits)
+                    if node.piece:
+                        memory.done(node)
                 for item in taken:
                     if item[4] is not None:
                         llama_cpp.llama_sampler_free(item[4])
@@ -259,56 +288,9 @@ class _NameOdds:
             for item in [*heap, *taken]:
                 if item[4] is not None:
                     llama_cpp.llama_sampler_free(item[4])
+            memory.close()
             llama.n_tokens = base  # the model's memory is cut back to the reply so far
         self._finish(mass, other, unfollowed)
-
-    def _together(self) -> int:
-        """How many branches one model evaluation reads: `TREE_SEQUENCES` when the loaded
-        model has the sequences for them (`tree_sequences`), else one."""
-        import llama_cpp
-        ctx = self.model.llama._ctx.ctx
-        return max(1, min(TREE_SEQUENCES, llama_cpp.llama_n_seq_max(ctx) - 1))
-
-    def _read(self, paths: list[list[int]], base: int, n_vocab: int) -> list[Any]:
-        """The model's logits after each branch's tokens, read from the reply so far (the
-        model's memory up to `base`, sequence 0). One branch is read in the reply's own
-        sequence and cut back after; several are read in one batch, each in a sequence of
-        its own that starts as a copy of the reply's (llama.cpp shares those cells, it does
-        not copy them) and is dropped after."""
-        import llama_cpp
-        import numpy as np
-        llama = self.model.llama
-        ctx = llama._ctx.ctx
-        self.evals += len(paths)
-        self.read += sum(len(p) for p in paths)
-        self.batches += 1
-        if len(paths) == 1:
-            llama.n_tokens = base
-            llama.eval(paths[0])
-            return [np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, -1),
-                                          shape=(n_vocab,))]
-        memory = llama_cpp.llama_get_memory(ctx)
-        total = sum(len(p) for p in paths)
-        batch = llama_cpp.llama_batch_init(total, 0, 1)
-        try:
-            k, last = 0, []
-            for seq, path in enumerate(paths, 1):
-                llama_cpp.llama_memory_seq_cp(memory, 0, seq, 0, base)
-                for j, token in enumerate(path):
-                    batch.token[k], batch.pos[k] = token, base + j
-                    batch.n_seq_id[k], batch.seq_id[k][0] = 1, seq
-                    batch.logits[k] = j == len(path) - 1
-                    k += 1
-                last.append(k - 1)
-            batch.n_tokens = k
-            if llama_cpp.llama_decode(ctx, batch) != 0:
-                raise RuntimeError("llama_decode could not read the branches of the names")
-            return [np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, i),
-                                          shape=(n_vocab,)).copy() for i in last]
-        finally:
-            for seq in range(1, len(paths) + 1):
-                llama_cpp.llama_memory_seq_rm(memory, seq, -1, -1)
-            llama_cpp.llama_batch_free(batch)
 
     def _names(self, targets: dict, grown: bytes) -> tuple[str | None, list[str]]:
         """The name `grown` has written whole (closing quote and all), and the names it may
@@ -393,3 +375,139 @@ class _NameOdds:
     def missing(self, why: str) -> dict:
         return {"probs": {n: 0.0 for n in self.names}, "other": 1.0, "source": "exact",
                 "note": why}
+
+
+class _Memory:
+    """The model's memory for the names' tree: the sequences beside the reply's (at most
+    `TREE_SEQUENCES`, as many as the loaded model has, `tree_sequences`), each holding one
+    branch read. A branch whose children wait keeps its sequence, and a child reads only its
+    own piece on top of it (the last child takes the sequence over; the others share its cells,
+    llama.cpp does not copy them). When every sequence is held, the oldest is given up, and a
+    child of a branch that lost its sequence is read again from the nearest branch that has
+    one, piece by piece, so every path is read in the same pieces whatever the order. With no
+    sequence beside the reply's, each branch is read in the reply's, piece by piece from the
+    reply, and cut back after."""
+
+    def __init__(self, odds: _NameOdds, base: int, n_vocab: int):
+        import llama_cpp
+        self.odds, self.base, self.n_vocab = odds, base, n_vocab
+        self.ctx = odds.model.llama._ctx.ctx
+        self.mem = llama_cpp.llama_get_memory(self.ctx)
+        seqs = llama_cpp.llama_n_seq_max(self.ctx)
+        #: where the cells of dropped branches wait until the tree is done (TREE_SEQUENCES)
+        self.spare = seqs - 1 if seqs > 1 else None
+        self.count = max(0, min(TREE_SEQUENCES, seqs - 2))
+        self.free = list(range(self.count, 0, -1))
+        self.held: list[_Branch] = []  # branches keeping their sequence, oldest first
+
+    def read(self, nodes: list[_Branch]) -> list[Any]:
+        """The model's logits after each branch's path (their pieces in one batch)."""
+        import llama_cpp
+        import numpy as np
+        self.odds.evals += len(nodes)
+        if not self.count:  # only the reply's sequence
+            out = []
+            for node in nodes:
+                for piece in self._chain(node):
+                    self._decode([(piece, 0)])
+                out.append(np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self.ctx, -1),
+                                                 shape=(self.n_vocab,)).copy())
+                self._bury(0, self.base)
+            return out
+        for node in nodes:
+            self._place(node)
+        last = self._decode([(node, node.seq) for node in nodes])
+        return [np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self.ctx, i),
+                                      shape=(self.n_vocab,)).copy() for i in last]
+
+    def done(self, node: _Branch) -> None:
+        """After a branch's children are placed: its sequence kept for them, or given back."""
+        if node.seq is None:
+            return
+        if node.waiting:
+            self.held.append(node)
+        else:
+            self._drop(node)
+
+    def close(self) -> None:
+        import llama_cpp
+        for node in self.held:
+            node.seq = None
+        llama_cpp.llama_memory_seq_rm(self.mem, 0, self.base, -1)
+        for seq in range(1, self.count + 1):
+            llama_cpp.llama_memory_seq_rm(self.mem, seq, -1, -1)
+        if self.spare is not None:
+            llama_cpp.llama_memory_seq_rm(self.mem, self.spare, -1, -1)
+
+    def _place(self, node: _Branch) -> None:
+        """A sequence for `node` holding its parent's path (read again if it must be)."""
+        import llama_cpp
+        parent = node.parent
+        parent.waiting -= 1
+        if parent.seq and not parent.waiting:  # the last child takes its parent's over
+            node.seq, parent.seq = parent.seq, None
+            self.held.remove(parent)
+            return
+        if not self.free:  # give up the oldest branch's memory (not the reply's)
+            self._drop(self.held[0])
+        node.seq = self.free.pop()
+        from_, missing = node.parent, []
+        while from_.seq is None:
+            missing.append(from_)
+            from_ = from_.parent
+        llama_cpp.llama_memory_seq_cp(self.mem, from_.seq, node.seq, 0,
+                                      self.base + from_.length)
+        for ancestor in reversed(missing):
+            self._decode([(ancestor, node.seq)], logits=False)
+
+    def _chain(self, node: _Branch) -> list[_Branch]:
+        """The branches from the root's first child down to `node`."""
+        chain = []
+        while node.piece:
+            chain.append(node)
+            node = node.parent
+        return chain[::-1]
+
+    def _bury(self, seq: int, start: int = -1) -> None:
+        """A sequence's cells (from position `start`) taken from it but kept in the spare
+        sequence: a freed cell would be taken by the next token read, before its parent's."""
+        import llama_cpp
+        if self.spare is not None:
+            llama_cpp.llama_memory_seq_cp(self.mem, seq, self.spare, start, -1)
+        llama_cpp.llama_memory_seq_rm(self.mem, seq, start, -1)
+
+    def _drop(self, node: _Branch) -> None:
+        self._bury(node.seq)
+        self.free.append(node.seq)
+        node.seq = None
+        if node in self.held:
+            self.held.remove(node)
+
+    def _decode(self, pieces: list[tuple[_Branch, int]], logits: bool = True) -> list[int]:
+        """One model evaluation of each branch's piece in its sequence, after its parent's
+        path; the batch indices of their last tokens."""
+        import llama_cpp
+        total = sum(len(node.piece) for node, _ in pieces)
+        batch = llama_cpp.llama_batch_init(total, 0, 1)
+        try:
+            k, last = 0, []
+            for node, seq in pieces:
+                at = self.base + node.parent.length
+                for j, token in enumerate(node.piece):
+                    batch.token[k], batch.pos[k] = token, at + j
+                    batch.n_seq_id[k], batch.seq_id[k][0] = 1, seq
+                    batch.logits[k] = logits and j == len(node.piece) - 1
+                    k += 1
+                last.append(k - 1)
+            batch.n_tokens = k
+            status = llama_cpp.llama_decode(self.ctx, batch)
+            if status == 1 and self.spare is not None:  # no room left: free the dropped cells
+                llama_cpp.llama_memory_seq_rm(self.mem, self.spare, -1, -1)
+                status = llama_cpp.llama_decode(self.ctx, batch)
+            if status != 0:
+                raise RuntimeError("llama_decode could not read the branches of the names")
+        finally:
+            llama_cpp.llama_batch_free(batch)
+        self.odds.read += total
+        self.odds.batches += 1
+        return last

@@ -112,7 +112,14 @@ def _piece(llama, token: int) -> bytes:
 
 
 class Brute:
-    """Every full name's probability, one name at a time, from the model's own logits."""
+    """Every full name's probability, one name at a time, from the model's own logits.
+
+    llama.cpp's logits for a path depend on how it is split into evaluations (by up to 0.28
+    in a logit on this model: `ref` then `und` against `[ref, und]`), so "exact" is exact for
+    the model reading the text in the pieces the runtime reads it: the prompt and the reply
+    as below, and each name's path one branch of the names' tree at a time, each branch's
+    tokens (the one drawn and the characters the runtime writes after it) in one evaluation
+    on top of its parent's."""
 
     def __init__(self, rt, response, names, rec, grammar_text=None):
         self.rt, self.llama = rt, rt.llama
@@ -189,12 +196,13 @@ class Brute:
         target = spelled[name]
         paths: dict[tuple, float] = {}
 
-        def walk(path, text, mass):
+        def walk(path, text, mass, piece=()):
             if mass < TINY:
                 return
-            if path:  # a branch of the names' tree: one batch, as the runtime reads it
-                llama.n_tokens = base
-                llama.eval(path)
+            if piece:  # a branch of the names' tree: its parent's memory, then its own
+                # tokens in one evaluation, as the runtime reads them (`_Memory`)
+                llama.n_tokens = base + len(path) - len(piece)
+                llama.eval(list(piece))
             probs = self._dist([*prefix_tokens, *path])
             for token in np.flatnonzero(probs > 0):
                 grown = text + _piece(llama, int(token))
@@ -217,7 +225,7 @@ class Brute:
                         if grown.startswith(target):
                             paths[(*path, int(token), *forced)] = m
                             continue
-                walk([*path, int(token), *forced], grown, m)
+                walk([*path, int(token), *forced], grown, m, [int(token), *forced])
 
         walk([], written, 1.0)
         return sum(paths.values()), paths
@@ -304,27 +312,52 @@ RE_NAMES = {"refund": "give all the money back", "refund_partial": "give part of
             "report_damage": "record a damaged item", "reply": "answer a question"}
 
 
-def test_branches_waiting_at_one_depth_are_read_in_one_model_evaluation(monkeypatch):
-    """The names' branches are read together (each in a sequence of its own): fewer model
-    evaluations than branches, and the same distribution as reading them one at a time, up
-    to the mass each leaves unfollowed (the two stop at different branches)."""
+def test_branches_are_read_together_each_on_top_of_its_parents_memory(monkeypatch):
+    """The names' branches waiting at one depth are read in one model evaluation, and a branch
+    keeps the model's memory of its path for its children, so a child reads only the tokens it
+    adds: fewer model evaluations than branches, and fewer tokens per branch than with every
+    path read again from the reply, one branch at a time (no sequence to keep it in,
+    `TREE_SEQUENCES = 0`); the same distribution, up to the mass each leaves unfollowed (the
+    two stop at different branches)."""
     from openprogram.runtimes.llamacpp import confidence
     request = "Customer: has my refund gone through yet?"
     got = []
-    for together in (confidence.TREE_SEQUENCES, 1):
-        monkeypatch.setattr(confidence, "TREE_SEQUENCES", together)
+    for sequences in (confidence.TREE_SEQUENCES, 0):
+        monkeypatch.setattr(confidence, "TREE_SEQUENCES", sequences)
         rt = Asking(list(RE_NAMES), seed=0, temperature=0.0)
         rt.forget()
         resp = _decide(rt, request, RE_NAMES)
         got.append((resp.confidence, resp.raw["response"]["confidence_work"], resp.text))
-    (batched, work, text), (alone, work_alone, text_alone) = got
-    assert text == text_alone
-    assert work_alone["batches"] == work_alone["evaluations"] >= 2
+    (kept, work, text), (again, work_again, text_again) = got
+    assert text == text_again
     assert 1 <= work["batches"] < work["evaluations"]
-    slack = max(work["unfollowed"], work_alone["unfollowed"]) + 1e-12
+    # read again, a path is one model evaluation per piece of it
+    assert work_again["batches"] > work_again["evaluations"] >= 2
+    assert work["tokens"] / work["evaluations"] < work_again["tokens"] / work_again["evaluations"]
+    slack = max(work["unfollowed"], work_again["unfollowed"]) + 1e-12
     for name in RE_NAMES:
-        assert abs(batched["probs"][name] - alone["probs"][name]) <= slack, (name, got)
-    assert math.isclose(sum(batched["probs"].values()) + batched["other"], 1.0, abs_tol=1e-6)
+        assert abs(kept["probs"][name] - again["probs"][name]) <= slack, (name, got)
+    assert math.isclose(sum(kept["probs"].values()) + kept["other"], 1.0, abs_tol=1e-6)
+
+
+def test_a_branch_that_gave_its_memory_up_is_read_again_in_the_same_pieces(monkeypatch):
+    """With one sequence for the names' branches, a branch gives its memory up when another
+    needs the sequence, and its children read its path again from the nearest branch that
+    still has one (the reply), piece by piece: more tokens read, and still each name's
+    brute-force probability to 1e-9."""
+    from openprogram.runtimes.llamacpp import confidence
+    options, request_ = RE_NAMES, "Customer: has my refund gone through yet?"
+    rt, resp, rec, brute = _json_case(options, request_)
+    roomy = resp.raw["response"]["confidence_work"]
+    monkeypatch.setattr(confidence, "TREE_SEQUENCES", 1)
+    rt, resp, rec, brute = _json_case(options, request_)
+    work = resp.raw["response"]["confidence_work"]
+    assert work["evaluations"] >= roomy["evaluations"] and work["tokens"] > roomy["tokens"]
+    prefix, written, _ = _branch(rt, rec, brute, b'"call":"')
+    for name in options:
+        expected, paths = brute.probability(name, prefix, written)
+        assert expected - work["unfollowed"] - 1e-9 <= resp.confidence["probs"][name] \
+            <= expected + 1e-9, (name, resp.confidence, expected, paths)
 
 
 def test_the_picks_probability_is_the_product_over_the_tokens_it_wrote_plus_its_other_spellings():
