@@ -9,7 +9,7 @@ import re
 import sys
 from typing import Any
 
-from openprogram.base.errors import ParseError
+from openprogram.base.errors import AttemptError
 
 Field = Any
 
@@ -94,7 +94,7 @@ def _check_json_value(value: Any, path: str, deep: bool = False, numbers: bool =
         v, where = stack.pop()
         problem = _bad_json_value(v) if numbers or isinstance(v, str) else None
         if problem:
-            raise ParseError("invalid_value", f"{where} {problem}", where)
+            raise AttemptError("invalid_value", f"{where} {problem}", where)
         if deep and isinstance(v, list):
             stack.extend((x, f"{where}[{i}]") for i, x in enumerate(v))
         elif deep and isinstance(v, dict):
@@ -112,7 +112,7 @@ def _check_enum(value: Any, f: Field, path: str) -> int | None:
     i = _enum_index(value, f.options)
     if i is None:
         allowed = ", ".join(json.dumps(o, default=repr) for o in f.options)
-        raise ParseError("enum_violation", f"{path} must be one of {allowed}; got "
+        raise AttemptError("enum_violation", f"{path} must be one of {allowed}; got "
                                            f"{_json_head(value)}", path)
     return i
 
@@ -126,19 +126,19 @@ def _validate_union(value: Any, f: Field, path: str, dropped: list[str]) -> Any:
         trial: list[str] = []
         try:
             out = validate(value, alt, path, trial)
-        except ParseError as err:
+        except AttemptError as err:
             if err.kind != "type_mismatch" and closest is None:
                 closest = err
             continue
         dropped.extend(trial)
         return out
-    raise closest or ParseError("type_mismatch", f"{path} must be {f.type_name()}, got "
+    raise closest or AttemptError("type_mismatch", f"{path} must be {f.type_name()}, got "
                                                  f"{_describe_value(value)}", path)
 
 
 def validate(value: Any, f: Field, path: str, dropped: list[str]) -> Any:
     """Check `value` against `f`; return it with fields outside the schema dropped (their paths
-    go to `dropped`). Raises ParseError(type_mismatch / enum_violation / missing_required)."""
+    go to `dropped`). Raises AttemptError(type_mismatch / enum_violation / missing_required)."""
     if value is None and f.nullable:
         return None
     if f.user is not None and f.options is None:
@@ -159,7 +159,7 @@ def validate(value: Any, f: Field, path: str, dropped: list[str]) -> Any:
         "object": isinstance(value, dict),
     }[t]
     if not ok:
-        raise ParseError("type_mismatch", f"{path} must be {f.type_name()}, got "
+        raise AttemptError("type_mismatch", f"{path} must be {f.type_name()}, got "
                                           f"{_describe_value(value)}", path)
     if t in ("str", "int", "float"):
         _check_json_value(value, path)
@@ -181,7 +181,7 @@ def validate(value: Any, f: Field, path: str, dropped: list[str]) -> Any:
         except OverflowError:  # an integer literal of 309 digits or more
             # (bit_length, not str(): an int of over 4300 digits cannot be printed)
             digits = int(value.bit_length() * math.log10(2)) + 1
-            raise ParseError("invalid_value", f"{path} must be a finite number, got an "
+            raise AttemptError("invalid_value", f"{path} must be a finite number, got an "
                                               f"integer of about {digits} digits, too large "
                                               f"for a float", path) from None
     if t == "list" and f.items is not None:
@@ -194,7 +194,7 @@ def validate(value: Any, f: Field, path: str, dropped: list[str]) -> Any:
         out = {}
         for k, sub in (f.fields or {}).items():
             if k not in value:
-                raise ParseError("missing_required", f"{path}.{k} is required ({sub.type_name()})",
+                raise AttemptError("missing_required", f"{path}.{k} is required ({sub.type_name()})",
                                  f"{path}.{k}")
             out[k] = validate(value[k], sub, f"{path}.{k}", dropped)
         dropped.extend(f"{path}.{safe_key(k)}" for k in value if k not in out)

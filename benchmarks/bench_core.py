@@ -253,7 +253,7 @@ RULES_VALUES = [
 
 def bench_rules(rounds: int = 15, loops: int = 100) -> dict:
     import jsonschema
-    from openprogram.base.errors import ParseError
+    from openprogram.base.errors import AttemptError
     from openprogram.decision.schema.validator import compile_schema
     ours = compile_schema(RULES_SCHEMA, "bench", as_written=True)
     theirs = jsonschema.Draft202012Validator(RULES_SCHEMA)
@@ -262,7 +262,7 @@ def bench_rules(rounds: int = 15, loops: int = 100) -> dict:
         try:
             ours(v, "args", [])
             return True
-        except ParseError:
+        except AttemptError:
             return False
     runs = {"ours": ours_valid, "jsonschema": theirs.is_valid}
     try:

@@ -28,7 +28,7 @@ import ipywidgets as W
 import traitlets
 
 from openprogram.decision.options import normalize, render_menu
-from openprogram.base.errors import ParseError, UsageError
+from openprogram.base.errors import AttemptError, UsageError
 from openprogram.decision.modes import MODES, get_mode
 from openprogram.runtime.runtime import ModelCallError, ModelResponse, Runtime
 
@@ -254,7 +254,7 @@ class Playground(StaticCopy, W.VBox):
                     f"the schema, and this is not JSON ({exc}). Write it again.")
         try:
             self._structured(doc, "response", [])
-        except ParseError as exc:
+        except AttemptError as exc:
             return (f"Under structured output the model could not have written this: "
                     f"{exc.message}. Write a document of the schema: "
                     f'{{"decision": {{"call": ..., "args": {{...}}}}}}.')

@@ -152,13 +152,21 @@ class OptionWarning(UserWarning):
     schema whose annotations are kept but not checked. The message names the fix."""
 
 
-class ParseError(OpenProgramError, ValueError):
-    """One attempt's reply could not be turned into a usable pick. `kind` is one of
-    ERROR_KINDS; `path` points into the arguments (`args.items[0].qty`) when it can."""
+class AttemptError(OpenProgramError, ValueError):
+    """One attempt failed: its reply held no readable pick, the pick's arguments did not fit
+    the option, a rule or the tool rejected it, the pick was too unsure, or the model call
+    itself failed. `kind` (one of ERROR_KINDS) says which; `path` points into the arguments
+    (`args.items[0].qty`) when it can. The decision loop records it on the attempt and re-asks;
+    only `DecisionError` reaches the caller."""
 
     def __init__(self, kind: str, message: str, path: str | None = None):
         super().__init__(message)
         self.kind, self.message, self.path = kind, message, path
+
+
+#: The name this error had before it said what it is (it was raised for every failed attempt,
+#: not only for a reply that does not parse); kept so code that imports it keeps working.
+ParseError = AttemptError
 
 
 class Retry(OpenProgramError, ValueError):

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
 
 from ..trace.confidence import (ConfidenceAsk, check_confidence, check_threshold, from_counts,
                          from_response)
-from ..base.errors import (ArgumentError, DecisionError, ModelCallError, ParseError, Retry, UsageError,
+from ..base.errors import (ArgumentError, DecisionError, ModelCallError, AttemptError, Retry, UsageError,
                      WaitTimeout, explain, reply_head)
 from .extract import extract_action, value_span
 from .modes import MenuMode, Mode, get_mode
@@ -111,7 +111,7 @@ def check_validate(validate: Any) -> Callable[..., Any] | None:
     return rule
 
 
-def reask_prompt(request: str, reply: Any, err: ParseError, menu_text: str,
+def reask_prompt(request: str, reply: Any, err: AttemptError, menu_text: str,
                  reask: Callable[[Reask], str] | None = None, attempt: int = 1) -> str:
     """The re-ask (P7): by default the request, the previous reply, the problem, and the menu
     again; `reask` (from `check_reask`) writes the user's own text from the same facts."""
@@ -235,11 +235,11 @@ class Decider:
         except ModelCallError as exc:
             self.att = replace(self.cur, reply=exc.partial or "".join(parts),
                                duration_s=self._elapsed(t0))
-            self.fail_with(ParseError(exc.kind, str(exc)), cause=exc)
+            self.fail_with(AttemptError(exc.kind, str(exc)), cause=exc)
         except Exception as exc:
             self.att = replace(self.cur, reply="".join(parts),
                                duration_s=self._elapsed(t0))
-            self.fail_with(ParseError("model_error", f"{type(exc).__name__}: {exc}"), cause=exc)
+            self.fail_with(AttemptError("model_error", f"{type(exc).__name__}: {exc}"), cause=exc)
         usage = dict(resp.usage) if resp.usage else self.cur.usage
         self.resp = resp
         self._step("reply_received", reply=resp.text, model_call_id=node.id, usage=usage,
@@ -249,7 +249,7 @@ class Decider:
                    **({"confidence": conf} if ask is not None or stages else {}),
                    **({"cascade": cascade} if stages else {}))
         if missing is not None:
-            self.fail_with(ParseError("no_confidence", missing))
+            self.fail_with(AttemptError("no_confidence", missing))
         return resp
 
     async def _ask(self, rt: ModelCaller, ask: ConfidenceAsk | None,
@@ -381,10 +381,10 @@ class Decider:
         extraction. A refusal, and a reply cut off before any action, are their own kinds."""
         att, resp = self.cur, self.resp
         if getattr(resp, "refusal", None):
-            raise ParseError("refused", f"the provider reports that the model refused: "
+            raise AttemptError("refused", f"the provider reports that the model refused: "
                                         f"{resp.refusal}")
         if not resp.tool_calls and not isinstance(att.reply, str):
-            raise ParseError("not_text", f"the model reply is {type(att.reply).__name__}, "
+            raise AttemptError("not_text", f"the model reply is {type(att.reply).__name__}, "
                                          f"not text")
         ex = self.mode.action(resp)
         repairs: list[Any] = []
@@ -407,10 +407,10 @@ class Decider:
         if ex.action is None:
             self._step("extracted", candidates=ex.candidates)
             if resp.finish_reason in TRUNCATED:
-                raise ParseError("truncated", f"the reply was cut off at the token limit "
+                raise AttemptError("truncated", f"the reply was cut off at the token limit "
                                               f"(finish reason {resp.finish_reason!r}) before "
                                               f"a complete pick: {ex.problem}")
-            raise ParseError("no_action", ex.problem or "no JSON object picks an option")
+            raise AttemptError("no_action", ex.problem or "no JSON object picks an option")
         self._step("extracted", candidates=ex.candidates, extracted=ex.action,
                    found_in=ex.found_in, key_alias=ex.key, span=ex.span, redacted=redacted)
         if repairs:
@@ -423,7 +423,7 @@ class Decider:
         try:
             try:
                 return self._check()
-            except ParseError as err:
+            except AttemptError as err:
                 # The strict reading may have found a pick inside a broken one (an argument
                 # object keyed "action"): the repaired outer pick, if there is one, is meant.
                 if self.repair == "off" or self.cur.repairs or self.cur.span is None \
@@ -437,10 +437,10 @@ class Decider:
                     raise err from None
                 finally:
                     self._enclosing = None
-        except ParseError as err:
+        except AttemptError as err:
             if (err.kind != "truncated" and self.cur.finish_reason in TRUNCATED
                     and any(r.kind == "closed_truncation" for r in self.cur.repairs)):
-                raise ParseError("truncated", f"the reply was cut off at the token limit "
+                raise AttemptError("truncated", f"the reply was cut off at the token limit "
                                               f"(finish reason {self.cur.finish_reason!r}); "
                                               f"closed, its pick fails: {err.message}",
                                  err.path) from None
@@ -453,7 +453,7 @@ class Decider:
             ex.action = self._unwrapped(ex.action)
         name = ex.action["call"]  # whichever alias the model wrote; ex.key keeps that alias
         if not isinstance(name, str):
-            raise ParseError("bad_args", f'"{ex.key}" must be an option name (a string), got '
+            raise AttemptError("bad_args", f'"{ex.key}" must be an option name (a string), got '
                                          f"{type(name).__name__}", "call")
         option = self.by_name.get(name)
         if option is None and self.repair == "menu":
@@ -465,7 +465,7 @@ class Decider:
         if self.cur.confidence is not None and option is not None:
             self.att = replace(self.cur, confidence=replace(self.cur.confidence, pick=name))
         if option is None:
-            err = ParseError("unknown_call", f"{name!r} is not an option; the options are "
+            err = AttemptError("unknown_call", f"{name!r} is not an option; the options are "
                                              f"{', '.join(self.by_name)}", "call")
             setattr(err, "hint", _repair.name_hint(name, list(self.by_name)))  # for the re-ask
             raise err
@@ -476,7 +476,7 @@ class Decider:
                 args = {}
             if not isinstance(args, dict):
                 self.att = replace(self.cur, chosen=name)
-                raise ParseError("bad_args", f'"args" must be a JSON object, got '
+                raise AttemptError("bad_args", f'"args" must be a JSON object, got '
                                              f"{type(args).__name__}", "args")
             dropped += [safe_key(k) for k in ex.action if k not in ("call", "args")]
         else:  # the flat form {"call": "x", "field": ...}; its paths still read args.field
@@ -485,7 +485,7 @@ class Decider:
             return option, self._bind_repairing(option, args, dropped)
         try:
             return option, self.bind(option, args, dropped)
-        except ParseError as err:  # the re-ask names the fix repair="menu" would have made
+        except AttemptError as err:  # the re-ask names the fix repair="menu" would have made
             setattr(err, "hint", _repair.value_hint(err, option, args))
             raise
 
@@ -500,7 +500,7 @@ class Decider:
                 self._add_repairs([_repair.Repair("call_wrapper", "call", _repair._json(action),
                                                   _repair._json(pick))])
                 return pick
-        raise ParseError("bad_args", 'the pick has no "call" naming the option; write it as '
+        raise AttemptError("bad_args", 'the pick has no "call" naming the option; write it as '
                                      'in the option\'s "Call:" line', "call")
 
     def _add_repairs(self, repairs: list[Any]) -> None:
@@ -517,7 +517,7 @@ class Decider:
             try:
                 out = self.bind(option, args, list(dropped))
                 break
-            except ParseError as err:
+            except AttemptError as err:
                 fix = (_repair.value_fix(option, args, err.path)
                        if err.kind in ("type_mismatch", "enum_violation") and err.path else None)
                 if fix is None:
@@ -547,7 +547,7 @@ class Decider:
         out: dict[str, Any] = kwargs
         return out
 
-    def record_failure(self, err: ParseError) -> None:
+    def record_failure(self, err: AttemptError) -> None:
         # Where the offending value sits in the raw reply: looked for only now, off the path
         # of a decision that succeeds.
         att = self.cur
@@ -575,7 +575,7 @@ class Decider:
                 if not run:
                     return option, kwargs
                 return await self.resolve(option, kwargs)
-            except ParseError as err:
+            except AttemptError as err:
                 self.record_failure(err)
                 if self.cur.is_last:
                     self.fail()
@@ -595,7 +595,7 @@ class Decider:
             return option, kwargs
         shown = "unknown" if p is None else f"{p:.3f}"
         if self.low_confidence is None:
-            self.record_failure(ParseError(
+            self.record_failure(AttemptError(
                 "low_confidence", f"the model picked {option.name!r} with probability {shown}, "
                                   f"below min_confidence={m}"))
             self.fail()
@@ -610,14 +610,14 @@ class Decider:
         try:
             verdict = await settle_value(self.validate(pick), self.sync, self.deadline)
         except Retry as r:
-            raise ParseError(r.kind, r.message) from None
+            raise AttemptError(r.kind, r.message) from None
         except WaitTimeout as exc:
-            self.fail_with(ParseError("timeout", str(exc)), cause=exc)
+            self.fail_with(AttemptError("timeout", str(exc)), cause=exc)
         if verdict is False:  # a predicate says no as plainly as a Retry does
-            raise ParseError("rejected", f"the validate= rule returned False for the pick of "
+            raise AttemptError("rejected", f"the validate= rule returned False for the pick of "
                                          f"{option.name!r}; pick again")
 
-    def fail_with(self, err: ParseError, cause: BaseException | None = None) -> NoReturn:
+    def fail_with(self, err: AttemptError, cause: BaseException | None = None) -> NoReturn:
         self.record_failure(err)
         self.fail(cause)
 
@@ -635,9 +635,9 @@ class Decider:
                 value = option.resolve(kwargs)
             result = await settle_value(value, self.sync, self.deadline)
         except Retry as r:  # the option itself rejected the pick: re-ask (settle catches it)
-            raise ParseError(r.kind, r.message) from None
+            raise AttemptError(r.kind, r.message) from None
         except WaitTimeout as exc:  # timeout_s covers the option's own wait too
-            self.fail_with(ParseError("timeout", str(exc)), cause=exc)
+            self.fail_with(AttemptError("timeout", str(exc)), cause=exc)
         except BaseException as exc:
             self.finish("decision_failed", error=exc)
             if hasattr(exc, "add_note"):

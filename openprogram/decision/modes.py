@@ -23,7 +23,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, ClassVar, Sequence
 
-from ..base.errors import ArgumentError, ParseError
+from ..base.errors import ArgumentError, AttemptError
 from ..base.model_protocol import ToolCall
 from .extract import Extraction, find_action, value_span
 from .options import Option
@@ -205,7 +205,7 @@ class ToolsMode(Mode):
                 "tools offered"))
         if len(calls) > 1:
             names = ", ".join(repr(c.name) for c in calls)
-            raise ParseError("multiple_calls", f"the reply called {len(calls)} tools ({names}); "
+            raise AttemptError("multiple_calls", f"the reply called {len(calls)} tools ({names}); "
                                                f"call exactly one")
         tc = calls[0]
         return Extraction({"call": self.sent.get(tc.name, tc.name), "args": tc.args}, "call",

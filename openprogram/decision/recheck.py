@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from ..base.type_names import Options
     from .options.menu import Menu
 
-from ..base.errors import ParseError, UsageError, require
+from ..base.errors import AttemptError, UsageError, require
 from .loop import Decider
 from ..base.model_protocol import ModelResponse, ToolCall, run_sync
 from .modes import get_mode
@@ -103,14 +103,14 @@ async def _recheck(trace: DecisionTrace, menu: Menu, menu_text: str,
             option, _ = d.check()
             if validate is not None:
                 await d._rule(option)  # the loop's own rule check: Retry is `rejected`
-        except ParseError as err:
+        except AttemptError as err:
             d.record_failure(err)
             continue
         d._step("validated")
         d.finish("resolved", result=None)
         return d.trace, old.number
     last = d.att
-    d.finish("decision_failed", error=ParseError(last.error_kind or "no_action", last.error_message or "",
+    d.finish("decision_failed", error=AttemptError(last.error_kind or "no_action", last.error_message or "",
                                                  last.error_path) if last else None)
     return d.trace, None
 

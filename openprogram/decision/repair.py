@@ -793,7 +793,7 @@ def name_hint(name: str, names: list[str]) -> str:
 
 
 def value_hint(err: Any, option: Any, args: dict[str, Any]) -> str:
-    """What a re-ask says after `err` (a ParseError from validating `args`) where one value is
+    """What a re-ask says after `err` (a AttemptError from validating `args`) where one value is
     what the model nearly wrote (an allowed value in other case, a number in quotes): the value
     to write; "" otherwise."""
     if err.kind not in ("type_mismatch", "enum_violation") or not err.path:

@@ -18,7 +18,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable
 
-from ..base.errors import ArgumentError, ModelCallError, OptionError, ParseError, UsageError
+from ..base.errors import ArgumentError, ModelCallError, OptionError, AttemptError, UsageError
 from ..base.model_protocol import current_agent, running_tool, settle_value
 from ..decision.options import (Param, call_function, check_hidden, function_params, normalize,
                                 validate)
@@ -133,7 +133,7 @@ async def run_tool(tool: Tool, args: Any, runtime: Any, context: dict | None = N
             with running_tool(runtime):  # a live tool records (or replays) its result
                 value = tool.option.resolve(kwargs)
             return await settle_value(value, sync), None
-        except (ParseError, OptionError) as exc:
+        except (AttemptError, OptionError) as exc:
             return None, str(exc)
         except Exception as exc:
             return None, f"{type(exc).__name__}: {exc}"
@@ -152,7 +152,7 @@ async def run_tool(tool: Tool, args: Any, runtime: Any, context: dict | None = N
         with running_tool(runtime):  # a live tool records (or replays) its result
             value = call_function(tool.fn, kwargs)
         return await settle_value(value, sync), None
-    except (ParseError, OptionError) as exc:
+    except (AttemptError, OptionError) as exc:
         return None, str(exc)
     except Exception as exc:
         return None, f"{type(exc).__name__}: {exc}"

@@ -8,7 +8,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable
 
-from ..base.errors import ModelCallError, ParseError, UsageError
+from ..base.errors import ModelCallError, AttemptError, UsageError
 from ..trace.confidence import check_confidence, check_threshold
 from ..decision.loop import DECISION_FINISH_INSTRUCTION, Decider
 from ..decision.modes import format_mode, get_mode
@@ -50,7 +50,7 @@ async def _turn(d: Decider, content: list[dict], tools: list, max_iterations: in
                                on_tool=on_tool, context=d.context, sync=d.sync,
                                stop_on=d.mode.ends_turn())
     except ModelCallError as exc:
-        d.fail_with(ParseError(exc.kind, str(exc)), cause=exc)
+        d.fail_with(AttemptError(exc.kind, str(exc)), cause=exc)
 
 
 async def run_agent_decision(rt: ModelCaller, blocks: list[dict], options: Any, tools: list,

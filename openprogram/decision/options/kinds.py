@@ -20,7 +20,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable, ClassVar, Sequence
 
-from ...base.errors import OptionError, OptionWarning, ParseError, UsageError
+from ...base.errors import OptionError, OptionWarning, AttemptError, UsageError
 from ...base.json_form import to_jsonable
 from .menu import Menu, _hidden, param_lines, shown
 from ..schema.fields import (MISSING, Param, repr_head, looks_like_json_schema, user_stacklevel, function_params,
@@ -241,7 +241,7 @@ class Option:
                     kept[p.name] = kwargs[p.name] = validate(args[p.name], p.field, path,
                                                               dropped)
                 elif p.required:
-                    raise ParseError("missing_required",
+                    raise AttemptError("missing_required",
                                      f"{path} is required by option {self.name!r} "
                                      f"({p.field.type_name()})", path)
         finally:
@@ -543,7 +543,7 @@ def read_examples(option: Option, examples: Any, source: Any) -> list[dict]:
         try:
             option.bind(dict(args), runtime=None, context={}, dropped=dropped, injected=[],
                         prefix="args")
-        except ParseError as exc:
+        except AttemptError as exc:
             raise OptionError(f"example #{i} of option {option.name!r} is not a valid pick of "
                               f"it: {exc}; fix the example's args") from None
         if dropped:

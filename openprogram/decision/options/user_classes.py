@@ -23,7 +23,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable
 
-from ...base.errors import OptionError, ParseError, SchemaError
+from ...base.errors import OptionError, AttemptError, SchemaError
 from ...base.json_form import to_jsonable
 from . import sources
 from .kinds import Option, redescribe, register_option_kind
@@ -229,7 +229,7 @@ def _pydantic_check(adapter: Any, doc: SchemaDoc, node: dict, value: Any, path: 
             message += "; also " + "; ".join(more)
         if len(errors) > 4:
             message += f" (and {len(errors) - 4} more problems)"
-        raise ParseError(_kind(errors[0]["type"]), message, where) from None
+        raise AttemptError(_kind(errors[0]["type"]), message, where) from None
     doc.extra_paths(node, value, path, dropped)
     return out
 
@@ -298,14 +298,14 @@ def _class_fields(cls: type) -> list[tuple[str, Field, bool, Any]]:
 
 def _check_class(cls: type, fields: list, value: Any, path: str, dropped: list[str]) -> Any:
     if not isinstance(value, dict):
-        raise ParseError("type_mismatch", f"{path} must be an object ({cls.__name__}), got "
+        raise AttemptError("type_mismatch", f"{path} must be an object ({cls.__name__}), got "
                                           f"{describe_value(value)}", path)
     kwargs = {}
     for key, f, required, _ in fields:
         if key in value:
             kwargs[key] = validate(value[key], f, f"{path}.{key}", dropped)
         elif required:
-            raise ParseError("missing_required", f"{path}.{key} is required by "
+            raise AttemptError("missing_required", f"{path}.{key} is required by "
                                                  f"{cls.__name__} ({f.type_name()})",
                              f"{path}.{key}")
     names = {name for name, *_ in fields}
@@ -315,7 +315,7 @@ def _check_class(cls: type, fields: list, value: Any, path: str, dropped: list[s
     try:
         return cls(**kwargs)
     except (ValueError, AssertionError) as exc:  # __post_init__ refusing a value
-        raise ParseError("invalid_value", f"{path}: {exc}", path) from None
+        raise AttemptError("invalid_value", f"{path}: {exc}", path) from None
 
 
 def _fallback_mapping(ann: Any, values: Field) -> UserType:
@@ -325,7 +325,7 @@ def _fallback_mapping(ann: Any, values: Field) -> UserType:
 
     def check(value: Any, path: str, dropped: list[str]) -> dict:
         if not isinstance(value, dict):
-            raise ParseError("type_mismatch", f"{path} must be an object ({_name(ann)}), got "
+            raise AttemptError("type_mismatch", f"{path} must be an object ({_name(ann)}), got "
                                               f"{describe_value(value)}", path)
         return {k: validate(v, values, f"{path}.{k}", dropped) for k, v in value.items()}
     return UserType(SchemaDoc(defs), node, check)

@@ -25,7 +25,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable, ClassVar
 
-from ...base.errors import OptionError, OptionWarning, ParseError, SchemaError
+from ...base.errors import OptionError, OptionWarning, AttemptError, SchemaError
 from ...base.json_form import to_jsonable
 from ...base.model_protocol import ModelCaller
 from ...base.text import cut
@@ -398,7 +398,7 @@ def user_stacklevel() -> int:
 
 def validate(value: Any, f: Field, path: str, dropped: list[str]) -> Any:
     """Check `value` against `f`; return it with fields outside the schema dropped (their paths
-    go to `dropped`). Raises ParseError(type_mismatch / enum_violation / missing_required /
+    go to `dropped`). Raises AttemptError(type_mismatch / enum_violation / missing_required /
     invalid_value). The check is validator.py's, over the field's schema, compiled once."""
     check = f.__dict__.get("_check")
     if check is None:

@@ -15,7 +15,7 @@ What an automaton cannot run — backreferences, lookahead / lookbehind, conditi
 groups, possessive repeats, the flags (?m) (?a) (?L) — is refused when the schema is read, with
 an `OptionError` naming the construct; a pattern whose counted repeats make it too large once
 written out (`(a{1000}){1000}`) likewise. A text whose check would go past `WORK_LIMIT` steps is
-refused (a `ParseError` saying so), never run to the end.
+refused (a `AttemptError` saying so), never run to the end.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable
 
-from ...base.errors import OptionError, ParseError
+from ...base.errors import OptionError, AttemptError
 
 __all__ = ["Pattern", "compile_pattern", "WORK_LIMIT", "MAX_STATES"]
 
@@ -259,7 +259,7 @@ class Pattern:
 
     def search(self, text: str, path: str | None = None) -> bool:
         """Whether the pattern matches somewhere in `text` (`re.search`'s answer); a
-        `ParseError` when the check would take more than `WORK_LIMIT` steps."""
+        `AttemptError` when the check would take more than `WORK_LIMIT` steps."""
         if self.plain is not None and len(text) <= self.plain_max:
             self.work += len(text) + 1
             return self.plain.search(text) is not None
@@ -295,7 +295,7 @@ class Pattern:
             if len(moves) > _CACHE:   # the sets met so far start over: memory stays bounded
                 state = self._forget(state)
             if self.work > limit:
-                raise ParseError("invalid_value", f"{path or 'the text'}: matching the pattern "
+                raise AttemptError("invalid_value", f"{path or 'the text'}: matching the pattern "
                                                   f"{self.text} on a text of {n} characters "
                                                   f"would take more than {WORK_LIMIT} steps; "
                                                   f"give a shorter text", path)

@@ -19,7 +19,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable
 
-from ...base.errors import ParseError
+from ...base.errors import AttemptError
 from .type_table import json_type
 
 __all__ = ["check_json_value", "describe_value", "json_head", "json_text", "safe_key", "equal",
@@ -107,7 +107,7 @@ def check_json_value(value: Any, path: str, deep: bool = False, numbers: bool = 
         v, where = stack.pop()
         problem = _bad_json_value(v) if numbers or isinstance(v, str) else None
         if problem:
-            raise ParseError("invalid_value", f"{where} {problem}", where)
+            raise AttemptError("invalid_value", f"{where} {problem}", where)
         if deep and isinstance(v, list):
             stack.extend((x, f"{where}[{i}]") for i, x in enumerate(v))
         elif deep and isinstance(v, dict):

@@ -11,7 +11,7 @@ changing it — boolean schemas anywhere, `allOf` / `anyOf` / `oneOf` / `not` / 
 with its bounds, and `unevaluatedProperties` / `unevaluatedItems` through the annotations each
 subschema reports (the names and positions it evaluated). What it cannot follow is refused at
 build time by name: a reference to another document (inline it under `$defs`) and
-`$dynamicRef` / `$dynamicAnchor`. A failure is a `ParseError` with the kind and the path of the
+`$dynamicRef` / `$dynamicAnchor`. A failure is a `AttemptError` with the kind and the path of the
 value at fault, as validator.py's. It is long for one concept, a document of the whole
 vocabulary judged: each keyword's check is written once (the value keywords' tests and texts
 are value_keywords.py's, shared with validator.py), and what stays beside them belongs to the
@@ -25,7 +25,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable
 
-from ...base.errors import OptionError, ParseError
+from ...base.errors import OptionError, AttemptError
 from .patterns import compile_pattern
 from .refs import LISTS as _LISTS, MAPS as _MAPS, SINGLE as _SINGLE, Document, join_uri as _join
 from .reply_values import FORMAT_CHECKS, OPENAPI_FORMATS, equal, json_head, json_text, safe_key
@@ -92,11 +92,11 @@ def _has_float(v: Any) -> bool:
     return False
 
 
-class SchemaParseError(ParseError):
-    """A `ParseError` whose message is written when it is first read: inside `if`, `not`,
+class SchemaParseError(AttemptError):
+    """A `AttemptError` whose message is written when it is first read: inside `if`, `not`,
     `anyOf`, `contains` most failures only answer "no", and a caller asking only whether a
     value is valid never reads it; the message (the value's head as JSON) costs more than the
-    check itself. It reads, prints and pickles as the `ParseError` it stands for."""
+    check itself. It reads, prints and pickles as the `AttemptError` it stands for."""
 
     def __init__(self, kind: str, make: Callable[[], str], path: str):
         self.kind, self.path, self._make, self._text = kind, path, make, None
@@ -115,18 +115,18 @@ class SchemaParseError(ParseError):
         return self.message
 
     def __repr__(self) -> str:
-        return f"ParseError({self.kind!r}, {self.message!r}, {self.path!r})"
+        return f"AttemptError({self.kind!r}, {self.message!r}, {self.path!r})"
 
     def __reduce__(self) -> tuple:
-        return ParseError, (self.kind, self.message, self.path)
+        return AttemptError, (self.kind, self.message, self.path)
 
 
-def _fail(kind: str, make: Callable[[], str], p: str) -> ParseError:
+def _fail(kind: str, make: Callable[[], str], p: str) -> AttemptError:
     return SchemaParseError(kind, make, p)
 
 
 class Evaluator:
-    """A JSON Schema document read once: `evaluator.check(value, path)` raises `ParseError`
+    """A JSON Schema document read once: `evaluator.check(value, path)` raises `AttemptError`
     for a value the schema does not allow, and returns the value unchanged otherwise."""
 
     def __init__(self, root: Any, where: str, compile: bool = True):
@@ -215,7 +215,7 @@ class Evaluator:
         """Whether `v` is valid under the subschema `s` (compiled once, with the document)."""
         try:
             self._compile(s, base, self.pointers.get(id(s), "#"))(v, "")
-        except ParseError:
+        except AttemptError:
             return False
         return True
 
@@ -319,7 +319,7 @@ class Evaluator:
             def not_(v, p):
                 try:
                     inner(v, p)
-                except ParseError:
+                except AttemptError:
                     return _NONE
                 raise _fail("invalid_value", lambda: f"{p} must not match the schema under 'not' "
                                              f"({ptr}/not); got {json_head(v)}", p)
@@ -332,7 +332,7 @@ class Evaluator:
             def if_(v, p):
                 try:
                     got = cond(v, p)
-                except ParseError:
+                except AttemptError:
                     return else_(v, p) if else_ is not None else _NONE
                 return _merge([got, then(v, p)]) if then is not None else got
             steps.append(if_)
@@ -476,7 +476,7 @@ class Evaluator:
                 try:
                     found.append(run(v, p))
                     passed += 1
-                except ParseError as err:
+                except AttemptError as err:
                     if first is None or (first.kind == "type_mismatch"
                                          and err.kind != "type_mismatch"):
                         first = err
@@ -630,7 +630,7 @@ class Evaluator:
                     try:
                         inner(x, f"{p}[{i}]")
                         hits.append(i)
-                    except ParseError:
+                    except AttemptError:
                         pass
                 if len(hits) < lo:
                     raise _fail("invalid_value", lambda: f"{p} must hold at least {int(lo)} item(s) "

@@ -2,7 +2,7 @@
 
 `compile_schema(schema, where)` reads a JSON Schema (draft 2020-12, the keywords in `SUPPORTED`)
 once, when the option set is built, and returns a `Checker`: `checker(value, path, dropped)`
-returns the value as the option receives it or raises `ParseError` with the kind
+returns the value as the option receives it or raises `AttemptError` with the kind
 (`type_mismatch`, `enum_violation`, `missing_required`, `invalid_value`) and the path of the
 field at fault (`args.steps[0].action`). A keyword that would change what is valid but is not
 supported is refused there and then (`OptionError` naming the keyword and where it is);
@@ -28,7 +28,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable
 
-from ...base.errors import OptionError, ParseError
+from ...base.errors import OptionError, AttemptError
 from .reply_values import (FORMAT_CHECKS, OPENAPI_FORMATS, PYTHON_FORMAT_CHECKS,
                          SURROGATE as _SURROGATE,
                          _bad_json_value, check_json_value, describe_value, equal,
@@ -320,7 +320,7 @@ class _Compiler:
             for allowed in values:
                 if equal(v, allowed):
                     return v
-            raise ParseError("enum_violation", f"{p} must be {what}; got {json_head(v)}", p)
+            raise AttemptError("enum_violation", f"{p} must be {what}; got {json_head(v)}", p)
         step.texts = texts
         return step
 
@@ -342,7 +342,7 @@ class _Compiler:
                 trial: list[str] = []
                 try:
                     got = run(v, p, trial)
-                except ParseError as err:
+                except AttemptError as err:
                     if err.kind != "type_mismatch" and closest is None:
                         closest = err
                     continue
@@ -352,10 +352,10 @@ class _Compiler:
                 if not one:
                     break
             if found == 0:
-                raise closest or ParseError("type_mismatch", f"{p} must be {names}, got "
+                raise closest or AttemptError("type_mismatch", f"{p} must be {names}, got "
                                                              f"{describe_value(v)}", p)
             if one and found > 1:
-                raise ParseError("invalid_value", f"{p} fits {found} of the alternatives of "
+                raise AttemptError("invalid_value", f"{p} fits {found} of the alternatives of "
                                                   f"oneOf ({names}); it must fit exactly one",
                                  p)
             d.extend(trial_kept)
@@ -374,7 +374,7 @@ class _Compiler:
 
             def pattern(v, p, d):
                 if isinstance(v, str) and not rx.search(v, p):
-                    raise ParseError("invalid_value", pattern_text(p, v, text), p)
+                    raise AttemptError("invalid_value", pattern_text(p, v, text), p)
                 return v
             steps.append(pattern)
         fmt = s.get("format")
@@ -383,7 +383,7 @@ class _Compiler:
 
             def form(v, p, d):
                 if isinstance(v, str) and not test(v):
-                    raise ParseError("invalid_value", format_text(p, v, fmt), p)
+                    raise AttemptError("invalid_value", format_text(p, v, fmt), p)
                 return v
             steps.append(form)
         return steps
@@ -405,9 +405,9 @@ class _Compiler:
             if isinstance(v, kind):
                 n = len(v)
                 if lo is not None and n < lo:
-                    raise ParseError("invalid_value", size_text(p, lo, True, unit, n), p)
+                    raise AttemptError("invalid_value", size_text(p, lo, True, unit, n), p)
                 if hi is not None and n > hi:
-                    raise ParseError("invalid_value", size_text(p, hi, False, unit, n), p)
+                    raise AttemptError("invalid_value", size_text(p, hi, False, unit, n), p)
             return v
         return [size]
 
@@ -429,7 +429,7 @@ class _Compiler:
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
                     for test, b, text in bounds:
                         if not test(v, b):
-                            raise ParseError("invalid_value", bound_text(p, v, text, b), p)
+                            raise AttemptError("invalid_value", bound_text(p, v, text, b), p)
                 return v
             steps.append(bound)
         if "multipleOf" in s:
@@ -439,7 +439,7 @@ class _Compiler:
 
             def multiple(v, p, d):
                 if is_number(v) and not_multiple(v, m):
-                    raise ParseError("invalid_value", multiple_text(p, v, m), p)
+                    raise AttemptError("invalid_value", multiple_text(p, v, m), p)
                 return v
             steps.append(multiple)
         return steps
@@ -473,7 +473,7 @@ class _Compiler:
                 if isinstance(v, list):
                     at = first_repeat(v)
                     if at is not None:
-                        raise ParseError("invalid_value", repeat_text(p, *at), f"{p}[{at[0]}]")
+                        raise AttemptError("invalid_value", repeat_text(p, *at), f"{p}[{at[0]}]")
                 return v
             steps.append(unique)
         return steps
@@ -509,11 +509,11 @@ def _any(v: Any, p: str, d: list[str]) -> Any:
 
 
 def _refused(v: Any, p: str, d: list[str]) -> Any:
-    raise ParseError("invalid_value", f"{p} is not allowed (the schema allows no other keys)", p)
+    raise AttemptError("invalid_value", f"{p} is not allowed (the schema allows no other keys)", p)
 
 
 def _nothing(v: Any, p: str, d: list[str]) -> Any:
-    raise ParseError("invalid_value", f"{p} must not be given (the schema allows no value)", p)
+    raise AttemptError("invalid_value", f"{p} must not be given (the schema allows no value)", p)
 
 
 def _make_node(types: list | None, name: str, steps: list[Callable], obj: tuple | None,
@@ -533,12 +533,12 @@ def _make_node(types: list | None, name: str, steps: list[Callable], obj: tuple 
         if allowed is not None:
             t = json_type(v)
             if t not in allowed and not (t == "integer" and "number" in allowed):
-                raise ParseError("type_mismatch", f"{p} must be {name}, got "
+                raise AttemptError("type_mismatch", f"{p} must be {name}, got "
                                                   f"{describe_value(v)}", p)
         if isinstance(v, (str, float)) or (isinstance(v, int) and not isinstance(v, bool)):
             problem = _bad_json_value(v)
             if problem:
-                raise ParseError("invalid_value", f"{p} {problem}", p)
+                raise AttemptError("invalid_value", f"{p} {problem}", p)
         for step in steps:
             v = step(v, p, d)
         # (a union's object keywords are its own as well; the spec's forms never have both)
@@ -550,7 +550,7 @@ def _make_node(types: list | None, name: str, steps: list[Callable], obj: tuple 
             except OverflowError:  # an integer literal of 309 digits or more
                 # (bit_length, not str(): an int of over 4300 digits cannot be printed)
                 digits = int(v.bit_length() * math.log10(2)) + 1
-                raise ParseError("invalid_value", f"{p} must be a finite number, got an integer "
+                raise AttemptError("invalid_value", f"{p} must be a finite number, got an integer "
                                                   f"of about {digits} digits, too large for a "
                                                   f"float", p) from None
         return v
@@ -654,17 +654,17 @@ def _object(v: dict, p: str, d: list[str], obj: tuple) -> dict:
     if extra_run is not None:  # keys that are kept: text a key holds is JSON's too
         for k in v:
             if isinstance(k, str) and not k.isascii() and _SURROGATE.search(k):
-                raise ParseError("invalid_value", f"{p} (a key) {_bad_json_value(k)}",
+                raise AttemptError("invalid_value", f"{p} (a key) {_bad_json_value(k)}",
                                  f"{p} (a key)")
     out = {}
     for k, run, required, dot_k in fields:
         if k in v:
             out[k] = run(v[k], p + dot_k, d)
         elif required:
-            raise ParseError("missing_required", f"{p}.{k} is required ({titles[k]})", f"{p}.{k}")
+            raise AttemptError("missing_required", f"{p}.{k} is required ({titles[k]})", f"{p}.{k}")
     for k in missing_only:
         if k not in v:
-            raise ParseError("missing_required", f"{p}.{k} is required", f"{p}.{k}")
+            raise AttemptError("missing_required", f"{p}.{k} is required", f"{p}.{k}")
         out[k] = _any(v[k], f"{p}.{k}", d)
     if len(out) < len(v):
         for k, x in v.items():
@@ -676,7 +676,7 @@ def _object(v: dict, p: str, d: list[str], obj: tuple) -> dict:
                 out[k] = extra_run(x, f"{p}.{safe_key(k)}", d)
     n = len(v)  # as the specification counts: the keys given, dropped ones too
     if lo is not None and n < lo:
-        raise ParseError("invalid_value", f"{p} must have at least {lo} keys, got {n}", p)
+        raise AttemptError("invalid_value", f"{p} must have at least {lo} keys, got {n}", p)
     if hi is not None and n > hi:
-        raise ParseError("invalid_value", f"{p} must have at most {hi} keys, got {n}", p)
+        raise AttemptError("invalid_value", f"{p} must have at most {hi} keys, got {n}", p)
     return out

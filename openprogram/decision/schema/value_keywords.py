@@ -5,7 +5,7 @@ the sizes (`minLength` ... `maxProperties`) and `uniqueItems` are judged the sam
 failures (and those of `pattern` and `format`) worded the same way, by validator.py (an option's own schema, which also converts the
 value it checks) and by schemaeval.py (a schema as written, which also tracks what each part
 evaluated). What differs between those two is the shape of their steps and the kind of
-`ParseError` they raise (schemaeval's writes its message only when it is read), so each wraps
+`AttemptError` they raise (schemaeval's writes its message only when it is read), so each wraps
 these tests and texts in its own step; what a keyword's own value must be (`is_number`,
 `is_count`) is here too.
 """

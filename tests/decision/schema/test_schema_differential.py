@@ -30,7 +30,7 @@ import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from openprogram.base.errors import ParseError
+from openprogram.base.errors import AttemptError
 from openprogram.decision.schema.validator import compile_schema
 
 from corpus import all_entries
@@ -51,7 +51,7 @@ def without_format(schema):
 def ours_valid(check, value):
     try:
         check(copy.deepcopy(value), "args", [])
-    except ParseError:
+    except AttemptError:
         return False
     return True
 
@@ -226,7 +226,7 @@ def test_a_schema_as_written_is_judged_as_jsonschema_does(eid, definition, good,
     try:
         got = check(copy.deepcopy(value), "args", dropped)
         ours = True
-    except ParseError:
+    except AttemptError:
         ours = False
     assert ours == theirs.is_valid(value), (eid, value)
     if ours:   # nothing allowed is dropped, nothing changed but 1.0 -> 1 and 1 -> 1.0

@@ -18,7 +18,7 @@ from hypothesis import given, settings, strategies as st
 
 import openprogram
 from openprogram import DecisionError, OptionError, decision
-from openprogram.base.errors import ParseError
+from openprogram.base.errors import AttemptError
 from openprogram.decision.schema.patterns import WORK_LIMIT, compile_pattern
 from openprogram.decision.schema.validator import compile_schema
 from openprogram.runtimes import ScriptedRuntime
@@ -76,7 +76,7 @@ def test_pattern_properties_with_a_catastrophic_key_pattern_are_bounded():
 def test_the_spec_forms_validator_runs_the_pattern_as_an_automaton_too():
     check = compile_schema({"type": "string", "pattern": "^(a|a)*$"}, "the field")
     assert check("aaaa", "args.x", []) == "aaaa"
-    with pytest.raises(ParseError, match="must match the pattern"):
+    with pytest.raises(AttemptError, match="must match the pattern"):
         check("a" * 10_000 + "b", "args.x", [])
 
 
@@ -85,7 +85,7 @@ def test_a_text_whose_check_would_pass_the_work_limit_is_refused_not_run_on():
     rx = compile_pattern("[ab]*a[ab]{300}$")
     rng = random.Random(7)
     text = "".join(rng.choice("ab") for _ in range(40_000))
-    with pytest.raises(ParseError, match=r"args\.s: matching the pattern .* "
+    with pytest.raises(AttemptError, match=r"args\.s: matching the pattern .* "
                                                      r"would take more than") as err:
         rx.search(text, "args.s")
     assert err.value.kind == "invalid_value" and err.value.path == "args.s"

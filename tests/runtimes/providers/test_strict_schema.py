@@ -300,9 +300,9 @@ def test_a_strict_reply_without_its_forced_nulls_gives_the_result_of_the_pick(pi
 
 
 def test_without_the_strip_a_forced_null_would_fail_validation():
-    from openprogram.base.errors import ParseError
+    from openprogram.base.errors import AttemptError
     menu = normalize(OPTIONS)
-    with pytest.raises(ParseError, match="args.loud"):
+    with pytest.raises(AttemptError, match="args.loud"):
         _kwargs(menu, _with_forced_nulls(PICKS[0]))
 
 
