@@ -338,10 +338,6 @@ class CachedRuntime(RecordingRuntime):
     def streams(self, value: bool) -> None:
         pass
 
-    @property
-    def takes_menu(self) -> bool:  # the menu as data passes through to the model asked
-        return getattr(self.inner, "takes_menu", False)
-
     def complete(self, messages, *, tools=None, on_text=None, timeout=None,
                  **mode_args) -> ModelResponse:
         async def send():  # never suspends: complete() drives it without an event loop
