@@ -65,7 +65,7 @@ def _ready(v: Any, depth: int) -> bool:
     """Whether `v` is JSON as to_jsonable would return it (tuples as lists, which json.dumps
     writes alike). The depth bound stops a reference cycle as well as deep nesting. The test of
     one item is written out twice, for a dict's values and a list's items, on purpose: this runs
-    for every value of every journaled row, and a call per item cost a fifth of it."""
+    for every value of every journaled row, and a function call per item would add to that."""
     if depth >= MAX_DEPTH:
         return False
     t = type(v)
