@@ -25,7 +25,10 @@ recorded too, and a replay starts no server at all. The options follow the serve
 `notifications/tools/list_changed` makes the next `.options` read the tools again, and a pick of
 a tool removed meanwhile is re-asked, never sent.
 
-This module imports the SDK when it is imported; `import openprogram` never imports it.
+This module imports the SDK when it is imported; `import openprogram` never imports it. It is long
+because it is the whole bridge to a live server — connecting (stdio or HTTP, several servers, a
+config file), its tools as options and their changes, a call's result and errors, the secrets a
+server is given, recording and replay — and each part is used only here.
 """
 from __future__ import annotations
 

@@ -9,7 +9,9 @@ Arguments that name options, runtimes, contexts, tools, rules (`--validate`) or 
 (`--reask`) are names of the notebook's variables or Python expressions evaluated in its namespace
 (quote an expression that holds spaces); `--mode` picks the way of asking. An async runtime works
 as is: the decision finishes inside the kernel's running event loop and the panel follows it
-live. Every magic has `--help`.
+live. Every magic has `--help`. It is long because it holds every magic, each a short front end
+over the core on IPython's magic_arguments, sharing the helpers that resolve names in the user's
+namespace and show results.
 """
 from __future__ import annotations
 

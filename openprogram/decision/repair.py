@@ -10,7 +10,9 @@ themselves. The decision loop calls in only after the strict path has failed, so
 is valid as written is never changed; each repair is taken only when exactly one candidate
 fits, and none of them guesses an option, changes a value or fills a missing field. The syntax
 repair reads the reply once with one regular expression per token (linear in the text, depth
-and repair count bounded); the menu repairs walk the option's JSON Schema along an error path.
+and repair count bounded); the menu repairs walk the option's JSON Schema along an error path. It
+is long because every repair reads the reply through the same token loop (and its fast path) under
+one work budget; split apart, each would need the others' state.
 """
 from __future__ import annotations
 

@@ -49,7 +49,10 @@ A model file is loaded once per process for each (path, n_ctx, n_threads, n_batc
 n_gpu_layers) and shared by every runtime that asks for it. A llama.cpp context is not
 thread-safe, so calls on one loaded model take turns (a lock): `evaluate(..., concurrency=8)`
 works, the decisions simply queue for the model. `import openprogram` and `openprogram.runtimes`
-import neither package; `llama_cpp` is imported when a runtime is created.
+import neither package; `llama_cpp` is imported when a runtime is created. It is long because a
+generation is one loop — the prompt laid out and read, tokens drawn under the grammar, the
+characters the schema fixes written, stops and the deadline checked — whose steps share the loaded
+model's state; model files, the grammar and the exact distribution are the package's other modules.
 """
 from __future__ import annotations
 
