@@ -23,26 +23,13 @@ from openprogram.runtimes import ScriptedRuntime
 
 from corehelp import pick
 
+from deadlock import finishes as _finishes  # tests/support
+
 HARNESS_BOUND_S = 60  # only a deadlock gets near this: the scenarios themselves take milliseconds
 
 
 def finishes(scenario):
-    """Run `scenario()` in a daemon thread; its value, or its exception re-raised. A scenario
-    still running after HARNESS_BOUND_S is a deadlock, and fails the test."""
-    box = {}
-
-    def run():
-        try:
-            box["value"] = scenario()
-        except BaseException as exc:
-            box["error"] = exc
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(HARNESS_BOUND_S)
-    assert not t.is_alive(), "deadlock: the decision never came back"
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+    return _finishes(scenario, HARNESS_BOUND_S)
 
 
 class LoopService:

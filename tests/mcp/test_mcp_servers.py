@@ -19,26 +19,15 @@ import pytest
 from openprogram import DecisionError, OptionError, UsageError, decision, mcp, tool
 from openprogram.runtimes import ScriptedRuntime
 
+from deadlock import finishes as _finishes  # tests/support
+
 BIN = Path(sys.executable).parent
 TIME = f"{BIN / 'mcp-server-time'} --local-timezone Etc/UTC"
 HARNESS_BOUND_S = 120  # a deadlock only: starting a server takes a second or two here
 
 
 def finishes(scenario):
-    box = {}
-
-    def run():
-        try:
-            box["value"] = scenario()
-        except BaseException as exc:
-            box["error"] = exc
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(HARNESS_BOUND_S)
-    assert not t.is_alive(), "deadlock: the scenario never came back"
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+    return _finishes(scenario, HARNESS_BOUND_S)
 
 
 def children() -> set[int]:
