@@ -303,7 +303,7 @@ class _Server:
         spec = dict(spec)
         # HTTP headers sent to a URL server; a value whose name says it is a credential
         # (Authorization, X-API-Key, Cookie...) is held as a secret that never shows itself
-        self.headers = {k: (_EnvSecret(v) if _names_secret(k, v) else v)
+        self.headers = {k: (_HeaderSecret(v) if _names_secret(k, v) else v)
                         for k, v in (spec.pop("headers", None) or {}).items()}
         self.key, self.spec = key, spec
         self.mask = mask or (lambda value: value)
@@ -380,7 +380,7 @@ class _Server:
             if not self.headers:
                 return streamable_http_client(self.spec["url"])
             return _http_with_headers(self.spec["url"], {
-                k: v.reveal() if isinstance(v, _EnvSecret) else v
+                k: v.header() if isinstance(v, _HeaderSecret) else v
                 for k, v in self.headers.items()})
         from mcp.client.stdio import StdioServerParameters, stdio_client
         command = self.spec["command"]
@@ -454,8 +454,8 @@ class Connection:
         # errors hold it even when the server echoes it back
         self._secrets = [_EnvSecret(v) for spec in servers.values()
                          for k, v in (spec.get("env") or {}).items() if _names_secret(k, v)]
-        self._secrets += [v for s in self.servers for v in s.headers.values()
-                          if isinstance(v, _EnvSecret)]
+        self._secrets += [v.credential for s in self.servers for v in s.headers.values()
+                          if isinstance(v, _HeaderSecret)]
         self.timeout_s = timeout_s
         self.runtime = runtime
         self.cache = _ResultCache(cache) if cache is not None else None
@@ -746,6 +746,28 @@ class _EnvSecret:
         remember(self)
 
     def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "<secret>"
+
+    __str__ = __repr__
+
+
+class _HeaderSecret:
+    """A credential header's value (`Bearer <token>`), sent as it is. What is masked is the
+    credential after its scheme: masking the whole value would also mask any eight characters of
+    it, "Bearer t" among them, in text that only talks about bearer tokens."""
+    __slots__ = ("_value", "credential")
+
+    def __init__(self, value: str):
+        self._value = value
+        scheme, _, rest = value.partition(" ")
+        rest = rest.strip()
+        plain = scheme.isascii() and scheme.replace("-", "").isalnum() and len(rest) >= 8
+        self.credential = _EnvSecret(rest if plain else value)
+
+    def header(self) -> str:
         return self._value
 
     def __repr__(self) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from openprogram import DecisionError, OptionError, UsageError, decision, mcp, tool
+from openprogram.base import filesecrets
 from openprogram.runtimes import ScriptedRuntime
 
 from deadlock import finishes as _finishes  # tests/support
@@ -409,12 +410,15 @@ def test_a_token_in_a_header_reaches_the_server_and_nothing_else_holds_it(guarde
                      runtime=rec) as conn:
         assert sorted(o.name for o in conn.options) == ["rotate", "whoami"]
         said = decision.make("Who am I?", conn.options, runtime=rec)
-        # the server echoed the header: its whole value is the secret
-        assert said == {"result": "you sent [redacted]"}
+        # the server echoed the header: the credential after its scheme is the secret (the
+        # whole value would mask "Bearer t" in any text about bearer tokens)
+        assert said == {"result": "you sent Bearer [redacted]"}
+        about = "explain Bearer tokens and Authorization headers"
+        assert filesecrets.scrub(about) == about
         trace_text = json.dumps(decision.last_trace().to_dict(), default=repr)
         with pytest.raises(DecisionError) as err:
             decision.make("Rotate it.", conn.options, runtime=rec, max_retries=0)
-        assert err.value.kind == "tool_error" and "rotation refused for [redacted]" in \
+        assert err.value.kind == "tool_error" and "rotation refused for Bearer [redacted]" in \
             str(err.value)
         failed = json.dumps(err.value.trace.to_dict(), default=repr)
         shown = repr(conn) + repr(vars(conn)) + "".join(repr(vars(s)) for s in conn.servers)
@@ -423,7 +427,7 @@ def test_a_token_in_a_header_reaches_the_server_and_nothing_else_holds_it(guarde
     text = path.read_text(encoding="utf-8")
     for where in (text, trace_text, failed, str(err.value), repr(err.value), shown):
         assert no_piece_of(TOKEN, where), where
-    assert "you sent [redacted]" in text
+    assert "you sent Bearer [redacted]" in text
     # the masked recording replays, with no server
     assert decision.make("Who am I?", conn.options, runtime=ReplayRuntime(path)) == said
 
@@ -446,7 +450,7 @@ def test_a_configs_url_server_takes_its_own_headers(guarded_server):
     config = {"mcpServers": {"vault": {"url": url,
                                        "headers": {"Authorization": f"Bearer {TOKEN}"}}}}
     with mcp.connect(config=config) as conn:
-        assert conn.call("whoami") == {"result": "you sent [redacted]"}
+        assert conn.call("whoami") == {"result": "you sent Bearer [redacted]"}
         assert repr(conn.servers[0].headers) == "{'Authorization': <secret>}"
     assert seen[-1] == f"Bearer {TOKEN}"
 
