@@ -63,8 +63,10 @@ class ModelResponse:
 
 
 #: Mode arguments that say how a request is laid out, not what it asks (the menu is in the prompt
-#: already): never part of a request's record or its cache key.
-LAYOUT_ARGS = frozenset({"menu"})
+#: already; `samples=`, how many samples of `decision.Samples` the request has, only lets a
+#: runtime draw them together, and each sample stays its own entry by its `sample=` index):
+#: never part of a request's record or its cache key.
+LAYOUT_ARGS = frozenset({"menu", "samples"})
 
 
 class ModelCaller:

@@ -324,7 +324,8 @@ class Decider:
                              "tools=, or with confidence=True on a runtime that gives a "
                              "distribution (LlamaCppRuntime, OpenAIRuntime)")
         base = {k: v for k, v in extra.items() if k != "confidence"}
-        calls = [(on_text if i == 0 else None, {**base, "sample": i,
+        # `samples=` lets a runtime that can draw the n in one request (OpenAI's n=) do so
+        calls = [(on_text if i == 0 else None, {**base, "sample": i, "samples": s.n,
                                                  "temperature": s.temperature})
                  for i in range(s.n)]
         if self.sync:

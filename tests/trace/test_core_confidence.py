@@ -46,8 +46,9 @@ def test_three_a_and_two_b_give_point_six_and_resolve_a():
     conf = decision.last_trace().confidence
     assert conf.probs == {"A": 0.6, "B": 0.4} and conf.other == 0
     assert (conf.source, conf.n, conf.pick) == ("samples", 5, "A")
-    # each sample is its own request: its index and the temperature go with it
-    assert [c.mode_args for c in rt.calls] == [{"sample": i, "temperature": 1.0}
+    # each sample is its own call: its index, how many samples there are (so a runtime may
+    # draw them in one request) and the temperature go with it
+    assert [c.mode_args for c in rt.calls] == [{"sample": i, "samples": 5, "temperature": 1.0}
                                               for i in range(5)]
 
 

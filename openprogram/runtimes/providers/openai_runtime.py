@@ -59,20 +59,58 @@ the size limits) goes with `strict: false`, and the raw record says why. `finish
 `truncated` and `refused`. `acomplete()` (`decision.amake`, `aagent`) runs on the
 SDK's `AsyncOpenAI` client, streaming or not; each reply's `raw` holds the request body and the
 response as JSON, keys redacted, each at most 64 KB.
+
+`confidence=decision.Samples(n)` draws its n samples in one request (`n=`, unstreamed), sample
+0's call sending it and each other sample's call taking its choice; a server that refuses `n` is
+negotiated like the forms above (each sample then goes on its own), and one that answers fewer
+choices leaves the missing samples to requests of their own.
 """
 from __future__ import annotations
 
+import contextvars
+import dataclasses
 import json
 from typing import Any
 
 from ...runtime.runtime import ModelCallError, ModelResponse, to_blocks
 from .batch import BatchRuntime
 from .faults import Malformed
-from .replies import CUT_OFF, Ask, StreamedReply, tc_parts, tool_call
+from .replies import CUT_OFF, Ask, StreamedReply, as_json, tc_parts, tool_call
 from .runtime import ProviderAPI, ProviderRuntime, unique_tools
 from .logprobs import MAX_TOKENS, distribution, tokens_of
 from .server_forms import Negotiator, check_server
 from .strict_schema import strip_forced_nulls
+
+
+class _Draw:
+    """The samples of `decision.Samples(n)` asked in one request with `n=`: the call of
+    sample 0 sends it, and the choices it brings back wait here for the calls of the other
+    samples (which await `settled` when they run concurrently)."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.others: list[tuple[int, ModelResponse, Any]] = []  # (index, reply, its JSON)
+        self.ask: Ask | None = None
+        self.choices: dict[int, ModelResponse] = {}
+        self.done = False
+        try:
+            import asyncio
+            asyncio.get_running_loop()
+            self.settled: Any = asyncio.Event()
+        except RuntimeError:   # the sync path: the calls come one after another
+            self.settled = None
+
+    def settle(self) -> None:
+        self.done = True
+        if self.settled is not None:
+            self.settled.set()
+
+
+#: The draw the request being built belongs to (set only around sample 0's call).
+_DRAW: contextvars.ContextVar = contextvars.ContextVar("openprogram_draw", default=None)
+#: How many draws a runtime keeps choices of: a choice no call came for (its sample was
+#: answered from a cache) is not kept for ever.
+_KEPT_DRAWS = 32
 
 
 class OpenAIRuntime(ProviderRuntime):
@@ -92,6 +130,7 @@ class OpenAIRuntime(ProviderRuntime):
         self._negotiator = Negotiator(check_server(server))
         self.server = server
         self.stream_usage = stream_usage
+        self._draws: dict[str, _Draw] = {}
         super().__init__(model, **options)
 
     @property
@@ -128,7 +167,13 @@ class OpenAIRuntime(ProviderRuntime):
             self._negotiator.shape_tool_choice(body, ask, tool_choice, specs)
         if response_format is not None:
             self._negotiator.shape_structured(body, ask, response_format, out)
-        if self.stream and self._negotiator.shape_streaming(body, ask):
+        draw = _DRAW.get()
+        if draw is not None:
+            self._negotiator.shape_n(body, ask, draw.n)
+        # n choices come unstreamed: the stream would interleave them, and only sample 0's
+        # reply has a panel to grow in
+        if self.stream and ask.forms.get("n") != "n" and \
+                self._negotiator.shape_streaming(body, ask):
             body["stream"] = True
             if self.stream_usage:
                 self._negotiator.shape_stream(body, ask)
@@ -137,6 +182,45 @@ class OpenAIRuntime(ProviderRuntime):
     def _ask_confidence(self, ask, names):
         super()._ask_confidence(ask, names)
         self._negotiator.shape_logprobs(ask.body, ask)
+
+    async def _exchange(self, messages, tools, on_text, timeout, mode_args, send):
+        """A sample of `decision.Samples(n)` (`sample=i, samples=n`): sample 0's call asks the
+        n in one request (`n=`) and keeps the other choices; sample i's call takes choice i.
+        A sample with no choice for it (the server refused `n`, or answered fewer) is asked
+        on its own. Each call still returns one reply, so a cache or a cassette keeps every
+        sample as its own entry."""
+        n, i = mode_args.get("samples"), mode_args.get("sample")
+        mode_args = {k: v for k, v in mode_args.items() if k != "samples"}
+        one = super()._exchange
+        if not (type(n) is int and n > 1 and type(i) is int and 0 <= i < n) or \
+                not self._negotiator.n:
+            return await one(messages, tools, on_text, timeout, mode_args, send)
+        key = json.dumps([messages, tools, {k: v for k, v in mode_args.items()
+                                            if k != "sample"}], sort_keys=True, default=repr)
+        if i == 0:
+            self._draws.pop(key, None)   # a new draw of the same request: last, the oldest go first
+            draw = self._draws[key] = _Draw(n)
+            while len(self._draws) > _KEPT_DRAWS:
+                self._draws.pop(next(iter(self._draws)))
+            token = _DRAW.set(draw)
+            try:
+                resp = await one(messages, tools, on_text, timeout, mode_args, send)
+                for index, other, raw in draw.others:
+                    if 0 < index < n:
+                        draw.choices[index] = self._finish(other, draw_ask(draw, index), raw)
+                return resp
+            finally:
+                _DRAW.reset(token)
+                draw.others = []
+                draw.settle()
+        draw = self._draws.get(key)
+        if draw is not None:
+            if not draw.done and draw.settled is not None:
+                await draw.settled.wait()
+            got = draw.choices.pop(i, None)
+            if got is not None:
+                return got
+        return await one(messages, tools, on_text, timeout, mode_args, send)
 
     def _negotiate(self, status, words, ask):
         return self._negotiator.refused(status, words, ask, f"the server at {self.where}"
@@ -155,15 +239,31 @@ class OpenAIRuntime(ProviderRuntime):
         choices = getattr(r, "choices", None)
         if not choices or getattr(choices[0], "message", None) is None:
             raise Malformed("the response has no choices[0].message")
-        msg = choices[0].message
+        draw = _DRAW.get()
+        if draw is not None and len(choices) > 1:
+            whole = as_json(r)
+            for c in choices[1:]:
+                index = getattr(c, "index", None)
+                if type(index) is int and getattr(c, "message", None) is not None:
+                    raw = {**whole, "choices": [x for x in whole.get("choices", [])
+                                                if x.get("index") == index], "usage": None} \
+                        if isinstance(whole, dict) else whole
+                    other = self._choice(c, r)
+                    other.usage = {"input_tokens": 0, "output_tokens": 0}
+                    draw.others.append((index, other, raw))
+        return self._choice(choices[0], r)
+
+    def _choice(self, choice: Any, r: Any) -> ModelResponse:
+        """One choice of a whole response as a ModelResponse (with the response's usage)."""
+        msg = choice.message
         calls = [tool_call(tc.function.name, tc.function.arguments, tc.id)
                  for tc in (msg.tool_calls or []) if getattr(tc, "function", None)]
         resp = ModelResponse(text=msg.content or "", tool_calls=calls,
                              usage=_usage(getattr(r, "usage", None)),
                              model=getattr(r, "model", None) or self.model,
-                             finish_reason=choices[0].finish_reason,
+                             finish_reason=choice.finish_reason,
                              refusal=getattr(msg, "refusal", None) or None)
-        lp = getattr(choices[0], "logprobs", None)
+        lp = getattr(choice, "logprobs", None)
         if lp is not None:
             resp._logprobs = tokens_of(getattr(lp, "content", None))  # read by _shape
         return resp
@@ -206,6 +306,9 @@ class OpenAIRuntime(ProviderRuntime):
         With `confidence=`, the probability of each option is read from the reply as the
         server wrote it (before any null is removed)."""
         tokens = resp.__dict__.pop("_logprobs", None)
+        draw = _DRAW.get()
+        if draw is not None and draw.ask is None:
+            draw.ask = ask   # what the other choices are shaped with
         if ask.confidence is not None and ask.forms.get("logprobs") == "logprobs":
             resp.confidence = distribution(resp.text, tokens, ask.confidence)
         if resp.usage is None:
@@ -249,6 +352,14 @@ class OpenAIRuntime(ProviderRuntime):
         if refusal and not resp.text and not resp.tool_calls:
             resp.text = refusal
         return refusal
+
+
+def draw_ask(draw: _Draw, index: int) -> Ask:
+    """The request of sample 0 as choice `index`'s own: its notes say where it came from."""
+    ask = draw.ask or Ask({})
+    return dataclasses.replace(ask, notes=[
+        f"choice {index} of the one request sent for sample 0 with n={draw.n} (its tokens "
+        f"are counted with sample 0)"], reply_as_sent=None, negotiated=list(ask.negotiated))
 
 
 def _usage(u: Any) -> dict | None:

@@ -65,9 +65,10 @@ def unique_tools(tools: list[dict] | None) -> list[dict]:
 
 
 #: What a decision asking for confidence adds to a call: the option names to give the
-#: probability of (`confidence=`), a sample's index (part of the request's key only) and the
-#: sampling temperature of `decision.Samples`.
-CONFIDENCE_ARGS = frozenset({"confidence", "sample", "temperature"})
+#: probability of (`confidence=`), a sample's index (part of the request's key only), the
+#: sampling temperature of `decision.Samples` and how many samples the request has (`samples=`,
+#: which lets a runtime draw them all in one request; never part of a record or a key).
+CONFIDENCE_ARGS = frozenset({"confidence", "sample", "temperature", "samples"})
 
 
 def mode_arguments(mode_args: dict) -> tuple[str | None, dict | None]:
@@ -75,8 +76,8 @@ def mode_arguments(mode_args: dict) -> tuple[str | None, dict | None]:
     unknown = sorted(set(mode_args) - {"tool_choice", "response_format"} - CONFIDENCE_ARGS)
     if unknown:
         raise TypeError(f"complete() got unexpected arguments {unknown}; a provider runtime "
-                        f"takes tool_choice=, response_format=, confidence=, sample= and "
-                        f"temperature= (see modes.py)")
+                        f"takes tool_choice=, response_format=, confidence=, sample=, "
+                        f"samples= and temperature= (see modes.py)")
     choice, fmt = mode_args.get("tool_choice"), mode_args.get("response_format")
     if choice is not None and choice not in ("required", "auto", "none"):
         raise ValueError(f"tool_choice must be 'required', 'auto' or 'none', got {choice!r}")

@@ -60,6 +60,7 @@ FORMS = {
     "parallel_tool_calls": "parallel_tool_calls false",
     "stream_options": "stream_options.include_usage",
     "logprobs": "logprobs with top_logprobs (the probability of each option)",
+    "n": "n (the samples of decision.Samples drawn in one request)",
     "stream": "stream true (the reply grows in the panel)",
     "unstreamed": "stream false (the reply reaches the panel whole, at once)",
     "null": "an assistant message with tool calls and content null",
@@ -171,6 +172,7 @@ class Negotiator:
         self.null_content = server.null_content
         self.tools = True
         self.logprobs = True   # False once the server refused logprobs / top_logprobs
+        self.n = True          # False once the server refused n (each sample its own request)
         #: kind -> the server's words when it refused that kind's form on an earlier call
         self.learned: dict[str, str] = {}
         #: every refusal this runtime met: {"asked", "refused", "sent"}
@@ -297,6 +299,15 @@ class Negotiator:
         else:
             self._record(ask, "logprobs", "logprobs", "omitted")
 
+    def shape_n(self, body: dict, ask: Any, n: int) -> None:
+        """`decision.Samples(n)`: the n samples asked in one request (OpenAI's `n`), left out
+        once the server refused it (each sample is then a request of its own)."""
+        if self.n:
+            body["n"] = n
+            ask.forms["n"] = "n"
+        else:
+            self._record(ask, "n", "n", "omitted")
+
     # -- a refusal ----------------------------------------------------------------------------
     def confirm(self, ask: Any) -> None:
         """The server answered `ask`: every form it carried is accepted."""
@@ -319,6 +330,9 @@ class Negotiator:
             return ["stream"]   # the same request unstreamed: nothing else is given up
         hits = [k for k in ("stream_options", "parallel_tool_calls", "tool_choice", "logprobs")
                 if k in sent and sent[k] != "omitted" and any(x in w for x in _WORDS[k])]
+        # the field's name is one letter: only the word `n` on its own (as in "'n' must be 1")
+        if sent.get("n") == "n" and re.search(r"(?<![\w-])n(?![\w-])", w):
+            hits.append("n")
         if sent.get("assistant_content") == "null" and "assistant" in w and "content" in w \
                 and ("none" in w or "null" in w):
             hits.append("assistant_content")
@@ -395,7 +409,7 @@ class Negotiator:
                 setattr(self, "tool_choice" if kind == "tool_choice" else "structured", left)
             return bool(left)
         if not dry:   # an optional field: left out from now on
-            setattr(self, {"stream_options": "stream_usage", "logprobs": "logprobs",
+            setattr(self, {"stream_options": "stream_usage", "logprobs": "logprobs", "n": "n",
                            "parallel_tool_calls": "parallel_tool_calls",
                            "assistant_content": "null_content"}[kind], False)
         return True

@@ -119,9 +119,10 @@ def test_samples_are_drawn_in_their_place_only_when_allowed(server):
     conf = decision.last_trace().confidence
     assert (conf.source, conf.n) == ("samples", 3)
     assert conf.probs["escalate"] == pytest.approx(2 / 3)
-    samples = server.bodies[-3:]
-    assert [b.get("temperature") for b in samples] == [1.0] * 3
-    assert not any("logprobs" in b for b in samples)
+    # the refused request, the same without logprobs, then the 3 samples in one request (n=3)
+    assert len(server.requests) == 3
+    samples = server.bodies[-1]
+    assert (samples["n"], samples["temperature"]) == (3, 1.0) and "logprobs" not in samples
 
 
 def test_tools_mode_refuses_confidence_true_and_names_samples(server):
