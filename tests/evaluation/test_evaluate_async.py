@@ -185,7 +185,10 @@ def test_ctrl_c_stops_evaluate_on_the_loop_and_cancels_rows_in_flight():
     started = {e.trace.id: e.trace for e in seen if e.kind == "decision_started"}
     # every decision that started has finished its trace: none is left "running"
     assert all(t.status in ("resolved", "failed") for t in started.values())
-    assert len(started) == model.calls < 250 and model.in_flight == 0
+    assert model.calls <= len(started) < 250 and model.in_flight == 0
+    # Ctrl-C can fall between a decision's start and its model call: such a row was started and
+    # never asked, at most one per worker (concurrency=8)
+    assert len(started) - model.calls <= 8
 
 
 def test_a_row_raising_keyboard_interrupt_stops_the_run_on_the_loop_too():
