@@ -148,8 +148,7 @@ def _check_fields(item: dict, fields: dict, where: str) -> None:
 
 
 def _show(value: Any) -> str:
-    text = json.dumps(value, default=repr)
-    return text if len(text) <= 60 else text[:60] + "..."
+    return cut(json.dumps(value, default=repr), 60)
 
 
 def check_line(item: dict, path: Any, n: int, limit: int) -> None:
