@@ -192,7 +192,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=8)
     ap.add_argument("--sizes", type=int, nargs="+", default=[4, 10, 20])
     ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--from-the-reply", action="store_true",
+    ap.add_argument("--from-the-reply", dest="from_reply", action="store_true",
                     help="also time the distribution with every branch's path read again "
                          "from the reply (TREE_SEQUENCES=0), interleaved with the rest")
     args = ap.parse_args()

@@ -36,6 +36,18 @@ def _ready(port: int) -> bool:
         return False
 
 
+# `python -m llama_cpp.server`, with the model's weights kept out of AMX's buffers on a CPU
+# that has AMX, as LlamaCppRuntime loads them: llama.cpp's AMX matrix product crashes the
+# server at its first reply there (openprogram.runtimes.llamacpp.models.weights_off_amx).
+_LAUNCH = """
+import runpy
+from openprogram.runtimes.llamacpp.models import weights_off_amx
+kept = weights_off_amx()  # for the life of the server (dropped, it would close at once)
+kept.__enter__()
+runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
+"""
+
+
 class LocalServer:
     """One `llama_cpp.server` process: its base_url, chat format, and log file."""
 
@@ -47,7 +59,7 @@ class LocalServer:
         self.chat_format = chat_format
         self.port = _free_port()
         self.log = log
-        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(bundled_model_path()),
+        cmd = [sys.executable, "-c", _LAUNCH, "--model", str(bundled_model_path()),
                "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", "2048",
                "--n_threads", "1", "--n_threads_batch", "1", "--seed", "0",
                # by default a new request interrupts the one in progress: queue them instead

@@ -6,6 +6,7 @@ evaluated prefixes (`_PrefixStates`) that let a later decision skip what an earl
 from __future__ import annotations
 
 import collections
+import contextlib
 import ctypes
 import functools
 import os
@@ -176,6 +177,42 @@ class _Loaded:
         if 0 < written <= size:
             self.prefixes.put(key, bytes(buf)[:written])
         return held
+
+
+def cpu_has_amx() -> bool:
+    """Whether llama.cpp's CPU backend was built with AMX (Intel's matrix tiles, Sapphire
+    Rapids and later), as its own system line says."""
+    import llama_cpp
+    return b"AMX_INT8 = 1" in llama_cpp.llama_print_system_info()
+
+
+@contextlib.contextmanager
+def weights_off_amx() -> Any:
+    """While a model is loaded in it: on a CPU with AMX, its weights kept in the CPU's own
+    buffers rather than repacked into AMX's (`use_extra_bufts` off). llama.cpp's AMX matrix
+    product crashes the process on these machines (a segmentation fault in
+    `ggml_backend_amx_mul_mat` at the first prompt read, with the bundled Q4_1 file;
+    ggml-org/llama.cpp#20824, unfixed), and `pip install llama-cpp-python` builds it in
+    wherever the CPU has AMX. Elsewhere nothing changes, so other CPUs keep llama.cpp's
+    repacked weights. `Llama` takes no such setting: the defaults it starts from are changed
+    for the time of the load (under the loading lock), as `tree_sequences` does."""
+    from llama_cpp import llama_cpp as low
+    made = low.llama_model_default_params
+    if not cpu_has_amx() or not any(f[0] == "use_extra_bufts"
+                                    for f in low.llama_model_params._fields_):
+        yield
+        return
+
+    def params() -> Any:
+        p = made()
+        p.use_extra_bufts = False
+        return p
+
+    low.llama_model_default_params = params
+    try:
+        yield
+    finally:
+        low.llama_model_default_params = made
 
 
 def _chat_formatter(llama: Any) -> Callable:

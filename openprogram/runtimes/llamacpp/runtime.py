@@ -74,7 +74,7 @@ from .confidence import _NameOdds, tree_sequences
 from .grammar import (ARRAY_MAX_ITEMS, SCHEMA_FORMS, SCHEMA_INSTRUCTION, STRING_MAX_LENGTH,
                       _picks, bounded_schema, decision_grammar, schema_brief)
 from .models import (MIN_PREFIX_TOKENS, _INSTALL, _Loaded, _check_gguf, _common, _default_ctx,
-                     bundled_model_path, machine_settings)
+                     bundled_model_path, machine_settings, weights_off_amx)
 
 #: How a decision's conversation is laid out for the model (`layout=`).
 LAYOUTS = {
@@ -114,7 +114,7 @@ def _load(key: tuple) -> _Loaded:
                 # sequence, in their order, so what the model computes for a branch of the
                 # names does not depend on the other branches' cells between them (without
                 # it a logit moved by up to 0.54 with them; see confidence.TREE_SEQUENCES).
-                with tree_sequences():
+                with tree_sequences(), weights_off_amx():
                     llama = llama_cpp.Llama(model_path=path, n_ctx=n_ctx, n_threads=n_threads,
                                             n_threads_batch=n_threads, n_batch=n_batch,
                                             n_ubatch=n_batch, n_gpu_layers=n_gpu_layers,

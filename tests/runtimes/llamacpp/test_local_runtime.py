@@ -36,6 +36,21 @@ def test_the_bundled_model_is_the_file_inside_the_installed_package():
     assert "SmolLM2" in repr(rt)
 
 
+def test_on_a_cpu_with_amx_the_weights_load_outside_amx_buffers_and_elsewhere_as_before():
+    # llama.cpp's AMX matrix product crashed the process at the first prompt on this project's
+    # Sapphire Rapids machines; the load keeps the weights in the CPU's own buffers there
+    from llama_cpp import llama_cpp as low
+    from openprogram.runtimes.llamacpp.models import cpu_has_amx, weights_off_amx
+    before = low.llama_model_default_params().use_extra_bufts
+    with weights_off_amx():
+        inside = low.llama_model_default_params().use_extra_bufts
+    assert low.llama_model_default_params().use_extra_bufts == before  # restored
+    assert inside is (False if cpu_has_amx() else before)
+    # and a loaded model answers (on an AMX machine this process used to die here)
+    rt = LlamaCppRuntime(temperature=0.0, seed=0, max_tokens=8)
+    assert rt.complete([{"role": "user", "content": "Say hi."}]).text
+
+
 def test_a_missing_or_foreign_model_file_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"no model file at .*pass model_path="):
         LlamaCppRuntime(model_path=tmp_path / "nope.gguf")
