@@ -130,8 +130,10 @@ _PICK_START = re.compile(r"""\{(?:[ \t\r\n]|//[^\n]{0,200}\n|/\*[^*]{0,200}\*/){
 # Strings of a few hundred characters only: the token loop finds a long one's end by substring
 # search, many times faster than a pattern reads it. (Possessive: a string ends at its first
 # unescaped quote, one way only, so a match that fails is not tried a character shorter.)
+# A single-quoted string only without a double quote or a backslash in it, so the lane writes
+# it in double quotes by swapping its quotes; the token loop reads the others.
 _DQ = r'"[^"\\]{0,256}+(?:\\.[^"\\]{0,256}+){0,16}+"'
-_SQ = r"'[^'\\]{0,256}+(?:\\.[^'\\]{0,256}+){0,16}+'"
+_SQ = r"""'[^'"\\]{0,256}+'"""
 _NUM = (r"-?(?:0|[1-9][0-9]{0,999})(?:\.[0-9]{1,1000})?(?:[eE][+-]?[0-9]{1,4})?"
         r"(?![0-9A-Za-z_.])")
 _VALUE = rf"{_DQ}|{_SQ}|{_NUM}|(?:true|false|null|True|False|None)(?![A-Za-z0-9_$])"
@@ -269,28 +271,36 @@ def _one_value(text: str, start: int, budget: list[int], cut: bool = False
                     # (checked once: a match below is taken with room for its repairs, so the
                     # count is below the limit at every later key)
                     raise _Fail("too many repairs")
+                # The key's first character says what it is: ', " or a word's; a key in single
+                # quotes with a double quote or a backslash in it is marked \ (the lane's own
+                # patterns read no such string, so only the first key can be one).
+                c = tok[0]
+                if c == "'" and ("\\" in tok or '"' in tok):
+                    c = "\\"
                 while True:
-                    if kind == "sq" and "\\" not in tok and '"' not in tok:
+                    if c == "'":
                         name = tok[1:-1]  # (_sq_to_dq's plain case, without its call)
                         key = '"' + name + '"'
-                    elif kind == "word":
+                        what = "single_quotes"
+                    elif c != '"' and c != "\\":
                         name = tok
                         key = '"' + tok + '"'  # json.dumps(tok): a word has nothing to escape
+                        what = "unquoted_key"
                     else:
-                        key = tok if kind == "dq" else _sq_to_dq(tok)
+                        key = tok if c == '"' else _sq_to_dq(tok)
+                        what = "single_quotes"
                         try:
                             name = key[1:-1] if "\\" not in key else _DECODER.decode(key)
                         except ValueError:
                             raise _Fail("an object key that is not JSON text") from None
                     top[2] = name
-                    if kind == "dq":
+                    if c == '"':
                         here = None
                     else:
                         if dot is None:
                             dot = _dot(stack)
                         here = dot + name
-                        repairs.append(("single_quotes" if kind == "sq" else "unquoted_key", here,
-                                        (pos, end), key, tok))
+                        repairs.append((what, here, (pos, end), key, tok))
                     # (the key is written with what follows it, and the frame's state and `pos`
                     # are set only where the lane stops)
                     m = _MEMBER.match(text, end)
@@ -319,7 +329,7 @@ def _one_value(text: str, start: int, budget: list[int], cut: bool = False
                         out.append(key + ":{")
                         pos, end = a, b
                         tok = text[a:b]
-                        kind = "sq" if tok[0] == "'" else "word"
+                        c = tok[0]
                         continue
                     # the colon, the value, a space before either; then a space, the comma, a
                     # space and the next key, or spaces, a comma and the `}`
@@ -340,8 +350,7 @@ def _one_value(text: str, start: int, budget: list[int], cut: bool = False
                     if c == "'":
                         if here is None:
                             here = (_dot(stack) if dot is None else dot) + name
-                        fixed = '"' + tok[1:-1] + '"' if "\\" not in tok and '"' not in tok \
-                            else _sq_to_dq(tok)
+                        fixed = '"' + tok[1:-1] + '"'  # (_SQ: no " or \ inside)
                         repairs.append(("single_quotes", here, regs[1], fixed, tok))
                         tok = fixed
                     elif c in "TFN":
@@ -355,7 +364,6 @@ def _one_value(text: str, start: int, budget: list[int], cut: bool = False
                         pos, end = nxt
                         tok = text[pos:end]
                         c = tok[0]
-                        kind = "sq" if c == "'" else "dq" if c == '"' else "word"
                         continue
                     out.append(f"{key}:{tok}")
                     pos = b
@@ -399,7 +407,7 @@ def _one_value(text: str, start: int, budget: list[int], cut: bool = False
                     dot = None
                     pos, end = nxt
                     tok = text[pos:end]
-                    kind = "dq" if tok[0] == '"' else "sq" if tok[0] == "'" else "word"
+                    c = tok[0]
                 continue
             if pos >= n:
                 break
@@ -618,17 +626,17 @@ def repair_syntax(text: str, cut: bool = False) -> tuple[dict[str, Any], tuple[i
                 break
             continue
         after = end
-        if not repairs:
-            continue  # valid as written: the strict path decides what it means
-        try:  # `fixed` is one value, from its first character to its last: no decode() wrapper
-            obj, stop = _scan(fixed, 0)
-        except (ValueError, StopIteration, RecursionError):
-            continue
-        if stop != len(fixed):
-            continue
-        if isinstance(obj, dict) and ("call" in obj or "action" in obj or "function" in obj
-                                      or "tool" in obj):
-            found = (obj, (s, end), repairs)
+        # (no repairs: valid as written, the strict path decides what it means)
+        if repairs:
+            try:  # `fixed` is one value, from its first character to its last: no decode()
+                obj, stop = _scan(fixed, 0)
+            except (ValueError, StopIteration, RecursionError):
+                obj, stop = None, -1
+            if stop == len(fixed) and isinstance(obj, dict) and (
+                    "call" in obj or "action" in obj or "function" in obj or "tool" in obj):
+                found = (obj, (s, end), repairs)
+        if text.find("{", end) < 0:
+            break  # every place a pick could start after this value is a `{`: none is left
     return None if found is None else (found[0], found[1], _records(found[2]))
 
 
