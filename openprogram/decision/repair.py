@@ -308,11 +308,12 @@ def _one_value(text: str, start: int, budget: list[int], cut: bool = False
                         out.append(key)
                         top[1], pos = "colon", end
                         break
-                    regs = m.regs
-                    a, b = regs[1]
+                    # (a group at a time: m.regs would make a pair for each of the six)
+                    span = m.span(1)
+                    a, b = span
                     if a < 0:
                         # a nested object and its first key: the colon, spaces, the `{`, the key
-                        a, b = regs[5]
+                        a, b = m.span(5)
                         if a - end + 1 > left or len(stack) >= _MAX_DEPTH:
                             out.append(key)
                             top[1], pos = "colon", end
@@ -333,11 +334,11 @@ def _one_value(text: str, start: int, budget: list[int], cut: bool = False
                         continue
                     # the colon, the value, a space before either; then a space, the comma, a
                     # space and the next key, or spaces, a comma and the `}`
-                    nxt = regs[2]
+                    nxt = m.span(2)
                     if nxt[0] >= 0:
                         spend = a - end + nxt[0] - b + 2
                     else:
-                        close = regs[4]
+                        close = m.span(4)
                         spend = a - end + 1 + (close[1] - b if close[0] >= 0 else 0)
                     if spend > left:
                         out.append(key)
@@ -351,13 +352,13 @@ def _one_value(text: str, start: int, budget: list[int], cut: bool = False
                         if here is None:
                             here = (_dot(stack) if dot is None else dot) + name
                         fixed = '"' + tok[1:-1] + '"'  # (_SQ: no " or \ inside)
-                        repairs.append(("single_quotes", here, regs[1], fixed, tok))
+                        repairs.append(("single_quotes", here, span, fixed, tok))
                         tok = fixed
                     elif c in "TFN":
                         if here is None:
                             here = (_dot(stack) if dot is None else dot) + name
                         fixed = _PYTHON[tok]
-                        repairs.append(("python_literal", here, regs[1], fixed, tok))
+                        repairs.append(("python_literal", here, span, fixed, tok))
                         tok = fixed
                     if nxt[0] >= 0:
                         out.append(f"{key}:{tok},")
@@ -370,7 +371,7 @@ def _one_value(text: str, start: int, budget: list[int], cut: bool = False
                     if close[0] < 0:
                         top[1] = "after"
                         break
-                    comma = regs[3][0]
+                    comma = m.start(3)
                     nxt = None
                     while True:  # the object closes, and the objects around it while they do
                         if comma >= 0:  # `here`: the path of the object's last member
@@ -390,16 +391,16 @@ def _one_value(text: str, start: int, budget: list[int], cut: bool = False
                         m = _AFTER.match(text, pos) if top[0] == "{" else None
                         if m is None or len(repairs) >= _MAX_REPAIRS:
                             break
-                        regs = m.regs
-                        if regs[1][0] >= 0:  # a comma and the next key
-                            if regs[1][0] - pos + 1 <= left:
-                                nxt = regs[1]
+                        span = m.span(1)
+                        if span[0] >= 0:  # a comma and the next key
+                            if span[0] - pos + 1 <= left:
+                                nxt = span
                             break
-                        close = regs[3]
+                        close = m.span(3)
                         if close[1] - pos > left:
                             break
                         left -= close[1] - pos
-                        comma = regs[2][0]
+                        comma = m.start(2)
                     if nxt is None:
                         break
                     left -= nxt[0] - pos + 1
