@@ -8,6 +8,9 @@ and rescans from every `{`, so on some shapes it runs for minutes: it gets a tim
 reported as stopped there.
 
 Run: .venv/bin/python benchmarks/bench_extract.py   (about half a minute on 2 shared cores)
+     .venv/bin/python benchmarks/bench_extract.py --repair-against REV   (the 2 KB repair only,
+     timed in turns with repair.py as it is at git revision REV, e.g. main: the ratio shows a
+     change to the repair on a shared machine whose speed moves from one run to the next)
 Then the repair (repair=, repair.py) on 1 MB replies only it reads, against json.loads of the
 same pick written correctly (target of issue 39: <= 10x), and on a 2 KB reply (<= 20 us).
 Prints figures; asserts only that each reply gives the pick it was built to give.
@@ -267,10 +270,27 @@ def repair_shapes() -> list[tuple[str, str, str | None]]:
     ]
 
 
-def small_repairs() -> None:
+def repair_at(rev: str):
+    """repair_syntax of openprogram/decision/repair.py as it is at git revision `rev`, loaded
+    beside the current one (as a module of the same package, so its imports resolve)."""
+    import subprocess
+    import types
+    root = Path(__file__).resolve().parent.parent
+    src = subprocess.run(["git", "-C", str(root), "show", f"{rev}:openprogram/decision/repair.py"],
+                         capture_output=True, text=True, check=True).stdout
+    mod = types.ModuleType("openprogram.decision._repair_at_rev")
+    mod.__package__ = "openprogram.decision"
+    sys.modules[mod.__name__] = mod
+    exec(compile(src, f"{rev}:openprogram/decision/repair.py", "exec"), mod.__dict__)
+    return mod.repair_syntax
+
+
+def small_repairs(against: str | None = None) -> None:
     """The repair's cost on a 2 KB reply (prose, then a fenced pick), the target of issue 39:
-    <= 20 us, with one fix and with fourteen (single quotes, a Python literal, trailing commas)."""
+    <= 20 us, with one fix and with fourteen (single quotes, a Python literal, trailing commas).
+    `against`: a git revision whose repair_syntax is timed in turns with the current one."""
     from openprogram.decision.repair import repair_syntax
+    other = repair_at(against) if against else None
     pick = {"call": "book_room", "args": {"city": "Lisbon", "check_in": "2026-04-01",
                                           "nights": 2, "breakfast": True, "notes": "quiet"}}
     good = json.dumps(pick)
@@ -282,14 +302,25 @@ def small_repairs() -> None:
                         ("14 fixes", f"{prose}\n```json\n{careless}\n```")):
         got = repair_syntax(text)
         assert got is not None and got[0] == pick, label
-        best = float("inf")
+        if other is not None:
+            was = other(text)
+            assert was[:2] == got[:2] and list(map(repr, was[2])) == list(map(repr, got[2]))
+        best = best_other = float("inf")
         for _ in range(15):
             t0 = time.process_time()
             for _ in range(2_000):
                 repair_syntax(text)
-            best = min(best, (time.process_time() - t0) / 2_000)
+            t1 = time.process_time()
+            if other is not None:
+                for _ in range(2_000):
+                    other(text)
+            t2 = time.process_time()
+            best = min(best, (t1 - t0) / 2_000)
+            best_other = min(best_other, (t2 - t1) / 2_000)
+        beside = (f"   {against}: {best_other * 1e6:.1f} us, ratio {best / best_other:.3f}"
+                  if other is not None else "")
         print(f"  {label:<20} {len(text):>6,} chars {len(got[2]):>3} repairs "
-              f"{best * 1e6:>7.1f} us")
+              f"{best * 1e6:>7.1f} us{beside}")
 
 
 def repair_table(reference: str) -> None:
@@ -313,4 +344,8 @@ def repair_table(reference: str) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--repair-against"] and len(sys.argv) == 3:
+        print(f"load average {os.getloadavg()[0]:.1f}")
+        small_repairs(sys.argv[2])
+    else:
+        main()

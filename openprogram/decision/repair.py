@@ -60,6 +60,8 @@ KINDS: dict[str, tuple[str, str]] = {
 }
 
 _MAX_REPAIRS = 1000     # syntax repairs recorded in one reply before giving up (bounded work)
+_LANE_REPAIRS = _MAX_REPAIRS - 3  # more than this, and the object lane leaves a member's
+                                  # repairs to the token loop, which counts each one
 _MAX_DEPTH = 512        # nesting the syntax repair follows
 _MAX_STARTS = 3         # tokens read per character of the reply, over all its candidate picks
 _MAX_TEXT = 16_000_000  # a longer reply is re-asked: its repair would hold copies of it
@@ -128,8 +130,10 @@ _PICK_START = re.compile(r"""\{(?:[ \t\r\n]|//[^\n]{0,200}\n|/\*[^*]{0,200}\*/){
 # Strings of a few hundred characters only: the token loop finds a long one's end by substring
 # search, many times faster than a pattern reads it. (Possessive: a string ends at its first
 # unescaped quote, one way only, so a match that fails is not tried a character shorter.)
+# A single-quoted string only without a double quote or a backslash in it, so the lane writes
+# it in double quotes by swapping its quotes; the token loop reads the others.
 _DQ = r'"[^"\\]{0,256}+(?:\\.[^"\\]{0,256}+){0,16}+"'
-_SQ = r"'[^'\\]{0,256}+(?:\\.[^'\\]{0,256}+){0,16}+'"
+_SQ = r"""'[^'"\\]{0,256}+'"""
 _NUM = (r"-?(?:0|[1-9][0-9]{0,999})(?:\.[0-9]{1,1000})?(?:[eE][+-]?[0-9]{1,4})?"
         r"(?![0-9A-Za-z_.])")
 _VALUE = rf"{_DQ}|{_SQ}|{_NUM}|(?:true|false|null|True|False|None)(?![A-Za-z0-9_$])"
@@ -167,6 +171,11 @@ class _Fail(Exception):
     pass
 
 
+# A repair as _one_value notes it: kind, path, the span of the text it replaced, the text
+# written, the text replaced (as the reply spells it: text[span[0]:span[1]])
+_Note = tuple[str, str, tuple[int, int], str, str]
+
+
 def _path(stack: list[list[Any]]) -> str:
     out = ""
     for frame in stack:
@@ -180,12 +189,16 @@ def _path(stack: list[list[Any]]) -> str:
     return out
 
 
-def _records(notes: list[tuple[str, str, tuple[int, int], str]], text: str) -> list[Repair]:
+def _dot(stack: list[list[Any]]) -> str:
+    """What the path of a member of the object on top of `stack` starts with."""
+    below = _path(stack[:-1])
+    return below + "." if below else ""
+
+
+def _records(notes: list[_Note]) -> list[Repair]:
     """The `Repair` records of _one_value's notes, made only for the pick that is kept."""
     out = []
-    for kind, path, span, after in notes:
-        a, b = span
-        before = text[a:b]
+    for kind, path, span, after, before in notes:
         # made without the frozen dataclass's __init__ (an object.__setattr__ per field), as
         # records.replace makes records: a small reply's repairs are most of what it costs
         r = _new(Repair)
@@ -198,347 +211,379 @@ def _records(notes: list[tuple[str, str, tuple[int, int], str]], text: str) -> l
 
 
 def _one_value(text: str, start: int, budget: list[int], cut: bool = False
-               ) -> tuple[str, list[tuple[str, str, tuple[int, int], str]], int]:
+               ) -> tuple[str, list[_Note], int]:
     """The JSON text of the one value that starts at `start` (a `{`), with the syntax repairs
-    it needed (as notes for _records: kind, path, the span of the text it replaced, the text
-    written), and where it ends in `text`; _Fail when it cannot be read as exactly one value.
-    (A comment at the very end of a cut-off reply is text, not a value: dropped.)"""
+    it needed (as notes for _records, `_Note`s), and where it ends in `text`; _Fail when it
+    cannot be read as exactly one value. (A comment at the very end of a cut-off reply is text,
+    not a value: dropped.) `budget` holds the tokens the reading may still take; it is read
+    into a local and written back however the reading ends."""
     out: list[str] = []
-    repairs: list[tuple[str, str, tuple[int, int], str]] = []
+    repairs: list[_Note] = []
     # A frame: [bracket, state, key or index (None before the first), pending comma position]
     stack: list[list[Any]] = []
     match = _TOKEN.match
     pos, n = start, len(text)
-    scan_left = [8 * (n - start) + 64]  # failed whole reads: a slip 8 levels deep, read fast
+    left = budget[0]
+    scan_left = 8 * (n - start) + 64  # failed whole reads: a slip 8 levels deep, read fast
 
     def note(kind: str, a: int, b: int, after: str, path: str | None = None) -> None:
         if len(repairs) >= _MAX_REPAIRS:
             raise _Fail("too many repairs")
-        repairs.append((kind, _path(stack) if path is None else path, (a, b), after))
+        repairs.append((kind, _path(stack) if path is None else path, (a, b), after,
+                        text[a:b]))
 
-    if text[start:start + 1] == "{":
-        # the token loop's first step, taken without it: the pick's own `{`
-        budget[0] -= 1
-        if budget[0] < 0:
-            raise _Fail("the reply took more reading than its length allows")
-        stack.append(["{", "key", None, None])
-        out.append("{")
-        pos += 1
-
-    while True:
-        if pos >= n:
-            break
-        budget[0] -= 1
-        if budget[0] < 0:
-            raise _Fail("the reply took more reading than its length allows")
-        c = text[pos]
-        if c == " ":  # the usual whitespace, one space, without a pattern
+    lane = False  # the token just read is an object key: the object lane reads on from it
+    try:
+        if text[start:start + 1] == "{":
+            # the token loop's first steps, taken without it: the pick's own `{`, and the key
+            # after it when it is a quoted string without escapes (as the loop would read it)
+            left -= 1
+            if left < 0:
+                raise _Fail("the reply took more reading than its length allows")
+            top = ["{", "key", None, None]
+            stack.append(top)
+            out.append("{")
             pos += 1
-            continue
-        close = text.find(c, pos + 1) if c in "\"'" else -1
-        if c in "{}[]:,":  # a bracket, colon or comma is its own token (_TOKEN's `p`)
-            kind, tok, end = "p", c, pos + 1
-        elif close < 0 and c in "\"'":
-            kind, tok, end = "cut", c, pos + 1  # no closing quote anywhere after it
-        elif close > 0 and text.find("\\", pos + 1, close) < 0:
-            # a string without escapes: found by substring search, much faster than a pattern
-            kind, end = ("dq" if c == '"' else "sq"), close + 1
-            tok = text[pos:end]
-        else:
-            m = match(text, pos)
-            if m is None:
-                raise _Fail(f"no JSON at character {pos}")
-            kind, tok, end = m.lastgroup or "", m.group(), m.end()
-        if kind == "ws":
-            pos = end
-            continue
-        if kind == "lc":
-            note("comment", pos, end, "")
-            pos = end
-            continue
-        if kind == "bc":
-            close = text.find("*/", end)
-            if close < 0:
-                raise _Fail("an unclosed comment")
-            note("comment", pos, close + 2, "")
-            pos = close + 2
-            continue
-        top = stack[-1] if stack else None
-        state = top[1] if top else "value"
-        # a pending comma is written only when what follows shows it is not a trailing one
-        if top is not None and top[3] is not None and not (kind == "p" and tok in "}]"):
-            out.append(",")
-            top[3] = None
-        if kind in ("num", "word") and top is not None and top[0] == "[" \
-                and state in ("first", "value"):
-            run = _RUN.match(text, pos)
-            if run is not None and run.end() > end:
-                # a list of plain numbers and literals, valid as written: copied in one step
-                # rather than a token at a time
-                items = run.group()
-                top[2] = (-1 if top[2] is None else top[2]) + items.count(",") + 1
-                out.append(items)
-                top[1] = "after"  # a value done
-                pos = run.end()
-                continue
-        if kind == "p":
-            if tok in "{[":
-                if state not in ("value", "first"):
-                    raise _Fail("a bracket where a key or comma belongs")
-                if len(stack) >= _MAX_DEPTH:
-                    raise _Fail("nested too deep")
-                if top is not None and top[0] == "[":
-                    top[2] = 0 if top[2] is None else top[2] + 1
-                if top is not None and scan_left[0] > 0 and tok == "{" \
-                        and text[pos + 1:pos + 2] not in _OBJECT_GOES_ON:
-                    # the C decoder fails one character in ({' or {key): counted as that
-                    # failure without raising it (its error costs more than the whole step)
-                    scan_left[0] -= 1
-                elif top is not None and scan_left[0] > 0:
-                    # Most of a sloppy pick is valid JSON: a nested value the C decoder reads
-                    # whole is copied as written. The characters failed reads cover are counted,
-                    # so these tries cost at most eight times the text before they stop.
-                    try:
-                        end = _scan(text, pos)[1]
-                    except StopIteration as exc:
-                        scan_left[0] -= max(exc.value - pos, 1)
-                    except ValueError as exc:
-                        scan_left[0] -= max(getattr(exc, "pos", n) - pos, 1)
-                    except RecursionError:
-                        scan_left[0] = 0
+            c = text[pos:pos + 1]
+            if c == "'" or c == '"':
+                close = text.find(c, pos + 1)
+                if close > 0 and text.find("\\", pos + 1, close) < 0:
+                    left -= 1
+                    if left < 0:
+                        raise _Fail("the reply took more reading than its length allows")
+                    kind, end = ("dq" if c == '"' else "sq"), close + 1
+                    tok = text[pos:end]
+                    lane = True
+
+        while True:
+            if lane:
+                lane = False
+                # A member at a time while the members are plain (`key: scalar, key`, a nested
+                # `{'key'`, a closing `}`; single spaces): each match stands for the tokens it
+                # spans and leaves what they would. A match is taken only where none of its tokens
+                # could stop the reading (the budget, the depth, the count of repairs), so it spends
+                # what they would and the reading stops where the token loop's would; anything
+                # else goes back to the token loop, from the key just read or the `}` just closed.
+                # what the path of a member of this object starts with (its own path and a
+                # dot), once a repair needs it
+                dot = "" if len(stack) == 1 else None
+                if kind != "dq" and len(repairs) >= _MAX_REPAIRS:
+                    # (checked once: a match below is taken with room for its repairs, so the
+                    # count is below the limit at every later key)
+                    raise _Fail("too many repairs")
+                # The key's first character says what it is: ', " or a word's; a key in single
+                # quotes with a double quote or a backslash in it is marked \ (the lane's own
+                # patterns read no such string, so only the first key can be one).
+                c = tok[0]
+                if c == "'" and ("\\" in tok or '"' in tok):
+                    c = "\\"
+                while True:
+                    if c == "'":
+                        name = tok[1:-1]  # (_sq_to_dq's plain case, without its call)
+                        key = '"' + name + '"'
+                        what = "single_quotes"
+                    elif c != '"' and c != "\\":
+                        name = tok
+                        key = '"' + tok + '"'  # json.dumps(tok): a word has nothing to escape
+                        what = "unquoted_key"
                     else:
-                        out.append(text[pos:end])
-                        top[1] = "after"
-                        pos = end
-                        continue
-                stack.append([tok, "first" if tok == "[" else "key", None, None])
-                out.append(tok)
-            elif tok in "}]":
-                if top is None or top[0] != ("{" if tok == "}" else "["):
-                    raise _Fail("a closing bracket that does not match")
-                if top[3] is not None:
-                    note("trailing_comma", top[3], top[3] + 1, "")
-                    top[3] = None
-                elif not (state in ("after", "first") or (state == "key" and top[2] is None)):
-                    raise _Fail("a closing bracket where a key or value belongs")
-                stack.pop()
-                out.append(tok)
-                if not stack:
-                    return "".join(out), repairs, end
-                stack[-1][1] = "after"
-            elif tok == ":":
-                if state != "colon" or top is None:
-                    raise _Fail("a colon out of place")
-                top[1] = "value"
-                out.append(":")
-            else:  # ","
-                if state != "after" or top is None:
-                    raise _Fail("a comma out of place")
-                top[1] = "key" if top[0] == "{" else "value"
-                top[3] = pos
-            pos = end
-            continue
-        if kind == "cut":
-            # A string that never closes runs to the end of the reply: cut off inside it.
-            if not cut or state not in ("value", "first") or top is None or tok != '"':
-                raise _Fail("a string that never closes")
-            if top[0] == "[":
-                top[2] = 0 if top[2] is None else top[2] + 1
-            body = text[end:]
-            if body.endswith("\\") and not body.endswith("\\\\"):
-                body = body[:-1]
-            out.append('"' + body)
-            tail = '"' + "".join("}" if f[0] == "{" else "]" for f in reversed(stack))
-            note("closed_truncation", n, n, tail)
-            out.append(tail)
-            return "".join(out), repairs, n
-        # a key, or a value
-        if top is not None and state == "key":
-            if kind not in ("dq", "sq", "word"):
-                raise _Fail("an object key that is not a string")
-            # A member at a time while the members are plain (`key: scalar, key`, a nested
-            # `{'key'`, a closing `}`; single spaces): each match stands for the tokens it
-            # spans and leaves what they would. A match is taken only where none of its tokens
-            # could stop the reading (the budget, the depth, the count of repairs), so it spends
-            # what they would and the reading stops where the token loop's would; anything
-            # else goes back to the token loop, from the key just read or the `}` just closed.
-            # the path of the frames below this object, once a repair needs it
-            below = "" if len(stack) == 1 else None
-            while True:
-                if kind == "sq" and "\\" not in tok and '"' not in tok:
-                    name = tok[1:-1]  # (_sq_to_dq's plain case, without its call)
-                    key = '"' + name + '"'
-                elif kind == "word":
-                    name = tok
-                    key = '"' + tok + '"'  # json.dumps(tok): a word has nothing to escape
-                else:
-                    key = tok if kind == "dq" else _sq_to_dq(tok)
-                    try:
-                        name = key[1:-1] if "\\" not in key else _DECODER.decode(key)
-                    except ValueError:
-                        raise _Fail("an object key that is not JSON text") from None
-                top[2] = name
-                if kind == "dq":
-                    here = None
-                else:
-                    if below is None:
-                        below = _path(stack[:-1])
-                    here = f"{below}.{name}" if below else name
-                    if len(repairs) >= _MAX_REPAIRS:
-                        raise _Fail("too many repairs")
-                    repairs.append(("single_quotes" if kind == "sq" else "unquoted_key", here,
-                                    (pos, end), key))
-                # (the key is written with what follows it, and the frame's state and `pos`
-                # are set only where the lane stops)
-                m = _MEMBER.match(text, end)
-                if m is None or len(repairs) > _MAX_REPAIRS - 3:
-                    out.append(key)
-                    top[1], pos = "colon", end
-                    break
-                regs = m.regs
-                a, b = regs[1]
-                if a < 0:
-                    # a nested object and its first key: the colon, spaces, the `{`, the key
-                    a, b = regs[5]
-                    if a - end + 1 > budget[0] or len(stack) >= _MAX_DEPTH:
+                        key = tok if c == '"' else _sq_to_dq(tok)
+                        what = "single_quotes"
+                        try:
+                            name = key[1:-1] if "\\" not in key else _DECODER.decode(key)
+                        except ValueError:
+                            raise _Fail("an object key that is not JSON text") from None
+                    top[2] = name
+                    if c == '"':
+                        here = None
+                    else:
+                        if dot is None:
+                            dot = _dot(stack)
+                        here = dot + name
+                        repairs.append((what, here, (pos, end), key, tok))
+                    # (the key is written with what follows it, and the frame's state and `pos`
+                    # are set only where the lane stops)
+                    m = _MEMBER.match(text, end)
+                    if m is None or len(repairs) > _LANE_REPAIRS:
                         out.append(key)
                         top[1], pos = "colon", end
                         break
-                    budget[0] -= a - end + 1
-                    if scan_left[0] > 0:
-                        scan_left[0] -= 1  # the C decoder's failure one character in
-                    top[1] = "value"
-                    if here is None:
-                        below = _path(stack[:-1]) if below is None else below
-                        here = f"{below}.{name}" if below else name
-                    below = here
-                    top = ["{", "key", None, None]
-                    stack.append(top)
-                    out.append(key + ":{")
-                    pos, end = a, b
+                    # (a group at a time: m.regs would make a pair for each of the six)
+                    span = m.span(1)
+                    a, b = span
+                    if a < 0:
+                        # a nested object and its first key: the colon, spaces, the `{`, the key
+                        a, b = m.span(5)
+                        if a - end + 1 > left or len(stack) >= _MAX_DEPTH:
+                            out.append(key)
+                            top[1], pos = "colon", end
+                            break
+                        left -= a - end + 1
+                        if scan_left > 0:
+                            scan_left -= 1  # the C decoder's failure one character in
+                        top[1] = "value"
+                        if here is None:
+                            here = (_dot(stack) if dot is None else dot) + name
+                        dot = here + "." if here else ""
+                        top = ["{", "key", None, None]
+                        stack.append(top)
+                        out.append(key + ":{")
+                        pos, end = a, b
+                        tok = text[a:b]
+                        c = tok[0]
+                        continue
+                    # the colon, the value, a space before either; then a space, the comma, a
+                    # space and the next key, or spaces, a comma and the `}`
+                    nxt = m.span(2)
+                    if nxt[0] >= 0:
+                        spend = a - end + nxt[0] - b + 2
+                    else:
+                        close = m.span(4)
+                        spend = a - end + 1 + (close[1] - b if close[0] >= 0 else 0)
+                    if spend > left:
+                        out.append(key)
+                        top[1], pos = "colon", end
+                        break
+                    left -= spend
                     tok = text[a:b]
-                    kind = "sq" if tok[0] == "'" else "word"
-                    continue
-                # the colon, the value, a space before either; then a space, the comma, a
-                # space and the next key, or spaces, a comma and the `}`
-                nxt = regs[2]
-                if nxt[0] >= 0:
-                    spend = a - end + nxt[0] - b + 2
-                else:
-                    close = regs[4]
-                    spend = a - end + 1 + (close[1] - b if close[0] >= 0 else 0)
-                if spend > budget[0]:
-                    out.append(key)
-                    top[1], pos = "colon", end
-                    break
-                budget[0] -= spend
-                tok = text[a:b]
-                c = tok[0]
-                # (no count check below: the match is taken with room for its repairs)
-                if c == "'":
-                    if here is None:
-                        below = _path(stack[:-1]) if below is None else below
-                        here = f"{below}.{name}" if below else name
-                    tok = '"' + tok[1:-1] + '"' if "\\" not in tok and '"' not in tok \
-                        else _sq_to_dq(tok)
-                    repairs.append(("single_quotes", here, regs[1], tok))
-                elif c in "TFN":
-                    if here is None:
-                        below = _path(stack[:-1]) if below is None else below
-                        here = f"{below}.{name}" if below else name
-                    tok = _PYTHON[tok]
-                    repairs.append(("python_literal", here, regs[1], tok))
-                if nxt[0] >= 0:
-                    out.append(f"{key}:{tok},")
+                    c = tok[0]
+                    # (no count check below: the match is taken with room for its repairs)
+                    if c == "'":
+                        if here is None:
+                            here = (_dot(stack) if dot is None else dot) + name
+                        fixed = '"' + tok[1:-1] + '"'  # (_SQ: no " or \ inside)
+                        repairs.append(("single_quotes", here, span, fixed, tok))
+                        tok = fixed
+                    elif c in "TFN":
+                        if here is None:
+                            here = (_dot(stack) if dot is None else dot) + name
+                        fixed = _PYTHON[tok]
+                        repairs.append(("python_literal", here, span, fixed, tok))
+                        tok = fixed
+                    if nxt[0] >= 0:
+                        out.append(f"{key}:{tok},")
+                        pos, end = nxt
+                        tok = text[pos:end]
+                        c = tok[0]
+                        continue
+                    out.append(f"{key}:{tok}")
+                    pos = b
+                    if close[0] < 0:
+                        top[1] = "after"
+                        break
+                    comma = m.start(3)
+                    nxt = None
+                    while True:  # the object closes, and the objects around it while they do
+                        if comma >= 0:  # `here`: the path of the object's last member
+                            if here is None:
+                                here = (_dot(stack) if dot is None else dot) + top[2]
+                            repairs.append(("trailing_comma", here, (comma, comma + 1), "", ","))
+                        stack.pop()
+                        out.append("}")
+                        pos = close[1]
+                        if not stack:
+                            return "".join(out), repairs, pos
+                        top = stack[-1]
+                        top[1] = "after"
+                        # the member of the object around it that held the one closed
+                        here = None if dot is None else dot[:-1]
+                        dot = None
+                        m = _AFTER.match(text, pos) if top[0] == "{" else None
+                        if m is None or len(repairs) >= _MAX_REPAIRS:
+                            break
+                        span = m.span(1)
+                        if span[0] >= 0:  # a comma and the next key
+                            if span[0] - pos + 1 <= left:
+                                nxt = span
+                            break
+                        close = m.span(3)
+                        if close[1] - pos > left:
+                            break
+                        left -= close[1] - pos
+                        comma = m.start(2)
+                    if nxt is None:
+                        break
+                    left -= nxt[0] - pos + 1
+                    out.append(",")
+                    dot = None
                     pos, end = nxt
                     tok = text[pos:end]
                     c = tok[0]
-                    kind = "sq" if c == "'" else "dq" if c == '"' else "word"
-                    continue
-                out.append(f"{key}:{tok}")
-                pos = b
-                if close[0] < 0:
-                    top[1] = "after"
-                    break
-                comma = regs[3][0]
-                nxt = None
-                while True:  # the object closes, and the objects around it while they do
-                    if comma >= 0:  # `here`: the path of the object's last member
-                        if here is None:
-                            below = _path(stack[:-1]) if below is None else below
-                            here = f"{below}.{top[2]}" if below else top[2]
-                        repairs.append(("trailing_comma", here, (comma, comma + 1), ""))
-                    stack.pop()
-                    out.append("}")
-                    pos = close[1]
-                    if not stack:
-                        return "".join(out), repairs, pos
-                    top = stack[-1]
-                    top[1] = "after"
-                    # the member of the object around it that held the one closed
-                    here, below = below, None
-                    m = _AFTER.match(text, pos) if top[0] == "{" else None
-                    if m is None or len(repairs) >= _MAX_REPAIRS:
-                        break
-                    regs = m.regs
-                    if regs[1][0] >= 0:  # a comma and the next key
-                        if regs[1][0] - pos + 1 <= budget[0]:
-                            nxt = regs[1]
-                        break
-                    close = regs[3]
-                    if close[1] - pos > budget[0]:
-                        break
-                    budget[0] -= close[1] - pos
-                    comma = regs[2][0]
-                if nxt is None:
-                    break
-                budget[0] -= nxt[0] - pos + 1
-                out.append(",")
-                below = None
-                pos, end = nxt
+                continue
+            if pos >= n:
+                break
+            left -= 1
+            if left < 0:
+                raise _Fail("the reply took more reading than its length allows")
+            c = text[pos]
+            if c == " ":  # the usual whitespace, one space, without a pattern
+                pos += 1
+                continue
+            close = text.find(c, pos + 1) if c in "\"'" else -1
+            if c in "{}[]:,":  # a bracket, colon or comma is its own token (_TOKEN's `p`)
+                kind, tok, end = "p", c, pos + 1
+            elif close < 0 and c in "\"'":
+                kind, tok, end = "cut", c, pos + 1  # no closing quote anywhere after it
+            elif close > 0 and text.find("\\", pos + 1, close) < 0:
+                # a string without escapes: found by substring search, much faster than a pattern
+                kind, end = ("dq" if c == '"' else "sq"), close + 1
                 tok = text[pos:end]
-                kind = "dq" if tok[0] == '"' else "sq" if tok[0] == "'" else "word"
-            continue
-        if state not in ("value", "first"):
-            raise _Fail("a value where a comma or bracket belongs")
-        if top is None:
-            raise _Fail("the pick is not an object")
-        if top[0] == "[":
-            top[2] = 0 if top[2] is None else top[2] + 1
-        if kind == "sq":
-            fixed = _sq_to_dq(tok)
-            note("single_quotes", pos, end, fixed)
-            out.append(fixed)
-        elif kind == "word":
-            if tok in _LITERALS:
-                out.append(tok)
-            elif tok in _PYTHON:
-                note("python_literal", pos, end, _PYTHON[tok])
-                out.append(_PYTHON[tok])
             else:
-                raise _Fail(f"a bare word {tok!r}")
-        else:  # dq, num
-            out.append(tok)
-        top[1] = "after"
-        pos = end
-    # The reply ended inside the pick: only closing brackets may be missing, after a whole
-    # value (a number or a word at the very end may itself be cut, so it is not closed).
-    if not stack:
-        raise _Fail("nothing")
-    if not cut:
-        raise _Fail("the reply ends inside the pick, and the token limit did not cut it")
-    top = stack[-1]
-    last = text.rstrip()[-1:]
-    if top[1] in ("colon", "value") and top[3] is None:
-        raise _Fail("cut off after a key")
-    if top[1] == "after" and last not in ('"', "}", "]", "'"):
-        raise _Fail("cut off after a number or a word")
-    if top[3] is not None:
-        note("trailing_comma", top[3], top[3] + 1, "")
-    tail = "".join("}" if f[0] == "{" else "]" for f in reversed(stack))
-    note("closed_truncation", n, n, tail)
-    out.append(tail)
-    return "".join(out), repairs, n
+                m = match(text, pos)
+                if m is None:
+                    raise _Fail(f"no JSON at character {pos}")
+                kind, tok, end = m.lastgroup or "", m.group(), m.end()
+            if kind == "ws":
+                pos = end
+                continue
+            if kind == "lc":
+                note("comment", pos, end, "")
+                pos = end
+                continue
+            if kind == "bc":
+                close = text.find("*/", end)
+                if close < 0:
+                    raise _Fail("an unclosed comment")
+                note("comment", pos, close + 2, "")
+                pos = close + 2
+                continue
+            top = stack[-1] if stack else None
+            state = top[1] if top else "value"
+            # a pending comma is written only when what follows shows it is not a trailing one
+            if top is not None and top[3] is not None and not (kind == "p" and tok in "}]"):
+                out.append(",")
+                top[3] = None
+            if kind in ("num", "word") and top is not None and top[0] == "[" \
+                    and state in ("first", "value"):
+                run = _RUN.match(text, pos)
+                if run is not None and run.end() > end:
+                    # a list of plain numbers and literals, valid as written: copied in one step
+                    # rather than a token at a time
+                    items = run.group()
+                    top[2] = (-1 if top[2] is None else top[2]) + items.count(",") + 1
+                    out.append(items)
+                    top[1] = "after"  # a value done
+                    pos = run.end()
+                    continue
+            if kind == "p":
+                if tok in "{[":
+                    if state not in ("value", "first"):
+                        raise _Fail("a bracket where a key or comma belongs")
+                    if len(stack) >= _MAX_DEPTH:
+                        raise _Fail("nested too deep")
+                    if top is not None and top[0] == "[":
+                        top[2] = 0 if top[2] is None else top[2] + 1
+                    if top is not None and scan_left > 0 and tok == "{" \
+                            and text[pos + 1:pos + 2] not in _OBJECT_GOES_ON:
+                        # the C decoder fails one character in ({' or {key): counted as that
+                        # failure without raising it (its error costs more than the whole step)
+                        scan_left -= 1
+                    elif top is not None and scan_left > 0:
+                        # Most of a sloppy pick is valid JSON: a nested value the C decoder reads
+                        # whole is copied as written. The characters failed reads cover are counted,
+                        # so these tries cost at most eight times the text before they stop.
+                        try:
+                            end = _scan(text, pos)[1]
+                        except StopIteration as exc:
+                            scan_left -= max(exc.value - pos, 1)
+                        except ValueError as exc:
+                            scan_left -= max(getattr(exc, "pos", n) - pos, 1)
+                        except RecursionError:
+                            scan_left = 0
+                        else:
+                            out.append(text[pos:end])
+                            top[1] = "after"
+                            pos = end
+                            continue
+                    stack.append([tok, "first" if tok == "[" else "key", None, None])
+                    out.append(tok)
+                elif tok in "}]":
+                    if top is None or top[0] != ("{" if tok == "}" else "["):
+                        raise _Fail("a closing bracket that does not match")
+                    if top[3] is not None:
+                        note("trailing_comma", top[3], top[3] + 1, "")
+                        top[3] = None
+                    elif not (state in ("after", "first") or (state == "key" and top[2] is None)):
+                        raise _Fail("a closing bracket where a key or value belongs")
+                    stack.pop()
+                    out.append(tok)
+                    if not stack:
+                        return "".join(out), repairs, end
+                    stack[-1][1] = "after"
+                elif tok == ":":
+                    if state != "colon" or top is None:
+                        raise _Fail("a colon out of place")
+                    top[1] = "value"
+                    out.append(":")
+                else:  # ","
+                    if state != "after" or top is None:
+                        raise _Fail("a comma out of place")
+                    top[1] = "key" if top[0] == "{" else "value"
+                    top[3] = pos
+                pos = end
+                continue
+            if kind == "cut":
+                # A string that never closes runs to the end of the reply: cut off inside it.
+                if not cut or state not in ("value", "first") or top is None or tok != '"':
+                    raise _Fail("a string that never closes")
+                if top[0] == "[":
+                    top[2] = 0 if top[2] is None else top[2] + 1
+                body = text[end:]
+                if body.endswith("\\") and not body.endswith("\\\\"):
+                    body = body[:-1]
+                out.append('"' + body)
+                tail = '"' + "".join("}" if f[0] == "{" else "]" for f in reversed(stack))
+                note("closed_truncation", n, n, tail)
+                out.append(tail)
+                return "".join(out), repairs, n
+            # a key, or a value
+            if top is not None and state == "key":
+                if kind not in ("dq", "sq", "word"):
+                    raise _Fail("an object key that is not a string")
+                lane = True  # read by the object lane, at the top of the loop
+                continue
+            if state not in ("value", "first"):
+                raise _Fail("a value where a comma or bracket belongs")
+            if top is None:
+                raise _Fail("the pick is not an object")
+            if top[0] == "[":
+                top[2] = 0 if top[2] is None else top[2] + 1
+            if kind == "sq":
+                fixed = _sq_to_dq(tok)
+                note("single_quotes", pos, end, fixed)
+                out.append(fixed)
+            elif kind == "word":
+                if tok in _LITERALS:
+                    out.append(tok)
+                elif tok in _PYTHON:
+                    note("python_literal", pos, end, _PYTHON[tok])
+                    out.append(_PYTHON[tok])
+                else:
+                    raise _Fail(f"a bare word {tok!r}")
+            else:  # dq, num
+                out.append(tok)
+            top[1] = "after"
+            pos = end
+        # The reply ended inside the pick: only closing brackets may be missing, after a whole
+        # value (a number or a word at the very end may itself be cut, so it is not closed).
+        if not stack:
+            raise _Fail("nothing")
+        if not cut:
+            raise _Fail("the reply ends inside the pick, and the token limit did not cut it")
+        top = stack[-1]
+        last = text.rstrip()[-1:]
+        if top[1] in ("colon", "value") and top[3] is None:
+            raise _Fail("cut off after a key")
+        if top[1] == "after" and last not in ('"', "}", "]", "'"):
+            raise _Fail("cut off after a number or a word")
+        if top[3] is not None:
+            note("trailing_comma", top[3], top[3] + 1, "")
+        tail = "".join("}" if f[0] == "{" else "]" for f in reversed(stack))
+        note("closed_truncation", n, n, tail)
+        out.append(tail)
+        return "".join(out), repairs, n
+    finally:
+        budget[0] = left
 
 
 def may_enclose(text: Any, span: tuple[int, int]) -> bool:
@@ -582,18 +627,18 @@ def repair_syntax(text: str, cut: bool = False) -> tuple[dict[str, Any], tuple[i
                 break
             continue
         after = end
-        if not repairs:
-            continue  # valid as written: the strict path decides what it means
-        try:  # `fixed` is one value, from its first character to its last: no decode() wrapper
-            obj, stop = _scan(fixed, 0)
-        except (ValueError, StopIteration, RecursionError):
-            continue
-        if stop != len(fixed):
-            continue
-        if isinstance(obj, dict) and ("call" in obj or "action" in obj or "function" in obj
-                                      or "tool" in obj):
-            found = (obj, (s, end), repairs)
-    return None if found is None else (found[0], found[1], _records(found[2], text))
+        # (no repairs: valid as written, the strict path decides what it means)
+        if repairs:
+            try:  # `fixed` is one value, from its first character to its last: no decode()
+                obj, stop = _scan(fixed, 0)
+            except (ValueError, StopIteration, RecursionError):
+                obj, stop = None, -1
+            if stop == len(fixed) and isinstance(obj, dict) and (
+                    "call" in obj or "action" in obj or "function" in obj or "tool" in obj):
+                found = (obj, (s, end), repairs)
+        if text.find("{", end) < 0:
+            break  # every place a pick could start after this value is a `{`: none is left
+    return None if found is None else (found[0], found[1], _records(found[2]))
 
 
 # -- "menu": what the option set makes unambiguous -----------------------------------------------

@@ -693,6 +693,56 @@ def test_the_object_lane_reads_as_the_token_loop_alone(args, flags, spacing, cut
     assert read(lane=True) == read(lane=False)
 
 
+QUOTED_TEXT = st.text(alphabet=st.sampled_from(list("ab '\"\\é/{}")), max_size=6)
+QUOTED_JSON = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-99, 99), QUOTED_TEXT),
+    lambda inner: st.one_of(st.lists(inner, max_size=3),
+                            st.dictionaries(QUOTED_TEXT, inner, max_size=3)),
+    max_leaves=10)
+
+
+@settings(max_examples=300, deadline=None)
+@given(args=st.dictionaries(QUOTED_TEXT, QUOTED_JSON, max_size=4),
+       flags=st.fixed_dictionaries({k: st.booleans() for k in
+                                    ("sq", "bare", "py", "comma", "comment")}),
+       cut_at=st.one_of(st.none(), st.integers(1, 300)),
+       budget=st.one_of(st.none(), st.integers(0, 80)))
+def test_quotes_and_backslashes_in_strings_read_as_by_the_token_loop_alone(args, flags, cut_at,
+                                                                             budget):
+    # The lane reads a single-quoted string only when it holds no " and no \ (it swaps the
+    # quotes); the others, keys and values, go to the token loop, which requotes them whole.
+    # Same pick, span, repairs and budget left with the lane and without it; whole, the pick
+    # repairs to the value it spells.
+    obj = {"call": "x", "args": args}
+    text = "Here it is: " + dump(obj, **flags)
+    cut = cut_at is not None
+    if cut:
+        text = text[:cut_at]
+    elif budget is None and not json_ok(text[12:]):
+        got = R.repair_syntax(text)
+        assert got is not None and got[0] == obj and got[1] == (12, len(text)), text
+
+    def read(lane):
+        saved = R._MEMBER
+        if not lane:
+            R._MEMBER = NO_MATCH
+        try:
+            if budget is None:
+                got = R.repair_syntax(text, cut)
+                return None if got is None else (got[:2], [repr(r) for r in got[2]])
+            left, start = [budget], text.find("{")
+            if start < 0:
+                return None  # cut before the pick
+            try:
+                return R._one_value(text, start, left, cut), left
+            except R._Fail:
+                return "failed", left
+        finally:
+            R._MEMBER = saved
+
+    assert read(lane=True) == read(lane=False)
+
+
 def json_ok(text):
     try:
         json.loads(text)
