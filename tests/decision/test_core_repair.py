@@ -89,7 +89,7 @@ def dump(v, *, sq=False, bare=False, py=False, comma=False, comment=False, depth
         return "[" + body + ("," if comma and v else "") + "]"
     items = []
     for k, x in v.items():
-        key = k if bare and re.fullmatch(r"[A-Za-z_]\w*", k) else dump(k, sq=sq)
+        key = k if bare and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) else dump(k, sq=sq)
         items.append(f"{key}: {dump(x, **kw)}")
     lead = "// the pick\n" if comment and depth == 0 else ""
     inner = ", ".join(items)
