@@ -112,13 +112,24 @@ def decide(rt: Asking, request: str, options: dict) -> float:
 
 
 def bench_size(desk: dict, n: int, rows: int, threads: int | None,
-               from_reply: bool = False) -> dict:
+               from_reply: bool = False, tolerances: list[float] | None = None) -> dict:
+    """Per tolerance (`confidence_tolerance=`, the runtime's default first): the medians of
+    the decisions with the distribution, interleaved row by row with those without it."""
     options = {name: (name.upper(), about) for name, about in list(desk.items())[:n]}
     settings = {"temperature": 0.0, "seed": 0}
     if threads:
         settings["n_threads"] = threads
-    rt = Asking(**settings)
-    plain, sure, alone, evals, batches, tokens, p_pick = [], [], [], [], [], [], []
+    tolerances = tolerances or [confidence.CONFIDENCE_TOLERANCE]
+    # runtimes that differ in their tolerance only share one loaded model
+    rts = [Asking(**settings, confidence_tolerance=t) for t in tolerances]
+    rt = rts[0]
+    plain, alone = [], []
+    sure: dict[float, list] = {t: [] for t in tolerances}
+    evals: dict[float, list] = {t: [] for t in tolerances}
+    batches: dict[float, list] = {t: [] for t in tolerances}
+    tokens: dict[float, list] = {t: [] for t in tolerances}
+    p_pick: dict[float, list] = {t: [] for t in tolerances}
+    left: dict[float, list] = {t: [] for t in tolerances}
     requests = [REQUESTS[i % len(REQUESTS)] for i in range(max(rows, 3))]
     rt.names = list(options)
     decide(rt, requests[0], options)  # the shared system message into the model's memory
@@ -127,9 +138,9 @@ def bench_size(desk: dict, n: int, rows: int, threads: int | None,
         # never the same request twice in a row: the model's memory would hold its prompt
         rt.names = None
         plain.append(decide(rt, request, options))
-        rt.names = list(options)
         other = requests[(i + len(requests) // 2) % len(requests)]
         if from_reply:  # every branch read again from the reply, as before reuse
+            rt.names = list(options)
             confidence.TREE_SEQUENCES = 0
             try:
                 alone.append(decide(rt, other, options))
@@ -137,21 +148,31 @@ def bench_size(desk: dict, n: int, rows: int, threads: int | None,
                 confidence.TREE_SEQUENCES = together
             rt.names = None
             decide(rt, request, options)  # so the next one does not find `other` in memory
-            rt.names = list(options)
-        sure.append(decide(rt, other, options))
-        work = rt.last.raw["response"]["confidence_work"]
-        evals.append(work["evaluations"])
-        batches.append(work["batches"])
-        tokens.append(work["tokens"])
-        conf = rt.last.confidence
-        pick = max(conf["probs"], key=conf["probs"].get)
-        p_pick.append(conf["probs"][pick])
-        assert abs(sum(conf["probs"].values()) + conf["other"] - 1) < 1e-6
-    return {"n": n, "plain": statistics.median(plain), "sure": statistics.median(sure),
+        for k, (t, asking) in enumerate(zip(tolerances, rts)):
+            if k:  # so this one does not find `other` in memory either
+                rt.names = None
+                decide(rt, request, options)
+            asking.names = list(options)
+            sure[t].append(decide(asking, other, options))
+            asking.names = None
+            work = asking.last.raw["response"]["confidence_work"]
+            evals[t].append(work["evaluations"])
+            batches[t].append(work["batches"])
+            tokens[t].append(work["tokens"])
+            left[t].append(work["unfollowed"])
+            conf = asking.last.confidence
+            pick = max(conf["probs"], key=conf["probs"].get)
+            p_pick[t].append(conf["probs"][pick])
+            assert abs(sum(conf["probs"].values()) + conf["other"] - 1) < 1e-6
+    return {"n": n, "plain": statistics.median(plain),
             "alone": statistics.median(alone) if alone else None,
-            "evals": statistics.mean(evals), "batches": statistics.mean(batches),
-            "tokens": statistics.mean(tokens),
-            "max_evals": max(evals), "p_pick": statistics.median(p_pick)}
+            "by_tolerance": {t: {"sure": statistics.median(sure[t]),
+                                 "evals": statistics.mean(evals[t]),
+                                 "batches": statistics.mean(batches[t]),
+                                 "tokens": statistics.mean(tokens[t]),
+                                 "max_evals": max(evals[t]),
+                                 "unfollowed": max(left[t]),
+                                 "p_pick": statistics.median(p_pick[t])} for t in tolerances}}
 
 
 def core_logprobs_cost(repeat: int = 2000) -> str:
@@ -192,6 +213,9 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=8)
     ap.add_argument("--sizes", type=int, nargs="+", default=[4, 10, 20])
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--tolerance", type=float, nargs="*", default=[],
+                    help="also time the distribution at these confidence_tolerance values "
+                         "(the runtime's default is always timed, first), interleaved")
     ap.add_argument("--from-the-reply", dest="from_reply", action="store_true",
                     help="also time the distribution with every branch's path read again "
                          "from the reply (TREE_SEQUENCES=0), interleaved with the rest")
@@ -199,25 +223,29 @@ def main() -> None:
     print(f"load {os.getloadavg()[0]:.2f}, rows {args.rows}, threads "
           f"{args.threads or 'from the machine'}")
     targets = {4: 1.2, 20: 1.5}
+    tolerances = [confidence.CONFIDENCE_TOLERANCE] + [
+        t for t in args.tolerance if t != confidence.CONFIDENCE_TOLERANCE]
     for title, desk in (("names sharing first tokens (refund, refund_partial, refund_status, "
                          "reset_password, report_damage, ...)", DESK),
                         ("names differing in their first letter", DISTINCT)):
         print(f"\n{title}")
-        print(f"{'options':>7}  {'decision s':>10}  {'with dist s':>11}  {'ratio':>5}  "
-              f"{'target':>9}  {'branches':>8}  {'batches':>7}  {'tokens':>6}  "
-              f"{'max br':>6}  {'p(pick)':>7}" +
+        print(f"{'options':>7}  {'tolerance':>9}  {'decision s':>10}  {'with dist s':>11}  "
+              f"{'ratio':>5}  {'target':>9}  {'branches':>8}  {'batches':>7}  {'tokens':>6}  "
+              f"{'max br':>6}  {'max left':>8}  {'p(pick)':>7}" +
               (f"  {'from reply s':>15}  {'ratio':>5}" if args.from_reply else ""))
         for n in args.sizes:
-            r = bench_size(desk, n, args.rows, args.threads, args.from_reply)
-            ratio = r["sure"] / r["plain"]
-            target = targets.get(n)
-            mark = "" if target is None else \
-                f"<={target}" + (" ok" if ratio <= target else " MISS")
-            print(f"{n:>7}  {r['plain']:>10.3f}  {r['sure']:>11.3f}  {ratio:>5.2f}  "
-                  f"{mark:>9}  {r['evals']:>8.1f}  {r['batches']:>7.1f}  {r['tokens']:>6.1f}  "
-                  f"{r['max_evals']:>6}  {r['p_pick']:>7.3f}" +
-                  (f"  {r['alone']:>15.3f}  {r['alone'] / r['plain']:>5.2f}"
-                   if r["alone"] is not None else ""))
+            r = bench_size(desk, n, args.rows, args.threads, args.from_reply, tolerances)
+            for k, (t, b) in enumerate(r["by_tolerance"].items()):
+                ratio = b["sure"] / r["plain"]
+                target = targets.get(n) if k == 0 else None
+                mark = "" if target is None else \
+                    f"<={target}" + (" ok" if ratio <= target else " MISS")
+                print(f"{n:>7}  {t:>9.0e}  {r['plain']:>10.3f}  {b['sure']:>11.3f}  "
+                      f"{ratio:>5.2f}  {mark:>9}  {b['evals']:>8.1f}  {b['batches']:>7.1f}  "
+                      f"{b['tokens']:>6.1f}  {b['max_evals']:>6}  {b['unfollowed']:>8.1e}  "
+                      f"{b['p_pick']:>7.3f}" +
+                      (f"  {r['alone']:>15.3f}  {r['alone'] / r['plain']:>5.2f}"
+                       if r["alone"] is not None and k == 0 else ""))
     print(f"core: reading logprobs per decision: {core_logprobs_cost()}")
     print(f"load {os.getloadavg()[0]:.2f} at the end")
 

@@ -12,10 +12,14 @@ from typing import Any
 
 #: Where the name of a pick begins: just after the opening quote of its "call" value.
 _CALL_VALUE = re.compile(r'"call"\s*:\s*"')
-#: How far a name's probability may be from its exact value: the branches of the names' tree
-#: are followed heaviest first until those left carry no more than this in all; their mass is
-#: counted in `other` (`attempt.raw["response"]["confidence_work"]["unfollowed"]`).
-CONFIDENCE_TOLERANCE = 1e-4
+#: How far a name's probability may be from its exact value by default (a runtime's
+#: `confidence_tolerance=`): the branches of the names' tree are followed heaviest first until
+#: those left carry no more than this in all; their mass is counted in `other`
+#: (`attempt.raw["response"]["confidence_work"]["unfollowed"]`). 0.003 is below what the
+#: distribution is read for (a bar, a 0.1-wide calibration bin, a threshold, a mean over a
+#: table's rows) and reads about 40 % fewer branches than 1e-4 at 20 options whose
+#: names share their first tokens (benchmarks/bench_confidence.py --tolerance 1e-4).
+CONFIDENCE_TOLERANCE = 3e-3
 #: The model evaluations one distribution may make besides the reply's own: this many per
 #: option name, plus `_EXTRA_EVALS` (names that differ in their first token need none); when
 #: they run out first, the note says how much was left unfollowed.
@@ -130,8 +134,8 @@ class _NameOdds:
     quote and its first characters come in one token, the tree starts before that token and
     is conditioned on the text before the name being written as the reply wrote it.
 
-    Branches are followed most probable first until those left carry at most
-    `CONFIDENCE_TOLERANCE` (counted in `other`), within `CONFIDENCE_EVALS_PER_NAME` evaluations
+    Branches are followed most probable first until those left carry at most the runtime's
+    `confidence_tolerance` (counted in `other`), within `CONFIDENCE_EVALS_PER_NAME` evaluations
     per name; the prompt is never read again (the tree starts from the model's memory and is
     cut back to it afterwards), so the extra cost is the names' tokens only, each read once:
     a branch keeps the model's memory of its path for its children, and the branches waiting
@@ -152,6 +156,10 @@ class _NameOdds:
         self.evals = self.read = 0  # branches the model read, and their tokens
         self.batches = 0  # the model evaluations those took
         self.unfollowed, self.cut = 0.0, False  # mass left unfollowed; by the budget?
+        #: the branch of the token the reply drew, when the tree read it: (its piece, the
+        #: logits after it). Its cells stay in the reply's memory, so the reply takes this
+        #: read as its own next one instead of reading the same piece again (`take_kept`).
+        self.kept: tuple[list[int], Any] | None = None
 
     # -- where the name is ---------------------------------------------------------------------
     def at(self, before: str, after: str) -> tuple[bytes, bytes] | None:
@@ -170,9 +178,11 @@ class _NameOdds:
 
     # -- the tree ------------------------------------------------------------------------------
     def compute(self, sampler: "_Sampler", grammar: Any, written: bytes,
-                context: bytes) -> None:
+                context: bytes, drawn: int | None = None) -> None:
         """Follow the names' tree from the model's present memory (`grammar`: a copy of the
-        grammar's state there, or None; freed here), and keep the distribution in `result`."""
+        grammar's state there, or None; freed here), and keep the distribution in `result`.
+        `drawn`: the token the reply drew there; when its branch is read, the read is kept for
+        the reply (`kept`)."""
         import heapq
         import llama_cpp
         import numpy as np
@@ -191,6 +201,7 @@ class _NameOdds:
                 if s.startswith(written):
                     targets.setdefault(name, []).append(context + s[len(written):])
         budget = CONFIDENCE_EVALS_PER_NAME * len(self.names) + _EXTRA_EVALS
+        tolerance = self.runtime.confidence_tolerance
         root_logits = np.ctypeslib.as_array(
             llama_cpp.llama_get_logits_ith(llama._ctx.ctx, -1), shape=(n_vocab,)).copy()
         # branches to follow: (-mass, order, text from the root, the branch, grammar)
@@ -246,38 +257,50 @@ class _NameOdds:
                         placed += p
                         llama_cpp.llama_sampler_free(child)
                         continue
-                heapq.heappush(heap, (-here * p, order, grown,
-                                      _Branch(node, [token, *forced]), child))
+                branch = _Branch(node, [token, *forced])
+                if node is root and token == drawn:
+                    mine[0] = branch
+                heapq.heappush(heap, (-here * p, order, grown, branch, child))
                 node.waiting += 1
                 order += 1
                 waiting += here * p
                 placed += p
             return here * max(universe - placed, 0.0)
 
+        mine: list[_Branch | None] = [None]  # the drawn token's branch
         memory = _Memory(self, base, n_vocab)
         together = max(1, memory.count)
         room = min(llama.n_ctx() - base, llama.n_batch) - 1  # tokens one batch may add
         taken: list = []
         try:
             while heap:
-                if waiting <= CONFIDENCE_TOLERANCE or self.evals >= budget:
-                    self.cut = self.evals >= budget and waiting > CONFIDENCE_TOLERANCE
+                if waiting <= tolerance or self.evals >= budget:
+                    self.cut = self.evals >= budget and waiting > tolerance
                     unfollowed = sum(-item[0] for item in heap)
                     break
                 # the branches to read now: heaviest first, as many as are needed (until
                 # what is left waiting is within the tolerance) and fit in one batch
                 size = 0
-                while heap and waiting > CONFIDENCE_TOLERANCE and len(taken) < together and \
+                while heap and waiting > tolerance and len(taken) < together and \
                         self.evals + sum(1 for t in taken if t[3].piece) < budget and \
                         (not taken or size + len(heap[0][3].piece) <= room):
                     taken.append(heapq.heappop(heap))
                     waiting += taken[-1][0]
                     size += len(taken[-1][3].piece)
                 read = [t[3] for t in taken if t[3].piece]
-                got = iter(memory.read(read)) if read else iter(())
+                if mine[0] in read:
+                    # the drawn token's branch first: its cells then come right after the
+                    # reply's, so the reply's next ones follow them once the tree's other
+                    # cells are freed (flash attention adds a sequence's cells up in the
+                    # order they sit in memory; out of order, the sums round otherwise)
+                    read.remove(mine[0])
+                    read.insert(0, mine[0])
+                got = dict(zip(map(id, read), memory.read(read))) if read else {}
                 for neg, _, text, node, state in taken:
-                    other += follow(-neg, text, node, state,
-                                    next(got) if node.piece else root_logits)
+                    logits = got[id(node)] if node.piece else root_logits
+                    if node is mine[0] and memory.keep(node):
+                        self.kept = (list(node.piece), logits)
+                    other += follow(-neg, text, node, state, logits)
                     if node.piece:
                         memory.done(node)
                 for item in taken:
@@ -291,6 +314,29 @@ class _NameOdds:
             memory.close()
             llama.n_tokens = base  # the model's memory is cut back to the reply so far
         self._finish(mass, other, unfollowed)
+
+    def take_kept(self, pending: list[int]) -> bool:
+        """Whether the reply's next read (`pending`: the token it drew and the characters the
+        runtime wrote after it) is the branch the tree read for that token: then the model's
+        memory holds it already (`_Memory.keep`), its logits are put where the reply draws
+        from, and the reply does not read the same piece again. Otherwise the kept cells
+        are dropped and the reply reads as usual."""
+        import llama_cpp
+        import numpy as np
+        kept, self.kept = self.kept, None
+        if kept is None:
+            return False
+        llama = self.model.llama
+        piece, logits = kept
+        out = llama_cpp.llama_get_logits_ith(llama._ctx.ctx, -1) if pending == piece else None
+        if not out:
+            llama._ctx.kv_cache_seq_rm(0, llama.n_tokens, -1)
+            return False
+        np.ctypeslib.as_array(out, shape=(len(logits),))[:] = logits
+        n = llama.n_tokens
+        llama.input_ids[n:n + len(piece)] = piece
+        llama.n_tokens = n + len(piece)
+        return True
 
     def _names(self, targets: dict, grown: bytes) -> tuple[str | None, list[str]]:
         """The name `grown` has written whole (closing quote and all), and the names it may
@@ -399,6 +445,7 @@ class _Memory:
         self.count = max(0, min(TREE_SEQUENCES, seqs - 2))
         self.free = list(range(self.count, 0, -1))
         self.held: list[_Branch] = []  # branches keeping their sequence, oldest first
+        self.kept = 0  # the tokens after `base` the reply's sequence keeps (`keep`)
 
     def read(self, nodes: list[_Branch]) -> list[Any]:
         """The model's logits after each branch's path (their pieces in one batch)."""
@@ -429,11 +476,23 @@ class _Memory:
         else:
             self._drop(node)
 
+    def keep(self, node: _Branch) -> bool:
+        """The cells of a branch just read (a child of the root, in a sequence of its own)
+        also the reply's: the reply goes on from them (`_NameOdds.kept`). Other branches do
+        not see them (they attend to their own sequence's cells only)."""
+        import llama_cpp
+        if node.seq is None or node.parent.piece:
+            return False
+        llama_cpp.llama_memory_seq_cp(self.mem, node.seq, 0, self.base,
+                                      self.base + len(node.piece))
+        self.kept = len(node.piece)
+        return True
+
     def close(self) -> None:
         import llama_cpp
         for node in self.held:
             node.seq = None
-        llama_cpp.llama_memory_seq_rm(self.mem, 0, self.base, -1)
+        llama_cpp.llama_memory_seq_rm(self.mem, 0, self.base + self.kept, -1)
         for seq in range(1, self.count + 1):
             llama_cpp.llama_memory_seq_rm(self.mem, seq, -1, -1)
         if self.spare is not None:

@@ -70,7 +70,7 @@ from typing import Any, Callable
 from ...decision.extract import find_action
 from ...runtime.runtime import (ModelCallError, ModelResponse, Runtime,
                                 blocks_text, to_blocks)
-from .confidence import _NameOdds, tree_sequences
+from .confidence import CONFIDENCE_TOLERANCE, _NameOdds, tree_sequences
 from .grammar import (ARRAY_MAX_ITEMS, SCHEMA_FORMS, SCHEMA_INSTRUCTION, STRING_MAX_LENGTH,
                       _picks, bounded_schema, decision_grammar, schema_brief)
 from .models import (MIN_PREFIX_TOKENS, _INSTALL, _Loaded, _check_gguf, _common, _default_ctx,
@@ -149,7 +149,8 @@ class LlamaCppRuntime(Runtime):
     """`LlamaCppRuntime(model_path=None, *, n_ctx=None, n_threads=None, n_batch=None,
     n_gpu_layers=0, max_tokens=512, temperature=0.2, seed=None, system=None,
     schema_in_prompt="brief", layout="menu_first", stop_at_pick=True, reuse_prefix=True,
-    grammar_last=True, fast_forward=True, name=None, **request_options)`.
+    grammar_last=True, fast_forward=True, confidence_tolerance=CONFIDENCE_TOLERANCE, name=None,
+    **request_options)`.
 
     `model_path`: a GGUF file (None: the bundled SmolLM2-135M-Instruct). `n_ctx` is the context
     in tokens, prompt and reply together (None: the model's training length, at most
@@ -173,7 +174,10 @@ class LlamaCppRuntime(Runtime):
     as llama-cpp-python does (`_Sampler`: the same odds, several times the work);
     `fast_forward=False` has the model write every token of a json_schema reply, spaces
     allowed, instead of the runtime writing the characters the schema fixes (`_Sampler.forced`:
-    the reply is compact JSON, and what the schema fixes is read in one batch)."""
+    the reply is compact JSON, and what the schema fixes is read in one batch).
+    `confidence_tolerance` is the probability the exact distribution of `confidence=` may leave
+    unfollowed (counted in `other`, so each name's probability is at most that much below its
+    exact value): a smaller one reads more of the names' spellings (docs/local-model.md)."""
 
     streams = True
     provider = "llama.cpp"
@@ -192,6 +196,7 @@ class LlamaCppRuntime(Runtime):
                  schema_in_prompt: bool | str = "brief", layout: str = "menu_first",
                  stop_at_pick: bool = True, reuse_prefix: bool = True,
                  grammar_last: bool = True, fast_forward: bool = True,
+                 confidence_tolerance: float = CONFIDENCE_TOLERANCE,
                  name: str | None = None,
                  **request_options: Any):
         for what, value, low in (("n_ctx", n_ctx, 16), ("max_tokens", max_tokens, 1),
@@ -213,6 +218,13 @@ class LlamaCppRuntime(Runtime):
                              f"{', '.join(map(repr, SCHEMA_FORMS))} "
                              f"({'; '.join(f'{k}: {v}' for k, v in SCHEMA_FORMS.items())}), True "
                              f"(as 'json') or False (not shown), got {schema_in_prompt!r}")
+        if isinstance(confidence_tolerance, bool) or \
+                not isinstance(confidence_tolerance, (int, float)) or \
+                not 0 < confidence_tolerance < 1:
+            raise ValueError(f"confidence_tolerance must be a number between 0 and 1 (the "
+                             f"probability the exact distribution may leave unfollowed, "
+                             f"counted in other; default {CONFIDENCE_TOLERANCE}), got "
+                             f"{confidence_tolerance!r}")
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {', '.join(map(repr, LAYOUTS))} "
                              f"({'; '.join(f'{k}: {v}' for k, v in LAYOUTS.items())}), got "
@@ -251,6 +263,7 @@ class LlamaCppRuntime(Runtime):
         self.reuse_prefix = bool(reuse_prefix)
         self.grammar_last = bool(grammar_last)
         self.fast_forward = bool(fast_forward)
+        self.confidence_tolerance = float(confidence_tolerance)
         self.request_options = request_options
         model = path.name[:-len(".gguf")] if path.name.lower().endswith(".gguf") else path.name
         super().__init__(model=model, name=name or model)
@@ -401,7 +414,8 @@ class LlamaCppRuntime(Runtime):
                 if written >= limit:
                     finish = "length"
                     break
-                llama.eval(pending)
+                if odds is None or odds.kept is None or not odds.take_kept(pending):
+                    llama.eval(pending)
                 # the grammar as it is before this token, for a name's tree starting here
                 if odds is not None and odds.result is None and grammar is not None:
                     before = llama_cpp.llama_sampler_clone(sampler.grammar)
@@ -422,7 +436,7 @@ class LlamaCppRuntime(Runtime):
                     where = odds.at(text, text + piece)
                     given, before = before, None  # compute frees it
                     if where is not None:
-                        odds.compute(sampler, given, *where)
+                        odds.compute(sampler, given, *where, drawn=token)
                     elif given is not None:
                         llama_cpp.llama_sampler_free(given)
                 text += piece

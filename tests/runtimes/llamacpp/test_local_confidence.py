@@ -60,6 +60,10 @@ SHARED = [
     (REFUND_OR_CANCEL, "Customer: please give me a refund for the broken lamp."),
     (REFUND_OR_CANCEL, "Customer: I ordered by mistake, stop the order please."),
 ]
+#: The runtimes here follow the names' spellings until at most this much is left unfollowed,
+#: finer than the default (`CONFIDENCE_TOLERANCE`), so the comparisons with the brute force
+#: check every name to 1e-4.
+FINE = 1e-4
 #: Below this a path's mass is not followed by the brute force either.
 TINY = 1e-10
 
@@ -82,6 +86,7 @@ class Asking(LlamaCppRuntime):
     """The runtime as the loop calls it, with `confidence=` added and each response kept."""
 
     def __init__(self, names, **kw):
+        kw.setdefault("confidence_tolerance", FINE)
         super().__init__(**kw)
         self.names, self.responses = names, []
 
@@ -288,10 +293,10 @@ def test_names_sharing_their_first_tokens_get_their_brute_force_probabilities(op
     assert list(conf["probs"]) == list(options)
     assert math.isclose(sum(conf["probs"].values()) + conf["other"], 1.0, abs_tol=1e-6)
     # the grammar lets nothing but a name be written here: other is only the mass of the
-    # spellings the runtime left unfollowed (CONFIDENCE_TOLERANCE), which bounds the error
+    # spellings the runtime left unfollowed (confidence_tolerance), which bounds the error
     work = resp.raw["response"]["confidence_work"]
     assert conf["other"] == pytest.approx(work["unfollowed"], abs=1e-12)
-    assert work["unfollowed"] <= CONFIDENCE_TOLERANCE
+    assert work["unfollowed"] <= FINE
     prefix, written, _ = _branch(rt, rec, brute, b'"call":"')
     for name in options:
         expected, paths = brute.probability(name, prefix, written)
@@ -424,6 +429,66 @@ def test_the_distribution_leaves_the_reply_as_it_was():
         assert replies[0] == replies[1]
 
 
+
+def test_the_reply_takes_the_trees_read_of_the_token_it_drew_and_writes_the_same_text(
+        monkeypatch):
+    """The branch of the token the reply drew is read by the tree; the reply goes on from that
+    read (its cells and its logits) instead of reading the same piece again: it reads fewer
+    tokens itself, and the text is the same as without the distribution."""
+    import llama_cpp
+    read: list[int] = []
+    evaluate = llama_cpp.Llama.eval
+
+    def counted(self, tokens):
+        read.append(len(tokens))
+        return evaluate(self, tokens)
+
+    monkeypatch.setattr(llama_cpp.Llama, "eval", counted)
+    taken = 0
+    for seed in range(4):
+        options, request = SHARED[seed]
+        replies, tokens = [], []
+        for names in (None, list(options)):
+            rt = Asking(names, seed=seed, temperature=0.8)
+            rt.forget()  # both read the prompt the same way
+            read.clear()
+            resp = _decide(rt, request, options)
+            replies.append(resp.text)
+            tokens.append(sum(read))
+        assert replies[0] == replies[1], seed
+        saved = tokens[0] - tokens[1]
+        assert saved >= 0, (seed, tokens)
+        taken += saved > 0
+    assert taken >= 1  # (seed 2 draws `ref`, whose branch the tree reads)
+
+
+@pytest.mark.parametrize("bad", [0, 1, -0.1, True, "1e-3", None])
+def test_confidence_tolerance_is_a_probability_between_0_and_1(bad):
+    with pytest.raises(ValueError, match="confidence_tolerance must be a number between 0 and 1"):
+        LlamaCppRuntime(confidence_tolerance=bad)
+
+
+def test_a_coarser_tolerance_reads_fewer_branches_and_leaves_at_most_that_much_unfollowed():
+    """Each name's probability is at most the unfollowed mass below its exact value, whatever
+    the tolerance: the default's and a coarser one's agree with a fine one's within their
+    unfollowed mass, and read fewer branches."""
+    options, request = SHARED[0]
+    got = {}
+    for tolerance in (FINE, CONFIDENCE_TOLERANCE, 1e-2):
+        rt = Asking(list(options), temperature=0.0, seed=0, confidence_tolerance=tolerance)
+        resp = _decide(rt, request, options)
+        work = resp.raw["response"]["confidence_work"]
+        assert work["unfollowed"] <= tolerance
+        got[tolerance] = (resp.confidence, work)
+    fine, fine_work = got[FINE]
+    assert got[1e-2][1]["evaluations"] < fine_work["evaluations"]
+    for tolerance in (CONFIDENCE_TOLERANCE, 1e-2):
+        conf, work = got[tolerance]
+        assert work["evaluations"] <= fine_work["evaluations"]
+        slack = max(fine_work["unfollowed"], work["unfollowed"]) + 1e-9
+        for name in options:
+            assert abs(conf["probs"][name] - fine["probs"][name]) <= slack, (tolerance, name)
+
 # -- menu mode ---------------------------------------------------------------------------------
 
 MENU = ('Options (reply with one JSON object that picks exactly one, as in its "Call:" line):'
@@ -442,7 +507,8 @@ def test_menu_mode_gives_each_name_its_probability_at_the_call_value():
     """No grammar: at the "call" value every name is followed to its closing quote, what names
     no option is `other`, and each name's probability is the brute force's (full softmax)."""
     rec = Recorder()
-    rt = LlamaCppRuntime(temperature=0.0, seed=0, max_tokens=40, logits_processor=[rec])
+    rt = LlamaCppRuntime(temperature=0.0, seed=0, max_tokens=40, logits_processor=[rec],
+                         confidence_tolerance=FINE)
     rt.forget()  # the prompt read in known pieces (see Brute)
     names = list(REFUNDS)
     resp = rt.complete(MENU_CHAT, confidence=names)
@@ -455,7 +521,7 @@ def test_menu_mode_gives_each_name_its_probability_at_the_call_value():
     prefix, written, _ = _branch(rt, rec, brute, b'"call": "')
     assert written == b""  # the quote ended a token: the tree starts at the name
     left = resp.raw["response"]["confidence_work"]["unfollowed"]
-    assert conf["note"] is None and left <= CONFIDENCE_TOLERANCE
+    assert conf["note"] is None and left <= FINE
     for name in names:
         expected, _ = brute.probability(name, prefix, b"")
         assert expected - left - 1e-9 <= conf["probs"][name] <= expected + 1e-9, \
