@@ -670,27 +670,31 @@ def test_the_object_lane_reads_as_the_token_loop_alone(args, flags, spacing, cut
     if cut:
         text = text[:cut_at]
 
-    def read(lane):
-        saved = R._MEMBER
-        if not lane:
-            R._MEMBER = NO_MATCH
-        try:
-            if budget is None:
-                got = R.repair_syntax(text, cut)
-                return None if got is None else (
-                    got[:2], [(r.kind, r.path, r.before, r.after, r.span) for r in got[2]])
-            left, start = [budget], text.find("{")
-            if start < 0:
-                return None  # cut before the pick
-            try:
-                fixed, repairs, end = R._one_value(text, start, left, cut)
-            except R._Fail:
-                return "failed", left
-            return fixed, end, repairs, left  # (kind, path, span, text written) each
-        finally:
-            R._MEMBER = saved
+    assert _read(text, cut, budget, lane=True) == _read(text, cut, budget, lane=False)
 
-    assert read(lane=True) == read(lane=False)
+
+def _read(text, cut, budget, lane):
+    """What the repair makes of `text` with the object lane or with the token loop alone:
+    the pick, its span and its repairs; with a budget, `_one_value`'s reading and the budget
+    left (or that it failed)."""
+    saved = R._MEMBER
+    if not lane:
+        R._MEMBER = NO_MATCH
+    try:
+        if budget is None:
+            got = R.repair_syntax(text, cut)
+            return None if got is None else (
+                got[:2], [(r.kind, r.path, r.before, r.after, r.span) for r in got[2]])
+        left, start = [budget], text.find("{")
+        if start < 0:
+            return None  # cut before the pick
+        try:
+            fixed, repairs, end = R._one_value(text, start, left, cut)
+        except R._Fail:
+            return "failed", left
+        return fixed, end, repairs, left  # (kind, path, span, text written) each
+    finally:
+        R._MEMBER = saved
 
 
 QUOTED_TEXT = st.text(alphabet=st.sampled_from(list("ab '\"\\é/{}")), max_size=6)
@@ -722,25 +726,7 @@ def test_quotes_and_backslashes_in_strings_read_as_by_the_token_loop_alone(args,
         got = R.repair_syntax(text)
         assert got is not None and got[0] == obj and got[1] == (12, len(text)), text
 
-    def read(lane):
-        saved = R._MEMBER
-        if not lane:
-            R._MEMBER = NO_MATCH
-        try:
-            if budget is None:
-                got = R.repair_syntax(text, cut)
-                return None if got is None else (got[:2], [repr(r) for r in got[2]])
-            left, start = [budget], text.find("{")
-            if start < 0:
-                return None  # cut before the pick
-            try:
-                return R._one_value(text, start, left, cut), left
-            except R._Fail:
-                return "failed", left
-        finally:
-            R._MEMBER = saved
-
-    assert read(lane=True) == read(lane=False)
+    assert _read(text, cut, budget, lane=True) == _read(text, cut, budget, lane=False)
 
 
 def json_ok(text):
