@@ -35,7 +35,7 @@ from ..base.model_protocol import (ModelCaller, ModelResponse, check_modes, curr
 from .options import (Menu, Option, call_function, check_context, normalize, option_infos,
                       render_menu, safe_key)
 from .options.shortlist import Shortlist, check_shortlist, defer_tools, narrow
-from ..trace.records import Attempt, Pick, Reask, replace
+from ..trace.records import Attempt, Pick, Reask, new_attempt, replace
 from ..base.redaction import redact_decoded
 from ..trace.decision_trace import DecisionTrace, emit, record
 from .repair import DEFAULT_REPAIR, check_repair
@@ -199,8 +199,7 @@ class Decider:
     # -- model calls --------------------------------------------------------------------------
     def new_attempt(self, prompt: str) -> Attempt:
         n = len(self.trace.attempts) + 1
-        self.att = Attempt(number=n, is_last=n >= self.trace.max_attempts, prompt=prompt,
-                           sent=self.sent)
+        self.att = new_attempt(n, n >= self.trace.max_attempts, prompt, self.sent)
         self._emit("attempt_sent", self.trace, self.att)
         return self.att
 

@@ -61,7 +61,8 @@ async def decide(text: str, menu: Sequence[Option], rt: Runtime, settings: dict,
 
     # A scoped observer, not last_trace(): last_trace is process-wide and other rows finish
     # decisions at the same time. The first decision started in this context is this row's own;
-    # later ones are nested decisions made by a picked function.
+    # later ones are nested decisions made by a picked function. Only the two kinds it reads:
+    # the other four events of each decision are then never built.
     def capture(event: TraceEvent) -> None:
         if not box:
             box.append(event.trace)
@@ -69,7 +70,7 @@ async def decide(text: str, menu: Sequence[Option], rt: Runtime, settings: dict,
             raise _Cancelled()
 
     t0 = time.perf_counter()
-    with observe(capture):
+    with observe(capture, kinds=("decision_started", "attempt_sent")):
         try:
             if sync:
                 row.result = make(text, menu, runtime=rt, **settings)
