@@ -540,10 +540,13 @@ class Decider:
         try:
             kwargs, kept = option.bind(args, runtime=self.runtime, context=self.context,
                                        dropped=dropped, injected=injected)
-        finally:
+        except BaseException:
             self.att = replace(self.cur, chosen=option.name, dropped=list(dropped),
                                injected=list(injected))
-        self.att = replace(self.cur, args=kept)
+            raise
+        # one record for both (no event comes between them)
+        self.att = replace(self.cur, chosen=option.name, dropped=list(dropped),
+                           injected=list(injected), args=kept)
         out: dict[str, Any] = kwargs
         return out
 

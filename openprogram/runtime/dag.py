@@ -115,9 +115,6 @@ class Node:
 
 
 _NODE_FIELDS = tuple(Node.__dataclass_fields__)
-_NODE_SET = frozenset(_NODE_FIELDS[4:])   # what add() takes besides kind and name
-_NODE_BLANK = Node(0, None, "", "").__dict__
-_time = time.time
 
 current_node_var: contextvars.ContextVar[int | None] = contextvars.ContextVar(
     "openprogram_dag_node", default=None)
@@ -145,15 +142,8 @@ class DAG:
         return self.nodes.dropped
 
     def add(self, kind: str, name: str, **fields) -> Node:
-        # Node's own __init__ assigns its twelve fields one by one; every decision makes two
-        # nodes, so the defaults are copied from a node made once (as Attempt's are)
-        if not fields.keys() <= _NODE_SET:
-            raise TypeError(f"unknown Node field(s): {', '.join(sorted(fields.keys() - _NODE_SET))}")
-        node = object.__new__(Node)
-        node.__dict__.update(_NODE_BLANK, parent=current_node_var.get(), kind=kind, name=name,
-                             started_at=_time(), **fields)
-        with self._lock:  # the ids of the window stay consecutive in its order
-            node.id = next(self._ids)
+        with self._lock:
+            node = Node(next(self._ids), current_node_var.get(), kind, name, **fields)
             self.nodes.append(node)
         return node
 
