@@ -30,12 +30,13 @@ _float = float.__repr__
 
 def _encoder() -> Callable[[Any, int], Any]:
     """The journal's encoder (compact, ensure_ascii=False, default=repr) without the per-call
-    set-up of `JSONEncoder.encode`. A fresh one after any failure: its circular-reference
-    markers may be left half-filled."""
+    set-up of `JSONEncoder.encode`, and without its markers of the containers being written
+    (shared by every thread, they could see another thread's): a reference cycle fails it (a
+    RecursionError), and the general path then raises what it always has."""
     make = _json.c_make_encoder
     if make is None:  # an interpreter without the C accelerator: the general path only
         raise ImportError("json's C encoder is not available")
-    return make({}, repr, _string, None, ":", ",", False, False, True)
+    return make(None, repr, _string, None, ":", ",", False, False, True)
 
 
 _enc = None
@@ -139,7 +140,6 @@ def trace_text(trace: Any, menu: str | None) -> str | None:
     """The trace as a journal row holds it — `pack_trace(trace.to_dict(json_ready), shared)`
     encoded, where the shared line's menu is `menu` — or None when it is not a plain
     `DecisionTrace` of plain `Attempt` records, or holds what only the general path writes."""
-    global _enc
     if type(trace) is not DecisionTrace or not isinstance(menu, str):
         return None
     d = trace.__dict__
@@ -166,5 +166,4 @@ def trace_text(trace: Any, menu: str | None) -> str | None:
             ',"started_at":', _value(d["started_at"]), ',"duration_s":', _value(d["duration_s"]),
             ',"shortlist":' + _value(short) if short else "", "}"))
     except Exception:   # a value only the general path writes as the journal always has
-        _enc = None
         return None

@@ -41,7 +41,7 @@ import warnings
 from pathlib import Path
 
 from ...base.errors import OpenProgramError
-from ...base.jsonl import format_version, write_whole
+from ...base.jsonl import format_version, loads, write_whole
 from ...base.model_protocol import run_sync
 from ...runtime.runtime import DEFAULT_WINDOW, ModelCallError, ModelResponse, Runtime
 from ...runtime.runtime import as_response
@@ -203,7 +203,7 @@ class _Store:
             return self.memory.get(key)
         data = os.pread(self._fd, where[1], where[0])
         try:
-            entry = json.loads(data.decode("utf-8"))  # (bytes would be sniffed for UTF-16)
+            entry = loads(data.decode("utf-8"))  # (bytes would be sniffed for UTF-16)
         except (ValueError, RecursionError) as exc:
             why = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else \
                 "is not whole JSON (a writer was stopped mid-line, or it was edited)"

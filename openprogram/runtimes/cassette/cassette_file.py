@@ -32,7 +32,7 @@ from typing import Any
 
 from ...base.errors import OpenProgramError
 from ...base.filesecrets import scrub
-from ...base.jsonl import LineFormat, format_version, whole_lines, write_whole
+from ...base.jsonl import LineFormat, encoder, format_version, whole_lines, write_whole
 from ...base.model_protocol import LAYOUT_ARGS
 from ...runtime.runtime import ModelResponse, ToolCall
 from ..providers.key_redaction import without_secrets
@@ -108,7 +108,7 @@ def settings_of(runtime: Any) -> dict:
 
 # canonical: sorted keys, no spaces, ASCII (a lone surrogate is written as its escape); made
 # once, as json.dumps with options makes a new encoder per call (a cache hit digests twice)
-_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode
+_canonical = encoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
 def _digest(data: Any) -> str:
@@ -119,8 +119,8 @@ def _json_default(value: Any) -> Any:
     return value.to_dict() if isinstance(value, ToolCall) else repr(value)
 
 
-_canonical_live = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True,
-                                   default=_json_default).encode
+_canonical_live = encoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                          default=_json_default)
 
 
 def live_key(messages: list, tools: list | None, mode_args: dict, settings: dict) -> str:
