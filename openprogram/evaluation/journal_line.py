@@ -16,9 +16,10 @@ from __future__ import annotations
 import json.encoder as _json
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable
+    from typing import Any
 
 from ..base.json_form import json_ready
+from ..base.jsonl import encoder
 from ..trace.decision_trace import DecisionTrace
 from ..trace.records import Attempt
 
@@ -28,18 +29,8 @@ _string = _json.encode_basestring   # what the journal's encoder (ensure_ascii=F
 _float = float.__repr__
 
 
-def _encoder() -> Callable[[Any, int], Any]:
-    """The journal's encoder (compact, ensure_ascii=False, default=repr) without the per-call
-    set-up of `JSONEncoder.encode`, and without its markers of the containers being written
-    (shared by every thread, they could see another thread's): a reference cycle fails it (a
-    RecursionError), and the general path then raises what it always has."""
-    make = _json.c_make_encoder
-    if make is None:  # an interpreter without the C accelerator: the general path only
-        raise ImportError("json's C encoder is not available")
-    return make(None, repr, _string, None, ":", ",", False, False, True)
-
-
-_enc = None
+#: The journal's encoder (journal._FORMAT's options), for the values that may be anything.
+_enc = encoder(ensure_ascii=False, separators=(",", ":"), default=repr)
 
 
 def _value(v: Any) -> str:
@@ -57,10 +48,7 @@ def _value(v: Any) -> str:
         return _float(v)
     if t is list and not v:
         return "[]"
-    global _enc
-    if _enc is None:
-        _enc = _encoder()
-    return "".join(_enc(v, 0))
+    return _enc(v)
 
 
 def _ready(v: Any) -> str:
