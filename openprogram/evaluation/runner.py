@@ -50,6 +50,10 @@ class Row:
         self.duration_s: float | None = None
 
 
+#: What a row's own observer reads of its decision's events.
+_ROW_KINDS = frozenset(("decision_started", "attempt_sent"))
+
+
 async def decide(text: str, menu: Sequence[Option], rt: Runtime, settings: dict,
                  stop: threading.Event, sync: bool) -> Row | None:
     """One input's decision: on a worker thread (`sync`, driven by run_sync) or as a task on an
@@ -70,7 +74,7 @@ async def decide(text: str, menu: Sequence[Option], rt: Runtime, settings: dict,
             raise _Cancelled()
 
     t0 = time.perf_counter()
-    with observe(capture, kinds=("decision_started", "attempt_sent")):
+    with observe(capture, kinds=_ROW_KINDS):
         try:
             if sync:
                 row.result = make(text, menu, runtime=rt, **settings)

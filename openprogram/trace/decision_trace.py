@@ -314,7 +314,7 @@ class observe:
 
     def __init__(self, fn: Observer, kinds: Iterable[str] | None = None):
         self.fn = fn
-        self.kinds = None if kinds is None else frozenset(kinds)
+        self.kinds = kinds if kinds is None or type(kinds) is frozenset else frozenset(kinds)
         if self.kinds is not None and not self.kinds <= _KINDS:
             raise ArgumentError(f"observe(kinds=) names unknown event kind(s) "
                                 f"{sorted(self.kinds - _KINDS)}; the kinds are {EVENT_KINDS}")
