@@ -80,11 +80,12 @@ def _attempt(a: Attempt, menu: str) -> str:
     started, took, call, usage = d["started_at"], d["duration_s"], d["model_call_id"], d["usage"]
     conf, repairs, finish = d["confidence"], d["repairs"], d["finish_reason"]
     dropped, injected, redacted = d["dropped"], d["injected"], d["redacted"]
+    number, cands, chosen = d["number"], d["candidates"], d["chosen"]
     plain = (d["error_span"] is None and d["error_message"] is None and d["error_path"] is None
              and d["sent"] is None and d["tool_calls"] is None and d["raw"] is None
              and d["low_pick"] is None and d["cascade"] is None)
     return "".join((
-        '{"attempt":', _value(d["number"]), ',"is_last":true' if d["is_last"] is True else
+        '{"attempt":', int.__repr__(number) if type(number) is int else _value(number), ',"is_last":true' if d["is_last"] is True else
         ',"is_last":false' if d["is_last"] is False else ',"is_last":' + _value(d["is_last"]),
         ',"prompt":', _string(prompt) if type(prompt) is str else _value(prompt),
         ',"reply":', "null" if reply is None else _ready(reply if isinstance(reply, str)
@@ -94,12 +95,13 @@ def _attempt(a: Attempt, menu: str) -> str:
         ',"span":', _span(span),
         ',"error_span":', _span(d["error_span"]),
         ',"key_alias":', _string(key) if type(key) is str else _value(key),
-        ',"candidates":', _value(d["candidates"]),
+        ',"candidates":', int.__repr__(cands) if type(cands) is int else _value(cands),
         ',"error_kind":', "null" if kind is None else _value(kind),
         ',"error_message":null,"error_path":null' if plain else "".join((
             ',"error_message":', _ready(d["error_message"]),
             ',"error_path":', _ready(d["error_path"]))),
-        ',"chosen":', _ready(d["chosen"]), ',"args":', _ready(d["args"]),
+        ',"chosen":', _string(chosen) if type(chosen) is str and chosen.isascii()
+        else _ready(chosen), ',"args":', _ready(d["args"]),
         ',"dropped":', "[]" if type(dropped) is list and not dropped else _ready(list(dropped)),
         ',"injected":', "[]" if type(injected) is list and not injected
         else _value(list(injected)),
@@ -137,12 +139,19 @@ def trace_text(trace: Any, menu: str | None) -> str | None:
         err = d["error"]
         rounds = d["tool_rounds"]
         short = d["shortlist"]
+        ident, entry, mode, status, runtime, most, keys = (
+            d["id"], d["entry"], d["mode"], d["status"], d["runtime"], d["max_attempts"],
+            d["context_keys"])
+        started, took = d["started_at"], d["duration_s"]
         return "".join((
-            '{"id":', _value(d["id"]), ',"entry":', _value(d["entry"]),
-            ',"mode":', _value(d["mode"]), ',"status":', _value(d["status"]),
-            ',"prompt":', _ready(d["prompt"]), ',"runtime":', _value(d["runtime"]),
-            ',"max_attempts":', _value(d["max_attempts"]),
-            ',"context_keys":', _value(list(d["context_keys"])),
+            '{"id":', int.__repr__(ident) if type(ident) is int else _value(ident),
+            ',"entry":', _string(entry) if type(entry) is str else _value(entry),
+            ',"mode":', _string(mode) if type(mode) is str else _value(mode),
+            ',"status":', _string(status) if type(status) is str else _value(status),
+            ',"prompt":', _ready(d["prompt"]),
+            ',"runtime":', _string(runtime) if type(runtime) is str else _value(runtime),
+            ',"max_attempts":', int.__repr__(most) if type(most) is int else _value(most),
+            ',"context_keys":', "[]" if type(keys) is list and not keys else _value(list(keys)),
             ',"attempts":[', ",".join([_attempt(a, menu) for a in d["attempts"]]),
             '],"tool_rounds":',
             "[]" if not rounds else _value([t.to_dict(json_ready) for t in rounds]),
@@ -151,7 +160,10 @@ def trace_text(trace: Any, menu: str | None) -> str | None:
                 '{"type":', _value(type(err).__name__),
                 ',"kind":', _value(getattr(err, "kind", None)),
                 ',"message":', _ready(str(err)), "}")),
-            ',"started_at":', _value(d["started_at"]), ',"duration_s":', _value(d["duration_s"]),
+            ',"started_at":', _float(started) if type(started) is float and started - started == 0
+            else _value(started),
+            ',"duration_s":', _float(took) if type(took) is float and took - took == 0
+            else _value(took),
             ',"shortlist":' + _value(short) if short else "", "}"))
     except Exception:   # a value only the general path writes as the journal always has
         return None
