@@ -44,10 +44,11 @@ def secrets() -> tuple[str, ...]:
 
 
 def holding() -> bool:
-    """Whether `scrub` may change anything: some runtime of this process holds a key. A writer
-    that writes its lines without building JSON data first (a journal row's trace) asks this,
-    and writes the general way while it is so."""
-    return _redact is not None and bool(_live) and bool(secrets())
+    """Whether `scrub` may change anything: some runtime of this process holds a key (or an
+    empty one: no need to reveal them to tell). A writer that writes its lines without
+    building JSON data first (a journal row's trace) asks this, and writes the general way
+    while it is so."""
+    return _redact is not None and bool(_live)
 
 
 def scrub(value: Any) -> Any:
