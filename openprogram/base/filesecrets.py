@@ -22,7 +22,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable
 
-__all__ = ["scrub", "remember"]
+__all__ = ["scrub", "remember", "holding"]
 
 _live: "weakref.WeakSet" = weakref.WeakSet()   # every _Secret of this process
 _redact: "Callable[[Any, tuple], Any] | None" = None
@@ -41,6 +41,14 @@ def remember(secret: Any) -> None:
 
 def secrets() -> tuple[str, ...]:
     return tuple(sorted({s.reveal() for s in list(_live)} - {""}))
+
+
+def holding() -> bool:
+    """Whether `scrub` may change anything: some runtime of this process holds a key (or an
+    empty one: no need to reveal them to tell). A writer that writes its lines without
+    building JSON data first (a journal row's trace) asks this, and writes the general way
+    while it is so."""
+    return _redact is not None and bool(_live)
 
 
 def scrub(value: Any) -> Any:

@@ -16,6 +16,7 @@ things to do. Standard library only.
 from __future__ import annotations
 
 import json
+import json.encoder
 import os
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
@@ -23,7 +24,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
 
 from .filesecrets import scrub
 
-__all__ = ["LineFormat", "write_whole", "whole_lines", "format_version"]
+__all__ = ["LineFormat", "encoder", "loads", "write_whole", "whole_lines", "format_version"]
 
 
 class LineFormat:
@@ -34,8 +35,7 @@ class LineFormat:
 
     def __init__(self, separators: tuple[str, str] | None = None,
                  default: Callable[[Any], Any] | None = None):
-        self._encode = json.JSONEncoder(ensure_ascii=False, separators=separators,
-                                        default=default).encode
+        self._encode = encoder(ensure_ascii=False, separators=separators, default=default)
 
     def text(self, data: Any) -> str:
         """`data` as JSON text on one line, unmasked and with surrogates as they are (for a
@@ -45,6 +45,47 @@ class LineFormat:
     def line(self, data: Any) -> bytes:
         """`data` (JSON data), masked of every key this process holds, as one UTF-8 line."""
         return encode_line(self._encode(scrub(data)))
+
+
+def encoder(**options: Any) -> Callable[[Any], str]:
+    """`json.JSONEncoder(**options).encode`, with the C encoder that `encode` makes anew for
+    every call made once (a line per journaled row, a digest per cache hit), and without the
+    markers of the containers being written, which every thread would share. A reference cycle
+    fails it (RecursionError), as a default that raises does: the general encoder then raises
+    what it always has. The text is the general encoder's."""
+    general = json.JSONEncoder(**options)
+    make = json.encoder.c_make_encoder
+    if make is None or general.indent is not None:
+        return general.encode
+    fast = make(None, general.default,
+                json.encoder.encode_basestring_ascii if general.ensure_ascii
+                else json.encoder.encode_basestring,
+                None, general.key_separator, general.item_separator, general.sort_keys,
+                general.skipkeys, general.allow_nan)
+
+    def encode(data: Any) -> str:
+        try:
+            return "".join(fast(data, 0))
+        except Exception:   # a cycle, or a default that raised: as it always was
+            return general.encode(data)
+    return encode
+
+
+_decoder = json.JSONDecoder()
+_scan = _decoder.scan_once
+
+
+def loads(text: str) -> Any:
+    """`json.loads(text)` of a line's text, read with the decoder's scanner at once (a cache
+    hit reads one line): anything but one whole JSON value, optionally followed by
+    whitespace, goes through json.loads, which raises what it always has."""
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration:
+        return json.loads(text)
+    if end != len(text) and text[end:].strip(" \t\n\r"):
+        return json.loads(text)
+    return value
 
 
 def encode_line(text: str) -> bytes:

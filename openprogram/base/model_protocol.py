@@ -320,14 +320,21 @@ def tool_runtime() -> "ModelCaller | None":
     return tool_runtime_var.get()
 
 
-@contextlib.contextmanager
-def running_tool(runtime: Any) -> Iterator[Any]:
-    """Mark `runtime` as the one whose pick runs inside the block (see `tool_runtime`)."""
-    token = tool_runtime_var.set(runtime)
-    try:
-        yield runtime
-    finally:
-        tool_runtime_var.reset(token)
+class running_tool:
+    """Mark `runtime` as the one whose pick runs inside the block (see `tool_runtime`). A
+    class rather than a generator-based context manager: every decision's pick runs in one."""
+
+    __slots__ = ("runtime", "token")
+
+    def __init__(self, runtime: Any):
+        self.runtime = runtime
+
+    def __enter__(self) -> Any:
+        self.token = tool_runtime_var.set(self.runtime)
+        return self.runtime
+
+    def __exit__(self, *exc: Any) -> None:
+        tool_runtime_var.reset(self.token)
 
 
 @contextlib.contextmanager

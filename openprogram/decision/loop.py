@@ -13,13 +13,12 @@ trace it changes; splitting them would pass that state between modules.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import time
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable, Iterator, NoReturn, Sequence
+    from typing import Any, Callable, NoReturn, Sequence
 
     from ..base.type_names import ModeName, Options
     from .extract import Extraction
@@ -35,7 +34,7 @@ from ..base.model_protocol import (ModelCaller, ModelResponse, check_modes, curr
 from .options import (Menu, Option, call_function, check_context, normalize, option_infos,
                       render_menu, safe_key)
 from .options.shortlist import Shortlist, check_shortlist, defer_tools, narrow
-from ..trace.records import Attempt, Pick, Reask, replace
+from ..trace.records import Attempt, Pick, Reask, new_attempt, replace
 from ..base.redaction import redact_decoded
 from ..trace.decision_trace import DecisionTrace, emit, record
 from .repair import DEFAULT_REPAIR, check_repair
@@ -199,8 +198,7 @@ class Decider:
     # -- model calls --------------------------------------------------------------------------
     def new_attempt(self, prompt: str) -> Attempt:
         n = len(self.trace.attempts) + 1
-        self.att = Attempt(number=n, is_last=n >= self.trace.max_attempts, prompt=prompt,
-                           sent=self.sent)
+        self.att = new_attempt(n, n >= self.trace.max_attempts, prompt, self.sent)
         self._emit("attempt_sent", self.trace, self.att)
         return self.att
 
@@ -541,10 +539,13 @@ class Decider:
         try:
             kwargs, kept = option.bind(args, runtime=self.runtime, context=self.context,
                                        dropped=dropped, injected=injected)
-        finally:
+        except BaseException:
             self.att = replace(self.cur, chosen=option.name, dropped=list(dropped),
                                injected=list(injected))
-        self.att = replace(self.cur, args=kept)
+            raise
+        # one record for both (no event comes between them)
+        self.att = replace(self.cur, chosen=option.name, dropped=list(dropped),
+                           injected=list(injected), args=kept)
         out: dict[str, Any] = kwargs
         return out
 
@@ -647,16 +648,10 @@ class Decider:
             raise
         return self.finish("resolved", result=result)
 
-    @contextlib.contextmanager
-    def running(self) -> Iterator[Decider]:
+    def running(self) -> "_Running":
         """The decision's body. Whatever ends it early (Ctrl-C, a cancelled evaluate row, a bug)
         still finishes the trace as failed, so it never stays "running"."""
-        try:
-            yield self
-        except BaseException as exc:
-            if self.trace.status == "running":
-                self.finish("decision_failed", error=exc)
-            raise
+        return _Running(self)
 
     def finish(self, kind: str, result: Any = None, error: BaseException | None = None) -> Any:
         # The current attempt's last record goes with the outcome: a pick that a rule or the
@@ -664,6 +659,23 @@ class Decider:
         self._emit(kind, self.trace, self.att, result=result, error=error,
              duration_s=time.perf_counter() - self._t0)
         return result
+
+
+class _Running:
+    """`Decider.running()`: a class rather than a generator-based context manager, since every
+    decision opens one."""
+
+    __slots__ = ("d",)
+
+    def __init__(self, d: Decider):
+        self.d = d
+
+    def __enter__(self) -> Decider:
+        return self.d
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if exc_type is not None and self.d.trace.status == "running":
+            self.d.finish("decision_failed", error=exc)
 
 
 class _NotEnclosing(Exception):

@@ -158,7 +158,8 @@ class _Sink:
             data = _journal_row(row, s, record, expected)
         with self.lock:
             if data is not None and self.journal is not None:
-                offset = self.journal.write_row(i, key, data)
+                offset = (self.journal.write_row(i, key, data) if row.trace is None else
+                          self.journal.write_trace_row(i, key, data, row.trace))
             if self.rows is not None:
                 if i >= len(self.rows):
                     self.rows.extend([None] * (i + 1 - len(self.rows)))
@@ -204,7 +205,8 @@ def _journal_row(row: Any, s: tuple[Any, ...], record: Any,
         "confidence": (trace.confidence.to_dict() if trace is not None and
                        trace.confidence is not None else None),
         "cascade": [list(st) for st in cascade_of(trace)] or None,
-        "trace": trace.to_dict(json_ready) if trace is not None else None,
+        # last, and the trace itself: the journal writes its JSON (Journal.write_trace_row)
+        **({} if trace is not None else {"trace": None}),
     }
 
 

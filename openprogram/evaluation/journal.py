@@ -40,8 +40,11 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from typing import Any, Iterator
 
 from ..base.errors import OpenProgramError
-from ..base.jsonl import LineFormat, format_version, whole_lines, write_whole
+from ..base.filesecrets import holding
+from ..base.json_form import json_ready
+from ..base.jsonl import LineFormat, encode_line, format_version, whole_lines, write_whole
 from ..base.text import cut
+from .journal_line import trace_text
 
 __all__ = ["Journal", "JournalMismatch", "JournalFileError", "JournalWriteError", "read_journal"]
 
@@ -411,6 +414,24 @@ class Journal:
                 self.shared_lines.append((self._write(_line(self.shared)), self.shared))
             data = {**data, "trace": packed}
         at = self._write(row_line(self.name, i, key, data))
+        self.rows += 1
+        return at
+
+    def write_trace_row(self, i: int, key: str, data: dict, trace: Any) -> int:
+        """`write_row` of `data` with `"trace"`: the `DecisionTrace` as its JSON (last), the
+        trace written straight from its records (journal_line.py) when the section's shared
+        menu already stands for it and no key is alive to mask; else the general way. The
+        line is the same text either way."""
+        shared = self.shared
+        text = None
+        if shared is not None and shared["menu"] == trace.menu \
+                and shared["options"] == trace.options and not holding():
+            text = trace_text(trace, shared["menu"] or "")
+        if text is None:
+            return self.write_row(i, key, {**data, "trace": trace.to_dict(json_ready)})
+        head = _FORMAT.text({"kind": "row", "section": self.name, "row": i, "key": key,
+                             **data, "trace": None})
+        at = self._write(encode_line(head[:-len("null}")] + text + "}"))
         self.rows += 1
         return at
 

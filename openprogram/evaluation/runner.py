@@ -50,6 +50,10 @@ class Row:
         self.duration_s: float | None = None
 
 
+#: What a row's own observer reads of its decision's events.
+_ROW_KINDS = frozenset(("decision_started", "attempt_sent"))
+
+
 async def decide(text: str, menu: Sequence[Option], rt: Runtime, settings: dict,
                  stop: threading.Event, sync: bool) -> Row | None:
     """One input's decision: on a worker thread (`sync`, driven by run_sync) or as a task on an
@@ -61,7 +65,8 @@ async def decide(text: str, menu: Sequence[Option], rt: Runtime, settings: dict,
 
     # A scoped observer, not last_trace(): last_trace is process-wide and other rows finish
     # decisions at the same time. The first decision started in this context is this row's own;
-    # later ones are nested decisions made by a picked function.
+    # later ones are nested decisions made by a picked function. Only the two kinds it reads:
+    # the other four events of each decision are then never built.
     def capture(event: TraceEvent) -> None:
         if not box:
             box.append(event.trace)
@@ -69,7 +74,7 @@ async def decide(text: str, menu: Sequence[Option], rt: Runtime, settings: dict,
             raise _Cancelled()
 
     t0 = time.perf_counter()
-    with observe(capture):
+    with observe(capture, kinds=_ROW_KINDS):
         try:
             if sync:
                 row.result = make(text, menu, runtime=rt, **settings)

@@ -132,8 +132,11 @@ class Runtime(ModelCaller):
         thread so the loop keeps going. Runtimes with a native async client override this."""
         if self._async_call:
             out = self._invoke(messages, tools, timeout, mode_args)
-            return as_response(await within(out, timeout, "timeout" in self._accepts)
-                               if inspect.isawaitable(out) else out)
+            if not inspect.isawaitable(out):
+                return as_response(out)
+            # no budget: the model awaited as it is (within() would only add a frame)
+            return as_response(await out if timeout is None else
+                               await within(out, timeout, "timeout" in self._accepts))
         import asyncio
         return await asyncio.to_thread(self.complete, messages, tools=tools, on_text=on_text,
                                        timeout=timeout, **mode_args)
@@ -192,9 +195,9 @@ class Runtime(ModelCaller):
         timeout, prompt = call_budget(messages, deadline)
         with self.dag.span("model_call", label, prompt=prompt) as node:
             # every model, whether or not it takes a timeout: cancelled when the budget is out
-            resp = await within(self.acomplete(messages, tools=tools, on_text=on_text,
-                                               timeout=timeout, **_given(mode_args)), timeout,
-                                grace=True)
+            asked = self.acomplete(messages, tools=tools, on_text=on_text, timeout=timeout,
+                                   **_given(mode_args))
+            resp = await (asked if timeout is None else within(asked, timeout, grace=True))
             return record_reply(node, resp), node
 
     def exec(self, content, *, tools=None, toolset=None, options=None, response_format=None,

@@ -20,7 +20,7 @@ from collections import deque
 from dataclasses import dataclass, field
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable, Iterator
+    from typing import Any, Callable, Iterable, Iterator
     Observer = Callable[["TraceEvent"], None]
 
 from ..base.errors import ERROR_KINDS, ArgumentError, OpenProgramError, explain, require
@@ -118,21 +118,25 @@ class DecisionTrace:
         }
 
     def _apply(self, event: "TraceEvent") -> None:
-        """Take in one event: the only way a trace changes. A new or updated attempt record
-        replaces the one with its number in a new list, so a list of attempts that a view
-        already holds is never changed under it."""
-        if event.attempt is not None:
-            att = event.attempt
-            if self.attempts and self.attempts[-1].number == att.number:
-                self.attempts = [*self.attempts[:-1], att]
+        """Take in one event: the only way a trace changes."""
+        self._take(event.kind, event.attempt, event.data)
+
+    def _take(self, kind: str, att: Attempt | None, data: dict) -> None:
+        """`_apply` of an event's parts (`emit` builds the event only when an observer wants
+        it). A new or updated attempt record replaces the one with its number in a new list, so
+        a list of attempts that a view already holds is never changed under it."""
+        if att is not None:
+            attempts = self.attempts
+            if attempts and attempts[-1].number == att.number:
+                self.attempts = [*attempts[:-1], att]
             else:
-                self.attempts = [*self.attempts, att]
-        if event.kind == "tool_call":
-            self.tool_rounds = [*self.tool_rounds, event.data["round"]]
-        elif event.kind in ("resolved", "decision_failed"):
-            self.status = "resolved" if event.kind == "resolved" else "failed"
-            self.result, self.error = event.data.get("result"), event.data.get("error")
-            self.duration_s = event.data.get("duration_s")
+                self.attempts = [*attempts, att]
+        if kind == "tool_call":
+            self.tool_rounds = [*self.tool_rounds, data["round"]]
+        elif kind in _ENDS:
+            self.status = "resolved" if kind == "resolved" else "failed"
+            self.result, self.error = data.get("result"), data.get("error")
+            self.duration_s = data.get("duration_s")
 
     def to_frame(self, table: str = "attempts"):
         """A pandas DataFrame of one of the trace's tables: "attempts" (one row per attempt),
@@ -250,6 +254,7 @@ EVENT_KINDS = (
     "resolved",           # data["result"]; trace.result holds it too
     "decision_failed",    # data["error"]: the DecisionError (or what ended the decision)
 )
+_KINDS = frozenset(EVENT_KINDS)
 
 
 @dataclass(frozen=True)
@@ -274,8 +279,9 @@ class TraceEvent:
 
 
 _global_observers: list[Observer] = []
-_scoped_observers: contextvars.ContextVar[tuple[Observer, ...]] = contextvars.ContextVar(
-    "openprogram_observers", default=())
+# each scoped observer with the event kinds it wants (None: every kind)
+_scoped_observers: contextvars.ContextVar[tuple[tuple[Observer, frozenset | None], ...]] = \
+    contextvars.ContextVar("openprogram_observers", default=())
 _lock = Lock()
 # The observers already reported, held weakly: an id would be reused by a later observer, and a
 # set of them would grow with every failing observer a long-lived kernel ever made.
@@ -300,16 +306,21 @@ def remove_observer(fn: Observer) -> None:
 
 class observe:
     """Let `fn(event)` see the events of decisions made inside this block (and in threads or
-    tasks that copy this context). A class rather than a generator-based context manager:
+    tasks that copy this context); with `kinds=`, only the events of those kinds (an event no
+    observer wants is never built). A class rather than a generator-based context manager:
     every row of an evaluation opens one."""
 
-    __slots__ = ("fn", "token")
+    __slots__ = ("fn", "kinds", "token")
 
-    def __init__(self, fn: Observer):
+    def __init__(self, fn: Observer, kinds: Iterable[str] | None = None):
         self.fn = fn
+        self.kinds = kinds if kinds is None or type(kinds) is frozenset else frozenset(kinds)
+        if self.kinds is not None and not self.kinds <= _KINDS:
+            raise ArgumentError(f"observe(kinds=) names unknown event kind(s) "
+                                f"{sorted(self.kinds - _KINDS)}; the kinds are {EVENT_KINDS}")
 
     def __enter__(self) -> Observer:
-        self.token = _scoped_observers.set(_scoped_observers.get() + (self.fn,))
+        self.token = _scoped_observers.set(_scoped_observers.get() + ((self.fn, self.kinds),))
         return self.fn
 
     def __exit__(self, *exc: Any) -> None:
@@ -323,15 +334,24 @@ _ENDS = frozenset(("resolved", "decision_failed"))
 def emit(kind: str, trace: DecisionTrace, attempt: Attempt | None = None, **data) -> None:
     """Send one event to every observer. An observer that raises is reported once as a warning
     and never breaks the decision."""
-    # The frozen dataclass's __init__ sets each field through object.__setattr__; six events
-    # per decision made that a measurable part of a decision's own time.
-    event = object.__new__(TraceEvent)
-    event.__dict__.update(kind=kind, trace=trace, attempt=attempt, data=data, time=_time())
-    trace._apply(event)
+    trace._take(kind, attempt, data)
     if kind in _ENDS:
         history.append(trace)
     scoped = _scoped_observers.get()
-    for fn in (*_global_observers, *scoped) if _global_observers else scoped:
+    if not scoped and not _global_observers:
+        return
+    # The frozen dataclass's __init__ sets each field through object.__setattr__; six events
+    # per decision made that a measurable part of a decision's own time. Built once, and only
+    # when an observer wants this kind (an evaluation's rows want two of the six).
+    event = None
+    for fn, kinds in ([(g, None) for g in _global_observers] + list(scoped)
+                      if _global_observers else scoped):
+        if kinds is not None and kind not in kinds:
+            continue
+        if event is None:
+            event = object.__new__(TraceEvent)
+            event.__dict__.update(kind=kind, trace=trace, attempt=attempt, data=data,
+                                  time=_time())
         try:
             fn(event)
         except Exception as exc:
@@ -343,7 +363,7 @@ def emit(kind: str, trace: DecisionTrace, attempt: Attempt | None = None, **data
 def record(kind: str, trace: DecisionTrace, attempt: Attempt | None = None, **data) -> None:
     """Apply one event to its trace without publishing it: for decisions that are only
     re-checked (`decision.revalidate`), which observers and `last_trace()` must not see."""
-    trace._apply(TraceEvent(kind, trace, attempt, data))
+    trace._take(kind, attempt, data)
 
 
 _batch_hooks: list[Callable[..., Any]] = []

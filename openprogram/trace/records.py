@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
 
 from ..base.json_form import to_jsonable
 
-__all__ = ["Attempt", "ToolRound", "Pick", "Reask", "Repair", "replace"]
+__all__ = ["Attempt", "ToolRound", "Pick", "Reask", "Repair", "replace", "new_attempt"]
 
 
 def _now() -> float:
@@ -155,6 +155,16 @@ class Reask:
     hint: str = ""
 
 
+def new_attempt(number: int, is_last: bool, prompt: str, sent: dict | None) -> Attempt:
+    """`Attempt(number=, is_last=, prompt=, sent=)` without the frozen dataclass's `__init__`
+    (it sets each of the thirty fields through `object.__setattr__`): the defaults are copied
+    from a record made once, with fresh lists and the time of now, as `__init__` makes them."""
+    new = object.__new__(Attempt)
+    new.__dict__.update(_BLANK, number=number, is_last=is_last, prompt=prompt, sent=sent,
+                        dropped=[], injected=[], started_at=_now(), redacted=[], repairs=[])
+    return new
+
+
 def replace(record: Any, **changes) -> Any:
     """`dataclasses.replace` for these records, without running the frozen dataclass's
     `__init__` again (it sets each of an Attempt's twenty fields through `object.__setattr__`,
@@ -166,3 +176,6 @@ def replace(record: Any, **changes) -> Any:
     new = object.__new__(type(record))
     new.__dict__.update(state, **changes)
     return new
+
+
+_BLANK = Attempt(number=0, is_last=False, prompt="").__dict__

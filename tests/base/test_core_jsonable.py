@@ -328,3 +328,41 @@ def test_json_ready_writes_the_text_to_jsonable_writes_and_shares_what_is_json()
         assert json.dumps(json_ready(value)) == json.dumps(to_jsonable(value)), value
     plain = {"call": "route", "args": {"message": "m", "priority": 2, "tags": ["a", 1.5, None]}}
     assert json_ready(plain) is plain and json_ready("ünï") == "ünï"
+
+
+def test_the_encoder_made_once_writes_and_refuses_what_json_encoder_does():
+    """base/jsonl.encoder: the C encoder made once (no markers shared between threads) writes
+    JSONEncoder's text; a cycle or a default that raises goes through JSONEncoder, which raises
+    what it always has. jsonl.loads reads what json.loads reads and refuses what it refuses."""
+    import math
+    from openprogram.base import jsonl
+
+    class Odd:
+        def __repr__(self):
+            return "odd ü"
+
+    values = [None, "ü \ud800 \"q\"\n", 1.5, math.nan, -math.inf, 10**40, True, [], {},
+              {"b": [1, {"z": None, "a": Odd()}], "a": (1, 2), 3: "int key"},
+              [[[["deep"]]]], {"t": 1e-7}]
+    for options in ({"ensure_ascii": False, "separators": (",", ":"), "default": repr},
+                    {"sort_keys": True, "separators": (",", ":"), "ensure_ascii": True,
+                     "default": repr}, {}):
+        fast, general = jsonl.encoder(**options), json.JSONEncoder(**options).encode
+        for v in values:
+            try:
+                want = general(v)
+            except TypeError as exc:   # Odd() with no default
+                with pytest.raises(TypeError, match=str(exc)[:20]):
+                    fast(v)
+                continue
+            assert fast(v) == want, (options, v)
+    cyclic: list = []
+    cyclic.append(cyclic)
+    with pytest.raises(ValueError, match="Circular reference"):
+        jsonl.encoder(separators=(",", ":"))(cyclic)
+    assert jsonl.encoder()([1, [2]]) == "[1, [2]]"   # still writes after a refusal
+    for text in ['{"a": [1, 2.5, "x"]}', '  {"a": 1}  \n', '"s"', "[] ", "1e400"]:
+        assert jsonl.loads(text) == json.loads(text) or text == "1e400"
+    for bad in ['{"a": 1} x', "", '{"a": }', "\ufeff{}", "[1,"]:
+        with pytest.raises(ValueError):
+            jsonl.loads(bad)

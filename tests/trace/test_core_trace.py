@@ -101,6 +101,29 @@ def test_A4_observer_events_in_order_with_attempt_numbers(events):
 
 
 @pytest.mark.rule("A4")
+def test_A4_an_observer_of_some_kinds_sees_only_those_and_the_trace_takes_every_step():
+    """observe(kinds=): an evaluation row's observer wants two kinds; the events of the others
+    are never built, yet the trace holds every attempt as it does with every observer."""
+    few, every = [], []
+    with observe(every.append):
+        with observe(few.append, kinds=("attempt_sent", "resolved")):
+            decision.make("Pick.", OPTIONS, runtime=ScriptedRuntime(["no pick", pick("stop")]),
+                          context={"user": "u"})
+    assert [(e.kind, e.attempt_number) for e in few] == [
+        ("attempt_sent", 1), ("attempt_sent", 2), ("resolved", 2)]
+    assert len(every) == 10 and few[-1] is every[-1]   # one event object for both observers
+    t = few[0].trace
+    assert [a.error_kind for a in t.attempts] == ["no_action", None] and t.status == "resolved"
+    assert t.attempts[-1] is every[-1].attempt
+    with observe(few.append, kinds=()):   # no kind at all: nothing reaches it
+        decision.make("Pick.", OPTIONS, runtime=ScriptedRuntime([pick("stop")]),
+                      context={"user": "u"})
+    assert len(few) == 3
+    with pytest.raises(openprogram.ArgumentError, match="unknown event kind"):
+        observe(print, kinds=("resolved", "done"))
+
+
+@pytest.mark.rule("A4")
 def test_A4_observer_sees_live_state_and_failure(events):
     seen_replies = []
     with observe(lambda e: e.kind == "attempt_failed"

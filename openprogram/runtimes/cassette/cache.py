@@ -41,13 +41,13 @@ import warnings
 from pathlib import Path
 
 from ...base.errors import OpenProgramError
-from ...base.jsonl import format_version, write_whole
+from ...base.jsonl import format_version, loads, write_whole
 from ...base.model_protocol import run_sync
 from ...runtime.runtime import DEFAULT_WINDOW, ModelCallError, ModelResponse, Runtime
 from ...runtime.runtime import as_response
 from .cassette_file import (FORMAT, VERSION, header, keyed_line, line, live_key,
-                            load_cassette, request_key, scan_keys, settings_of,
-                            write_atomically)
+                            live_request, load_cassette, request_key, same_request, scan_keys,
+                            settings_of, write_atomically)
 from .cassette_file import response_record
 from .recorder import RecordingRuntime, on_own_loop
 from .replay import answer, astream_entry, stream_entry
@@ -192,18 +192,20 @@ class _Store:
                       f"Delete the line, or the file, if it was edited by hand", RuntimeWarning,
                       stacklevel=5)
 
-    def get(self, key: str) -> dict | None:
+    def get(self, key: str, asked: tuple[dict, dict] | None = None) -> dict | None:
         """The newest recorded call for `key`, read back from the file and checked: a line
         that is not whole JSON (a writer killed mid-line, an edit) or whose key is not the
         digest of its own request (an edit that would answer one request with another's
         reply) is skipped with a warning naming its line. The digest is checked the first time
-        the line answers (`checked`); a hit after that reads and decodes the line only."""
+        the line answers (`checked`); a hit after that reads and decodes the line only. With
+        `asked`, the live `(request, settings)` the key was digested from: a line holding the
+        same values, of the same types, has its key checked already."""
         where = self.index.get(key)
         if where is None:
             return self.memory.get(key)
         data = os.pread(self._fd, where[1], where[0])
         try:
-            entry = json.loads(data.decode("utf-8"))  # (bytes would be sniffed for UTF-16)
+            entry = loads(data.decode("utf-8"))  # (bytes would be sniffed for UTF-16)
         except (ValueError, RecursionError) as exc:
             why = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else \
                 "is not whole JSON (a writer was stopped mid-line, or it was edited)"
@@ -214,7 +216,9 @@ class _Store:
             self._skip(key, where[0], "is not a recorded call with a request and its settings")
             return None
         if key not in self.checked:
-            if request_key(entry["request"], entry["settings"]) != key:
+            if not (asked is not None and same_request(entry["request"], entry["settings"],
+                                                       *asked)) \
+                    and request_key(entry["request"], entry["settings"]) != key:
                 self._skip(key, where[0], "has a key that is not the digest of its own request "
                                           "(it would answer another request)")
                 return None
@@ -340,10 +344,6 @@ class CachedRuntime(RecordingRuntime):
 
     def complete(self, messages, *, tools=None, on_text=None, timeout=None,
                  **mode_args) -> ModelResponse:
-        async def send():  # never suspends: complete() drives it without an event loop
-            return self.inner.complete(messages, tools=tools, on_text=on_text, timeout=timeout,
-                                       **mode_args)
-
         while True:
             entry, decision, own = self._look(messages, tools, mode_args)
             if own is None:
@@ -351,6 +351,9 @@ class CachedRuntime(RecordingRuntime):
                     stream_entry(entry, self.stream_chunk, on_text)
                 return self._hit(entry, decision)
             if own:
+                async def send():  # never suspends: complete() drives it without a loop
+                    return self.inner.complete(messages, tools=tools, on_text=on_text,
+                                               timeout=timeout, **mode_args)
                 return run_sync(self._ask(entry, decision, send))
             if own is False:  # another call asks the same: wait for its reply
                 got = entry.result()
@@ -428,12 +431,15 @@ class CachedRuntime(RecordingRuntime):
         """`(recorded entry, decision, None)` on a hit; `(new entry, decision, True)` when this
         call is to ask `inner`; `(future, decision, False)` when another call is asking the
         same request now (the future gives its entry, or None if it failed)."""
-        mode_args = {k: v for k, v in mode_args.items() if v is not None}
+        if mode_args:
+            mode_args = {k: v for k, v in mode_args.items() if v is not None}
         store = self._store
-        key = live_key(messages, tools, mode_args, settings_of(self.inner))
+        settings = settings_of(self.inner)
+        asked = live_request(messages, tools, mode_args)
+        key = live_key(messages, tools, mode_args, settings, asked)
         with store.lock:
             if not self.refresh:
-                found = store.get(key)
+                found = store.get(key, (asked, settings))
                 if found is not None:
                     return found, self._places.place(messages, tools, mode_args)[1], None
                 flying = store.flying.get(key)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import marshal
 import os
 import re
 import secrets
@@ -32,7 +33,7 @@ from typing import Any
 
 from ...base.errors import OpenProgramError
 from ...base.filesecrets import scrub
-from ...base.jsonl import LineFormat, format_version, whole_lines, write_whole
+from ...base.jsonl import LineFormat, encoder, format_version, whole_lines, write_whole
 from ...base.model_protocol import LAYOUT_ARGS
 from ...runtime.runtime import ModelResponse, ToolCall
 from ..providers.key_redaction import without_secrets
@@ -108,7 +109,7 @@ def settings_of(runtime: Any) -> dict:
 
 # canonical: sorted keys, no spaces, ASCII (a lone surrogate is written as its escape); made
 # once, as json.dumps with options makes a new encoder per call (a cache hit digests twice)
-_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode
+_canonical = encoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
 def _digest(data: Any) -> str:
@@ -119,18 +120,42 @@ def _json_default(value: Any) -> Any:
     return value.to_dict() if isinstance(value, ToolCall) else repr(value)
 
 
-_canonical_live = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True,
-                                   default=_json_default).encode
+_canonical_live = encoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                          default=_json_default)
 
 
-def live_key(messages: list, tools: list | None, mode_args: dict, settings: dict) -> str:
-    """`request_key` of a request as a runtime's `complete()` receives it, without building
-    its record first (what a cache hit costs): JSON encodes it as `_plain` would make it."""
+def live_request(messages: list, tools: list | None, mode_args: dict) -> dict:
+    """A request as a runtime's `complete()` receives it, in the shape of its record, without
+    `_plain`'s copy: what `live_key` digests."""
     request = {"messages": messages, "tools": tools}
-    request.update((k, v) for k, v in mode_args.items()
-                   if v is not None and k not in LAYOUT_ARGS)
+    if mode_args:
+        request.update((k, v) for k, v in mode_args.items()
+                       if v is not None and k not in LAYOUT_ARGS)
+    return request
+
+
+def live_key(messages: list, tools: list | None, mode_args: dict, settings: dict,
+             request: dict | None = None) -> str:
+    """`request_key` of a request as a runtime's `complete()` receives it (or of its
+    `live_request`, when made already), without building its record first (what a cache hit
+    costs): JSON encodes it as `_plain` would make it."""
+    if request is None:
+        request = live_request(messages, tools, mode_args)
     text = _canonical_live({"request": request, "settings": settings})
     return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def same_request(line_request: Any, line_settings: Any, request: dict, settings: dict) -> bool:
+    """Whether a line's request and settings are the live ones value for value and type for
+    type (marshal's bytes tell `1` from `1.0` and `true`, a list from a tuple): then the line's
+    key, which is the live request's, is the digest of its own request too, and the first hit
+    need not digest the line again. False when unsure (another order of keys, an object
+    marshal cannot write): the digest decides."""
+    try:
+        return marshal.dumps((line_request, line_settings), 2) == \
+            marshal.dumps((request, settings), 2)
+    except ValueError:
+        return False
 
 
 def ask_key(request: dict) -> str:

@@ -29,7 +29,7 @@ from ...base.filesecrets import scrub
 from ...base.errors import ToolError
 from ...base.model_protocol import on_loop, run_sync
 from ...runtime.runtime import (DEFAULT_WINDOW, ModelCallError, ModelResponse, Runtime,
-                                           Window, as_response)
+                                           Window, as_response, current_node_var)
 from .cassette_file import (_plain, append_whole, header, keyed_line, line, request_key,
                             request_record, response_record, settings_of, write_atomically)
 from .tool_results import tool_call, tool_error_record, tool_key
@@ -70,7 +70,6 @@ class _Places:
     def place(self, messages: list[dict], tools: list[dict] | None,
               mode_args: dict) -> tuple[dict | None, int | None]:
         """`({"id", "entry", "attempt", "mode"} or None outside a decision, the call's node)`."""
-        from ...runtime.runtime import current_node_var
         call = self._node(current_node_var.get())
         node = call
         while node is not None and node.kind != "decision":
@@ -91,7 +90,6 @@ class _Places:
     def now(self) -> dict | None:
         """`{"id", "entry", "attempt"}` of the decision the running code belongs to (a picked
         tool's call), or None outside a decision."""
-        from ...runtime.runtime import current_node_var
         node = self._node(current_node_var.get())
         while node is not None and node.kind != "decision":
             node = self._node(node.parent)

@@ -137,6 +137,48 @@ def test_a_line_whose_key_was_edited_does_not_answer_another_request(tmp_path):
     assert rt.misses == 1 and len(asked) == 1
 
 
+def test_a_first_hit_on_a_line_holding_the_live_request_digests_it_once(tmp_path, monkeypatch):
+    """The live request's digest is its key; a line holding the same values needs no second
+    digest of its own (a cache lookup's largest cost on a file asked mostly once per line)."""
+    path = tmp_path / "c.jsonl"
+    rt = CachedRuntime(ScriptedRuntime(rule=lambda t: "first"), path)
+    rt.complete(_asked("ticket", 1))
+    _fresh()
+    digests = []
+    real = cache_module.request_key
+    monkeypatch.setattr(cache_module, "request_key", lambda *a: digests.append(a) or real(*a))
+    rt = CachedRuntime(ScriptedRuntime(rule=lambda t: "asked again"), path)
+    assert rt.complete(_asked("ticket", 1)).text == "first" and rt.hits == 1
+    assert digests == []
+
+
+@pytest.mark.parametrize("spelled", ["true", "1.0"])
+def test_a_line_whose_request_differs_only_in_a_numbers_type_is_still_refused(tmp_path, spelled):
+    """A first hit skips digesting its line when the line holds the live request value for
+    value and type for type (cassette_file.same_request); `1` edited to `true` or `1.0` is
+    equal in Python but another request in JSON: its digest is taken, and refuses it."""
+    from openprogram.runtimes.cassette.cassette_file import same_request
+    path = tmp_path / "c.jsonl"
+    tools = [{"name": "lookup", "parameters": {"type": "object", "minProperties": 1}}]
+    rt = CachedRuntime(ScriptedRuntime(rule=lambda t: "first"), path)
+    rt.complete(_asked("ticket", 1), tools=tools)
+    head, line = path.read_text().splitlines()
+    assert '"minProperties": 1}' in line
+    path.write_text(head + "\n" + line.replace('"minProperties": 1}',
+                                                f'"minProperties": {spelled}}}') + "\n")
+    _fresh()
+    rt = CachedRuntime(ScriptedRuntime(rule=lambda t: "asked again"), path)
+    with pytest.warns(RuntimeWarning, match=r"line 2 of the cache .* not the digest of its own"):
+        assert rt.complete(_asked("ticket", 1), tools=tools).text == "asked again"
+    assert rt.misses == 1
+    line = json.loads(line)
+    assert same_request(line["request"], line["settings"], line["request"], line["settings"])
+    edited = json.loads(json.dumps(line["request"]).replace('"minProperties": 1}',
+                                                            f'"minProperties": {spelled}}}'))
+    assert edited == line["request"]     # Python's == would take it
+    assert not same_request(edited, line["settings"], line["request"], line["settings"])
+
+
 @pytest.mark.parametrize("edit", ["not json", "bad utf-8", "deep", "non-ascii key"])
 def test_a_damaged_line_is_skipped_naming_file_and_line(tmp_path, edit):
     path = tmp_path / "c.jsonl"
