@@ -227,6 +227,17 @@ class Decider:
             if stages:
                 resp, node, conf, missing, cascade = await self._cascade(
                     stages, messages, extra, on_text, specs)
+            elif ask is None and not (self.mode.menu_in_prompt
+                                      and getattr(self.runtime, "takes_menu", False)):
+                # what _ask and _once do in this case, without their two frames (every
+                # decision without confidence= comes here)
+                conf = missing = None
+                if self.sync:
+                    resp, node = self.model.call_model(messages, on_text=on_text,
+                                                       deadline=self.deadline, **extra)
+                else:
+                    resp, node = await self.model.acall_model(messages, on_text=on_text,
+                                                              deadline=self.deadline, **extra)
             else:
                 resp, node, conf, missing = await self._ask(self.model, ask, messages, extra,
                                                             on_text, specs)
