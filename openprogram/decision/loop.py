@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from inspect import isawaitable
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable, NoReturn, Sequence
@@ -254,7 +255,8 @@ class Decider:
         self._step("reply_received", reply=resp.text, model_call_id=node.id, usage=usage,
                    duration_s=self._elapsed(t0), finish_reason=resp.finish_reason, raw=resp.raw,
                    cached=getattr(resp, "cached", False),
-                   tool_calls=[tc.to_dict() for tc in resp.tool_calls] or None,
+                   tool_calls=[tc.to_dict() for tc in resp.tool_calls] if resp.tool_calls
+                   else None,
                    **({"confidence": conf} if ask is not None or stages else {}),
                    **({"cascade": cascade} if stages else {}))
         if missing is not None:
@@ -646,7 +648,9 @@ class Decider:
         try:
             with running_tool(self.runtime):  # a live tool records (or replays) its result
                 value = option.resolve(kwargs)
-            result = await settle_value(value, self.sync, self.deadline)
+            # a plain value (most picks) is the result: no coroutine made to hand it back
+            result = (await settle_value(value, self.sync, self.deadline)
+                      if isawaitable(value) else value)
         except Retry as r:  # the option itself rejected the pick: re-ask (settle catches it)
             raise AttemptError(r.kind, r.message) from None
         except WaitTimeout as exc:  # timeout_s covers the option's own wait too
