@@ -748,7 +748,9 @@ async def _make(prompt: str, options: Options, *, runtime: ModelCaller | None,
     rt = resolve_runtime(runtime, entry)
     check_modes(rt, way.name)
     ask = check_confidence(confidence, rt, where=entry, mode=way.name)
-    check_threshold(min_confidence, low_confidence, [o.name for o in menu], ask, entry)
+    # the names are read only to check a low_confidence= option, which needs min_confidence=
+    check_threshold(min_confidence, low_confidence,
+                    [o.name for o in menu] if min_confidence is not None else (), ask, entry)
     # the model sees, and may pick, these only
     menu, listing = narrow(shortlist, prompt, menu, runtime=rt, mode=way.name)
     menu_text = render_menu(menu)
