@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from inspect import isawaitable
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, Callable, NoReturn, Sequence
@@ -227,6 +228,17 @@ class Decider:
             if stages:
                 resp, node, conf, missing, cascade = await self._cascade(
                     stages, messages, extra, on_text, specs)
+            elif ask is None and not (self.mode.menu_in_prompt
+                                      and getattr(self.runtime, "takes_menu", False)):
+                # what _ask and _once do in this case, without their two frames (every
+                # decision without confidence= comes here)
+                conf = missing = None
+                if self.sync:
+                    resp, node = self.model.call_model(messages, on_text=on_text,
+                                                       deadline=self.deadline, **extra)
+                else:
+                    resp, node = await self.model.acall_model(messages, on_text=on_text,
+                                                              deadline=self.deadline, **extra)
             else:
                 resp, node, conf, missing = await self._ask(self.model, ask, messages, extra,
                                                             on_text, specs)
@@ -243,7 +255,8 @@ class Decider:
         self._step("reply_received", reply=resp.text, model_call_id=node.id, usage=usage,
                    duration_s=self._elapsed(t0), finish_reason=resp.finish_reason, raw=resp.raw,
                    cached=getattr(resp, "cached", False),
-                   tool_calls=[tc.to_dict() for tc in resp.tool_calls] or None,
+                   tool_calls=[tc.to_dict() for tc in resp.tool_calls] if resp.tool_calls
+                   else None,
                    **({"confidence": conf} if ask is not None or stages else {}),
                    **({"cascade": cascade} if stages else {}))
         if missing is not None:
@@ -635,7 +648,9 @@ class Decider:
         try:
             with running_tool(self.runtime):  # a live tool records (or replays) its result
                 value = option.resolve(kwargs)
-            result = await settle_value(value, self.sync, self.deadline)
+            # a plain value (most picks) is the result: no coroutine made to hand it back
+            result = (await settle_value(value, self.sync, self.deadline)
+                      if isawaitable(value) else value)
         except Retry as r:  # the option itself rejected the pick: re-ask (settle catches it)
             raise AttemptError(r.kind, r.message) from None
         except WaitTimeout as exc:  # timeout_s covers the option's own wait too
@@ -733,7 +748,9 @@ async def _make(prompt: str, options: Options, *, runtime: ModelCaller | None,
     rt = resolve_runtime(runtime, entry)
     check_modes(rt, way.name)
     ask = check_confidence(confidence, rt, where=entry, mode=way.name)
-    check_threshold(min_confidence, low_confidence, [o.name for o in menu], ask, entry)
+    # the names are read only to check a low_confidence= option, which needs min_confidence=
+    check_threshold(min_confidence, low_confidence,
+                    [o.name for o in menu] if min_confidence is not None else (), ask, entry)
     # the model sees, and may pick, these only
     menu, listing = narrow(shortlist, prompt, menu, runtime=rt, mode=way.name)
     menu_text = render_menu(menu)

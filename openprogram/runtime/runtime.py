@@ -194,6 +194,12 @@ class Runtime(ModelCaller):
         """`acomplete()` as a DAG node, with the time left before `deadline`."""
         timeout, prompt = call_budget(messages, deadline)
         with self.dag.span("model_call", label, prompt=prompt) as node:
+            if timeout is None and self._async_call and type(self).acomplete is _ACOMPLETE \
+                    and "acomplete" not in self.__dict__:
+                # what acomplete() does for an async model with no budget, without its frame
+                out = self._invoke(messages, tools, None, _given(mode_args))
+                resp = as_response(await out if inspect.isawaitable(out) else out)
+                return record_reply(node, resp), node
             # every model, whether or not it takes a timeout: cancelled when the budget is out
             asked = self.acomplete(messages, tools=tools, on_text=on_text, timeout=timeout,
                                    **_given(mode_args))
@@ -261,6 +267,9 @@ class Runtime(ModelCaller):
                                          context=context, sync=sync)
         return resp.text
 
+
+
+_ACOMPLETE = Runtime.acomplete
 
 
 def _given(mode_args: dict) -> dict:

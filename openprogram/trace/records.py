@@ -159,9 +159,11 @@ def new_attempt(number: int, is_last: bool, prompt: str, sent: dict | None) -> A
     """`Attempt(number=, is_last=, prompt=, sent=)` without the frozen dataclass's `__init__`
     (it sets each of the thirty fields through `object.__setattr__`): the defaults are copied
     from a record made once, with fresh lists and the time of now, as `__init__` makes them."""
+    state = _BLANK.copy()
+    state.update(number=number, is_last=is_last, prompt=prompt, sent=sent, dropped=[],
+                 injected=[], started_at=_now(), redacted=[], repairs=[])
     new = object.__new__(Attempt)
-    new.__dict__.update(_BLANK, number=number, is_last=is_last, prompt=prompt, sent=sent,
-                        dropped=[], injected=[], started_at=_now(), redacted=[], repairs=[])
+    _set(new, "__dict__", state)
     return new
 
 
@@ -173,9 +175,14 @@ def replace(record: Any, **changes) -> Any:
     state = getattr(record, "__dict__", None)
     if state is None:  # a record class with __slots__
         return dataclasses.replace(record, **changes)
+    # the state copied and handed over whole: filling the new record's own (empty) __dict__
+    # key by key cost about as much again
+    state = state.copy()
+    state.update(changes)
     new = object.__new__(type(record))
-    new.__dict__.update(state, **changes)
+    _set(new, "__dict__", state)
     return new
 
 
 _BLANK = Attempt(number=0, is_last=False, prompt="").__dict__
+_set = object.__setattr__  # a frozen record's own __setattr__ refuses every name
