@@ -216,7 +216,7 @@ class _NameOdds:
                    logits: Any) -> float:
             """One branch, its tokens read (`logits`: the model's after them): its children
             placed on a name or on the heap; returns the branch's mass that goes to other."""
-            nonlocal order, waiting
+            nonlocal order, waiting, mine
             fits: set[int] = set()
             for spelled in targets.values():
                 for t in spelled:
@@ -259,7 +259,7 @@ class _NameOdds:
                         continue
                 branch = _Branch(node, [token, *forced])
                 if node is root and token == drawn:
-                    mine[0] = branch
+                    mine = branch
                 heapq.heappush(heap, (-here * p, order, grown, branch, child))
                 node.waiting += 1
                 order += 1
@@ -267,7 +267,7 @@ class _NameOdds:
                 placed += p
             return here * max(universe - placed, 0.0)
 
-        mine: list[_Branch | None] = [None]  # the drawn token's branch
+        mine: _Branch | None = None  # the drawn token's branch
         memory = _Memory(self, base, n_vocab)
         together = max(1, memory.count)
         room = min(llama.n_ctx() - base, llama.n_batch) - 1  # tokens one batch may add
@@ -288,17 +288,17 @@ class _NameOdds:
                     waiting += taken[-1][0]
                     size += len(taken[-1][3].piece)
                 read = [t[3] for t in taken if t[3].piece]
-                if mine[0] in read:
+                if mine is not None and mine in read:
                     # the drawn token's branch first: its cells then come right after the
                     # reply's, so the reply's next ones follow them once the tree's other
                     # cells are freed (flash attention adds a sequence's cells up in the
                     # order they sit in memory; out of order, the sums round otherwise)
-                    read.remove(mine[0])
-                    read.insert(0, mine[0])
+                    read.remove(mine)
+                    read.insert(0, mine)
                 got = dict(zip(map(id, read), memory.read(read))) if read else {}
                 for neg, _, text, node, state in taken:
                     logits = got[id(node)] if node.piece else root_logits
-                    if node is mine[0] and memory.keep(node):
+                    if node is mine and memory.keep(node):
                         self.kept = (list(node.piece), logits)
                     other += follow(-neg, text, node, state, logits)
                     if node.piece:
@@ -319,8 +319,9 @@ class _NameOdds:
         """Whether the reply's next read (`pending`: the token it drew and the characters the
         runtime wrote after it) is the branch the tree read for that token: then the model's
         memory holds it already (`_Memory.keep`), its logits are put where the reply draws
-        from, and the reply does not read the same piece again. Otherwise the kept cells
-        are dropped and the reply reads as usual."""
+        from, and the reply does not read the same piece again. Otherwise the reply reads as
+        usual, and its read drops the kept cells (llama-cpp-python's `eval` first cuts the
+        memory at `n_tokens`)."""
         import llama_cpp
         import numpy as np
         kept, self.kept = self.kept, None
@@ -330,7 +331,6 @@ class _NameOdds:
         piece, logits = kept
         out = llama_cpp.llama_get_logits_ith(llama._ctx.ctx, -1) if pending == piece else None
         if not out:
-            llama._ctx.kv_cache_seq_rm(0, llama.n_tokens, -1)
             return False
         np.ctypeslib.as_array(out, shape=(len(logits),))[:] = logits
         n = llama.n_tokens
