@@ -1,5 +1,5 @@
-"""A journaled row's trace is written straight from its records (evaluation/journal_line.py): the
-line must be the text the general path writes — `DecisionTrace.to_dict(json_ready)`, packed
+"""A journaled row's trace is written straight from its records (`journal.trace_text`): the line
+must be the text the general path writes — `DecisionTrace.to_dict(json_ready)`, packed
 against the section's menu, through the journal's encoder — byte for byte, for traces of every
 shape, and a trace it does not expect goes the general way."""
 import dataclasses
@@ -12,7 +12,7 @@ from evalhelp import OPTIONS, PROMPT, rule
 from openprogram import decision
 from openprogram.base.json_form import json_ready
 from openprogram.evaluation.journal import Journal
-from openprogram.evaluation import journal_line
+from openprogram.evaluation import journal
 from openprogram.runtimes import ScriptedRuntime
 from openprogram.trace.confidence import Confidence
 from openprogram.trace.decision_trace import DecisionTrace, observe
@@ -107,7 +107,7 @@ def test_a_trace_written_from_its_records_is_the_general_paths_line(tmp_path):
     for f, g in zip(fast, general):
         assert f == g
     # the rows after the first went the written-out way, not the general one
-    assert sum(journal_line.trace_text(t, t.menu) is not None for t in traces) >= len(traces) - 1
+    assert sum(journal.trace_text(t, t.menu) is not None for t in traces) >= len(traces) - 1
 
 
 def test_what_the_written_out_way_does_not_expect_goes_the_general_way(tmp_path):
@@ -117,16 +117,16 @@ def test_what_the_written_out_way_does_not_expect_goes_the_general_way(tmp_path)
         pass
 
     sub = Mine(**{f.name: getattr(t, f.name) for f in dataclasses.fields(t)})
-    assert journal_line.trace_text(sub, t.menu) is None
+    assert journal.trace_text(sub, t.menu) is None
     cyclic = {"a": []}
     cyclic["a"].append(cyclic)
     t2 = DecisionTrace(**{f.name: getattr(t, f.name) for f in dataclasses.fields(t)})
     t2.attempts = [dataclasses.replace(t.attempts[-1], usage=cyclic)]
-    assert journal_line.trace_text(t2, t.menu) is None
+    assert journal.trace_text(t2, t.menu) is None
     with pytest.raises(ValueError):   # as the general path has always refused it
         json.dumps(t2.to_dict(json_ready))
     # after a refusal, the next trace is written out again
-    assert journal_line.trace_text(t, t.menu) is not None
+    assert journal.trace_text(t, t.menu) is not None
 
 
 def test_while_a_key_is_held_rows_go_the_general_way_and_are_masked(tmp_path):
