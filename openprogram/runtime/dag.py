@@ -202,12 +202,8 @@ class _Span:
 
     def __enter__(self) -> Node:
         kind, name, fields = self.args
-        dag = self.dag
-        with dag._lock:  # DAG.add, written out: two of these open for every decision
-            node = Node(next(dag._ids), current_node_var.get(), kind, name, **fields)
-            dag.nodes.append(node)
-        self.node = node
-        self.token = current_node_var.set(node.id)
+        self.node = self.dag.add(kind, name, **fields)
+        self.token = current_node_var.set(self.node.id)
         self.t0 = time.perf_counter()
         return self.node
 
