@@ -134,7 +134,10 @@ def reask_prompt(request: str, reply: Any, err: AttemptError, menu_text: str,
 class Decider:
     """One decision in progress. It holds the current attempt as a frozen record and moves it
     forward with `_step`, which makes the next record and emits it; nothing else changes a
-    record or the trace."""
+    record or the trace. A record that no observer has been handed yet is completed in place
+    (`_change`): observers still get every record as it stood at its event and never see it
+    change afterwards, and a decision nobody watches step by step (an evaluation's rows) makes
+    one record per attempt instead of five."""
 
     def __init__(self, runtime: ModelCaller | None, menu: Sequence[Option], *, request: str,
                  context: dict[str, Any] | None, max_attempts: int, entry: str,
@@ -172,6 +175,7 @@ class Decider:
             model=getattr(runtime, "model", None), provider=getattr(runtime, "provider", None),
             shortlist=shortlist)
         self.att: Attempt | None = None  # None until the first new_attempt()
+        self.shown: Attempt | None = None  # the last record an observer was handed
         self._t0 = time.perf_counter()
         self._emit("decision_started", self.trace)
 
@@ -192,16 +196,28 @@ class Decider:
 
     def _step(self, kind: str, **changes: Any) -> Attempt:
         """The next record of the current attempt, emitted as event `kind`."""
-        self.att = replace(self.cur, **changes)
-        self._emit(kind, self.trace, self.att)
-        return self.att
+        att = self._change(**changes)
+        if self._emit(kind, self.trace, att):
+            self.shown = att
+        return att
+
+    def _change(self, **changes: Any) -> Attempt:
+        """The current record with `changes`: a copy when an observer holds it, else the same
+        record completed in place (nobody outside this decision has it yet)."""
+        att = self.cur
+        if att is self.shown:
+            self.att = att = replace(att, **changes)
+        else:
+            att.__dict__.update(changes)
+        return att
 
     # -- model calls --------------------------------------------------------------------------
     def new_attempt(self, prompt: str) -> Attempt:
         n = len(self.trace.attempts) + 1
-        self.att = new_attempt(n, n >= self.trace.max_attempts, prompt, self.sent)
-        self._emit("attempt_sent", self.trace, self.att)
-        return self.att
+        self.att = att = new_attempt(n, n >= self.trace.max_attempts, prompt, self.sent)
+        if self._emit("attempt_sent", self.trace, att):
+            self.shown = att
+        return att
 
     async def call(self, messages: list[dict[str, Any]],
                    specs: list[dict[str, Any]] | None = None) -> Any:
@@ -220,7 +236,8 @@ class Decider:
 
         def on_text(chunk: str) -> None:
             parts.append(chunk)
-            self._emit("reply_chunk", trace, att, text=chunk)
+            if self._emit("reply_chunk", trace, att, text=chunk):
+                self.shown = att
 
         ask, cascade = self.confidence, None
         stages = getattr(self.runtime, "cascade_stages", None)
@@ -243,12 +260,10 @@ class Decider:
                 resp, node, conf, missing = await self._ask(self.model, ask, messages, extra,
                                                             on_text, specs)
         except ModelCallError as exc:
-            self.att = replace(self.cur, reply=exc.partial or "".join(parts),
-                               duration_s=self._elapsed(t0))
+            self._change(reply=exc.partial or "".join(parts), duration_s=self._elapsed(t0))
             self.fail_with(AttemptError(exc.kind, str(exc)), cause=exc)
         except Exception as exc:
-            self.att = replace(self.cur, reply="".join(parts),
-                               duration_s=self._elapsed(t0))
+            self._change(reply="".join(parts), duration_s=self._elapsed(t0))
             self.fail_with(AttemptError("model_error", f"{type(exc).__name__}: {exc}"), cause=exc)
         usage = dict(resp.usage) if resp.usage else self.cur.usage
         self.resp = resp
@@ -475,7 +490,7 @@ class Decider:
                 self._add_repairs([_repair.Repair("option_name", "call", json.dumps(
                     name, ensure_ascii=False), json.dumps(near, ensure_ascii=False))])
         if self.cur.confidence is not None and option is not None:
-            self.att = replace(self.cur, confidence=replace(self.cur.confidence, pick=name))
+            self._change(confidence=replace(self.cur.confidence, pick=name))
         if option is None:
             err = AttemptError("unknown_call", f"{name!r} is not an option; the options are "
                                              f"{', '.join(self.by_name)}", "call")
@@ -487,7 +502,7 @@ class Decider:
             if args is None:
                 args = {}
             if not isinstance(args, dict):
-                self.att = replace(self.cur, chosen=name)
+                self._change(chosen=name)
                 raise AttemptError("bad_args", f'"args" must be a JSON object, got '
                                              f"{type(args).__name__}", "args")
             dropped += [safe_key(k) for k in ex.action if k not in ("call", "args")]
@@ -553,12 +568,11 @@ class Decider:
             kwargs, kept = option.bind(args, runtime=self.runtime, context=self.context,
                                        dropped=dropped, injected=injected)
         except BaseException:
-            self.att = replace(self.cur, chosen=option.name, dropped=list(dropped),
-                               injected=list(injected))
+            self._change(chosen=option.name, dropped=list(dropped), injected=list(injected))
             raise
         # one record for both (no event comes between them)
-        self.att = replace(self.cur, chosen=option.name, dropped=list(dropped),
-                           injected=list(injected), args=kept)
+        self._change(chosen=option.name, dropped=list(dropped), injected=list(injected),
+                     args=kept)
         out: dict[str, Any] = kwargs
         return out
 
@@ -615,7 +629,7 @@ class Decider:
                                   f"below min_confidence={m}"))
             self.fail()
         low = self.by_name[self.low_confidence]
-        self.att = replace(self.cur, low_pick=option.name, args=None)
+        self._change(low_pick=option.name, args=None)
         return low, self.bind(low, {}, [])
 
     async def _rule(self, option: Option) -> None:
@@ -671,8 +685,9 @@ class Decider:
     def finish(self, kind: str, result: Any = None, error: BaseException | None = None) -> Any:
         # The current attempt's last record goes with the outcome: a pick that a rule or the
         # option itself ended with an exception of the user's was never emitted otherwise.
-        self._emit(kind, self.trace, self.att, result=result, error=error,
-             duration_s=time.perf_counter() - self._t0)
+        if self._emit(kind, self.trace, self.att, result=result, error=error,
+                      duration_s=time.perf_counter() - self._t0):
+            self.shown = self.att
         return result
 
 

@@ -39,9 +39,10 @@ async def _turn(d: Decider, content: list[dict], tools: list, max_iterations: in
     choices are tools too: a reply that calls one ends the turn, and the mode reads the pick
     from it (a choice that is also a work tool counts as the choice)."""
     def on_tool(n, tc, result, error, seconds):
-        emit("tool_call", d.trace, d.att,
-             round=ToolRound(n, tc.name, dict(tc.args) if isinstance(tc.args, dict)
-                             else tc.args, result, error, seconds))
+        if emit("tool_call", d.trace, d.att,
+                round=ToolRound(n, tc.name, dict(tc.args) if isinstance(tc.args, dict)
+                                else tc.args, result, error, seconds)):
+            d.shown = d.att  # an observer holds this record now: the loop copies it to change it
 
     from . import tools as _tools
     try:

@@ -128,7 +128,8 @@ class DecisionTrace:
         if att is not None:
             attempts = self.attempts
             if attempts and attempts[-1].number == att.number:
-                self.attempts = [*attempts[:-1], att]
+                if attempts[-1] is not att:  # (the loop completed a record nobody saw yet)
+                    self.attempts = [*attempts[:-1], att]
             else:
                 self.attempts = [*attempts, att]
         if kind == "tool_call":
@@ -331,15 +332,16 @@ _time = time.time
 _ENDS = frozenset(("resolved", "decision_failed"))
 
 
-def emit(kind: str, trace: DecisionTrace, attempt: Attempt | None = None, **data) -> None:
+def emit(kind: str, trace: DecisionTrace, attempt: Attempt | None = None, **data) -> bool:
     """Send one event to every observer. An observer that raises is reported once as a warning
-    and never breaks the decision."""
+    and never breaks the decision. True when some observer was handed the event (and so may
+    keep its attempt record): the loop then makes its next change on a copy."""
     trace._take(kind, attempt, data)
     if kind in _ENDS:
         history.append(trace)
     scoped = _scoped_observers.get()
     if not scoped and not _global_observers:
-        return
+        return False
     # The frozen dataclass's __init__ sets each field through object.__setattr__; six events
     # per decision made that a measurable part of a decision's own time. Built once, and only
     # when an observer wants this kind (an evaluation's rows want two of the six).
@@ -358,12 +360,14 @@ def emit(kind: str, trace: DecisionTrace, attempt: Attempt | None = None, **data
             if _first_failure(fn):
                 warnings.warn(f"decision observer {fn!r} raised {exc!r}; it is ignored",
                               RuntimeWarning, stacklevel=2)
+    return event is not None
 
 
-def record(kind: str, trace: DecisionTrace, attempt: Attempt | None = None, **data) -> None:
+def record(kind: str, trace: DecisionTrace, attempt: Attempt | None = None, **data) -> bool:
     """Apply one event to its trace without publishing it: for decisions that are only
     re-checked (`decision.revalidate`), which observers and `last_trace()` must not see."""
     trace._take(kind, attempt, data)
+    return False
 
 
 _batch_hooks: list[Callable[..., Any]] = []

@@ -124,6 +124,43 @@ def test_A4_an_observer_of_some_kinds_sees_only_those_and_the_trace_takes_every_
 
 
 @pytest.mark.rule("A4")
+def test_A4_a_record_an_observer_was_handed_never_changes_after_its_event():
+    """The loop completes an attempt's record in place only while no observer holds it: each
+    record an observer was handed stays as it stood at its event, and a decision nobody
+    watches step by step ends with the same trace."""
+    def run(observer=None, kinds=None):
+        script = ScriptedRuntime(["no pick", pick("stop")])
+        if observer is None:
+            decision.make("Pick.", OPTIONS, runtime=script, context={"user": "u"})
+        else:
+            with observe(observer, kinds=kinds):
+                decision.make("Pick.", OPTIONS, runtime=script, context={"user": "u"})
+        return decision.last_trace()
+
+    handed = []
+    seen = []   # (the record, what it held when handed)
+    for kinds in (("attempt_sent",), ("extracted", "attempt_failed"), None):
+        def keep(e):
+            handed.append(e)
+            seen.append((e.attempt, dict(vars(e.attempt)) if e.attempt is not None else None))
+        run(keep, kinds)
+    assert len(handed) == 2 + 3 + 10
+    for att, then in seen:
+        if att is not None:
+            assert dict(vars(att)) == then   # never completed after it was handed out
+    sent = [e.attempt for e in handed if e.kind == "attempt_sent"]
+    assert sent[0].reply is None and sent[0].chosen is None   # as it stood when sent
+    quiet = run().to_dict()
+    watched = run(lambda e: None).to_dict()
+    for t in (quiet, watched):
+        for a in t["attempts"]:
+            a.pop("started_at"), a.pop("duration_s"), a.pop("model_call_id")
+        for k in ("id", "started_at", "duration_s"):
+            t.pop(k)
+    assert quiet == watched and [a["error_kind"] for a in quiet["attempts"]] == ["no_action", None]
+
+
+@pytest.mark.rule("A4")
 def test_A4_observer_sees_live_state_and_failure(events):
     seen_replies = []
     with observe(lambda e: e.kind == "attempt_failed"
