@@ -13,6 +13,7 @@ trace it changes; splitting them would pass that state between modules.
 """
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import json
 import time
@@ -43,7 +44,7 @@ from . import repair as _repair
 
 __all__ = ["make", "amake", "render_options", "extract_action", "parse_args", "resolve_decision",
            "DECISION_FINISH_INSTRUCTION", "DEFAULT_REASK", "Decider", "reask_prompt",
-           "check_reask", "check_validate"]
+           "check_reask", "check_validate", "Plan", "attempt_gate"]
 
 DECISION_FINISH_INSTRUCTION = (
     "Do the work the request needs first (reason, call tools). Then finish: end your reply with "
@@ -77,6 +78,12 @@ DEFAULT_REASK = (
     "{menu}")
 
 REASK_FIELDS = tuple(Reask.__dataclass_fields__)
+
+#: Called before each attempt's model call, in every decision made in this context: an
+#: evaluation row's stop check (a row of a stopped run makes no further model call). Whatever it
+#: raises ends that decision, whose trace finishes as failed.
+attempt_gate: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
+    "openprogram_attempt_gate", default=None)
 
 
 def check_reask(reask: Any) -> Callable[[Reask], str] | None:
@@ -217,6 +224,9 @@ class Decider:
         self.att = att = new_attempt(n, n >= self.trace.max_attempts, prompt, self.sent)
         if self._emit("attempt_sent", self.trace, att):
             self.shown = att
+        gate = attempt_gate.get()
+        if gate is not None:
+            gate()
         return att
 
     async def call(self, messages: list[dict[str, Any]],
@@ -745,40 +755,72 @@ def max_attempts(max_retries: Any) -> int:
 # ---------------------------------------------------------------------------------------------
 
 
-async def _make(prompt: str, options: Options, *, runtime: ModelCaller | None,
-                context: dict[str, Any] | None, max_retries: int, timeout_s: float | None,
-                sync: bool, entry: str, validate: Callable[..., Any] | None, reask: Any,
-                mode: Any, confidence: Any = None, min_confidence: Any = None,
-                low_confidence: Any = None, repair: Any = None, shortlist: Any = None) -> Any:
+class Plan:
+    """A decision's settings checked once — `make`'s checks, the menu normalized and rendered —
+    then run for one prompt at a time (`run`). `make` builds one per call; an evaluation builds
+    one for all its rows, so a row does only what depends on its prompt."""
+
+    __slots__ = ("runtime", "menu", "menu_text", "context", "attempts", "timeout_s", "entry",
+                 "validate", "reask", "way", "ask", "min_confidence", "low_confidence",
+                 "repair", "shortlist")
+
+    def __init__(self, options: Options, *, runtime: ModelCaller | None,
+                 context: dict[str, Any] | None, max_retries: int, timeout_s: float | None,
+                 entry: str, validate: Callable[..., Any] | None, reask: Any, mode: Any,
+                 confidence: Any = None, min_confidence: Any = None, low_confidence: Any = None,
+                 repair: Any = None, shortlist: Any = None) -> None:
+        self.reask = check_reask(reask)
+        self.repair = check_repair(repair)
+        self.way = way = get_mode(mode)
+        self.attempts = max_attempts(max_retries)
+        deadline_after(timeout_s)  # checked now; each run's deadline counts from its start
+        self.timeout_s, self.entry, self.validate = timeout_s, entry, validate
+        self.shortlist = check_shortlist(shortlist)
+        self.menu = menu = normalize(options)
+        check_context(menu, context)
+        self.context = context
+        self.runtime = rt = resolve_runtime(runtime, entry)
+        check_modes(rt, way.name)
+        self.ask = ask = check_confidence(confidence, rt, where=entry, mode=way.name)
+        # the names are read only to check a low_confidence= option, which needs min_confidence=
+        check_threshold(min_confidence, low_confidence,
+                        [o.name for o in menu] if min_confidence is not None else (), ask, entry)
+        self.min_confidence, self.low_confidence = min_confidence, low_confidence
+        # without a shortlist the model sees the whole menu, the same text for every prompt
+        self.menu_text = render_menu(menu) if self.shortlist is None else None
+
+    async def run(self, prompt: str, *, sync: bool,
+                  keep: list[DecisionTrace] | None = None) -> Any:
+        """The decision for `prompt`: its result, or its DecisionError. `keep` gets the
+        decision's trace as soon as it starts (a row keeps it whatever ends the decision)."""
+        if not isinstance(prompt, str):
+            raise UsageError(f"prompt must be a str, got {type(prompt).__name__}")
+        rt, way, menu, menu_text = self.runtime, self.way, self.menu, self.menu_text
+        deadline = deadline_after(self.timeout_s)
+        listing = None
+        if menu_text is None:  # the model sees, and may pick, these only
+            menu, listing = narrow(self.shortlist, prompt, menu, runtime=rt, mode=way.name)
+            menu_text = render_menu(menu)
+        with rt.dag.span("decision", self.entry):
+            d = Decider(rt, menu, request=prompt, context=self.context,
+                        max_attempts=self.attempts, entry="make", deadline=deadline,
+                        menu_text=menu_text, sync=sync, validate=self.validate,
+                        reask=self.reask, mode=way(menu), confidence=self.ask,
+                        min_confidence=self.min_confidence, low_confidence=self.low_confidence,
+                        repair=self.repair, shortlist=listing)
+            if keep is not None:
+                keep.append(d.trace)
+            with d.running():
+                text = d.mode.prompt(prompt, menu_text)
+                d.new_attempt(text)
+                await d.call([{"role": "user", "content": text}])
+                return await d.settle()
+
+
+async def _make(prompt: str, options: Options, *, sync: bool, **settings: Any) -> Any:
     if not isinstance(prompt, str):
         raise UsageError(f"prompt must be a str, got {type(prompt).__name__}")
-    reask = check_reask(reask)
-    repair = check_repair(repair)
-    way = get_mode(mode)
-    attempts = max_attempts(max_retries)
-    deadline = deadline_after(timeout_s)
-    shortlist = check_shortlist(shortlist)
-    menu = normalize(options)
-    check_context(menu, context)
-    rt = resolve_runtime(runtime, entry)
-    check_modes(rt, way.name)
-    ask = check_confidence(confidence, rt, where=entry, mode=way.name)
-    # the names are read only to check a low_confidence= option, which needs min_confidence=
-    check_threshold(min_confidence, low_confidence,
-                    [o.name for o in menu] if min_confidence is not None else (), ask, entry)
-    # the model sees, and may pick, these only
-    menu, listing = narrow(shortlist, prompt, menu, runtime=rt, mode=way.name)
-    menu_text = render_menu(menu)
-    with rt.dag.span("decision", entry):
-        d = Decider(rt, menu, request=prompt, context=context, max_attempts=attempts,
-                    entry="make", deadline=deadline, menu_text=menu_text, sync=sync,
-                    validate=validate, reask=reask, mode=way(menu), confidence=ask,
-                    min_confidence=min_confidence, low_confidence=low_confidence, repair=repair, shortlist=listing)
-        with d.running():
-            text = d.mode.prompt(prompt, menu_text)
-            d.new_attempt(text)
-            await d.call([{"role": "user", "content": text}])
-            return await d.settle()
+    return await Plan(options, **settings).run(prompt, sync=sync)
 
 
 def make(prompt: str, options: Options, *, runtime: ModelCaller | None = None,

@@ -8,6 +8,8 @@ hold in every row). A finished row is handed to the `Board`, which passes it to 
 sink (and so to the journal) and keeps the counts the progress bar shows: rows done, rows per
 second, failures so far and the retry rate. Ctrl-C stops the run at once: rows not started never
 start, finished rows are kept, rows in flight make no further model call and are "cancelled".
+The rows share one `Plan` (the decision's settings checked and its menu rendered once), and a
+row's trace comes from its decision directly, not through an observer.
 """
 from __future__ import annotations
 
@@ -20,18 +22,18 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     R = TypeVar("R")
 
 from ..base.errors import OpenProgramError
-from ..decision.loop import amake, make
+from ..decision.loop import Plan, attempt_gate
 from ..base.model_protocol import ModelCaller as Runtime, run_sync
 from ..decision.options import Option
-from ..trace.decision_trace import DecisionTrace, TraceEvent, observe
+from ..trace.decision_trace import DecisionTrace
 
 __all__ = ["Row", "Board", "run", "arows", "interrupted"]
 
 
 class _Cancelled(BaseException):
-    """Raised inside a worker (from its observer, before a model call) once the run is
-    interrupted, so an in-flight decision makes no further model calls. A BaseException, so
-    neither the core's observer guard nor a picked function's `except Exception` swallows it."""
+    """Raised inside a worker (by the run's attempt gate, before a model call) once the run is
+    interrupted, so an in-flight decision makes no further model calls. A BaseException, so a
+    picked function's `except Exception` does not swallow it."""
 
 
 class RowInterrupted(OpenProgramError, RuntimeError):
@@ -50,45 +52,59 @@ class Row:
         self.duration_s: float | None = None
 
 
-#: What a row's own observer reads of its decision's events.
-_ROW_KINDS = frozenset(("decision_started", "attempt_sent"))
+def plan(menu: Sequence[Option], rt: Runtime, settings: dict, sync: bool) -> Plan | None:
+    """The rows' decision settings checked once; None when they do not pass, so that each row
+    fails with the error its own decision raises, as `make` would."""
+    try:
+        return Plan(menu, runtime=rt, entry="decision.make" if sync else "decision.amake",
+                    **settings)
+    except Exception:
+        return None
+
+
+def stopping(stop: threading.Event) -> Callable[[], None]:
+    """The attempt gate of a run's rows: once the run is stopped, a decision of one of its rows
+    (or a decision a picked function makes inside one) makes no further model call. The gate
+    of an enclosing run still holds (an evaluation run inside a row of another)."""
+    outer = attempt_gate.get()
+
+    def gate() -> None:
+        if stop.is_set():
+            raise _Cancelled()
+        if outer is not None:
+            outer()
+    return gate
 
 
 async def decide(text: str, menu: Sequence[Option], rt: Runtime, settings: dict,
-                 stop: threading.Event, sync: bool) -> Row | None:
-    """One input's decision: on a worker thread (`sync`, driven by run_sync) or as a task on an
-    event loop. None when the run stopped first."""
+                 stop: threading.Event, sync: bool, prepared: Plan | None = None) -> Row | None:
+    """One input's decision: on a worker thread (`sync`, driven by run_sync) or on an event
+    loop. None when the run stopped first. The row's context carries the run's attempt gate
+    (`stopping`)."""
     if stop.is_set():
         return None
     row = Row()
+    # The row's own trace comes from its decision as it starts (a decision a picked function
+    # makes inside it is not the row's): no observer, so no event is built for the row.
     box: list[DecisionTrace] = []
-
-    # A scoped observer, not last_trace(): last_trace is process-wide and other rows finish
-    # decisions at the same time. The first decision started in this context is this row's own;
-    # later ones are nested decisions made by a picked function. Only the two kinds it reads:
-    # the other four events of each decision are then never built.
-    def capture(event: TraceEvent) -> None:
-        if not box:
-            box.append(event.trace)
-        elif event.kind == "attempt_sent" and stop.is_set():
-            raise _Cancelled()
-
     t0 = time.perf_counter()
-    with observe(capture, kinds=_ROW_KINDS):
-        try:
-            if sync:
-                row.result = make(text, menu, runtime=rt, **settings)
-            else:
-                row.result = await amake(text, menu, runtime=rt, **settings)
-            row.status = "resolved"
-        except Exception as exc:  # DecisionError, a picked function's error: this row only
-            row.status, row.error = "failed", exc
-        except _Cancelled:
-            return None
-        except KeyboardInterrupt:
-            if sync:
-                raise
-            raise RowInterrupted() from None  # inside a task it would escape the event loop
+    try:
+        if prepared is None:
+            prepared = Plan(menu, runtime=rt, entry="decision.make" if sync
+                            else "decision.amake", **settings)
+        if sync:
+            row.result = run_sync(prepared.run(text, sync=True, keep=box))
+        else:
+            row.result = await prepared.run(text, sync=False, keep=box)
+        row.status = "resolved"
+    except Exception as exc:  # DecisionError, a picked function's error: this row only
+        row.status, row.error = "failed", exc
+    except _Cancelled:
+        return None
+    except KeyboardInterrupt:
+        if sync:
+            raise
+        raise RowInterrupted() from None  # inside a task it would escape the event loop
     row.duration_s = time.perf_counter() - t0
     row.trace = box[0] if box else getattr(row.error, "trace", None)
     return row
@@ -212,6 +228,7 @@ class _Pool:
         self._lock = threading.Lock()
         self._left = concurrency
         ctx = contextvars.copy_context()
+        ctx.run(attempt_gate.set, ctx.run(stopping, stop))
         self.threads = [threading.Thread(
             target=self._work, args=(ctx, menu, rt, settings), daemon=True,
             name=f"openprogram-evaluate_{k}") for k in range(concurrency)]
@@ -225,6 +242,7 @@ class _Pool:
             return next(self.items, None)
 
     def _work(self, ctx, menu, rt, settings) -> None:
+        prepared = plan(menu, rt, settings, sync=True)
         try:
             while True:
                 item = self._next()
@@ -234,7 +252,8 @@ class _Pool:
                 # One copy per row: each row must see the caller's Runtime binding, Agent and
                 # scoped observers, and nothing an earlier row set
                 row = ctx.copy().run(run_sync, decide(text, menu, rt, settings,
-                                                      self.stop_event, sync=True))
+                                                      self.stop_event, sync=True,
+                                                      prepared=prepared))
                 self.board.put(i, extra, row)
         except BaseException as exc:
             self.board.fail(exc)
@@ -321,6 +340,9 @@ async def arows(items: Iterator, menu: Sequence[Option], rt: Runtime, settings: 
     as failed."""
     import asyncio
     loop = asyncio.get_running_loop()
+    ctx = ctx.copy()
+    ctx.run(attempt_gate.set, ctx.run(stopping, stop))
+    prepared = plan(menu, rt, settings, sync=False)
 
     async def worker() -> None:
         for i, text, extra in items:
@@ -328,7 +350,8 @@ async def arows(items: Iterator, menu: Sequence[Option], rt: Runtime, settings: 
                 return
             # ctx.run: the task copies the context current at its creation
             on_row(i, extra, await ctx.run(loop.create_task,
-                                           decide(text, menu, rt, settings, stop, sync=False)))
+                                           decide(text, menu, rt, settings, stop, sync=False,
+                                                  prepared=prepared)))
 
     workers = [loop.create_task(worker()) for _ in range(concurrency)]
     try:

@@ -138,3 +138,52 @@ def test_compare_interrupted_cancels_the_variants_not_yet_run():
     df = res.to_frame()
     assert df["agree"].isna().all()  # no row finished in both variants
     assert res.differences.empty
+
+
+def test_a_nested_decision_in_a_row_in_flight_makes_no_model_call_after_the_stop():
+    # Row 1's picked function is running when row 0 interrupts the run; the decision it makes
+    # afterwards belongs to a stopped run's row and must never reach the model (the run's
+    # attempt gate holds in every decision made inside a row, not only the row's own).
+    started, release = threading.Event(), threading.Event()
+
+    def slow(n: int) -> str:
+        started.set()
+        assert release.wait(10)
+        return decision.make("nested pick", {"a": "A", "b": "B"}, runtime=rt)
+
+    def model(prompt):
+        if prompt.startswith("nested pick"):
+            return '{"call": "a"}'
+        if row_of(prompt) == 0:
+            assert started.wait(10)
+            _thread.interrupt_main()
+            return '{"call": "skip"}'
+        if row_of(prompt) == 1:
+            return '{"call": "slow", "args": {"n": 1}}'
+        return '{"call": "skip"}'
+    rt = ScriptedRuntime(rule=model)
+    with pytest.warns(RuntimeWarning):
+        res = decision.evaluate("row {i}", {"slow": slow, "skip": "SKIPPED"}, rows(50),
+                                runtime=rt, concurrency=2, progress=False)
+    release.set()
+    join_workers()
+    assert res.interrupted and res.statuses[1] == "cancelled"
+    assert not any(c.prompt.startswith("nested pick") for c in rt.calls)
+
+
+def test_rows_whose_settings_fail_each_fail_with_their_decisions_error():
+    # The rows share one Plan; settings it refuses leave each row to fail as its own make()
+    # would (evaluate checks its settings first, so this is the runner's own guard).
+    import asyncio
+    from openprogram.decision.options import normalize
+    from openprogram.evaluation import runner
+    menu, rt = normalize(OPTIONS), ScriptedRuntime(['{"call": "skip"}'])
+    bad = {"max_retries": -1, "context": None, "timeout_s": None, "validate": None,
+           "reask": None, "mode": "menu", "repair": None}
+    assert runner.plan(menu, rt, bad, sync=False) is None
+    row = asyncio.run(runner.decide("row 0", menu, rt, bad, threading.Event(), sync=False))
+    assert row.status == "failed" and "max_retries" in str(row.error) and not rt.calls
+    good = dict(bad, max_retries=0)
+    row = asyncio.run(runner.decide("row 0", menu, rt, good, threading.Event(), sync=False,
+                                    prepared=runner.plan(menu, rt, good, sync=False)))
+    assert row.status == "resolved" and row.result == "SKIPPED" and row.trace.prompt == "row 0"
