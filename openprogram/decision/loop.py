@@ -211,7 +211,9 @@ class Decider:
     def _change(self, **changes: Any) -> Attempt:
         """The current record with `changes`: a copy when an observer holds it, else the same
         record completed in place (nobody outside this decision has it yet)."""
-        att = self.cur
+        att = self.att
+        if att is None:
+            raise RuntimeError("internal error: a decision step ran before its first attempt")
         if att is self.shown:
             self.att = att = replace(att, **changes)
         else:
@@ -238,8 +240,9 @@ class Decider:
         t0 = time.perf_counter()
         trace, att = self.trace, self.cur
         self.messages = messages
-        extra = dict(self._request)
+        extra = self._request  # (not changed below: a turn's tools go into a copy)
         if specs is not None:  # a turn's work tools go with the mode's own (tools mode: choices)
+            extra = dict(extra)
             own = extra.get("tools", [])
             taken = {t["name"] for t in own}  # a function that is both goes once, as the choice
             extra["tools"] = [*(t for t in specs if t["name"] not in taken), *own]
@@ -672,9 +675,10 @@ class Decider:
         try:
             with running_tool(self.runtime):  # a live tool records (or replays) its result
                 value = option.resolve(kwargs)
-            # a plain value (most picks) is the result: no coroutine made to hand it back
-            result = (await settle_value(value, self.sync, self.deadline)
-                      if isawaitable(value) else value)
+            # a plain value (most picks) is the result: no coroutine made to hand it back (and
+            # a str, a number, a dict... is known not to be awaitable without asking the ABC)
+            result = (value if type(value) in _PLAIN or not isawaitable(value)
+                      else await settle_value(value, self.sync, self.deadline))
         except Retry as r:  # the option itself rejected the pick: re-ask (settle catches it)
             raise AttemptError(r.kind, r.message) from None
         except WaitTimeout as exc:  # timeout_s covers the option's own wait too
@@ -716,6 +720,9 @@ class _Running:
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if exc_type is not None and self.d.trace.status == "running":
             self.d.finish("decision_failed", error=exc)
+
+
+_PLAIN = frozenset((str, int, float, bool, type(None), dict, list, tuple, bytes))
 
 
 class _NotEnclosing(Exception):
