@@ -129,7 +129,6 @@ class DAG:
     def __init__(self, window: int | None = DEFAULT_WINDOW):
         self.nodes: Window = Window(window)
         self._ids = itertools.count(1)
-        self._lock = Lock()
 
     # The window is the node list's own: one place checks and applies it.
     window = property(lambda self: self.nodes.maxlen,
@@ -142,9 +141,15 @@ class DAG:
         return self.nodes.dropped
 
     def add(self, kind: str, name: str, **fields) -> Node:
-        with self._lock:
+        # Every decision adds two nodes: `Window.append` written out under the window's own
+        # lock, one lock rather than two nested (the window's other changes take the same lock)
+        nodes = self.nodes
+        with nodes._lock:
             node = Node(next(self._ids), current_node_var.get(), kind, name, **fields)
-            self.nodes.append(node)
+            items = nodes._items
+            if len(items) == items.maxlen:
+                nodes.dropped += 1
+            items.append(node)
         return node
 
     def span(self, kind: str, name: str, **fields) -> "_Span":
@@ -202,10 +207,10 @@ class _Span:
 
     def __enter__(self) -> Node:
         kind, name, fields = self.args
-        self.node = self.dag.add(kind, name, **fields)
-        self.token = current_node_var.set(self.node.id)
+        self.node = node = self.dag.add(kind, name, **fields)
+        self.token = current_node_var.set(node.id)
         self.t0 = time.perf_counter()
-        return self.node
+        return node
 
     def __exit__(self, exc_type, exc, tb) -> None:
         node = self.node
