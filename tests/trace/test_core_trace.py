@@ -189,6 +189,23 @@ def test_A4_tool_call_events_and_tool_rounds(events):
 
 
 @pytest.mark.rule("A4")
+def test_A4_the_record_a_tool_call_event_carries_stays_as_it_was():
+    """A turn's tool_call event hands out the attempt's record too: the loop copies it for the
+    steps after (the reply, the pick), rather than completing it in place."""
+    def look(q: str) -> str:
+        """Look."""
+        return q * 2
+
+    seen = []
+    rt = ScriptedRuntime([ToolCall("look", {"q": "ab"}), pick("stop")])
+    with observe(lambda e: seen.append((e.attempt, dict(vars(e.attempt)))), kinds=("tool_call",)):
+        agent("Go.", tools=[look], options=OPTIONS, runtime=rt, context={"user": "u"})
+    (att, then), = seen
+    assert dict(vars(att)) == then and att.chosen is None
+    assert decision.last_trace().attempts[-1].chosen == "stop"
+
+
+@pytest.mark.rule("A4")
 @pytest.mark.parametrize("entry", ["make", "agent", "format"])
 def test_A4_an_interrupted_decision_is_finished_as_failed(events, entry):
     """Ctrl-C in the middle of a model call (or a cancelled evaluate row) ends the decision:
