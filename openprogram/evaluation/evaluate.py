@@ -142,11 +142,12 @@ class _Sink:
 
     def expect(self, i: int, expected: str | None) -> None:
         with self.lock:
-            self.seen = max(self.seen, i + 1)
+            if i >= self.seen:
+                self.seen = i + 1
             o = self.outcomes
-            if i >= len(o):
-                o.grow(max(i + 1, 2 * len(o)))
-            o.expected[i] = o.code(expected)
+            if i >= len(o.status):
+                o.grow(max(i + 1, 2 * len(o.status)))
+            o.expected[i] = -1 if expected is None else o.code(expected)
 
     def __call__(self, i: int, extra: tuple[Any, ...], row: Any) -> None:
         s = summarize(row)

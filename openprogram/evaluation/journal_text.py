@@ -177,7 +177,7 @@ def _attempt(a: Attempt, menu: str, args: Any = None, args_text: str | None = No
     plain = (d["error_span"] is None and d["error_message"] is None and d["error_path"] is None
              and d["sent"] is None and d["tool_calls"] is None and d["raw"] is None
              and d["low_pick"] is None and d["cascade"] is None)
-    last, cached = d["is_last"], d["cached"]
+    last, cached, pick = d["is_last"], d["cached"], d["extracted"]
     if plain and kind is None and usage is None and finish is None and conf is None \
             and not repairs and type(dropped) is list and not dropped \
             and type(injected) is list and not injected and type(redacted) is list \
@@ -188,9 +188,10 @@ def _attempt(a: Attempt, menu: str, args: Any = None, args_text: str | None = No
             '{"attempt":', _int(number) if type(number) is int else _value(number),
             ',"is_last":true,"prompt":' if last else ',"is_last":false,"prompt":',
             _string(prompt) if type(prompt) is str else _value(prompt),
-            ',"reply":', "null" if reply is None else _ready(reply if isinstance(reply, str)
-                                                             else repr(reply)),
-            ',"extracted":', _ready(d["extracted"]),
+            ',"reply":', _string(reply) if type(reply) is str and reply.isascii()
+            else "null" if reply is None
+            else _ready(reply if isinstance(reply, str) else repr(reply)),
+            ',"extracted":', (_plain(pick, 0) if type(pick) is dict else None) or _ready(pick),
             ',"found_in":', _string(found) if type(found) is str else _value(found),
             ',"span":', _span(span),
             ',"error_span":null,"key_alias":', _string(key) if type(key) is str
@@ -199,7 +200,7 @@ def _attempt(a: Attempt, menu: str, args: Any = None, args_text: str | None = No
             ',"error_kind":null,"error_message":null,"error_path":null,"chosen":',
             _string(chosen) if type(chosen) is str and chosen.isascii() else _ready(chosen),
             ',"args":', args_text if picked is args and args_text is not None
-            else _ready(picked),
+            else (_plain(picked, 0) if type(picked) is dict else None) or _ready(picked),
             ',"dropped":[],"injected":[],"started_at":',
             _float(started) if type(started) is float and started - started == 0
             else _value(started),
@@ -277,7 +278,7 @@ def _trace(trace: DecisionTrace, menu: str, args: Any, args_text: str | None, re
     ident, entry, mode, status, runtime, most, keys = (
         d["id"], d["entry"], d["mode"], d["status"], d["runtime"], d["max_attempts"],
         d["context_keys"])
-    started, took, res = d["started_at"], d["duration_s"], d["result"]
+    started, took, res, asked = d["started_at"], d["duration_s"], d["result"], d["prompt"]
     if len(tried) == 1:   # most decisions: no re-ask
         attempts = _attempt(tried[0], menu, args, args_text)
     else:
@@ -289,7 +290,8 @@ def _trace(trace: DecisionTrace, menu: str, args: Any, args_text: str | None, re
         ',"entry":', _string(entry) if type(entry) is str else _value(entry),
         ',"mode":', _string(mode) if type(mode) is str else _value(mode),
         ',"status":', _string(status) if type(status) is str else _value(status),
-        ',"prompt":', _ready(d["prompt"]),
+        ',"prompt":', _string(asked) if type(asked) is str and asked.isascii()
+        else _ready(asked),
         ',"runtime":', _string(runtime) if type(runtime) is str else _value(runtime),
         ',"max_attempts":', _int(most) if type(most) is int else _value(most),
         ',"context_keys":', "[]" if type(keys) is list and not keys else _value(list(keys)),
@@ -327,10 +329,13 @@ def row_text(section: str, i: int, key: str | None, row: Any, summary: tuple[Any
     err = row.error
     try:
         args = last.args if last is not None and pick is not None else None
-        args_text = _ready(args)
+        args_text = "null" if args is None else \
+            (_plain(args, 0) if type(args) is dict else None) or _ready(args)
         resolved = status == "resolved"
         result = row.result if resolved else None
-        result_text = _ready(result)
+        result_text = _string(result) if type(result) is str and result.isascii() \
+            else (_plain(result, 0) if type(result) is dict else None) or _ready(result)
+        record = record if type(record) is dict else dict(record)
         body = _trace(trace, menu, args, args_text if args is not None else None, result,
                       result_text if resolved else None)
         if body is None:
@@ -348,7 +353,7 @@ def row_text(section: str, i: int, key: str | None, row: Any, summary: tuple[Any
             else _value(section),
             ',"row":', _int(i) if type(i) is int else _value(i),
             ',"key":', _string(key) if type(key) is str else _value(key),
-            ',"input":', _ready(record if type(record) is dict else dict(record)),
+            ',"input":', _plain(record, 0) or _ready(record),
             ',"expected":', "null" if expected is None else _value(expected),
             ',"pick":', _string(pick) if type(pick) is str else _value(pick),
             ',"args":', args_text, ',"result":', result_text, ',"result_repr":', shown,
