@@ -169,3 +169,22 @@ def test_what_the_one_pass_way_does_not_expect_goes_the_general_way(monkeypatch,
     usage = twin(row.trace, attempts=[dataclasses.replace(row.trace.attempts[-1], usage=cyclic)])
     assert text(row_of("resolved", usage, row.result)) is None   # the encoder refuses a cycle
     assert text(row) is not None   # and the next row is written in one pass again
+
+
+def test_while_a_key_is_held_the_sink_writes_the_general_way_masked(monkeypatch, tmp_path):
+    """The one-pass way builds no JSON data for filesecrets.scrub to walk: while any key is
+    alive, a row goes the general way and the key is masked as in every line."""
+    from openprogram.runtimes.providers.key_redaction import _Secret
+    key = "sk-Zq7Xw3Vt9Kp2Rm5Yb8Hc4Nf6"
+    finished = shapes(monkeypatch, tmp_path)[:3]
+    i, (k, record, expected), row = finished[1]
+    finished[1] = (i, (k, {**record, "message": f"my key is {key}"}, expected), row)
+    calls = []
+    real = ev.row_text
+    monkeypatch.setattr(ev, "row_text", lambda *a: calls.append(a) or real(*a))
+    held = _Secret(key)
+    lines = journaled(tmp_path, "held.jsonl", finished, True)
+    assert calls == []
+    assert all(key.encode() not in line for line in lines)
+    assert b"my key is " in lines[1]
+    del held
