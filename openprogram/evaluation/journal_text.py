@@ -12,7 +12,8 @@ arguments, the result: in the row's columns and in its trace) is written once. `
 is the trace part alone. Whatever they do not expect (a record's subclass, a field of an
 unusual type, a cycle) makes them return None, and that row is written the general way, as the
 journal always has: the two ways cannot drift apart unnoticed, since a test writes rows of every
-shape both ways and compares the bytes (tests/evaluation/test_journal_line.py).
+shape both ways and compares the bytes (tests/evaluation/test_journal_row_text.py, and
+test_journal_line.py for the trace).
 """
 from __future__ import annotations
 
@@ -40,16 +41,17 @@ _enc = encoder(ensure_ascii=False, separators=(",", ":"), default=repr)
 _DEEP = 16
 #: Whole numbers `_plain` writes itself: far below json_form's bound on a number's digits.
 _BIG = 1 << 62
-#: A result's repr as the row's "result_repr" holds it (repr_head's limit), and the types whose
-#: repr is written here rather than through repr_head.
+#: The longest repr of a result the row's "result_repr" holds whole (repr_head's limit), and the
+#: types whose repr is written here rather than through repr_head: theirs cannot fail but by
+#: raising (an int too long to write, nesting too deep), which sends the row the general way.
 _SHOWN = 500
+_REPRS = frozenset((str, int, float, bool, dict, list, tuple))
 #: The end of an attempt's record in the common case (`_attempt`), answered by the model or
 #: from a cache.
 _TAIL = (',"usage":null,"sent":null,"tool_calls":null,"finish_reason":null,"raw":null,'
          '"cached":false,"redacted":[],"confidence":null,"low_pick":null,"cascade":null,'
          '"repairs":[]')
 _TAIL_CACHED = _TAIL.replace('"cached":false', '"cached":true')
-_REPRS = frozenset((str, int, float, bool, dict, list, tuple))
 
 
 def _value(v: Any) -> str:
@@ -342,8 +344,6 @@ def row_text(section: str, i: int, key: str | None, row: Any, summary: tuple[Any
             return None
         shown = "null"
         if resolved:
-            # repr_head's safe_repr cannot fail on these types but by raising (an int too long
-            # to write, nesting too deep), which sends the row the general way
             shown = repr(result) if type(result) in _REPRS else None
             shown = _string(shown) if shown is not None and len(shown) <= _SHOWN \
                 else _value(repr_head(result))
