@@ -340,12 +340,14 @@ class Journal:
         _check_version(lines[0][0], self.path)
         old = None
         self.shared: dict | None = None
+        self._read_shared = False   # self.shared is a line read from the file (text_menu)
         self.batches: list[dict] = []   # this section's batch lines (the batch path's rounds)
         self.shared_lines: list[tuple[int, dict]] = []  # (offset, line) of this section's
         for item, offset in lines[1:]:
             kind = item.get("kind")
             if kind == "shared" and item.get("section") == self.name:
                 self.shared = item
+                self._read_shared = True
                 self.shared_lines.append((offset, item))
             elif kind == "section" and item.get("section") == self.name:
                 old = item
@@ -416,6 +418,7 @@ class Journal:
             packed, new = pack_trace(trace, self.shared)
             if new is not None:
                 self.shared = {"kind": "shared", "section": self.name, **new}
+                self._read_shared = False
                 self.shared_lines.append((self._write(_line(self.shared)), self.shared))
             data = {**data, "trace": packed}
         at = self._write(row_line(self.name, i, key, data))
@@ -430,6 +433,12 @@ class Journal:
         shared = self.shared
         if shared is not None and shared["menu"] == trace.menu \
                 and shared["options"] == trace.options and not holding():
+            if self._read_shared:
+                # the shared line read from the file: equal to the trace's menu and option
+                # table, not the same objects, so each row's compare would walk every option;
+                # the run's own compare as the same items from now on
+                self._read_shared = False
+                self.shared = shared = {**shared, "menu": trace.menu, "options": trace.options}
             return shared["menu"] or ""
         return None
 

@@ -190,3 +190,26 @@ def test_while_a_key_is_held_the_sink_writes_the_general_way_masked(monkeypatch,
     assert all(key.encode() not in line for line in lines)
     assert b"my key is " in lines[1]
     del held
+
+
+def test_a_resumed_journal_writes_its_new_rows_in_one_pass(monkeypatch, tmp_path):
+    """After a resume the shared line is the one read from the file (equal to the rows'
+    menu and option table, not the same objects): the new rows are written in one pass all
+    the same, against that line, and the journal reads back whole."""
+    rows = [{"message": m} for m in MESSAGES[:6]]
+    path = tmp_path / "resumed.jsonl"
+    decision.evaluate(PROMPT, OPTIONS, rows[:3], runtime=ScriptedRuntime(rule=rule),
+                      journal=path, progress=False, concurrency=1)
+    calls = []
+    real = ev.row_text
+    monkeypatch.setattr(ev, "row_text", lambda *a: calls.append(a) or real(*a))
+    rt = ScriptedRuntime(rule=rule)
+    again = decision.evaluate(PROMPT, OPTIONS, rows, runtime=rt, journal=path, progress=False,
+                              concurrency=1)
+    assert len(calls) == 3 and all(c[1] >= 3 for c in calls)
+    assert path.read_text().count('"kind":"shared"') == 1
+    back = ev.EvaluationResult.from_journal(path)
+    assert back.picks == again.picks and back.statuses == again.statuses
+    def read(result):   # a trace read back gets an id of its own
+        return [{**t.to_dict(), "id": None} for t in result.traces[3:]]
+    assert read(back) == read(again) and [t["status"] for t in read(back)] == ["failed", "resolved", "failed"]
