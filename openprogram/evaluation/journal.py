@@ -443,9 +443,14 @@ class Journal:
         return None
 
     def write_text(self, text: str) -> int:
-        """Append a row line written as text (`journal_text.row_text`, whose menu came from
-        `text_menu` just before); returns where it starts. Called by one thread at a time."""
-        at = self._write(encode_line(text))
+        """Append a row line written as text, its newline included (`journal_text.row_text`,
+        whose menu came from `text_menu` just before); returns where it starts. Called by one
+        thread at a time."""
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:   # a lone surrogate: as encode_line writes it
+            data = text.encode("utf-8", "backslashreplace")
+        at = self._write(data)
         self.rows += 1
         return at
 
@@ -459,7 +464,7 @@ class Journal:
             return self.write_row(i, key, {**data, "trace": trace.to_dict(json_ready)})
         head = _FORMAT.text({"kind": "row", "section": self.name, "row": i, "key": key,
                              **data, "trace": None})
-        return self.write_text(head[:-len("null}")] + text + "}")
+        return self.write_text(head[:-len("null}")] + text + "}\n")
 
     def write_batch(self, data: dict) -> None:
         """Append a batch line (a batch sent, or how it ended), so a restarted run re-attaches

@@ -317,9 +317,9 @@ def _trace(trace: DecisionTrace, menu: str, args: Any, args_text: str | None, re
 def row_text(section: str, i: int, key: str | None, row: Any, summary: tuple[Any, ...],
              record: Any, expected: str | None, stages: list[tuple[Any, ...]],
              menu: str) -> str | None:
-    """The whole line (no newline) the journal writes for a finished row of `section` with a
-    trace: `journal.row_line(section, i, key, data)` of `evaluate._journal_row`'s `data` and
-    the trace packed against the shared line whose menu is `menu`. `summary` is the row's
+    """The line the journal writes for a finished row of `section` with a trace, as text with
+    its newline: `journal.row_line(section, i, key, data)` of `evaluate._journal_row`'s `data`
+    and the trace packed against the shared line whose menu is `menu`. `summary` is the row's
     `outcomes.summarize`, `stages` its `cascade_of`. None when the row holds what only the
     general path writes."""
     trace = row.trace
@@ -374,6 +374,6 @@ def row_text(section: str, i: int, key: str | None, row: Any, summary: tuple[Any
             else ',"cached":' + _value(cached),
             ',"confidence":', "null" if conf is None else _value(conf.to_dict()),
             ',"cascade":', _value([list(st) for st in stages]) if stages else "null",
-            ',"trace":', body, "}"))
+            ',"trace":', body, "}\n"))
     except Exception:   # a value only the general path writes as the journal always has
         return None
