@@ -52,6 +52,10 @@ _TAIL = (',"usage":null,"sent":null,"tool_calls":null,"finish_reason":null,"raw"
          '"cached":false,"redacted":[],"confidence":null,"low_pick":null,"cascade":null,'
          '"repairs":[]')
 _TAIL_CACHED = _TAIL.replace('"cached":false', '"cached":true')
+#: `"key":` of the dict keys written so far (the same few names in every row's input,
+#: arguments and result), up to _NAMED short ones.
+_NAMES: dict[str, str] = {}
+_NAMED = 2048
 
 
 def _value(v: Any) -> str:
@@ -97,12 +101,17 @@ def _plain(v: Any, depth: int) -> str | None:
     out = []
     add = out.append
     if type(v) is dict:
+        names = _NAMES
         for k, x in v.items():
             if type(k) is not str:
                 return None
-            if not (k.isascii() or json_ready(k) is k):
-                return None
-            name = _string(k) + ":"
+            name = names.get(k)
+            if name is None:
+                if not (k.isascii() or json_ready(k) is k):
+                    return None
+                name = _string(k) + ":"
+                if len(names) < _NAMED and len(k) <= 64:
+                    names[k] = name
             tx = type(x)
             if tx is str:
                 if not (x.isascii() or json_ready(x) is x):

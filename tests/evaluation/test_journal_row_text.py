@@ -101,6 +101,8 @@ def shapes(monkeypatch, tmp_path):
             (record, "resolved", twin(t, attempts=[plain]), 10 ** 5000, None),
             (record, "resolved", twin(t, attempts=[plain]), [[[[math.inf]]]], None),
             (record, "resolved", twin(t, attempts=[plain]), cyclic, None),
+            (record, "resolved", twin(t, attempts=[plain]), {"ключ": [1.5, None]}, None),
+            (record, "resolved", twin(t, attempts=[plain]), {"ключ": 1, "\ud800k": 2}, None),
             *[(record, "resolved", twin(t, attempts=[plain]), "x" * n, None)
               for n in (100, 250, 497, 498, 499, 900)],   # reprs about result_repr's limit
             (record, "failed", twin(t, attempts=[odd], status="failed",
@@ -137,7 +139,7 @@ def journaled(tmp_path, name, finished, fast):
 
 def test_a_row_written_in_one_pass_is_the_general_paths_line(monkeypatch, tmp_path):
     finished = shapes(monkeypatch, tmp_path)
-    assert len(finished) >= 23
+    assert len(finished) >= 25
     fast = journaled(tmp_path, "fast.jsonl", finished, True)
     general = journaled(tmp_path, "general.jsonl", finished, False)
     assert len(fast) == len(general) == len(finished)
