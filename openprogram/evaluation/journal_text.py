@@ -367,22 +367,27 @@ def row_text(section: str, i: int, key: str | None, row: Any, summary: tuple[Any
             ',"pick":', _string(pick) if type(pick) is str else _value(pick),
             ',"args":', args_text, ',"result":', result_text, ',"result_repr":', shown,
             ',"status":', _string(status) if type(status) is str else _value(status),
-            ',"error":null,"error_kind":null' if err is None else "".join((
-                ',"error":{"type":', _value(type(err).__name__),
-                ',"message":', _ready(str(err)),
-                '},"error_kind":', _value(getattr(err, "kind", None) or
-                                          (last.error_kind if last else None)))),
-            ',"error_kinds":', "[]" if not kinds else _value(list(kinds)),
-            ',"raised":', "null" if raised is None else _value(raised),
-            ',"attempts":', _int(attempts) if type(attempts) is int else _value(attempts),
+            ',"error":null,"error_kind":null,"error_kinds":[],"raised":null,"attempts":'
+            if err is None and not kinds and raised is None else "".join((
+                ',"error":null,"error_kind":null' if err is None else "".join((
+                    ',"error":{"type":', _value(type(err).__name__),
+                    ',"message":', _ready(str(err)),
+                    '},"error_kind":', _value(getattr(err, "kind", None) or
+                                              (last.error_kind if last else None)))),
+                ',"error_kinds":', "[]" if not kinds else _value(list(kinds)),
+                ',"raised":', "null" if raised is None else _value(raised), ',"attempts":')),
+            _int(attempts) if type(attempts) is int else _value(attempts),
             ',"tokens_in":', _int(tin) if type(tin) is int else _value(tin),
             ',"tokens_out":', _int(tout) if type(tout) is int else _value(tout),
             ',"latency_s":', _float(took) if type(took) is float and took - took == 0
             else _value(took),
             ',"cached":true' if cached is True else ',"cached":false' if cached is False
             else ',"cached":' + _value(cached),
-            ',"confidence":', "null" if conf is None else _value(conf.to_dict()),
-            ',"cascade":', _value([list(st) for st in stages]) if stages else "null",
-            ',"trace":', body, "}\n"))
+            ',"confidence":null,"cascade":null,"trace":' if conf is None and not stages
+            else "".join((
+                ',"confidence":', "null" if conf is None else _value(conf.to_dict()),
+                ',"cascade":', _value([list(st) for st in stages]) if stages else "null",
+                ',"trace":')),
+            body, "}\n"))
     except Exception:   # a value only the general path writes as the journal always has
         return None
