@@ -229,12 +229,13 @@ def _journal_row(row: Any, s: tuple[Any, ...], record: Any,
 def _items(table: Table, journal: Journal | None,
            sink: _Sink) -> Iterator[tuple[int, str, tuple[Any, Any, Any]]]:
     """The rows still to run, as `(i, filled prompt, (key, record, expected))`."""
+    done = journal.done if journal is not None else {}
     for i, record, text, expected in table.rows():
         sink.expect(i, expected)
         key = None
         if journal is not None:
             key = row_key(text)
-            if journal.check_key(i, key):
+            if i in done and journal.check_key(i, key):   # a row journaled before
                 continue
         yield i, text, (key, record, expected)
 
