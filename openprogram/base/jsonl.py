@@ -103,9 +103,11 @@ def write_whole(fd: int, data: bytes, start: int, *, sync: bool = False) -> int:
     fails or is interrupted part-way (a full disk, Ctrl-C) is cut back to `start`, so the file
     never ends in half a line, and the error is raised. Returns the file's new end."""
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        done = os.write(fd, data)
+        if done < len(data):   # the system took part of it: write the rest
+            view = memoryview(data)[done:]
+            while view:
+                view = view[os.write(fd, view):]
         if sync:
             os.fsync(fd)
     except BaseException:

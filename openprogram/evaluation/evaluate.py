@@ -39,6 +39,7 @@ from .results import NO_PICK, EvaluationResult, Outcomes, cascade_of, pick_of, s
 from .runner import Board, arows, interrupted as _interrupted, run as _run_rows
 from ..base.json_form import json_ready
 from .journal import Journal, JournalMismatch
+from .journal_text import row_text
 from ..decision.loop import check_reask, check_validate, max_attempts as _max_attempts
 from ..base.model_protocol import ModelCaller as Runtime, check_modes, check_timeout, resolve_runtime
 from ..decision.modes import get_mode
@@ -141,25 +142,22 @@ class _Sink:
 
     def expect(self, i: int, expected: str | None) -> None:
         with self.lock:
-            self.seen = max(self.seen, i + 1)
+            if i >= self.seen:
+                self.seen = i + 1
             o = self.outcomes
-            if i >= len(o):
-                o.grow(max(i + 1, 2 * len(o)))
-            o.expected[i] = o.code(expected)
+            if i >= len(o.status):
+                o.grow(max(i + 1, 2 * len(o.status)))
+            o.expected[i] = -1 if expected is None else o.code(expected)
 
     def __call__(self, i: int, extra: tuple[Any, ...], row: Any) -> None:
         s = summarize(row)
-        conf = row.trace.confidence if row.trace is not None else None
-        stages = cascade_of(row.trace)
-        offset = -1
-        data = None
-        if self.journal is not None:
-            key, record, expected = extra
-            data = _journal_row(row, s, record, expected)
+        trace = row.trace
+        conf = trace.confidence if trace is not None else None
+        stages = cascade_of(trace)
         with self.lock:
-            if data is not None and self.journal is not None:
-                offset = (self.journal.write_row(i, key, data) if row.trace is None else
-                          self.journal.write_trace_row(i, key, data, row.trace))
+            offset = -1
+            if self.journal is not None:
+                offset = self._journal(i, extra, row, s, stages)
             if self.rows is not None:
                 if i >= len(self.rows):
                     self.rows.extend([None] * (i + 1 - len(self.rows)))
@@ -171,6 +169,24 @@ class _Sink:
                 self.outcomes.conf.pop(i, None)
             if stages:
                 self.outcomes.cascade[i] = stages
+
+    def _journal(self, i: int, extra: tuple[Any, ...], row: Any, s: tuple[Any, ...],
+                 stages: list[tuple[Any, ...]]) -> int:
+        """Write row `i`'s line; where it starts. In one pass from the row (`row_text`) when
+        the journal allows it, else as JSON data (`_journal_row`): the same text."""
+        journal = self.journal
+        assert journal is not None
+        key, record, expected = extra
+        trace = row.trace
+        if trace is not None:
+            menu = journal.text_menu(trace)
+            if menu is not None:
+                text = row_text(journal.name, i, key, row, s, record, expected, stages, menu)
+                if text is not None:
+                    return journal.write_text(text)
+        data = _journal_row(row, s, record, expected)
+        return (journal.write_row(i, key, data) if trace is None else
+                journal.write_trace_row(i, key, data, trace))
 
     def settle(self, n: int) -> None:
         """The run is over: `n` rows were (or would have been) read."""
@@ -213,12 +229,13 @@ def _journal_row(row: Any, s: tuple[Any, ...], record: Any,
 def _items(table: Table, journal: Journal | None,
            sink: _Sink) -> Iterator[tuple[int, str, tuple[Any, Any, Any]]]:
     """The rows still to run, as `(i, filled prompt, (key, record, expected))`."""
+    done = journal.done if journal is not None else {}
     for i, record, text, expected in table.rows():
         sink.expect(i, expected)
         key = None
         if journal is not None:
             key = row_key(text)
-            if journal.check_key(i, key):
+            if i in done and journal.check_key(i, key):   # a row journaled before
                 continue
         yield i, text, (key, record, expected)
 

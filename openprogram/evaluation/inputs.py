@@ -47,17 +47,24 @@ def fill(prompt: str, row: Mapping, i: int, columns: Any) -> str:
     """`prompt.format_map(row)`; a missing column or a bad template names the column and row."""
     try:
         return prompt.format_map(row)
-    except KeyError as exc:
+    except _FILL_ERRORS as exc:
+        raise _fill_error(exc, i, columns) from None
+
+
+_FILL_ERRORS = (KeyError, IndexError, ValueError, AttributeError, TypeError)
+
+
+def _fill_error(exc: Exception, i: int, columns: Any) -> ValueError:
+    """What `fill` raises for the error `exc` of filling the template from input row `i`."""
+    if isinstance(exc, KeyError):
         have = ", ".join(map(repr, columns)) or "none"
-        raise ValueError(
+        return ValueError(
             f"the prompt template uses {{{exc.args[0]}}} but input row {i} has no column "
             f"{exc.args[0]!r} (the columns are {have}); add the column, or write a literal "
-            f"brace as {{{{ or }}}}") from None
-    except (IndexError, ValueError, AttributeError, TypeError) as exc:
-        raise ValueError(
-            f"the prompt template could not be filled from input row {i}: {exc}. Fields are "
-            f"named after columns, e.g. {{message}}; write a literal brace as {{{{ or }}}}"
-        ) from None
+            f"brace as {{{{ or }}}}")
+    return ValueError(
+        f"the prompt template could not be filled from input row {i}: {exc}. Fields are "
+        f"named after columns, e.g. {{message}}; write a literal brace as {{{{ or }}}}")
 
 
 def check_prompt(prompt: Any) -> str:
@@ -197,7 +204,9 @@ class Table:
 
     def _source_rows(self) -> Iterator[Mapping]:
         for item in self._source:
-            if _is_frame(item):  # a chunk of pandas.read_csv(..., chunksize=)
+            if type(item) is dict:   # most rows: neither a chunk nor a batch
+                yield item
+            elif _is_frame(item):  # a chunk of pandas.read_csv(..., chunksize=)
                 yield from _frame_records(item)[1]
             elif hasattr(item, "to_pylist"):  # a pyarrow RecordBatch
                 yield from item.to_pylist()
@@ -213,14 +222,27 @@ class Table:
                 yield i, row, text, (exp[i] if exp is not None else None)
             return
         n = 0
+        prompt, known, columns = self.prompt, self._column_set, self.columns
+        check = self.expected is not None
         for i, row in enumerate(self._source_rows()):
-            self._check_row(i, row)
-            text = fill(self.prompt, row, i, self.columns)
-            exp = self._expected_of(i, row) if self.expected is not None else None
+            # `_check_row` and `fill` written out for a dict whose columns were all seen before
+            # (every row of most tables): this runs once per input row
+            if type(row) is not dict:
+                self._check_row(i, row)
+            else:
+                for c in row:
+                    if c not in known:
+                        self._check_row(i, row)
+                        break
+            try:
+                text = prompt.format_map(row)
+            except _FILL_ERRORS as exc:
+                raise _fill_error(exc, i, columns) from None
+            exp = self._expected_of(i, row) if check else None
             if self._keep:
                 self.records.append(row)
-            if self.expected is not None and self._keep:
-                self.expected.append(exp)
+                if check:
+                    self.expected.append(exp)
             n = i + 1
             yield i, row, text, exp
         if n == 0:

@@ -48,12 +48,21 @@ def summarize(row: Any) -> tuple[Any, ...]:
     """(status, pick, attempts, error kinds, raised type, tokens in, tokens out, duration,
     cached) of a finished row: what its result keeps of it."""
     trace = row.trace
+    err = row.error
     raised = None
-    if row.error is not None and getattr(row.error, "trace", None) is None:
-        raised = f"raised {type(row.error).__name__}"
+    if err is not None and getattr(err, "trace", None) is None:
+        raised = f"raised {type(err).__name__}"
     if trace is None:
         return (row.status, None, 0, (), raised, None, None, row.duration_s, False)
     attempts = trace.attempts
+    if len(attempts) == 1:   # most rows: no re-ask, so no generator for the kinds and cached
+        a = attempts[0]
+        kind = a.error_kind
+        u = a.usage
+        return (row.status, a.chosen if kind is None else None, 1, (kind,) if kind else (),
+                # 0 + ...: the sum the loop below makes (a count of True is 1, text raises)
+                raised, 0 + (u.get("input_tokens") or 0) if u else 0,
+                0 + (u.get("output_tokens") or 0) if u else 0, row.duration_s, bool(a.cached))
     tin = tout = 0
     for a in attempts:
         u = a.usage
@@ -122,7 +131,7 @@ class Outcomes:
         if i >= len(self.status):
             self.grow(max(i + 1, 2 * len(self.status)))
         self.status[i] = STATUS_CODE[status]
-        self.pick[i] = self.code(pick)
+        self.pick[i] = -1 if pick is None else self.code(pick)
         self.attempts[i] = attempts
         self.tokens_in[i] = -1 if tin is None else tin
         self.tokens_out[i] = -1 if tout is None else tout
