@@ -11,6 +11,7 @@
 
     .venv/bin/python benchmarks/bench_scale.py                  (the full million: minutes)
     .venv/bin/python benchmarks/bench_scale.py --rows 200000    (what fits a busy machine)
+    .venv/bin/python benchmarks/bench_scale.py --gc-off         (the collector's share out)
 """
 from __future__ import annotations
 
@@ -67,8 +68,12 @@ def runtime():
     return Runtime(call=model, model="instant")
 
 
-def one_run(n: int, journal: bool, concurrency: int) -> dict:
-    """Run in a fresh process: the figures of one evaluation."""
+def one_run(n: int, journal: bool, concurrency: int, gc_off: bool = False) -> dict:
+    """Run in a fresh process: the figures of one evaluation (with `gc_off`, the garbage
+    collector's share taken out, to tell it from the library's own)."""
+    if gc_off:
+        import gc
+        gc.disable()
     start = rss_mb()
     from openprogram import decision
     with tempfile.TemporaryDirectory() as tmp:
@@ -178,12 +183,16 @@ def main() -> None:
     ap.add_argument("--entries", type=int, default=100_000)
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--profile-rows", type=int, default=20_000)
+    ap.add_argument("--gc-off", action="store_true",
+                    help="run the two evaluations with the garbage collector off: what a row "
+                         "costs without the collector's passes over the traces a result keeps")
     ap.add_argument("--child", nargs="*", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child is not None:
         kind, *rest = a.child
         if kind == "run":
-            print(json.dumps(one_run(int(rest[0]), rest[1] == "1", int(rest[2]))))
+            print(json.dumps(one_run(int(rest[0]), rest[1] == "1", int(rest[2]),
+                                     rest[3:] == ["gc-off"])))
         elif kind == "profile":
             print(json.dumps(profile(int(rest[0]))))
         else:
@@ -192,8 +201,10 @@ def main() -> None:
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores; each figure from a "
           f"process of its own")
     for n, journal in ((a.rows, True), (a.plain_rows, False)):
-        r = child(["--child", "run", str(n), "1" if journal else "0", str(a.concurrency)])
-        label = "with a journal" if journal else "without a journal"
+        r = child(["--child", "run", str(n), "1" if journal else "0", str(a.concurrency),
+                   *(["gc-off"] if a.gc_off else [])])
+        label = ("with a journal" if journal else "without a journal") + (
+            ", garbage collector off" if a.gc_off else "")
         print(f"\n{n:,} rows from a generator, async instant model, concurrency "
               f"{a.concurrency}, {label}:")
         print(f"  wall {r['wall_s']:.1f} s ({r['rows_per_s']:,.0f} rows/s); processor "
