@@ -2,7 +2,8 @@
 
 `make(prompt, options)` sends the prompt and the rendered menu in one model call, finds the pick in
 the reply, validates its arguments, re-asks on a bad reply, and resolves the pick into the result
-(rules E1, P1-P8, Z1). `parse_args` and `resolve_decision` are its two halves on their own. The
+(rules E1, P1-P8, Z1); its settings are checked once into a `Plan`, which an evaluation's rows
+share. `parse_args` and `resolve_decision` are its two halves on their own. The
 loop talks to the model only through the `ModelCaller` protocol and to option kinds only through
 their methods; each step makes a new frozen `Attempt` record and emits it, and the trace is
 assembled from those events. Entry points that run a whole turn first (`agent(options=)`,
