@@ -5,8 +5,8 @@ the reply, validates its arguments, re-asks on a bad reply, and resolves the pic
 (rules E1, P1-P8, Z1); its settings are checked once into a `Plan`, which an evaluation's rows
 share. `parse_args` and `resolve_decision` are its two halves on their own. The
 loop talks to the model only through the `ModelCaller` protocol and to option kinds only through
-their methods; each step makes a new frozen `Attempt` record and emits it, and the trace is
-assembled from those events. Entry points that run a whole turn first (`agent(options=)`,
+their methods; each step moves the attempt's frozen `Attempt` record forward (a copy once an
+observer holds it) and emits it, and the trace is assembled from those events. Entry points that run a whole turn first (`agent(options=)`,
 `exec(response_format=)`) live one layer up, in runtime/turns.py, and drive the same `Decider`. It is
 long because the `Decider` is one state machine — an attempt sent, its reply read, the pick
 checked, then resolved, repaired or re-asked — whose steps share the attempt being built and the
