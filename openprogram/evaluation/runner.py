@@ -52,12 +52,17 @@ class Row:
         self.duration_s: float | None = None
 
 
-def plan(menu: Sequence[Option], rt: Runtime, settings: dict, sync: bool) -> Plan | None:
-    """The rows' decision settings checked once; None when they do not pass, so that each row
-    fails with the error its own decision raises, as `make` would."""
+def plan(menu: Sequence[Option], rt: Runtime, settings: dict, sync: bool) -> Plan:
+    """The rows' decision settings, checked once (raises what `make` would)."""
+    return Plan(menu, runtime=rt, entry="decision.make" if sync else "decision.amake",
+                **settings)
+
+
+def shared_plan(menu: Sequence[Option], rt: Runtime, settings: dict, sync: bool) -> Plan | None:
+    """`plan`, or None when the settings do not pass, so that each row fails with the error its
+    own decision raises, as `make` would."""
     try:
-        return Plan(menu, runtime=rt, entry="decision.make" if sync else "decision.amake",
-                    **settings)
+        return plan(menu, rt, settings, sync)
     except Exception:
         return None
 
@@ -90,8 +95,7 @@ async def decide(text: str, menu: Sequence[Option], rt: Runtime, settings: dict,
     t0 = time.perf_counter()
     try:
         if prepared is None:
-            prepared = Plan(menu, runtime=rt, entry="decision.make" if sync
-                            else "decision.amake", **settings)
+            prepared = plan(menu, rt, settings, sync)
         if sync:
             row.result = run_sync(prepared.run(text, sync=True, keep=box))
         else:
@@ -242,7 +246,7 @@ class _Pool:
             return next(self.items, None)
 
     def _work(self, ctx, menu, rt, settings) -> None:
-        prepared = plan(menu, rt, settings, sync=True)
+        prepared = shared_plan(menu, rt, settings, sync=True)
         try:
             while True:
                 item = self._next()
@@ -342,7 +346,7 @@ async def arows(items: Iterator, menu: Sequence[Option], rt: Runtime, settings: 
     loop = asyncio.get_running_loop()
     ctx = ctx.copy()
     ctx.run(attempt_gate.set, ctx.run(stopping, stop))
-    prepared = plan(menu, rt, settings, sync=False)
+    prepared = shared_plan(menu, rt, settings, sync=False)
 
     async def worker() -> None:
         for i, text, extra in items:

@@ -61,10 +61,14 @@ class Window(Sequence):
 
     def append(self, item: Any) -> None:
         with self._lock:
-            items = self._items
-            if len(items) == items.maxlen:
-                self.dropped += 1
-            items.append(item)
+            self._put(item)
+
+    def _put(self, item: Any) -> None:
+        """`append` with the window's lock already held (a DAG takes it for the node's id too)."""
+        items = self._items
+        if len(items) == items.maxlen:
+            self.dropped += 1
+        items.append(item)
 
     def clear(self) -> None:
         with self._lock:
@@ -141,15 +145,12 @@ class DAG:
         return self.nodes.dropped
 
     def add(self, kind: str, name: str, **fields) -> Node:
-        # Every decision adds two nodes: `Window.append` written out under the window's own
-        # lock, one lock rather than two nested (the window's other changes take the same lock)
+        # Every decision adds two nodes: the id and the place in the window under the window's
+        # own lock, one lock rather than two nested (its other changes take the same lock)
         nodes = self.nodes
         with nodes._lock:
             node = Node(next(self._ids), current_node_var.get(), kind, name, **fields)
-            items = nodes._items
-            if len(items) == items.maxlen:
-                nodes.dropped += 1
-            items.append(node)
+            nodes._put(node)
         return node
 
     def span(self, kind: str, name: str, **fields) -> "_Span":

@@ -180,10 +180,10 @@ def test_rows_whose_settings_fail_each_fail_with_their_decisions_error():
     menu, rt = normalize(OPTIONS), ScriptedRuntime(['{"call": "skip"}'])
     bad = {"max_retries": -1, "context": None, "timeout_s": None, "validate": None,
            "reask": None, "mode": "menu", "repair": None}
-    assert runner.plan(menu, rt, bad, sync=False) is None
+    assert runner.shared_plan(menu, rt, bad, sync=False) is None
     row = asyncio.run(runner.decide("row 0", menu, rt, bad, threading.Event(), sync=False))
     assert row.status == "failed" and "max_retries" in str(row.error) and not rt.calls
     good = dict(bad, max_retries=0)
     row = asyncio.run(runner.decide("row 0", menu, rt, good, threading.Event(), sync=False,
-                                    prepared=runner.plan(menu, rt, good, sync=False)))
+                                    prepared=runner.shared_plan(menu, rt, good, sync=False)))
     assert row.status == "resolved" and row.result == "SKIPPED" and row.trace.prompt == "row 0"
