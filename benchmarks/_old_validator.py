@@ -194,8 +194,8 @@ def validate(value: Any, f: Field, path: str, dropped: list[str]) -> Any:
         out = {}
         for k, sub in (f.fields or {}).items():
             if k not in value:
-                raise AttemptError("missing_required", f"{path}.{k} is required ({sub.type_name()})",
-                                 f"{path}.{k}")
+                raise AttemptError("missing_required",
+                                   f"{path}.{k} is required ({sub.type_name()})", f"{path}.{k}")
             out[k] = validate(value[k], sub, f"{path}.{k}", dropped)
         dropped.extend(f"{path}.{safe_key(k)}" for k in value if k not in out)
         return out

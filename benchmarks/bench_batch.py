@@ -24,8 +24,12 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=100_000)
     n = ap.parse_args().rows
     from openprogram.runtimes import OpenAIRuntime
-    from openprogram.runtimes.providers.batch import (BatchRuntime, custom_id, openai_jsonl,
-                                            read_openai_results)
+    from openprogram.runtimes.providers.batch import (
+        BatchRuntime,
+        custom_id,
+        openai_jsonl,
+        read_openai_results,
+    )
 
     rt = OpenAIRuntime(model="m", base_url="http://127.0.0.1:9/v1", api_key="sk-bench")
     brt = BatchRuntime(rt)

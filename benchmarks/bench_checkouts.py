@@ -7,7 +7,8 @@ line; for a line whose words agree, the numbers of each side are shown with the 
 of each (the median of the runs per side).
 
     .venv/bin/python benchmarks/bench_checkouts.py 560fa4f bench_core.py make validate
-    .venv/bin/python benchmarks/bench_checkouts.py 560fa4f bench_scale.py --rows 100000 --plain-rows 20000 --entries 20000
+    .venv/bin/python benchmarks/bench_checkouts.py 560fa4f bench_scale.py --rows 100000 \\
+        --plain-rows 20000 --entries 20000
 
 The old checkout is a `git worktree` of REV in a temporary folder (removed at the end); both run
 with this venv's interpreter, each script importing its own checkout's `openprogram` (the
@@ -93,8 +94,8 @@ def main() -> None:
                     subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
                                     str(path)], check=False)
     old_lines, new_lines = best(runs["old"]), best(runs["new"])
-    print(f"{ns.script} {' '.join(rest)}: old = {ns.rev}, new = {ns.new or 'this checkout'}; median "
-          f"of {ns.runs} interleaved runs each"
+    print(f"{ns.script} {' '.join(rest)}: old = {ns.rev}, "
+          f"new = {ns.new or 'this checkout'}; median of {ns.runs} interleaved runs each"
           f"{' (the new script on both sides)' if ns.same_script else ''}; load average "
           f"{load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end ({os.cpu_count()} "
           f"cores)")

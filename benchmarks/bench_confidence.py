@@ -187,7 +187,7 @@ def core_logprobs_cost(repeat: int = 2000) -> str:
               "args", '":{', "}}}"]
     starts = sorted({n[:k] for n in names for k in (1, 2, 3)})
     content = []
-    for i, piece in enumerate(pieces):
+    for piece in pieces:
         alts = starts[:20] if piece == "ref" else [f"x{j}" for j in range(20)]
         content.append({"token": piece, "logprob": -0.05, "bytes": list(piece.encode()),
                         "top_logprobs": [{"token": a, "logprob": -3.0 - j / 10,

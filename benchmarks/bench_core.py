@@ -42,9 +42,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from openprogram import decision  # noqa: E402
-from openprogram.trace import decision_trace as trace_mod  # noqa: E402
 from openprogram.decision.options import normalize  # noqa: E402
 from openprogram.runtimes import RecordingRuntime, ScriptedRuntime  # noqa: E402
+from openprogram.trace import decision_trace as trace_mod  # noqa: E402
 
 FRESH_TARGET_MS = 1.0     # a fresh dict of 100 seen functions
 REUSED_TARGET_MS = 0.1    # a reused option set of 100
@@ -180,6 +180,7 @@ def bench_import(runs: int = 15) -> dict:
 def wide_args() -> tuple[dict, dict, object]:
     """(spec-form schema, a value that fits it, the same structure as TypedDicts)."""
     from typing import Literal
+
     from typing_extensions import TypedDict  # pydantic needs it before Python 3.12
     kinds = [(str, "text"), (int, 7), (float, 2.5), (bool, True)]
     colors = ["red", "green", "blue"]
@@ -209,6 +210,7 @@ def bench_validate(rounds: int = 7, loops: int = 400) -> dict:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import _old_validator
     from pydantic import TypeAdapter
+
     from openprogram.decision.options import schema_field, validate
     spec, value, typed = wide_args()
     f = schema_field(spec, "args")
@@ -253,6 +255,7 @@ RULES_VALUES = [
 
 def bench_rules(rounds: int = 15, loops: int = 100) -> dict:
     import jsonschema
+
     from openprogram.base.errors import AttemptError
     from openprogram.decision.schema.validator import compile_schema
     ours = compile_schema(RULES_SCHEMA, "bench", as_written=True)

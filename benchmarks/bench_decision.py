@@ -16,9 +16,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from openprogram import decision  # noqa: E402
-from openprogram.trace import decision_trace as trace_mod  # noqa: E402
 from openprogram.decision.options import normalize  # noqa: E402
 from openprogram.runtimes import ScriptedRuntime  # noqa: E402
+from openprogram.trace import decision_trace as trace_mod  # noqa: E402
 
 
 def median_time(fn, *, repeat: int, number: int = 1) -> float:

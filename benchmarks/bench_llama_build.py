@@ -1,11 +1,13 @@
-"""How long compiling llama-cpp-python takes here, as pip builds it by default and as `./dev` builds it.
+"""How long compiling llama-cpp-python takes here, as pip builds it by default and as `./dev`
+builds it.
 
 `./dev test` (and `./dev local`) install llama-cpp-python, which has no binary wheel on the index:
 pip compiles llama.cpp. `./dev` builds only what the Python package loads (libllama and libggml: no
-multimodal library, no `common` helpers, no server, tools, examples or tests; see LLAMA_CMAKE_ARGS in
-./dev). This script builds the wheel both ways, one build after the other, each with
-`pip wheel --no-cache-dir` (so pip's wheel cache is neither read nor written), and prints the wall and
-CPU time of each, the ratio, the load average around each build and the libraries each wheel ships.
+multimodal library, no `common` helpers, no server, tools, examples or tests; see LLAMA_CMAKE_ARGS
+in ./dev). This script builds the wheel both ways, one build after the other, each with
+`pip wheel --no-cache-dir` (so pip's wheel cache is neither read nor written), and prints the wall
+and CPU time of each, the ratio, the load average around each build and the libraries each wheel
+ships.
 
     .venv/bin/python benchmarks/bench_llama_build.py            # about 5-30 minutes on 2 cores
 
@@ -69,7 +71,8 @@ def main() -> None:
             print(f"building: {label} ...", flush=True)
             runs.append(build(label, cmake_args, Path(tmp) / name))
             r = runs[-1]
-            print(f"  wall {r['wall'] / 60:.1f} min ({r['wall']:.0f} s), CPU {r['cpu'] / 60:.1f} min,"
+            print(f"  wall {r['wall'] / 60:.1f} min ({r['wall']:.0f} s),"
+                  f" CPU {r['cpu'] / 60:.1f} min,"
                   f" load average {r['load'][0]:.1f} before / {r['load'][1]:.1f} after,"
                   f" wheel {r['size'] / 1e6:.1f} MB: {' '.join(r['libs'])}", flush=True)
     old, new = runs

@@ -1,8 +1,8 @@
 """The local model's speed: what a decision costs on it, first and in the rows of an evaluation.
 
 Runs SmolLM2-135M-Instruct in process (LlamaCppRuntime, the bundled file) on a tool set as
-public ones are written (4 functions, 3-6 described parameters each, tests/runtimes/llamacpp/localhelp.py)
-and prints, from one run on this machine:
+public ones are written (4 functions, 3-6 described parameters each,
+tests/runtimes/llamacpp/localhelp.py) and prints, from one run on this machine:
 - the machine's load average (other work on the same cores slows the model a lot) and the
   settings chosen from the machine (threads, batch, context);
 - the model's writing speed (tokens/s of a fixed-length reply);
@@ -43,8 +43,12 @@ from openprogram import DecisionError, decision
 from openprogram.decision.modes import decision_schema
 from openprogram.decision.options import normalize
 from openprogram.runtimes import LlamaCppRuntime
-from openprogram.runtimes.llamacpp import (_Sampler, bounded_schema, decision_grammar,
-                                           machine_settings)
+from openprogram.runtimes.llamacpp import (
+    _Sampler,
+    bounded_schema,
+    decision_grammar,
+    machine_settings,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "local"))
 from localhelp import TOOL_REQUESTS, TOOLS, grammar_rules, tool_prompt  # noqa: E402

@@ -1,7 +1,8 @@
 """What repair= saves on the bundled small model, and what the repair itself costs.
 
 Runs SmolLM2-135M-Instruct in process (LlamaCppRuntime, the bundled file) on the tool set of
-tests/runtimes/llamacpp/localhelp.py (4 functions, 20 labelled customer requests) and prints, from one run:
+tests/runtimes/llamacpp/localhelp.py (4 functions, 20 labelled customer requests) and prints, from
+one run:
 - the same replies at each level: every row asked once in menu mode, in json_schema mode, and
   in json_schema mode with a tight max_tokens (`--cut`, replies cut before the pick closes)
   (repair="off", no re-ask), then the recorded replies re-read offline at "off", "safe"

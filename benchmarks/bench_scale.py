@@ -96,6 +96,7 @@ def profile(n: int) -> dict:
     import asyncio
     import cProfile
     import pstats
+
     from openprogram import decision
     prof = cProfile.Profile()
     with tempfile.TemporaryDirectory() as tmp:
@@ -127,10 +128,17 @@ def profile(n: int) -> dict:
 def cache_lookup(entries: int, lookups: int = 20000) -> dict:
     """A cache file of `entries` calls, opened and asked `lookups` requests it holds."""
     import random
+
     from openprogram import Runtime
     from openprogram.runtimes import CachedRuntime
-    from openprogram.runtimes.cassette.cassette_file import (header, keyed_line, line, request_key,
-                                                             request_record, settings_of)
+    from openprogram.runtimes.cassette.cassette_file import (
+        header,
+        keyed_line,
+        line,
+        request_key,
+        request_record,
+        settings_of,
+    )
 
     def never(content):
         raise AssertionError("the inner model was called")

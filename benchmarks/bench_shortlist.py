@@ -20,6 +20,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "core"))
 
 import shortlist_corpus as corpus  # noqa: E402
+
 from openprogram import Shortlist, decision, tool  # noqa: E402
 from openprogram.decision.options import normalize  # noqa: E402
 from openprogram.decision.options.shortlist import BM25  # noqa: E402

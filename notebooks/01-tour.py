@@ -12,7 +12,7 @@
 
 # %%
 # %load_ext openprogram
-from openprogram import agent, decision, DecisionError
+from openprogram import DecisionError, decision
 from openprogram.runtimes import ScriptedRuntime, ToolCall
 
 
@@ -70,7 +70,8 @@ Pick one way to handle this message: {message}
 
 # %%
 recovering = ScriptedRuntime([
-    'Let me analyze it. {"call": "analyze", "args": {"text": "I love the new release!", "depth": "two"}}',
+    'Let me analyze it. {"call": "analyze", "args": {"text": "I love the new release!", '
+    '"depth": "two"}}',
     '```json\n{"call": "analyze", "args": {"text": "I love the new release!", "depth": 2}}\n```',
 ])
 
@@ -115,7 +116,8 @@ def lookup_order(order_id: str) -> dict:
 
 working = ScriptedRuntime([
     ToolCall("lookup_order", {"order_id": "A17"}),
-    'The parcel is lost. ```json\n{"call": "escalate", "args": {"reason": "parcel A17 lost", "urgency": "high"}}\n```',
+    'The parcel is lost. ```json\n{"call": "escalate", "args": {"reason": "parcel A17 lost", '
+    '"urgency": "high"}}\n```',
 ])
 
 # %%
@@ -130,7 +132,8 @@ Handle this ticket: "Where is my order A17?"
 # the other tables). `%decision_trace N` shows the panel of an earlier decision again.
 
 # %%
-decision.last_trace().to_frame()[["chosen", "error_kind", "error_path", "args", "found_in", "candidates"]]
+decision.last_trace().to_frame()[["chosen", "error_kind", "error_path", "args", "found_in",
+                                  "candidates"]]
 
 # %%
 # %decision_trace 2

@@ -8,6 +8,7 @@
 # %%
 # %load_ext openprogram
 from typing import Literal
+
 from openprogram import Agent, decision
 from openprogram.runtimes import ScriptedRuntime
 
@@ -53,7 +54,8 @@ options = {
 # the hidden parameter comes from the context.
 
 # %%
-sneaky = ScriptedRuntime(['{"call": "refund", "args": {"order_id": "A17", "amount": 12, "user_id": "admin"}}'])
+sneaky = ScriptedRuntime(['{"call": "refund", "args": {"order_id": "A17", "amount": 12, '
+                          '"user_id": "admin"}}'])
 ctx = {"user_id": "u-123"}
 
 # %%
@@ -75,7 +77,8 @@ print("injected:", attempt.injected)
 # %%
 planner = ScriptedRuntime([
     '{"call": "plan", "args": {"steps": [{"action": "check"}], "rationale": "first look"}}',
-    '{"call": "plan", "args": {"steps": [{"action": "check", "target": "carrier"}, {"action": "refund", "target": "A17"}], "rationale": "verify, then pay"}}',
+    '{"call": "plan", "args": {"steps": [{"action": "check", "target": "carrier"}, '
+    '{"action": "refund", "target": "A17"}], "rationale": "verify, then pay"}}',
 ])
 plan = decision.make("The parcel A17 arrived broken. Pick the next step.", options, runtime=planner,
                      context=ctx)
@@ -167,7 +170,8 @@ messages = pd.DataFrame({
         "Please hand me to a person, this is urgent",
         "What are your delivery times for Sundays?",
     ],
-    "label": ["answer", "answer", "escalate", "escalate", "escalate", "answer", "escalate", "answer"],
+    "label": ["answer", "answer", "escalate", "escalate", "escalate", "answer", "escalate",
+              "answer"],
 })
 slow_model = ScriptedRuntime(rule=word_overlap_model, latency=(0.01, 0.03), seed=7)
 template = "Message: {message}\nPick one option."
@@ -257,6 +261,7 @@ check.after[2]
 
 # %%
 import json
+
 from openprogram import Variant
 from openprogram.runtimes import ReplayRuntime
 
@@ -298,6 +303,7 @@ print(json.dumps(ways.results["tools"].traces[0].attempts[0].sent["tools"], inde
 # %%
 import tempfile
 from pathlib import Path
+
 from openprogram.runtimes import CachedRuntime
 
 def route_by_message(text):
@@ -355,6 +361,7 @@ EvaluationResult.from_journal(journal).to_frame()[["message", "chosen", "status"
 
 # %%
 import os
+
 from openprogram.runtimes import RecordingRuntime, ReplayRuntime
 
 LOCAL_CASSETTE = "cassettes/02-prototyping.json"

@@ -8,7 +8,8 @@
 # %%
 # %load_ext openprogram
 import pandas as pd
-from openprogram import decision, DecisionError, ERROR_KINDS
+
+from openprogram import ERROR_KINDS, DecisionError, decision
 from openprogram.runtimes import ScriptedRuntime
 
 def schedule(day: str, hour: int, remind: bool = False) -> str:
@@ -37,7 +38,8 @@ replies = {
     "args that are not an object": '{"call": "schedule", "args": "tuesday at 10"}',
     "a required field missing": '{"call": "schedule", "args": {"day": "tue"}}',
     "a field of the wrong type": '{"call": "schedule", "args": {"day": "tue", "hour": "10"}}',
-    "a value outside the enum": '{"call": "propose", "args": {"slots": [{"day": "sun", "hour": 9}]}}',
+    "a value outside the enum": '{"call": "propose", "args": {"slots": '
+                                '[{"day": "sun", "hour": 9}]}}',
 }
 
 def first_failure(reply: str) -> dict:
@@ -119,6 +121,7 @@ no_luck.dag.to_frame()[["parent", "kind", "name", "status"]]
 
 # %%
 from pydantic import BaseModel, Field, field_validator
+
 from openprogram import Retry
 
 class Order(BaseModel):
@@ -167,6 +170,7 @@ print(model.calls[1].prompt)
 
 # %%
 import asyncio
+
 from openprogram import Runtime
 
 async def slow_model(content):

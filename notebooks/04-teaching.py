@@ -25,10 +25,11 @@ from openprogram.widgets import Playground, StepThrough
 
 def book_table(guests: int, time: str, terrace: bool = False, user_id: str = "") -> str:
     """Book a table at the restaurant."""
-    return f"table for {guests} at {time}" + (" on the terrace" if terrace else "") + f" ({user_id})"
+    return f"table for {guests} at {time}{' on the terrace' if terrace else ''} ({user_id})"
 
 book_table.input_meta = {"user_id": {"hidden": True},
-                         "time": {"description": "24-hour time", "options": ["19:00", "20:00", "21:00"]}}
+                         "time": {"description": "24-hour time",
+                                  "options": ["19:00", "20:00", "21:00"]}}
 
 options = {
     "book_table": book_table,
@@ -92,7 +93,8 @@ print(steps.steps[5].text())
 
 # %%
 playground = Playground(options, prompt=prompt, context=context, goals=[
-    ("Book the terrace at 8", lambda trace: trace.result == "table for 4 at 20:00 on the terrace (guest-7)",
+    ("Book the terrace at 8",
+     lambda trace: trace.result == "table for 4 at 20:00 on the terrace (guest-7)",
      "book_table, four guests, 20:00, terrace true"),
 ])
 playground
@@ -120,8 +122,8 @@ print([goal["title"] for goal in demo.progress()["goals"] if goal["met"]])
 
 # %%
 from openprogram import DecisionError
-from openprogram.runtimes import ReplayRuntime
 from openprogram.decision.stepthrough import side_by_side
+from openprogram.runtimes import ReplayRuntime
 
 def book_hotel(city: str, nights: int) -> str:
     """Book a hotel room in a city for a number of nights."""
@@ -170,7 +172,9 @@ side_by_side({"you": you.panel.trace, "the model (menu)": the_model["menu"],
 
 # %%
 import json
+
 import pandas as pd
+
 report = demo.progress()
 print(json.dumps({key: report[key] for key in ("met", "total", "decisions", "replies_typed")}))
 pd.DataFrame(report["goals"])[["title", "met"]]

@@ -23,6 +23,7 @@
 # %%
 # %load_ext openprogram
 import os
+
 from openprogram.runtimes import AnthropicRuntime, OpenAIRuntime, RecordingRuntime, ReplayRuntime
 
 CASSETTE = "cassettes/05-real-models.json"
@@ -35,7 +36,8 @@ def live_runtime():
     if os.environ.get("ANTHROPIC_API_KEY") and not os.environ.get("OPENPROGRAM_BASE_URL"):
         return AnthropicRuntime(model=model or "claude-3-5-haiku-latest")
     if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENPROGRAM_BASE_URL"):
-        return OpenAIRuntime(model=model or "gpt-4o-mini", base_url=os.environ.get("OPENPROGRAM_BASE_URL"))
+        return OpenAIRuntime(model=model or "gpt-4o-mini",
+                             base_url=os.environ.get("OPENPROGRAM_BASE_URL"))
     return None
 
 live = live_runtime()
@@ -63,7 +65,8 @@ def summarize(text: str, sentences: int = 1) -> str:
 
 options = {
     "summarize": summarize,
-    "translate": ("Translate the message.", {"target_language": {"type": str, "options": ["fr", "de", "es"]}}),
+    "translate": ("Translate the message.",
+                  {"target_language": {"type": str, "options": ["fr", "de", "es"]}}),
     "ignore": ("IGNORED", "pick when the message is spam"),
 }
 message = "Bonjour! Could you tell my German colleague what this invoice is about?"
@@ -98,7 +101,8 @@ If the message is long, summarize it in more sentences. Check its length first.
 # attempt. (The replay reports the tokens recorded with each call.)
 
 # %%
-runtime.dag.to_frame().query("kind == 'model_call'")[["parent", "input_tokens", "output_tokens", "status"]]
+runtime.dag.to_frame().query("kind == 'model_call'")[["parent", "input_tokens", "output_tokens",
+                                                      "status"]]
 
 # %% [markdown]
 # ## Half the price: an evaluation through the batch API
@@ -127,7 +131,8 @@ BATCH_ROWS = [{"message": "The vase arrived broken, I want my money back", "labe
               {"message": "This is the third time, get me a manager", "label": "escalate"},
               {"message": "Can I pay by invoice?", "label": "answer"}]
 batch_run = decision.evaluate("Customer message: {message}\nPick one way to handle it.",
-                              BATCH_OPTIONS, BATCH_ROWS, runtime=ReplayRuntime("cassettes/batch.jsonl"),
+                              BATCH_OPTIONS, BATCH_ROWS,
+                              runtime=ReplayRuntime("cassettes/batch.jsonl"),
                               expected="label", concurrency=4, progress=False)
 [[(a.raw["batch"]["batch_id"], a.raw["batch"]["round"], a.error_kind) for a in t.attempts]
  for t in batch_run.traces]
@@ -154,6 +159,7 @@ batch_run.picks, batch_run.accuracy, batch_run.retry_rate
 import json
 import tempfile
 from importlib.util import find_spec
+
 from openprogram import decision
 from openprogram.runtimes import ScriptedRuntime
 

@@ -25,14 +25,15 @@
 # file; see docs/local-model.md), then set `LIVE = True`.
 
 # %%
-import os
-LIVE = os.environ.get("OPENPROGRAM_LIVE") == "1"   # `./dev local` sets it
-
 import json
+import os
+
 import pandas as pd
-from openprogram import decision, DecisionError
+
+from openprogram import DecisionError, decision
 from openprogram.runtimes import RecordingRuntime, ReplayRuntime
 
+LIVE = os.environ.get("OPENPROGRAM_LIVE") == "1"   # `./dev local` sets it
 CASSETTE = "cassettes/06-local-model.json"
 
 def local_model():
@@ -99,12 +100,15 @@ def run(mode: str) -> pd.DataFrame:
         rows.append({
             "mode": mode, "message": case["message"], "expected": case["expected"],
             "pick": last.chosen if last.error_kind is None else None,
-            "parsed": sum(a.error_kind not in UNPARSED for a in trace.attempts) / len(trace.attempts),
+            "parsed": sum(a.error_kind not in UNPARSED for a in trace.attempts)
+                      / len(trace.attempts),
             "attempts": len(trace.attempts),
             "error_kinds": [a.error_kind for a in trace.attempts if a.error_kind],
-            "reused": sum(a.usage.get("reused_input_tokens") or 0 for a in trace.attempts if a.usage),
+            "reused": sum(a.usage.get("reused_input_tokens") or 0
+                          for a in trace.attempts if a.usage),
             "tokens": sum(a.usage["output_tokens"] for a in trace.attempts if a.usage),
-            "seconds": sum(a.raw["response"]["timings"]["total_s"] for a in trace.attempts if a.raw),
+            "seconds": sum(a.raw["response"]["timings"]["total_s"]
+                           for a in trace.attempts if a.raw),
             "trace": trace,
         })
     return pd.DataFrame(rows)
@@ -178,9 +182,11 @@ else:
     desk = ReplayRuntime(IMPROVE_CASSETTE)
 
 said = {
-    "book_hotel": ["I need a room in Lisbon for three nights.", "Book me two nights in Oslo, please.",
+    "book_hotel": ["I need a room in Lisbon for three nights.",
+                   "Book me two nights in Oslo, please.",
                    "Can you find me a hotel in Rome for the weekend?",
-                   "I'd like to stay in Paris for 4 nights.", "Reserve a room in Berlin, one night.",
+                   "I'd like to stay in Paris for 4 nights.",
+                   "Reserve a room in Berlin, one night.",
                    "Get me accommodation in Madrid for a week.",
                    "We need a hotel in Vienna for five nights.",
                    "A room in Prague for two nights, please."],

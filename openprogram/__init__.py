@@ -6,34 +6,55 @@ library is imported here; the notebook layer (`openprogram.widgets`) loads when 
 """
 from __future__ import annotations
 
+from . import (
+    decision,
+    runtimes,  # noqa: F401  (registers the cassette reader of decision.revalidate)
+)
+from .base.errors import (
+    ERROR_KINDS,
+    ArgumentError,
+    DecisionError,
+    MissingExtraError,
+    ModelCallError,
+    NoRuntimeError,
+    OpenProgramError,
+    OptionError,
+    OptionWarning,
+    Retry,
+    SchemaError,
+    ToolError,
+    UsageError,
+    WaitTimeout,
+)
+from .base.lazy import lazy_names
+from .decision.loop import amake, make
+from .decision.options import Option, register_option_kind
+from .decision.options.kinds import with_examples
+from .decision.options.shortlist import Shortlist
+from .decision.options.tool_definitions import JsonSchema, tool
+from .runtime.agent import Agent, aagent, agent, bind_context, current_agent
+from .runtime.function import agentic_function
+from .runtime.runtime import DAG, ModelResponse, Runtime, ToolCall, current_runtime, using_runtime
+from .trace.decision_trace import (
+    Attempt,
+    DecisionTrace,
+    TraceEvent,
+    add_observer,
+    last_trace,
+    observe,
+    register_trace_view,
+    remove_observer,
+)
+from .trace.records import Pick, Reask, Repair
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any
 
-from . import decision
-from .runtime.agent import Agent, aagent, agent, bind_context, current_agent
-from .base.errors import (ERROR_KINDS, ArgumentError, DecisionError,
-                          MissingExtraError, ModelCallError, NoRuntimeError,
-                          OpenProgramError, OptionError, OptionWarning, Retry,
-                          SchemaError, ToolError, UsageError, WaitTimeout)
-from .trace.records import Pick, Reask, Repair
-from .runtime.function import agentic_function
-from .decision.loop import amake, make
-from .base.lazy import lazy_names
-from .decision.options import Option, register_option_kind
-from .decision.options.kinds import with_examples
-from .decision.options.tool_definitions import JsonSchema, tool
-from .decision.options.shortlist import Shortlist
-from .runtime.runtime import (DAG, ModelResponse, Runtime, ToolCall, current_runtime,
-                              using_runtime)
-from . import runtimes  # noqa: F401  (registers the cassette reader of decision.revalidate)
-from .trace.decision_trace import (Attempt, DecisionTrace, TraceEvent, add_observer,
-                                   last_trace, observe, register_trace_view,
-                                   remove_observer)
-
 __version__ = "0.1.0"
 
-__all__ = ["Agent", "agent", "aagent", "Retry", "ToolError", "WaitTimeout", "Pick", "Reask", "Repair", "decision", "DecisionError",
+__all__ = ["Agent", "agent", "aagent", "Retry", "ToolError", "WaitTimeout", "Pick", "Reask",
+           "Repair", "decision", "DecisionError",
            "OptionError", "OptionWarning", "OpenProgramError", "MissingExtraError",
            "ArgumentError", "UsageError", "SchemaError", "NoRuntimeError",
            "JsonSchema", "tool", "Shortlist", "with_examples", "improve", "aimprove", "Improvement",
@@ -41,9 +62,11 @@ __all__ = ["Agent", "agent", "aagent", "Retry", "ToolError", "WaitTimeout", "Pic
            "ModelResponse", "ModelCallError", "DAG", "DecisionTrace", "Attempt", "TraceEvent",
            "ERROR_KINDS", "observe", "add_observer", "remove_observer", "last_trace",
            "current_runtime", "using_runtime", "current_agent", "bind_context",
-           "register_toolset", "make", "amake", "evaluate", "aevaluate", "compare", "acompare", "Variant",
+           "register_toolset", "make", "amake", "evaluate", "aevaluate", "compare", "acompare",
+           "Variant",
            "revalidate", "EvaluationResult", "ComparisonResult", "Revalidation",
-           "agentic_function", "Options", "ModeName", "RateLimit", "JournalMismatch", "load_ipython_extension",
+           "agentic_function", "Options", "ModeName", "RateLimit", "JournalMismatch",
+           "load_ipython_extension",
            "unload_ipython_extension"]
 
 # Evaluation and toolsets load on first use (`openprogram.compare`, `openprogram.Variant`,

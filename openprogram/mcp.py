@@ -39,17 +39,19 @@ import shlex
 import shutil
 import tempfile
 import threading
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any, Iterable
 
-from .base.filesecrets import remember
 from .base.errors import OpenProgramError, OptionError, ToolError, UsageError, require
+from .base.filesecrets import remember
 from .base.model_protocol import on_loop, tool_runtime
 from .base.text import cut
 from .decision.options import normalize
 from .decision.options.tool_definitions import ToolDefinition
 from .runtimes.providers.key_redaction import mask_secrets
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
 
 require("mcp", "mcp", "openprogram.mcp")
 
@@ -480,7 +482,7 @@ class Connection:
         return value
 
     # -- opening and closing --------------------------------------------------------------------
-    def open(self) -> "Connection":
+    def open(self) -> Connection:
         if self._loop is not None:
             raise UsageError("this MCP connection is open already")
         self._loop = asyncio.new_event_loop()
@@ -512,6 +514,7 @@ class Connection:
             return {"tools": [t.model_dump(mode="json", by_alias=True, exclude_none=True)
                               for t in server.tools]}
         from mcp.types import Tool
+
         from .base.model_protocol import run_blocking
         listing = run_blocking(keeper({"server": server.key, "name": LISTING, "arguments": {}},
                                       started))
@@ -560,7 +563,7 @@ class Connection:
         self.options  # noqa: B018 - read for its refresh
         return self._tools
 
-    def refresh(self) -> "Connection":
+    def refresh(self) -> Connection:
         """Read every server's tools again and rebuild the options (a server that added,
         removed or changed a tool). Nothing changes if a tool can no longer be read."""
         if self._loop is None:
@@ -647,13 +650,13 @@ class Connection:
                 if s.stderr is not None:
                     s.stderr.close()
 
-    def __enter__(self) -> "Connection":
+    def __enter__(self) -> Connection:
         return self.open()
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    async def __aenter__(self) -> "Connection":
+    async def __aenter__(self) -> Connection:
         # started from a thread, so the caller's loop keeps running while the servers start
         return await asyncio.to_thread(self.open)
 

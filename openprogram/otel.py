@@ -23,8 +23,8 @@ import os
 import threading
 from typing import Any
 
-from .trace import decision_trace as _trace
 from .base.text import cut
+from .trace import decision_trace as _trace
 from .trace.decision_trace import TraceEvent
 
 __all__ = ["instrument", "uninstrument", "Instrumentation", "CAPTURE_ENV"]
@@ -227,7 +227,7 @@ class Instrumentation:
         if _active is self:
             _active = None
 
-    def __enter__(self) -> "Instrumentation":
+    def __enter__(self) -> Instrumentation:
         return self
 
     def __exit__(self, *exc) -> None:

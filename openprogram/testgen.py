@@ -230,7 +230,8 @@ def trace_to_pytest(trace, options_expr: str = "OPTIONS", module: str | None = N
     out += ["EXPECTED_ERROR_KINDS = " + repr(kinds) + "  # per attempt; None = the reply passed",
             "EXPECTED_CHOSEN = " + repr(chosen)]
     if args_src is not None:
-        out.append("EXPECTED_ARGS = " + args_src + "  # the arguments the model gave that were kept")
+        out.append("EXPECTED_ARGS = " + args_src
+                   + "  # the arguments the model gave that were kept")
     if trace.tool_rounds:
         out.append("EXPECTED_TOOLS = " + repr([t.name for t in trace.tool_rounds]))
 

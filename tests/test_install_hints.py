@@ -2,11 +2,11 @@
 
 The import name `openprogram` is also the name of another distribution on the package index
 (OpenProgram, the original project), so a hint that installs the bare import name (with or
-without an extra) installs the wrong project. This test reads every file git tracks (README, docs, notebooks and their
-outputs, binder/, error messages in the code), finds each `pip install` command, and checks the
-requirement it names: never `openprogram`, and `openprogram-decisions` only with extras that
-pyproject.toml declares. A requirement with extras under the old name is caught anywhere, with or
-without the command beside it.
+without an extra) installs the wrong project. This test reads every file git tracks (README, docs,
+notebooks and their outputs, binder/, error messages in the code), finds each `pip install` command,
+and checks the requirement it names: never `openprogram`, and `openprogram-decisions` only with
+extras that pyproject.toml declares. A requirement with extras under the old name is caught
+anywhere, with or without the command beside it.
 """
 from __future__ import annotations
 

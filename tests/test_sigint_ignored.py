@@ -25,7 +25,8 @@ INTERRUPTING = [
     "tests/evaluation/test_improve.py::test_an_interrupted_improve_resumes_from_its_journal",
 ]
 
-# The child checks its premise (SIGINT really is ignored, as the shell left it) before running pytest.
+# The child checks its premise (SIGINT really is ignored, as the shell left it) before running
+# pytest.
 CHILD = """
 import signal, sys
 assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN, signal.getsignal(signal.SIGINT)

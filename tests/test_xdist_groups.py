@@ -35,7 +35,8 @@ def test_a_notebooks_cells_and_the_local_model_tests_stay_on_one_worker_each():
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadscope",
          "--no-loadscope-reorder", "-v", "-p", "no:cacheprovider",
-         "notebooks/04-teaching.ipynb", "tests/runtimes/llamacpp/test_local_runtime.py", "tests/test_dev.py"],
+         "notebooks/04-teaching.ipynb", "tests/runtimes/llamacpp/test_local_runtime.py",
+         "tests/test_dev.py"],
         cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     workers: dict[str, set[str]] = defaultdict(set)

@@ -1,8 +1,8 @@
 """The notebook layer of openprogram, installed as `openprogram.widgets`.
 
 `%load_ext openprogram` registers the magics (`magics.py`); `DecisionPanel` (`panel.py`) is the
-live view of a decision's trace; `Playground` (`playground.py`) lets a person play the model; `StepThrough` (`steps.py`) shows
-a recorded decision stage by stage.
+live view of a decision's trace; `Playground` (`playground.py`) lets a person play the model;
+`StepThrough` (`steps.py`) shows a recorded decision stage by stage.
 This package imports IPython and ipywidgets; the core (`openprogram`) never imports it.
 """
 from openprogram import register_trace_view as _register_trace_view

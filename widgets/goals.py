@@ -12,8 +12,9 @@ a check that raises is said next to the goal and counts as not met.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from openprogram.base.errors import UsageError
 from openprogram.decision.modes import get_mode

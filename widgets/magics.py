@@ -287,7 +287,8 @@ class DecisionMagics(Magics):
         common = dict(runtime=rt, context=ctx, timeout_s=args.timeout, mode=args.mode,
                       validate=self._validate(args.validate), reask=self._reask(args.reask),
                       confidence=self._confidence(args.confidence),
-                      min_confidence=args.min_confidence, low_confidence=args.low_confidence, repair=args.repair)
+                      min_confidence=args.min_confidence, low_confidence=args.low_confidence,
+                      repair=args.repair)
         call, tools = start(args, prompt, options, common)
         result = self._run(call, options, args.options, ctx, tools)
         self._bind(args.as_name, result)
@@ -384,6 +385,7 @@ class DecisionMagics(Magics):
         # shown as HTML in the library's wrapper, not printed: the front end would make links
         # of URLs in the option texts, and MathJax typeset their `$...$`
         from IPython.display import display
+
         from openprogram.trace.safe_html import text_html
         text = render_menu(menu)
         display({"text/plain": text, "text/html": text_html(text, "op-menu-text")}, raw=True)
@@ -539,7 +541,8 @@ class DecisionMagics(Magics):
             raise UsageError("usage: %mcp_connect [--runtime RT] [options] NAME COMMAND "
                              "[ARGS...] (or NAME URL, or --config FILE NAME): NAME is a Python "
                              "name to bind the connection to")
-        from openprogram import UsageError as Refused, mcp
+        from openprogram import UsageError as Refused
+        from openprogram import mcp
         is_dict = (lambda v: isinstance(v, dict)), "give a dict of names to strings"
         options: dict[str, Any] = {
             "runtime": self._runtime(args.runtime) if args.runtime is not None else None,
@@ -584,6 +587,7 @@ def menu_frame(menu) -> Any:
                          "allowed": p["options"], "hidden": p["hidden"],
                          "source": p["source"]})
     import pandas as pd
+
     from openprogram.trace.safe_html import quiet_frame
     # an option's description is the author's text: `$...$` in it shows as written, not as
     # typeset math or a link (the library's wrapper, as in every view)

@@ -27,11 +27,10 @@ from typing import Any
 import ipywidgets as W
 import traitlets
 
-from openprogram.decision.options import normalize, render_menu
 from openprogram.base.errors import AttemptError, UsageError
 from openprogram.decision.modes import MODES, get_mode
+from openprogram.decision.options import normalize, render_menu
 from openprogram.runtime.runtime import ModelCallError, ModelResponse, Runtime
-
 from openprogram.trace import view
 from openprogram.trace.safe_html import esc
 

@@ -17,8 +17,8 @@ from typing import Any
 import ipywidgets as W
 import traitlets
 
-from openprogram.trace import view
 from openprogram.decision.stepthrough import Steps, steps
+from openprogram.trace import view
 from openprogram.trace.decision_trace import DecisionTrace
 
 from .parts import SAVED_VIEW_STYLE, StaticCopy

@@ -19,15 +19,16 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
 ERROR_KINDS: dict[str, str] = {
     "not_text": "The model reply was not text. A Runtime's model call must return a str "
                 "(or native tool calls); check the runtime's call function.",
-    "no_action": "The reply holds no JSON object with a \"call\" key. Ask the model to end its reply "
-                 "with one JSON object such as {\"call\": \"<option>\", \"args\": {...}}.",
+    "no_action": "The reply holds no JSON object with a \"call\" key. Ask the model to end its "
+                 "reply with one JSON object such as {\"call\": \"<option>\", \"args\": {...}}.",
     "bad_args": "The JSON object names an option but its \"call\" or \"args\" has the wrong shape: "
                 "\"call\" must be a string and \"args\" a JSON object.",
     "unknown_call": "The reply calls an option that is not on the menu. Check the option names, "
                     "or make the names and descriptions easier to tell apart.",
     "missing_required": "A required field is missing. Every schema field, and every function "
                         "parameter without a default, must be given.",
-    "type_mismatch": "A field has the wrong JSON type (bool never counts as int; float accepts int).",
+    "type_mismatch": "A field has the wrong JSON type (bool never counts as int; float accepts "
+                     "int).",
     "enum_violation": "A field's value is not one of its allowed values.",
     "invalid_value": "A field has the right JSON type but a value its declared type refuses (a "
                      "number JSON cannot hold such as 1e400 or NaN, text that is not valid "
@@ -42,7 +43,8 @@ ERROR_KINDS: dict[str, str] = {
                "or check it against the provider's policies.",
     "truncated": "The reply was cut off at the token limit before the pick was complete; raise "
                  "max_tokens or ask for a shorter reply.",
-    "timeout": "The decision ran out of time (timeout_s covers the whole decision, re-asks included).",
+    "timeout": "The decision ran out of time (timeout_s covers the whole decision, re-asks "
+               "included).",
     "model_error": "The model call itself failed (network, key, rate limit, server error).",
     "not_recorded": "A replayed cassette holds no recording of this request: the program asks "
                     "something it did not ask when recording (a prompt, an option, a tool result "
@@ -234,7 +236,8 @@ class DecisionError(OpenProgramError, ValueError):
         text += " Every attempt is on err.trace."
         super().__init__(text)
 
-    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:  # picklable for process pools; the trace travels as a dict
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # picklable for process pools; the trace travels as a dict
         return (_rebuild_error, (self.kind, self.message, self.reply_head, self.path))
 
 

@@ -20,12 +20,13 @@ import weakref
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable
+    from collections.abc import Callable
+    from typing import Any
 
 __all__ = ["scrub", "remember", "holding"]
 
-_live: "weakref.WeakSet" = weakref.WeakSet()   # every _Secret of this process
-_redact: "Callable[[Any, tuple], Any] | None" = None
+_live: weakref.WeakSet = weakref.WeakSet()   # every _Secret of this process
+_redact: Callable[[Any, tuple], Any] | None = None
 
 
 def install(redact: Callable[[Any, tuple], Any]) -> None:

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import sys
 import json
 import math
+import sys
 from collections.abc import Mapping
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any

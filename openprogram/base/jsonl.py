@@ -18,11 +18,13 @@ from __future__ import annotations
 import json
 import json.encoder
 import os
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable
 
 from .filesecrets import scrub
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from collections.abc import Callable
+    from typing import Any
 
 __all__ = ["LineFormat", "encoder", "loads", "write_whole", "whole_lines", "format_version"]
 

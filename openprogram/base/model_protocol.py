@@ -14,12 +14,14 @@ import contextvars
 import inspect
 import time
 from dataclasses import dataclass, field
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable, Coroutine, Iterator, TypeVar
-    T = TypeVar("T")
 
 from .errors import ArgumentError, ModelCallError, NoRuntimeError, UsageError, WaitTimeout
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from collections.abc import Callable, Coroutine, Iterator
+    from typing import Any, TypeVar
+    T = TypeVar("T")
 
 __all__ = ["ToolCall", "ModelResponse", "ModelCaller", "ModelCallError", "current_runtime",
            "using_runtime", "current_agent", "resolve_runtime", "check_timeout",
@@ -56,7 +58,8 @@ class ModelResponse:
     raw: dict | None = None           # {"request": ..., "response": ...} as sent and received,
                                       # keys redacted, bounded (provider runtimes fill it)
     cached: bool = False              # answered from a cache file, not by the model (CachedRuntime)
-    confidence: dict | None = None    # {"probs": {name: p}, "other": p, "source": "exact"|"logprobs", "note": str|None}
+    confidence: dict | None = None    # {"probs": {name: p}, "other": p, "source":
+                                      # "exact"|"logprobs", "note": str|None}
     # the reply's content as the provider's own blocks, when some have no core form (Anthropic's
     # server_tool_use / tool_search_tool_result): the next turn sends them back as they came
     content_blocks: list | None = None
@@ -291,13 +294,13 @@ async def settle_value(value: Any, sync: bool, deadline: float | None = None) ->
 # The Runtime and Agent bound to the running call
 # ---------------------------------------------------------------------------------------------
 
-current_runtime_var: contextvars.ContextVar["ModelCaller | None"] = contextvars.ContextVar(
+current_runtime_var: contextvars.ContextVar[ModelCaller | None] = contextvars.ContextVar(
     "openprogram_runtime", default=None)
 current_agent_var: contextvars.ContextVar[tuple[Any, str | None]] = contextvars.ContextVar(
     "openprogram_agent", default=(None, None))
 
 
-def current_runtime() -> "ModelCaller | None":
+def current_runtime() -> ModelCaller | None:
     """The Runtime bound by the enclosing Agent method call, if any."""
     return current_runtime_var.get()
 
@@ -311,11 +314,11 @@ def current_agent() -> tuple[Any, str | None]:
 #: tool (an MCP server's) asks to record its result, or to answer it from a recording. Kept apart
 #: from `current_runtime_var` so a pick's function does not bind a runtime for the decisions it
 #: makes itself.
-tool_runtime_var: contextvars.ContextVar["ModelCaller | None"] = contextvars.ContextVar(
+tool_runtime_var: contextvars.ContextVar[ModelCaller | None] = contextvars.ContextVar(
     "openprogram_tool_runtime", default=None)
 
 
-def tool_runtime() -> "ModelCaller | None":
+def tool_runtime() -> ModelCaller | None:
     """The runtime of the decision whose picked function (or tool) is running, if any."""
     return tool_runtime_var.get()
 
@@ -338,7 +341,7 @@ class running_tool:
 
 
 @contextlib.contextmanager
-def using_runtime(runtime: "ModelCaller") -> Iterator["ModelCaller"]:
+def using_runtime(runtime: ModelCaller) -> Iterator[ModelCaller]:
     """Bind `runtime` for `decision.make` / `agent()` calls inside the block (as an Agent method
     call does)."""
     token = current_runtime_var.set(runtime)
@@ -348,7 +351,7 @@ def using_runtime(runtime: "ModelCaller") -> Iterator["ModelCaller"]:
         current_runtime_var.reset(token)
 
 
-def resolve_runtime(runtime: "ModelCaller | None", what: str) -> "ModelCaller":
+def resolve_runtime(runtime: ModelCaller | None, what: str) -> ModelCaller:
     """The runtime a call uses: the one passed, else the bound one; a clear error otherwise."""
     rt = runtime if runtime is not None else current_runtime_var.get()
     if rt is None:

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable
+    from collections.abc import Callable
+    from typing import Any
 
 __all__ = ["redact_decoded"]
 

@@ -9,7 +9,8 @@ from typing import Any, Literal, Union
 
 # The dict form {name: handler} or the list form [handler, ...] (modes.py and option_set.py
 # say what a handler may be: a function, a value, a schema, a class, a tool definition).
-Options = Union[dict[str, Any], list[Any], tuple[Any, ...]]
+# (a typing.Union, not `X | Y`: the runtime value users see in help() stays what it was)
+Options = Union[dict[str, Any], list[Any], tuple[Any, ...]]  # noqa: UP007
 
 # "menu" (the text menu), "tools" (one native tool per option), "json_schema" (the provider's
 # structured output): modes.MODES.

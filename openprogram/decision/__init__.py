@@ -3,8 +3,8 @@
 Rule ids in the docstrings (E1, P7, ...) are those of docs/rules.md; docs/api.md lists the
 public names.
 
-`from openprogram import decision` gives this module: `decision.make` (and `amake`), `render_options`,
-`extract_action`, `parse_args`, `resolve_decision`, `DecisionError`,
+`from openprogram import decision` gives this module: `decision.make` (and `amake`),
+`render_options`, `extract_action`, `parse_args`, `resolve_decision`, `DecisionError`,
 `DECISION_FINISH_INSTRUCTION`, `last_trace`, the prototyping tools `evaluate` / `compare` (and
 their awaitable twins `aevaluate` / `acompare`), `Samples` and `Confidence` (how sure the model
 was: `confidence=`), `Repair` (one repair a `repair=` level made to a reply), and
@@ -17,20 +17,28 @@ importing each other.
 """
 from __future__ import annotations
 
-from ..trace.confidence import Confidence, Samples
 from ..base.errors import DecisionError, OptionError, Retry
-from .extract import extract_action
 from ..base.lazy import lazy_names
-from .loop import (DECISION_FINISH_INSTRUCTION, amake, make, parse_args, reask_prompt, render_options,
-                   resolve_decision)
-from .options import clear_option_cache
+from ..trace.confidence import Confidence, Samples
 from ..trace.decision_trace import last_trace
 from ..trace.records import Repair
+from .extract import extract_action
+from .loop import (
+    DECISION_FINISH_INSTRUCTION,
+    amake,
+    make,
+    parse_args,
+    reask_prompt,
+    render_options,
+    resolve_decision,
+)
+from .options import clear_option_cache
 
 __all__ = ["make", "amake", "render_options", "extract_action", "parse_args", "resolve_decision",
            "DecisionError", "DECISION_FINISH_INSTRUCTION", "last_trace", "OptionError",
-           "evaluate", "aevaluate", "compare", "acompare", "reask_prompt", "revalidate", "clear_option_cache", "steps",
-           "Retry", "Variant", "Confidence", "Samples", "Repair", "improve", "aimprove", "Improvement"]
+           "evaluate", "aevaluate", "compare", "acompare", "reask_prompt", "revalidate",
+           "clear_option_cache", "steps", "Retry", "Variant", "Confidence", "Samples", "Repair",
+           "improve", "aimprove", "Improvement"]
 
 # Evaluation and re-checking load on first use: a decision needs neither.
 __getattr__, __dir__ = lazy_names(__name__, {

@@ -267,8 +267,8 @@ def _find(text: str, require_key: bool, kept: _Kept | None) -> Extraction:
             # plain ones (an object right after its `{"`, decoded, with a call key or none held
             # inside) in a tight loop, and leave any other step to the loop below.
             pos, n, cands, rec, failed_at = _plain_steps(text, pos, stop,
-                                                         wait - waited - 2 * _BLOCK - 1, require_key,
-                                                         kept)
+                                                         wait - waited - 2 * _BLOCK - 1,
+                                                         require_key, kept)
             if failed_at is not None:  # the step below takes that failure, not decoded twice
                 first, clean = failed_at, False
             waited += n

@@ -6,11 +6,12 @@ the reply, validates its arguments, re-asks on a bad reply, and resolves the pic
 share. `parse_args` and `resolve_decision` are its two halves on their own. The
 loop talks to the model only through the `ModelCaller` protocol and to option kinds only through
 their methods; each step moves the attempt's frozen `Attempt` record forward (a copy once an
-observer holds it) and emits it, and the trace is assembled from those events. Entry points that run a whole turn first (`agent(options=)`,
-`exec(response_format=)`) live one layer up, in runtime/turns.py, and drive the same `Decider`. It is
-long because the `Decider` is one state machine — an attempt sent, its reply read, the pick
-checked, then resolved, repaired or re-asked — whose steps share the attempt being built and the
-trace it changes; splitting them would pass that state between modules.
+observer holds it) and emits it, and the trace is assembled from those events. Entry points that run
+a whole turn first (`agent(options=)`, `exec(response_format=)`) live one layer up, in
+runtime/turns.py, and drive the same `Decider`. It is long because the `Decider` is one state
+machine — an attempt sent, its reply read, the pick checked, then resolved, repaired or re-asked —
+whose steps share the attempt being built and the trace it changes; splitting them would pass that
+state between modules.
 """
 from __future__ import annotations
 
@@ -19,29 +20,62 @@ import dataclasses
 import json
 import time
 from inspect import isawaitable
+
+from ..base.errors import (
+    ArgumentError,
+    AttemptError,
+    DecisionError,
+    ModelCallError,
+    Retry,
+    UsageError,
+    WaitTimeout,
+    explain,
+    reply_head,
+)
+from ..base.model_protocol import (
+    ModelCaller,
+    ModelResponse,
+    check_modes,
+    current_runtime,
+    deadline_after,
+    resolve_runtime,
+    run_sync,
+    running_tool,
+    settle_value,
+)
+from ..base.redaction import redact_decoded
+from ..trace.confidence import (
+    ConfidenceAsk,
+    check_confidence,
+    check_threshold,
+    from_counts,
+    from_response,
+)
+from ..trace.decision_trace import DecisionTrace, emit, record
+from ..trace.records import Attempt, Pick, Reask, new_attempt, replace
+from . import repair as _repair
+from .extract import extract_action, value_span
+from .modes import MenuMode, Mode, get_mode
+from .options import (
+    Menu,
+    Option,
+    call_function,
+    check_context,
+    normalize,
+    option_infos,
+    render_menu,
+    safe_key,
+)
+from .options.shortlist import Shortlist, check_shortlist, defer_tools, narrow
+from .repair import DEFAULT_REPAIR, check_repair
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable, NoReturn, Sequence
+    from collections.abc import Callable, Sequence
+    from typing import Any, NoReturn
 
     from ..base.type_names import ModeName, Options
     from .extract import Extraction
-
-from ..trace.confidence import (ConfidenceAsk, check_confidence, check_threshold, from_counts,
-                         from_response)
-from ..base.errors import (ArgumentError, DecisionError, ModelCallError, AttemptError, Retry, UsageError,
-                     WaitTimeout, explain, reply_head)
-from .extract import extract_action, value_span
-from .modes import MenuMode, Mode, get_mode
-from ..base.model_protocol import (ModelCaller, ModelResponse, check_modes, current_runtime, deadline_after,
-                                   resolve_runtime, run_sync, running_tool, settle_value)
-from .options import (Menu, Option, call_function, check_context, normalize, option_infos,
-                      render_menu, safe_key)
-from .options.shortlist import Shortlist, check_shortlist, defer_tools, narrow
-from ..trace.records import Attempt, Pick, Reask, new_attempt, replace
-from ..base.redaction import redact_decoded
-from ..trace.decision_trace import DecisionTrace, emit, record
-from .repair import DEFAULT_REPAIR, check_repair
-from . import repair as _repair
 
 __all__ = ["make", "amake", "render_options", "extract_action", "parse_args", "resolve_decision",
            "DECISION_FINISH_INSTRUCTION", "DEFAULT_REASK", "Decider", "reask_prompt",
@@ -96,7 +130,6 @@ def check_reask(reask: Any) -> Callable[[Reask], str] | None:
     if not isinstance(reask, str):
         raise UsageError(f"reask= takes a format template (str) or a callable of the failure, got "
                         f"{type(reask).__name__}")
-    import string
     import string  # at first use: most decisions never write their own re-ask
     try:
         names = {f for _, f, _, _ in string.Formatter().parse(reask) if f is not None}
@@ -153,7 +186,8 @@ class Decider:
                  sync: bool = True, validate: Callable[..., Any] | None = None,
                  reask: Callable[[Reask], str] | None = None, mode: Mode | None = None,
                  quiet: bool = False, confidence: ConfidenceAsk | None = None,
-                 min_confidence: float | None = None, low_confidence: str | None = None, repair: str = DEFAULT_REPAIR, shortlist: dict[str, Any] | None = None) -> None:
+                 min_confidence: float | None = None, low_confidence: str | None = None,
+                 repair: str = DEFAULT_REPAIR, shortlist: dict[str, Any] | None = None) -> None:
         self.runtime, self.menu, self.request = runtime, menu, request
         # what the decision asks of the model's probabilities (checked by the entry point)
         self.confidence = confidence
@@ -692,7 +726,7 @@ class Decider:
             raise
         return self.finish("resolved", result=result)
 
-    def running(self) -> "_Running":
+    def running(self) -> _Running:
         """The decision's body. Whatever ends it early (Ctrl-C, a cancelled evaluate row, a bug)
         still finishes the trace as failed, so it never stays "running"."""
         return _Running(self)
@@ -836,11 +870,12 @@ def make(prompt: str, options: Options, *, runtime: ModelCaller | None = None,
          timeout_s: float | None = None, validate: Callable[..., Any] | None = None,
          reask: str | Callable[[Reask], str] | None = None, mode: ModeName = "menu",
          confidence: Any = False, min_confidence: float | None = None,
-         low_confidence: str | None = None, repair: str | None = None, shortlist: int | Shortlist | None = None) -> Any:
-    """Pure decision (rule E1 of docs/rules.md): send `prompt + "\\n\\n" + menu` in one model call and return the
-    resolved result of the model's pick. Your prompt must ask the model to pick. Works with
-    async models and async options too, also inside a running event loop (a notebook cell):
-    they are finished before the result comes back.
+         low_confidence: str | None = None, repair: str | None = None,
+         shortlist: int | Shortlist | None = None) -> Any:
+    """Pure decision (rule E1 of docs/rules.md): send `prompt + "\\n\\n" + menu` in one model call
+    and return the resolved result of the model's pick. Your prompt must ask the model to pick.
+    Works with async models and async options too, also inside a running event loop (a notebook
+    cell): they are finished before the result comes back.
 
     `validate=rule` is called with the `Pick` before anything runs; raising
     `openprogram.Retry("why")` rejects it (kind `rejected`, "why" goes to the model in the
@@ -873,7 +908,8 @@ async def amake(prompt: str, options: Options, *, runtime: ModelCaller | None = 
                 timeout_s: float | None = None, validate: Callable[..., Any] | None = None,
                 reask: str | Callable[[Reask], str] | None = None,
                 mode: ModeName = "menu", confidence: Any = False,
-                min_confidence: float | None = None, low_confidence: str | None = None, repair: str | None = None, shortlist: int | Shortlist | None = None) -> Any:
+                min_confidence: float | None = None, low_confidence: str | None = None,
+                repair: str | None = None, shortlist: int | Shortlist | None = None) -> Any:
     """`make`, awaitable: the model call goes through the runtime's async path
     (`acall_model`), async options are awaited, and many `amake`s run concurrently on one
     event loop. Cancelling the task finishes its trace as failed."""
@@ -889,9 +925,10 @@ def parse_args(reply: Any, options: Options, *, runtime: ModelCaller | None = No
                validate: Callable[..., Any] | None = None,
                reask: str | Callable[[Reask], str] | None = None,
                repair: str | None = None) -> tuple[Any, dict[str, Any]]:
-    """Parse and validate a reply (rules P1-P7 of docs/rules.md) into `(chosen, kwargs)`: the function for a function
-    option, the name for a value or schema option. On a bad reply, re-asks through the runtime
-    (`max_retries` times); with no runtime, a bad reply raises DecisionError at once."""
+    """Parse and validate a reply (rules P1-P7 of docs/rules.md) into `(chosen, kwargs)`: the
+    function for a function option, the name for a value or schema option. On a bad reply, re-asks
+    through the runtime (`max_retries` times); with no runtime, a bad reply raises DecisionError at
+    once."""
     attempts = max_attempts(max_retries)
     reask = check_reask(reask)
     repair = check_repair(repair)
@@ -912,8 +949,9 @@ def parse_args(reply: Any, options: Options, *, runtime: ModelCaller | None = No
 
 
 def resolve_decision(chosen: Any, kwargs: dict[str, Any], options: Options | None = None) -> Any:
-    """Turn a pick into the next step's result (rule Z1 of docs/rules.md): call a function with the kwargs; look a
-    name up in the option set (a value, or `{"decision": name, **kwargs}` for a schema)."""
+    """Turn a pick into the next step's result (rule Z1 of docs/rules.md): call a function with the
+    kwargs; look a name up in the option set (a value, or `{"decision": name, **kwargs}` for a
+    schema)."""
     if callable(chosen):
         return call_function(chosen, kwargs)
     if options is None:

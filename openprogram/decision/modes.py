@@ -19,9 +19,6 @@ from __future__ import annotations
 
 import json
 import re
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, ClassVar, Sequence
 
 from ..base.errors import ArgumentError, AttemptError
 from ..base.model_protocol import ToolCall
@@ -29,6 +26,11 @@ from .extract import Extraction, find_action, value_span
 from .options import Option
 from .options.kinds import example_text
 from .schema.refs import embed
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from collections.abc import Sequence
+    from typing import Any, ClassVar
 
 __all__ = ["MODES", "Mode", "MenuMode", "ToolsMode", "JsonSchemaMode", "ResponseSchemaMode",
            "get_mode", "format_mode", "decision_schema", "option_tool", "api_name"]

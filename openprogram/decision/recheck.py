@@ -13,20 +13,27 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+
+from ..base.errors import AttemptError, UsageError, require
+from ..base.model_protocol import ModelResponse, ToolCall, run_sync
+from ..trace.decision_trace import (
+    DecisionTrace,
+    recorded_readers,
+    register_recorded_reader,
+    trace_view,
+)
+from .loop import Decider
+from .modes import get_mode
+from .options import normalize, render_menu
+from .repair import DEFAULT_REPAIR, check_repair
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable
+    from collections.abc import Callable
+    from typing import Any
 
     from ..base.type_names import Options
     from .options.menu import Menu
-
-from ..base.errors import AttemptError, UsageError, require
-from .loop import Decider
-from ..base.model_protocol import ModelResponse, ToolCall, run_sync
-from .modes import get_mode
-from .options import normalize, render_menu
-from ..trace.decision_trace import DecisionTrace, recorded_readers, register_recorded_reader, trace_view
-from .repair import DEFAULT_REPAIR, check_repair
 
 __all__ = ["revalidate", "Revalidation", "RevalidationRow", "register_recorded_reader"]
 
@@ -110,14 +117,15 @@ async def _recheck(trace: DecisionTrace, menu: Menu, menu_text: str,
         d.finish("resolved", result=None)
         return d.trace, old.number
     last = d.att
-    d.finish("decision_failed", error=AttemptError(last.error_kind or "no_action", last.error_message or "",
+    d.finish("decision_failed", error=AttemptError(last.error_kind or "no_action",
+                                                 last.error_message or "",
                                                  last.error_path) if last else None)
     return d.trace, None
 
 
 def revalidate(recorded: Any, options: Options, *,
                validate: Callable[..., Any] | None = None,
-               repair: str | None = None) -> "Revalidation":
+               repair: str | None = None) -> Revalidation:
     """Check every recorded reply again against `options` (and `validate=`), in the way of
     asking it was recorded with. Runs no function and calls no model. `repair=` re-reads the
     replies at another repair level ("off", "safe", "menu"), so a run shows what each level
@@ -184,7 +192,9 @@ class Revalidation:
 
     def to_frame(self) -> Any:
         pd = require("pandas", "pandas", "a re-check's to_frame()")
-        from ..trace.safe_html import quiet_frame  # recorded replies and messages: the library's wrapper
+        from ..trace.safe_html import (
+            quiet_frame,  # recorded replies and messages: the library's wrapper
+        )
         return quiet_frame(pd.DataFrame([{
             "input": r.input, "before": r.before, "after": r.after, "changed": r.changed,
             "before_ok": r.before_ok, "after_ok": r.after_ok, "error_kind": r.error_kind,

@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import json
 import re
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable, NoReturn
 
 from ..base.errors import ArgumentError, OptionError
 from ..trace.records import Repair  # the record lives with the attempt that carries it
 from .schema.refs import Document
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from collections.abc import Callable
+    from typing import Any, NoReturn
 
 __all__ = ["LEVELS", "DEFAULT_REPAIR", "KINDS", "Repair", "check_repair", "repair_syntax",
            "repair_name", "repair_value", "repair_wrapper", "value_fix", "near_names",
@@ -810,7 +812,7 @@ def value_fix(option: Any, args: dict[str, Any], path: str) -> tuple[dict[str, A
     # a copy along the path: the extracted pick on the record stays as the model wrote it
     out = dict(args)
     cur: Any = out
-    for holder, part in holders[:-1]:
+    for _holder, part in holders[:-1]:
         nxt = cur[part]
         nxt = dict(nxt) if isinstance(nxt, dict) else list(nxt)
         cur[part] = nxt

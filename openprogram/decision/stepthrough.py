@@ -17,17 +17,29 @@ read the same attempt.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any
 
 from ..base.errors import UsageError, explain
+from ..trace.decision_trace import DecisionTrace
+from ..trace.view import (
+    clip,
+    confidence_html,
+    confidence_source_text,
+    esc,
+    json_text,
+    label,
+    pre,
+    pre_html,
+    result_text,
+    safe_repr,
+    wrap,
+)
 from .extract import candidates as _found
 from .modes import MODES, JsonSchemaMode
 from .options.option_set import normalize
-from ..trace.decision_trace import DecisionTrace
-from ..trace.view import esc, json_text, label, pre, pre_html, result_text, safe_repr, wrap, clip
-from ..trace.view import confidence_html, confidence_source_text
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any
 
 __all__ = ["steps", "Steps", "Stage", "menu_sources", "side_by_side", "STAGE_RULES"]
 
@@ -167,10 +179,10 @@ def side_by_side(traces: dict, options: Any = None) -> SideBySide:
 
 def menu_sources(options: Any) -> list[dict]:
     """Every line of the menu of `options`, one dict each: `option`, `line` (the text as the
-    menu shows it), `part` ("signature", "description", "param", "call", "example") and `source` (where it
-    came from: `kind` "file" with `file` and `line`, "option_set" with a `path` into the option
-    set, "json_pointer" with a `pointer` into the option's JSON Schema, "value" with the value's
-    repr, or "note")."""
+    menu shows it), `part` ("signature", "description", "param", "call", "example") and `source`
+    (where it came from: `kind` "file" with `file` and `line`, "option_set" with a `path` into the
+    option set, "json_pointer" with a `pointer` into the option's JSON Schema, "value" with the
+    value's repr, or "note")."""
     out = []
     for option in normalize(options):
         code = option.code_place()
@@ -179,7 +191,8 @@ def menu_sources(options: Any) -> list[dict]:
         edited = option.edited
         sig, doc = edited.get("name", sig), edited.get("description", doc)
 
-        def param_source(name: str, nested: list[str]) -> dict:
+        def param_source(name: str, nested: list[str], option: Any = option,
+                         edited: Any = edited, code: Any = code) -> dict:  # this loop's option
             if not nested and f"param:{name}" in edited:
                 return dict(edited[f"param:{name}"])
             return option.param_source(name, nested, options, code)

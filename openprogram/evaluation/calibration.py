@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+
+from ..base.errors import ArgumentError, require
+from ..trace.confidence import Confidence
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any
-
-from ..trace.confidence import Confidence
-from ..base.errors import ArgumentError, require
 
 
 def bootstrap_interval(values: Sequence[float], level: float = 0.95, resamples: int = 2000,

@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any
 
 from ..base.errors import require
 from ..trace.safe_html import quiet_frame  # model and row text: every frame shown in the wrapper
 from .calibration import new_axes
 from .outcomes import NO_PICK
 from .results import EvaluationResult, input_frame, shown_summary, tables_html
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any
 
 __all__ = ["ComparisonResult"]
 
@@ -67,7 +68,9 @@ class ComparisonResult:
         """The rows (finished in every variant) where the variants picked differently; a
         failure with no valid pick counts as a pick of its own."""
         frame = self.to_frame()
-        from ..trace.safe_html import quiet_frame  # model and row text: shown in the library's wrapper
+        from ..trace.safe_html import (
+            quiet_frame,  # model and row text: shown in the library's wrapper
+        )
         return quiet_frame(frame[frame["agree"] == False])  # noqa: E712 (None too)
 
     @property

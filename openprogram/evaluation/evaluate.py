@@ -8,9 +8,10 @@ many at a time (see `runner`: threads, or tasks on one event loop for an async m
 `results`): one row per input and the summaries that judge an option set — pick
 distribution, retry and failure rates, accuracy and a confusion table against expected picks.
 `compare` (in `variants`) runs two or more option sets, runtimes or ways of asking over the same
-inputs, each as a run of this module, and puts their picks side by side. A failing input never stops a run; Ctrl-C keeps what finished. With
-`journal=` every finished row is appended to a file as it finishes (see `journal`), so a run that
-dies resumes where it stopped and a million rows need no more memory than their summaries.
+inputs, each as a run of this module, and puts their picks side by side. A failing input never stops
+a run; Ctrl-C keeps what finished. With `journal=` every finished row is appended to a file as it
+finishes (see `journal`), so a run that dies resumes where it stopped and a million rows need no
+more memory than their summaries.
 pandas and tqdm are imported only inside functions, so the core stays standard-library-only at
 import time. It is long because one run has many parts only it uses (settings checked, rows pulled
 from the table, finished rows summarised and journaled, the batch and rate-limit hooks); lining
@@ -22,33 +23,40 @@ import contextvars
 import threading
 import time
 from collections.abc import Mapping
+
+from ..base.json_form import json_ready
+from ..base.model_protocol import ModelCaller as Runtime
+from ..base.model_protocol import check_modes, check_timeout, resolve_runtime
+from ..decision.loop import check_reask, check_validate
+from ..decision.loop import max_attempts as _max_attempts
+from ..decision.modes import get_mode
+from ..decision.options import check_context, normalize, render_menu
+from ..decision.options.shortlist import check_shortlist
+from ..decision.repair import check_repair
+from ..trace.confidence import Confidence, Samples, check_confidence, check_threshold
+from ..trace.decision_trace import batch as _trace_batch
+from ..trace.decision_trace import repr_head
+from .comparison import ComparisonResult
+from .inputs import Table, row_key
+from .journal import Journal, JournalMismatch
+from .journal_text import row_text
+from .ratelimit import RateLimit, check_rate_limit, run_default
+from .ratelimit import using as _limited
+from .results import NO_PICK, EvaluationResult, Outcomes, cascade_of, summarize
+from .runner import Board, arows
+from .runner import interrupted as _interrupted
+from .runner import run as _run_rows
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable, Iterator, Sequence
+    from collections.abc import Callable, Iterator, Sequence
+    from typing import Any
 
     from ..base.type_names import ModeName, Options
     from ..decision.options.kinds import Option
     from ..decision.options.menu import Menu
     from ..trace.records import Reask
     Reasker = str | Callable[[Reask], str] | None
-
-from ..trace.confidence import Confidence, Samples, check_confidence, check_threshold
-from .inputs import Table, row_key
-from .comparison import ComparisonResult
-from .results import NO_PICK, EvaluationResult, Outcomes, cascade_of, pick_of, summarize
-from .runner import Board, arows, interrupted as _interrupted, run as _run_rows
-from ..base.json_form import json_ready
-from .journal import Journal, JournalMismatch
-from .journal_text import row_text
-from ..decision.loop import check_reask, check_validate, max_attempts as _max_attempts
-from ..base.model_protocol import ModelCaller as Runtime, check_modes, check_timeout, resolve_runtime
-from ..decision.modes import get_mode
-from ..decision.options import check_context, normalize, render_menu
-from ..decision.options.shortlist import check_shortlist
-from .ratelimit import RateLimit, check_rate_limit, run_default, using as _limited
-from ..trace.decision_trace import repr_head, batch
-from ..trace.decision_trace import batch as _trace_batch
-from ..decision.repair import check_repair
 
 __all__ = ["evaluate", "aevaluate", "EvaluationResult", "ComparisonResult", "JournalMismatch",
            "NO_PICK", "RateLimit"]
@@ -361,7 +369,7 @@ def _batched(batch: Any, rt: Runtime) -> Runtime:
     return batched
 
 
-def _batch_hooks(one: "Run", batched: Runtime, rt: Runtime) -> None:
+def _batch_hooks(one: Run, batched: Runtime, rt: Runtime) -> None:
     """On the batch path: the bar shows the batch's counts, and the journal holds its batches
     (those in flight are re-attached to, new ones recorded)."""
     if batched is rt:
@@ -373,7 +381,7 @@ def _batch_hooks(one: "Run", batched: Runtime, rt: Runtime) -> None:
 
 def new_run(table: Table, menu: Sequence[Option], rt: Runtime, batch: Any,
              settings: dict[str, Any], concurrency: int, progress: Any, desc: str, journal: Any,
-             name: str, limit: RateLimit | None) -> "Run":
+             name: str, limit: RateLimit | None) -> Run:
     """A run of `menu` over `table` on `rt`, or on its batch path when `batch=` asks: there
     every row waits on its round, so all of them are in flight at once (a task each, no
     thread)."""
@@ -390,7 +398,7 @@ def _evaluation(what: str, prompt: str, options: Options, inputs: Any, runtime: 
                 progress: Any, on_interrupt: Any, validate: Any, reask: Any, mode: Any,
                 journal: Any, total: int | None, rate_limit: Any, batch: Any,
                 confidence: tuple[Any, ...] = (False, None, None),
-                repair: Any = None, shortlist: Any = None) -> "Run":
+                repair: Any = None, shortlist: Any = None) -> Run:
     """The one run of `evaluate` / `aevaluate` (`what`), every argument checked before any
     model call."""
     concurrency, settings = check_settings(on_interrupt, concurrency, max_retries, timeout_s,
@@ -404,7 +412,7 @@ def _evaluation(what: str, prompt: str, options: Options, inputs: Any, runtime: 
                     journal, "evaluate", rate_limit_of(rate_limit, [rt]))
 
 
-def _evaluation_span(one: "Run") -> Any:
+def _evaluation_span(one: Run) -> Any:
     return _trace_batch("evaluate", None, **_known(inputs=one.table.total),
                         concurrency=one.concurrency, mode=one.settings["mode"])
 
@@ -433,7 +441,8 @@ def evaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runtime | N
              mode: ModeName = "menu", journal: Any = None, total: int | None = None,
              rate_limit: Any = None, batch: Any = False, confidence: Any = False,
              min_confidence: float | None = None,
-             low_confidence: str | None = None, repair: str | None = None, shortlist: Any = None) -> "EvaluationResult":
+             low_confidence: str | None = None, repair: str | None = None,
+             shortlist: Any = None) -> EvaluationResult:
     """Run the decision `prompt.format_map(row)` over `options` for every row of `inputs` (a
     pandas DataFrame, a list of dicts, or any iterable of dicts — a generator, a
     `csv.DictReader`, `pandas.read_csv(..., chunksize=)` chunks — with `total=` its row count
@@ -445,9 +454,9 @@ def evaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runtime | N
     on one event loop in a worker thread, so a concurrency of hundreds needs no thread per row.
     Rows are read from `inputs` as workers free up. `expected` (a column name, or a list of
     option names, one per input) adds accuracy and a confusion table. `validate=`, `reask=`,
-    `mode=` and `repair=` apply to every decision, as in `decision.make`. A failing input (no valid pick, a
-    model error, or an exception in a picked function) is recorded on its row and never stops
-    the run.
+    `mode=` and `repair=` apply to every decision, as in `decision.make`. A failing input (no valid
+    pick, a model error, or an exception in a picked function) is recorded on its row and never
+    stops the run.
 
     `journal="runs/x.jsonl"` appends every finished row to that file as it finishes (see
     `openprogram.evaluation.journal`), and keeps in memory only each row's summary
@@ -458,8 +467,8 @@ def evaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runtime | N
     `JournalMismatch`.
 
     `batch=True` (OpenAIRuntime, AnthropicRuntime) sends the rows through the provider's
-    batch API (half the price, answered within a day; see `openprogram.runtimes.providers.batch`): all
-    rows are asked in one round, re-asks go in the next; a dict sets the path's options
+    batch API (half the price, answered within a day; see `openprogram.runtimes.providers.batch`):
+    all rows are asked in one round, re-asks go in the next; a dict sets the path's options
     (`{"poll_s": 30}`).
 
     Rate limits are handled without any setting (OpenAIRuntime, AnthropicRuntime; see
@@ -507,7 +516,8 @@ async def aevaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runt
                     journal: Any = None, total: int | None = None,
                     rate_limit: Any = None, batch: Any = False, confidence: Any = False,
                     min_confidence: float | None = None,
-                    low_confidence: str | None = None, repair: str | None = None, shortlist: Any = None) -> "EvaluationResult":
+                    low_confidence: str | None = None, repair: str | None = None,
+                    shortlist: Any = None) -> EvaluationResult:
     """`evaluate`, awaitable: every row is a `decision.amake` task on the running event loop,
     at most `concurrency` in flight, each in a copy of the caller's context. Same arguments
     (`journal=`, `total=`, `rate_limit=` and `batch=` included) and the same
@@ -520,7 +530,6 @@ async def aevaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runt
     `aevaluate` cancels every row in flight (each trace finishes as failed) and re-raises the
     CancelledError, carrying the partial result as `.result`.
     """
-    import asyncio
     one = _evaluation("aevaluate", prompt, options, inputs, runtime, concurrency, max_retries,
                       expected, context, timeout_s, progress, on_interrupt, validate, reask,
                       mode, journal, total, rate_limit, batch,
@@ -534,7 +543,7 @@ async def aevaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runt
     return result
 
 
-async def arun_one(one: "Run") -> tuple[float, bool]:
+async def arun_one(one: Run) -> tuple[float, bool]:
     """One run's rows as tasks on the running loop: (wall seconds, interrupted). A cancel of
     the awaiting task re-raises with the partial result as `.result` (what finished is kept)."""
     import asyncio

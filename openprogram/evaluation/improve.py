@@ -26,14 +26,16 @@ import os
 import random
 import string
 import warnings
+
+from ..base.errors import DecisionError, OptionWarning, UsageError
+from ..decision.options import Option, normalize
+from .proposers import NAME, Journaled, digest, keyword_proposer, proposed, proposer_of
+from .results import bootstrap_interval
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable
-
-from ..base.errors import DecisionError, UsageError, OptionWarning
-from ..decision.options import Option, normalize
-from .results import bootstrap_interval
-from .proposers import NAME, Journaled, digest, keyword_proposer, proposed, proposer_of
+    from collections.abc import Callable
+    from typing import Any
 
 __all__ = ["improve", "aimprove", "Improvement", "keyword_proposer", "MIN_ROWS"]
 

@@ -15,9 +15,11 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Mapping
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Iterator
+    from collections.abc import Iterator
+    from typing import Any
 
 __all__ = ["Table", "row_key"]
 
@@ -253,7 +255,7 @@ class Table:
                              f"unknown)")
         self.total = n
 
-    def refill(self, prompt: str) -> "Table":
+    def refill(self, prompt: str) -> Table:
         """The same rows with another prompt template (a compare variant's own prompt)."""
         other = object.__new__(Table)
         other.__dict__.update(self.__dict__)

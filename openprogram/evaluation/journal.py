@@ -40,16 +40,17 @@ import os
 import time
 import warnings
 from pathlib import Path
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Iterator
 
 from ..base.errors import OpenProgramError
 from ..base.filesecrets import holding
 from ..base.json_form import json_ready
-from ..base.jsonl import LineFormat, encode_line, format_version, whole_lines, write_whole
+from ..base.jsonl import LineFormat, format_version, whole_lines, write_whole
 from ..base.text import cut
 from .journal_text import trace_text
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any
 
 __all__ = ["Journal", "JournalMismatch", "JournalFileError", "JournalWriteError", "read_journal"]
 
@@ -359,7 +360,8 @@ class Journal:
             section["fingerprint"] = fingerprint({**section, "repair": None})  # see fingerprint
         if old is not None and old.get("repair") is not None \
                 and old.get("repair") != section.get("repair") \
-                and all(old.get(k) == section.get(k) for k in ("prompt", "menu", "mode", "runtime")):
+                and all(old.get(k) == section.get(k)
+                        for k in ("prompt", "menu", "mode", "runtime")):
             was, now = _short(old.get("repair"), 40), _short(section.get("repair"), 40)
             raise JournalMismatch(
                 f"the journal {where!r} holds {len(self.done)} rows of {self.name!r} run with "

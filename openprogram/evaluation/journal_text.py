@@ -18,14 +18,15 @@ test_journal_line.py for the trace).
 from __future__ import annotations
 
 import json.encoder as _json
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any
 
 from ..base.json_form import json_ready
 from ..base.jsonl import encoder
 from ..trace.decision_trace import DecisionTrace, repr_head
 from ..trace.records import Attempt
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any
 
 __all__ = ["row_text", "trace_text"]
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Sequence, Sized
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable, Iterator
 
 from ..trace.confidence import Confidence
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from collections.abc import Callable, Iterator
+    from typing import Any
 
 
 #: The pick column's label for a finished row whose model never made a valid pick.

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import re
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any, Callable
 
 from ..base.errors import DecisionError, UsageError
 from ..decision.options import Option
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 
 __all__ = ["keyword_proposer", "MAX_DESCRIPTION", "NAME"]

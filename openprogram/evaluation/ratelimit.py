@@ -32,11 +32,13 @@ from __future__ import annotations
 import contextvars
 import threading
 import time
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any, Callable
 
 from ..base.errors import ArgumentError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 __all__ = ["RateLimit", "current", "using", "check_rate_limit", "run_default"]
 
@@ -45,7 +47,7 @@ LIMIT_STATUSES = frozenset({429, 529})
 DEFAULT_WAIT_S = 1.0
 DEFAULT_PATIENCE_S = 600.0
 
-_current: contextvars.ContextVar["RateLimit | None"] = contextvars.ContextVar(
+_current: contextvars.ContextVar[RateLimit | None] = contextvars.ContextVar(
     "openprogram_rate_limit", default=None)
 
 

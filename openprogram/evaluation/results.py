@@ -18,20 +18,30 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
+
+from ..base.errors import require
+from ..trace.confidence import Confidence
+from ..trace.decision_trace import DecisionTrace, RecordedError, trace_from_dict, trace_view
+from ..trace.safe_html import quiet_frame  # model and row text: every frame shown in the wrapper
+from ..trace.tables import CONFIDENCE_COLUMNS, confidence_row
+from .calibration import ConfidenceMetrics, bootstrap_interval, new_axes
+from .outcomes import (
+    NO_PICK,
+    ROW_COLUMNS,
+    STATUS_CODE,
+    STATUSES,
+    LazyRows,
+    Outcomes,
+    PickList,
+    cascade_of,
+    pick_of,
+    summarize,
+)
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from pathlib import Path
     from typing import Any
-
-from ..trace.confidence import Confidence
-from ..base.errors import require
-from ..trace.decision_trace import DecisionTrace, RecordedError, trace_from_dict, trace_view
-from ..trace.tables import CONFIDENCE_COLUMNS, confidence_row
-from ..trace.safe_html import quiet_frame  # model and row text: every frame shown in the wrapper
-
-from .outcomes import (NO_PICK, ROW_COLUMNS, STATUS_CODE, STATUSES, LazyRows, Outcomes, PickList,
-                       cascade_of, pick_of, summarize)
-from .calibration import ConfidenceMetrics, bootstrap_interval, new_axes
 
 __all__ = ["EvaluationResult", "NO_PICK", "Outcomes", "bootstrap_interval", "cascade_of",
            "pick_of", "summarize"]
@@ -75,6 +85,7 @@ def tables_html(title: str, tables: list[tuple[str, Any]]) -> str:
     """Tables side by side, each rendered by pandas (which escapes every cell), in the wrapper
     every view of the library has (no MathJax, no link detection)."""
     import html
+
     from ..trace.safe_html import wrap
     parts = [f'<div class="openprogram-eval"><p>{title}</p>'
              '<div style="display:flex;flex-wrap:wrap;gap:2em;align-items:flex-start">']
@@ -90,17 +101,17 @@ def tables_html(title: str, tables: list[tuple[str, Any]]) -> str:
 class EvaluationResult(ConfidenceMetrics):
     """The outcome of `evaluate`: one row per input plus summaries.
 
-    Per input, as lists in input order: `.picks`, `.results`, `.statuses`, `.errors`,
-    `.traces`, `.expected`. `.to_frame()` — one row per input (index = input position): the
-    input columns, `chosen`, `args`, `result` (the object), `error`, `attempts`, `error_kinds`, `duration_s`, `tokens_in`,
-    `tokens_out`, `status` ("resolved", "failed" or "cancelled"), `cached` (every model call of
-    the row was answered from a cache), and `expected` / `correct` when expected picks were
-    given. Summaries (pandas): `.pick_counts`, `.error_counts`, `.confusion`, `.summary`; and
-    the figures `.retry_rate`, `.failure_rate`, `.accuracy`. `.traces[i]` / `.panel(i)` open one row's decision; `.plot()` draws
-    the pick distribution. Rates are over finished rows. A journaled result (`journal=`, or
-    `from_journal`) reads traces, results and errors back from its journal when asked for; its
-    `errors` are the journaled errors' type and message. `.rate_limit` is the run's
-    `RateLimit`, whose `.stats` count the 429s it absorbed and the pauses it made.
+    Per input, as lists in input order: `.picks`, `.results`, `.statuses`, `.errors`, `.traces`,
+    `.expected`. `.to_frame()` — one row per input (index = input position): the input columns,
+    `chosen`, `args`, `result` (the object), `error`, `attempts`, `error_kinds`, `duration_s`,
+    `tokens_in`, `tokens_out`, `status` ("resolved", "failed" or "cancelled"), `cached` (every model
+    call of the row was answered from a cache), and `expected` / `correct` when expected picks were
+    given. Summaries (pandas): `.pick_counts`, `.error_counts`, `.confusion`, `.summary`; and the
+    figures `.retry_rate`, `.failure_rate`, `.accuracy`. `.traces[i]` / `.panel(i)` open one row's
+    decision; `.plot()` draws the pick distribution. Rates are over finished rows. A journaled
+    result (`journal=`, or `from_journal`) reads traces, results and errors back from its journal
+    when asked for; its `errors` are the journaled errors' type and message. `.rate_limit` is the
+    run's `RateLimit`, whose `.stats` count the 429s it absorbed and the pauses it made.
     """
 
     def __init__(self, *, prompt: str, options: list[str], columns: list[str],
@@ -120,10 +131,11 @@ class EvaluationResult(ConfidenceMetrics):
         self.rate_limit: Any = None
 
     @classmethod
-    def from_journal(cls, path: Any, section: str | None = None) -> "EvaluationResult":
+    def from_journal(cls, path: Any, section: str | None = None) -> EvaluationResult:
         """The run journaled at `path`, loaded for analysis without any model: `section` names
         the evaluation when the journal holds several (compare writes one per variant)."""
         from pathlib import Path
+
         from .journal import read_journal
         shared: dict[str, Any] = {}
         sections, rows = read_journal(path, shared)

@@ -16,16 +16,19 @@ from __future__ import annotations
 import contextvars
 import threading
 import time
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable, Iterator, Sequence, TypeVar
-    R = TypeVar("R")
 
 from ..base.errors import OpenProgramError
+from ..base.model_protocol import ModelCaller as Runtime
+from ..base.model_protocol import run_sync
 from ..decision.loop import Plan, attempt_gate
-from ..base.model_protocol import ModelCaller as Runtime, run_sync
 from ..decision.options import Option
 from ..trace.decision_trace import DecisionTrace
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from collections.abc import Callable, Iterator, Sequence
+    from typing import Any, TypeVar
+    R = TypeVar("R")
 
 __all__ = ["Row", "Board", "run", "arows", "interrupted"]
 

@@ -6,29 +6,39 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from ..base.model_protocol import ModelCaller as Runtime
+from ..base.model_protocol import check_modes, resolve_runtime
+from ..decision.loop import check_reask, check_validate
+from ..decision.loop import max_attempts as _max_attempts
+from ..decision.modes import get_mode
+from ..decision.options import check_context, normalize
+from ..decision.options.shortlist import check_shortlist
+from ..decision.repair import check_repair
+from ..trace.decision_trace import batch as _trace_batch
+from .comparison import ComparisonResult
+from .evaluate import (
+    CONFIDENCE_KEYS,
+    Run,
+    arun_one,
+    check_run_confidence,
+    check_settings,
+    new_run,
+    rate_limit_of,
+)
+from .inputs import Table
+from .results import EvaluationResult
+from .runner import interrupted as _interrupted
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable, Iterator
+    from collections.abc import Callable, Iterator
+    from typing import Any
 
     from ..base.type_names import ModeName, Options
     from ..decision.options.menu import Menu
     from ..trace.records import Reask
     Reasker = str | Callable[[Reask], str] | None
-
-from .inputs import Table
-from .comparison import ComparisonResult
-from .results import EvaluationResult
-from .runner import interrupted as _interrupted
-from ..decision.loop import check_reask, check_validate, max_attempts as _max_attempts
-from ..base.model_protocol import ModelCaller as Runtime, check_modes, resolve_runtime
-from ..decision.modes import get_mode
-from ..decision.options import check_context, normalize
-from ..decision.options.shortlist import check_shortlist
-from ..trace.decision_trace import batch as _trace_batch
-from ..decision.repair import check_repair
-
-from .evaluate import (CONFIDENCE_KEYS, Run, arun_one, check_run_confidence, check_settings,
-                       new_run, rate_limit_of)
 
 __all__ = ["compare", "acompare", "Variant"]
 
@@ -119,7 +129,7 @@ def compare(prompt: str, variants: Any, inputs: Any, *, options: Options | None 
             mode: ModeName = "menu", journal: Any = None, total: int | None = None,
             rate_limit: Any = None, batch: Any = False, confidence: Any = False,
             min_confidence: float | None = None,
-            low_confidence: str | None = None, repair: str | None = None) -> "ComparisonResult":
+            low_confidence: str | None = None, repair: str | None = None) -> ComparisonResult:
     """Run two or more variants over the same inputs and line their picks up side by side.
 
     `variants` maps a name to an option set (run on `runtime`, else the bound Runtime), to a
@@ -130,9 +140,9 @@ def compare(prompt: str, variants: Any, inputs: Any, *, options: Options | None 
     journal, named after it, and resumes on its own). An iterable of inputs is read once and
     kept, since every variant runs over it. Returns a `ComparisonResult`: `.to_frame()` (one
     pick column per variant), `.differences`, `.summary` (retry and failure rates, accuracy, per
-    variant), `.picks` (each variant's picks), `.pick_counts`, `.plot()`. `batch=` and `rate_limit=` apply to every variant, as in
-    `evaluate` (on the batch path each variant is its own rounds). Ctrl-C behaves as in
-    `evaluate`; variants not yet started are all "cancelled".
+    variant), `.picks` (each variant's picks), `.pick_counts`, `.plot()`. `batch=` and `rate_limit=`
+    apply to every variant, as in `evaluate` (on the batch path each variant is its own rounds).
+    Ctrl-C behaves as in `evaluate`; variants not yet started are all "cancelled".
     """
     prep = _Comparison(prompt, variants, inputs, options, runtime, concurrency, max_retries,
                        expected, context, timeout_s, progress, on_interrupt, validate, reask,
@@ -154,7 +164,8 @@ async def acompare(prompt: str, variants: Any, inputs: Any, *, options: Options 
                    total: int | None = None, rate_limit: Any = None,
                    batch: Any = False, confidence: Any = False,
                    min_confidence: float | None = None,
-                   low_confidence: str | None = None, repair: str | None = None) -> "ComparisonResult":
+                   low_confidence: str | None = None,
+                   repair: str | None = None) -> ComparisonResult:
     """`compare`, awaitable: each variant's rows run as `aevaluate` runs them (tasks on the
     running event loop, at most `concurrency` in flight), one variant after another. Same
     arguments and the same `ComparisonResult`. Cancelling the awaiting task cancels the rows

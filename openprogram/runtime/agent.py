@@ -12,16 +12,23 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
+
+from ..base.errors import UsageError
+from ..base.model_protocol import (
+    current_agent,
+    current_agent_var,
+    current_runtime_var,
+    resolve_runtime,
+)
+from .runtime import Runtime, option_set
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable, TypeVar
+    from collections.abc import Callable
+    from typing import Any, TypeVar
 
     from ..base.type_names import ModeName, Options
     T = TypeVar("T")
-
-from ..base.errors import UsageError
-from ..base.model_protocol import current_agent_var, current_runtime_var, current_agent, resolve_runtime
-from .runtime import Runtime, option_set
 
 __all__ = ["Agent", "agent", "aagent", "bind_context", "current_agent"]
 
@@ -139,11 +146,12 @@ def agent(prompt: Any, *, tools: Any = None, toolset: Any = None, options: Optio
           timeout_s: float | None = None, validate: Callable[..., Any] | None = None,
           reask: Any = None, mode: ModeName = "menu", choices: Options | None = None,
           confidence: Any = False, min_confidence: float | None = None,
-          low_confidence: str | None = None, repair: str | None = None, shortlist: Any = None) -> Any:
-    """A full turn (rule E2 of docs/rules.md) on the bound Runtime: reasoning and native tool calls from `tools` /
-    `toolset`. Returns the reply text; with `options=` (an option set, as in `decision.make`;
-    `choices=` is its older name and still works), the resolved decision; `repair=` as in
-    `decision.make`; `shortlist=k` narrows the options as in `decision.make`."""
+          low_confidence: str | None = None, repair: str | None = None,
+          shortlist: Any = None) -> Any:
+    """A full turn (rule E2 of docs/rules.md) on the bound Runtime: reasoning and native tool calls
+    from `tools` / `toolset`. Returns the reply text; with `options=` (an option set, as in
+    `decision.make`; `choices=` is its older name and still works), the resolved decision; `repair=`
+    as in `decision.make`; `shortlist=k` narrows the options as in `decision.make`."""
     options = option_set(options, choices, "agent")
     rt = _turn_runtime(runtime, "agent()")
     return rt.exec(prompt, tools=tools, toolset=toolset, options=options,
@@ -161,7 +169,8 @@ async def aagent(prompt: Any, *, tools: Any = None, toolset: Any = None,
                  validate: Callable[..., Any] | None = None, reask: Any = None,
                  mode: ModeName = "menu", choices: Options | None = None,
                  confidence: Any = False, min_confidence: float | None = None,
-                 low_confidence: str | None = None, repair: str | None = None, shortlist: Any = None) -> Any:
+                 low_confidence: str | None = None, repair: str | None = None,
+                 shortlist: Any = None) -> Any:
     """`agent()`, awaitable (`Runtime.aexec`): async models, tools and options are awaited."""
     options = option_set(options, choices, "aagent")
     rt = _turn_runtime(runtime, "aagent()")

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import inspect
 import time
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable
-    from .dag import Node
 
 from ..base.errors import ModelCallError, UsageError
 from ..base.model_protocol import ModelResponse, ToolCall, blocks_text, to_blocks
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from collections.abc import Callable
+    from typing import Any
+
+    from .dag import Node
 
 def timed_out(timeout: float | None, returned: bool = False) -> ModelCallError:
     """The error of a model call that the time budget (timeout_s) ended."""
@@ -68,7 +71,7 @@ def record_reply(node: Node, resp: Any) -> ModelResponse:
 
 def is_async_callable(fn: Callable) -> bool:
     return inspect.iscoroutinefunction(fn) or \
-        inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+        inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004 (the method)
 
 
 def as_response(out: Any) -> ModelResponse:

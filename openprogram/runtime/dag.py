@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import contextvars
 import itertools
-from _thread import allocate_lock as Lock  # threading.Lock itself, without importing threading
 import time
+from _thread import allocate_lock as Lock  # threading.Lock itself, without importing threading
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Iterator
 
 from ..base.errors import require
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from collections.abc import Iterator
+    from typing import Any
 
 # A runtime lives as long as a notebook kernel or a service, and a record of every call it ever
 # made would grow without bound (about a kilobyte per decision, more with long prompts). So the
@@ -153,7 +155,7 @@ class DAG:
             nodes._put(node)
         return node
 
-    def span(self, kind: str, name: str, **fields) -> "_Span":
+    def span(self, kind: str, name: str, **fields) -> _Span:
         """A node that is the parent of everything recorded inside the block."""
         return _Span(self, kind, name, fields)
 
@@ -192,7 +194,9 @@ class DAG:
         first = nodes[0].id if nodes else 0
         rows = [{**n.to_dict(), "parent_dropped": n.parent is not None and n.parent < first}
                 for n in nodes]
-        from ..trace.safe_html import quiet_frame  # prompts and replies: shown in the library's wrapper
+        from ..trace.safe_html import (
+            quiet_frame,  # prompts and replies: shown in the library's wrapper
+        )
         return quiet_frame(pd.DataFrame(rows, columns=[*_NODE_FIELDS, "parent_dropped"])
                            .set_index("id"))
 

@@ -16,14 +16,16 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable
 
 from ..base.errors import ArgumentError, UsageError
-from .agent import current_agent
 from ..decision.options import RUNTIME_PARAM_NAMES
+from .agent import current_agent
 from .runtime import Runtime, current_runtime, resolve_runtime, using_runtime
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from collections.abc import Callable
+    from typing import Any
 
 __all__ = ["agentic_function"]
 

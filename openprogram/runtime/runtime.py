@@ -12,21 +12,45 @@ from __future__ import annotations
 
 import inspect
 import time
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable
 
 from ..base.errors import ModelCallError, UsageError, WaitTimeout
+from ..base.model_protocol import (
+    ModelCaller,
+    ModelResponse,
+    OnLoop,
+    ToolCall,
+    blocks_text,
+    check_iterations,
+    check_timeout,
+    current_runtime,
+    deadline_after,
+    resolve_runtime,
+    run_blocking,
+    run_sync,
+    to_blocks,
+    using_runtime,
+)
 from ..decision.loop import check_reask
 from ..decision.repair import check_repair
-from ..base.model_protocol import (ModelCaller, ModelResponse, OnLoop, ToolCall, blocks_text,
-                                   check_iterations, check_timeout, current_runtime,
-                                   deadline_after, resolve_runtime, run_blocking, run_sync,
-                                   to_blocks, using_runtime)
+from .calls import (
+    accepted_kwargs,
+    as_response,
+    call_budget,
+    check_takes_content,
+    flatten_messages,
+    grace_after,
+    is_async_callable,
+    record_reply,
+    timed_out,
+    within,
+)
 from .dag import DAG, DEFAULT_WINDOW, Node, Window, current_node_var
-from .calls import (accepted_kwargs, call_budget, check_takes_content, flatten_messages, grace_after,
-                    is_async_callable, record_reply, as_response, timed_out, within)
 from .turns import run_agent_decision, run_format
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from collections.abc import Callable
+    from typing import Any
 
 __all__ = ["Runtime", "DAG", "Node", "Window", "DEFAULT_WINDOW", "ToolCall", "ModelResponse",
            "ModelCallError", "as_response", "to_blocks", "blocks_text", "current_runtime",
@@ -218,21 +242,23 @@ class Runtime(ModelCaller):
         return run_sync(self._exec(content, tools, toolset, option_set(options, choices, "exec"),
                                    response_format, max_iterations, timeout_s, context,
                                    validate, reask, mode, sync=True,
-                                   confidence=(confidence, min_confidence, low_confidence), repair=repair, shortlist=shortlist))
+                                   confidence=(confidence, min_confidence, low_confidence),
+                                   repair=repair, shortlist=shortlist))
 
     async def aexec(self, content, *, tools=None, toolset=None, options=None,
                     response_format=None, max_iterations: int = 20,
                     timeout_s: float | None = None, context: dict | None = None,
                     validate: Callable | None = None, reask: Any = None, mode: str = "menu",
                     choices=None, confidence: Any = False, min_confidence: float | None = None,
-                    low_confidence: str | None = None, repair: str | None = None, shortlist: Any = None):
+                    low_confidence: str | None = None, repair: str | None = None,
+                    shortlist: Any = None):
         """`exec()` for async callers: model calls through `acall_model`, async tools and
         options awaited."""
         return await self._exec(content, tools, toolset, option_set(options, choices, "aexec"),
                                 response_format, max_iterations, timeout_s, context, validate,
                                 reask, mode, sync=False,
-                                confidence=(confidence, min_confidence, low_confidence), repair=repair,
-                                shortlist=shortlist)
+                                confidence=(confidence, min_confidence, low_confidence),
+                                repair=repair, shortlist=shortlist)
 
     async def _exec(self, content, tools, toolset, options, response_format, max_iterations,
                     timeout_s, context, validate, reask, mode, *, sync: bool,

@@ -14,15 +14,23 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+
+from ..base.errors import ArgumentError, AttemptError, ModelCallError, OptionError, UsageError
+from ..base.model_protocol import current_agent, running_tool, settle_value
+from ..decision.options import (
+    Param,
+    call_function,
+    check_hidden,
+    function_params,
+    normalize,
+    validate,
+)
+from ..decision.options.tool_definitions import ToolDefinition
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable
-
-from ..base.errors import ArgumentError, ModelCallError, OptionError, AttemptError, UsageError
-from ..base.model_protocol import current_agent, running_tool, settle_value
-from ..decision.options import (Param, call_function, check_hidden, function_params, normalize,
-                                validate)
-from ..decision.options.tool_definitions import ToolDefinition
+    from collections.abc import Callable
+    from typing import Any
 
 
 @dataclass

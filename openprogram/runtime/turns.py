@@ -4,21 +4,31 @@ a whole turn with native tools, then its last reply is checked by the decision l
 from __future__ import annotations
 
 import json
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable
 
-from ..base.errors import ModelCallError, AttemptError, UsageError
-from ..trace.confidence import check_confidence, check_threshold
+from ..base.errors import AttemptError, ModelCallError, UsageError
+from ..base.model_protocol import ModelCaller, blocks_text, check_modes
 from ..decision.loop import DECISION_FINISH_INSTRUCTION, Decider
 from ..decision.modes import format_mode, get_mode
-from ..base.model_protocol import ModelCaller, blocks_text, check_modes
-from ..decision.repair import check_repair
-from ..decision.options import Param, SchemaOption, check_context, normalize, param_lines, render_menu
-from ..decision.options import schema_field, validate
+from ..decision.options import (
+    Param,
+    SchemaOption,
+    check_context,
+    normalize,
+    param_lines,
+    render_menu,
+    schema_field,
+    validate,
+)
 from ..decision.options.shortlist import check_shortlist, narrow
-from ..trace.records import ToolRound, replace
+from ..decision.repair import check_repair
+from ..trace.confidence import check_confidence, check_threshold
 from ..trace.decision_trace import emit
+from ..trace.records import ToolRound, replace
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from collections.abc import Callable
+    from typing import Any
 
 # ---------------------------------------------------------------------------------------------
 # Turns that end in a decision (E2): a whole turn with tools, then its last reply is checked
@@ -58,7 +68,8 @@ async def run_agent_decision(rt: ModelCaller, blocks: list[dict], options: Any, 
                              *, context: dict | None, max_iterations: int,
                              deadline: float | None, sync: bool = True,
                              validate: Callable | None = None, reask: Callable | None = None,
-                             mode: Any = None, confidence: tuple = (False, None, None), repair: str | None = None, shortlist: Any = None):
+                             mode: Any = None, confidence: tuple = (False, None, None),
+                             repair: str | None = None, shortlist: Any = None):
     """`exec(options=)` (E2): one turn with tools, then the last reply is the decision; one
     re-pick, fixed. In menu mode the finish instruction and the menu end the prompt; in the
     other modes the choices travel as tools or as the schema. `shortlist=` narrows the

@@ -4,8 +4,8 @@ LM Studio — and `AnthropicRuntime`), `LlamaCppRuntime` (a GGUF model in proces
 the cassettes (`RecordingRuntime`, `ReplayRuntime`), the cache (`CachedRuntime`) and the batch
 path (`BatchRuntime`, what `runtime.batched()` gives) are loaded on
 first use, and the SDKs and llama.cpp only when such a runtime is created, so importing this
-package stays standard-library-only. See `openprogram.runtimes.providers.openai_runtime` for pointing `base_url` at a
-local server."""
+package stays standard-library-only. See `openprogram.runtimes.providers.openai_runtime` for
+pointing `base_url` at a local server."""
 from ..base.lazy import lazy_names
 from ..runtime.runtime import ModelCallError, ModelResponse, Runtime, ToolCall
 from ..trace.decision_trace import register_recorded_reader as _register_recorded_reader

@@ -13,12 +13,13 @@ runtime answered and the tokens each spent (`EvaluationResult.cascade_counts`).
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from ..trace.confidence import Samples, check_confidence, confidence_source
 from ..base.errors import ArgumentError, UsageError
 from ..base.model_protocol import ModelCaller
 from ..runtime.runtime import DAG, Runtime
+from ..trace.confidence import Samples, check_confidence, confidence_source
 
 __all__ = ["CascadeRuntime"]
 

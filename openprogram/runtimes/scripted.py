@@ -7,16 +7,26 @@ add a fixed or random latency, so live views, concurrency and benchmarks work of
 """
 from __future__ import annotations
 
-from _thread import allocate_lock as Lock  # threading.Lock itself, without importing threading
 import time
+from _thread import allocate_lock as Lock  # threading.Lock itself, without importing threading
 from dataclasses import dataclass, field
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable
 
 from ..base.errors import ModelCallError, OpenProgramError
-from ..runtime.runtime import (DEFAULT_WINDOW, ModelResponse, Runtime, ToolCall,
-                               Window, as_response, blocks_text, to_blocks)
+from ..runtime.runtime import (
+    DEFAULT_WINDOW,
+    ModelResponse,
+    Runtime,
+    ToolCall,
+    Window,
+    as_response,
+    blocks_text,
+    to_blocks,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from collections.abc import Callable
+    from typing import Any
 
 
 @dataclass

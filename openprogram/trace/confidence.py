@@ -6,8 +6,8 @@ replies that name no option (`other`), where the numbers come from (`source`: "e
 in-process model's own probabilities under the decision grammar, "logprobs" from a server's token
 log-probabilities, "samples" from counting the picks of n replies) and how many replies were
 drawn (`n`, samples only). A runtime that can give a distribution says so with the class attribute
-`confidence_source` and fills `ModelResponse.confidence` (a plain dict, see model_protocol.py) when the loop
-passes it `confidence=[names]`; this module turns that dict into the record, checks the
+`confidence_source` and fills `ModelResponse.confidence` (a plain dict, see model_protocol.py) when
+the loop passes it `confidence=[names]`; this module turns that dict into the record, checks the
 arguments a caller gives (`confidence=`, `Samples(...)`, `min_confidence=`, `low_confidence=`),
 and counts samples. Nothing here imports anything outside the standard library.
 """
@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Iterable, Sequence
 
 from ..base.errors import ArgumentError, UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from collections.abc import Iterable, Sequence
+    from typing import Any
 
 __all__ = ["Confidence", "Samples", "ConfidenceAsk", "check_confidence", "check_threshold",
            "confidence_source", "from_response", "from_counts", "SOURCES"]
@@ -87,7 +89,7 @@ class Confidence:
                 "n": self.n, "pick": self.pick, "note": self.note}
 
     @classmethod
-    def from_dict(cls, data: dict | None) -> "Confidence | None":
+    def from_dict(cls, data: dict | None) -> Confidence | None:
         """The record again from `to_dict()` (a journal, an export); None from None."""
         if data is None:
             return None

@@ -12,25 +12,27 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import itertools
-from _thread import allocate_lock as Lock  # threading.Lock itself, without importing threading
 import time
 import warnings
 import weakref
+from _thread import allocate_lock as Lock  # threading.Lock itself, without importing threading
 from collections import deque
 from dataclasses import dataclass, field
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable, Iterable, Iterator
-    Observer = Callable[["TraceEvent"], None]
 
 from ..base.errors import ERROR_KINDS, ArgumentError, OpenProgramError, explain, require
 from ..base.json_form import to_jsonable
 from ..base.text import cut, safe_repr
 from .confidence import Confidence
 from .records import Attempt, Repair, ToolRound
-from .tables import attempt_rows
 from .safe_html import quiet_frame
+from .tables import attempt_rows
 from .view import trace_html
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from collections.abc import Callable, Iterable, Iterator
+    from typing import Any
+    Observer = Callable[["TraceEvent"], None]
 
 __all__ = ["ERROR_KINDS", "explain", "Attempt", "ToolRound", "DecisionTrace", "TraceEvent",
            "trace_from_dict", "recorded_trace", "RecordedError",
@@ -56,7 +58,8 @@ class DecisionTrace:
     max_attempts: int = 2
     runtime: str | None = None
     id: int = field(default_factory=lambda: next(_ids))
-    status: str = "running"            # "running", "resolved", "failed" (or "recorded": read from a cassette)
+    status: str = "running"            # "running", "resolved", "failed" (or "recorded": read
+                                       # from a cassette)
     attempts: list[Attempt] = field(default_factory=list)
     tool_rounds: list[ToolRound] = field(default_factory=list)
     result: Any = None
@@ -117,7 +120,7 @@ class DecisionTrace:
             **({"shortlist": self.shortlist} if self.shortlist else {}),
         }
 
-    def _apply(self, event: "TraceEvent") -> None:
+    def _apply(self, event: TraceEvent) -> None:
         """Take in one event: the only way a trace changes."""
         self._take(event.kind, event.attempt, event.data)
 
@@ -162,7 +165,8 @@ class DecisionTrace:
                 "attempts": len(self.attempts), "error_kinds": self.error_kinds,
                 "result": repr_head(self.result), "error": (d["error"] or {}).get("message"),
                 "duration_s": self.duration_s, **self.usage()}]).set_index("id")
-        raise ArgumentError(f"unknown table {table!r}: use 'attempts', 'options', 'tools' or 'summary'")
+        raise ArgumentError(f"unknown table {table!r}: use 'attempts', 'options', 'tools' or "
+                            "'summary'")
 
     def __repr__(self) -> str:
         outcome = (f"result={repr_head(self.result)}" if self.status == "resolved"
@@ -420,10 +424,10 @@ def trace_view(trace: DecisionTrace) -> Any:
 
 #: Readers of recordings (`fn(recorded)`: traces, or None when `fn` does not read that kind of
 #: thing) that `decision.revalidate` tries in turn.
-recorded_readers: list[Callable[[Any], "list[DecisionTrace] | None"]] = []
+recorded_readers: list[Callable[[Any], list[DecisionTrace] | None]] = []
 
 
-def register_recorded_reader(fn: Callable[[Any], "list[DecisionTrace] | None"]) -> None:
+def register_recorded_reader(fn: Callable[[Any], list[DecisionTrace] | None]) -> None:
     """Plug in a reader of recordings `revalidate` takes besides traces (the runtimes package
     registers the cassette reader; it lives here, not in revalidate.py, so registering it does
     not import revalidation)."""

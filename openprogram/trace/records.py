@@ -11,11 +11,12 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
+
+from ..base.json_form import to_jsonable
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any
-
-from ..base.json_form import to_jsonable
 
 __all__ = ["Attempt", "ToolRound", "Pick", "Reask", "Repair", "replace", "new_attempt"]
 
@@ -66,17 +67,21 @@ class Attempt:
     started_at: float = field(default_factory=_now)
     duration_s: float | None = None
     model_call_id: int | None = None
-    usage: dict | None = None          # {"input_tokens": n, "output_tokens": m} when the runtime knows
+    usage: dict | None = None          # {"input_tokens": n, "output_tokens": m} when the
+                                       # runtime knows
     sent: dict | None = None           # besides the prompt: the tools or the schema the mode sent
     tool_calls: list[dict] | None = None  # the reply's native tool calls, if any
     finish_reason: str | None = None   # why the model stopped, as the provider says
     raw: dict | None = None            # the raw request and response of the model call, if known
-    cached: bool = False               # the reply came from a cache file (CachedRuntime), not the model
+    cached: bool = False               # the reply came from a cache file (CachedRuntime), not
+                                       # the model
     redacted: list[str] = field(default_factory=list)  # where the decoded pick held a key (paths)
     confidence: Any = None             # a confidence.Confidence when the decision asked for one
-    low_pick: str | None = None        # the model's pick set aside for low_confidence= (p below min)
+    low_pick: str | None = None        # the model's pick set aside for low_confidence=
+                                       # (p below min)
     cascade: list | None = None        # CascadeRuntime: each runtime asked (pick, p_pick, tokens)
-    repairs: list = field(default_factory=list)  # the Repair records (repair.py) that saved a re-ask
+    repairs: list = field(default_factory=list)  # the Repair records (repair.py) that saved
+                                                 # a re-ask
 
     @property
     def ok(self) -> bool:

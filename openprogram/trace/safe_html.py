@@ -8,11 +8,12 @@ the same wrapper. Standard library only; pandas is the caller's, found loaded.
 from __future__ import annotations
 
 import json
+
+from ..base.text import cut, safe_repr, safe_str
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any
-
-from ..base.text import cut, safe_repr, safe_str
 
 __all__ = ["esc", "clip", "pre", "pre_html", "label", "json_text", "result_text", "wrap",
            "text_html", "quiet_frame", "html_table", "NO_MATH", "MAX_CHARS"]

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Sequence
+    from collections.abc import Sequence
+    from typing import Any
 
 __all__ = ["attempt_rows", "CONFIDENCE_COLUMNS", "confidence_row"]
 

@@ -6,37 +6,58 @@ native tool call it made; the extracted JSON, the validation error, the chosen o
 arguments; the raw request and response of the model call), the tool rounds, the outcome, and the
 attempts / options / tools / summary tables as hand-built `<table>`s — as HTML that needs no
 script, no stylesheet of the page and no library. `compare_attempts_html(trace, a, b)` puts two
-attempts side by side, their replies and extracted JSON diffed, with the re-ask between them. `display(trace)`, static
-exports (nbconvert, GitHub, nbviewer) and the notebook panel, which puts each part into its own
-widget, all draw with these functions, so every view of a decision shows the same thing. Everything
-a model, a server or an option set wrote goes through `html.escape`; every view sits in a wrapper
-that MathJax skips (`mathjax_ignore`, `tex2jax_ignore`), so a reply can neither run script nor add
-markup, a link or typeset math; very long texts are cut, so a huge reply cannot flood a page. No
-function here raises on what a trace holds: a result or an error whose repr or str fails is shown as
-such. The toolkit these functions draw with — escaping, cutting, the wrapper, hand-built tables — is
-`safe_html`, which the library's other HTML (evaluation and comparison tables, re-check results,
-the `.differences` frame, the `%decision_menu` printout, the step-through) uses too, so no view
-lets MathJax typeset or the front end turn into links what a model or an option set wrote. It is
-long because it draws every part of a decision (attempts, replies with their marks, confidence
-bars, repairs, the raw exchange, the tables), and one module keeps those parts alike; the toolkit
-they share is `safe_html`.
+attempts side by side, their replies and extracted JSON diffed, with the re-ask between them.
+`display(trace)`, static exports (nbconvert, GitHub, nbviewer) and the notebook panel, which puts
+each part into its own widget, all draw with these functions, so every view of a decision shows the
+same thing. Everything a model, a server or an option set wrote goes through `html.escape`; every
+view sits in a wrapper that MathJax skips (`mathjax_ignore`, `tex2jax_ignore`), so a reply can
+neither run script nor add markup, a link or typeset math; very long texts are cut, so a huge reply
+cannot flood a page. No function here raises on what a trace holds: a result or an error whose repr
+or str fails is shown as such. The toolkit these functions draw with — escaping, cutting, the
+wrapper, hand-built tables — is `safe_html`, which the library's other HTML (evaluation and
+comparison tables, re-check results, the `.differences` frame, the `%decision_menu` printout, the
+step-through) uses too, so no view lets MathJax typeset or the front end turn into links what a
+model or an option set wrote. It is long because it draws every part of a decision (attempts,
+replies with their marks, confidence bars, repairs, the raw exchange, the tables), and one module
+keeps those parts alike; the toolkit they share is `safe_html`.
 """
 from __future__ import annotations
 
 import json
 import re
+
+# The explanation of an error kind is the only thing taken from the layers below; the Attempt
+# and DecisionTrace named in annotations are read by attribute only (decision_trace.py imports
+# this).
+from ..base.errors import ArgumentError, explain
+from ..base.text import safe_repr, safe_str
+from .safe_html import (
+    LABEL_STYLE,
+    MAX_CHARS,
+    TABLE_STYLE,
+    clip,
+    esc,
+    html_table,
+    json_text,
+    label,
+    pre,
+    pre_html,
+    quiet_frame,
+    result_text,
+    short_cell,
+    text_html,
+    wrap,
+)
+from .tables import attempt_rows
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any
 
-# The explanation of an error kind is the only thing taken from the layers below; the Attempt
-# and DecisionTrace named in annotations are read by attribute only (decision_trace.py imports this).
-from ..base.errors import ArgumentError, explain
-from ..base.text import safe_repr, safe_str
-from .tables import attempt_rows
-from .safe_html import (LABEL_STYLE, MAX_CHARS, TABLE_STYLE, clip, esc, html_table, json_text,
-                        label, pre, pre_html, quiet_frame, result_text, short_cell, text_html,
-                        wrap)
+    # Named for the reader, never imported, not even here: decision_trace.py imports this module
+    # (tests/package/test_core_layers.py counts an import for annotations as a cycle) and
+    # tests/widgets/test_widgets_view.py holds this module to the imports above.
+    Attempt = DecisionTrace = Any
 
 __all__ = ["trace_html", "attempt_html", "compare_attempts_html", "table_html",
            "confidence_html", "confidence_source_text",
@@ -291,7 +312,8 @@ def attempt_body_html(att: Attempt, reply: str | None = None) -> str:
     """The reply and what the mechanism made of it (`reply`: the text streamed so far)."""
     parts = [reply_html(att, reply)]
     if att.extracted is not None:
-        how = f"found in a {att.found_in}" if att.found_in == "fence" else f"found in the {att.found_in}"
+        how = f"found in a {att.found_in}" if att.found_in == "fence" else \
+            f"found in the {att.found_in}"
         parts.append(label(f"Extracted JSON ({how}, key \"{att.key_alias}\", "
                            f"{att.candidates} candidate(s); the last one is the pick)"))
         parts.append(pre(json_text(att.extracted), 200, "op-extracted"))

@@ -5,8 +5,16 @@ import re
 
 import pytest
 
-from openprogram import (DecisionError, ERROR_KINDS, JsonSchema, ModelCallError, ModelResponse, Runtime,
-                         ToolError, decision)
+from openprogram import (
+    ERROR_KINDS,
+    DecisionError,
+    JsonSchema,
+    ModelCallError,
+    ModelResponse,
+    Runtime,
+    ToolError,
+    decision,
+)
 from openprogram.runtimes import ReplayRuntime, ScriptedRuntime, ToolCall
 
 
@@ -55,10 +63,12 @@ CASES = {
     "bad_args": lambda tmp: dict(runtime=ScriptedRuntime(['{"call": 5}'])),
     "unknown_call": lambda tmp: dict(runtime=ScriptedRuntime(['{"call": "zzz"}'])),
     "missing_required": lambda tmp: dict(runtime=ScriptedRuntime(['{"call": "add", "args": {}}'])),
-    "type_mismatch": lambda tmp: dict(runtime=ScriptedRuntime(['{"call": "add", "args": {"x": "a"}}'])),
+    "type_mismatch": lambda tmp: dict(runtime=ScriptedRuntime(
+        ['{"call": "add", "args": {"x": "a"}}'])),
     "enum_violation": lambda tmp: dict(runtime=ScriptedRuntime(
         ['{"call": "size", "args": {"n": 2, "colour": "green"}}'])),
-    "invalid_value": lambda tmp: dict(runtime=ScriptedRuntime(['{"call": "size", "args": {"n": 0}}'])),
+    "invalid_value": lambda tmp: dict(runtime=ScriptedRuntime(
+        ['{"call": "size", "args": {"n": 0}}'])),
     "rejected": lambda tmp: dict(runtime=ScriptedRuntime(['{"call": "done"}']),
                                  validate=lambda pick: False),
     "tool_error": lambda tmp: dict(runtime=ScriptedRuntime(
@@ -72,8 +82,9 @@ CASES = {
                                 timeout_s=0.01),
     "model_error": lambda tmp: dict(runtime=Runtime(call=_failing)),
     "not_recorded": lambda tmp: dict(runtime=_cassette(tmp)),
-    "low_confidence": lambda tmp: dict(runtime=ScriptedRuntime(['{"call": "done"}', '{"call": "add", "args": {"x": 1}}']),
-                                       confidence=decision.Samples(2), min_confidence=0.9),
+    "low_confidence": lambda tmp: dict(runtime=ScriptedRuntime(
+        ['{"call": "done"}', '{"call": "add", "args": {"x": 1}}']),
+        confidence=decision.Samples(2), min_confidence=0.9),
     "no_confidence": lambda tmp: dict(runtime=_Promising(call=lambda content: '{"call": "done"}'),
                                       confidence=True),
 }

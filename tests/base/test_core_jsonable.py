@@ -335,6 +335,7 @@ def test_the_encoder_made_once_writes_and_refuses_what_json_encoder_does():
     JSONEncoder's text; a cycle or a default that raises goes through JSONEncoder, which raises
     what it always has. jsonl.loads reads what json.loads reads and refuses what it refuses."""
     import math
+
     from openprogram.base import jsonl
 
     class Odd:

@@ -26,9 +26,17 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from labhelp import (ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, KERNEL_NAME, JupyterServer, Lab,
-                     free_port, ipc_runtime_dir, isolated_jupyter)
+from labhelp import (
+    ARTIFACTS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    KERNEL_NAME,
+    JupyterServer,
+    Lab,
+    free_port,
+    ipc_runtime_dir,
+    isolated_jupyter,
+)
 
 
 def pytest_collection_modifyitems(config, items):

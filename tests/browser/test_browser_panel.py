@@ -18,7 +18,7 @@ def book(city: Literal["Paris", "Rome", "Oslo"], nights: int = 1):
 OPTIONS = {"book": book, "wait": ("WAIT", "Do nothing until the guest answers.")}
 city = "Rome"
 %decision_runtime ScriptedRuntime(['I would book it: {"call": "book", "args": {"city": "Rome", "nights": "two"}}', 'Sorry. ```json\\n{"call": "book", "args": {"city": "Rome", "nights": 2}}\\n```'], stream_chunk=16)
-'''
+'''  # noqa: E501 (a cell's lines, typed into JupyterLab as they are)
 
 DECIDE = '''%%decide OPTIONS --as picked
 A guest asks for two nights in {city}. Pick the next step.'''
@@ -26,7 +26,7 @@ A guest asks for two nights in {city}. Pick the next step.'''
 PAYLOAD_SCRIPT = "<script>window.__pwned=1</script>"
 PAYLOAD_IMG = "<img src=x onerror=\"window.__pwned=1\">"
 XSS = f'''XSS_OPTIONS = {{{PAYLOAD_IMG!r}: ("X", {PAYLOAD_SCRIPT!r}), "ok": ("OK", "<b>bold?</b>")}}
-xss_rt = ScriptedRuntime([{PAYLOAD_SCRIPT + PAYLOAD_IMG!r}, 'fine {{"call": "ok"}} {PAYLOAD_IMG}'])'''
+xss_rt = ScriptedRuntime([{PAYLOAD_SCRIPT + PAYLOAD_IMG!r}, 'fine {{"call": "ok"}} {PAYLOAD_IMG}'])'''  # noqa: E501
 
 XSS_DECIDE = '''%%decide XSS_OPTIONS -r xss_rt
 Pick <i>one</i>.'''
@@ -39,11 +39,11 @@ pg'''
 SLOW_REPLY = ('The guest wants two nights in Rome, so I book them: '
               '{"call": "book", "args": {"city": "Rome", "nights": 2}}')
 # a fresh slow model each time the cell runs
-SLOW = f'''%%decide OPTIONS --runtime "ScriptedRuntime(SLOW_REPLIES, latency=2.0, stream_chunk=8)"
+SLOW = '''%%decide OPTIONS --runtime "ScriptedRuntime(SLOW_REPLIES, latency=2.0, stream_chunk=8)"
 Pick.'''
 
-CELLS = ["import sys; print(sys.executable)", SETUP + f"SLOW_REPLIES = [{SLOW_REPLY!r}]", DECIDE, "print('picked:', picked)", XSS,
-         XSS_DECIDE, STATIC, PLAYGROUND, SLOW]
+CELLS = ["import sys; print(sys.executable)", SETUP + f"SLOW_REPLIES = [{SLOW_REPLY!r}]", DECIDE,
+         "print('picked:', picked)", XSS, XSS_DECIDE, STATIC, PLAYGROUND, SLOW]
 
 
 @pytest.fixture(scope="module")

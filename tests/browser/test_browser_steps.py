@@ -25,7 +25,7 @@ analyze.input_meta = {{"user": {{"hidden": True}}}}
 OPTIONS = {{"analyze": analyze, "done": ("OVER", "nothing left")}}
 rt = ScriptedRuntime([{PAYLOAD!r} + ' {{"call": "done"}} then {{"action": "analyze", "args": {{"text": "hi", "depth": "two"}}}}',
                       '{{"call": "analyze", "args": {{"text": "hi", "depth": 2, "user": "root"}}}}'])
-decision.make("Pick one.", OPTIONS, runtime=rt, context={{"user": "ann"}})'''
+decision.make("Pick one.", OPTIONS, runtime=rt, context={{"user": "ann"}})'''  # noqa: E501 (a cell, typed into JupyterLab as it is)
 
 KINDS = ["options", "sent", "reply", "validation", "hidden", "reask",
          "sent", "reply", "validation", "hidden", "resolution"]

@@ -22,7 +22,6 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
 from labhelp import ARTIFACTS, REPO, JupyterServer, free_port, ipc_runtime_dir, isolated_jupyter
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -107,7 +106,7 @@ def test_saved_panels_show_no_disconnected_icon_before_run_all(tour_server, brow
         page.wait_for_function(
             """(n) => { const r = [...document.querySelectorAll('.op-panel.jupyter-widgets')];
                         return r.length === n && r.every(p => p.querySelector('.op-header')
-                                                          && p.querySelector('.op-test-button')); }""",
+                                                          && p.querySelector('.op-test-button')); }""",  # noqa: E501 (JavaScript, run as it is)
             arg=expected, timeout=60_000)
         page.wait_for_timeout(1000)
         before = page.evaluate(LOOK)

@@ -20,13 +20,12 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from urllib.parse import urlsplit, parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 import nbformat
 import pytest
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
 from labhelp import REPO, JupyterServer
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 # Recorded from the first script of the page on: every toast or dialog that was ever added, and
@@ -48,7 +47,7 @@ new MutationObserver(records => {
     }
   }
 }).observe(document, {subtree: true, childList: true, attributes: true, attributeFilter: ['class']});
-"""
+"""  # noqa: E501 (JavaScript, run as it is)
 IDLE = """() => { const s = document.querySelector('#jp-main-statusbar');
                   return !!s && /[|] Idle/.test(s.innerText); }"""
 CURRENT_TAB = "#jp-main-dock-panel .lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current"

@@ -6,12 +6,11 @@ import random
 from typing import Any
 
 import pytest
+from corehelp import pick
 
 from openprogram import DecisionError, OptionError, agent, decision
 from openprogram.decision.extract import CALL_KEYS, find_action
 from openprogram.runtimes import ScriptedRuntime
-
-from corehelp import pick
 
 
 def transfer(amount: int, account: str, runtime=None, exec_runtime=None):
@@ -214,12 +213,16 @@ def _bad_sets():
     meta_not_dict.input_meta = ["a"]
 
     return [
-        ({"unsupported": unsupported}, OptionError, r"parameter 'x' is annotated .*set.*mark it hidden"),
-        ({"meta_unknown": meta_unknown}, OptionError, r"option 'meta_unknown'.*\['b'\].*fix the names"),
+        ({"unsupported": unsupported}, OptionError,
+         r"parameter 'x' is annotated .*set.*mark it hidden"),
+        ({"meta_unknown": meta_unknown}, OptionError,
+         r"option 'meta_unknown'.*\['b'\].*fix the names"),
         ({"needs_ctx": needs_ctx}, OptionError,
          r"option 'needs_ctx'.*'user_id'.*pass context=\{'user_id': \.\.\.\}"),
-        ({"meta_not_dict": meta_not_dict}, OptionError, r"option 'meta_not_dict'.*input_meta must be a dict"),
-        ({"form": ("d", {"steps": [str, int]})}, TypeError, r"option 'form'.*exactly one item template"),
+        ({"meta_not_dict": meta_not_dict}, OptionError,
+         r"option 'meta_not_dict'.*input_meta must be a dict"),
+        ({"form": ("d", {"steps": [str, int]})}, TypeError,
+         r"option 'form'.*exactly one item template"),
         ({"form": ("d", {})}, OptionError, r"option 'form'.*non-empty dict"),
         ({"form": ("d", {"x": set})}, TypeError, r"option 'form'.*not a schema"),
         ({"form": ("d", {"x": {"options": []}})}, TypeError, r"'options' must be a non-empty list"),

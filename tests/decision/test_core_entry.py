@@ -2,12 +2,11 @@
 import json
 
 import pytest
+from corehelp import pick
 
 import openprogram
 from openprogram import Agent, DecisionError, agent, decision
 from openprogram.runtimes import ScriptedRuntime, ToolCall
-
-from corehelp import pick
 
 
 def go(city: str, days: int = 1) -> str:
@@ -177,7 +176,8 @@ def test_E3_explicit_runtime_must_be_a_runtime():
 
 @pytest.mark.rule("E4")
 def test_E4_public_imports_and_decision_exports():
-    from openprogram import Agent as A, agent as a, decision as d  # noqa: F401
+    from openprogram import Agent as A  # noqa: F401
+    from openprogram import decision as d
     assert d.__name__ == "openprogram.decision"
     assert d.__file__.replace("\\", "/").endswith("openprogram/decision/__init__.py")
     for name in ("make", "render_options", "extract_action", "parse_args", "resolve_decision",

@@ -16,14 +16,12 @@ import asyncio
 import threading
 
 import pytest
+from corehelp import pick
+from deadlock import finishes as _finishes  # tests/support
 
 from openprogram import DecisionError, UsageError, decision
 from openprogram.base.model_protocol import on_loop
 from openprogram.runtimes import ScriptedRuntime
-
-from corehelp import pick
-
-from deadlock import finishes as _finishes  # tests/support
 
 HARNESS_BOUND_S = 60  # only a deadlock gets near this: the scenarios themselves take milliseconds
 

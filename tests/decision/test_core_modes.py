@@ -65,7 +65,8 @@ def test_tools_mode_re_asks_bad_arguments_as_the_tool_result():
 
 
 def test_tools_mode_text_reply_is_no_action_and_two_calls_are_multiple_calls():
-    rt = ScriptedRuntime(["I would greet Ada.", [ToolCall("done"), ToolCall("greet", {"name": "x"})]])
+    rt = ScriptedRuntime(["I would greet Ada.",
+                          [ToolCall("done"), ToolCall("greet", {"name": "x"})]])
     with pytest.raises(DecisionError) as info:
         decision.make("Pick.", OPTIONS, runtime=rt, mode="tools")
     kinds = [a.error_kind for a in info.value.trace.attempts]

@@ -2,12 +2,11 @@
 import json
 
 import pytest
+from corehelp import pick
 
 from openprogram import DecisionError, Runtime, agent, decision
 from openprogram.decision.extract import find_action
 from openprogram.runtimes import ScriptedRuntime
-
-from corehelp import pick
 
 
 def go(city: str, days: int = 1) -> str:

@@ -13,11 +13,12 @@ import re
 from typing import Literal
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from openprogram import DecisionError, decision
-from openprogram.decision import repair as R
 from openprogram.base.model_protocol import ModelResponse, ToolCall
+from openprogram.decision import repair as R
 from openprogram.decision.stepthrough import steps
 from openprogram.runtimes import ScriptedRuntime
 

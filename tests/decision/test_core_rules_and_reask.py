@@ -81,7 +81,8 @@ def test_any_other_exception_from_a_rule_is_the_users_and_keeps_the_trace():
     with pytest.raises(KeyError):
         decision.make("Go.", OPTIONS, runtime=rt, validate=broken)
     t = decision.last_trace()
-    assert t.status == "failed" and isinstance(t.error, KeyError) and t.attempts[0].chosen == "ignore"
+    assert t.status == "failed" and isinstance(t.error, KeyError) \
+        and t.attempts[0].chosen == "ignore"
 
 
 def test_an_async_rule_is_awaited_in_amake_and_finished_in_make():

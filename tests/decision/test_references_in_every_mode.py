@@ -137,6 +137,7 @@ def test_the_llama_cpp_grammar_of_a_decision_with_references_is_built_and_parsed
     """The grammar reads the decision schema's root `$defs` (where the picks' references now
     point) and keeps its decision shape: the option's name first, then its arguments."""
     from llama_cpp.llama_grammar import LlamaGrammar
+
     from openprogram.runtimes.llamacpp import decision_grammar
     from openprogram.runtimes.llamacpp.grammar import _picks
     from openprogram.runtimes.llamacpp.loose_schema import for_grammar

@@ -7,13 +7,13 @@ import asyncio
 import threading
 
 import pytest
-
 from evalhelp import OPTIONS, PROMPT, rule
+from test_compare import V2, rule_v2
+from test_evaluate_async import AsyncRule
+
 from openprogram import Runtime, acompare, compare, decision
 from openprogram.evaluation.evaluate import ComparisonResult
 from openprogram.runtimes import ScriptedRuntime
-from test_compare import V2, rule_v2
-from test_evaluate_async import AsyncRule
 
 ROWS = [{"message": m} for m in ("please refund me", "escalate this", "just saying hi",
                                  "garbage in", "typo here", "refund again")]

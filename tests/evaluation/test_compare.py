@@ -2,8 +2,8 @@
 import json
 
 import pytest
-
 from evalhelp import OPTIONS, PROMPT, message_of, rule
+
 from openprogram import compare
 from openprogram.evaluation.evaluate import ComparisonResult
 from openprogram.runtimes import ScriptedRuntime

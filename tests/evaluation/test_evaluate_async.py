@@ -10,8 +10,8 @@ import json
 import threading
 
 import pytest
-
 from evalhelp import OPTIONS, PROMPT, message_of, rule
+
 from openprogram import Agent, Retry, Runtime, current_runtime, decision, observe
 from openprogram.evaluation.evaluate import EvaluationResult
 from openprogram.runtimes import ScriptedRuntime

@@ -4,6 +4,7 @@ import json
 import threading
 
 from evalhelp import OPTIONS, PROMPT, rule
+
 from openprogram import Agent, current_agent, current_runtime, decision, observe
 from openprogram.runtimes import ScriptedRuntime
 

@@ -2,8 +2,8 @@
 its model call fails) is recorded on its own row and never stops the others."""
 import pandas as pd
 import pytest
-
 from evalhelp import OPTIONS, PROMPT, rule
+
 from openprogram import DecisionError, decision
 from openprogram.runtimes import ScriptedRuntime
 

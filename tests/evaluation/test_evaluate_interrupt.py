@@ -23,7 +23,8 @@ N = 300
 
 
 def interrupting_model(after: int):
-    """Replies {"call": "echo", "args": {"n": <row>}}; interrupts the main thread on call `after`."""
+    """Replies {"call": "echo", "args": {"n": <row>}}; interrupts the main thread on call
+    `after`."""
     counter = itertools.count(1)
 
     def model(prompt):
@@ -175,6 +176,7 @@ def test_rows_whose_settings_fail_each_fail_with_their_decisions_error():
     # The rows share one Plan; settings it refuses leave each row to fail as its own make()
     # would (evaluate checks its settings first, so this is the runner's own guard).
     import asyncio
+
     from openprogram.decision.options import normalize
     from openprogram.evaluation import runner
     menu, rt = normalize(OPTIONS), ScriptedRuntime(['{"call": "skip"}'])

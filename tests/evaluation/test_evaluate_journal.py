@@ -12,8 +12,8 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from evalhelp import OPTIONS, PROMPT, rule
+
 from openprogram import decision
 from openprogram.evaluation.evaluate import EvaluationResult, JournalMismatch
 from openprogram.runtimes import ScriptedRuntime

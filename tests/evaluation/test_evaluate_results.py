@@ -1,12 +1,10 @@
 """evaluate(): one row per input, the summaries, the inputs it accepts and the errors it raises
 before any model call."""
-import sys
-import types
 
 import pandas as pd
 import pytest
-
 from evalhelp import OPTIONS, PROMPT, rule
+
 from openprogram import DecisionTrace, compare, decision
 from openprogram.evaluation.evaluate import EvaluationResult
 from openprogram.runtimes import ScriptedRuntime

@@ -16,8 +16,8 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-
 from evalhelp import OPTIONS, PROMPT, rule
+
 from openprogram.base.errors import OpenProgramError
 from openprogram.evaluation.evaluate import EvaluationResult, evaluate
 from openprogram.runtimes import CachedRuntime, ReplayRuntime, ScriptedRuntime

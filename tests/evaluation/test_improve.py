@@ -275,7 +275,7 @@ def test_a_helpful_parameter_description_is_kept_and_shows_in_every_way_of_askin
     # the option set the user gave, and its cached options, are untouched
     assert old.json_schema()["properties"]["note"]["description"] == "a note" == e["before"]
     assert options[e["option"]].input_meta == {"note": {"description": "a note"}}
-    assert f"parameter 'note'" in imp.diff() and "input_meta=" in imp.diff()
+    assert "parameter 'note'" in imp.diff() and "input_meta=" in imp.diff()
     assert list(imp.to_frame()["parameter"]).count("note") == len(params)
     # the picked function still runs with the edited description
     assert decision.make(PROMPT.format(text="my invoice and refund"), imp.options,
@@ -289,6 +289,7 @@ def decision_options_of(options):
 
 def test_a_parameter_description_on_a_tool_definition_and_a_class():
     import pydantic
+
     from openprogram.decision.options import normalize
 
     class Order(pydantic.BaseModel):

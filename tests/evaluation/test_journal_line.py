@@ -7,12 +7,12 @@ import json
 import math
 
 import pytest
+from evalhelp import OPTIONS, PROMPT
 
-from evalhelp import OPTIONS, PROMPT, rule
 from openprogram import decision
 from openprogram.base.json_form import json_ready
-from openprogram.evaluation.journal import Journal
 from openprogram.evaluation import journal
+from openprogram.evaluation.journal import Journal
 from openprogram.runtimes import ScriptedRuntime
 from openprogram.trace.confidence import Confidence
 from openprogram.trace.decision_trace import DecisionTrace, observe

@@ -9,8 +9,8 @@ import math
 from decimal import Decimal
 
 import pytest
-
 from evalhelp import OPTIONS, PROMPT, rule
+
 from openprogram import decision
 from openprogram.evaluation import evaluate as ev
 from openprogram.evaluation import journal_text
@@ -214,4 +214,5 @@ def test_a_resumed_journal_writes_its_new_rows_in_one_pass(monkeypatch, tmp_path
     assert back.picks == again.picks and back.statuses == again.statuses
     def read(result):   # a trace read back gets an id of its own
         return [{**t.to_dict(), "id": None} for t in result.traces[3:]]
-    assert read(back) == read(again) and [t["status"] for t in read(back)] == ["failed", "resolved", "failed"]
+    assert read(back) == read(again) \
+        and [t["status"] for t in read(back)] == ["failed", "resolved", "failed"]

@@ -146,6 +146,7 @@ def test_revalidate_a_cassette_runs_no_function_and_no_model(tmp_path):
 
 def test_a_cassette_from_before_decisions_were_recorded_is_a_clear_error(tmp_path):
     import json
+
     import openprogram.runtimes  # noqa: F401
     path = tmp_path / "old.json"
     path.write_text(json.dumps({"format": "openprogram-cassette", "version": 1, "calls": []}))

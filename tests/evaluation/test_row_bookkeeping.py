@@ -7,8 +7,8 @@ from collections import OrderedDict
 from types import MappingProxyType
 
 import pytest
-
 from evalhelp import OPTIONS, PROMPT, rule
+
 from openprogram import decision
 from openprogram.evaluation.inputs import Table
 from openprogram.evaluation.outcomes import summarize

@@ -4,10 +4,10 @@ from __future__ import annotations
 import json
 from html.parser import HTMLParser
 
-from openprogram import DecisionError, ERROR_KINDS
-from openprogram.trace import view
-
 from fuzzhelp import HOSTILE_TAGS, Generated, OptionSpec, fits
+
+from openprogram import ERROR_KINDS, DecisionError
+from openprogram.trace import view
 
 
 def show(v, n: int = 200) -> str:

@@ -44,13 +44,13 @@ def budget(ci: int, long: int) -> settings:
 @dataclass(frozen=True)
 class Ty:
     kind: str                       # str int float bool list dict any enum opt union object
-    sub: "Ty | None" = None         # list / dict item, opt's inner type
+    sub: Ty | None = None         # list / dict item, opt's inner type
     values: tuple = ()              # enum values
     alts: tuple = ()                # union alternatives
     fields: tuple = ()              # object fields: ((name, Ty), ...)
 
     @property
-    def base(self) -> "Ty":
+    def base(self) -> Ty:
         """An enum's base type, as options.py derives it (one kind of value, else any)."""
         kinds = {type(v) for v in self.values}
         if len(kinds) == 1:
@@ -128,7 +128,7 @@ HOSTILE_LITERALS = [Lit("1e400"), Lit("-1e999"), Lit("1E+400"), Lit("NaN"), Lit(
 
 # Strategy factories are cached: Hypothesis validates every new strategy object, and building
 # them afresh on each draw cost more than running the decisions themselves.
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def text_values(max_size: int = 40) -> st.SearchStrategy[str]:
     """Text: ordinary, hostile, or with lone surrogates anywhere (hypothesis leaves them out)."""
     surrogates = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)
@@ -138,14 +138,14 @@ def text_values(max_size: int = 40) -> st.SearchStrategy[str]:
                      st.builds(lambda a, b: a + b, st.sampled_from(MARKUP), st.text(max_size=8)))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def long_text() -> st.SearchStrategy[str]:
     sizes = [1000, 20_000] + ([300_000] if LONG else [])
     return st.builds(lambda n, c: c * n, st.sampled_from(sizes),
                      st.sampled_from(["a", "ж", "😀", "<opxss>", "\ud800", "\\", "{"]))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def hostile_values() -> st.SearchStrategy[Any]:
     """A value that may break whatever it reaches: numbers JSON cannot hold, bad text, deep
     nesting, a long string, or simply a value of the wrong JSON type."""
@@ -159,7 +159,7 @@ def hostile_values() -> st.SearchStrategy[Any]:
                          scalars, st.sampled_from(HOSTILE_LITERALS)), max_size=3))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def json_values(leaves: st.SearchStrategy | None = None) -> st.SearchStrategy[Any]:
     leaves = leaves if leaves is not None else st.one_of(
         st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False, allow_infinity=False),
@@ -195,7 +195,7 @@ def dump(v: Any, raw: bool) -> str:
     raise TypeError(type(v))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def valid_value(t: Ty) -> st.SearchStrategy[Any]:
     """A value that fits `t`, as a model that follows the menu would write it."""
     k = t.kind
@@ -245,7 +245,7 @@ def _twists(v: Any) -> list:
     return [0, "", False, [], {}]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def twisted_value(t: Ty) -> st.SearchStrategy[Any]:
     """A valid value of `t`, then bent into a neighbouring type (1 as 1.0, true as 1, ...)."""
     return valid_value(t).flatmap(lambda v: st.sampled_from(_twists(v)))
@@ -276,7 +276,7 @@ def enum_types(draw) -> Ty:
 SCALARS = [Ty("str"), Ty("int"), Ty("float"), Ty("bool")]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def param_types(depth: int = 2) -> st.SearchStrategy[Ty]:
     """Types a function parameter can declare (annotation_field's vocabulary)."""
     leaf = st.one_of(st.sampled_from(SCALARS + [Ty("any"), Ty("list"), Ty("dict")]),
@@ -294,7 +294,7 @@ def param_types(depth: int = 2) -> st.SearchStrategy[Ty]:
             lambda u: u.alts[0] != u.alts[1]))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def schema_types(depth: int = 2) -> st.SearchStrategy[Ty]:
     """Types a schema field can declare (schema_field's vocabulary: no Optional, no union)."""
     leaf = st.one_of(st.sampled_from(SCALARS + [Ty("any"), Ty("list"), Ty("dict")]),
@@ -305,7 +305,7 @@ def schema_types(depth: int = 2) -> st.SearchStrategy[Ty]:
     return st.one_of(leaf, leaf, st.builds(lambda s: Ty("list", sub=s), inner), object_types(inner))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def object_types(inner: st.SearchStrategy[Ty]) -> st.SearchStrategy[Ty]:
     return st.lists(st.tuples(st.sampled_from(FIELD_NAMES), inner), min_size=1, max_size=3,
                     unique_by=lambda f: f[0]).map(lambda fs: Ty("object", fields=tuple(fs)))

@@ -11,16 +11,36 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from checks import (
+    check_error,
+    check_html,
+    check_kwargs,
+    check_received,
+    check_result,
+    check_trace,
+    check_views,
+    check_writable,
+)
+from fuzzhelp import (
+    PROSE,
+    Generated,
+    UserBoom,
+    budget,
+    dump,
+    fits,
+    hostile_values,
+    object_types,
+    option_sets,
+    replies,
+    schema_spec,
+    schema_types,
+    valid_value,
+)
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 from openprogram import DecisionError, agent, decision, last_trace
 from openprogram.runtimes import ScriptedRuntime
-
-from checks import (check_error, check_html, check_kwargs, check_received, check_result,
-                    check_trace, check_views, check_writable)
-from fuzzhelp import (PROSE, Generated, UserBoom, budget, dump, fits, hostile_values,
-                      object_types, option_sets, replies, schema_spec, schema_types, valid_value)
 
 PROMPT = "Choose the next step <opxss> $x$."
 ENTRIES = ["make", "make", "make_no_retry", "amake", "agent", "parse"]

@@ -14,13 +14,12 @@ import re
 import sys
 from pathlib import Path
 
+from fuzzhelp import LONG, budget
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 import openprogram
 from openprogram.decision import extract
-
-from fuzzhelp import LONG, budget
 
 PACKAGE = str(Path(openprogram.__file__).parent)
 
@@ -28,7 +27,7 @@ PACKAGE = str(Path(openprogram.__file__).parent)
 class _CountingPattern:
     """A compiled pattern that adds the characters each call advanced over to a counter."""
 
-    def __init__(self, pattern: re.Pattern, work: "Work"):
+    def __init__(self, pattern: re.Pattern, work: Work):
         self._p, self._w = pattern, work
 
     def __getattr__(self, name):

@@ -17,10 +17,9 @@ import sys
 import tracemalloc
 
 import pytest
+from fuzzhelp import LONG
 
 from openprogram import DecisionError, Runtime, decision
-
-from fuzzhelp import LONG
 
 MB = 1_000_000
 # json's own decoder peaks at about 3.75 times an ASCII reply whose one string decodes to text

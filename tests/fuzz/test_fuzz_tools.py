@@ -6,15 +6,21 @@ and what goes back to the model is text a provider's HTTP request can carry.
 """
 from __future__ import annotations
 
+from checks import check_received
+from fuzzhelp import (
+    IDENT_NAMES,
+    Generated,
+    budget,
+    function_option,
+    text_values,
+    twisted_value,
+    valid_value,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
 from openprogram import ToolCall, agent
 from openprogram.runtimes import ScriptedRuntime
-
-from checks import check_received
-from fuzzhelp import (IDENT_NAMES, Generated, budget, function_option, text_values, twisted_value,
-                      valid_value)
 
 PY_HOSTILE = [float("inf"), float("-inf"), float("nan"), "\ud800", "a\udfffb", 10**400,
               -(10**5000), "\x00", "<opxss>", [float("nan")], {"k": float("inf")},

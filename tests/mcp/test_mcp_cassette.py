@@ -13,13 +13,12 @@ import sys
 import textwrap
 
 import pytest
+from test_mcp_servers import TIME, children, finishes, pick
 
 from openprogram import DecisionError, UsageError, decision, mcp
 from openprogram.runtimes import ScriptedRuntime
 from openprogram.runtimes.cassette import CachedRuntime, RecordingRuntime, ReplayRuntime
 from openprogram.runtimes.cassette.tool_results import ToolNotRecorded
-
-from test_mcp_servers import TIME, children, finishes, pick
 
 BAD = {"source_timezone": "Nowhere/Special", "time": "10:00", "target_timezone": "Etc/UTC"}
 GOOD = {**BAD, "source_timezone": "Asia/Tokyo"}
@@ -317,7 +316,8 @@ def test_an_mcp_tool_as_an_agents_work_tool_is_recorded_and_replayed(tmp_path):
     assert spec["parameters"]["required"] == ["source_timezone", "time", "target_timezone"]
     results = [m["content"] for m in model[-1].messages if m["role"] == "tool"]
     assert results[0].startswith("Error: ToolError: the tool reported an error")
-    assert results[1] == "Error: arguments.time must be str, got integer 10" and "01:00:00+00:00" in results[2]
+    assert results[1] == "Error: arguments.time must be str, got integer 10" \
+        and "01:00:00+00:00" in results[2]
     tools = [e for e in lines(path) if "tool" in e]
     assert [t["tool"]["arguments"] for t in tools] == [BAD, GOOD]
     assert children() == before  # the server is gone

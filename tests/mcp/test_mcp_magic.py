@@ -57,7 +57,8 @@ def test_mcp_connect_then_decide_over_its_tools(shell, capsys):
 
 def test_mcp_connect_usage_and_a_missing_server(shell):
     r = shell.run_cell("%mcp_connect clock")
-    assert not r.success and "usage: %mcp_connect [--runtime RT] [options] NAME COMMAND" in str(r.error_in_exec)
+    assert not r.success \
+        and "usage: %mcp_connect [--runtime RT] [options] NAME COMMAND" in str(r.error_in_exec)
     r = shell.run_cell("%mcp_connect clock no-such-mcp-server")
     assert not r.success and "'no-such-mcp-server' not found" in str(r.error_in_exec)
     assert "clock" not in shell.user_ns

@@ -15,12 +15,11 @@ import threading
 from pathlib import Path
 
 import pytest
+from deadlock import finishes as _finishes  # tests/support
 
 from openprogram import DecisionError, OptionError, UsageError, decision, mcp, tool
 from openprogram.base import filesecrets
 from openprogram.runtimes import ScriptedRuntime
-
-from deadlock import finishes as _finishes  # tests/support
 
 BIN = Path(sys.executable).parent
 TIME = f"{BIN / 'mcp-server-time'} --local-timezone Etc/UTC"
@@ -346,9 +345,9 @@ TOKEN = "tok-" + "Hq7" * 10  # what the shop's HTTP server wants in its Authoriz
 @pytest.fixture
 def guarded_server():
     """A streamable-HTTP SDK server on loopback that refuses a request without
-    `Authorization: Bearer TOKEN` or `X-Api-Key: TOKEN` (401) and whose tools echo the header back, in a result and
-    in a tool error: the worst a server can do with a token. Yields its URL and the headers
-    it saw."""
+    `Authorization: Bearer TOKEN` or `X-Api-Key: TOKEN` (401) and whose tools echo the header back,
+    in a result and in a tool error: the worst a server can do with a token. Yields its URL and the
+    headers it saw."""
     import socket
 
     import uvicorn

@@ -31,12 +31,13 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 RUN_ALL = r"""
 import sys, nbformat
+from pathlib import Path
 from nbclient import NotebookClient
 kernel_name, paths = sys.argv[1], sys.argv[2:]
 for path in paths:
     nb = nbformat.read(path, as_version=4)
     NotebookClient(nb, timeout=120, kernel_name=kernel_name,
-                   resources={"metadata": {"path": str(__import__("pathlib").Path(path).parent)}}).execute()
+                   resources={"metadata": {"path": str(Path(path).parent)}}).execute()
     print("ran", path)
 """
 

@@ -19,7 +19,8 @@ def readme_notebooks() -> list[str]:
     """The names of the README's notebook list, in its order."""
     text = (REPO / "README.md").read_text()
     start = re.search(r"^The notebooks \(in `notebooks/`.*$", text, re.M)
-    assert start, "the README has no notebook list (a line starting 'The notebooks (in `notebooks/`')"
+    assert start, "the README has no notebook list (a line starting " \
+                  "'The notebooks (in `notebooks/`')"
     block = text[start.end():].split("\n\n", 1)[0]
     return re.findall(r"^- `([^`]+)`: \S", block, re.M)
 

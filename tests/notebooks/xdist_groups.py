@@ -4,8 +4,8 @@ Loaded for every run (pyproject's addopts, `-p xdist_groups`; found through `pyt
 nbval_displays), since a run of notebooks alone loads no tests/conftest.py. Under xdist with
 `--dist loadscope`, the tests that share what one process holds go to one worker, one after
 another: a notebook's cells (they run in order, on one kernel), the JupyterLab and chromium of
-tests/browser, the llama-cpp-python servers of tests/servers, the model of tests/runtimes/llamacpp. Every
-other test is a unit of its own, handed to whichever worker is free, as with `--dist load`.
+tests/browser, the llama-cpp-python servers of tests/servers, the model of tests/runtimes/llamacpp.
+Every other test is a unit of its own, handed to whichever worker is free, as with `--dist load`.
 
 This is a scheduler of our own rather than `--dist loadgroup` with `xdist_group` marks, because
 xdist 3.8 carries a mark's group in the node id, which pytest 9.2 no longer lets it change: the

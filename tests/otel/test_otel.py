@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from openprogram import DecisionError, Runtime, decision, otel
 from openprogram.runtimes import ScriptedRuntime
 
+
 @pytest.fixture
 def spans():
     exporter = InMemorySpanExporter()

@@ -36,7 +36,8 @@ def test_the_page_has_a_section_for_each_public_module():
 def test_the_page_lists_exactly_the_modules_all_once_each(module):
     names = documented()[module]
     mod = importlib.import_module(module)
-    assert len(names) == len(set(names)), f"listed twice: {sorted(n for n in names if names.count(n) > 1)}"
+    assert len(names) == len(set(names)), \
+        f"listed twice: {sorted(n for n in names if names.count(n) > 1)}"
     missing = sorted(set(mod.__all__) - set(names))
     extra = sorted(set(names) - set(mod.__all__))
     assert not missing, f"in {module}.__all__ but not in docs/api.md: {missing}"

@@ -31,9 +31,10 @@ def test_a_variant_with_an_unknown_mode_is_refused_when_written():
 
 def test_the_package_exports_the_decision_and_evaluation_functions_and_result_classes():
     import openprogram
-    from openprogram.evaluation import comparison, results as evaluate_results
     from openprogram.decision import loop
     from openprogram.decision import recheck as revalidate
+    from openprogram.evaluation import comparison
+    from openprogram.evaluation import results as evaluate_results
     assert openprogram.make is loop.make and openprogram.amake is loop.amake
     assert openprogram.evaluate is decision.evaluate and openprogram.aevaluate is decision.aevaluate
     assert openprogram.revalidate is decision.revalidate

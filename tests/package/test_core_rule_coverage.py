@@ -13,7 +13,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 _RULE_LINE = re.compile(r"^- ([A-Z]\d+) ", flags=re.M)
@@ -121,7 +120,8 @@ def test_the_readme_cites_the_rules_and_links_only_to_files_of_the_repository():
     targets = re.findall(r"\]\(([^)\s]+)\)", readme)
     assert "docs/rules.md" in targets
     assert "CONTRACT.md" not in readme  # the specification is not part of a clone
-    local = [t.split("#")[0] for t in targets if not re.match(r"https?://|#", t)]  # an anchor is in the README itself
+    # an anchor is in the README itself
+    local = [t.split("#")[0] for t in targets if not re.match(r"https?://|#", t)]
     outside = [t for t in local if not (REPO / t).is_file() or
                REPO.resolve() not in (REPO / t).resolve().parents]
     assert not outside, f"README links to files not in the repository: {outside}"

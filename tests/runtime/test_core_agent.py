@@ -6,12 +6,18 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Literal
 
 import pytest
-
-from openprogram import (Agent, OptionError, agent, bind_context, current_agent, current_runtime,
-                         decision, register_toolset)
-from openprogram.runtimes import ScriptedRuntime, ToolCall
-
 from corehelp import pick
+
+from openprogram import (
+    Agent,
+    agent,
+    bind_context,
+    current_agent,
+    current_runtime,
+    decision,
+    register_toolset,
+)
+from openprogram.runtimes import ScriptedRuntime, ToolCall
 
 
 class Desk(Agent):
@@ -82,7 +88,8 @@ def test_A8_tool_method_as_native_tool():
         "required": ["q"]}
     assert specs["scale"]["parameters"]["properties"]["level"]["enum"] == [1, 2, 3]
     results = [m["content"] for m in rt.calls[2].messages if m["role"] == "tool"]
-    assert results[0] == "anon found tea"   # the default: a model value for a hidden param is unused
+    assert results[0] == "anon found tea"   # the default: a model value for a hidden
+                                            # param is unused
     assert results[1].startswith("Error: level must be one of 1, 2, 3")
 
 

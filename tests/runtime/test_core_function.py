@@ -4,13 +4,13 @@ OpenProgram passes the Runtime once, at the outermost call, and every decorated 
 import asyncio
 
 import pytest
+from corehelp import pick
 
 import openprogram
 from openprogram import Agent, agent, current_runtime, decision
 from openprogram.runtime.function import agentic_function
 from openprogram.runtimes import ScriptedRuntime, ToolCall
 
-from corehelp import pick
 
 def analyze(text: str) -> str:
     """Analyze the message."""

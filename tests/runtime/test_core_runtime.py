@@ -1,12 +1,19 @@
 """The Runtime (A1), ScriptedRuntime (A2) and the DAG (A3): model functions, content blocks, the
 native tool loop, response_format, and what lands in `runtime.dag`."""
 import pytest
-
-from openprogram import (Agent, DecisionError, ModelCallError, ModelResponse, OpenProgramError,
-                         Runtime, agent, decision)
-from openprogram.runtimes import ScriptedRuntime, ScriptExhausted, ToolCall
-
 from corehelp import pick
+
+from openprogram import (
+    Agent,
+    DecisionError,
+    ModelCallError,
+    ModelResponse,
+    OpenProgramError,
+    Runtime,
+    agent,
+    decision,
+)
+from openprogram.runtimes import ScriptedRuntime, ScriptExhausted, ToolCall
 
 
 def add(a: int, b: int) -> int:
@@ -140,7 +147,8 @@ def test_A1_exec_argument_errors():
 @pytest.mark.rule("A1")
 def test_A1_a_runtime_without_a_usable_model_fails_at_construction():
     # No call and no complete() of its own: refused when made, not at the first model call.
-    with pytest.raises(TypeError, match=r"Runtime\(\) has no model: pass Runtime\(call=fn\)") as err:
+    with pytest.raises(TypeError,
+                       match=r"Runtime\(\) has no model: pass Runtime\(call=fn\)") as err:
         Runtime()
     assert isinstance(err.value, OpenProgramError)
 

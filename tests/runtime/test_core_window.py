@@ -5,7 +5,6 @@ is used. Bounded by counting entries and modules, never by time or memory."""
 from __future__ import annotations
 
 import gc
-import json
 import warnings
 from pathlib import Path
 
@@ -13,9 +12,9 @@ import pytest
 
 import openprogram
 from openprogram import Agent, Runtime, decision
-from openprogram.trace import decision_trace as trace_mod
 from openprogram.runtime.runtime import DEFAULT_WINDOW, Window
 from openprogram.runtimes import ScriptedRuntime
+from openprogram.trace import decision_trace as trace_mod
 
 PICK = '{"call": "yes"}'
 

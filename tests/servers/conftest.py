@@ -54,7 +54,8 @@ class LocalServer:
     def __init__(self, chat_format: str, log: Path):
         if importlib.util.find_spec("llama_cpp") is None or \
                 importlib.util.find_spec("uvicorn") is None:
-            raise RuntimeError(f"the tests in tests/servers run llama-cpp-python's server: {INSTALL}")
+            raise RuntimeError(f"the tests in tests/servers run llama-cpp-python's server: "
+                               f"{INSTALL}")
         from openprogram.runtimes.llamacpp import bundled_model_path
         self.chat_format = chat_format
         self.port = _free_port()
@@ -74,7 +75,7 @@ class LocalServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def wait(self, polls: int = 600) -> "LocalServer":
+    def wait(self, polls: int = 600) -> LocalServer:
         """Until the server answers /v1/models (polls of at most 0.1 s, then the log says why)."""
         for _ in range(polls):
             if self.proc.poll() is not None:

@@ -240,7 +240,7 @@ class FakeServer:
                                         kwargs={"poll_interval": 0.02})
 
     # -- lifecycle ----------------------------------------------------------------------------
-    def start(self) -> "FakeServer":
+    def start(self) -> FakeServer:
         self._thread.start()
         return self
 
@@ -265,13 +265,13 @@ class FakeServer:
         """What the SDK takes as base_url: OpenAI's includes the /v1 prefix, Anthropic's not."""
         return self.url + "/v1" if self.provider == "openai" else self.url
 
-    def push(self, *replies: Reply) -> "FakeServer":
+    def push(self, *replies: Reply) -> FakeServer:
         with self._lock:
             self.replies.extend(replies)
         return self
 
     def refuse(self, when, status: int = 400, message: str = "unsupported", *,
-               body: Any = None, crash: bool = False) -> "FakeServer":
+               body: Any = None, crash: bool = False) -> FakeServer:
         """Answer every request whose body matches `when` with this error (checked before the
         queue: a refused request takes no queued reply); `crash=True`: a streamed request gets
         a 200 whose stream ends before any event, on a connection then closed."""

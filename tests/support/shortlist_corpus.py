@@ -13,17 +13,22 @@ import random
 
 SERVICES = {
     # service: (display names used in requests, objects)
-    "github": (["GitHub", "our GitHub repo"], ["issue", "pull_request", "branch", "release", "commit", "repository"]),
-    "gitlab": (["GitLab", "the GitLab project"], ["issue", "merge_request", "pipeline", "branch", "tag"]),
-    "slack": (["Slack", "the Slack workspace"], ["message", "channel", "reminder", "user_group", "emoji"]),
+    "github": (["GitHub", "our GitHub repo"],
+               ["issue", "pull_request", "branch", "release", "commit", "repository"]),
+    "gitlab": (["GitLab", "the GitLab project"],
+               ["issue", "merge_request", "pipeline", "branch", "tag"]),
+    "slack": (["Slack", "the Slack workspace"],
+              ["message", "channel", "reminder", "user_group", "emoji"]),
     "jira": (["Jira", "the Jira board"], ["issue", "sprint", "epic", "comment", "board"]),
     "linear": (["Linear", "our Linear workspace"], ["issue", "project", "cycle", "label"]),
     "notion": (["Notion", "the Notion workspace"], ["page", "database", "block", "comment"]),
-    "google_drive": (["Google Drive", "my Drive"], ["file", "folder", "permission", "shared_drive"]),
+    "google_drive": (["Google Drive", "my Drive"],
+                     ["file", "folder", "permission", "shared_drive"]),
     "gmail": (["Gmail", "my inbox"], ["email", "draft", "label", "filter"]),
     "google_calendar": (["Google Calendar", "my calendar"], ["event", "calendar", "attendee"]),
     "dropbox": (["Dropbox", "the Dropbox account"], ["file", "folder", "shared_link"]),
-    "stripe": (["Stripe", "our Stripe account"], ["customer", "invoice", "subscription", "refund", "payment_intent"]),
+    "stripe": (["Stripe", "our Stripe account"],
+               ["customer", "invoice", "subscription", "refund", "payment_intent"]),
     "salesforce": (["Salesforce", "the CRM"], ["lead", "opportunity", "account", "contact"]),
     "hubspot": (["HubSpot", "HubSpot CRM"], ["contact", "deal", "company", "ticket"]),
     "zendesk": (["Zendesk", "the support desk"], ["ticket", "macro", "organization"]),
@@ -84,7 +89,8 @@ def tools() -> list[dict]:
                 if verb in ("get", "update", "delete"):
                     props[f"{o}_id"] = {"type": "string", "description": f"The {_words(o)}'s ID."}
                 if verb in ("create", "update"):
-                    props["name"] = {"type": "string", "description": f"Title or name of the {_words(o)}."}
+                    props["name"] = {"type": "string",
+                                     "description": f"Title or name of the {_words(o)}."}
                     props["body"] = {"type": "string", "description": "Text content."}
                 if verb == "search":
                     props["query"] = {"type": "string", "description": "Words to look for."}
@@ -105,7 +111,8 @@ def requests(n: int = 240, seed: int = 38) -> list[tuple[str, str]]:
     rows = []
     for i in range(n):
         t = rng.choice(menu)
-        s, rest = next((k, t["name"][len(k) + 1:]) for k in SERVICES if t["name"].startswith(k + "_"))
+        s, rest = next((k, t["name"][len(k) + 1:]) for k in SERVICES
+                       if t["name"].startswith(k + "_"))
         verb, o = rest.split("_", 1)
         obj = rng.choice(OBJECT_WORDS.get(o, [_words(o)]))
         phrase = rng.choice(ACTIONS[verb][1]).format(o=obj)

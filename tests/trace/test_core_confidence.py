@@ -9,12 +9,18 @@ import math
 import re
 
 import pytest
-
-from openprogram import (ArgumentError, DecisionError, ModelResponse, Runtime, UsageError, agent,
-                         decision)
-from openprogram.runtimes import CachedRuntime, RecordingRuntime, ReplayRuntime, ScriptedRuntime
-
 from corehelp import pick
+
+from openprogram import (
+    ArgumentError,
+    DecisionError,
+    ModelResponse,
+    Runtime,
+    UsageError,
+    agent,
+    decision,
+)
+from openprogram.runtimes import CachedRuntime, RecordingRuntime, ReplayRuntime, ScriptedRuntime
 
 A, B = pick("A"), pick("B")
 MENU = {"A": "picked A", "B": "picked B"}

@@ -4,14 +4,20 @@ import json
 import warnings
 
 import pytest
+from corehelp import pick
 
 import openprogram
-from openprogram import DecisionError, DecisionTrace, add_observer, agent, decision, observe, \
-    remove_observer
-from openprogram.trace import decision_trace as trace_mod
+from openprogram import (
+    DecisionError,
+    DecisionTrace,
+    add_observer,
+    agent,
+    decision,
+    observe,
+    remove_observer,
+)
 from openprogram.runtimes import ScriptedRuntime, ToolCall
-
-from corehelp import pick
+from openprogram.trace import decision_trace as trace_mod
 
 
 def plan(steps: list[dict], user: str, runtime=None):

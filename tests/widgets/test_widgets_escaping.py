@@ -8,6 +8,7 @@ import json
 import re
 
 import pytest
+from widgethelp import all_html
 
 from openprogram import DecisionError, agent, decision
 from openprogram.decision.options import normalize
@@ -15,7 +16,6 @@ from openprogram.runtimes import ScriptedRuntime, ToolCall
 from openprogram.widgets.magics import menu_frame
 from openprogram.widgets.panel import DecisionPanel, trace_html
 from openprogram.widgets.playground import Playground
-from widgethelp import all_html
 
 IMG = "<img src=x onerror=alert(1)>"
 PRE = "</pre><script>alert(1)</script>"
@@ -70,7 +70,7 @@ def test_schema_names_descriptions_and_enum_values_are_text_in_every_view():
                               IMG, QUOTE.replace('"', '\\"'), QUOTE.replace('"', '\\"'))])
     result = decision.make("Pick.", OPTIONS, runtime=rt)
     assert result == {"decision": IMG, QUOTE: QUOTE}
-    for name, text in views(decision.last_trace()).items():
+    for text in views(decision.last_trace()).values():
         assert_inert(text, IMG, PRE, QUOTE)
 
 
@@ -79,19 +79,19 @@ def test_a_result_repr_a_tool_round_and_a_failure_message_are_text():
     assert isinstance(agent("Look, then pick.", tools=[lookup], choices=OPTIONS, runtime=rt),
                       Markup)
     trace = decision.last_trace()
-    for name, text in views(trace).items():
+    for text in views(trace).values():
         # the tool's arguments show as the JSON the model sent (its quotes escaped as \")
         assert_inert(text, json.dumps(IMG + QUOTE)[1:-1], IMG + PRE)
     assert "op-tools" in all_html(DecisionPanel(trace))
 
     with pytest.raises(RuntimeError):
         decision.make("Pick.", OPTIONS, runtime=ScriptedRuntime(['{"call": "fails"}']))
-    for name, text in views(decision.last_trace()).items():
+    for text in views(decision.last_trace()).values():
         assert_inert(text, IMG + QUOTE)
 
     with pytest.raises(DecisionError):
         decision.make("Pick.", OPTIONS, runtime=ScriptedRuntime([PRE, IMG]))
-    for name, text in views(decision.last_trace()).items():
+    for text in views(decision.last_trace()).values():
         assert_inert(text, PRE, IMG)
 
 

@@ -5,11 +5,11 @@ import json
 import re
 
 import pytest
+from widgethelp import press
 
 from openprogram.base.errors import UsageError
 from openprogram.widgets.goals import Goal
 from openprogram.widgets.playground import Playground
-from widgethelp import press
 
 
 def book(city: str, nights: int = 1, user: str = "anon"):

@@ -2,12 +2,12 @@
 NUL byte, an unwritable path, a huge paste) says what went wrong in the widget, and nothing
 raises into the kernel's log."""
 import pytest
+from widgethelp import all_html, press
 
 from openprogram import decision
 from openprogram.runtimes import ScriptedRuntime
 from openprogram.widgets.panel import DecisionPanel
 from openprogram.widgets.playground import Playground
-from widgethelp import all_html, press
 
 
 def book(city: str, nights: int = 1):

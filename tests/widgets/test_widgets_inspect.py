@@ -10,12 +10,12 @@ import json
 import re
 
 import pytest
+from widgethelp import all_html
 
 from openprogram import DecisionError, ModelResponse, ToolCall, decision
-from openprogram.trace import view
 from openprogram.runtimes import ScriptedRuntime
+from openprogram.trace import view
 from openprogram.widgets.panel import DecisionPanel
-from widgethelp import all_html
 
 MARK = re.compile(r'<mark class="op-error-mark"[^>]*>(.*?)</mark>', re.S)
 # A tag a reply could open (the view's own markup uses none of these).
@@ -107,7 +107,8 @@ def test_no_mark_without_a_span_or_with_one_outside_the_reply():
 
 def test_a_mark_far_into_a_huge_reply_is_kept_and_the_page_stays_bounded():
     filler = "x" * (3 * view.MAX_CHARS)
-    reply = filler + '{"call": "ship", "args": {"items": [{"sku": "<svg/onload=1>", "qty": "nine"}]}}'
+    reply = filler + '{"call": "ship", "args": {"items": [{"sku": "<svg/onload=1>", ' \
+                     '"qty": "nine"}]}}'
     trace = failed_first(reply)
     start, end = trace.attempts[0].error_span
     assert reply[start:end] == '"nine"'

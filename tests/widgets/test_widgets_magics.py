@@ -3,9 +3,9 @@ name lookups, prompt expansion, --as, the default runtime, the live panel, the m
 the trace history."""
 import pytest
 from IPython.core.error import UsageError
+from widgethelp import all_html, error_of
 
 from openprogram import DecisionError
-from widgethelp import all_html, error_of
 
 OPTIONS_CELL = '''
 def book(city: Literal["Paris", "Rome"], nights: int = 1, user_id: str = "anon"):

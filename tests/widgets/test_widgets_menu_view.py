@@ -4,7 +4,6 @@ description is the option author's text (issue 29)."""
 import re
 
 from IPython.utils.capture import capture_output
-
 from widgethelp import error_of
 
 

@@ -6,11 +6,11 @@ import sys
 
 import ipywidgets as W
 import pytest
+from widgethelp import all_html, press
 
 from openprogram import DecisionError, decision, observe
 from openprogram.runtimes import ScriptedRuntime, ToolCall
 from openprogram.widgets.panel import DecisionPanel, trace_html
-from widgethelp import all_html, press
 
 PAYLOADS = ["<script>window.__pwned=1</script>", "<img src=x onerror=window.__pwned=1>",
             "<b onmouseover=alert(1)>bold</b>", "\"'><svg/onload=alert(1)>"]
@@ -444,6 +444,7 @@ def test_a_redraw_reaches_the_front_end_as_one_update_per_widget(monkeypatch):
 
 def test_the_panel_and_its_static_copy_draw_one_bar_per_option_sorted_with_the_pick_marked():
     import re
+
     from openprogram import decision as d
     from openprogram.runtimes import ScriptedRuntime as S
     menu = {"a": "A", "b": "B", "c": "C"}

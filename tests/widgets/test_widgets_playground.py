@@ -3,11 +3,11 @@ decision that never blocks the kernel."""
 import html
 
 import pytest
+from widgethelp import all_html
 
 from openprogram import OptionError, UsageError
 from openprogram.trace import decision_trace as T
 from openprogram.widgets.playground import Playground
-from widgethelp import all_html
 
 
 def book(city: str, nights: int = 1):
@@ -50,7 +50,8 @@ def test_a_bad_reply_waits_for_the_next_one_then_resolves():
     assert pg.panel.trace.status == "resolved"
     assert "Result (option book)" in pg.panel.outcome.value
     assert pg.run_button.disabled
-    assert pg.replies == ["I think Rome.", '{"call": "book", "args": {"city": "Rome", "nights": 3}}']
+    assert pg.replies == ["I think Rome.",
+                          '{"call": "book", "args": {"city": "Rome", "nights": 3}}']
 
 
 def test_two_bad_replies_fail_the_decision_and_reset_starts_over():

@@ -6,11 +6,11 @@ from __future__ import annotations
 from html.parser import HTMLParser
 
 from IPython.core.error import UsageError
+from widgethelp import error_of, press
 
 from openprogram import decision
 from openprogram.runtimes import ScriptedRuntime
 from openprogram.widgets import DecisionPanel, StepThrough
-from widgethelp import error_of, press
 
 
 def analyze(text: str, depth: int = 1, user: str = "x") -> str:

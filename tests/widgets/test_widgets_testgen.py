@@ -90,40 +90,40 @@ def timeout_runtime():
 
 
 def test_generated_tests_pass_as_generated_and_fail_when_the_options_change(tmp_path, mod):
-    O, C = mod.OPTIONS, mod.CONTEXT
+    OPT, CTX = mod.OPTIONS, mod.CONTEXT
     cases = {}
 
     rt = ScriptedRuntime(['{"call": "book", "args": {"city": "Oslo"}}',
                           'ok: ```json\n{"call": "book", "args": {"city": "Rome", "nights": 2,'
                           ' "user_id": "x"}}\n```'])
-    decision.make("Book. Pick.", O, runtime=rt, context=C)
+    decision.make("Book. Pick.", OPT, runtime=rt, context=CTX)
     cases["reask"] = (decision.last_trace(), {"context_expr": "CONTEXT"})
 
     with pytest.raises(DecisionError):
-        decision.make("Pick.", O, runtime=ScriptedRuntime(["no", "still no"]), context=C)
+        decision.make("Pick.", OPT, runtime=ScriptedRuntime(["no", "still no"]), context=CTX)
     cases["failed"] = (decision.last_trace(), {"context_expr": "CONTEXT"})
 
     with pytest.raises(DecisionError):
-        decision.make("Pick.", O, runtime=timeout_runtime(), context=C)
+        decision.make("Pick.", OPT, runtime=timeout_runtime(), context=CTX)
     cases["timeout"] = (decision.last_trace(), {"context_expr": "CONTEXT"})
 
     with pytest.raises(ZeroDivisionError):
-        decision.make("Pick.", O, runtime=ScriptedRuntime(['{"call": "divide"}']), context=C)
+        decision.make("Pick.", OPT, runtime=ScriptedRuntime(['{"call": "divide"}']), context=CTX)
     cases["builtin_raise"] = (decision.last_trace(), {"context_expr": "CONTEXT"})
 
     with pytest.raises(mod.Overbooked):
-        decision.make("Pick.", O, runtime=ScriptedRuntime(['{"call": "overbook"}']), context=C)
+        decision.make("Pick.", OPT, runtime=ScriptedRuntime(['{"call": "overbook"}']), context=CTX)
     cases["custom_raise"] = (decision.last_trace(), {"context_expr": "CONTEXT"})
 
-    decision.make("Pick.", O, runtime=ScriptedRuntime(['{"call": "reserve", "city": "Rome"}']),
-                  context=C, max_retries=0)
+    decision.make("Pick.", OPT, runtime=ScriptedRuntime(['{"call": "reserve", "city": "Rome"}']),
+                  context=CTX, max_retries=0)
     cases["object_result"] = (decision.last_trace(), {"context_expr": "CONTEXT"})
 
-    decision.make("Fill.", O, context=C, runtime=ScriptedRuntime(
+    decision.make("Fill.", OPT, context=CTX, runtime=ScriptedRuntime(
         ['{"call": "form", "args": {"name": "Ada", "tags": ["x", "y"], "extra": 1}}']))
     cases["schema"] = (decision.last_trace(), {"context_expr": "CONTEXT"})
 
-    agent("Look it up, then pick.", choices=O, tools=[mod.lookup], context=C,
+    agent("Look it up, then pick.", choices=OPT, tools=[mod.lookup], context=CTX,
           runtime=ScriptedRuntime([[ToolCall("lookup", {"q": "a"}), ToolCall("lookup",
                                                                              {"q": "b"})],
                                    '{"call": "wait"}']))

@@ -11,13 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from widgethelp import all_html
 
 from openprogram import DecisionError, decision
-from openprogram.trace import view
 from openprogram.runtimes import ScriptedRuntime
+from openprogram.trace import view
 from openprogram.widgets.panel import DecisionPanel
 from openprogram.widgets.playground import Playground
-from widgethelp import all_html
 
 VIEW = Path(view.__file__)
 

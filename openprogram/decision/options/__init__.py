@@ -12,19 +12,44 @@ runtimes use, so `openprogram.decision.options.<name>` keeps working.
 from __future__ import annotations
 
 from ...base.errors import OptionError
-from .kinds import (FunctionOption, Option, SchemaOption, ValueOption, build_option,
-                    call_function, check_context, check_hidden, positional_only,
-                    register_list_reader, register_option_kind, tool_shape)
+from ..schema.fields import (
+    META_KEYS,
+    META_PARAM_KEYS,
+    MISSING,
+    RUNTIME_PARAM_NAMES,
+    Field,
+    Param,
+    annotation_field,
+    function_params,
+    register_annotation_hook,
+    schema_field,
+    validate,
+)
+from ..schema.reply_values import check_json_value, describe_value, safe_key
+from .cache import MENU_CACHE_SIZE, OPTION_CACHE_SIZE, clear_option_cache
+from .kinds import (
+    FunctionOption,
+    Option,
+    SchemaOption,
+    ValueOption,
+    build_option,
+    call_function,
+    check_context,
+    check_hidden,
+    positional_only,
+    register_list_reader,
+    register_option_kind,
+    tool_shape,
+)
 from .menu import Menu, field_line, option_infos, param_lines, render_menu, shown
 from .option_set import normalize
-from .cache import MENU_CACHE_SIZE, OPTION_CACHE_SIZE, clear_option_cache
-from ..schema.fields import (META_KEYS, META_PARAM_KEYS, RUNTIME_PARAM_NAMES, MISSING, Field, Param,
-                             check_json_value, describe_value, annotation_field, function_params,
-                             register_annotation_hook, schema_field, validate)
-from ..schema.reply_values import safe_key
-# Importing these registers their kinds: the user's classes and tool definitions as options.
+
+# Importing these registers their kinds: the user's classes and tool definitions as options. The
+# kind registered last is asked first, so the order is kept as it is (not sorted).
+# isort: off
 from . import user_classes as _user_classes  # noqa: F401
 from . import tool_definitions as _tool_definitions  # noqa: F401
+# isort: on
 
 __all__ = ["OptionError", "Option", "FunctionOption", "ValueOption", "SchemaOption",
            "build_option", "call_function", "check_context", "check_hidden", "positional_only",

@@ -12,13 +12,14 @@ import re
 import types
 from _thread import allocate_lock as Lock  # threading.Lock itself, without importing threading
 from collections import OrderedDict
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable, ClassVar
 
+from ..schema.fields import MISSING
 from .kinds import FunctionOption, Option, SchemaOption, ValueOption, _kind_listeners, build_option
 from .menu import Menu
-from ..schema.fields import MISSING
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any
 
 # Re-running a notebook cell hands `make` a fresh dict of the same functions, and reading their
 # signatures, type hints and docstrings again was most of a decision's own time. So the option

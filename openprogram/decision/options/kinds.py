@@ -1,9 +1,9 @@
 """The option kinds: what one entry of an option set is, shows, accepts and becomes (O1-O4).
 
 Each kind is a class (`FunctionOption`, `ValueOption`, `SchemaOption`, and any kind registered
-with `register_option_kind`: user_classes.py's classes, tool_definitions.py's tool definitions) that owns its
-menu lines, the JSON Schema of its payload, the validation of a pick's arguments (`bind`) and
-`resolve()`: the decision loop calls those methods and never asks which kind it holds. This
+with `register_option_kind`: user_classes.py's classes, tool_definitions.py's tool definitions) that
+owns its menu lines, the JSON Schema of its payload, the validation of a pick's arguments (`bind`)
+and `resolve()`: the decision loop calls those methods and never asks which kind it holds. This
 module also reads one entry of the dict or the list form into its option (`build_option`),
 warning where an entry keeps its specified meaning but looks like a mistake, and checks
 `context=` against the hidden parameters before any model call. It is long because each kind owns
@@ -16,20 +16,30 @@ import inspect
 import json
 import types
 import warnings
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable, ClassVar, Sequence
 
-from ...base.errors import OptionError, OptionWarning, AttemptError, UsageError
+from ...base.errors import AttemptError, OptionError, OptionWarning, UsageError
 from ...base.json_form import to_jsonable
-from .menu import Menu, _hidden, param_lines, shown
-from ..schema.fields import (MISSING, Param, repr_head, looks_like_json_schema, user_stacklevel, function_params,
-                             schema_field, validate)
-from ..schema.reply_values import safe_key
-from ..schema.refs import embed
 from ...base.text import safe_repr
 from ...trace.safe_html import clip
+from ..schema.fields import (
+    MISSING,
+    Param,
+    function_params,
+    looks_like_json_schema,
+    repr_head,
+    schema_field,
+    user_stacklevel,
+    validate,
+)
+from ..schema.refs import embed
+from ..schema.reply_values import safe_key
 from . import sources
+from .menu import Menu, _hidden, param_lines, shown
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from collections.abc import Callable, Sequence
+    from typing import Any, ClassVar
 
 class Option:
     """One entry of the menu. Subclasses are the option kinds; each owns what the menu says about
@@ -61,7 +71,7 @@ class Option:
 
     @classmethod
     def from_handler(cls, name: str, handler: Any, description: str | None,
-                     where: str) -> "Option | None":
+                     where: str) -> Option | None:
         """The option for `handler` if this kind recognises it, else None (for kinds plugged in
         with `register_option_kind`)."""
         return None
@@ -109,7 +119,7 @@ class Option:
         return [{"call": self.name, "args": dict(e["args"])} for e in self.examples]
 
     def with_examples(self, examples: Any, source: Any = "with_examples() in the option set",
-                      replace: bool = True) -> "Option":
+                      replace: bool = True) -> Option:
         """A copy of this option carrying `examples` (see `with_examples`), each checked as a
         pick of this option; the option itself is never changed (built options are shared)."""
         import copy
@@ -127,7 +137,7 @@ class Option:
         `name` except on a copy made by `renamed`."""
         return self.__dict__.get("_code_name", self.name)
 
-    def renamed(self, name: str, source: dict | None = None) -> "Option":
+    def renamed(self, name: str, source: dict | None = None) -> Option:
         """A copy of this option shown to the model as `name` (what `decision.improve(...,
         rename=True)` proposes) whose pick still resolves as the original does: the same
         handler runs, and where a pick returns the option's name it returns `code_name`, so
@@ -143,7 +153,7 @@ class Option:
         return out
 
     def with_param_description(self, name: str, description: str,
-                               source: dict | None = None) -> "Option":
+                               source: dict | None = None) -> Option:
         """A copy of this option whose parameter `name` is described as `description` (what
         `decision.improve` proposes): the menu line, the tool's JSON Schema and the pick schema
         all show it; the option itself, shared through the option cache, is never changed.
@@ -361,7 +371,7 @@ class SchemaOption(Option):
         super().__init__(name, description, params)
 
     @classmethod
-    def from_schema(cls, name: str, desc: str, schema: Any, where: str) -> "SchemaOption":
+    def from_schema(cls, name: str, desc: str, schema: Any, where: str) -> SchemaOption:
         if not isinstance(schema, dict) or not schema:
             raise OptionError(f"{where}: a schema option's schema must be a non-empty dict "
                               f"{{field: type}}, got {schema!r}")
@@ -411,7 +421,8 @@ def register_option_kind(cls: type[Option]) -> type[Option]:
         raise UsageError(f"register_option_kind takes a subclass of Option, got {cls!r}")
     if cls not in _option_kinds:
         _option_kinds.insert(0, cls)
-        for forget in _kind_listeners:  # the new kind may claim a handler a cached option was built from
+        # the new kind may claim a handler a cached option was built from
+        for forget in _kind_listeners:
             forget()
     return cls
 
@@ -643,12 +654,13 @@ def _value_option(name: str, value: Any, description: str, where: str) -> ValueO
         elif looks_like_json_schema(value):
             warnings.warn(f"{where}: this value looks like a JSON Schema, but a dict handler is "
                           f"a value option (rule O2). To have the model fill it in, write "
-                          f"openprogram.JsonSchema(schema)", OptionWarning, stacklevel=user_stacklevel())
+                          f"openprogram.JsonSchema(schema)", OptionWarning,
+                          stacklevel=user_stacklevel())
         elif any(isinstance(v, type) or (isinstance(v, list) and len(v) == 1 and
                                          isinstance(v[0], type)) for v in value.values()):
             warnings.warn(f"{where}: this value option's dict holds Python types "
-                          f"({repr_head(value)}); picking it returns that dict. For a schema option "
-                          f"whose fields the model fills in, write "
+                          f"({repr_head(value)}); picking it returns that dict. For a schema "
+                          f"option whose fields the model fills in, write "
                           f"{{{name!r}: ('description', {repr_head(value)})}}", OptionWarning,
                           stacklevel=user_stacklevel())
     return ValueOption(name, value, description)
@@ -670,12 +682,13 @@ def tool_shape(d: Any) -> str | None:
     return None
 
 
-_list_readers: list[Callable[[Any, str], "Option | None"]] = []
+_list_readers: list[Callable[[Any, str], Option | None]] = []
 
 
-def register_list_reader(reader: Callable[[Any, str], "Option | None"]) -> None:
+def register_list_reader(reader: Callable[[Any, str], Option | None]) -> None:
     """Let `reader(item, where)` read list-form items that carry their own name (tool
-    definitions: tool_definitions.py); it returns an Option, or None for an item it does not know."""
+    definitions: tool_definitions.py); it returns an Option, or None for an item it does not
+    know."""
     if reader not in _list_readers:
         _list_readers.insert(0, reader)
 

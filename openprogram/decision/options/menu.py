@@ -10,12 +10,19 @@ user_classes.py's reading of that schema, through the same `field_line`.
 from __future__ import annotations
 
 import functools
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable, Sequence  # (`Option` in annotations: kinds.py's, never imported)
 
 from ..schema.fields import Param
 from ..schema.reader import field_line, shown  # noqa: F401  (re-exported)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from collections.abc import Callable, Sequence
+    from typing import Any
+
+    # `Option` in annotations: kinds.py's, never imported, not even here (kinds.py imports this
+    # module, and tests/package/test_core_layers.py counts an import for annotations as a cycle)
+    Option = Any
+
 
 class Menu(tuple):
     """A normalized option set, as `normalize` returns it: a tuple of `Option`s whose menu text
@@ -79,5 +86,5 @@ def render_menu(menu: Sequence[Any]) -> str:  # of Options (a Menu, or a list of
 def _render_menu(menu: Sequence[Option]) -> str:
     return "\n\n".join([
         'Options (reply with one JSON object that picks exactly one, as in its "Call:" line):',
-        *[_derived(o, "_block", lambda: "\n".join(o.menu_lines() + o.example_lines()))
+        *[_derived(o, "_block", lambda o=o: "\n".join(o.menu_lines() + o.example_lines()))
           for o in menu]])

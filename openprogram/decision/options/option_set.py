@@ -5,14 +5,14 @@ not read again); a set with no options or a repeated name is refused, naming the
 """
 from __future__ import annotations
 
+from ...base.errors import OptionError
+from .cache import _cached_menu, _cached_option
+from .kinds import Option
+from .menu import Menu
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any
-
-from ...base.errors import OptionError
-from .kinds import Option
-from .menu import Menu
-from .cache import _cached_menu, _cached_option
 
 def normalize(options: Any) -> Menu:
     """An option set (dict or list form) as a `Menu` of `Option`s; rejects bad sets (O4). A

@@ -28,13 +28,15 @@ from __future__ import annotations
 import math
 import re
 import warnings
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any, Callable, Sequence
 
 from ...base.errors import ArgumentError, OptionWarning
 from .kinds import Option
 from .menu import Menu
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
 
 __all__ = ["Shortlist", "NativeSearch", "check_shortlist", "narrow", "terms", "BM25",
            "defer_tools", "loaded_tools"]
@@ -94,7 +96,7 @@ class BM25:
                     for w, p in self.postings.items()}
 
     @classmethod
-    def of(cls, menu: Menu) -> "BM25":
+    def of(cls, menu: Menu) -> BM25:
         """The index of `menu`, built on first use and kept on it."""
         index = menu.__dict__.get("_bm25")
         if index is None:
@@ -118,7 +120,8 @@ class Shortlist:
     "bm25" (the default ranker, see the module) or a callable `by(request, options)` returning
     one score per option (higher: more likely meant)."""
 
-    def __init__(self, k: int = 20, by: str | Callable[[str, list[Option]], Sequence[float]] = "bm25"):
+    def __init__(self, k: int = 20,
+                 by: str | Callable[[str, list[Option]], Sequence[float]] = "bm25"):
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ArgumentError(f"a shortlist's k is how many options the model is shown, a "
                                 f"whole number >= 1 (None turns the shortlist off), got {k!r}")

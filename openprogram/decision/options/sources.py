@@ -7,6 +7,7 @@ beside the menu's lines.
 from __future__ import annotations
 
 import inspect
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any

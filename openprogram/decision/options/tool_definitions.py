@@ -18,19 +18,22 @@ from __future__ import annotations
 
 import copy
 import warnings
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable
 
 from ...base.errors import OptionError, OptionWarning
 from ...base.text import cut
-from .kinds import Option, call_function, redescribe, register_list_reader, register_option_kind
 from ..schema.fields import MISSING, Field, Param
+from ..schema.reader import WRITTEN_FORMAT_EXAMPLES, SchemaDoc, UserType
 from ..schema.type_table import python_type
-from ..schema.reader import WRITTEN_FORMAT_EXAMPLES, UserType, SchemaDoc
 from ..schema.validator import FORMATS, compile_schema, merge_all_of
+from .kinds import Option, call_function, redescribe, register_list_reader, register_option_kind
 
-__all__ = ["JsonSchema", "ToolDefinition", "tool", "read_definition", "sdk_tool", "JsonSchemaOption"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from collections.abc import Callable
+    from typing import Any
+
+__all__ = ["JsonSchema", "ToolDefinition", "tool", "read_definition", "sdk_tool",
+           "JsonSchemaOption"]
 
 
 class JsonSchema:
@@ -181,7 +184,7 @@ class JsonSchemaOption(Option):
 
     @classmethod
     def from_handler(cls, name: str, handler: Any, description: str | None,
-                     where: str) -> "JsonSchemaOption | None":
+                     where: str) -> JsonSchemaOption | None:
         if isinstance(handler, JsonSchema):
             return cls(name, description or handler.description or "", handler.schema, None,
                        where)
@@ -270,7 +273,7 @@ def _list_item(item: Any, where: str) -> Option | None:
     return None
 
 
-def _input_examples(option: "JsonSchemaOption", definition: dict) -> "JsonSchemaOption":
+def _input_examples(option: JsonSchemaOption, definition: dict) -> JsonSchemaOption:
     """The option with the worked inputs of Anthropic's `input_examples` field (a list of
     input objects), each checked against the tool's schema and cited by its JSON pointer."""
     found = definition.get("input_examples")

@@ -10,26 +10,35 @@ from fields.py's description of each field — and the menu lines, the `Call:` p
 the native-tool schema are all read from it (reader.py). Validation is pydantic's own (validators,
 constraints, coercion, `allow_inf_nan` as the user configured them), its errors mapped to the
 project's error kinds with the path into the arguments; without pydantic, dataclasses and
-TypedDicts are checked field by field by fields.py's `validate` (validator.py's checks). pydantic is imported only when
-a class of the user's is met, so `import openprogram` never needs it. The package registers this
-module's option kind and annotation hook when it loads.
+TypedDicts are checked field by field by fields.py's `validate` (validator.py's checks). pydantic is
+imported only when a class of the user's is met, so `import openprogram` never needs it. The package
+registers this module's option kind and annotation hook when it loads.
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
 import sys
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable
 
-from ...base.errors import OptionError, AttemptError, SchemaError
+from ...base.errors import AttemptError, OptionError, SchemaError
 from ...base.json_form import to_jsonable
+from ..schema.fields import (
+    MISSING,
+    Field,
+    Param,
+    annotation_field,
+    register_annotation_hook,
+    validate,
+)
+from ..schema.reader import SchemaDoc, UserType
+from ..schema.reply_values import check_json_value, describe_value
 from . import sources
 from .kinds import Option, redescribe, register_option_kind
-from ..schema.reader import UserType, SchemaDoc
-from ..schema.fields import (MISSING, Field, Param, check_json_value, describe_value,
-                             annotation_field, register_annotation_hook, validate)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from collections.abc import Callable
+    from typing import Any
 
 __all__ = ["ClassOption", "UserType", "is_user_class", "user_type"]
 
@@ -391,7 +400,7 @@ class ClassOption(Option):
 
     @classmethod
     def from_handler(cls, name: str, handler: Any, description: str | None,
-                     where: str) -> "ClassOption | None":
+                     where: str) -> ClassOption | None:
         if not is_user_class(handler):
             return None
         return cls(name, handler, _user_type_at(handler, where, OptionError), description)

@@ -21,19 +21,22 @@ import sys
 import types
 import warnings
 from dataclasses import dataclass
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable, ClassVar
 
-from ...base.errors import OptionError, OptionWarning, AttemptError, SchemaError
+from ...base.errors import OptionError, OptionWarning, SchemaError
 from ...base.json_form import to_jsonable
 from ...base.model_protocol import ModelCaller
 from ...base.text import cut
-from .type_table import LONG, SCALARS as _SCALARS, TYPE_NAMES as _TYPE_NAMES
-from .type_table import python_type
-from .reader import MISSING, UserType, SchemaDoc
-from .reply_values import check_json_value, describe_value, equal, json_head
+from .reader import MISSING, SchemaDoc, UserType
+from .reply_values import equal
+from .type_table import LONG, python_type
+from .type_table import SCALARS as _SCALARS
+from .type_table import TYPE_NAMES as _TYPE_NAMES
 from .validator import CHECK, NAME, PY, compile_schema
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from collections.abc import Callable
+    from typing import Any
 
 META_KEYS = frozenset({"type", "description", "options", "fields", "items"})
 
@@ -55,8 +58,8 @@ class Field:
     type: str                                   # str int float bool list dict object any union
     description: str = ""
     options: list | None = None                 # allowed values (enum)
-    fields: dict[str, "Field"] | None = None    # for type "object"
-    items: "Field | None" = None                # a "list"'s item type, a "dict"'s value type
+    fields: dict[str, Field] | None = None    # for type "object"
+    items: Field | None = None                # a "list"'s item type, a "dict"'s value type
     nullable: bool = False
     # The Python values behind `options` where they are not JSON (Enum members, dates): the
     # model is shown and writes the JSON value, the function receives the Python one.
@@ -65,7 +68,7 @@ class Field:
     # validates itself: type_name(), placeholder(), json_schema(), notes(), nested_lines(name,
     # indent) and validate(value, path, dropped) take the place of the plain logic below.
     user: Any = None
-    alts: "list[Field] | None" = None           # for type "union": the first that fits wins
+    alts: list[Field] | None = None           # for type "union": the first that fits wins
     # A standard-library type JSON carries as text or a number (pytypes.python_type: a date,
     # a UUID, Decimal, a path): the JSON Schema `format` checked, and the function that makes
     # the Python value the function receives.
@@ -252,10 +255,10 @@ def _enum_field(values: list) -> Field:
     return f
 
 
-_annotation_hooks: list[Callable[[Any, str], "Field | None"]] = []
+_annotation_hooks: list[Callable[[Any, str], Field | None]] = []
 
 
-def register_annotation_hook(hook: Callable[[Any, str], "Field | None"]) -> None:
+def register_annotation_hook(hook: Callable[[Any, str], Field | None]) -> None:
     """Let `hook(annotation, where)` describe annotations before the plain logic does: it returns
     a `Field` (usually one with `user` set) for an annotation it claims, else None. user_classes.py
     plugs in the user's own classes this way."""
@@ -297,9 +300,9 @@ def annotation_field(ann: Any, where: str) -> Field:
             Field("union", alts=[annotation_field(a, where) for a in rest])
         f.nullable = len(rest) < len(args)
         return f
-    if origin in (list, typing.List):
+    if origin is list:
         return Field("list", items=annotation_field(args[0], f"{where}[]") if args else None)
-    if origin in (dict, typing.Dict):
+    if origin is dict:
         if args and args[0] not in (str, typing.Any):
             raise SchemaError(f"{where} is annotated {ann!r}, but the keys of a JSON object are "
                             f"always strings: annotate dict[str, ...]")

@@ -20,11 +20,13 @@ refused (a `AttemptError` saying so), never run to the end.
 from __future__ import annotations
 
 import re
+
+from ...base.errors import AttemptError, OptionError
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable
-
-from ...base.errors import OptionError, AttemptError
+    from collections.abc import Callable
+    from typing import Any
 
 __all__ = ["Pattern", "compile_pattern", "WORK_LIMIT", "MAX_STATES"]
 
@@ -45,7 +47,7 @@ _REFUSED = {
 
 def _parser() -> Any:
     try:
-        import re._parser as parser   # Python 3.11 and later
+        import re._parser as parser  # Python 3.11 and later
     except ImportError:   # pragma: no cover (3.10)
         import sre_parse as parser
     return parser

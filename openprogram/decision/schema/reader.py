@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import inspect
 import json
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable
 
 from ...base.errors import OptionError
 from ...base.json_form import to_jsonable
 from .refs import Document
 from .reply_values import SURROGATE as _SURROGATE
 from .type_table import FORMAT_EXAMPLES, SHORT, json_type
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from collections.abc import Callable
+    from typing import Any
 
 __all__ = ["UserType", "first_paragraph", "field_line", "shown", "type_name"]
 
@@ -245,7 +247,7 @@ class SchemaDoc:
         pattern, `contains`, ...)."""
         out = []
         d = lambda sub: self.describe(sub, depth + 1)  # noqa: E731
-        for i, part in enumerate(node.get("allOf") or ()):
+        for part in node.get("allOf") or ():
             if part is not True and part != {} and \
                     not (isinstance(part, dict) and set(part) <= {"properties", "required"}):
                 out.append(f"and {d(part)}")

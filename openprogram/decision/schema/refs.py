@@ -18,14 +18,16 @@ target under the host's root `$defs`.
 from __future__ import annotations
 
 import re
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable
 
 from ...base.errors import OptionError
 from .reply_values import json_head
 
-__all__ = ["Document", "embed", "pointer_tokens", "join_uri", "SINGLE", "LISTS", "MAPS", "MAX_DEPTH"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from typing import Any
+
+__all__ = ["Document", "embed", "pointer_tokens", "join_uri", "SINGLE", "LISTS", "MAPS",
+           "MAX_DEPTH"]
 
 #: The keywords whose value is one subschema, a list of them, or an object of them.
 SINGLE = ("not", "if", "then", "else", "items", "contains", "additionalProperties",
@@ -44,7 +46,7 @@ def pointer_tokens(fragment: str) -> list[str]:
 
 def _unescape(token: str) -> str:
     if "%" in token:
-        from urllib.parse import unquote   # (loaded only for a percent-encoded pointer)
+        from urllib.parse import unquote  # (loaded only for a percent-encoded pointer)
         token = unquote(token)
     return token.replace("~1", "/").replace("~0", "~")
 
@@ -55,7 +57,7 @@ def join_uri(base: str, ref: str) -> str:
         return base.partition("#")[0] + ref
     if _SCHEME.match(ref):
         return ref
-    from urllib.parse import urljoin   # (loaded only for a document with $ids)
+    from urllib.parse import urljoin  # (loaded only for a document with $ids)
     return urljoin(base, ref)
 
 
@@ -76,7 +78,7 @@ class Document:
     def fail(self, ptr: str, text: str) -> OptionError:
         return OptionError(f"{self.where}: {text} (at {ptr} of the schema)")
 
-    def scan(self) -> "Document":
+    def scan(self) -> Document:
         """Read every subschema once: its base URI, its pointer, the `$id`s and `$anchor`s."""
         if self.scanned:
             return self

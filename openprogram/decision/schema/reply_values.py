@@ -15,12 +15,14 @@ import json
 import math
 import re
 import sys
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable
 
 from ...base.errors import AttemptError
 from .type_table import json_type
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from collections.abc import Callable
+    from typing import Any
 
 __all__ = ["check_json_value", "describe_value", "json_head", "json_text", "safe_key", "equal",
            "FORMAT_CHECKS", "OPENAPI_FORMATS", "PYTHON_FORMAT_CHECKS"]
@@ -187,8 +189,8 @@ _IDN_LOCAL = re.compile(r"(?:[A-Za-z0-9!#$%&'*+\-/=?^_`{|}~]|[^\x00-\x7f])+"
                         r"(?:\.(?:[A-Za-z0-9!#$%&'*+\-/=?^_`{|}~]|[^\x00-\x7f])+)*"
                         r"|\"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|[^\x00-\x7f]|\\[\x20-\x7e])*\"")
 _LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?", re.ASCII)
-_IPV4 = re.compile(r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?:\.(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}",
-                   re.ASCII)
+_IPV4 = re.compile(r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
+                   r"(?:\.(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}", re.ASCII)
 _POINTER = re.compile(r"(?:/(?:[^~/]|~[01])*)*")
 
 

@@ -1,4 +1,5 @@
-"""JSON Schema draft 2020-12 as written: the whole validation vocabulary, for a schema of the user's.
+"""JSON Schema draft 2020-12 as written: the whole validation vocabulary, for a schema of
+the user's.
 
 validator.py's compiler covers the keywords most schemas are made of, fast, and turns values
 into what an option receives. A schema brought from elsewhere (`JsonSchema(...)`, a tool
@@ -21,17 +22,33 @@ inside `not` / `if` / `anyOf` most failures are never read) and the delivery of 
 """
 from __future__ import annotations
 
+from ...base.errors import AttemptError, OptionError
+from .patterns import compile_pattern
+from .refs import LISTS as _LISTS
+from .refs import MAPS as _MAPS
+from .refs import SINGLE as _SINGLE
+from .refs import Document
+from .refs import join_uri as _join
+from .reply_values import FORMAT_CHECKS, OPENAPI_FORMATS, equal, json_head, json_text, safe_key
+from .value_keywords import (
+    BOUNDS,
+    SIZES,
+    bound_text,
+    first_repeat,
+    format_text,
+    multiple_text,
+    not_multiple,
+    pattern_text,
+    repeat_text,
+    size_text,
+)
+from .value_keywords import is_count as _count
+from .value_keywords import is_number as _number
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable
-
-from ...base.errors import OptionError, AttemptError
-from .patterns import compile_pattern
-from .refs import LISTS as _LISTS, MAPS as _MAPS, SINGLE as _SINGLE, Document, join_uri as _join
-from .reply_values import FORMAT_CHECKS, OPENAPI_FORMATS, equal, json_head, json_text, safe_key
-from .value_keywords import (BOUNDS, SIZES, bound_text, first_repeat, is_count as _count,
-                             is_number as _number, multiple_text, not_multiple, repeat_text,
-                             size_text, pattern_text, format_text)
+    from collections.abc import Callable
+    from typing import Any
 
 __all__ = ["Evaluator", "KEYWORDS"]
 
@@ -450,8 +467,8 @@ class Evaluator:
 
             def bits(v, p):
                 if _number(v) and lo is not None and not lo <= v <= hi:
-                    raise _fail("invalid_value", lambda: f"{p} must fit the format {fmt} (from {lo} "
-                                                 f"to {hi}), got {json_head(v)}", p)
+                    raise _fail("invalid_value", lambda: f"{p} must fit the format {fmt} "
+                                                 f"(from {lo} to {hi}), got {json_head(v)}", p)
                 return _NONE
             steps.append(bits)
         elif fmt is not None:
@@ -485,8 +502,8 @@ class Evaluator:
                 raise _fail(first.kind, lambda: f"{p} fits none of the alternatives of {key}; the "
                                         f"closest: {first}", first.path or p)
             if one and passed > 1:
-                raise _fail("invalid_value", lambda: f"{p} fits {passed} of the alternatives of oneOf; "
-                                             f"it must fit exactly one", p)
+                raise _fail("invalid_value", lambda: f"{p} fits {passed} of the alternatives of "
+                                             f"oneOf; it must fit exactly one", p)
             return _merge(found)
         return alternatives
 
@@ -502,7 +519,8 @@ class Evaluator:
                 if isinstance(v, dict):
                     for r in required:
                         if r not in v:
-                            raise _fail("missing_required", lambda: f"{p}.{r} is required", f"{p}.{r}")
+                            raise _fail("missing_required", lambda r=r: f"{p}.{r} is required",
+                                        f"{p}.{r}")
                 return _NONE
             steps.append(required_)
         deps = s.get("dependentRequired")
@@ -519,8 +537,9 @@ class Evaluator:
                         if k in v:
                             for r in needs:
                                 if r not in v:
-                                    raise _fail("missing_required", lambda: f"{p}.{r} is required when "
-                                                                    f"{p}.{k} is given",
+                                    raise _fail("missing_required",
+                                                lambda r=r, k=k: f"{p}.{r} is required when "
+                                                                 f"{p}.{k} is given",
                                                 f"{p}.{r}")
                 return _NONE
             steps.append(dependent_required)
@@ -584,8 +603,9 @@ class Evaluator:
                             matched = True
                     if not matched and extra is not None:
                         if s["additionalProperties"] is False:
-                            raise _fail("invalid_value", lambda: f"{here} is not allowed (the schema "
-                                                         f"allows no other keys)", here)
+                            raise _fail("invalid_value",
+                                        lambda here=here: f"{here} is not allowed (the schema "
+                                                          f"allows no other keys)", here)
                         extra(x, here)
                         matched = True
                     if matched:
@@ -633,9 +653,9 @@ class Evaluator:
                     except AttemptError:
                         pass
                 if len(hits) < lo:
-                    raise _fail("invalid_value", lambda: f"{p} must hold at least {int(lo)} item(s) "
-                                                 f"matching 'contains' ({ptr}/contains), holds "
-                                                 f"{len(hits)}", p)
+                    raise _fail("invalid_value", lambda: f"{p} must hold at least {int(lo)} "
+                                                 f"item(s) matching 'contains' ({ptr}/contains), "
+                                                 f"holds {len(hits)}", p)
                 if hi is not None and len(hits) > hi:
                     raise _fail("invalid_value", lambda: f"{p} must hold at most {int(hi)} item(s) "
                                                  f"matching 'contains', holds {len(hits)}", p)
@@ -660,16 +680,18 @@ class Evaluator:
                 for k in extra:
                     here = f"{p}.{safe_key(k)}"
                     if no_props:
-                        raise _fail("invalid_value", lambda: f"{here} is not allowed (no part of the "
-                                                     f"schema allows this key)", here)
+                        raise _fail("invalid_value",
+                                    lambda here=here: f"{here} is not allowed (no part of the "
+                                                      f"schema allows this key)", here)
                     props(v[k], here)
                 done_props = done_props | frozenset(extra)
             if items is not None and isinstance(v, list):
                 extra = [i for i in range(len(v)) if i not in done_items]
                 for i in extra:
                     if no_items:
-                        raise _fail("invalid_value", lambda: f"{p}[{i}] is not allowed (no part of the "
-                                                     f"schema allows this item)", f"{p}[{i}]")
+                        raise _fail("invalid_value",
+                                    lambda i=i: f"{p}[{i}] is not allowed (no part of the "
+                                                f"schema allows this item)", f"{p}[{i}]")
                     items(v[i], f"{p}[{i}]")
                 done_items = done_items | frozenset(extra)
             return (done_props, done_items)

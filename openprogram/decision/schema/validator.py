@@ -24,22 +24,45 @@ once, with fast paths for the nodes most schemas are made of.
 from __future__ import annotations
 
 import math
+
+from ...base.errors import AttemptError, OptionError
+from .reader import SchemaDoc, type_name
+from .reply_values import (
+    FORMAT_CHECKS,
+    OPENAPI_FORMATS,
+    PYTHON_FORMAT_CHECKS,
+    _bad_json_value,
+    check_json_value,
+    describe_value,
+    equal,
+    is_json_value,
+    json_head,
+    json_text,
+    safe_key,
+)
+from .reply_values import SURROGATE as _SURROGATE
+from .type_table import SHORT, json_type
+from .value_keywords import (
+    BOUNDS,
+    bound_text,
+    first_repeat,
+    format_text,
+    is_number,
+    multiple_text,
+    not_multiple,
+    pattern_text,
+    repeat_text,
+    size_text,
+)
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any, Callable
+    from collections.abc import Callable
+    from typing import Any
 
-from ...base.errors import OptionError, AttemptError
-from .reply_values import (FORMAT_CHECKS, OPENAPI_FORMATS, PYTHON_FORMAT_CHECKS,
-                         SURROGATE as _SURROGATE,
-                         _bad_json_value, check_json_value, describe_value, equal,
-                         is_json_value, json_head, json_text, safe_key)
-from .reader import SchemaDoc, type_name
-from .value_keywords import (BOUNDS, bound_text, first_repeat, format_text, is_number,
-                             multiple_text, not_multiple, pattern_text, repeat_text, size_text)
-from .type_table import SHORT, json_type
-
-__all__ = ["compile_schema", "merge_all_of", "Checker", "SUPPORTED", "REFUSED", "ANNOTATIONS", "FORMATS", "PY",
-           "CHECK", "NAME", "check_json_value", "describe_value", "json_head", "safe_key", "equal"]
+__all__ = ["compile_schema", "merge_all_of", "Checker", "SUPPORTED", "REFUSED", "ANNOTATIONS",
+           "FORMATS", "PY", "CHECK", "NAME", "check_json_value", "describe_value", "json_head",
+           "safe_key", "equal"]
 
 #: Keywords that decide what is valid, all checked.
 SUPPORTED = frozenset({
@@ -167,7 +190,8 @@ class _Compiler:
     def __init__(self, root: Any, where: str, as_written: bool = False):
         self.root, self.where, self.as_written = root, where, as_written
         self.refs: dict[str, list] = {}   # "$ref" -> [checker], filled once compiled
-        self.names = SchemaDoc({}, root=root, where=where)   # (type names in messages, references followed)
+        self.names = SchemaDoc({}, root=root, where=where)   # (type names in messages,
+                                                             # references followed)
         self.doc = self.names.document
         self.annotations: list[str] = []
 
@@ -366,7 +390,7 @@ class _Compiler:
         steps = self.sized(s, ptr, "minLength", "maxLength", str, "characters")
         if "pattern" in s:
             text = s["pattern"]
-            from .patterns import compile_pattern   # (loaded with the first pattern met)
+            from .patterns import compile_pattern  # (loaded with the first pattern met)
             try:
                 rx = compile_pattern(text)
             except OptionError as exc:

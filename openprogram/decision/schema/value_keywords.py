@@ -2,22 +2,23 @@
 
 The number bounds (`minimum`, `exclusiveMinimum`, `maximum`, `exclusiveMaximum`), `multipleOf`,
 the sizes (`minLength` ... `maxProperties`) and `uniqueItems` are judged the same way, and their
-failures (and those of `pattern` and `format`) worded the same way, by validator.py (an option's own schema, which also converts the
-value it checks) and by schemaeval.py (a schema as written, which also tracks what each part
-evaluated). What differs between those two is the shape of their steps and the kind of
-`AttemptError` they raise (schemaeval's writes its message only when it is read), so each wraps
-these tests and texts in its own step; what a keyword's own value must be (`is_number`,
+failures (and those of `pattern` and `format`) worded the same way, by validator.py (an option's own
+schema, which also converts the value it checks) and by schemaeval.py (a schema as written, which
+also tracks what each part evaluated). What differs between those two is the shape of their steps
+and the kind of `AttemptError` they raise (schemaeval's writes its message only when it is read), so
+each wraps these tests and texts in its own step; what a keyword's own value must be (`is_number`,
 `is_count`) is here too.
 """
 from __future__ import annotations
 
 import operator
 from fractions import Fraction
+
+from .reply_values import equal, json_head
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any
-
-from .reply_values import equal, json_head
 
 __all__ = ["BOUNDS", "SIZES", "is_number", "is_count", "not_multiple", "first_repeat",
            "bound_text", "multiple_text", "size_text", "repeat_text", "pattern_text",

@@ -19,9 +19,22 @@ The pieces live one concept per module; this module gathers their public names (
 from __future__ import annotations
 
 from .cache import CachedRuntime
-from .cassette_file import (FORMAT, OLDEST, VERSION, append_whole, ask_key, cassette_decisions,
-                            cassette_traces, line, load_cassette, request_key, request_record,
-                            response_record, settings_of, write_atomically)
+from .cassette_file import (
+    FORMAT,
+    OLDEST,
+    VERSION,
+    append_whole,
+    ask_key,
+    cassette_decisions,
+    cassette_traces,
+    line,
+    load_cassette,
+    request_key,
+    request_record,
+    response_record,
+    settings_of,
+    write_atomically,
+)
 from .recorder import RecordingRuntime
 from .replay import CassetteExhausted, CassetteMismatch, ReplayRuntime, first_difference
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
+
 try:
     import fcntl
 except ImportError:  # Windows
@@ -43,12 +44,23 @@ from pathlib import Path
 from ...base.errors import OpenProgramError
 from ...base.jsonl import format_version, loads, write_whole
 from ...base.model_protocol import run_sync
-from ...runtime.runtime import DEFAULT_WINDOW, ModelCallError, ModelResponse, Runtime
-from ...runtime.runtime import as_response
-from .cassette_file import (FORMAT, VERSION, header, keyed_line, line, live_key,
-                            live_request, load_cassette, request_key, same_request, scan_keys,
-                            settings_of, write_atomically)
-from .cassette_file import response_record
+from ...runtime.runtime import DEFAULT_WINDOW, ModelCallError, ModelResponse, Runtime, as_response
+from .cassette_file import (
+    FORMAT,
+    VERSION,
+    header,
+    keyed_line,
+    line,
+    live_key,
+    live_request,
+    load_cassette,
+    request_key,
+    response_record,
+    same_request,
+    scan_keys,
+    settings_of,
+    write_atomically,
+)
 from .recorder import RecordingRuntime, on_own_loop
 from .replay import answer, astream_entry, stream_entry
 from .tool_results import is_tool_line, recorded_result, tool_call, tool_error_record, tool_key
@@ -96,11 +108,11 @@ class _Store:
     """One cache file in this process: the index of its keys, its writer, the requests in flight.
     Shared by every CachedRuntime on the same path (`_Store.of`)."""
 
-    _open: dict[str, "_Store"] = {}
+    _open: dict[str, _Store] = {}
     _open_lock = threading.Lock()
 
     @classmethod
-    def of(cls, path: Path, runtime: str | None, model: str | None) -> "_Store":
+    def of(cls, path: Path, runtime: str | None, model: str | None) -> _Store:
         real = os.path.realpath(path)
         with cls._open_lock:
             store = cls._open.get(real)
@@ -406,6 +418,7 @@ class CachedRuntime(RecordingRuntime):
 
     async def _ask_tool(self, entry: dict, live):
         import time
+
         from ...base.errors import ToolError
         with self._lock:
             self.misses += 1

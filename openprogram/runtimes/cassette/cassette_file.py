@@ -376,8 +376,8 @@ def _check_version(data: dict, where: str, redo: str) -> None:
                          f"{redo}")
     v = format_version(data)
     if v is None:
-        raise _FileError(f'{where!r} has "version": {json.dumps(data["version"])}, which is not a format '
-                         f"version (a whole number; this release reads versions {OLDEST} to "
+        raise _FileError(f'{where!r} has "version": {json.dumps(data["version"])}, which is not a '
+                         f"format version (a whole number; this release reads versions {OLDEST} to "
                          f"{VERSION}); {redo}")
     if v < OLDEST:
         raise _FileError(f"{where!r} is a cassette of format version {v}, older than this "
@@ -460,8 +460,8 @@ def cassette_traces(cassette: Any) -> list:
     text, tool calls, finish reason. What each decision resolved to is not in a cassette, so
     these traces end with status "recorded"."""
     from ...base.model_protocol import blocks_text, to_blocks
-    from ...trace.records import Attempt
     from ...trace.decision_trace import recorded_trace
+    from ...trace.records import Attempt
     traces = []
     for group in cassette_decisions(cassette):
         attempts = []

@@ -20,19 +20,37 @@ import threading
 import time
 import warnings
 from collections import OrderedDict
+from pathlib import Path
+
+from ...base.errors import ToolError
+from ...base.filesecrets import scrub
+from ...base.model_protocol import on_loop, run_sync
+from ...runtime.runtime import (
+    DEFAULT_WINDOW,
+    ModelCallError,
+    ModelResponse,
+    Runtime,
+    Window,
+    as_response,
+    current_node_var,
+)
+from .cassette_file import (
+    _plain,
+    append_whole,
+    header,
+    keyed_line,
+    line,
+    request_key,
+    request_record,
+    response_record,
+    settings_of,
+    write_atomically,
+)
+from .tool_results import tool_call, tool_error_record, tool_key
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any
-from pathlib import Path
-
-from ...base.filesecrets import scrub
-from ...base.errors import ToolError
-from ...base.model_protocol import on_loop, run_sync
-from ...runtime.runtime import (DEFAULT_WINDOW, ModelCallError, ModelResponse, Runtime,
-                                           Window, as_response, current_node_var)
-from .cassette_file import (_plain, append_whole, header, keyed_line, line, request_key,
-                            request_record, response_record, settings_of, write_atomically)
-from .tool_results import tool_call, tool_error_record, tool_key
 
 
 def _mode_of(mode_args: dict) -> str:

@@ -25,11 +25,10 @@ from typing import Any
 
 from ...base.text import cut
 from ...decision.modes import MODES
-from ...runtime.runtime import ModelCallError, ModelResponse, Runtime, ToolCall
-from ...runtime.runtime import timed_out
+from ...runtime.runtime import ModelCallError, ModelResponse, Runtime, ToolCall, timed_out
+from ..scripted import stream_pieces, stream_text
 from .cassette_file import ask_key, load_cassette, request_record
 from .tool_results import ToolAnswers, recorded_result, tool_call
-from ..scripted import stream_pieces, stream_text
 
 
 class CassetteMismatch(ModelCallError):

@@ -25,12 +25,13 @@ that does neither (any plain `Runtime`) has no such method and the tool is calle
 from __future__ import annotations
 
 from collections import deque
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
 
 from ...base.errors import OpenProgramError, ToolError
 from .cassette_file import CassetteFileError, _plain, ask_key
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["tool_call", "tool_key", "is_tool_line", "tool_error_record", "recorded_result",
            "ToolAnswers", "ToolNotRecorded"]

@@ -5,10 +5,26 @@ json_schema mode (`grammar`), and the exact probability of every option's name (
 this package gives the names the rest of the library and users import, as the single module
 before it did."""
 from .confidence import CONFIDENCE_EVALS_PER_NAME, CONFIDENCE_TOLERANCE, _NameOdds
-from .grammar import (ARRAY_MAX_ITEMS, BRIEF_INSTRUCTION, SCHEMA_FORMS, SCHEMA_INSTRUCTION,
-                      STRING_MAX_LENGTH, bounded_schema, decision_grammar, schema_brief)
-from .models import (BUNDLED_FILE, BUNDLED_PACKAGE, DEFAULT_MAX_CTX, MIN_PREFIX_TOKENS,
-                     PREFIX_CACHE_BYTES, _PrefixStates, bundled_model_path, machine_settings)
+from .grammar import (
+    ARRAY_MAX_ITEMS,
+    BRIEF_INSTRUCTION,
+    SCHEMA_FORMS,
+    SCHEMA_INSTRUCTION,
+    STRING_MAX_LENGTH,
+    bounded_schema,
+    decision_grammar,
+    schema_brief,
+)
+from .models import (
+    BUNDLED_FILE,
+    BUNDLED_PACKAGE,
+    DEFAULT_MAX_CTX,
+    MIN_PREFIX_TOKENS,
+    PREFIX_CACHE_BYTES,
+    _PrefixStates,
+    bundled_model_path,
+    machine_settings,
+)
 from .runtime import LAYOUTS, LlamaCppRuntime, _Sampler
 
 __all__ = ["LlamaCppRuntime", "bundled_model_path", "bounded_schema", "decision_grammar",

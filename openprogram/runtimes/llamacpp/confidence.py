@@ -10,6 +10,13 @@ import json
 import re
 from typing import Any
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    # LlamaCppRuntime and _Sampler (runtime.py) and _Loaded (models.py) in annotations, never
+    # imported, not even here: those modules import this one, and
+    # tests/package/test_core_layers.py counts an import for annotations as a cycle
+    LlamaCppRuntime = _Sampler = _Loaded = Any
+
 #: Where the name of a pick begins: just after the opening quote of its "call" value.
 _CALL_VALUE = re.compile(r'"call"\s*:\s*"')
 #: How far a name's probability may be from its exact value by default (a runtime's
@@ -45,11 +52,11 @@ TREE_SEQUENCES = 16
 @contextlib.contextmanager
 def tree_sequences() -> Any:
     """While a model is loaded in it: its context made with `TREE_SEQUENCES` sequences more
-    than the reply's one (and one for the cells of dropped branches), in one memory they share (`kv_unified`, so the context is not split
-    between them). llama-cpp-python's `Llama` takes neither setting, so the defaults it
-    starts from are changed for the time of the load (under the loading lock). A
-    llama-cpp-python without a shared memory leaves the context as it was, and every branch
-    is read again from the reply."""
+    than the reply's one (and one for the cells of dropped branches), in one memory they share
+    (`kv_unified`, so the context is not split between them). llama-cpp-python's `Llama` takes
+    neither setting, so the defaults it starts from are changed for the time of the load (under the
+    loading lock). A llama-cpp-python without a shared memory leaves the context as it was, and
+    every branch is read again from the reply."""
     from llama_cpp import llama_cpp as low
     made = low.llama_context_default_params
     if not any(field[0] == "kv_unified" for field in low.llama_context_params._fields_):
@@ -75,6 +82,7 @@ class _Pieces:
 
     def __init__(self, llama: Any):
         import bisect
+
         import llama_cpp
         vocab, buf = llama._model.vocab, ctypes.create_string_buffer(256)
         self.of: list[bytes] = []
@@ -106,7 +114,7 @@ class _Branch:
     model's memory after it (None when it has none), and how many of its children wait."""
     __slots__ = ("parent", "piece", "length", "seq", "waiting")
 
-    def __init__(self, parent: "_Branch | None", piece: list[int]):
+    def __init__(self, parent: _Branch | None, piece: list[int]):
         self.parent, self.piece = parent, piece
         self.length = (parent.length if parent is not None else 0) + len(piece)
         self.seq: int | None = None
@@ -142,7 +150,7 @@ class _NameOdds:
     at one depth are read in one model evaluation (`TREE_SEQUENCES`, `_Memory`;
     benchmarks/bench_confidence.py)."""
 
-    def __init__(self, runtime: "LlamaCppRuntime", model: "_Loaded", names: list[str],
+    def __init__(self, runtime: LlamaCppRuntime, model: _Loaded, names: list[str],
                  grammar: bool):
         self.runtime, self.model, self.names = runtime, model, names
         self.grammar = grammar
@@ -177,13 +185,14 @@ class _NameOdds:
         return None               # the token ends at the opening quote: the next one starts
 
     # -- the tree ------------------------------------------------------------------------------
-    def compute(self, sampler: "_Sampler", grammar: Any, written: bytes,
+    def compute(self, sampler: _Sampler, grammar: Any, written: bytes,
                 context: bytes, drawn: int | None = None) -> None:
         """Follow the names' tree from the model's present memory (`grammar`: a copy of the
         grammar's state there, or None; freed here), and keep the distribution in `result`.
         `drawn`: the token the reply drew there; when its branch is read, the read is kept for
         the reply (`kept`)."""
         import heapq
+
         import llama_cpp
         import numpy as np
         llama, pieces = self.model.llama, self.model.pieces
@@ -381,7 +390,7 @@ class _NameOdds:
         e = np.exp(x - x.max())
         return dict(zip(ids[allowed].tolist(), (e / e.sum()).tolist()))
 
-    def _grown(self, sampler: "_Sampler", state: Any, token: int) -> tuple[Any, list[int]]:
+    def _grown(self, sampler: _Sampler, state: Any, token: int) -> tuple[Any, list[int]]:
         """The grammar's state after `token` (a copy) and the tokens the runtime would write
         itself next (`_Sampler.forced`, tokenized as `_run` does)."""
         import llama_cpp

@@ -12,8 +12,9 @@ import functools
 import os
 import struct
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .confidence import _Pieces
 
@@ -129,7 +130,7 @@ class _Loaded:
         return _probe(self.llama)
 
     @functools.cached_property
-    def pieces(self) -> "_Pieces":
+    def pieces(self) -> _Pieces:
         """Every token's bytes, read from the vocabulary at the first `confidence=` call."""
         return _Pieces(self.llama)
 

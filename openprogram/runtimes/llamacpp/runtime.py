@@ -64,17 +64,34 @@ import os
 import random
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ...decision.extract import find_action
-from ...runtime.runtime import (ModelCallError, ModelResponse, Runtime,
-                                blocks_text, to_blocks)
+from ...runtime.runtime import ModelCallError, ModelResponse, Runtime, blocks_text, to_blocks
 from .confidence import CONFIDENCE_TOLERANCE, _NameOdds, tree_sequences
-from .grammar import (ARRAY_MAX_ITEMS, SCHEMA_FORMS, SCHEMA_INSTRUCTION, STRING_MAX_LENGTH,
-                      _picks, bounded_schema, decision_grammar, schema_brief)
-from .models import (MIN_PREFIX_TOKENS, _INSTALL, _Loaded, _check_gguf, _common, _default_ctx,
-                     bundled_model_path, machine_settings, weights_off_amx)
+from .grammar import (
+    ARRAY_MAX_ITEMS,
+    SCHEMA_FORMS,
+    SCHEMA_INSTRUCTION,
+    STRING_MAX_LENGTH,
+    _picks,
+    bounded_schema,
+    decision_grammar,
+    schema_brief,
+)
+from .models import (
+    _INSTALL,
+    MIN_PREFIX_TOKENS,
+    _check_gguf,
+    _common,
+    _default_ctx,
+    _Loaded,
+    bundled_model_path,
+    machine_settings,
+    weights_off_amx,
+)
 
 #: How a decision's conversation is laid out for the model (`layout=`).
 LAYOUTS = {
@@ -204,9 +221,9 @@ class LlamaCppRuntime(Runtime):
             if value is None and what != "max_tokens":
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"{what} must be a whole number >= {low}"
-                                 f"{'' if what == 'max_tokens' else ' or None (chosen from the machine and the model)'}"
-                                 f", got {value!r}")
+                none = "" if what == "max_tokens" else \
+                    " or None (chosen from the machine and the model)"
+                raise ValueError(f"{what} must be a whole number >= {low}{none}, got {value!r}")
         if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or \
                 temperature < 0:
             raise ValueError(f"temperature must be a number >= 0, got {temperature!r}")
@@ -340,7 +357,7 @@ class LlamaCppRuntime(Runtime):
 
     def _run(self, model: _Loaded, request: dict, grammar: Any, shared: int,
              picked: Callable[[str], bool] | None, on_text, deadline, timeout, cancel,
-             t0: float, odds: "_NameOdds | None" = None) -> ModelResponse:
+             t0: float, odds: _NameOdds | None = None) -> ModelResponse:
         """One generation, under the model's lock: the prompt's tokens (the shared prefix from
         memory when it is there), then one token at a time until the model ends its turn, the
         reply holds its pick, a stop text, `max_tokens` or the end of the context."""
@@ -490,7 +507,7 @@ class LlamaCppRuntime(Runtime):
         return ModelResponse(text=text, usage=usage, model=self.model, finish_reason=finish,
                              raw=raw, confidence=confidence)
 
-    def _odds(self, names: Any, grammar: Any, request: dict) -> "_NameOdds | None":
+    def _odds(self, names: Any, grammar: Any, request: dict) -> _NameOdds | None:
         """What `confidence=` asks for: None (nothing), or the option names, in menu order,
         whose probabilities the reply's `ModelResponse.confidence` gives."""
         if names is None:
@@ -582,10 +599,12 @@ class LlamaCppRuntime(Runtime):
             made = self._grammars.get(key)
         if made is None:
             from llama_cpp.llama_grammar import LlamaGrammar
+
             from .loose_schema import for_grammar
             readable, loosened = for_grammar(schema)
             if loosened:
                 import warnings
+
                 from ...base.errors import OptionWarning
                 warnings.warn(f"llama.cpp's grammar cannot express {', '.join(loosened)}; the "
                               f"grammar lets more through there, and the reply is validated "

@@ -42,8 +42,8 @@ from typing import Any
 from ...runtime.runtime import ModelCallError, ModelResponse, to_blocks
 from .batch import BatchRuntime
 from .faults import Malformed
-from .replies import Ask, StreamedReply, json_args, tc_parts, tool_call
 from .key_redaction import redact_json
+from .replies import Ask, StreamedReply, json_args, tc_parts, tool_call
 from .runtime import ProviderAPI, ProviderRuntime, unique_tools
 from .strict_schema import api_name
 
@@ -67,7 +67,7 @@ class AnthropicRuntime(ProviderRuntime):
         self.max_tokens = max_tokens
         super().__init__(model, **options)
 
-    def batched(self, **options: Any) -> "BatchRuntime":
+    def batched(self, **options: Any) -> BatchRuntime:
         """This runtime's calls answered through its provider's batch API (see `batch`);
         what `evaluate(..., batch=True)` uses."""
         return BatchRuntime(self, **options)

@@ -25,8 +25,8 @@ from typing import Any
 
 from ...base.errors import ArgumentError, UsageError
 from ...runtime.runtime import ModelCallError, ModelResponse, Runtime
-from .runtime import mode_arguments
 from .key_redaction import MASK
+from .runtime import mode_arguments
 from .unencodable import sendable
 
 __all__ = ["BatchRuntime"]

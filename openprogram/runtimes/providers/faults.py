@@ -4,7 +4,8 @@ before it is shortened, so a cut never keeps a stretch of a key too short to be 
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ...base.errors import OpenProgramError
 from .transport import DeadlineExceeded

@@ -19,7 +19,8 @@ import bisect
 import itertools
 import math
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 __all__ = ["distribution", "tokens_of", "MAX_TOKENS"]
 

@@ -75,9 +75,9 @@ from typing import Any
 from ...runtime.runtime import ModelCallError, ModelResponse, to_blocks
 from .batch import BatchRuntime
 from .faults import Malformed
+from .logprobs import MAX_TOKENS, distribution, tokens_of
 from .replies import CUT_OFF, Ask, StreamedReply, as_json, tc_parts, tool_call
 from .runtime import ProviderAPI, ProviderRuntime, unique_tools
-from .logprobs import MAX_TOKENS, distribution, tokens_of
 from .server_forms import Negotiator, check_server
 from .strict_schema import strip_forced_nulls
 
@@ -146,7 +146,7 @@ class OpenAIRuntime(ProviderRuntime):
         at once)."""
         return [dict(r) for r in self._negotiator.refusals]
 
-    def batched(self, **options: Any) -> "BatchRuntime":
+    def batched(self, **options: Any) -> BatchRuntime:
         """This runtime's calls answered through its provider's batch API (see `batch`);
         what `evaluate(..., batch=True)` uses."""
         return BatchRuntime(self, **options)

@@ -14,7 +14,8 @@ so a key split across deltas of any length is masked and no run of pieces rebuil
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .key_redaction import redact_json, redact_pieces
 

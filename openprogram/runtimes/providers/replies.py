@@ -5,11 +5,13 @@ their JSON arguments read from either protocol.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ...runtime.runtime import ModelResponse, ToolCall
 from .raw_record import LIMIT, redact_stream, size
+
 
 def json_args(raw: Any) -> Any:
     """A tool call's arguments as a dict. Text that is not a JSON object is passed on as-is, so
@@ -75,7 +77,8 @@ class StreamedReply:
         self.refusal: list[str] = []
         self.finished = False
         self.events: list = []
-        self.logprobs: list | None = None  # the tokens' log-probabilities, when the server sends them
+        self.logprobs: list | None = None  # the tokens' log-probabilities, when the server
+                                           # sends them
         self._event_chars = 0
         self._events_cut = 0
 

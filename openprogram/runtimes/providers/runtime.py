@@ -24,21 +24,36 @@ import json
 import os
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-from ...evaluation import ratelimit
 from ...base.model_protocol import run_sync
+from ...evaluation import ratelimit
 from ...runtime.runtime import ModelCallError, ModelResponse, Runtime
-from .raw_record import bounded, raw_record
+from .faults import (
+    Malformed,
+    cause_text,
+    caused_by_timeout,
+    is_transport_error,
+    server_message,
+    unreachable,
+)
 from .key_redaction import MASK, StreamRedactor, _Secret, redact, redact_json, without_secrets
-from .server_forms import FORMS
-from .unencodable import sendable
-from .faults import (Malformed, cause_text, caused_by_timeout, is_transport_error, server_message,
-                     unreachable)
+from .raw_record import bounded, raw_record
 from .replies import CUT_OFF, Ask, StreamedReply, as_json
-from .transport import (DEADLINE_HEADER, PATIENCE_HEADER, RETRY_STATUSES, DeadlineExceeded,
-                        current_deadline, deadline_transport, safe_url)
+from .server_forms import FORMS
+from .transport import (
+    DEADLINE_HEADER,
+    PATIENCE_HEADER,
+    RETRY_STATUSES,
+    DeadlineExceeded,
+    current_deadline,
+    deadline_transport,
+    safe_url,
+)
+from .unencodable import sendable
+
 
 @dataclass(frozen=True)
 class ProviderAPI:
@@ -91,7 +106,7 @@ class _Call:
     """One model call in progress: its time budget, the text received so far (a failure's
     partial reply), and that text passed on to `on_text` redacted."""
 
-    def __init__(self, rt: "ProviderRuntime", on_text: Callable[[str], None] | None,
+    def __init__(self, rt: ProviderRuntime, on_text: Callable[[str], None] | None,
                  per_call: float | None):
         self.rt = rt
         self.per_call = per_call

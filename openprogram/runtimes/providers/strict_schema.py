@@ -23,7 +23,6 @@ from __future__ import annotations
 from typing import Any
 
 from ...base.errors import OpenProgramError, OptionError
-
 from ...decision.modes import api_name  # noqa: F401  (the runtimes import it from here)
 from ...decision.schema.refs import Document
 from ...decision.schema.type_table import JSON_TYPES as _JSON_TYPES

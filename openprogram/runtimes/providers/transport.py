@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import contextvars
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from ...evaluation import ratelimit
 from ...base.errors import OpenProgramError
 from ...base.model_protocol import run_sync
-
+from ...evaluation import ratelimit
 
 #: The deadline (time.monotonic()) of the model call running in this context, read by the HTTP
 #: transport on every attempt the SDK makes, retries included.

@@ -12,9 +12,9 @@ import pytest
 
 import openprogram
 from openprogram import decision
+from openprogram.decision.options import cache as optioncache
 from openprogram.decision.options import kinds as kinds_mod
 from openprogram.decision.options import menu as menu_mod
-from openprogram.decision.options import cache as optioncache
 from openprogram.decision.options import normalize, render_menu
 from openprogram.runtimes import ScriptedRuntime
 

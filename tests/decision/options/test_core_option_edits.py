@@ -7,14 +7,13 @@ import json
 import jsonschema
 import pydantic
 import pytest
+from corehelp import pick
 
 import openprogram as op
 from openprogram import OptionError, decision
 from openprogram.decision.modes import JsonSchemaMode, ToolsMode, option_tool
 from openprogram.decision.options import normalize
 from openprogram.runtimes import ScriptedRuntime
-
-from corehelp import pick
 
 
 def book(city: str, nights: int = 1, *, account: str) -> str:

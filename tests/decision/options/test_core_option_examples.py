@@ -2,10 +2,10 @@
 `with_examples` marker on any entry, Anthropic's `input_examples` on a tool definition; shown in
 the menu, the tool's description (tools mode) and the pick schema's `examples` (json_schema
 mode); each cited on the trace's option table and the step-through."""
-import json
 
 import jsonschema
 import pytest
+from corehelp import pick
 
 import openprogram as op
 from openprogram import OptionError, decision
@@ -13,8 +13,6 @@ from openprogram.decision.modes import JsonSchemaMode, ToolsMode
 from openprogram.decision.options import normalize
 from openprogram.decision.stepthrough import menu_sources
 from openprogram.runtimes import ScriptedRuntime
-
-from corehelp import pick
 
 
 def refund(order_id: int, reason: str = "") -> str:

@@ -4,11 +4,10 @@ import re
 from typing import Literal
 
 import pytest
+from corehelp import pick
 
 from openprogram import OptionError, agent, decision
 from openprogram.runtimes import ScriptedRuntime
-
-from corehelp import pick
 
 
 def make(options, reply, **kw):

@@ -14,14 +14,12 @@ import uuid
 import warnings
 
 import pytest
+from corehelp import pick
 
 import openprogram
-from openprogram import (DecisionError, OpenProgramError, OptionError, OptionWarning, Retry,
-                         decision)
+from openprogram import DecisionError, OpenProgramError, OptionError, OptionWarning, Retry, decision
 from openprogram.decision.options import normalize, render_menu
 from openprogram.runtimes import ScriptedRuntime
-
-from corehelp import pick
 
 
 def make(options, *replies, **kw):

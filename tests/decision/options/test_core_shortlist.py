@@ -7,14 +7,13 @@ from __future__ import annotations
 import warnings
 
 import pytest
+import shortlist_corpus as corpus
+from corehelp import pick
 
 from openprogram import ArgumentError, OptionWarning, Shortlist, decision, tool
 from openprogram.decision.options import normalize
 from openprogram.decision.options.shortlist import BM25, terms
 from openprogram.runtimes import ScriptedRuntime
-
-import shortlist_corpus as corpus
-from corehelp import pick
 
 TOOLS = corpus.tools()
 ROWS = corpus.requests()
@@ -45,7 +44,8 @@ def test_a_shortlist_shows_the_model_only_the_top_k_and_records_the_ranking(menu
     assert sl["k"] == 5 and sl["of"] == len(TOOLS) and sl["by"] == "bm25"
     assert len(sl["shown"]) == 5 and len(sl["left_out"]) == len(TOOLS) - 5
     assert expected in sl["shown"] and 1 <= trace.pick_rank <= 5
-    assert [n for n, _ in sl["ranking"][:5]] == sorted(sl["shown"], key=[n for n, _ in sl["ranking"]].index)
+    assert [n for n, _ in sl["ranking"][:5]] == sorted(sl["shown"],
+                                                       key=[n for n, _ in sl["ranking"]].index)
     # the prompt holds the five, not the other 553
     sent = trace.attempts[0].prompt
     assert all(name in sent for name in sl["shown"])
@@ -125,9 +125,9 @@ def test_evaluate_reports_the_shortlists_recall_beside_accuracy(menu):
     rows = ROWS[:24]
     required = {t["name"]: t["inputSchema"]["required"] for t in TOOLS}
     replies = [pick(name, {k: "x" for k in required[name]}) for _, name in rows]
-    result = decision.evaluate("{q}", menu, [{"q": q} for q, _ in rows], expected=[n for _, n in rows],
-                               runtime=ScriptedRuntime(replies), concurrency=1, progress=False,
-                               shortlist=5, max_retries=0)
+    result = decision.evaluate("{q}", menu, [{"q": q} for q, _ in rows],
+                               expected=[n for _, n in rows], runtime=ScriptedRuntime(replies),
+                               concurrency=1, progress=False, shortlist=5, max_retries=0)
     shown = [t.shortlist["shown"] for t in result.traces]
     assert all(len(s) == 5 for s in shown)
     recall = sum(name in s for (_, name), s in zip(rows, shown)) / len(rows)

@@ -16,9 +16,9 @@ from typing import Literal, Optional
 
 import pytest
 import typing_extensions
+from corehelp import pick
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from corehelp import pick
 from openprogram import DecisionError, OptionError, decision
 from openprogram.decision.options import normalize, render_menu
 from openprogram.runtime.tools import Tool
@@ -49,7 +49,7 @@ class Order(BaseModel):
     This second paragraph is not shown in the menu."""
     items: list[Item]
     priority: Priority = Priority.LOW
-    note: Optional[str] = Field(None, max_length=20)
+    note: str | None = Field(None, max_length=20)
     channel: Literal["web", "phone"] = "web"
 
 
@@ -343,7 +343,9 @@ def ship(order: Order, speed: Priority, express: bool = False) -> tuple:
     return order, speed, express
 
 
-def restock(lines: list[Item], by_store: dict[str, Item], spare: Optional[Item] = None,
+# typing.Optional beside X | None on purpose: the two reach the library as different unions
+def restock(lines: list[Item], by_store: dict[str, Item],
+            spare: Optional[Item] = None,  # noqa: UP045
             pet: Cat | Dog | None = None) -> tuple:
     """Restock the shelves."""
     return lines, by_store, spare, pet

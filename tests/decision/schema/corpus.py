@@ -10,7 +10,7 @@ non-standard words (`optional`, `x-...`), unchecked formats and dotted names.
 """
 from __future__ import annotations
 
-from typing import Literal, Optional, Union
+from typing import Literal
 
 
 def openai(name, description, parameters):
@@ -36,7 +36,7 @@ def obj(properties, required=(), **extra):
     return {"type": "object", "properties": properties, "required": list(required), **extra}
 
 
-S, I, N, B = {"type": "string"}, {"type": "integer"}, {"type": "number"}, {"type": "boolean"}
+S, INT, N, B = {"type": "string"}, {"type": "integer"}, {"type": "number"}, {"type": "boolean"}
 
 CORPUS = [
     # -- OpenAI chat-completions shape ---------------------------------------------------------
@@ -165,7 +165,7 @@ CORPUS = [
     }, ["tags"])), {"tags": {"color": "red"}}),
     ("r_matrix", responses("matrix", "A small matrix.", obj({
         "rows": {"type": "array", "maxItems": 3, "items": {
-            "type": "array", "minItems": 2, "maxItems": 2, "items": I}},
+            "type": "array", "minItems": 2, "maxItems": 2, "items": INT}},
     }, ["rows"])), {"rows": [[1, 2], [3, 4]]}),
     ("r_pick_color", responses("pick_color", "Pick a color.", obj({
         "color": {"enum": ["red", "green", 3, None]},
@@ -372,7 +372,7 @@ CORPUS = [
     }, ["code"], **{"$defs": {"Code": {"type": "string", "pattern": "^[A-Z]{2}$"}}}),
      {"code": "CH"}),
     ("js_prefix_rest", obj({
-        "row": {"type": "array", "prefixItems": [S, I], "items": B, "maxItems": 4},
+        "row": {"type": "array", "prefixItems": [S, INT], "items": B, "maxItems": 4},
     }, ["row"]), {"row": ["a", 1, True]}),
     ("js_deep", obj({
         "a": obj({"b": obj({"c": obj({"d": {"type": "integer", "multipleOf": 3}}, ["d"])},
@@ -402,7 +402,7 @@ def pydantic_entries():
 
     class Category(BaseModel):
         name: str = Field(min_length=1)
-        sub: list["Category"] = Field(default_factory=list)
+        sub: list[Category] = Field(default_factory=list)
 
     class Cat(BaseModel):
         pet_type: Literal["cat"]
@@ -413,8 +413,8 @@ def pydantic_entries():
         barks: float = Field(ge=0)
 
     class Owner(BaseModel):
-        pet: Union[Cat, Dog] = Field(discriminator="pet_type")
-        nickname: Optional[str] = None
+        pet: Cat | Dog = Field(discriminator="pet_type")
+        nickname: str | None = None
 
     class Money(BaseModel):
         amount: float = Field(gt=0, multiple_of=0.5)

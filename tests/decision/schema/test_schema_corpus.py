@@ -16,14 +16,13 @@ import warnings
 
 import jsonschema
 import pytest
+from corpus import CORPUS, all_entries
 
 import openprogram
 from openprogram import OptionError, OptionWarning, decision
 from openprogram.decision.options import normalize, render_menu
 from openprogram.decision.schema.validator import FORMATS, REFUSED, SUPPORTED
 from openprogram.runtimes import ScriptedRuntime
-
-from corpus import CORPUS, all_entries
 
 ENTRIES = all_entries()
 KIND = {"type": "type_mismatch", "enum": "enum_violation", "const": "enum_violation",
@@ -157,7 +156,8 @@ def mutations(root, node, value, tokens):
         if "maxLength" in node:
             yield tokens, value + "x" * (node["maxLength"] - len(value) + 1), "maxLength", p
         if "pattern" in node:
-            bad = next(c for c in ("", "!", "zz zz", "0", "ab") if not re.search(node["pattern"], c))
+            bad = next(c for c in ("", "!", "zz zz", "0", "ab")
+                       if not re.search(node["pattern"], c))
             yield tokens, bad, "pattern", p
         if node.get("format") in FORMATS:
             # (each breaks its format's RFC; "not-a-hostname" would be a valid host name)

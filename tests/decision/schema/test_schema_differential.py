@@ -28,13 +28,13 @@ import copy
 
 import jsonschema
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from corpus import all_entries
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_schema_corpus import oracle, schema_of
 
 from openprogram.base.errors import AttemptError
 from openprogram.decision.schema.validator import compile_schema
-
-from corpus import all_entries
-from test_schema_corpus import oracle, schema_of
 
 ENTRIES = all_entries()
 

@@ -14,7 +14,8 @@ import re
 
 import jsonschema
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import openprogram
 from openprogram import DecisionError, OptionError, decision

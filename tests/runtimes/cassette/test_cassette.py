@@ -6,17 +6,22 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import cassette_program
-from fakeserver import FAKE_KEY
-from fakeserver import text, tools
+import pytest
+from fakeserver import FAKE_KEY, text, tools
 
 import openprogram
 from openprogram import DecisionError, agent, decision
-from openprogram.runtimes import (CassetteExhausted, CassetteMismatch, ModelCallError,
-                                  RecordingRuntime, ReplayRuntime, ScriptedRuntime,
-                                  cassette_decisions, load_cassette)
+from openprogram.runtimes import (
+    CassetteExhausted,
+    CassetteMismatch,
+    ModelCallError,
+    RecordingRuntime,
+    ReplayRuntime,
+    ScriptedRuntime,
+    cassette_decisions,
+    load_cassette,
+)
 
 HERE = Path(__file__).resolve().parent
 

@@ -5,14 +5,13 @@ import asyncio
 import json
 import threading
 
-import pytest
-
 import cassette_program
-import fakeserver
-from openprogram import Runtime, decision
-from openprogram.runtimes import CachedRuntime, ReplayRuntime, ScriptedRuntime, load_cassette
+import pytest
 from test_cassette import modes_replies
 from test_cassette_concurrency import OPTIONS, PROMPT, ROWS, WORDS, answer_by_request
+
+from openprogram import Runtime, decision
+from openprogram.runtimes import CachedRuntime, ReplayRuntime, ScriptedRuntime, load_cassette
 
 
 def test_every_way_of_asking_agent_tool_loops_and_async_calls_are_free_the_second_time(

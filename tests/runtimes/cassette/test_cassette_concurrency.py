@@ -5,9 +5,9 @@ answered by position would hand row 3 the reply recorded for row 5."""
 import json
 import re
 
+import fakeserver
 import pytest
 
-import fakeserver
 from openprogram import decision
 from openprogram.runtimes import CassetteMismatch, RecordingRuntime, ReplayRuntime, load_cassette
 

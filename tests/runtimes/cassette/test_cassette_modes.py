@@ -6,8 +6,15 @@ from __future__ import annotations
 import pytest
 
 from openprogram import DecisionError, decision
-from openprogram.runtimes import (CassetteMismatch, ModelResponse, RecordingRuntime,
-                                  ReplayRuntime, ScriptedRuntime, ToolCall, load_cassette)
+from openprogram.runtimes import (
+    CassetteMismatch,
+    ModelResponse,
+    RecordingRuntime,
+    ReplayRuntime,
+    ScriptedRuntime,
+    ToolCall,
+    load_cassette,
+)
 
 OPTIONS = {"done": ("DONE", "nothing left"), "note": ("Write a note.", {"text": str})}
 

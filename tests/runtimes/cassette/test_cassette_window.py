@@ -9,8 +9,14 @@ from pathlib import Path
 import pytest
 
 from openprogram import decision
-from openprogram.runtimes import (RecordingRuntime, ReplayRuntime, ScriptedRuntime,
-                                  cassette_decisions, cassette_traces, load_cassette)
+from openprogram.runtimes import (
+    RecordingRuntime,
+    ReplayRuntime,
+    ScriptedRuntime,
+    cassette_decisions,
+    cassette_traces,
+    load_cassette,
+)
 
 NOTEBOOK_CASSETTES = sorted((Path(__file__).resolve().parents[3] / "notebooks" /
                              "cassettes").glob("*.json"))

@@ -18,14 +18,12 @@ import math
 
 import numpy as np
 import pytest
+from localhelp import TOOL_REQUESTS, TOOLS, tool_prompt
 
 from openprogram import DecisionError, decision
 from openprogram.base.errors import ModelCallError
 from openprogram.runtimes import LlamaCppRuntime
-from openprogram.runtimes.llamacpp import (CONFIDENCE_TOLERANCE, MIN_PREFIX_TOKENS,
-                                           decision_grammar)
-
-from localhelp import TOOL_REQUESTS, TOOLS, tool_prompt
+from openprogram.runtimes.llamacpp import CONFIDENCE_TOLERANCE, MIN_PREFIX_TOKENS, decision_grammar
 
 
 def refund(reason: str) -> str:

@@ -7,12 +7,11 @@ import os
 import signal
 
 import pytest
+from localhelp import OPTIONS, REQUESTS, Tokens, prompt
 
 from openprogram import ERROR_KINDS, DecisionError, decision
 from openprogram.runtimes import LlamaCppRuntime
 from openprogram.runtimes.llamacpp import STRING_MAX_LENGTH
-
-from localhelp import OPTIONS, REQUESTS, Tokens, prompt
 
 #: The kinds that would mean a constrained reply did not parse as a pick.
 UNPARSED = {"no_action", "bad_args", "truncated", "not_text", "model_error"}

@@ -7,11 +7,11 @@ at a higher level never loses a pick or changes one. Work is bounded by max_toke
 time."""
 from __future__ import annotations
 
+from localhelp import OPTIONS, REQUESTS, prompt
+
 from openprogram import DecisionError, decision
 from openprogram.decision import repair as R
 from openprogram.runtimes import LlamaCppRuntime
-
-from localhelp import OPTIONS, REQUESTS, prompt
 
 LEVELS = ("off", "safe", "menu")
 
@@ -65,6 +65,6 @@ def test_menu_replies_read_at_a_higher_level_keep_every_pick():
                 assert b.after_ok and b.after == a.after
     for lv in LEVELS:
         rv = decision.revalidate(traces, OPTIONS, repair=lv)
-        for row, t in zip(rv.rows, rv.after):
+        for _row, t in zip(rv.rows, rv.after):
             for att in t.attempts:
                 assert all(R.allows(lv, r.kind) for r in att.repairs)

@@ -7,15 +7,18 @@ import subprocess
 import sys
 
 import pytest
+from localhelp import OPTIONS, prompt
 
 from openprogram import DecisionError, decision
 from openprogram.decision.modes import decision_schema
 from openprogram.decision.options import normalize
 from openprogram.runtimes import LlamaCppRuntime, ModelCallError
-from openprogram.runtimes.llamacpp import (ARRAY_MAX_ITEMS, STRING_MAX_LENGTH, bounded_schema,
-                                           bundled_model_path)
-
-from localhelp import OPTIONS, prompt
+from openprogram.runtimes.llamacpp import (
+    ARRAY_MAX_ITEMS,
+    STRING_MAX_LENGTH,
+    bounded_schema,
+    bundled_model_path,
+)
 
 
 def test_importing_openprogram_and_its_runtimes_loads_neither_package():
@@ -40,6 +43,7 @@ def test_on_a_cpu_with_amx_the_weights_load_outside_amx_buffers_and_elsewhere_as
     # llama.cpp's AMX matrix product crashed the process at the first prompt on this project's
     # Sapphire Rapids machines; the load keeps the weights in the CPU's own buffers there
     from llama_cpp import llama_cpp as low
+
     from openprogram.runtimes.llamacpp.models import cpu_has_amx, weights_off_amx
     before = low.llama_model_default_params().use_extra_bufts
     with weights_off_amx():
@@ -125,8 +129,9 @@ def test_for_grammar_loosens_what_the_converter_cannot_read_and_names_it():
     more, never less), named with its place; `{}`, `true` and `false` become any JSON value (the
     converter reads `{}` as any object); the caller's schema is untouched."""
     from llama_cpp.llama_grammar import LlamaGrammar
-    from openprogram.runtimes.llamacpp.loose_schema import for_grammar
+
     from openprogram.runtimes.llamacpp import decision_grammar
+    from openprogram.runtimes.llamacpp.loose_schema import for_grammar
     schema = {"type": "object", "properties": {
         "level": {"type": "integer", "not": {"const": 5}},
         "note": {"if": {"type": "string"}, "then": {"maxLength": 20}},
@@ -158,8 +163,9 @@ def test_for_grammar_points_the_converter_at_every_reference_by_the_one_rule():
     validator resolves them (decision/schema/refs.py) and pointed at a copy under `$defs`; the
     grammar then allows exactly the resolved types."""
     from llama_cpp.llama_grammar import LlamaGrammar
-    from openprogram.runtimes.llamacpp.loose_schema import for_grammar
+
     from openprogram.runtimes.llamacpp import decision_grammar
+    from openprogram.runtimes.llamacpp.loose_schema import for_grammar
     schema = {"type": "object", "required": ["b", "c", "d", "e", "f"], "properties": {
         "a": {"type": "integer"}, "b": {"$ref": "#/properties/a"},
         "c": {"$ref": "#/$defs/per%25cent"}, "d": {"$ref": "#/$defs/a~1b"},
@@ -233,6 +239,7 @@ def test_the_real_model_fills_a_schema_whose_reference_points_at_a_property_in_j
     reply already fits; before, the converter looked for `properties` in the wrong document and
     the option set could not be asked this way."""
     import jsonschema
+
     import openprogram
     schema = {"type": "object", "required": ["home", "work"], "additionalProperties": False,
               "properties": {"home": {"type": "object", "required": ["city"],

@@ -9,17 +9,23 @@ import json
 import jsonschema
 import llama_cpp
 import pytest
+from localhelp import OPTIONS, TOOL_REQUESTS, TOOLS, grammar_rules, prompt, tool_prompt
 
 from openprogram import DecisionError, decision
 from openprogram.decision.modes import decision_schema
 from openprogram.decision.options import normalize
-from openprogram.trace.view import trace_html
 from openprogram.runtimes import LlamaCppRuntime
-from openprogram.runtimes.llamacpp import (SCHEMA_INSTRUCTION, STRING_MAX_LENGTH, _PrefixStates,
-                                           _Sampler, bounded_schema, schema_brief,
-                                           decision_grammar, machine_settings)
-
-from localhelp import OPTIONS, TOOL_REQUESTS, TOOLS, grammar_rules, prompt, tool_prompt
+from openprogram.runtimes.llamacpp import (
+    SCHEMA_INSTRUCTION,
+    STRING_MAX_LENGTH,
+    _PrefixStates,
+    _Sampler,
+    bounded_schema,
+    decision_grammar,
+    machine_settings,
+    schema_brief,
+)
+from openprogram.trace.view import trace_html
 
 
 def _decide(rt, request, mode, options=TOOLS, **kw):

@@ -10,9 +10,9 @@ import json
 import pytest
 from fakeserver import FAKE_KEY, status, text
 
+from openprogram.decision.stepthrough import steps
 from openprogram.evaluation.evaluate import evaluate
 from openprogram.evaluation.results import EvaluationResult
-from openprogram.decision.stepthrough import steps
 from openprogram.trace.view import trace_html
 
 OPTIONS = {"refund": ("REFUND", "give the money back"), "answer": ("ANSWER", "reply in writing")}
@@ -94,6 +94,7 @@ def test_batch_ids_that_hold_the_key(provider, server, make_runtime, tmp_path, c
 
 def test_the_progress_line_of_a_batch_whose_id_holds_the_key(provider, server, make_runtime):
     import asyncio
+
     from openprogram.runtimes import BatchRuntime
     server.responder = lambda body: text('{"call": "refund"}')
     server.batch_id_prefix = f"batch_{FAKE_KEY}_"
@@ -142,8 +143,7 @@ def test_a_key_in_extra_settings_is_not_recorded(provider, server, make_runtime,
 def test_key_shaped_text_of_the_programs_own_is_recorded_as_asked(make_runtime, tmp_path):
     """The file writers mask the keys the process holds, not what only looks like one: a prompt
     about "Bearer tokens" replays from its cassette (and answers from its cache)."""
-    from openprogram.runtimes import CachedRuntime, RecordingRuntime, ReplayRuntime, \
-        ScriptedRuntime
+    from openprogram.runtimes import CachedRuntime, RecordingRuntime, ReplayRuntime, ScriptedRuntime
     holder = make_runtime()          # a key is live in this process
     msgs = [{"role": "user", "content": "explain Bearer tokens, sk-abcdefghijkl keys and "
                                         "Authorization: Basic 12345678abcd headers"}]

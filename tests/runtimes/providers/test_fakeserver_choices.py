@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import openai
 import pytest
-
 from fakeserver import FAKE_KEY, FakeServer, status, text
 
 

@@ -24,10 +24,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import openprogram
-from openprogram import DecisionError, agent, aagent, decision, otel
-from openprogram.trace.view import TABLES, compare_attempts_html, table_html
+from openprogram import DecisionError, aagent, agent, decision, otel
 from openprogram.runtimes import RecordingRuntime
 from openprogram.testgen import trace_to_pytest
+from openprogram.trace.view import TABLES, compare_attempts_html, table_html
 
 KEY = FAKE_KEY
 RUNS = {KEY[i:i + 12] for i in range(len(KEY) - 11)}
@@ -255,7 +255,7 @@ def joined_deltas(value) -> list[str]:
     for events in streams(value, []):
         by_place: dict = {}
 
-        def walk(v, path):
+        def walk(v, path, by_place=by_place):
             if isinstance(v, str):
                 by_place.setdefault(path, []).append(v)
             elif isinstance(v, dict):

@@ -3,8 +3,7 @@ persistent 5xx, dropped and truncated streams, malformed bodies, a bad key, an u
 nothing listening. Each gives a clear ModelCallError; inside a decision it is recorded in the
 trace and the DAG, with whatever text arrived before it."""
 import pytest
-
-from fakeserver import Reply, raw, status, text, free_port
+from fakeserver import Reply, free_port, raw, status, text
 
 from openprogram import DecisionError, agent, decision
 from openprogram.runtimes import ModelCallError
@@ -176,7 +175,7 @@ def test_nothing_listening(provider, make_runtime):
     rt = make_runtime(base_url=url, max_retries=0)
     err = fail(rt)
     msg = err.trace.attempts[0].error_message
-    assert msg.startswith(f"could not reach") and url in msg and "Is the server running" in msg
+    assert msg.startswith("could not reach") and url in msg and "Is the server running" in msg
     assert err.trace.attempts[0].reply == ""
 
 

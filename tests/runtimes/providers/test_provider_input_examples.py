@@ -5,10 +5,8 @@ it stays in the description, which the native field has no place for; OpenAI's c
 completions has no such field (the server refuses it), so there every example is written into
 the tool's description."""
 import datetime
-import json
 
 import pytest
-
 from fakeserver import FAKE_KEY, FakeServer, tools
 
 import openprogram as op

@@ -6,12 +6,11 @@ like any refused form, and samples are drawn in their place only when the user a
 import math
 
 import pytest
+from fakeserver import FAKE_KEY, FakeServer, Reply
 
 from openprogram import DecisionError, decision
 from openprogram.runtimes import OpenAIRuntime
 from openprogram.runtimes.providers.logprobs import distribution
-
-from fakeserver import FAKE_KEY, FakeServer, Reply
 
 MENU = {"refund": "REFUND", "refund_partial": "PARTIAL", "escalate": "ESCALATE"}
 ln = math.log

@@ -8,7 +8,6 @@ import re
 
 import jsonschema
 import pytest
-
 from fakeserver import FAKE_KEY, text, tools
 from test_strict_schema import violations
 

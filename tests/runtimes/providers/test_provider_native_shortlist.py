@@ -7,7 +7,6 @@ import json
 import typing
 
 import pytest
-
 from fakeserver import FAKE_KEY, FakeServer, raw, tools
 
 from openprogram import decision

@@ -1,9 +1,7 @@
 """The provider runtimes speak each provider's protocol, through the real SDK, to a loopback
 server: plain turns, decisions, re-asks, native tool rounds, streaming, token accounting."""
 import pytest
-
-from fakeserver import status, text, tools
-from fakeserver import FAKE_KEY
+from fakeserver import FAKE_KEY, status, text, tools
 
 import openprogram
 from openprogram import agent, decision
@@ -176,6 +174,7 @@ def test_two_tool_calls_in_one_round(provider, server, make_runtime):
 def test_tool_arguments_that_are_not_json_go_back_to_the_model():
     # only chat completions carries tool arguments as a JSON string the model can get wrong
     from fakeserver import FakeServer
+
     from openprogram.runtimes import OpenAIRuntime
     with FakeServer("openai") as server:
         rt = OpenAIRuntime(model="m", base_url=server.base_url, api_key=FAKE_KEY, max_retries=0)
@@ -238,6 +237,7 @@ def test_missing_key_says_where_to_put_it(provider, monkeypatch):
 
 def test_local_server_needs_no_key(monkeypatch):
     from fakeserver import FakeServer
+
     from openprogram.runtimes import OpenAIRuntime
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with FakeServer("openai") as s:

@@ -9,11 +9,10 @@ import asyncio
 import json
 
 import pytest
+from fakeserver import FAKE_KEY, FakeServer, raw, text
 
 from openprogram import decision
 from openprogram.runtimes import CachedRuntime, OpenAIRuntime
-
-from fakeserver import FAKE_KEY, FakeServer, raw, text
 
 MENU = {"refund": "REFUND", "refund_partial": "PARTIAL", "escalate": "ESCALATE"}
 PICKS = ("refund", "escalate", "escalate", "refund_partial", "escalate")

@@ -6,12 +6,9 @@ import pickle
 import traceback
 
 import pytest
+from fakeserver import FAKE_KEY, status, text, tools
 
 import openprogram
-
-from fakeserver import FAKE_KEY
-from fakeserver import status, text, tools
-
 from openprogram import DecisionError, agent, decision
 from openprogram.runtimes import ModelCallError, RecordingRuntime
 from openprogram.runtimes.providers.key_redaction import redact
@@ -262,6 +259,7 @@ def test_stream_redactor_adds_up_to_redact_of_the_whole_text(whole):
     """However the text is cut into pieces, what is passed on adds up to `redact` of the whole,
     and no prefix of it ever holds more of the key than the whole redacted text does."""
     import random
+
     from openprogram.runtimes.providers.key_redaction import StreamRedactor
     want = redact(whole, (FAKE_KEY,))
     rng = random.Random(7)
@@ -283,6 +281,7 @@ def test_stream_redactor_keeps_the_text_flowing():
     """Text without a key is held back by at most a key's length, even when its words begin
     like a key, an auth header or a stretch of the key."""
     import random
+
     from openprogram.runtimes.providers.key_redaction import StreamRedactor
     rng = random.Random(3)
     words = ["the", "model", "sk", "s", "api", "bear", "x-api", "author", "op-test", "Q7x",
@@ -352,6 +351,7 @@ def test_stream_redactor_finds_escaped_keys_however_the_text_is_cut(whole, key):
     `\\\\`) is held back until it is complete; what is passed on adds up to `redact` of the
     whole text, and no prefix holds more of the key, as written or decoded."""
     import random
+
     from openprogram.runtimes.providers.key_redaction import StreamRedactor
     want = redact(whole, (key,))
     rng = random.Random(11)

@@ -10,8 +10,8 @@ import threading
 import pytest
 from fakeserver import status, text
 
-from openprogram.evaluation.evaluate import evaluate
 from openprogram.base.errors import ArgumentError
+from openprogram.evaluation.evaluate import evaluate
 from openprogram.evaluation.ratelimit import RateLimit
 
 OPTIONS = {"refund": ("REFUND", "give the money back"), "answer": ("ANSWER", "reply in writing")}

@@ -11,15 +11,14 @@ import asyncio
 import json
 
 import pytest
-
 from fakeserver import FAKE_KEY, FakeServer, raw, status, text, tools
 
 from openprogram import DecisionError, Retry, decision
 from openprogram.decision.modes import decision_schema
 from openprogram.decision.options import normalize
-from openprogram.trace.view import trace_html
-from openprogram.runtimes import AnthropicRuntime, ModelCallError, OpenAIRuntime
+from openprogram.runtimes import AnthropicRuntime, OpenAIRuntime
 from openprogram.runtimes.providers.server_forms import FORMS
+from openprogram.trace.view import trace_html
 
 
 def greet(name: str, loud: bool = False) -> str:

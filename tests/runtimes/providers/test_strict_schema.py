@@ -10,7 +10,12 @@ import pytest
 
 from openprogram.decision.modes import decision_schema
 from openprogram.decision.options import normalize
-from openprogram.runtimes.providers.strict_schema import NotStrict, api_name, strip_forced_nulls, to_strict
+from openprogram.runtimes.providers.strict_schema import (
+    NotStrict,
+    api_name,
+    strip_forced_nulls,
+    to_strict,
+)
 
 # -- the documented rules, as a checker ---------------------------------------------------------
 
@@ -100,7 +105,7 @@ def violations(schema: dict) -> list[str]:
 
 # -- the option sets and schemas used ------------------------------------------------------------
 
-def greet(name: str, loud: bool = False, times: Optional[int] = None,
+def greet(name: str, loud: bool = False, times: Optional[int] = None,  # noqa: UP045 (typing's)
           mood: Literal["calm", "glad"] = "calm", tags: list[str] = ()) -> str:
     """Greet someone."""
     return f"{name} loud={loud} times={times} mood={mood} tags={list(tags)}"
