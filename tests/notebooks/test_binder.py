@@ -3,13 +3,13 @@ alone, whose JupyterLab also opens on the tour, trusted, with the project's sett
 install of the notebook extra, which must bring everything the notebooks import.
 
 repo2docker reads only binder/ (requirements.txt, runtime.txt, postBuild); the first test does what
-it does without Docker: a new venv, `pip install -r binder/requirements.txt` from the repository
-root (so its `-e .` is this checkout), a kernel of that venv, postBuild run with that venv first on
-PATH and a fresh home, and every notebook executed with nbclient from its own folder. Then the
-venv's `jupyter lab`, started with no option of ours but a port and a token as Binder starts it,
-is asked over HTTP what a visitor would get: where `/` leads, the news setting, whether the tour's
-cells are trusted, and that jupytext pairs it with its .py source. (Binder itself cannot be
-reached from here.)
+it does without Docker: a new venv, `pip install -r binder/requirements.txt` from (a copy of) the
+repository root (so its `.` is this checkout, installed as users install it, not editable), a
+kernel of that venv, postBuild run with that venv first on PATH and a fresh home, and every
+notebook executed with nbclient from its own folder. Then the venv's `jupyter lab`, started with no
+option of ours but a port and a token as Binder starts it, is asked over HTTP what a visitor would
+get: where `/` leads, the news setting, whether the tour's cells are trusted, and that jupytext
+pairs it with its .py source. (Binder itself cannot be reached from here.)
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "browser"))
+from build_inputs import copy_build_inputs  # noqa: E402
 from labhelp import JupyterServer, free_port  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,11 +44,18 @@ for path in paths:
 
 
 def new_venv(path: Path, *pip_args: str) -> Path:
-    """A fresh venv with `pip install PIP_ARGS` run from the repository root; its python."""
+    """A fresh venv with `pip install PIP_ARGS` run from (a copy of) the repository root, its
+    project installed as users install it (not editable); its python."""
+    # a copy, so the build writes nothing (build/, egg-info) into the checkout other tests read
+    src = copy_build_inputs(path.parent / (path.name + "-src"), "binder", "requirements-dev.txt")
     subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
     py = path / "bin" / "python"
     subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                    *pip_args], cwd=ROOT, check=True)
+                    *pip_args], cwd=src, check=True)
+    where = subprocess.run([str(py), "-c", "import openprogram, openprogram.widgets as w; "
+                            "print(openprogram.__file__); print(w.__file__)"],
+                           cwd=path, capture_output=True, text=True, check=True).stdout.split()
+    assert all(f.startswith(str(path)) for f in where), f"not the venv's own copy: {where}"
     return py
 
 
@@ -126,7 +134,7 @@ def test_the_notebook_extra_brings_everything_the_notebooks_import(tmp_path):
     requirements-dev.txt is only a constraint here (the same pinned versions, installed only when
     the extra asks for them)."""
     venv = tmp_path / "extra-venv"
-    py = new_venv(venv, "-c", "requirements-dev.txt", "-e", ".[notebook]", "nbclient")
+    py = new_venv(venv, "-c", "requirements-dev.txt", ".[notebook]", "nbclient")
     env = fresh_home(tmp_path)
     # The venv's own kernel (ipykernel's `python3`, run by the venv's python).
     env["JUPYTER_PATH"] = str(venv / "share" / "jupyter")
