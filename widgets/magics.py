@@ -2,7 +2,8 @@
 
 `%%decide OPTIONS` runs `decision.make` with the cell as the prompt and shows the decision panel
 live; `%%agent OPTIONS` does the same through `agent(..., options=OPTIONS)` with tools;
-`%decision_menu OPTIONS` previews an option set without a model; `%decision_runtime [EXPR]`
+`%decision_menu OPTIONS` previews an option set without a model, `%decision_lint OPTIONS` checks
+it without one; `%decision_runtime [EXPR]`
 shows or sets the notebook's default runtime; `%decision_trace [N]` shows a past decision again,
 and `%decision_steps [N]` steps through it stage by stage.
 Arguments that name options, runtimes, contexts, tools, rules (`--validate`) or re-ask texts
@@ -392,6 +393,30 @@ class DecisionMagics(Magics):
         if args.text_only:
             return None
         return menu_frame(menu)
+
+    # -- %decision_lint -----------------------------------------------------------------------
+    @no_var_expand
+    @magic_arguments()
+    @argument("options", nargs="+", help="the option set: a variable name or a Python expression")
+    @line_magic
+    def decision_lint(self, line):
+        """Check an option set without calling a model: near-duplicate descriptions, names
+        that differ only in case, missing descriptions, a value under two options. Returns
+        the findings as a table (each with the option, the rule and the fix).
+
+            %decision_lint OPTIONS
+        """
+        args = self._parse(self.decision_lint, line)
+        if args is None:
+            return None
+        options = self._eval(args.options, "OPTIONS")
+        from openprogram import decision
+        from openprogram.decision.options import OptionError
+        try:
+            return decision.lint(options)
+        except (OptionError, TypeError) as exc:
+            raise UsageError(f"OPTIONS {args.options!r} is not a usable option set: {exc}") \
+                from None
 
     # -- %decision_runtime --------------------------------------------------------------------
     @no_var_expand

@@ -1,6 +1,8 @@
 """Confidence over an evaluation: how well the model's probabilities matched the expected picks
-(`mean_p_expected` and its bootstrap interval, `calibration`, `ece`, `brier`, `selective`) and
-their plots. A mixin of `EvaluationResult`, which supplies the rows it reads.
+(`mean_p_expected` and its bootstrap interval, `calibration`, `ece`, `brier`, `selective`),
+which options they show the model confuses (`confusability`, `confused_pairs`; the arithmetic
+is `confusability`'s), and their plots. A mixin of `EvaluationResult`, which supplies the rows it
+reads.
 """
 from __future__ import annotations
 
@@ -52,6 +54,14 @@ class ConfidenceMetrics:
             return []
         names = o.names
         return [(o.conf[i], names[o.expected[i]], names[o.pick[i]] if o.pick[i] >= 0 else None)
+                for i in sorted(o.conf) if i < len(o) and o.status[i] and o.expected[i] >= 0]
+
+    def _confident_at(self) -> list[tuple[int, Confidence, str]]:
+        """(input position, confidence, expected) of the same rows as `_confident`."""
+        o = self._outcomes
+        if not self._has_expected:
+            return []
+        return [(i, o.conf[i], o.names[o.expected[i]])
                 for i in sorted(o.conf) if i < len(o) and o.status[i] and o.expected[i] >= 0]
 
     def _need_confidence(self, what: str) -> list[tuple[Confidence, str, str | None]]:
@@ -202,4 +212,110 @@ class ConfidenceMetrics:
         ax.set_title("selective accuracy")
         return ax.figure
 
+    # -- which options the model confuses -----------------------------------------------------
+    def _mass(self, what: str) -> tuple[dict[str, dict[str, float]], dict[str, int]]:
+        from .confusability import mass_table
+        self._need_confidence(what)
+        return mass_table(((e, c.probs, c.other) for _, c, e in self._confident_at()),
+                          list(self.options))
+
+    def confusability(self) -> Any:
+        """Which options the model confuses: a table of expected option (rows) by option
+        (columns) holding the mean probability each other option took over the rows expected to
+        pick the row's option, the column `(no option)` the mass on replies that named none
+        (when there was any), and `rows` how many rows each mean is over. The diagonal (the
+        mass the expected option kept: its `mean_p_expected`) is left empty, so the table and
+        its heatmap show only what the menu failed to tell apart. Any confidence source reads
+        the same (exact, log-probabilities, samples); rows without a distribution are left out.
+        """
+        pd = require("pandas", "pandas", "the result's confusability()")
+        from ..trace.safe_html import quiet_frame
+        from .confusability import NONE
+        means, counts = self._mass("confusability()")
+        names = list(self.options)
+        cols = names + ([NONE] if any(means[e][NONE] > 0 for e in names if counts[e]) else [])
+        table = pd.DataFrame([[math.nan if o == e else means[e][o] for o in cols]
+                              for e in names],
+                             index=pd.Index(names, name="expected"),
+                             columns=pd.Index(cols, name="mass on"))
+        table["rows"] = [counts[e] for e in names]
+        return quiet_frame(table)
+
+    def confused_pairs(self, k: int = 5) -> Any:
+        """The `k` pairs of options the model confuses most: per pair the mean mass each took
+        on the other's rows (`a_to_b`: on rows expected to pick `a`, the mass `b` took), their
+        mean over both options' rows (`mass`, the ranking), the rows behind it (input
+        positions, the most confused first) and the words the two options' menu lines share
+        (what in their texts overlaps; words every option says are left out)."""
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ArgumentError(f"confused_pairs(k=...) is how many pairs to show, a whole "
+                                f"number >= 1; got {k!r}")
+        pd = require("pandas", "pandas", "the result's confused_pairs()")
+        from .confusability import ranked_pairs
+        means, counts = self._mass("confused_pairs()")
+        names = list(self.options)
+        rows = self._confident_at()
+        words = self._option_words()
+        out = []
+        for a, b, mass, ab, ba in ranked_pairs(means, counts, names)[:k]:
+            behind = sorted(((c.probs.get(b if e == a else a, 0.0), i) for i, c, e in rows
+                             if e in (a, b)), key=lambda t: (-t[0], t[1]))
+            out.append({"option_a": a, "option_b": b, "mass": mass, "a_to_b": ab,
+                        "b_to_a": ba, "rows": [i for p, i in behind if p > 0],
+                        "shared_words": (words and _shared(words, a, b))})
+        return pd.DataFrame(out, columns=["option_a", "option_b", "mass", "a_to_b", "b_to_a",
+                                          "rows", "shared_words"])
+
+    def _option_words(self) -> dict[str, set[str]] | None:
+        """Each option's menu words, read from the first row's trace (the option table it
+        keeps); None when no row kept one."""
+        from .confusability import option_words
+        traces = self.traces
+        for i in range(len(self)):
+            trace = traces[i]
+            if trace is not None and trace.options:
+                return {str(info.get("name")): option_words(info) for info in trace.options}
+        return None
+
+    def plot_confusability(self, ax: Any = None) -> Any:
+        """The `confusability()` table as a heatmap: a row per expected option (its row count
+        in the label), a column per option the mass went to, each cell's mean written on it.
+        Returns the matplotlib figure (`fig.savefig("confusability.png")`)."""
+        table = self.confusability()
+        counts = table.pop("rows")
+        ax = new_axes(ax)
+        values = table.to_numpy(dtype=float)
+        top = max(0.05, max((v for v in values.flat if v == v), default=0.0))
+        import matplotlib
+        cmap = matplotlib.colormaps["Reds"].copy()
+        cmap.set_bad("#e8e8e8")   # the diagonal: an option's own rows, left out
+        image = ax.imshow(values, cmap=cmap, vmin=0.0, vmax=top)
+        for (r, c), v in _cells(values):
+            if v == v and v >= 0.005:   # dark cells get white text
+                ax.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=8,
+                        color="white" if v > 0.6 * top else "black")
+        ax.set_xticks(range(len(table.columns)))
+        ax.set_xticklabels(list(table.columns), rotation=45, ha="right")
+        ax.set_yticks(range(len(table.index)))
+        ax.set_yticklabels([f"{e} ({n})" for e, n in counts.items()])
+        ax.set_xlabel("probability mass on")
+        ax.set_ylabel("expected option (rows)")
+        ax.set_title("confusability: mean mass on a wrong option")
+        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+        ax.figure.tight_layout()
+        return ax.figure
+
     # -- views --------------------------------------------------------------------------------
+
+
+def _cells(values: Any) -> Any:
+    for r, row in enumerate(values):
+        for c, v in enumerate(row):
+            yield (r, c), float(v)
+
+
+def _shared(words: dict[str, set[str]], a: str, b: str) -> list[str] | None:
+    from .confusability import shared_words
+    if a not in words or b not in words:
+        return None
+    return shared_words(words[a], words[b], list(words.values()))

@@ -556,6 +556,12 @@ class EvaluationResult(ConfidenceMetrics):
             tables.append(("error kinds", errors.to_frame()))
         if self._has_expected:
             tables.append(("confusion (expected × picked)", self.confusion))
+        if self._has_expected and self._confident_at():
+            pairs = self.confused_pairs(5)
+            if len(pairs):
+                pairs["rows"] = [_few(r) for r in pairs["rows"]]
+                pairs["shared_words"] = [_few(w) for w in pairs["shared_words"]]
+                tables.append(("most confused pairs (mean probability mass)", pairs))
         return tables_html(title, tables)
 
     def plot(self, ax: Any = None, **kwargs: Any) -> Any:
@@ -565,6 +571,15 @@ class EvaluationResult(ConfidenceMetrics):
         ax = self.pick_counts["count"].plot.bar(ax=new_axes(ax), **kwargs)
         ax.set_ylabel("inputs")
         return ax
+
+
+def _few(items: Any, k: int = 8) -> str:
+    """A list as a table cell shows it: its first `k` items, and how many more."""
+    if items is None:
+        return ""
+    items = list(items)
+    more = f" … (+{len(items) - k})" if len(items) > k else ""
+    return ", ".join(map(str, items[:k])) + more
 
 
 def _shortlisted(trace: DecisionTrace) -> list[str] | None:
