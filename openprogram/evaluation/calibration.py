@@ -287,8 +287,8 @@ class ConfidenceMetrics:
         values = table.to_numpy(dtype=float)
         top = max(0.05, max((v for v in values.flat if v == v), default=0.0))
         import matplotlib
-        cmap = matplotlib.colormaps["Reds"].copy()
-        cmap.set_bad("#e8e8e8")   # the diagonal: an option's own rows, left out
+        # the diagonal (an option's own rows, left out) in grey
+        cmap = matplotlib.colormaps["Reds"].with_extremes(bad="#e8e8e8")
         image = ax.imshow(values, cmap=cmap, vmin=0.0, vmax=top)
         for (r, c), v in _cells(values):
             if v == v and v >= 0.005:   # dark cells get white text
