@@ -1,8 +1,10 @@
 """Confidence over an evaluation: how well the model's probabilities matched the expected picks
 (`mean_p_expected` and its bootstrap interval, `calibration`, `ece`, `brier`, `selective`),
 which options they show the model confuses (`confusability`, `confused_pairs`; the arithmetic
-is `confusability`'s), and their plots. A mixin of `EvaluationResult`, which supplies the rows it
-reads.
+is `confusability`'s), a pick-set policy fitted on the rows by split conformal prediction
+(`conformal`; the rule is `decision.conformal`'s) and the coverage its sets reach on rows it was
+not fitted on (`coverage`, `mean_set_size`), and their plots. A mixin of `EvaluationResult`,
+which supplies the rows it reads.
 """
 from __future__ import annotations
 
@@ -304,6 +306,112 @@ class ConfidenceMetrics:
         ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
         ax.figure.tight_layout()
         return ax.figure
+
+    # -- pick sets with a guarantee -------------------------------------------------------------
+    def conformal(self, alpha: float = 0.1, rows: Sequence[int] | None = None) -> Any:
+        """A pick-set policy calibrated on this evaluation's rows by split conformal prediction
+        (`decision.conformal`): the options whose probability is at least its threshold form a
+        set that holds the right option on at least `1 − alpha` of rows like these. `rows` are
+        the input positions to fit on (default: every finished row with a distribution and an
+        expected pick); keep others aside to measure it (`pick_set_figures(policy)`), or
+        evaluate new rows with `pick_set=policy` (`coverage`, `mean_set_size`). Needs at least
+        ⌈1/α⌉ − 1 rows; refuses rows asked with different menus (a shortlist) or confidence
+        sources, since one threshold cannot hold for both."""
+        from ..decision.conformal import PickSetPolicy, check_alpha, fit, text_key
+        a = check_alpha(alpha, "conformal")
+        self._need_confidence("conformal()")
+        eligible = {i: (c, e) for i, c, e in self._confident_at()}
+        chosen = sorted(eligible) if rows is None else self._calibration_rows(rows, eligible)
+        traces = self.traces
+        asked = [traces[i] for i in chosen]
+        if any(t.shortlist for t in asked):
+            raise ArgumentError("conformal(): these rows were asked with a shortlist, so each "
+                                "saw its own part of the menu and no one threshold over the "
+                                "whole menu holds for them; evaluate without shortlist=")
+        for what, seen in (("menus", {t.menu for t in asked}), ("ways of asking",
+                                                                {t.mode for t in asked}),
+                           ("confidence sources", {(eligible[i][0].source, eligible[i][0].n)
+                                                   for i in chosen})):
+            if len(seen) > 1:
+                raise ArgumentError(f"conformal(): the rows were asked with {len(seen)} "
+                                    f"different {what}; a threshold is calibrated on one: fit "
+                                    f"on rows asked one way (rows=...)")
+        scores = [1 - eligible[i][0].probs.get(eligible[i][1], 0.0) for i in chosen]
+        qhat, k = fit(scores, alpha, "conformal")
+        first = eligible[chosen[0]][0]
+        return PickSetPolicy(alpha=float(a), qhat=qhat, n=len(chosen), rank=k,
+                             options=tuple(self.options), menu=text_key(asked[0].menu),
+                             mode=asked[0].mode, source=first.source,
+                             samples=first.n if first.source == "samples" else None,
+                             rows=tuple(chosen),
+                             keys=frozenset(text_key(t.prompt) for t in asked))
+
+    def _calibration_rows(self, rows: Any, eligible: dict[int, Any]) -> list[int]:
+        if isinstance(rows, (str, bytes)) or not hasattr(rows, "__iter__"):
+            raise ArgumentError(f"conformal(rows=...) is a list of input positions, got "
+                                f"{type(rows).__name__}")
+        out = []
+        for i in rows:
+            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(self):
+                raise ArgumentError(f"conformal(rows=...): {i!r} is not an input position "
+                                    f"(0 to {len(self) - 1})")
+            if i not in eligible:
+                raise ArgumentError(f"conformal(rows=...): row {i} has no distribution and "
+                                    f"expected pick to calibrate on (it failed, was "
+                                    f"cancelled, or has no expected pick)")
+            out.append(i)
+        return sorted(set(out))
+
+    def pick_set_figures(self, policy: Any = None) -> dict[str, Any]:
+        """What `policy` (default: the one this run decided with, `pick_set=`) gives on this
+        evaluation's rows it was not fitted on: `coverage` (the share of rows with an expected
+        pick whose set holds it), `mean_set_size`, `singletons` (the share of rows whose set is
+        one option: those a decision resolves), `empty`, and the `rows` counted. A row counts
+        when it finished with a distribution; a row whose request the policy was fitted on is
+        left out."""
+        policy = policy if policy is not None else getattr(self, "pick_set", None)
+        if policy is None:
+            raise ArgumentError("pick_set_figures(): this run decided with no pick set; pass "
+                                "the policy to measure, e.g. result.pick_set_figures(policy)")
+        if tuple(self.options) != tuple(policy.options):
+            raise ArgumentError(f"pick_set_figures(): the policy was fitted on the options "
+                                f"{list(policy.options)}, and this evaluation's are "
+                                f"{list(self.options)}")
+        o, traces = self._outcomes, self.traces
+        sets, hits = [], []
+        for i in sorted(o.conf):
+            if i >= len(o) or not o.status[i]:
+                continue
+            trace = traces[i]
+            if trace is not None and policy.fitted_on(trace.prompt):
+                continue
+            got = policy.pick_set(o.conf[i].probs)
+            sets.append(got)
+            if self._has_expected and o.expected[i] >= 0:
+                hits.append(o.names[o.expected[i]] in got)
+        n = len(sets)
+        return {"coverage": sum(hits) / len(hits) if hits else math.nan,
+                "mean_set_size": sum(map(len, sets)) / n if n else math.nan,
+                "singletons": sum(len(s) == 1 for s in sets) / n if n else math.nan,
+                "empty": sum(not s for s in sets) / n if n else math.nan,
+                "rows": n, "rows_with_expected": len(hits)}
+
+    @property
+    def coverage(self) -> float | None:
+        """With `pick_set=policy`: the share of rows (with an expected pick, not among those
+        the policy was fitted on) whose pick set held the expected option; the policy promises
+        at least `1 − alpha`. None for a run without a pick set."""
+        if getattr(self, "pick_set", None) is None or not self._has_expected:
+            return None
+        return self.pick_set_figures()["coverage"]
+
+    @property
+    def mean_set_size(self) -> float | None:
+        """With `pick_set=policy`: the mean number of options in a row's pick set, over the
+        rows the policy was not fitted on (1 would resolve every row). None without one."""
+        if getattr(self, "pick_set", None) is None:
+            return None
+        return self.pick_set_figures()["mean_set_size"]
 
     # -- views --------------------------------------------------------------------------------
 

@@ -129,6 +129,9 @@ class EvaluationResult(ConfidenceMetrics):
         #: the run's RateLimit (its `.stats`: rate-limit answers, pauses, seconds paused), set by
         #: the run; None when no request went through the provider transport, or rate_limit=False
         self.rate_limit: Any = None
+        #: the `PickSetPolicy` the run decided with (`pick_set=`), set by the run; its figures
+        #: are `coverage`, `mean_set_size` and `pick_set_figures()`
+        self.pick_set: Any = None
 
     @classmethod
     def from_journal(cls, path: Any, section: str | None = None) -> EvaluationResult:
