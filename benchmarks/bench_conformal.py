@@ -14,8 +14,10 @@ and mean_p_expected, and the wall time of the evaluation.
 
     .venv/bin/python benchmarks/bench_conformal.py [--replay CASSETTE] [--alpha 0.05 0.1 0.2]
 
-With `--replay notebooks/cassettes/02-prototyping.json` the distributions come from the
-recording 02-prototyping replays (the same rows, options and way of asking): no model runs.
+`--cache FILE` keeps the model's replies in a CachedRuntime file, so a second run makes no model
+call; `--replay CASSETTE` answers from a recording instead of the model. `--save FILE` writes
+each row's request, label, pick and distribution as JSON lines: what
+tests/evaluation/test_conformal_bundled.py replays (tests/evaluation/data/).
 """
 from __future__ import annotations
 
@@ -52,12 +54,35 @@ def splits(result, alpha: float, n: int = 20) -> list[dict]:
     return out
 
 
+def save(result, path: str) -> None:
+    """Each row's request, label, pick and distribution, one JSON object a line, after a line
+    saying what made them."""
+    import json
+    from datetime import datetime, timezone
+    with open(path, "w") as f:
+        f.write(json.dumps({"runtime": result.runtime, "mode": "json_schema", "prompt": PROMPT,
+                            "options": list(DESK), "rows": len(result),
+                            "recorded_at": datetime.now(timezone.utc).strftime(
+                                "%Y-%m-%dT%H:%M:%SZ")}) + "\n")
+        frame = result.to_frame()
+        for i, trace in enumerate(result.traces):
+            conf = trace.confidence
+            f.write(json.dumps({"text": frame["text"][i], "label": frame["expected"][i],
+                                # 9 digits: the total stays within 1e-6 of one, as read
+                                "pick": result.picks[i],
+                                "probs": {k: round(v, 9) for k, v in conf.probs.items()},
+                                "other": round(conf.other, 9), "source": conf.source}) + "\n")
+    print(f"saved {len(result)} rows to {path}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--replay", default=None,
                     help="answer from this cassette instead of running the model")
     ap.add_argument("--cache", default=None,
                     help="a CachedRuntime file: a second run answers from it")
+    ap.add_argument("--save", default=None,
+                    help="write each row's pick and distribution to this JSON-lines file")
     ap.add_argument("--alpha", type=float, nargs="+", default=[0.05, 0.1, 0.2])
     args = ap.parse_args()
     if args.replay:
@@ -82,6 +107,8 @@ def main() -> None:
     wall = time.perf_counter() - start
     print(f"evaluation: {wall:.1f} s; accuracy {result.accuracy:.3f}; mean_p_expected "
           f"{result.mean_p_expected:.3f}; failed rows {result.summary['failed']}")
+    if args.save:
+        save(result, args.save)
     print("alpha  promised  coverage mean [min, max] over 20 splits  mean set size  "
           "resolved (set of one)  mean threshold")
     for alpha in args.alpha:
