@@ -495,11 +495,11 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, runtime: Any
             current, cur_train, cur_held = trial, t, h
         else:
             edit["why"] = "held-out gain not above zero at 95 %"
+    # Combinations ask the held-out side only, so one may fit in what a single candidate (both
+    # sides) could not: tried whether or not the budget stopped the single candidates.
     combinations: list[dict] = []
-    untried_combinations = 0
-    if report["stopped"] is None:
-        current, cur_held, untried_combinations = _combine(
-            scorer, edits, applies, current, cur_held, held, combinations, report, budget)
+    current, cur_held, untried_combinations = _combine(
+        scorer, edits, applies, current, cur_held, held, combinations, report, budget)
     report["held_out_after"] = _figures(cur_held, bool(scorer.uses_p))
     report["per_option"] = {
         n: {"held_out_rows": sum(1 for i in held if labels[i] == n),

@@ -182,7 +182,8 @@ def test_a_rerun_through_the_cache_makes_no_model_call(tmp_path):
 
 
 def test_the_budget_stops_the_search_and_keeps_what_was_measured():
-    imp = run("keywords", budget=100)
+    with pytest.warns(op.OptionWarning, match="stopped the search after 0 of 4 candidates"):
+        imp = run("keywords", budget=100)
     assert imp.report["stopped"] == "budget of 100 model calls reached"
     assert imp.report["calls"] <= 100 + 48
     assert "held_out_after" in imp.report

@@ -173,6 +173,13 @@ def test_the_budget_warning_says_how_many_candidates_were_left():
     assert r["untried"] == r["candidates_total"] - r["tried"] > 0
     assert r["calls"] <= 200 and "left untried by the budget" in repr(imp)
     assert "stopped the search" in imp._repr_html_()
+    # a combination asks the held-out side only: it is tried in what the budget leaves when a
+    # single candidate (both sides) no longer fits
+    with pytest.warns(OptionWarning, match="after 7 of 8 candidates \\(1 left untried"):
+        late = improve(budget=360)
+    assert late.report["stopped"] and late.report["calls"] <= 360
+    (combo,) = late.combinations
+    assert combo["kept"] and len(combo["members"]) == 3 and len(late.kept) == 3
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("error")   # a search the budget did not stop warns of nothing
