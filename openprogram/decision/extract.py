@@ -573,6 +573,17 @@ def _skip_ws(text: str, i: int) -> int:
     return _WS_RE.match(text, i).end()
 
 
+def _value_at(text: str, i: int) -> tuple[object, int]:
+    """The C scanner's `(value, end)` at i, its "no value here" (StopIteration) as ValueError:
+    a StopIteration raised inside a generator (`_children`) would leave it as Python's bare
+    `RuntimeError: generator raised StopIteration` (PEP 479). A reply the syntax repair read
+    is not JSON as written, so the scanner can fail anywhere in it."""
+    try:
+        return _scan(text, i)
+    except StopIteration as stop:
+        raise ValueError(f"no JSON value at character {stop.value}") from None
+
+
 def _children(text: str, o: int):
     """(key, value start, value end) of each member of the object at o, or (index, start, end)
     of each element of the array at o."""
@@ -581,11 +592,11 @@ def _children(text: str, o: int):
     i = _skip_ws(text, o + 1)
     while not text.startswith(close, i):
         if is_object:
-            key, i = _scan(text, i)
+            key, i = _value_at(text, i)
             i = _skip_ws(text, _skip_ws(text, i) + 1)  # past ':'
         else:
             key, index = index, index + 1
-        _, end = _scan(text, i)
+        _, end = _value_at(text, i)
         yield key, i, end
         i = _skip_ws(text, end)
         if not text.startswith(",", i):

@@ -565,6 +565,46 @@ def test_a_key_with_a_broken_escape_is_reasked_not_raised():
         assert R.repair_syntax(bad) is None
 
 
+def wants_text(x: str):
+    """Say it."""
+    return x
+
+
+# Replies that need a syntax repair and whose repaired pick then fails validation (x must be a
+# str). Where the failing value sits was looked for in the raw reply with the strict JSON
+# scanner, whose "no value here" (a StopIteration) left a generator as Python's bare
+# `RuntimeError: generator raised StopIteration`: no re-ask, no trace (issue 54, case 1).
+SYNTAX_THEN_INVALID = [
+    "{'call': 'wants_text', 'args': {'x': [1]}}",
+    '{"call": "wants_text", "args": {"x": [1,]}}',
+    '{"call": "wants_text", "args": {"x": [True]}}',
+    '{"call": "wants_text", "args": {"x": [1, // one\n 2]}}',
+    '{"call": "wants_text", "args": {"x": [1e400],}}',
+    "{'call': 'wants_text', 'args': {'x': 1e400}}",
+    "{call: 'wants_text', args: {x: 7}}",
+]
+
+
+@pytest.mark.parametrize("reply", SYNTAX_THEN_INVALID)
+def test_a_repaired_pick_that_fails_validation_is_reasked_with_its_trace(reply):
+    ok = '{"call": "wants_text", "args": {"x": "fine"}}'
+    rt = ScriptedRuntime([reply, ok])
+    assert decision.make("Say it.", [wants_text], runtime=rt) == "fine"
+    first = decision.last_trace().attempts[0]
+    assert first.repairs and first.error_path == "args.x"
+    assert first.error_kind in ("type_mismatch", "invalid_value")
+    assert "args.x" in rt.calls[1].prompt  # the re-ask names the problem
+    # with no re-ask left: the library's DecisionError, carrying the whole trace
+    with pytest.raises(DecisionError) as info:
+        decision.make("Say it.", [wants_text], runtime=ScriptedRuntime([reply]),
+                      max_retries=0)
+    assert info.value.kind == first.error_kind and info.value.trace.attempts[0].repairs
+    # an evaluation's row is re-asked like any other
+    res = decision.evaluate("Say it: {n}", [wants_text], [{"n": 1}, {"n": 2}],
+                            runtime=ScriptedRuntime([reply, ok, reply, ok]), progress=False)
+    assert res.statuses == ["resolved", "resolved"] and res.results == ["fine", "fine"]
+
+
 def test_a_custom_reask_gets_the_same_hint_as_the_default():
     replies = ['{"call": "Look-Up", "args": {"city": "Bern"}}',
                '{"call": "look_up", "args": {"city": "Bern", "days": "2"}}',
