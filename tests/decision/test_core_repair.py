@@ -606,28 +606,34 @@ def wants_text(x: str):
 
 
 # Replies that need a syntax repair and whose repaired pick then fails validation (x must be a
-# str). Where the failing value sits was looked for in the raw reply with the strict JSON
-# scanner, whose "no value here" (a StopIteration) left a generator as Python's bare
+# str), each with the failing value as written (None: not marked, a key without quotes moves
+# every offset). Where the failing value sits was looked for in the raw reply with the strict
+# JSON scanner, whose "no value here" (a StopIteration) left a generator as Python's bare
 # `RuntimeError: generator raised StopIteration`: no re-ask, no trace (issue 54, case 1).
 SYNTAX_THEN_INVALID = [
-    "{'call': 'wants_text', 'args': {'x': [1]}}",
-    '{"call": "wants_text", "args": {"x": [1,]}}',
-    '{"call": "wants_text", "args": {"x": [True]}}',
-    '{"call": "wants_text", "args": {"x": [1, // one\n 2]}}',
-    '{"call": "wants_text", "args": {"x": [1e400],}}',
-    "{'call': 'wants_text', 'args': {'x': 1e400}}",
-    "{call: 'wants_text', args: {x: 7}}",
+    ("{'call': 'wants_text', 'args': {'x': [1]}}", "[1]"),
+    ('{"call": "wants_text", "args": {"x": [1,]}}', "[1,]"),
+    ('{"call": "wants_text", "args": {"x": [True]}}', "[True]"),
+    ('{"call": "wants_text", "args": {"x": [1, // one\n 2]}}', "[1, // one\n 2]"),
+    ('{"call": "wants_text", "args": {"x": [1e400],}}', "[1e400]"),
+    ("{'call': 'wants_text', 'args': {'x': 1e400}}", "1e400"),
+    ("{'call': 'wants_text', /* a \"note\" */ 'args': {'x': {'it\\'s': None}}}",
+     "{'it\\'s': None}"),
+    ("{call: 'wants_text', args: {x: 7}}", None),
 ]
 
 
-@pytest.mark.parametrize("reply", SYNTAX_THEN_INVALID)
-def test_a_repaired_pick_that_fails_validation_is_reasked_with_its_trace(reply):
+@pytest.mark.parametrize("reply, marked", SYNTAX_THEN_INVALID)
+def test_a_repaired_pick_that_fails_validation_is_reasked_with_its_trace(reply, marked):
     ok = '{"call": "wants_text", "args": {"x": "fine"}}'
     rt = ScriptedRuntime([reply, ok])
     assert decision.make("Say it.", [wants_text], runtime=rt) == "fine"
     first = decision.last_trace().attempts[0]
     assert first.repairs and first.error_path == "args.x"
     assert first.error_kind in ("type_mismatch", "invalid_value")
+    # the failing value is marked in the raw reply, as the repair read it
+    span = first.error_span
+    assert (reply[span[0]:span[1]] if span is not None else None) == marked
     assert "args.x" in rt.calls[1].prompt  # the re-ask names the problem
     # with no re-ask left: the library's DecisionError, carrying the whole trace
     with pytest.raises(DecisionError) as info:
