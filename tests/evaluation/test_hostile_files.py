@@ -47,6 +47,20 @@ def _edit_row(path: Path, change) -> int:
     raise AssertionError("no row line")
 
 
+def _refusals(path: Path) -> list[str]:
+    """What reading the journal at `path` says, both ways (the result, and a resume), each of
+    which must end in the library's own error."""
+    out = []
+    for read in (lambda: EvaluationResult.from_journal(path),
+                 lambda: evaluate(PROMPT, OPTIONS, ROWS, runtime=ScriptedRuntime(rule=rule),
+                                  journal=path, progress=False)):
+        with pytest.raises(OpenProgramError) as info:
+            read()
+        assert isinstance(info.value, ValueError)
+        out.append(str(info.value))
+    return out
+
+
 def _set(*keys, value):
     def change(item):
         target = item
@@ -72,15 +86,9 @@ def test_an_edited_journal_row_is_refused_naming_the_line(tmp_path, change, says
     before = path.read_bytes()
     tracemalloc.start()
     try:
-        for read in (lambda: EvaluationResult.from_journal(path),
-                     lambda: evaluate(PROMPT, OPTIONS, ROWS, runtime=ScriptedRuntime(rule=rule),
-                                      journal=path, progress=False)):
-            with pytest.raises(OpenProgramError) as info:
-                read()
-            message = str(info.value)
+        for message in _refusals(path):
             assert f"line {n} of the journal {str(path)!r}" in message and says in message
             assert "delete that line" in message
-            assert isinstance(info.value, ValueError)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -117,12 +125,7 @@ def test_a_confidence_that_is_not_a_distribution_is_refused_naming_the_line(tmp_
                                                                             says, where):
     path = _journal(tmp_path)
     n = _edit_row(path, _set(*where, value=conf))
-    for read in (lambda: EvaluationResult.from_journal(path),
-                 lambda: evaluate(PROMPT, OPTIONS, ROWS, runtime=ScriptedRuntime(rule=rule),
-                                  journal=path, progress=False)):
-        with pytest.raises(OpenProgramError) as info:
-            read()
-        message = str(info.value)
+    for message in _refusals(path):
         assert f"line {n} of the journal" in message and "is not a distribution" in message
         assert says in message and "delete that line" in message
 

@@ -205,14 +205,18 @@ def certain(text: str) -> list:
     return [(c, 0.0, []) for c in text]
 
 
+def reply_naming(name: str, p: float, alternative: str, after: str) -> Reply:
+    """A reply `{"call": "NAME` + `after`, every token certain but the name's, written at `p`
+    with `alternative` at 1 - p."""
+    tokens = (certain('{"call": "') +
+              [(name, ln(p), [(name, ln(p)), (alternative, ln(1 - p))])] + certain(after))
+    return Reply(text="".join(t for t, _, _ in tokens), logprobs=tokens)
+
+
 def test_the_name_is_read_at_the_pick_not_at_a_call_inside_its_arguments(server):
     # the pick names refund at p = 0.1 (escalate 0.9); its arguments spell {"call": "refund"}
     # with certainty, which the reading took for the pick (p = 1.0, past min_confidence=0.8)
-    tokens = (certain('{"call": "') +
-              [("refund", ln(0.1), [("refund", ln(0.1)), ("escalate", ln(0.9))])] +
-              certain('", "args": {"note": {"call": "refund"}}}'))
-    text = "".join(t for t, _, _ in tokens)
-    server.push(Reply(text=text, logprobs=tokens))
+    server.push(reply_naming("refund", 0.1, "escalate", '", "args": {"note": {"call": "refund"}}}'))
     assert decision.make("Route it.", PICKS, runtime=runtime(server, stream=False),
                          confidence=True, min_confidence=0.8,
                          low_confidence="escalate") == "ESCALATE"
@@ -223,11 +227,8 @@ def test_the_name_is_read_at_the_pick_not_at_a_call_inside_its_arguments(server)
 
 @pytest.mark.parametrize("stream", [True, False])
 def test_a_call_spelled_in_prose_after_the_pick_is_not_read(server, stream):
-    tokens = (certain('{"call": "') +
-              [("escalate", ln(0.9), [("escalate", ln(0.9)), ("done", ln(0.1))])] +
-              certain('"}\nWhen it is over I will write "call": "done".'))
-    text = "".join(t for t, _, _ in tokens)
-    server.push(Reply(text=text, logprobs=tokens))
+    server.push(reply_naming("escalate", 0.9, "done",
+                             '"}\nWhen it is over I will write "call": "done".'))
     assert decision.make("Route it.", PICKS, runtime=runtime(server, stream=stream),
                          confidence=True, min_confidence=0.8) == "ESCALATE"
     conf = decision.last_trace().confidence
@@ -236,10 +237,7 @@ def test_a_call_spelled_in_prose_after_the_pick_is_not_read(server, stream):
 
 def test_a_cascade_asks_on_when_the_pick_itself_is_unsure(server):
     from openprogram.runtimes import CascadeRuntime, ScriptedRuntime
-    tokens = (certain('{"call": "') +
-              [("refund", ln(0.1), [("refund", ln(0.1)), ("escalate", ln(0.9))])] +
-              certain('", "args": {"note": {"call": "refund"}}}'))
-    server.push(Reply(text="".join(t for t, _, _ in tokens), logprobs=tokens))
+    server.push(reply_naming("refund", 0.1, "escalate", '", "args": {"note": {"call": "refund"}}}'))
     large = ScriptedRuntime(['{"call": "escalate"}'])
     cascade = CascadeRuntime([runtime(server, stream=False), large], min_confidence=0.8)
     assert decision.make("Route it.", PICKS, runtime=cascade) == "ESCALATE"
