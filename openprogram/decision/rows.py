@@ -49,7 +49,7 @@ class _Asked(BaseException):
     BaseException, so the loop's `except Exception` around a model call does not record it as
     the model's failure."""
 
-    def __init__(self, request: dict):
+    def __init__(self, request: dict[str, Any]):
         self.request = request
 
 
@@ -61,13 +61,13 @@ class Outcome:
     the attempt that waits for its reply last); `replies` are the replies read, as data."""
     status: str
     pick: str | None = None
-    args: dict | None = None
+    args: dict[str, Any] | None = None
     result: Any = None
     error: BaseException | None = None
     error_kind: str | None = None
     trace: DecisionTrace | None = None
-    request: dict | None = None
-    replies: list = field(default_factory=list)
+    request: dict[str, Any] | None = None
+    replies: list[Any] = field(default_factory=list)
 
     @property
     def attempts(self) -> int:
@@ -98,7 +98,14 @@ class _Node:
 
 #: The replies the current decision is answered from, and how many it has used: one per
 #: context, so one plan serves many rows at once (threads, tasks).
-_TAPE: contextvars.ContextVar[list] = contextvars.ContextVar("openprogram_row_replies")
+class _Replies:
+    __slots__ = ("given", "used")
+
+    def __init__(self, given: list[Any]):
+        self.given, self.used = given, 0
+
+
+_TAPE: contextvars.ContextVar[_Replies] = contextvars.ContextVar("openprogram_row_replies")
 
 
 class _Tape(ModelCaller):
@@ -117,13 +124,13 @@ class _Tape(ModelCaller):
                    deadline: float | None = None, label: str = "model_call",
                    **extra: Any) -> tuple[Any, Any]:
         tape = _TAPE.get()
-        k = tape[0]
-        if k >= len(tape[1]):
+        k = tape.used
+        if k >= len(tape.given):
             ask = {"messages": messages, **({"tools": tools} if tools is not None else {}),
                    **extra}
             raise _Asked(json_ready(_plain(ask)))
-        tape[0] = k + 1
-        return reply_of(tape[1][k]), _Node(k)
+        tape.used = k + 1
+        return reply_of(tape.given[k]), _Node(k)
 
     async def acall_model(self, messages: list[dict[str, Any]], *,
                           tools: list[dict[str, Any]] | None = None, on_text: Any = None,
@@ -169,8 +176,8 @@ def reply_of(data: Any) -> ModelResponse:
         if isinstance(c, ToolCall):
             calls.append(ToolCall(c.name, c.args, c.id))
         elif isinstance(c, Mapping) and isinstance(c.get("name"), str):
-            calls.append(ToolCall(c["name"], c.get("args") if c.get("args") is not None else {},
-                                  c.get("id")))
+            args = c.get("args")
+            calls.append(ToolCall(c["name"], {} if args is None else args, c.get("id")))
         else:
             raise UsageError(f"a reply's tool call is a dict of name, args and id (or a "
                              f"ToolCall); got {c!r:.80}")
@@ -255,10 +262,10 @@ class RowPlan:
         return Plan(self.options, runtime=_Tape(self.runtime_name, self.model, self.takes_menu),
                     entry="decision.make", **{**defaults, **self.settings})
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "_plan"}
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._plan = self._build()
 
@@ -267,7 +274,7 @@ class RowPlan:
         """How many attempts a row may take (max_retries + 1)."""
         return self._plan.attempts
 
-    def prompt(self, row: Mapping) -> str:
+    def prompt(self, row: Mapping[str, Any]) -> str:
         """The row's filled prompt template."""
         try:
             return self.template.format_map(row)
@@ -279,7 +286,7 @@ class RowPlan:
             raise ArgumentError(f"the prompt template could not be filled from the row: "
                                 f"{exc}") from None
 
-    def request(self, row: Mapping) -> dict:
+    def request(self, row: Mapping[str, Any]) -> dict[str, Any]:
         """The model request of the row's first attempt, as JSON-ready data: "messages" and
         what the way of asking adds ("tools" and "tool_choice", or "response_format")."""
         out = self._run(self.prompt(row), [])
@@ -287,7 +294,7 @@ class RowPlan:
             raise RuntimeError("internal error: a decision made no model call")
         return out.request
 
-    def resolve(self, row: Mapping, reply: Any, earlier: Sequence[Any] = ()) -> Outcome:
+    def resolve(self, row: Mapping[str, Any], reply: Any, earlier: Sequence[Any] = ()) -> Outcome:
         """The row's outcome once `reply` answers its latest request, `earlier` the replies to
         the requests before it (a pending outcome's `replies`), in order."""
         if isinstance(earlier, (str, bytes, Mapping)) or not hasattr(earlier, "__iter__"):
@@ -297,8 +304,8 @@ class RowPlan:
         out = self._run(self.prompt(row), replies)
         return out
 
-    def _run(self, prompt: str, replies: list) -> Outcome:
-        tape = [0, replies]
+    def _run(self, prompt: str, replies: list[Any]) -> Outcome:
+        tape = _Replies(replies)
         box: list[DecisionTrace] = []
         token = _TAPE.set(tape)
         try:
@@ -310,15 +317,15 @@ class RowPlan:
                                replies=[reply_data(r) for r in replies])
             except Exception as exc:  # the decision failed, or the picked option raised
                 trace = box[0] if box else getattr(exc, "trace", None)
-                return self._done("failed", trace, None, exc, replies, tape[0])
+                return self._done("failed", trace, None, exc, replies, tape.used)
             return self._done("resolved", box[0] if box else None, result, None, replies,
-                              tape[0])
+                              tape.used)
         finally:
             _TAPE.reset(token)
 
     @staticmethod
     def _done(status: str, trace: Any, result: Any, error: BaseException | None,
-              replies: list, used: int) -> Outcome:
+              replies: list[Any], used: int) -> Outcome:
         if used < len(replies):
             raise UsageError(f"resolve was given {len(replies)} replies but the decision ended "
                              f"after {used}: pass earlier= only the replies of a pending "
@@ -328,9 +335,11 @@ class RowPlan:
         kind = None
         if error is not None:
             kind = getattr(error, "kind", None) or (last.error_kind if last else None)
-        return Outcome(status, pick=last.chosen if valid else None,
-                       args=last.args if valid else None, result=result, error=error,
-                       error_kind=kind, trace=trace, replies=[reply_data(r) for r in replies])
+        picked = last if last is not None and valid else None
+        return Outcome(status, pick=picked.chosen if picked is not None else None,
+                       args=picked.args if picked is not None else None, result=result,
+                       error=error, error_kind=kind, trace=trace,
+                       replies=[reply_data(r) for r in replies])
 
 
 def plan(template: str, options: Options, **settings: Any) -> RowPlan:

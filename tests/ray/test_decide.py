@@ -30,14 +30,14 @@ def by_id(ds):
 
 def test_2000_rows_through_decide_equal_evaluate_on_the_same_rows():
     """Two workers, eight rows at a time each: every row's pick, result, status and attempts
-    are evaluate's, and the job's output read back is an EvaluationResult with evaluate's
-    accuracy and confusion."""
+    are evaluate's, every row has one schema whether it resolved or failed, and the job's
+    output read back is an EvaluationResult with evaluate's accuracy and confusion."""
     import ray
 
     from openprogram import ray as opray
     data = rows(2000)
     got = opray.decide(ray.data.from_items(data), TEMPLATE, OPTIONS, runtime=rayhelp.scripted,
-                       workers=2, concurrency=8, batch_size=100).materialize()
+                       workers=2, concurrency=8, batch_size=250).materialize()
     want = evaluate(TEMPLATE, OPTIONS, data, runtime=rayhelp.scripted(), progress=False,
                     expected="expected")
     out = by_id(got)
@@ -53,6 +53,16 @@ def test_2000_rows_through_decide_equal_evaluate_on_the_same_rows():
     assert failed == [k for k in range(2000) if k % 11 == 0]
     assert {out[k]["error_kind"] for k in failed} == {"no_action"}
     assert all(out[k]["attempts"] == 2 for k in range(2000) if k % 7 == 0)
+    # one schema for every row, whether it resolved or failed
+    assert got.schema().names == ["id", "message", "expected", *opray.OUTPUT_COLUMNS]
+    blocks = ray.get(got.to_arrow_refs())
+    assert all(b.schema.equals(blocks[0].schema) for b in blocks)
+    assert all(b.schema.field("chosen").type == "string" for b in blocks)
+    failed, fine = out[0], out[1]
+    assert failed["chosen"] is None and failed["error"].startswith("DecisionError: ")
+    assert fine["error"] is None and fine["error_kind"] is None
+    trace = json.loads(failed["trace"])
+    assert [a["reply"] for a in trace["attempts"]] == ["I am not sure what to do."] * 2
     back = opray.result(got.sort("id"), OPTIONS, expected="expected", template=TEMPLATE)
     assert back.picks == want.picks and back.statuses == want.statuses
     assert back.accuracy == want.accuracy and back.retry_rate == want.retry_rate
@@ -62,38 +72,21 @@ def test_2000_rows_through_decide_equal_evaluate_on_the_same_rows():
     assert back.results[1] == "ESCALATE" and back.results[2] == "CLOSED"
 
 
-def test_every_row_has_one_schema_whether_it_resolved_or_failed():
-    import ray
-
-    from openprogram import ray as opray
-    got = opray.decide(ray.data.from_items(rows(30)), TEMPLATE, OPTIONS,
-                       runtime=rayhelp.scripted, batch_size=10).materialize()
-    assert got.schema().names == ["id", "message", "expected", *opray.OUTPUT_COLUMNS]
-    for block in ray.get(got.to_arrow_refs()):
-        assert block.schema.equals(ray.get(got.to_arrow_refs())[0].schema)
-    out = by_id(got)
-    failed, fine = out[0], out[1]
-    assert failed["status"] == "failed" and failed["chosen"] is None and fine["error"] is None
-    assert failed["error"].startswith("DecisionError: ")
-    trace = json.loads(failed["trace"])
-    assert [a["reply"] for a in trace["attempts"]] == ["I am not sure what to do."] * 2
-
-
 def test_a_worker_killed_mid_job_leaves_every_row_in_the_output_exactly_once(tmp_path):
-    """The worker that meets ticket 500 dies mid-batch (its process exits); Ray starts another
+    """The worker that meets ticket 200 dies mid-batch (its process exits); Ray starts another
     and runs that batch again: every ticket is in the output once, decided."""
     import ray
 
     from openprogram import ray as opray
     marker = str(tmp_path / "died")
-    got = opray.decide(ray.data.from_items(rows(1000)), TEMPLATE, OPTIONS,
-                       runtime=functools.partial(rayhelp.dying, marker, 500),
-                       workers=2, batch_size=50).materialize()
+    got = opray.decide(ray.data.from_items(rows(400)), TEMPLATE, OPTIONS,
+                       runtime=functools.partial(rayhelp.dying, marker, 200),
+                       workers=2, batch_size=40).materialize()
     assert os.path.exists(marker)   # it did die
     out = by_id(got)
-    assert sorted(out) == list(range(1000))
-    assert out[500]["status"] == "resolved" and out[500]["chosen"] == "close"
-    assert sum(r["status"] == "failed" for r in out.values()) == len(range(0, 1000, 11))
+    assert sorted(out) == list(range(400))
+    assert out[200]["status"] == "resolved" and out[200]["chosen"] == "close"
+    assert sum(r["status"] == "failed" for r in out.values()) == len(range(0, 400, 11))
 
 
 @pytest.mark.slow

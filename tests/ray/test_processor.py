@@ -21,7 +21,7 @@ def test_the_processor_path_against_the_loopback_server_with_one_reask_pass(ray_
     from ray.data.llm import HttpRequestProcessorConfig
 
     from openprogram import ray as opray
-    data = [r for r in rows(60) if r["id"] % 11]
+    data = [r for r in rows(40) if r["id"] % 11]
     with FakeServer("openai", responder=lambda body: text(
             rayhelp.reply_for(rayhelp.last_user_text(body)))) as server:
         config = HttpRequestProcessorConfig(url=server.base_url + "/chat/completions",
