@@ -108,7 +108,8 @@ def row_columns(status: str, trace: Any, result: Any, error: BaseException | Non
         "chosen": pick,
         "args": _json(last.args) if last is not None and pick is not None else None,
         "result": _json(result) if status == "resolved" else None,
-        "error": f"{type(error).__name__}: {error}" if error is not None else None,
+        # json_ready: the message may quote a reply's text that UTF-8 cannot encode
+        "error": json_ready(f"{type(error).__name__}: {error}") if error is not None else None,
         "error_kind": (getattr(error, "kind", None) or (last.error_kind if last else None))
         if error is not None else None,
         "error_kinds": list(kinds), "attempts": attempts,
@@ -386,6 +387,8 @@ def decide(ds: Any, template: str, options: Options, *, runtime: Callable[[], An
 
 #: The column a row's pending request and earlier replies travel in between passes.
 STATE = "__decision_state"
+#: The column Ray's engine stages set on a row they failed on (`should_continue_on_error`).
+ERROR_COLUMN = "__inference_error__"
 
 
 def openai_body(request: dict, model: str | None, **fields: Any) -> dict:
@@ -509,9 +512,21 @@ class _Post:
         self.plan, self.ways, self.inputs, self.confidence = plan, ways, inputs, confidence
 
     def __call__(self, row: dict) -> dict:
+        return self.outcome(row, self.ways.reply(row))
+
+    def errored(self, row: dict) -> dict:
+        """A row the engine failed on (vLLM's `should_continue_on_error=True` hands it back
+        with `__inference_error__` set, past the postprocess): its attempt's `model_error`,
+        read as any failed call is; the other rows as they are, without that column."""
+        error = row.get(ERROR_COLUMN)
+        if not error:
+            return {k: v for k, v in row.items() if k != ERROR_COLUMN}
+        return self.outcome(row, {"error": f"the engine failed on this row: {error}"})
+
+    def outcome(self, row: dict, reply: Any) -> dict:
         state = row.get(STATE)
         earlier = json.loads(state)["replies"] if state else []
-        out = self.plan.resolve(row, self.ways.reply(row), earlier=earlier)
+        out = self.plan.resolve(row, reply, earlier=earlier)
         cols = row_columns("failed" if out.status == "pending" else out.status, out.trace,
                            out.result, out.error, confidence=self.confidence)
         if out.status == "pending":
@@ -543,9 +558,9 @@ class DecisionProcessor:
         if have is None:
             have = list(ds.schema().names)
         inputs = [c for c in have if c != STATE]
+        post = _Post(self.plan, self.ways, inputs, self.confidence)
         llm = build_processor(self.config, preprocess=_Pre(self.plan, self.ways),
-                              postprocess=_Post(self.plan, self.ways, inputs, self.confidence),
-                              **self.build)
+                              postprocess=post, **self.build)
         done = []
         todo = ds
         # a Samples(n) decision asks n times per attempt, one reply a pass
@@ -553,6 +568,8 @@ class DecisionProcessor:
         self.passes = 0
         for _ in range(self.plan.attempts * n):
             out = llm(todo).materialize()
+            if ERROR_COLUMN in out.schema().names:
+                out = out.map(post.errored).materialize()
             self.passes += 1
             done.append(out.filter(lambda r: r["status"] != "pending"))
             todo = out.filter(lambda r: r["status"] == "pending").materialize()
@@ -600,8 +617,7 @@ def processor(template: str, options: Options, config: Any, *, model: str | None
                    model=model, **settings)
     _check_carried(options=options, **settings)
     ways = _Ways(config, model, dict(sampling or {}))
-    limit = shared_limit(rate_limit)
-    if limit is not None:
+    if check_rate_limit(rate_limit) is not None:   # checked before the actor is made
         if not ways.http:
             raise UsageError("rate_limit= paces HTTP requests; a vLLMEngineProcessorConfig runs "
                              "the engine in the workers and sends none: drop rate_limit=")
@@ -609,6 +625,8 @@ def processor(template: str, options: Options, config: Any, *, model: str | None
             raise UsageError("rate_limit= opens the HTTP stage's sessions itself "
                              "(session_factory=paced_session): leave the config's "
                              "session_factory unset")
+    limit = shared_limit(rate_limit)
+    if limit is not None:
         config = config.model_copy(update={
             "session_factory": functools.partial(paced_session, limit[0])})
     return DecisionProcessor(plan, config, ways, bool(settings.get("confidence")),

@@ -117,3 +117,38 @@ def test_a_processor_needs_a_model_name_for_an_http_endpoint_and_no_tools_on_vll
         opray.processor(TEMPLATE, OPTIONS, {"url": "x"}, model="m")
     with pytest.raises(UsageError, match="timeout_s"):
         opray.processor(TEMPLATE, OPTIONS, config, model="m", timeout_s=5)
+
+
+def test_the_vllm_engine_gets_messages_and_the_decisions_schema_as_structured_output():
+    """vLLM cannot run here (no GPU): the config is built as Ray's docs give it, and what the
+    processor hands its engine stage, and reads back from it, is checked without the engine."""
+    from ray.data.llm import vLLMEngineProcessorConfig
+
+    from openprogram import ray as opray
+    from openprogram.ray import _Post
+    config = vLLMEngineProcessorConfig(model_source="Qwen/Qwen2.5-0.5B-Instruct",
+                                       concurrency=1, batch_size=8)
+    proc = opray.processor(TEMPLATE, OPTIONS, config, mode="json_schema",
+                           sampling={"temperature": 0, "max_tokens": 128})
+    row = rows(3)[1]
+    sent = proc.ways.send(proc.plan.request(row))
+    assert sent["messages"] == [{"role": "user", "content": TEMPLATE.format(**row)}]
+    params = sent["sampling_params"]
+    assert params["temperature"] == 0 and params["max_tokens"] == 128
+    schema = params["structured_outputs"]["json"]
+    assert schema == proc.plan.request(row)["response_format"]["schema"]
+    post = _Post(proc.plan, proc.ways, ["id", "message", "expected"], False)
+    out = post({**row, **sent, "generated_text": '{"decision": {"call": "escalate"}}',
+                "num_generated_tokens": 9})
+    assert out["status"] == "resolved" and json.loads(out["result"]) == "ESCALATE"
+    assert out["tokens_out"] == 9 and out["id"] == 1 and "sampling_params" not in out
+    # a row the engine failed on (should_continue_on_error=True) is its attempt's model error
+    failed = post.errored({**row, **sent, "__inference_error__": "CUDA out of memory"})
+    assert failed["status"] == "failed" and failed["error_kind"] == "model_error"
+    assert "CUDA out of memory" in failed["error"] and json.loads(failed["trace"])["attempts"]
+    assert post.errored({**out, "__inference_error__": ""}) == out
+    with pytest.raises(UsageError, match="takes no tools"):
+        opray.processor(TEMPLATE, OPTIONS, config, mode="tools").ways.send(
+            decision.plan(TEMPLATE, OPTIONS, mode="tools").request(row))
+    with pytest.raises(UsageError, match="rate_limit= paces HTTP"):
+        opray.processor(TEMPLATE, OPTIONS, config, rate_limit=60)
