@@ -2,13 +2,14 @@
 
 The same 20,000 rows, a model answering after 20 ms (ScriptedRuntime, latency 0.02), the same
 rows in flight per process (concurrency 64): `evaluate` in this process, then
-`openprogram.ray.decide` on a local Ray (`ray.init(num_cpus=2)`) with 1 and 2 workers, then
-`evaluate` again (with Ray's idle processes running beside it). For each: wall time, rows per
-second, and the processor time per row of every process involved (this one and, for Ray, its
-raylet, GCS and workers: every descendant of this process, read from /proc). Last, the adapter's
-own overhead per row: one worker's `__call__` on batches of 1,000 rows against `evaluate` on the
-same rows in this process, with a model that answers at once, interleaved (A B A B ...), so only
-what `decide` adds — reading the Arrow batch, the output columns, the trace as JSON — differs.
+`openprogram.ray.decide` with 1 and 2 workers, then `evaluate` again, all with a local Ray
+(`ray.init(num_cpus=2)`) started first and idle beside the `evaluate` runs. For each: wall
+time, rows per second, and the processor time per row of every process involved (this one
+and, for Ray, its raylet, GCS and workers: every descendant of this process, read from /proc).
+Last, the adapter's own overhead per row: one worker's `__call__` on batches of 1,000 rows
+against `evaluate` on the same rows in this process, with a model that answers at once,
+interleaved (A B A B ...), so only what `decide` adds — reading the Arrow batch, the output
+columns, the trace as JSON — differs.
 
     .venv/bin/python benchmarks/bench_ray.py     (about 90 s on 2 cores; Linux: reads /proc)
 """
@@ -148,22 +149,27 @@ def main() -> None:
     data = rayhelp.rows(ROWS)
     ideal = ROWS * LATENCY / CONCURRENCY
     print(f"  ideal for one process: {ideal:.2f} s ({ROWS / ideal:.0f} rows/s)")
-    figures = {"evaluate": measured("evaluate, one process", lambda: in_process(data))}
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     t0 = time.perf_counter()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(
                  [HELPERS, *filter(None, [os.environ.get("PYTHONPATH")])]),
-                                       "RAY_AUTH_MODE": "disabled"}})
+                 "RAY_AUTH_MODE": "disabled"}})
+    figures = {}
     try:
         ctx = ray.data.DataContext.get_current()
         ctx.enable_progress_bars = False
         ctx.print_on_execution_start = False
-        print(f"  ray.init: {time.perf_counter() - t0:.1f} s")
+        print(f"  ray.init: {time.perf_counter() - t0:.1f} s (Ray idles beside every run below)")
+        idle = Sampler()
+        time.sleep(5)
+        print(f"  Ray idle: {idle.total() / 5 * 100:.0f}% of a CPU (raylet, GCS, this driver's "
+              f"threads; part of every figure below)")
+        figures["evaluate"] = measured("evaluate, one process", lambda: in_process(data))
         for workers in (1, 2):
             figures[f"ray{workers}"] = measured(f"decide, {workers} worker(s)",
                                                 lambda: on_ray(data, workers))
-        figures["evaluate2"] = measured("evaluate, beside idle Ray", lambda: in_process(data))
+        figures["evaluate2"] = measured("evaluate again", lambda: in_process(data))
     finally:
         ray.shutdown()
     base = figures["evaluate"]

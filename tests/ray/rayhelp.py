@@ -128,3 +128,9 @@ class PerSecond:
                               err_type="rate_limit_error")
             self.seen.append(now)
         return text(reply_for(last_user_text(body)))
+
+
+def cached(path: str):
+    """The scripted model behind a `CachedRuntime` on `path`, a file every worker shares."""
+    from openprogram.runtimes import CachedRuntime
+    return CachedRuntime(scripted(), path)

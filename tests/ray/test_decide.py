@@ -89,6 +89,25 @@ def test_a_worker_killed_mid_job_leaves_every_row_in_the_output_exactly_once(tmp
     assert sum(r["status"] == "failed" for r in out.values()) == len(range(0, 400, 11))
 
 
+def test_a_repeated_job_with_a_cached_runtime_pays_only_for_new_rows(tmp_path):
+    """Two workers share one cache file (evaluate's request keys): the second job, over the same
+    rows and ten new ones, answers the first job's rows from the file and asks only the new."""
+    import ray
+
+    from openprogram import ray as opray
+    factory = functools.partial(rayhelp.cached, str(tmp_path / "cache.jsonl"))
+    data = [r for r in rows(44) if r["id"] % 11 and r["id"] % 7]    # one attempt each
+    first = by_id(opray.decide(ray.data.from_items(data[:24]), TEMPLATE, OPTIONS,
+                               runtime=factory, workers=2, batch_size=6))
+    again = by_id(opray.decide(ray.data.from_items(data), TEMPLATE, OPTIONS, runtime=factory,
+                               workers=2, batch_size=6))
+    assert not any(r["cached"] for r in first.values())
+    assert {k for k, r in again.items() if r["cached"]} == set(first)
+    assert all(again[k]["chosen"] == first[k]["chosen"] for k in first)
+    lines = (tmp_path / "cache.jsonl").read_text().splitlines()
+    assert len(lines) == 1 + len(data)    # its header, then one line per request, never twice
+
+
 @pytest.mark.slow
 def test_300_rows_against_the_loopback_server_with_a_25_per_second_limit_all_resolve(tmp_path):
     """The server allows 25 requests in any second and answers 429 to more; the job is given
