@@ -360,6 +360,10 @@ def decide(ds: Any, template: str, options: Options, *, runtime: Callable[[], An
     status "failed" and its error columns set; the job goes on."""
     factory = _factory(runtime)
     _split(settings, "decide()")
+    for k in ("runtime_name", "model", "takes_menu"):
+        if k in settings:
+            raise UsageError(f"decide() takes no {k}=: the runtime the factory builds names "
+                             f"its model (the traces record its name)")
     check = RowPlan(template, options, **{k: v for k, v in settings.items() if k != "timeout_s"})
     _check_columns(ds, check, "decide()")
     _positive(workers, "workers")

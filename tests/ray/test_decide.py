@@ -200,6 +200,9 @@ def test_settings_ray_cannot_carry_are_named():
     with pytest.raises(UsageError, match="journal="):
         opray.decide(ray.data.from_items(rows(3)), TEMPLATE, OPTIONS,
                      runtime=rayhelp.scripted, journal="x.jsonl")
+    with pytest.raises(UsageError, match="model="):
+        opray.decide(ray.data.from_items(rows(3)), TEMPLATE, OPTIONS,
+                     runtime=rayhelp.scripted, model="gpt")
     with pytest.raises(Exception, match="max_retries"):
         opray.decide(ray.data.from_items(rows(3)), TEMPLATE, OPTIONS,
                      runtime=rayhelp.scripted, max_retries=-1)
