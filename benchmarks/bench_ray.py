@@ -149,17 +149,10 @@ def main() -> None:
     data = rayhelp.rows(ROWS)
     ideal = ROWS * LATENCY / CONCURRENCY
     print(f"  ideal for one process: {ideal:.2f} s ({ROWS / ideal:.0f} rows/s)")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     t0 = time.perf_counter()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(
-                 [HELPERS, *filter(None, [os.environ.get("PYTHONPATH")])]),
-                 "RAY_AUTH_MODE": "disabled"}})
+    rayhelp.start_ray(os.pathsep.join([HELPERS, *filter(None, [os.environ.get("PYTHONPATH")])]))
     figures = {}
     try:
-        ctx = ray.data.DataContext.get_current()
-        ctx.enable_progress_bars = False
-        ctx.print_on_execution_start = False
         print(f"  ray.init: {time.perf_counter() - t0:.1f} s (Ray idles beside every run below)")
         idle = Sampler()
         time.sleep(5)

@@ -47,16 +47,10 @@ def ray_processes() -> list[tuple[int, str]]:
 @pytest.fixture(scope="session")
 def ray_local():
     import ray
-    # loopback only: Ray's token authentication has nothing to protect here
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    path = os.pathsep.join([str(HERE), str(SUPPORT),
-                            *filter(None, [os.environ.get("PYTHONPATH")])])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": path, "RAY_AUTH_MODE": "disabled"}})
+    from rayhelp import start_ray
+    start_ray(os.pathsep.join([str(HERE), str(SUPPORT),
+                               *filter(None, [os.environ.get("PYTHONPATH")])]))
     try:
-        ctx = ray.data.DataContext.get_current()
-        ctx.enable_progress_bars = False
-        ctx.print_on_execution_start = False
         yield ray
     finally:
         ray.shutdown()

@@ -134,3 +134,28 @@ def cached(path: str):
     """The scripted model behind a `CachedRuntime` on `path`, a file every worker shares."""
     from openprogram.runtimes import CachedRuntime
     return CachedRuntime(scripted(), path)
+
+
+def start_ray(pythonpath: str) -> None:
+    """`ray.init(num_cpus=2)` as the tests and bench_ray start it: loopback only, quiet, its
+    workers finding `pythonpath`. On this shared 2-core machine a loaded moment can make Ray's
+    start miss its own deadlines (the raylet waits 30 s for its agent, the driver 30 s for the
+    raylet): the agent's wait is raised, and a start that timed out is made again (twice)."""
+    import ray
+    # loopback only: Ray's token authentication has nothing to protect here
+    env = {"RAY_AUTH_MODE": "disabled", "RAY_agent_register_timeout_ms": "120000",
+           "RAY_worker_register_timeout_seconds": "120"}
+    for k, v in env.items():
+        os.environ.setdefault(k, v)
+    for attempt in range(3):
+        try:
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+                     runtime_env={"env_vars": {"PYTHONPATH": pythonpath, **env}})
+            break
+        except Exception as exc:
+            ray.shutdown()
+            if "timed out during startup" not in str(exc) or attempt == 2:
+                raise
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+    ctx.print_on_execution_start = False
