@@ -185,6 +185,16 @@ class DecisionMagics(Magics):
             raise UsageError(f"{flag} {expr!r} is {_a(type(value).__name__)}; {need}")
         return value
 
+    def _menu(self, expr: str):
+        """The option set OPTIONS names, as the menu a decision would use (a UsageError naming
+        it when it is not one)."""
+        options = self._eval(expr, "OPTIONS")
+        from openprogram.decision.options import OptionError, normalize
+        try:
+            return normalize(options)
+        except (OptionError, TypeError) as exc:
+            raise UsageError(f"OPTIONS {expr!r} is not a usable option set: {exc}") from None
+
     def _context(self, expr: str | None):
         return self._named(expr, "--context", lambda v: isinstance(v, dict),
                            "it must be a dict of the hidden parameters' values")
@@ -376,13 +386,8 @@ class DecisionMagics(Magics):
         args = self._parse(self.decision_menu, line)
         if args is None:
             return None
-        options = self._eval(args.options, "OPTIONS")
-        from openprogram.decision.options import OptionError, normalize, render_menu
-        try:
-            menu = normalize(options)
-        except (OptionError, TypeError) as exc:
-            raise UsageError(f"OPTIONS {args.options!r} is not a usable option set: {exc}") \
-                from None
+        from openprogram.decision.options import render_menu
+        menu = self._menu(args.options)
         # shown as HTML in the library's wrapper, not printed: the front end would make links
         # of URLs in the option texts, and MathJax typeset their `$...$`
         from IPython.display import display
@@ -409,14 +414,8 @@ class DecisionMagics(Magics):
         args = self._parse(self.decision_lint, line)
         if args is None:
             return None
-        options = self._eval(args.options, "OPTIONS")
         from openprogram import decision
-        from openprogram.decision.options import OptionError
-        try:
-            return decision.lint(options)
-        except (OptionError, TypeError) as exc:
-            raise UsageError(f"OPTIONS {args.options!r} is not a usable option set: {exc}") \
-                from None
+        return decision.lint(self._menu(args.options))
 
     # -- %decision_runtime --------------------------------------------------------------------
     @no_var_expand
