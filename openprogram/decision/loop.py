@@ -172,7 +172,6 @@ class Decider:
         self.context = dict(settings.context or {})
         self.deadline = deadline
         self.by_name = menu.by_name if isinstance(menu, Menu) else {o.name: o for o in menu}
-        self.names = list(self.by_name)
         self.menu_text = menu_text if menu_text is not None else render_menu(menu)
         # What the mode adds to every model call (tools, schema), built once per decision: in
         # tools mode it is every option's JSON Schema.
@@ -190,6 +189,11 @@ class Decider:
         self.shown: Attempt | None = None  # the last record an observer was handed
         self._t0 = time.perf_counter()
         self._emit("decision_started", self.trace)
+
+    @property
+    def names(self) -> list[str]:
+        """The option names, in menu order (made when asked: most decisions never ask)."""
+        return list(self.by_name)
 
     @property
     def cur(self) -> Attempt:
