@@ -71,7 +71,8 @@ def _first_flag(line: str, flags: list[str]) -> int:
 
 def _decision_flags(func):
     """The flags %%decide and %%agent share: --runtime, --context, --timeout, --mode,
-    --repair, --validate, --reask, --confidence, --min-confidence, --low-confidence, --as."""
+    --repair, --validate, --reask, --confidence, --min-confidence, --low-confidence,
+    --pick-set, --as."""
     for flag in reversed([
             argument("--runtime", "-r", default=None,
                      help="the Runtime to call (default: the one set with %%decision_runtime)"),
@@ -102,7 +103,12 @@ def _decision_flags(func):
                      help="a pick below this probability fails as low_confidence, or resolves "
                           "--low-confidence's option instead"),
             argument("--low-confidence", default=None, metavar="OPTION",
-                     help="the option to resolve when the pick is below --min-confidence"),
+                     help="the option to resolve when the pick is below --min-confidence, or "
+                          "its --pick-set set holds more than the pick"),
+            argument("--pick-set", default=None, metavar="NAME",
+                     help="a calibrated pick-set policy (result.conformal(alpha)): the "
+                          "decision resolves when the set is the pick alone, and "
+                          "--low-confidence's option (or fails as low_confidence) otherwise"),
             argument("--as", dest="as_name", default=None, metavar="NAME",
                      help="also bind the result to this variable")]):
         func = flag(func)
@@ -244,6 +250,12 @@ class DecisionMagics(Magics):
             return Samples(int(text))
         return self._eval(text, "--confidence")
 
+    def _pick_set(self, expr: str | None) -> Any:
+        from openprogram.decision.conformal import PickSetPolicy
+        return self._named(expr, "--pick-set", lambda v: isinstance(v, PickSetPolicy),
+                           "it must be a pick-set policy, what result.conformal(alpha) "
+                           "returns")
+
     def _check_mode(self, rt, mode: str) -> None:
         from openprogram.base.model_protocol import check_modes
         try:
@@ -301,7 +313,8 @@ class DecisionMagics(Magics):
                  validate=self._validate(args.validate), reask=self._reask(args.reask),
                  confidence=self._confidence(args.confidence),
                  min_confidence=args.min_confidence, low_confidence=args.low_confidence,
-                 repair=args.repair), f"%%{magic.__name__}", MAGIC)
+                 pick_set=self._pick_set(args.pick_set), repair=args.repair),
+            f"%%{magic.__name__}", MAGIC)
         call, tools = start(args, prompt, options, settings)
         result = self._run(call, options, args.options, ctx, tools)
         self._bind(args.as_name, result)

@@ -27,7 +27,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any
 
-__all__ = ["PickSetPolicy", "check_alpha", "min_rows", "quantile_rank", "fit", "text_key"]
+__all__ = ["PickSetPolicy", "check_alpha", "min_rows", "quantile_rank", "fit", "text_key",
+           "check_pick_set", "check_on"]
 
 
 def check_alpha(alpha: Any, where: str = "conformal") -> Fraction:
@@ -71,6 +72,27 @@ def fit(scores: Sequence[float], alpha: Any, where: str = "conformal") -> tuple[
             f"distribution and an expected pick (at least {need})")
     k = quantile_rank(n, a)
     return sorted(scores)[k - 1], k
+
+
+def check_pick_set(value: Any, where: str = "") -> PickSetPolicy | None:
+    """`pick_set=`: None, or a `PickSetPolicy` (what `EvaluationResult.conformal` returns)."""
+    if value is None or isinstance(value, PickSetPolicy):
+        return value
+    raise UsageError(f"{where or 'decision.make'}(pick_set=...) takes a PickSetPolicy, what "
+                     f"result.conformal(alpha) returns for an evaluation with confidence= and "
+                     f"expected=; got {type(value).__name__}")
+
+
+def check_on(policy: PickSetPolicy, names: Sequence[str], menu_text: str, way: Any,
+             source: Any, shortlist: Any, where: str) -> None:
+    """A decision's `pick_set=` checked against what it asks, before any model call: the whole
+    menu (no shortlist), the option set, menu text, way of asking and kind of distribution the
+    policy was fitted on."""
+    if shortlist is not None:
+        raise UsageError(f"{where}(pick_set=..., shortlist=...): a pick set is calibrated over "
+                         f"the whole menu, and a shortlist shows each request a part of it; "
+                         f"drop shortlist=")
+    policy.check(names, menu_text, way.name, source.distribution, source.sample_count, where)
 
 
 def text_key(text: str) -> str:

@@ -174,12 +174,17 @@ class EvaluationResult(ConfidenceMetrics):
                 out.cascade[r["row"]] = [tuple(st) for st in r["cascade"]]
             columns.update(dict.fromkeys(r.get("input") or {}))
         has_expected = has_expected or bool(head.get("expected"))
-        return cls(prompt=head.get("prompt") or "", options=head.get("options") or [],
+        result = cls(prompt=head.get("prompt") or "", options=head.get("options") or [],
                    columns=list(columns), records=None, outcomes=out, rows=None,
                    has_expected=has_expected, wall_s=float("nan"),
                    concurrency=head.get("concurrency") or 1, runtime=head.get("runtime"),
                    interrupted=False, name=None if section == "evaluate" else section,
                    journal=Path(path), shared=shared.get(section))
+        policy = (head.get("confidence") or {}).get("pick_set")
+        if policy is not None:   # the run decided with a pick set: its figures come back
+            from ..decision.conformal import PickSetPolicy
+            result.pick_set = PickSetPolicy.from_dict(policy)
+        return result
 
     # -- per row ------------------------------------------------------------------------------
     def __len__(self) -> int:
