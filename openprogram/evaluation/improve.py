@@ -456,8 +456,13 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, proposer: An
 
     # Every candidate is known before any is tried (its text is asked for only when tried),
     # so the report can say how many the budget left.
+    ranked, confused, pairs = _ranked_options(current, train, labels, base_train,
+                                              bool(scorer.uses_p))
+    # which pairs the training rows show the model confusing: their options come first
+    report["confused_pairs"] = [{"options": [a, b], "mass": mass}
+                                for a, b, mass, *_ in pairs[:5]]
     candidates = list(_candidates(prompt, current, train, table, labels, base_train,
-                                  propose, max_examples, rename, bool(scorer.uses_p)))
+                                  propose, max_examples, rename, ranked, confused))
     applies: list[tuple[int, Callable | None]] = []   # per edit: where, and how to redo it
     for kind, pos, build in candidates:
         if not scorer.affordable(train + held):
@@ -606,12 +611,13 @@ async def aimprove(prompt: str, options: Any, rows: Any, **kwargs: Any) -> Impro
 
 
 def _ranked_options(menu: list[Option], train: list[int], labels: list[str], base: dict,
-                    uses_p: bool) -> tuple[list[int], dict[str, list[tuple[str, list[str]]]]]:
+                    uses_p: bool) -> tuple[list[int], dict[str, list[tuple[str, list[str]]]],
+                                           list[tuple[str, str, float, float, float]]]:
     """The positions of the options in the order their candidates are proposed — the options
     of the most confused pairs first (the probability mass each took on the other's training
     rows; with no distributions, a wrong pick is all its mass), then the others by how often
     they were involved in a wrong pick — and, per option, the options it is confused with, with
-    the words their menu lines share."""
+    the words their menu lines share; and the pairs, most confused first."""
     names = [o.name for o in menu]
     rows = []
     for k, i in enumerate(train):
@@ -641,19 +647,20 @@ def _ranked_options(menu: list[Option], train: list[int], labels: list[str], bas
         shared = shared_words(words[a], words[b], everyone)
         confused[a].append((b, shared))
         confused[b].append((a, shared))
-    return [names.index(n) for n in order], confused
+    return [names.index(n) for n in order], confused, pairs
 
 
 def _candidates(prompt: str, menu: list[Option], train: list[int], table: list[dict],
                 labels: list[str], base: dict, propose: Callable | None, max_examples: int,
-                rename: bool, uses_p: bool = False):
-    """(kind, position, build) of each candidate edit, the most confused options first. A
+                rename: bool, ranked: list[int],
+                confused: dict[str, list[tuple[str, list[str]]]]):
+    """(kind, position, build) of each candidate edit, the options in `ranked` order (the
+    most confused first; `confused` says with which, for the proposer's evidence). A
     build takes the option as it is now (after earlier kept edits) and the names the menu
     uses now, and returns (apply, before, after) — `apply` makes the edit on an option, so a
     combination can make it again on top of others — or None when nothing usable came of it.
     Only training rows feed them."""
     names = [o.name for o in menu]
-    ranked, confused = _ranked_options(menu, train, labels, base, uses_p)
     for pos in ranked:
         name = names[pos]
         mine = [k for k, i in enumerate(train) if labels[i] == name]

@@ -215,6 +215,8 @@ def test_improve_proposes_for_the_most_confused_pair_first():
     assert imp.report["measured_on"] == "mean_p_expected"
     order = list(dict.fromkeys(e["option"] for e in imp.edits))
     assert order[:2] == ["refund", "credit"]
+    top = imp.report["confused_pairs"][0]
+    assert top["options"] == ["refund", "credit"] and top["mass"] == pytest.approx(0.4)
     assert asked[0] == ("refund", [("credit", ["money"])])
     assert dict(asked)["credit"] == [("refund", ["money"])]
     assert dict(asked)["track"] == [("login", [])]
