@@ -706,8 +706,8 @@ class Plan:
         # without a shortlist the model sees the whole menu, the same text for every prompt
         self.menu_text = render_menu(menu) if settings.shortlist is None else None
         if settings.pick_set is not None:
-            check_on(settings.pick_set, [o.name for o in menu], self.menu_text or "", way,
-                     source, settings.shortlist, where)
+            check_on(settings.pick_set, [o.name for o in menu],
+                     self.menu_text or render_menu(menu), way, source, settings.shortlist, where)
 
     async def run(self, prompt: str, *, sync: bool,
                   keep: list[DecisionTrace] | None = None) -> Any:
