@@ -28,27 +28,33 @@ class RunHooks:
     context variables of its own."""
 
     def node_started(self, node: Any) -> Any:
-        """A DAG node (`runtime.dag.Node`) started; what this returns is handed back to
-        `node_finished` for the same node."""
+        """A DAG node (`runtime.dag.Node`) started; what this returns (the node's token) is
+        handed back to `node_finished` for the same node, and for a model call's node to
+        `model_call` too (its span keeps it: `span.run`, `span.run_token`)."""
 
     def node_finished(self, node: Any, token: Any) -> None:
         """The node's span ended: its status, duration and tokens are final."""
 
-    def model_call(self, runtime: Any, messages: list, tools: list | None,
+    def model_call(self, runtime: Any, token: Any, messages: list, tools: list | None,
                    on_text: Callable[[str], None] | None, timeout: float | None,
                    mode_args: dict) -> Any:
-        """Make (or answer) one model call of `runtime` inside its DAG node: return the
-        `ModelResponse` `runtime.complete(...)` would, recorded."""
+        """Make (or answer) one model call of `runtime` inside its DAG node (`token`, what
+        `node_started` returned for it): return the `ModelResponse` `runtime.complete(...)`
+        would, recorded."""
         raise NotImplementedError
 
-    async def amodel_call(self, runtime: Any, messages: list, tools: list | None,
-                          on_text: Callable[[str], None] | None, timeout: float | None,
-                          mode_args: dict) -> Any:
+    async def amodel_call(self, runtime: Any, token: Any, messages: list,
+                          tools: list | None, on_text: Callable[[str], None] | None,
+                          timeout: float | None, mode_args: dict) -> Any:
         """`model_call` for the async path (`runtime.acomplete`)."""
         raise NotImplementedError
 
     def decision_started(self, trace: Any) -> None:
         """A decision's trace was made, inside its DAG node."""
+
+    #: Whether `options()` may give a decision another option set (a fork that edits one):
+    #: every other run is not asked.
+    edits_options = False
 
     def options(self, options: Any) -> Any:
         """The option set of the decision about to start: `options`, or another one."""
@@ -69,4 +75,4 @@ def edited_options(options: Any) -> Any:
     """The option set of a decision about to start: `options` itself, or the one a fork swaps
     in at its fork point (`run.fork(at=k, options=...)` or `pick=`)."""
     run = current_run.get()
-    return options if run is None else run.options(options)
+    return options if run is None or not run.edits_options else run.options(options)

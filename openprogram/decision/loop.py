@@ -44,7 +44,7 @@ from ..base.model_protocol import (
     settle_value,
 )
 from ..base.redaction import redact_decoded
-from ..base.run_hooks import current_run, edited_options
+from ..base.run_hooks import current_run
 from ..trace.confidence import (
     ConfidenceAsk,
     check_confidence,
@@ -822,7 +822,9 @@ class Plan:
         deadline_after(timeout_s)  # checked now; each run's deadline counts from its start
         self.timeout_s, self.entry, self.validate = timeout_s, entry, validate
         self.shortlist = check_shortlist(shortlist)
-        self.menu = menu = normalize(edited_options(options))  # a fork may edit them
+        run = current_run.get()  # a fork may give this decision another option set
+        self.menu = menu = normalize(options if run is None or not run.edits_options
+                                     else run.options(options))
         check_context(menu, context)
         self.context = context
         self.runtime = rt = resolve_runtime(runtime, entry)

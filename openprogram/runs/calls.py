@@ -12,6 +12,8 @@ recorded failure again.
 """
 from __future__ import annotations
 
+import bisect
+
 from ..base.errors import ModelCallError
 from ..base.filesecrets import scrub
 from ..base.model_protocol import ModelResponse, ToolCall
@@ -59,105 +61,169 @@ def copied(resp: ModelResponse) -> ModelResponse:
     return out
 
 
-#: What a model call's record holds until it is set (see `RecordedCall.__getattr__`).
-_CALL_DEFAULTS = {"attempt": None, "response": None, "error": None, "source": "live",
-                  "_request": None, "_key": None, "_settings": None, "_response_record": None,
-                  "_runtime_name": None, "_duration": None}
-
-
 class RecordedCall:
-    """One model call of a run: its place (`node`, the decision it served and that decision's
-    attempt, `before` = how many decisions had started when it was made), the runtime that
-    answered (`runtime`, its name in `runtime_name`), the request, and the response or the
-    failure; `source` says who answered: "live" (the runtime), "recording" (the run being
-    forked), "edit" (the fork's edit). Made on every model call of a recorded program, so it
-    sets only what it is made with; the rest reads as its default until set."""
+    """One model call of a run, read from its node (`node`, a RunNode of kind "model_call",
+    which keeps the recording: see `nodes.LAZY`): its place (the decision it served and that
+    decision's attempt, `before` = how many decisions had started when it was made), the
+    runtime that answered (`runtime`, its name in `runtime_name`), the request, and the
+    response or the failure; `source` says who answered: "live" (the runtime), "recording"
+    (the run being forked), "edit" (the fork's edit). `run.calls` lists them."""
 
-    __slots__ = ("seq", "node", "before", "runtime", "messages", "tools", "mode_args",
-                 *_CALL_DEFAULTS)
+    __slots__ = ("node",)
 
-    def __init__(self, seq: int, node: RunNode | None, before: int, runtime: Any,
-                 messages: list | None, tools: list | None, mode_args: dict | None):
-        self.seq, self.node, self.before, self.runtime = seq, node, before, runtime
-        self.messages, self.tools, self.mode_args = messages, tools, mode_args
+    def __init__(self, node: RunNode):
+        self.node = node
 
-    def __getattr__(self, name: str) -> Any:
-        # only reached for a slot never set
-        try:
-            return _CALL_DEFAULTS[name]
-        except KeyError:
-            raise AttributeError(f"'RecordedCall' object has no attribute {name!r}") from None
+    @property
+    def seq(self) -> int:
+        return self.node.seq
 
     @property
     def decision(self) -> int | None:
         """The index of the decision the call served (None outside any)."""
+        return self.node.in_decision
+
+    @property
+    def attempt(self) -> int | None:
+        return self.node.attempt
+
+    @property
+    def before(self) -> int:
+        """How many decisions had started when the call was made (worked out from the order
+        the run's nodes started in, unless a fork or a saved run set it)."""
         node = self.node
-        return None if node is None else node.in_decision
+        if node.before is None:
+            seqs = [d.seq for d in node.run.decisions]
+            node.before = bisect.bisect_left(seqs, node.seq)
+        return node.before
+
+    @property
+    def runtime(self) -> Any:
+        return self.node.rt
+
+    @runtime.setter
+    def runtime(self, runtime: Any) -> None:
+        self.node.rt = runtime
 
     @property
     def runtime_name(self) -> str | None:
-        name = self._runtime_name
-        return getattr(self.runtime, "name", None) if name is None else name
+        return self.node.runtime
 
     @runtime_name.setter
     def runtime_name(self, name: str | None) -> None:
-        self._runtime_name = name
+        self.node.runtime = name
 
     @property
-    def duration_s(self) -> float | None:
-        if self._duration is not None:
-            return self._duration
-        return None if self.node is None else self.node.duration_s
+    def source(self) -> str:
+        return self.node.source or "live"
+
+    @source.setter
+    def source(self, source: str) -> None:
+        self.node.source = source
+
+    @property
+    def mode_args(self) -> dict:
+        req = self.node.req
+        return {} if req is None else (req[3] or {})
+
+    def _rec(self) -> dict:
+        node = self.node
+        rec = node.rec
+        if rec is None:
+            rec = node.rec = {}
+        return rec
 
     # -- the request ------------------------------------------------------------------------
     @property
     def request(self) -> dict:
         """The request as a cassette line holds it (keys masked)."""
-        if self._request is None:
-            self._request = scrub(request_record(self.messages or [], self.tools,
-                                                 self.mode_args))
-        return self._request
+        rec = self._rec()
+        request = rec.get("request")
+        if request is None:
+            messages, n, tools, mode_args = self.node.req or ((), 0, None, None)
+            request = rec["request"] = scrub(request_record(list(messages[:n]), tools,
+                                                            mode_args))
+        return request
 
     @property
     def key(self) -> str:
         """The digest of the request (`ask_key`): equal for byte-for-byte equal requests."""
-        if self._key is None:
-            self._key = ask_key(self.request)
-        return self._key
+        rec = self._rec()
+        key = rec.get("key")
+        if key is None:
+            key = rec["key"] = ask_key(self.request)
+        return key
 
     @property
     def settings(self) -> dict | None:
         """The model settings that answered (`settings_of`), made when first asked for."""
-        if self._settings is None and self.runtime is not None:
-            self._settings = settings_of(self.runtime)
-        return self._settings
+        rec = self._rec()
+        if "settings" not in rec and self.node.rt is not None:
+            rec["settings"] = settings_of(self.node.rt)
+        return rec.get("settings")
+
+    @settings.setter
+    def settings(self, settings: dict | None) -> None:
+        self._rec()["settings"] = settings
 
     # -- the answer -------------------------------------------------------------------------
     @property
+    def error(self) -> dict | None:
+        return self.node.err
+
+    @property
+    def response(self) -> ModelResponse | None:
+        """The recorded response (a fresh object), or None (failed, or not finished)."""
+        resp = self.node.resp
+        if resp is not None:
+            return copied(resp)
+        record = (self.node.rec or {}).get("response")
+        return None if record is None else answer_entry({"response": record})
+
+    @property
     def response_record(self) -> dict | None:
-        if self._response_record is None and self.response is not None:
-            self._response_record = response_record(self.response)
-        return self._response_record
+        rec = self._rec()
+        record = rec.get("response")
+        if record is None and self.node.resp is not None:
+            record = rec["response"] = response_record(self.node.resp)
+        return record
 
     @property
     def finished(self) -> bool:
-        return self.response is not None or self._response_record is not None or \
-            self.error is not None
+        node = self.node
+        return node.resp is not None or node.err is not None or \
+            (node.rec or {}).get("response") is not None
+
+    @property
+    def duration_s(self) -> float | None:
+        saved = (self.node.rec or {}).get("duration_s")
+        return saved if saved is not None else self.node.duration_s
 
     def answer(self) -> ModelResponse:
         """The recorded reply, as a fresh `ModelResponse`, or the recorded failure raised."""
-        if self.error is not None:
-            err = self.error
+        err = self.node.err
+        if err is not None:
             raise ModelCallError(err.get("message") or "recorded failure",
                                  partial=err.get("partial") or "",
                                  kind=err.get("kind") or "model_error")
-        if self.response is not None:
-            return copied(self.response)
-        if self._response_record is None:
+        resp = self.response
+        if resp is None:
             raise ModelCallError("this recorded model call never finished (the run was "
                                  "stopped during it), so it cannot be answered again",
                                  kind="model_error")
-        return answer_entry({"response": self._response_record})
+        return resp
+
+    def copy_from(self, other: RecordedCall) -> None:
+        """Take `other`'s answer, runtime and settings as this call's (a fork answered from a
+        recording): what it was asked stays this call's own."""
+        node, src = self.node, other.node
+        node.resp, node.err, node.rt = src.resp, src.err, src.rt
+        node.runtime = other.runtime_name
+        rec = self._rec()
+        if (src.rec or {}).get("response") is not None:
+            rec["response"] = src.rec["response"]
+        if "settings" in (src.rec or {}):
+            rec["settings"] = src.rec["settings"]
 
     # -- a cassette line --------------------------------------------------------------------
     def line(self, entry: str | None = None, mode: str | None = None) -> dict:
@@ -168,56 +234,64 @@ class RecordedCall:
         if self.decision is not None:
             place = {"id": self.decision, "entry": entry, "attempt": self.attempt or 1,
                      "mode": mode or "menu"}
-        out: dict = {"key": request_key(request, settings), "call": self.seq, "decision": place,
-                     "request": request, "settings": settings}
+        out: dict = {"key": request_key(request, settings), "call": self.seq,
+                     "decision": place, "request": request, "settings": settings}
         if self.error is not None:
             out["error"] = self.error
         else:
             out["response"] = self.response_record
         out["duration_s"] = None if self.duration_s is None else round(self.duration_s, 4)
-        out["run"] = {"node": None if self.node is None else self.node.id,
-                      "before": self.before, "source": self.source,
+        out["run"] = {"node": self.node.id, "before": self.before, "source": self.source,
                       "runtime": self.runtime_name}
         return out
 
     @classmethod
-    def from_line(cls, entry: dict, node: RunNode | None) -> RecordedCall:
+    def from_line(cls, entry: dict, node: RunNode) -> RecordedCall:
+        """A call read back from a saved run's line, kept on its node."""
         place = entry.get("run") or {}
-        out = cls(int(entry.get("call") or 0), node, int(place.get("before") or 0), None,
-                  None, None, None)
-        out._request, out._settings = entry["request"], entry.get("settings")
         decision = entry.get("decision")
-        out.attempt = decision.get("attempt") if isinstance(decision, dict) else None
-        out.runtime_name = place.get("runtime")
-        out.source = place.get("source") or "live"
-        out._duration = entry.get("duration_s")
+        node.attempt = decision.get("attempt") if isinstance(decision, dict) else None
+        node.before = int(place.get("before") or 0)
+        node.runtime, node.source = place.get("runtime"), place.get("source") or "live"
+        node.rec = {"request": entry["request"], "settings": entry.get("settings"),
+                    "duration_s": entry.get("duration_s")}
         if "error" in entry:
-            out.error = dict(entry["error"])
+            node.err = dict(entry["error"])
         else:
-            out._response_record = entry.get("response") or {}
-        return out
+            node.rec["response"] = entry.get("response") or {}
+        return cls(node)
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, RecordedCall) and other.node is self.node
+
+    def __hash__(self) -> int:
+        return id(self.node)
 
     def __repr__(self) -> str:
         state = "failed" if self.error is not None else "answered" if self.finished else \
             "running"
-        return f"<RecordedCall #{self.seq} {state} ({self.source}), decision {self.decision}>"
+        return f"<RecordedCall {self.node.id} {state} ({self.source}), decision {self.decision}>"
 
 
 class RecordedTool:
     """One live (MCP) tool call of a run: `call` is `{"server", "name", "arguments"}` (keys
     masked), then its `result` (JSON data) or `error`; `source` as for a model call."""
 
-    __slots__ = ("seq", "node", "decision", "before", "call", "result", "error", "done",
+    __slots__ = ("node", "decision", "before", "call", "result", "error", "done",
                  "duration_s", "source")
 
-    def __init__(self, seq: int, node: RunNode | None, before: int, call: dict):
-        self.seq, self.node, self.before, self.call = seq, node, before, call
+    def __init__(self, node: RunNode, before: int, call: dict):
+        self.node, self.before, self.call = node, before, call
         self.decision: int | None = None if node is None else node.in_decision
         self.result: Any = None
         self.error: dict | None = None
         self.done = False
         self.duration_s: float | None = None
         self.source = "live"
+
+    @property
+    def seq(self) -> int:
+        return self.node.seq
 
     @property
     def key(self) -> str:
@@ -247,8 +321,7 @@ class RecordedTool:
     @classmethod
     def from_line(cls, entry: dict, node: RunNode | None) -> RecordedTool:
         place = entry.get("run") or {}
-        out = cls(int(entry.get("call") or 0), node, int(place.get("before") or 0),
-                  entry["tool"])
+        out = cls(node, int(place.get("before") or 0), entry["tool"])
         decision = entry.get("decision")
         out.decision = decision.get("id") if isinstance(decision, dict) else None
         out.result, out.error = entry.get("result"), entry.get("error")

@@ -243,9 +243,8 @@ class ForkPlan:
 
     @staticmethod
     def _from(call: RecordedCall, rec: RecordedCall) -> Callable[[], Any]:
-        call.source, call.runtime, call.runtime_name = "recording", rec.runtime, \
-            rec.runtime_name
-        call._settings = rec._settings
+        call.copy_from(rec)
+        call.source = "recording"
         return rec.answer
 
     def _edit(self, call: RecordedCall) -> ModelResponse:

@@ -28,36 +28,48 @@ KINDS = ("run", "agent_method", "agentic_function", "decision", "model_call", "t
 SITED = frozenset({"agent_method", "agentic_function", "decision"})
 
 
+#: Fields a node leaves unset until they apply, read as None (see `RunNode.__getattr__`): what
+#: only some nodes have (a call site, an attempt, who answered), and a model call's recording
+#: (`calls.RecordedCall` reads it): its request, its response or error, the runtime asked, how
+#: many decisions had started, and what was read back or worked out later (`rec`).
+LAZY = frozenset({"site", "attempt", "src", "rt_name", "req", "resp", "err", "rt",
+                  "before", "rec", "index", "trace", "run_ref", "number"})
+
+
 class RunNode:
     """One node of a run's tree (see the module's text). The timing and outcome fields are read
-    from the DAG node, so they are current while the node runs."""
+    from the DAG node, so they are current while the node runs. A node is made on every DAG node
+    of a recorded program, so it sets only what every node has; a model call keeps its own
+    recording in its slots, as plain values the garbage collector need not visit (a run keeps
+    every call, and each object it keeps would cost every collection a visit)."""
 
-    __slots__ = ("run", "seq", "up", "dag_node", "in_decision", "site", "index", "attempt",
-                 "source", "runtime", "trace", "_children", "__weakref__")
+    __slots__ = ("up", "dag_node", *LAZY, "__weakref__")
 
-    def __init__(self, run: Any, seq: int, up: RunNode | None, dag_node: Node):
-        self.run, self.seq, self.up, self.dag_node = run, seq, up, dag_node
-        self.in_decision = None if up is None else up.in_decision
-        self.site: CallSite | None = None
+    def __init__(self, run: Any, seq: int | None, up: RunNode | None, dag_node: Node):
+        if up is None:
+            # the root holds the run, weakly: a run holds its nodes, and a node that held its
+            # run would make every run a reference cycle, which only the garbage collector
+            # frees (visiting all of it, traces and all) where dropping the run frees it at
+            # once; every other node finds the run through the root
+            self.run_ref = run.ref
+        self.up, self.dag_node = up, dag_node
+        if seq is not None:
+            self.number = seq
         self.index: int | None = None          # decision nodes: k in run.decisions
-        self.attempt: int | None = None        # model calls: the decision's attempt
-        self.source: str | None = None         # model / live tool calls: live, recording, edit
-        self.runtime: str | None = None        # model calls: the runtime that answered
         self.trace: Any = None                 # decision nodes: the DecisionTrace
-        self._children: list[RunNode] | None = None  # made with the first child
+
+    def __getattr__(self, name: str) -> Any:
+        # reached only for a slot not set (LAZY), or a name that is no field
+        if name in LAZY:
+            return None
+        raise AttributeError(f"'RunNode' object has no attribute {name!r}")
 
     @property
     def children(self) -> list[RunNode]:
-        """The nodes started under this one, in order (a leaf's is a new empty list)."""
-        kids = self._children
-        return [] if kids is None else kids
-
-    def _add_child(self, node: RunNode) -> None:
-        kids = self._children
-        if kids is None:
-            self._children = [node]
-        else:
-            kids.append(node)
+        """The nodes started under this one, in order. Found when asked for (a recorded
+        program does no work for it): from an index of the run's nodes by parent, made once
+        per size of the run."""
+        return self.run.children_of(self)
 
     @property
     def depth(self) -> int:
@@ -66,6 +78,58 @@ class RunNode:
         while node is not None:
             n, node = n + 1, node.up
         return n
+
+    @property
+    def in_decision(self) -> int | None:
+        """The index of the innermost decision at or above this node (None outside any)."""
+        node = self
+        while node is not None:
+            i = node.index
+            if i is not None:
+                return i
+            node = node.up
+        return None
+
+    @property
+    def run(self) -> Any:
+        """The run this node is part of (None once nothing else holds the run)."""
+        node = self
+        while node.up is not None:
+            node = node.up
+        return node.run_ref()
+
+    @property
+    def seq(self) -> int:
+        """The node's place in `run.nodes` (the number in its id): given when first asked for,
+        to every node started so far (a recorded program numbers nothing)."""
+        n = self.number
+        if n is None:
+            self.run.number_nodes()
+            n = self.number
+        return n
+
+    @property
+    def source(self) -> str | None:
+        """A model or live tool call: who answered it, "live" (asked), "recording" (the run a
+        fork was made of) or "edit" (the fork's edit); None for other nodes."""
+        src = self.src
+        if src is None and self.dag_node.kind in ("model_call", "mcp_call"):
+            return "live"
+        return src
+
+    @source.setter
+    def source(self, source: str | None) -> None:
+        self.src = source
+
+    @property
+    def runtime(self) -> str | None:
+        """A model call: the name of the runtime that answered (None for other nodes)."""
+        name = self.rt_name
+        return name if name is not None else getattr(self.rt, "name", None)
+
+    @runtime.setter
+    def runtime(self, name: str | None) -> None:
+        self.rt_name = name
 
     # -- identity and place ---------------------------------------------------------------
     @property
@@ -162,11 +226,9 @@ def rebuilt(run: Any, data: dict, up: RunNode | None) -> RunNode:
                input_tokens=data.get("input_tokens"), output_tokens=data.get("output_tokens"))
     node = RunNode(run, int(data.get("seq") or 0), up, dag)
     node.site = CallSite.from_dict(data.get("site"))
-    node.index, node.in_decision = data.get("index"), data.get("in_decision")
+    node.index = data.get("index")
     node.attempt, node.source = data.get("attempt"), data.get("source")
     node.runtime = data.get("runtime")
-    if up is not None:
-        up._add_child(node)
     return node
 
 

@@ -39,6 +39,7 @@ current_node: contextvars.ContextVar[RunNode | None] = contextvars.ContextVar(
     "openprogram_run_node", default=None)
 
 _perf = time.perf_counter
+_new = object.__new__
 
 
 class Recorder(RunHooks):
@@ -46,130 +47,150 @@ class Recorder(RunHooks):
 
     def __init__(self, run: Any, fork: Any = None):
         self.run, self.fork = run, fork
-        self._lock = Lock()        # a decision's index and place in run.decisions go together
+        self.edits_options = fork is not None and fork.kind in ("pick", "options")
+        self._lock = Lock()
         # node and call numbers: next() of a count is one step under the GIL, so a node or a
         # call takes no lock (a program's threads may add them at once)
-        self._seqs = itertools.count(len(run.nodes))   # the root is n0
-        self._calls = itertools.count(1)               # model and tool calls, together
+        self._append = run.nodes.append
+        self._decisions = itertools.count(len(run.decisions))
 
     # -- the tree ---------------------------------------------------------------------------
+    # Written for the common path, as plainly as Python allows: these run on every node of a
+    # recorded program (a node's fields set here rather than in RunNode.__init__, one call less)
     def node_started(self, dag_node: Node) -> Any:
+        node = _new(RunNode)
+        node.up = current_node.get()
+        node.dag_node = dag_node
         run = self.run
-        up = current_node.get()
-        node = RunNode(run, next(self._seqs), up, dag_node)
         kind = dag_node.kind
+        if kind == "model_call":
+            # a leaf: nothing starts under it, so it is not made the current node; its token
+            # is the node itself, which its model call records on
+            self._append(node)
+            if run.watchers:
+                run.notify("node_started", node)
+            return node
         if kind in SITED:
-            node.site = call_site(3)  # above this hook and the span: the frame that opened it
+            # above this hook and the span: the frame that opened it
+            node.site = call_site(3, dag_node.name)
             if kind == "decision":
-                lock = self._lock
-                lock.acquire()
-                node.index = node.in_decision = len(run.decisions)
-                run.decisions.append(node)
-                lock.release()
-                if self.fork is not None:
-                    self.fork.decision_started(self, node)
-        kids = up._children
-        if kids is None:
-            up._children = [node]
-        else:
-            kids.append(node)
-        run.nodes.append(node)
+                # the index and the place in run.decisions: each one step under the GIL; a
+                # program's threads may start decisions at once, and then the list is put
+                # back in order (see _reorder)
+                node.index = i = next(self._decisions)
+                node.trace = None
+                decisions = run.decisions
+                decisions.append(node)
+                if decisions[i] is not node or self.fork is not None:
+                    self._reorder(node)
+        self._append(node)
         if run.watchers:
             run.notify("node_started", node)
-        return node, current_node.set(node)
+        return current_node.set(node)
+
+    def _reorder(self, node: RunNode) -> None:
+        decisions = self.run.decisions
+        if decisions[node.index] is not node:
+            with self._lock:
+                decisions.sort(key=lambda d: d.index)
+        if self.fork is not None:
+            self.fork.decision_started(self, node)
 
     def node_finished(self, dag_node: Node, token: Any) -> None:
-        node, tok = token
-        try:
-            current_node.reset(tok)
-        except ValueError:  # ended in another context than it started in: nothing to undo
-            pass
         if self.run.watchers:
-            self.run.notify("node_finished", node)
+            # a model call's token is its node (see node_started); any other node is current
+            self.run.notify("node_finished", token if type(token) is RunNode
+                            else current_node.get())
+        if type(token) is not RunNode:
+            try:
+                current_node.reset(token)
+            except ValueError:  # ended in another context than it started in: nothing to do
+                pass
 
     def decision_started(self, trace: Any) -> None:
         node = current_node.get()
-        if node is not None and node.trace is None and node.index is not None:
+        if node.index is not None and node.trace is None:
             node.trace = trace
 
     def options(self, options: Any) -> Any:
         return options if self.fork is None else self.fork.options(self, options)
 
     # -- model calls ------------------------------------------------------------------------
-    def _call(self, runtime: Any, messages: list, tools: list | None,
-              mode_args: dict) -> RecordedCall:
-        """The record of a model call starting now, inside its node."""
-        node = current_node.get()
-        run = self.run
-        call = RecordedCall(next(self._calls), node, len(run.decisions), runtime,
-                            list(messages), tools, mode_args)  # (a turn appends to its list)
-        run.calls.append(call)
-        up = node.up
-        if up.index is not None and up.trace is not None:  # a decision's call: its attempt
-            call.attempt = node.attempt = len(up.trace.attempts) or None
-        return call
+    @staticmethod
+    def _call(node: RunNode, runtime: Any, messages: list, tools: list | None,
+              mode_args: dict) -> RunNode:
+        """The node of the model call starting now, with what it asks (see `nodes.LAZY`)."""
+        # a turn appends to its message list (and changes nothing in it): its first n are
+        # what was asked now
+        node.req = (messages, len(messages), tools, mode_args)
+        node.rt = runtime
+        trace = node.up.trace
+        if trace is not None:  # a decision's call: the attempt it serves
+            node.attempt = len(trace.attempts)
+        return node
 
-    def model_call(self, runtime: Any, messages: list, tools: list | None,
+    def model_call(self, runtime: Any, node: RunNode, messages: list, tools: list | None,
                    on_text: Callable[[str], None] | None, timeout: float | None,
                    mode_args: dict) -> Any:
         if self.fork is not None:
-            return run_sync(self._forked(runtime, messages, tools, on_text, timeout,
+            return run_sync(self._forked(runtime, node, messages, tools, on_text, timeout,
                                          mode_args, True))
-        call = self._call(runtime, messages, tools, mode_args)
+        # what _call does, written out: this runs on every model call of a program
+        node.req = (messages, len(messages), tools, mode_args)  # (see _call)
+        node.rt = runtime
+        trace = node.up.trace
+        if trace is not None:  # a decision's call: the attempt it serves
+            node.attempt = len(trace.attempts)
         try:
             resp = runtime.complete(messages, tools=tools, on_text=on_text, timeout=timeout,
                                     **mode_args)
         except Exception as exc:
-            call.error = failure_of(exc)
+            node.err = failure_of(exc)
             raise
         if type(resp) is not ModelResponse:
             resp = as_response(resp)
-        # nothing changes a response after the call but the ids the tool loop gives its tool
-        # calls: one without tool calls is kept as it is
-        call.response = resp if not resp.tool_calls else copied(resp)
+        # nothing changes a response after its call but the ids the tool loop gives its tool
+        # calls: one without any is kept as it is
+        node.resp = copied(resp) if resp.tool_calls else resp
         return resp
 
-    async def amodel_call(self, runtime: Any, messages: list, tools: list | None,
-                          on_text: Callable[[str], None] | None, timeout: float | None,
-                          mode_args: dict) -> Any:
+    async def amodel_call(self, runtime: Any, node: RunNode, messages: list,
+                          tools: list | None, on_text: Callable[[str], None] | None,
+                          timeout: float | None, mode_args: dict) -> Any:
         if self.fork is not None:
-            return await self._forked(runtime, messages, tools, on_text, timeout, mode_args,
-                                      False)
-        call = self._call(runtime, messages, tools, mode_args)
+            return await self._forked(runtime, node, messages, tools, on_text, timeout,
+                                      mode_args, False)
+        self._call(node, runtime, messages, tools, mode_args)
         try:
             resp = await runtime.acomplete(messages, tools=tools, on_text=on_text,
                                            timeout=timeout, **mode_args)
         except Exception as exc:
-            call.error = failure_of(exc)
+            node.err = failure_of(exc)
             raise
         resp = as_response(resp)
-        call.response = resp if not resp.tool_calls else copied(resp)
+        node.resp = copied(resp) if resp.tool_calls else resp
         return resp
 
-    async def _forked(self, runtime: Any, messages: list, tools: list | None,
-                      on_text: Callable[[str], None] | None, timeout: float | None,
-                      mode_args: dict, sync: bool) -> Any:
+    async def _forked(self, runtime: Any, node: RunNode, messages: list,
+                      tools: list | None, on_text: Callable[[str], None] | None,
+                      timeout: float | None, mode_args: dict, sync: bool) -> Any:
         """A fork's model call: answered from the recording or the edit when the plan says
         so, else asked of the runtime (or of the fork's `runtime=`)."""
         fork = self.fork
         if fork.diverged is not None:
             raise fork.diverged
-        call = self._call(runtime, messages, tools, mode_args)
-        node = call.node
+        self._call(node, runtime, messages, tools, mode_args)
+        node.before = len(self.run.decisions)  # (what RecordedCall.before works out, at once)
+        call = RecordedCall(node)
         try:
             reply = fork.answer(self, call)
-            node.source, node.runtime = call.source, call.runtime_name
             if reply is not None:
                 resp = as_response(reply())
                 if on_text is not None and isinstance(resp.text, str) and resp.text:
                     on_text(resp.text)  # answered here: it streams once, as a panel expects
             else:
-                target = fork.runtime_for(call)
-                if target is not None:
-                    call.runtime = target
-                    node.runtime = call.runtime_name
-                else:
-                    target = runtime
+                target = fork.runtime_for(call) or runtime
+                node.rt = target
                 if sync:
                     resp = target.complete(messages, tools=tools, on_text=on_text,
                                            timeout=timeout, **mode_args)
@@ -178,9 +199,9 @@ class Recorder(RunHooks):
                                                   timeout=timeout, **mode_args)
                 resp = as_response(resp)
         except Exception as exc:
-            call.error = failure_of(exc)
+            node.err = failure_of(exc)
             raise
-        call.response = copied(resp) if resp.tool_calls else resp
+        node.resp = copied(resp) if resp.tool_calls else resp
         return resp
 
     # -- live tools (MCP) -------------------------------------------------------------------
@@ -199,11 +220,8 @@ class Recorder(RunHooks):
         up = current_node.get() or run.root
         dag_node = Node(0, current_node_var.get(), "mcp_call", f"{call['server']}.{call['name']}")
         with self._lock:
-            seq = next(self._seqs)
-            node = RunNode(run, seq, up, dag_node)
-            dag_node.id = seq
-            entry = RecordedTool(next(self._calls), node, len(run.decisions), call)
-            up._add_child(node)
+            node = RunNode(run, None, up, dag_node)
+            entry = RecordedTool(node, len(run.decisions), call)
             run.nodes.append(node)
             run.tool_calls.append(entry)
         if run.watchers:

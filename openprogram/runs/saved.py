@@ -156,7 +156,9 @@ def save_run(run: Any, path: str | os.PathLike) -> Path:
         d = None if tool.decision is None else run.decisions[tool.decision]
         entries.append((tool.seq, tool.line(None if d is None or d.trace is None
                                             else d.trace.entry)))
-    entries.sort(key=lambda e: e[0])
+    entries.sort(key=lambda e: e[0])   # in the order the calls started
+    for n, (_, entry) in enumerate(entries, 1):
+        entry["call"] = n                 # numbered as a recorder numbers its lines
     data = b"".join([line(head), *(line(e) for _, e in entries)])
     try:
         p.parent.mkdir(parents=True, exist_ok=True)

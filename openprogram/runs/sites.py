@@ -71,72 +71,97 @@ def _internal(filename: str) -> bool:
     return filename.startswith(_STDLIB) and not any(p in filename for p in _INSTALLED)
 
 
+# The caches below are keyed by `id()` of code objects, not by the objects: a code object's
+# hash is computed from its whole content every time it is asked for (a microsecond or two),
+# and a site is looked up on every decision. Each value holds its code object, which keeps it
+# alive, so an id in a cache is never another object's.
 _inside: dict[str, bool] = {}
-_sites: dict[tuple, CallSite] = {}
+_sites: dict[tuple, tuple] = {}
 #: The frames of the run machinery that call the program itself (`Run._execute`): a node made
 #: by the program's own call has no call site in the user's code (it is the run's entry, made
 #: from wherever `run()` or `fork()` was called, which is no place in the program).
-_entries: set = set()
+_entries: dict[int, Any] = {}
 
 
 def program_entry(fn: Any) -> Any:
     """Mark `fn` as a frame that calls a run's program (see `_entries`). Returns `fn`."""
-    _entries.add(fn.__code__)
+    _entries[id(fn.__code__)] = fn.__code__
     return fn
 
 
-#: For each code object that opened a sited node (the frame just above the hook: `Plan.run`,
-#: `run_agent_decision`, an Agent method's wrapper), how many frames above it the user's frame
-#: was last time: the shape of the library's own call chain from an entry point is fixed, so a
-#: site is found with two jumps and two checks instead of a walk (checked, and walked again
-#: whenever the shape differs).
-_skips: dict = {}
+#: For each kind of sited node (by its DAG name: "decision.make", "agent(options=)", an Agent
+#: method's "Class.method"), what the walk found last time: how many frames above the frame
+#: that opened the node the user's frame was, the code of the frame the user's called and of
+#: the user's own, its instruction and its site. The library's own call chain from an entry
+#: point is fixed, so the next site is found with one jump and two identity checks (the frame
+#: at that height runs the same user code, calling the same library function: no other frame
+#: of the user's can sit below it), and walked again whenever the shape differs.
+_skips: dict[str, list] = {}
 
 
-def call_site(depth: int = 2) -> CallSite | None:
+def call_site(depth: int = 2, name: str = "") -> CallSite | None:
     """The user's frame above the caller's `depth`-th frame (None when every frame is the
     library's or the standard library's, as in a thread the library started, or when the run
-    itself called the program: its own top call)."""
+    itself called the program: its own top call); `name` says what kind of node it is for."""
+    known = _skips.get(name)
+    if known is not None:
+        skip, callee_code, user_code, lasti, site = known
+        try:  # (no frame that high, or no frame above it: walked below)
+            callee = sys._getframe(depth + skip - 1)
+            f = callee.f_back
+            if callee.f_code is callee_code and f.f_code is user_code:
+                if f.f_lasti == lasti:  # the same line as last time (a loop, a method)
+                    return site
+                site = _site(f)
+                known[3], known[4] = f.f_lasti, site
+                return site
+        except (ValueError, AttributeError):
+            pass
     try:
         start: Any = sys._getframe(depth)
     except ValueError:
         return None
+    return _walk(start, name)
+
+
+def _walk(start: Any, name: str) -> CallSite | None:
     inside = _inside
-    skip = _skips.get(start.f_code)
-    if skip:  # the shape seen last time from this entry: the user's frame is where it was,
-        try:  # and the frame it called is the library's
-            f = sys._getframe(depth + skip)
-            callee = sys._getframe(depth + skip - 1)
-        except ValueError:
-            f = callee = None
-        if f is not None and inside.get(f.f_code.co_filename) is False and \
-                f.f_code not in _entries and inside.get(callee.f_code.co_filename):
-            return _site(f)
-    f, n = start, 0
+    f, callee, n = start, None, 0
     while f is not None:
-        code = f.f_code
-        if code in _entries:
+        here_code = f.f_code
+        if id(here_code) in _entries:
             return None
-        name = code.co_filename
-        known = inside.get(name)
-        if known is None:
-            known = inside[name] = _internal(name)
-        if not known:
-            if len(_skips) > 10_000:
-                _skips.clear()
-            _skips[start.f_code] = n
-            return _site(f)
-        f, n = f.f_back, n + 1
+        filename = here_code.co_filename
+        here = inside.get(filename)
+        if here is None:
+            here = inside[filename] = _internal(filename)
+        if not here:
+            site = _site(f)
+            if n:  # (a user's frame that opened the node itself: nothing to skip, no memo)
+                if len(_skips) > 10_000:
+                    _skips.clear()
+                _skips[name] = [n, callee.f_code, here_code, f.f_lasti, site]
+            return site
+        f, callee, n = f.f_back, f, n + 1
     return None
 
 
 def _site(f: Any) -> CallSite:
     code = f.f_code
-    key = (code, f.f_lineno)
-    site = _sites.get(key)
+    key = (id(code), f.f_lasti)
+    known = _sites.get(key)
+    if known is not None and known[0] is code:
+        return known[1]
+    if len(_sites) > 100_000:  # a kernel that ran very many cells: start again
+        _sites.clear()
+    line = f.f_lineno
+    # the same line reached from another instruction is the same site (one object per line)
+    site = next((s for c, s in _by_line.get((id(code), line), ()) if c is code), None)
     if site is None:
-        if len(_sites) > 100_000:  # a kernel that ran very many cells: start again
-            _sites.clear()
-        site = _sites[key] = CallSite(code.co_filename, f.f_lineno,
-                                      getattr(code, "co_qualname", code.co_name))
+        site = CallSite(code.co_filename, line, getattr(code, "co_qualname", code.co_name))
+        _by_line.setdefault((id(code), line), []).append((code, site))
+    _sites[key] = (code, site)
     return site
+
+
+_by_line: dict[tuple, list] = {}

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import contextvars
 import inspect
+import threading
 import time
 import warnings
+import weakref
 
 from ..base.errors import UsageError, require
 from ..base.filesecrets import scrub
@@ -129,11 +131,11 @@ class Run:
         self.status = "running"
         self.result: Any = None
         self.error: BaseException | None = None
+        self.ref = weakref.ref(self)   # what its nodes hold (see RunNode)
         root = Node(0, None, "run", name)
         self.root = RunNode(self, 0, None, root)
         self.nodes: list[RunNode] = [self.root]
         self.decisions: list[RunNode] = []
-        self.calls: list[RecordedCall] = []
         self.tool_calls: list[RecordedTool] = []
         self.forked_from: Run | None = None
         self.fork_point: int | None = None
@@ -143,6 +145,10 @@ class Run:
         self.path: str | None = None           # the file a loaded run came from
         self._why_not: str = ""                # why a loaded run cannot be forked
         self._t0 = time.perf_counter()
+        self._children: tuple | None = None    # (size of the run, its nodes by parent's id)
+        self._calls: tuple | None = None       # (size of the run, its model calls)
+        self._numbered = 0                     # nodes[:_numbered] know their number
+        self._lock = threading.Lock()
 
     # -- outcome ----------------------------------------------------------------------------
     @property
@@ -219,6 +225,39 @@ class Run:
                               RuntimeWarning, stacklevel=2)
 
     # -- the tree ---------------------------------------------------------------------------
+    def children_of(self, node: RunNode) -> list[RunNode]:
+        """The nodes started under `node`, in order (`node.children`)."""
+        nodes = self.nodes
+        index = self._children
+        if index is None or index[0] != len(nodes):
+            by: dict[str, list[RunNode]] = {}
+            for n in list(nodes):
+                if n.up is not None:
+                    by.setdefault(n.up.id, []).append(n)
+            self._children = index = (len(nodes), by)
+        return list(index[1].get(node.id, ()))
+
+    @property
+    def calls(self) -> list[RecordedCall]:
+        """The recording: every model call of the run, in the order they started (each kept on
+        its node; read as a `RecordedCall`)."""
+        nodes = self.nodes
+        known = self._calls
+        if known is None or known[0] != len(nodes):
+            self._calls = known = (len(nodes), [RecordedCall(n) for n in list(nodes)
+                                                if n.dag_node.kind == "model_call"])
+        return known[1]
+
+    def number_nodes(self) -> None:
+        """Give every node started so far its number (`RunNode.seq`): its place in `nodes`."""
+        nodes = self.nodes
+        with self._lock:
+            i = self._numbered
+            while i < len(nodes):
+                nodes[i].number = i
+                i += 1
+            self._numbered = i
+
     def node(self, node_id: str) -> RunNode:
         """The node with this id ("n7")."""
         seq = None
@@ -453,10 +492,24 @@ def _rebuild(run: Run, rec: dict, data: dict, where: str) -> None:
     run.decisions = sorted((n for n in nodes if n.index is not None), key=lambda n: n.index)
     for d, t in zip(run.decisions, rec["traces"]):
         d.trace = None if t is None else trace_from_dict(t)
-    run.calls = [RecordedCall.from_line(e, by_id.get((e.get("run") or {}).get("node")))
-                 for e in data["calls"]]
-    run.tool_calls = [RecordedTool.from_line(e, by_id.get((e.get("run") or {}).get("node")))
-                      for e in data["tools"]]
+    for e in data["calls"]:
+        node = by_id.get((e.get("run") or {}).get("node"))
+        if node is None or node.kind != "model_call":
+            raise RunFileError(f"line {_line(e)} of the saved run {where!r} names no model call "
+                               f"of the run's tree: the file was edited; save the run again")
+        RecordedCall.from_line(e, node)
+    run.tool_calls = []
+    for e in data["tools"]:
+        node = by_id.get((e.get("run") or {}).get("node"))
+        if node is None or node.kind != "mcp_call":
+            raise RunFileError(f"line {_line(e)} of the saved run {where!r} names no tool call "
+                               f"of the run's tree: the file was edited; save the run again")
+        run.tool_calls.append(RecordedTool.from_line(e, node))
+
+
+def _line(entry: dict) -> Any:
+    seq = entry.get("call")
+    return seq + 1 if isinstance(seq, int) and not isinstance(seq, bool) else "?"
 
 
 def run(fn: Callable[..., Any], *args: Any, runtime: Any = None, **kwargs: Any) -> Run:

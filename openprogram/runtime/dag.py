@@ -206,7 +206,7 @@ class _Span:
     """`DAG.span`: a class rather than a generator-based context manager, since every decision
     opens two of these."""
 
-    __slots__ = ("dag", "node", "token", "t0", "args", "run")
+    __slots__ = ("dag", "node", "token", "t0", "args", "run", "run_token")
 
     def __init__(self, dag: DAG, kind: str, name: str, fields: dict):
         self.dag, self.args = dag, (kind, name, fields)
@@ -214,8 +214,10 @@ class _Span:
     def __enter__(self) -> Node:
         kind, name, fields = self.args
         self.node = node = self.dag.add(kind, name, **fields)
-        run = current_run.get()  # the run recording this program's tree (openprogram.runs)
-        self.run = None if run is None else (run, run.node_started(node))
+        # the run recording this program's tree (openprogram.runs), told of the node
+        self.run = run = current_run.get()
+        if run is not None:
+            self.run_token = run.node_started(node)
         self.token = current_node_var.set(node.id)
         self.t0 = time.perf_counter()
         return node
@@ -229,8 +231,7 @@ class _Span:
         node.duration_s = time.perf_counter() - self.t0
         current_node_var.reset(self.token)
         if self.run is not None:
-            run, token = self.run
-            run.node_finished(node, token)
+            self.run.node_finished(node, self.run_token)
 
 
 

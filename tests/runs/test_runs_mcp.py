@@ -53,9 +53,15 @@ def test_a_fork_answers_the_servers_result_from_the_recording(tmp_path):
     loaded = Run.load(tmp_path / "time.jsonl", program=program)
     assert loaded.tool_calls[0].result == r.tool_calls[0].result
     assert loaded.fork(at=1, reply=choose("no")).result == (r.result[0], "no")
-    # a tool call the recording does not hold, before the fork point, is a divergence
-    rt_other = {**GOOD, "time": "11:00"}
-    loaded.calls[0]._response_record = {"text": pick("convert_time", rt_other)}
+    # a tool call the recording does not hold, before the fork point, is a divergence: here
+    # the recorded reply was edited (its request, which the key covers, was not) to pick the
+    # tool with other arguments
+    path = tmp_path / "time.jsonl"
+    rows = path.read_text(encoding="utf-8").splitlines()
+    first = json.loads(rows[1])
+    first["response"]["text"] = pick("convert_time", {**GOOD, "time": "11:00"})
+    rows[1] = json.dumps(first)
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
     with pytest.raises(RunDiverged, match=r"live tool call 'convert_time' on server "
                                           r"'mcp-server-time'.*11:00.*not in the recording"):
-        loaded.fork(at=1, reply=choose("no"))
+        Run.load(path, program=program).fork(at=1, reply=choose("no"))
