@@ -67,11 +67,27 @@ def parts(node: RunNode) -> list[tuple[str, Any]]:
     return out
 
 
+#: The parts a decision held to one option (`fork(pick=)`) differs in only because it was:
+#: its menu was that option alone, and the model's reply was asked under it (or not at all).
+HELD_PARTS = ("menu", "reply", "tools")
+
+
+def held(node: RunNode) -> bool:
+    """Whether the decision was made held to one option by a fork (`fork(pick=...)`)."""
+    run = node.run
+    return run is not None and any(i == node.index and kind == "pick"
+                                   for i, kind, _ in run.menu_edits)
+
+
 def _first_part(a: RunNode, b: RunNode, step: str) -> tuple[str | None, Any, Any]:
     """The first part of `step` ("start": request to arguments; "end": result and error)
-    where the two decisions differ, with its two values."""
+    where the two decisions differ, with its two values. For a decision a fork held to one
+    option, the comparison starts at the pick: that is what the fork changed."""
+    skip = HELD_PARTS if held(a) or held(b) else ()
+
     def of(node: RunNode) -> list:
-        return [p for p in parts(node) if (p[0] in END_PARTS) == (step == "end")]
+        return [p for p in parts(node) if (p[0] in END_PARTS) == (step == "end")
+                and p[0] not in skip]
     pa, pb = of(a), of(b)
     for i in range(max(len(pa), len(pb))):
         x = pa[i] if i < len(pa) else None

@@ -161,6 +161,8 @@ class ForkPlan:
         self.edit_attempt: int | None = None  # ... in this attempt of decision k
         self.menu_done = False     # the option set of decision k was edited
         self.synthetic: Any = None  # pick= an option with nothing to fill: that option
+        # the option sets the forked run was made with (it may be a fork itself), before k
+        self.inherited = {i: (kind, v) for i, kind, v in run.menu_edits if i < k}
 
     # -- what the fork records ------------------------------------------------------------
     def edit_record(self) -> dict:
@@ -329,21 +331,36 @@ class ForkPlan:
                 f"before the fork point. {_CAUSE}", node=node, decision=node)
 
     def options(self, recorder: Any, options: Any) -> Any:
-        """Decision k's option set, edited (`pick=`, `options=`); any other as it is."""
-        if self.menu_done or self.kind not in ("pick", "options") or \
-                len(recorder.run.decisions) != self.k:
+        """The option set of the decision about to start: edited at k (`pick=`, `options=`)
+        and where a run this one forks was itself made with an edited option set (a fork of a
+        fork: its recording holds what the edited decision asked, so the edit applies again);
+        any other as it is."""
+        n = len(recorder.run.decisions)
+        inherited = self.inherited.get(n)
+        if inherited is not None:
+            return self._edited(options, n, *inherited)
+        if self.menu_done or self.kind not in ("pick", "options") or n != self.k:
             return options
         self.menu_done = True
+        return self._edited(options, n, self.kind, self.value, own=True)
+
+    def _edited(self, options: Any, n: int, kind: str, value: Any, own: bool = False) -> Any:
         menu = normalize(options)
-        if self.kind == "options":
-            return self.value(menu) if callable(self.value) else self.value
-        option = menu.by_name.get(self.value)
+        if kind == "options":
+            if value is None:   # a saved run's options= edit, which no file can hold
+                self._diverge(f"the fork of run {self.run.name!r}: decision {n} was made, in "
+                              f"the run forked here, with an option set given to fork(options="
+                              f") that a saved run cannot hold; fork the run it was forked from "
+                              f"instead (or give that edit again)")
+                return options
+            return value(menu) if callable(value) else value
+        option = menu.by_name.get(value)
         if option is None:
-            self._diverge(f"the fork of run {self.run.name!r}: decision {self.k}'s option set "
-                          f"has no option {self.value!r} now (its options are "
-                          f"{', '.join(menu.by_name)}), though the recorded one had. {_CAUSE}")
+            self._diverge(f"the fork of run {self.run.name!r}: decision {n}'s option set has no "
+                          f"option {value!r} now (its options are {', '.join(menu.by_name)}), "
+                          f"though the recorded one had. {_CAUSE}")
             return options
-        if not option.llm_params:   # nothing for the model to fill: no model call
+        if own and not option.llm_params:   # nothing for the model to fill: no model call
             self.synthetic = option
         return normalize([option])
 

@@ -47,7 +47,8 @@ class Recorder(RunHooks):
 
     def __init__(self, run: Any, fork: Any = None):
         self.run, self.fork = run, fork
-        self.edits_options = fork is not None and fork.kind in ("pick", "options")
+        self.edits_options = fork is not None and (fork.kind in ("pick", "options")
+                                                   or bool(fork.inherited))
         self._lock = Lock()
         # node and call numbers: next() of a count is one step under the GIL, so a node or a
         # call takes no lock (a program's threads may add them at once)

@@ -37,6 +37,7 @@ from ..runtimes.cassette.cassette_file import (
     write_atomically,
 )
 from ..runtimes.cassette.tool_results import tool_key
+from .fork import with_descriptions
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
@@ -44,7 +45,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from typing import Any
 
 __all__ = ["RUN_FORMAT", "RUN_VERSION", "RunFileError", "save_run", "read_run", "import_path",
-           "resolve", "json_arguments", "LoadedRuntime"]
+           "resolve", "json_arguments", "LoadedRuntime", "edit_data", "edit_value"]
 
 RUN_FORMAT = "openprogram-run"
 #: The run record's own version (the lines are a cassette's, versioned by it).
@@ -113,6 +114,22 @@ def json_arguments(args: tuple, kwargs: dict) -> tuple[list, dict] | None:
 # ---------------------------------------------------------------------------------------------
 
 
+def edit_data(kind: str, value: Any) -> Any:
+    """An edited option set as JSON: a pick's option name, `with_descriptions`' texts, or None
+    (an option set of the user's own: functions no file holds)."""
+    if kind == "pick":
+        return value
+    descriptions = getattr(value, "descriptions", None)
+    return {"descriptions": descriptions} if isinstance(descriptions, dict) else None
+
+
+def edit_value(kind: str, data: Any) -> Any:
+    """`edit_data` read back."""
+    if kind == "pick" or data is None:
+        return data
+    return with_descriptions(data["descriptions"])
+
+
 def run_record(run: Any) -> dict:
     program = run.program
     arguments = None if run.block else json_arguments(run.args, run.kwargs)
@@ -131,6 +148,7 @@ def run_record(run: Any) -> dict:
         "error": None if err is None else {"type": type(err).__name__,
                                            "message": to_jsonable(str(err))},
         "started_at": run.started_at, "duration_s": run.duration_s, "fork": fork,
+        "menu_edits": [[i, kind, edit_data(kind, value)] for i, kind, value in run.menu_edits],
         "nodes": [n.to_dict() for n in run.nodes],
         "traces": [None if d.trace is None else d.trace.to_dict() for d in run.decisions],
     }

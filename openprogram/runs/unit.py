@@ -36,6 +36,7 @@ from .saved import (
     LoadedRuntime,
     RunFileError,
     confidence_of,
+    edit_value,
     program_of,
     read_run,
     save_run,
@@ -140,6 +141,10 @@ class Run:
         self.forked_from: Run | None = None
         self.fork_point: int | None = None
         self.edit: dict | None = None
+        #: (decision index, "pick" | "options", the option's name | the options= edit): the
+        #: edited option sets a fork was made with, its parents' included (a fork of it makes
+        #: those decisions again with them)
+        self.menu_edits: list[tuple] = []
         self.watchers: tuple = ()
         self.program_path: str | None = None   # a loaded run's import path, kept on save
         self.path: str | None = None           # the file a loaded run came from
@@ -357,6 +362,9 @@ class Run:
         f = Run(self.name, self._forkable(), self.args, self.kwargs, self.runtime)
         f.forked_from, f.fork_point, f.edit = self, plan.k, plan.edit_record()
         f.program_path = self.program_path
+        # the option sets this fork is made with: its parent's before k, and its own edit
+        f.menu_edits = [e for e in self.menu_edits if e[0] < plan.k] + (
+            [(plan.k, plan.kind, plan.value)] if plan.kind in ("pick", "options") else [])
         return f
 
     def fork(self, at: Any, *, reply: Any = _UNSET, pick: str | None = None,
@@ -436,6 +444,12 @@ class Run:
             run.error = RecordedError(None, str(err.get("type") or "Exception"),
                                       str(err.get("message") or ""))
         _rebuild(run, rec, data, where)
+        try:
+            run.menu_edits = [(int(i), str(kind), edit_value(kind, value))
+                              for i, kind, value in rec.get("menu_edits") or []]
+        except (TypeError, ValueError, KeyError):
+            raise RunFileError(f"{where!r} has a run record whose menu_edits are not what "
+                               f"run.save writes: it was edited; save the run again") from None
         head = data["head"]
         run.runtime = LoadedRuntime(where, head.get("runtime"), head.get("model"),
                                     confidence_of(data["calls"]))

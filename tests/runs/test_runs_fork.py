@@ -10,6 +10,7 @@ import json
 import pytest
 
 import openprogram
+import openprogram.runs
 from openprogram import (
     Agent,
     ArgumentError,
@@ -338,3 +339,43 @@ def test_a_program_that_ends_before_the_fork_point_diverges():
     r = openprogram.run(program, runtime=ScriptedRuntime([pick("x")] * 2))
     with pytest.raises(RunDiverged, match=r"ended after 1 decision\(s\), before decision 1"):
         r.fork(at=1, reply=pick("y"))
+
+
+DESK = Desk()  # a module's object: a saved run of DESK.handle imports it again
+
+
+def test_a_fork_of_a_fork_makes_its_edited_decisions_again_with_their_edits(tmp_path):
+    r = recorded()
+    held = r.fork(at=1, pick="low")              # decision 1 held to "low": CLOSED
+    assert held.result == "CLOSED" and held.menu_edits == [(1, "pick", "low")]
+    asked = len(r.runtime.calls)
+    again = held.fork(at=2, reply=pick("escalate"))
+    # decision 1 asks the held menu again, which the fork's recording holds: nothing is asked
+    assert again.result == "ESCALATED" and len(r.runtime.calls) == asked
+    assert [c.source for c in again.calls] == ["recording", "recording", "edit"]
+    assert again.decisions[1].trace.chosen == "low" and again.menu_edits == held.menu_edits
+    assert r.diff(again).first.part == "pick"   # what the first fork changed
+    # a fork at the edited decision itself replaces its edit
+    described = r.fork(at=2, options=with_descriptions({"close": "Close it when it is done"}))
+    more = described.fork(at=2, reply=pick("close"))
+    assert more.menu_edits == [] and "Close it when" not in more.decisions[2].trace.menu
+
+
+def test_a_saved_fork_keeps_the_option_sets_it_was_made_with(tmp_path):
+    r = openprogram.run(DESK.handle, "order 42 is late", runtime=ScriptedRuntime(rule=answers))
+    urgent = {"high": "HIGH", "low": "LOW", "urgent": "URGENT"}
+    for name, edit in (("described", with_descriptions({"low": "It can wait"})),
+                       ("added", urgent)):
+        f = r.fork(at=1, options=edit)
+        assert f.status == "ok", f.error
+        f.save(tmp_path / f"{name}.jsonl")
+    loaded = openprogram.runs.Run.load(tmp_path / "described.jsonl")
+    assert loaded.menu_edits[0][:2] == (1, "options")
+    g = loaded.fork(at=2, reply=pick("escalate"))  # decision 1 described again, from the file
+    assert g.result == "ESCALATED" and [c.source for c in g.calls] == \
+        ["recording", "recording", "edit"]
+    assert "It can wait" in g.decisions[1].trace.menu
+    # an option set of the user's own (functions, values) is not in the file: named
+    with pytest.raises(RunDiverged, match=r"decision 1 was made.*with an option set given to "
+                                          r"fork\(options=\) that a saved run cannot hold"):
+        openprogram.runs.Run.load(tmp_path / "added.jsonl").fork(at=2, reply=pick("close"))

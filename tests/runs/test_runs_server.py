@@ -151,9 +151,11 @@ def test_a_fork_to_the_runner_up_resolves_it_without_asking(server, recorded):
     assert "urgency LOW" in json.dumps(server.requests[-2].body["messages"])
     assert fork.result == "CLOSED"
     assert [c.source for c in fork.calls] == ["recording", "edit", "live", "live"]
-    # held to one option, decision 1's menu is that option alone: what differs first
+    # held to one option (its menu that option alone, no reply asked), decision 1 differs
+    # first in what the fork changed: its pick
     diff = recorded.diff(fork)
-    assert diff.first.index == 1 and diff.first.part == "menu"
+    assert (diff.first.index, diff.first.part) == (1, "pick")
+    assert (diff.first.a_value, diff.first.b_value) == ("high", "low")
     assert [o["name"] for o in fork.decisions[1].trace.options] == ["low"]
 
 
