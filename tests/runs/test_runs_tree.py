@@ -126,3 +126,28 @@ def test_bad_program_and_runtime_are_named():
         openprogram.run(42)
     with pytest.raises(UsageError, match=r"runtime=\) takes an openprogram Runtime"):
         openprogram.run(lambda: 1, runtime="gpt")
+
+
+def test_to_frame_lists_the_nodes_and_the_decisions():
+    r = openprogram.run(Support().handle, "where is 42", runtime=ScriptedRuntime(list(SCRIPT)))
+    nodes = r.to_frame()
+    assert list(nodes.index) == [f"n{i}" for i in range(10)]
+    assert list(nodes["kind"])[:3] == ["run", "agent_method", "decision"]
+    assert nodes.loc["n2", "chosen"] == "shipping" and nodes.loc["n2", "site"].startswith(
+        "test_runs_tree.py:")
+    decisions = r.to_frame("decisions")
+    assert list(decisions["chosen"]) == ["shipping", "high", "close"]
+    assert list(decisions["attempts"]) == [1, 1, 1]
+    assert decisions["input_tokens"].sum() == r.totals["input_tokens"]
+    with pytest.raises(UsageError, match="'nodes' and 'decisions'"):
+        r.to_frame("calls")
+
+
+def test_a_node_is_found_by_its_id_and_knows_its_place():
+    r = openprogram.run(Support().handle, "where is 42", runtime=ScriptedRuntime(list(SCRIPT)))
+    node = r.node("n8")
+    assert node.kind == "tool" and node.name == "lookup" and node.decision is r.decisions[2]
+    assert node.depth == 3 and [n.id for n in node.path] == ["n0", "n1", "n6", "n8"]
+    assert node.run is r and r.root.children == [r.nodes[1]]
+    with pytest.raises(KeyError, match="no node 'n10'.*n0 to n9"):
+        r.node("n10")
