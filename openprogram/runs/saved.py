@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from typing import Any
 
 __all__ = ["RUN_FORMAT", "RUN_VERSION", "RunFileError", "save_run", "read_run", "import_path",
-           "resolve", "json_arguments", "LoadedRuntime", "edit_data", "edit_value"]
+           "resolve", "json_arguments", "LoadedRuntime", "edit_data", "edit_value", "line_of"]
 
 RUN_FORMAT = "openprogram-run"
 #: The run record's own version (the lines are a cassette's, versioned by it).
@@ -220,7 +220,7 @@ def read_run(path: str | os.PathLike) -> dict:
                            f"edited; save the run again")
     redo = "restore the file, or save the run again with run.save(path)"
     for entry in data["calls"]:
-        n = _line_of(entry)
+        n = line_of(entry)
         if entry.get("key") != request_key(entry["request"], entry.get("settings")):
             raise RunFileError(
                 f"line {n} of the saved run {where!r} was edited: its key is not the digest of "
@@ -230,7 +230,7 @@ def read_run(path: str | os.PathLike) -> dict:
             raise RunFileError(f"line {n} of the saved run {where!r} does not say where it sat "
                                f"in the run (its \"run\" object): it was edited; {redo}")
     for entry in data["tools"]:
-        n = _line_of(entry)
+        n = line_of(entry)
         call = entry.get("tool")
         ok = isinstance(call, dict) and all(isinstance(call.get(k), str)
                                             for k in ("server", "name")) and \
@@ -243,7 +243,8 @@ def read_run(path: str | os.PathLike) -> dict:
     return {"run": rec, "calls": data["calls"], "tools": data["tools"], "head": head}
 
 
-def _line_of(entry: dict) -> Any:
+def line_of(entry: dict) -> Any:
+    """The line of a saved run a call's entry was read from (its `call` number + the header)."""
     seq = entry.get("call")
     return seq + 1 if isinstance(seq, int) and not isinstance(seq, bool) else "?"
 

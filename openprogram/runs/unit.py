@@ -37,6 +37,7 @@ from .saved import (
     RunFileError,
     confidence_of,
     edit_value,
+    line_of,
     program_of,
     read_run,
     save_run,
@@ -509,21 +510,16 @@ def _rebuild(run: Run, rec: dict, data: dict, where: str) -> None:
     for e in data["calls"]:
         node = by_id.get((e.get("run") or {}).get("node"))
         if node is None or node.kind != "model_call":
-            raise RunFileError(f"line {_line(e)} of the saved run {where!r} names no model call "
+            raise RunFileError(f"line {line_of(e)} of the saved run {where!r} names no model call "
                                f"of the run's tree: the file was edited; save the run again")
         RecordedCall.from_line(e, node)
     run.tool_calls = []
     for e in data["tools"]:
         node = by_id.get((e.get("run") or {}).get("node"))
         if node is None or node.kind != "mcp_call":
-            raise RunFileError(f"line {_line(e)} of the saved run {where!r} names no tool call "
+            raise RunFileError(f"line {line_of(e)} of the saved run {where!r} names no tool call "
                                f"of the run's tree: the file was edited; save the run again")
         run.tool_calls.append(RecordedTool.from_line(e, node))
-
-
-def _line(entry: dict) -> Any:
-    seq = entry.get("call")
-    return seq + 1 if isinstance(seq, int) and not isinstance(seq, bool) else "?"
 
 
 def run(fn: Callable[..., Any], *args: Any, runtime: Any = None, **kwargs: Any) -> Run:

@@ -151,3 +151,31 @@ def test_a_node_is_found_by_its_id_and_knows_its_place():
     assert node.run is r and r.root.children == [r.nodes[1]]
     with pytest.raises(KeyError, match="no node 'n10'.*n0 to n9"):
         r.node("n10")
+
+
+def test_view_is_the_registered_ones_and_names_the_fix_without_one():
+    from openprogram.runs import register_run_view, views
+    before = views._factory  # (the notebook layer's, when a test before this loaded it)
+    r = openprogram.run(Support().handle, "where is 42", runtime=ScriptedRuntime(list(SCRIPT)))
+    try:
+        register_run_view(None)
+        with pytest.raises(UsageError, match=r"%load_ext openprogram"):
+            r.view()
+        register_run_view(lambda thing: ("a view of", thing))
+        assert r.view() == ("a view of", r)
+        d = r.diff(r)
+        assert d.view() == ("a view of", d)
+    finally:
+        register_run_view(before)
+
+
+def test_a_watcher_or_on_run_hook_that_raises_is_reported_and_the_run_goes_on():
+    def bad(_):
+        raise RuntimeError("a broken view")
+    with pytest.warns(RuntimeWarning, match="on_run callback"), on_run(bad):
+        r = openprogram.run(Support().handle, "x", runtime=ScriptedRuntime(list(SCRIPT)))
+    assert r.status == "ok"
+    with pytest.warns(RuntimeWarning, match="run watcher .* removed"), on_run(
+            lambda run: run.watch(bad)):
+        r = openprogram.run(Support().handle, "x", runtime=ScriptedRuntime(list(SCRIPT)))
+    assert r.status == "ok" and r.watchers == ()
