@@ -274,7 +274,10 @@ class RunDiff:
                          "name": None if node is None else node.name,
                          "same": p.part is None, "part": p.part,
                          **side(p.a, "a"), **side(p.b, "b")})
-        return quiet_frame(pd.DataFrame(rows).set_index("pair"))
+        columns = ["pair", "site", "name", "same", "part",
+                   *(f"{s}_{c}" for s in "ab"
+                     for c in ("node", "index", "chosen", "result", "status"))]
+        return quiet_frame(pd.DataFrame(rows, columns=columns).set_index("pair"))
 
     def view(self) -> Any:
         """The registered view of the two runs side by side (`register_run_view`)."""

@@ -121,6 +121,9 @@ def test_diff_takes_a_run():
     with pytest.raises(UsageError, match="another Run"):
         a.diff("b")
     assert isinstance(a.diff(a), RunDiff)
+    # two runs that decide nothing: they agree, their results may not
+    d = openprogram.run(lambda: 1).diff(openprogram.run(lambda: 2))
+    assert d.same and d.results == (1, 2) and d.to_frame().empty
 
 
 def test_on_run_sees_a_fork_start_before_its_program_runs():
