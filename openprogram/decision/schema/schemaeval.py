@@ -36,7 +36,9 @@ from .value_keywords import (
     bound_text,
     first_repeat,
     format_text,
+    is_finite,
     multiple_text,
+    non_finite_text,
     not_multiple,
     pattern_text,
     repeat_text,
@@ -429,11 +431,15 @@ class Evaluator:
                 b = s[key]
                 if not _number(b):
                     raise self.fail(ptr, f"{key} takes a number, got {json_head(b)}")
+                if not is_finite(b):
+                    raise self.fail(ptr, non_finite_text(key, b))
                 steps.append(_bound(test, b, text))
         if "multipleOf" in s:
             m = s["multipleOf"]
             if not _number(m) or m <= 0:
                 raise self.fail(ptr, f"multipleOf takes a number above 0, got {json_head(m)}")
+            if not is_finite(m):
+                raise self.fail(ptr, non_finite_text("multipleOf", m))
             steps.append(_multiple(m))
         for key, kind, unit, more in SIZES:
             if key in s:

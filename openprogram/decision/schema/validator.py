@@ -47,8 +47,10 @@ from .value_keywords import (
     bound_text,
     first_repeat,
     format_text,
+    is_finite,
     is_number,
     multiple_text,
+    non_finite_text,
     not_multiple,
     pattern_text,
     repeat_text,
@@ -443,6 +445,8 @@ class _Compiler:
                 if not is_number(b):
                     raise self.fail(ptr, f"{key} takes a number, got {b!r} (the boolean form "
                                          f"is draft 4's; write the bound itself)")
+                if not is_finite(b):
+                    raise self.fail(ptr, non_finite_text(key, b))
                 bounds.append((test, b, text))
         lo, hi = OPENAPI_FORMATS.get(s.get("format"), (None, None))
         if lo is not None:   # OpenAPI's int32 / int64: the range the format names
@@ -460,6 +464,8 @@ class _Compiler:
             m = s["multipleOf"]
             if not is_number(m) or m <= 0:
                 raise self.fail(ptr, f"multipleOf takes a number above 0, got {m!r}")
+            if not is_finite(m):
+                raise self.fail(ptr, non_finite_text("multipleOf", m))
 
             def multiple(v, p, d):
                 if is_number(v) and not_multiple(v, m):
