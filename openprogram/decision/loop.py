@@ -68,6 +68,7 @@ from .options import (
 )
 from .options.shortlist import Shortlist, check_shortlist, defer_tools, narrow
 from .repair import DEFAULT_REPAIR, check_repair
+from .schema.budget import checking_until
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
@@ -613,8 +614,9 @@ class Decider:
         injected goes into the record, also when a field fails."""
         injected: list[str] = []
         try:
-            kwargs, kept = option.bind(args, runtime=self.runtime, context=self.context,
-                                       dropped=dropped, injected=injected)
+            with checking_until(self.deadline):   # timeout_s covers the check of the value
+                kwargs, kept = option.bind(args, runtime=self.runtime, context=self.context,
+                                           dropped=dropped, injected=injected)
         except BaseException:
             self._change(chosen=option.name, dropped=list(dropped), injected=list(injected))
             raise
@@ -654,7 +656,7 @@ class Decider:
                 return await self.resolve(option, kwargs)
             except AttemptError as err:
                 self.record_failure(err)
-                if self.cur.is_last:
+                if self.cur.is_last or err.kind == "timeout":   # no time is left to re-ask
                     self.fail()
                 prompt = reask_prompt(self.request, _reply_shown(self.cur), err,
                                       self.mode.menu_for_reask(self.menu_text), self.reask,
