@@ -362,9 +362,24 @@ class ValueOption(Option):
         return value, desc
 
 
+class SchemaPick(dict):
+    """What a pick of a schema option resolves to: `{"decision": name, **arguments}` (O1, Z1),
+    the option's name first, and the arguments also kept apart, whole, as `.arguments` (the name
+    as `.decision`). A tool definition's parameters are its author's to name: one called
+    `decision` (or a key the model adds where the schema allows other keys) cannot sit beside
+    the name in the flat form, and is read as `pick.arguments["decision"]`. It is a dict in
+    every other way: it compares, prints and serializes as the flat form."""
+    __slots__ = ("decision", "arguments")
+
+    def __init__(self, name: str, arguments: dict):
+        super().__init__(decision=name)
+        self.update((k, v) for k, v in arguments.items() if k != "decision")
+        self.decision, self.arguments = name, dict(arguments)
+
+
 class SchemaOption(Option):
-    """The model fills the declared fields → `{"decision": name, **fields}` (O1, Z1). Every
-    field is required (P5)."""
+    """The model fills the declared fields → `{"decision": name, **fields}` (O1, Z1), a
+    `SchemaPick`. Every field is required (P5)."""
     kind = "schema"
 
     def __init__(self, name: str, description: str, params: list[Param]):
@@ -390,7 +405,7 @@ class SchemaOption(Option):
         return cls(name, desc, params)
 
     def resolve(self, kwargs: dict) -> Any:
-        return {"decision": self.code_name, **kwargs}
+        return SchemaPick(self.code_name, kwargs)
 
     def head_sources(self, options: Any, code: tuple) -> tuple[dict, dict]:
         found = sources.raw_schema(options, self)

@@ -6,13 +6,14 @@ tool (chat-completions `{"type": "function", "function": {...}}` or responses `{
 (`inputSchema`) is one option. Where the specification already gives a dict a meaning (O2: a
 value; S1/S3: the spec form) a definition is marked: `openprogram.tool(definition, fn=None)`,
 `openprogram.JsonSchema(schema)`. A definition without a function is a schema option (the pick
-is `{"decision": name, **arguments}`); with one, the function runs with the arguments the
-definition's schema validated. The schema is read once, when the option set is built, as
-written: JSON Schema's meaning holds (validator.py, and schemaeval.py for the keywords beyond
-it; what cannot be followed is refused there, and annotations are named once in an
-`OptionWarning`), so keys the schema allows are kept, not dropped as the spec's forms drop
-them; the menu lines, the `Call:` example and the schema sent in the tools and json_schema
-modes all come from it.
+is `{"decision": name, **arguments}`, a `SchemaPick` whose `.arguments` holds every argument
+apart: a parameter the tool's author named `decision` is read there, never refused); with one,
+the function runs with the arguments the definition's schema validated. The schema is read
+once, when the option set is built, as written: JSON Schema's meaning holds (validator.py, and
+schemaeval.py for the keywords beyond it; what cannot be followed is refused there, and
+annotations are named once in an `OptionWarning`), so keys the schema allows are kept, not
+dropped as the spec's forms drop them; the menu lines, the `Call:` example and the schema sent
+in the tools and json_schema modes all come from it.
 """
 from __future__ import annotations
 
@@ -21,11 +22,18 @@ import warnings
 
 from ...base.errors import OptionError, OptionWarning
 from ...base.text import cut
-from ..schema.fields import MISSING, Field, Param
+from ..schema.fields import MISSING, Field, Param, user_stacklevel
 from ..schema.reader import WRITTEN_FORMAT_EXAMPLES, SchemaDoc, UserType
 from ..schema.type_table import python_type
 from ..schema.validator import FORMATS, compile_schema, merge_all_of
-from .kinds import Option, call_function, redescribe, register_list_reader, register_option_kind
+from .kinds import (
+    Option,
+    SchemaPick,
+    call_function,
+    redescribe,
+    register_list_reader,
+    register_option_kind,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
@@ -156,10 +164,12 @@ class JsonSchemaOption(Option):
                           f"keywords, and formats other than {', '.join(sorted(FORMATS))} and "
                           f"OpenAPI's numeric ones)", OptionWarning, stacklevel=6)
         props = schema.get("properties") or {}
-        if fn is None and "decision" in props:
-            raise OptionError(f"{where}: a schema option cannot have a field 'decision' (the "
-                              f"result {{'decision': {name!r}, ...}} holds the option name "
-                              f"there); rename the field")
+        if fn is None and "decision" in props:   # (the tool's author named it: never refused)
+            warnings.warn(f"{where}: the tool has a parameter named 'decision'; a pick of it "
+                          f"resolves to {{'decision': {name!r}, ...}} as every schema option's "
+                          f"does, so that argument is read as result.arguments['decision'] "
+                          f"(every argument is in result.arguments)", OptionWarning,
+                          stacklevel=user_stacklevel())
         required = set(schema.get("required") or ())
         props = {k: p if isinstance(p, dict) else {} for k, p in props.items()}
         params = [Param(k, Field(doc.project_type(p), doc.description(p),
@@ -228,7 +238,7 @@ class JsonSchemaOption(Option):
 
     def resolve(self, kwargs: dict) -> Any:
         if self.handler is None:
-            return {"decision": self.code_name, **kwargs}
+            return SchemaPick(self.code_name, kwargs)
         return call_function(self.handler, kwargs)
 
     def chosen(self) -> Any:
