@@ -143,8 +143,12 @@ class JsonSchemaOption(Option):
 
     def __init__(self, name: str, description: str, schema: dict, fn: Callable | None,
                  where: str):
-        self.check = compile_schema(schema, where, as_written=True)
-        self.given = schema
+        # Read whole now, so what it cannot follow is refused when the option set is built; the
+        # compiled check is made again at this option's first pick (`check`), not kept: a
+        # menu of 1,841 tools kept some 180,000 objects of checks no decision used, and every
+        # full garbage collection walked them all.
+        annotations = compile_schema(schema, where, as_written=True).annotations
+        self.given, self._where, self._check = schema, where, None
         schema = merge_all_of(schema, where)   # (for the menu: allOf of objects as one object)
         defs = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {})}
         doc = SchemaDoc(defs, root=self.given, where=where)   # (references: as written)
@@ -158,9 +162,9 @@ class JsonSchemaOption(Option):
                               f"must have type 'object' (with properties), got "
                               f"{_head(schema)}")
         self.schema = schema
-        if self.check.annotations:
+        if annotations:
             warnings.warn(f"{where}: kept as annotations, not checked: "
-                          f"{', '.join(self.check.annotations)} (words that are not JSON Schema "
+                          f"{', '.join(annotations)} (words that are not JSON Schema "
                           f"keywords, and formats other than {', '.join(sorted(FORMATS))} and "
                           f"OpenAPI's numeric ones)", OptionWarning, stacklevel=6)
         props = schema.get("properties") or {}
@@ -180,6 +184,14 @@ class JsonSchemaOption(Option):
         super().__init__(name, description or doc.description(schema), params)
         self.handler = fn
         self._convert = _conversions(fn, props) if fn is not None else {}
+
+    @property
+    def check(self) -> Any:
+        """The schema's compiled check (validator.compile_schema), made at the first pick."""
+        c = self._check
+        if c is None:
+            c = self._check = compile_schema(self.given, self._where, as_written=True)
+        return c
 
     def menu_lines(self) -> list[str]:
         lines = super().menu_lines()

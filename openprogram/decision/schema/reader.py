@@ -103,8 +103,11 @@ class SchemaDoc:
         # and a union whose members refer to the next level would be named once per path to
         # it (2 ** depth). A name that cut a recursive reference depends on the references
         # being followed, and is kept for those only.
-        self._names: dict[tuple, tuple[Any, str]] | None = {}
-        self._notes: dict[int, tuple[Any, list[str]]] | None = {}
+        # (Keyed by id, the nodes kept alive in `_pins` so no id is reused: keys and values are
+        # then atomic, and the garbage collector does not walk them.)
+        self._names: dict[tuple, str] | None = {}
+        self._notes: dict[int, tuple[str, ...]] | None = {}
+        self._pins: list = []
         self._cuts = 0
 
     def deref(self, node: dict) -> tuple[dict, str | None]:
@@ -139,15 +142,15 @@ class SchemaDoc:
         names = self._names
         if names is None:   # (the shared reader of plain nodes keeps nothing)
             return self._name(node, stack)
-        for key in ((id(node), None), (id(node), stack)):
-            got = names.get(key)
-            if got is not None and got[0] is node:
-                return got[1]
+        got = names.get((id(node), None)) or names.get((id(node), stack))
+        if got is not None:
+            return got
         cuts = self._cuts
         name = self._name(node, stack)
         if len(name) > NAME_MAX:
             name = name[:NAME_MAX - 3] + "..."
-        names[(id(node), None if self._cuts == cuts else stack)] = (node, name)
+        names[(id(node), None if self._cuts == cuts else stack)] = name
+        self._pins.append(node)
         return name
 
     def _name(self, node: dict, stack: tuple) -> str:
@@ -258,11 +261,12 @@ class SchemaDoc:
         if self._notes is None:
             return self._node_notes(node)
         got = self._notes.get(id(node))
-        if got is not None and got[0] is node:
-            return list(got[1])
+        if got is not None:
+            return list(got)
         out = self._node_notes(node)
-        self._notes[id(node)] = (node, out)
-        return list(out)
+        self._notes[id(node)] = tuple(out)
+        self._pins.append(node)
+        return out
 
     def _node_notes(self, node: dict) -> list[str]:
         node, _ = self.deref(node)

@@ -181,7 +181,10 @@ def _needs_evaluator(schema: Any) -> bool:
 
 def merge_all_of(schema: Any, where: str = "the schema") -> Any:
     """`schema` with every `allOf` of objects written as one object (what the menu shows and
-    the modes send); `OptionError` for parts that cannot be joined."""
+    the modes send); `OptionError` for parts that cannot be joined. A schema with no `allOf`
+    comes back as it is (not copied)."""
+    if not _has_all_of(schema):
+        return schema
     c = _Compiler(schema, where)
 
     def walk(node: Any, ptr: str) -> Any:
@@ -197,6 +200,20 @@ def merge_all_of(schema: Any, where: str = "the schema") -> Any:
         return {k: v if k in ("enum", "const", "default", "examples") else walk(v, f"{ptr}/{k}")
                 for k, v in node.items()}
     return walk(schema, "#")
+
+
+def _has_all_of(schema: Any) -> bool:
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if "allOf" in node:
+                return True
+            stack += [v for k, v in node.items()
+                      if k not in ("enum", "const", "default", "examples")]
+        elif isinstance(node, list):
+            stack += node
+    return False
 
 
 class _Compiler:
