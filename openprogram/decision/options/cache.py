@@ -240,8 +240,8 @@ def _cached_list(options: list | tuple, build: Callable[[Any], Menu]) -> Menu | 
     compared as version 4 writes it (2.4 ms for 1.4 MB, but the bytes also say which strings
     and dicts are shared); failing that, a list is found by the digest of its content as
     version 2 writes it (the content alone: a fresh `json.load` of the same file finds it).
-    The Menu is built (`build`) from a private copy (`marshal.loads`), so no later change to
-    the caller's dicts reaches it."""
+    The Menu is built (`build`) from a private copy (`marshal.loads`) of each entry that can be
+    changed in place, so no later change to the caller's dicts reaches it."""
     try:
         data = marshal.dumps(options, 4)
     except ValueError:   # not plain data (or nested past marshal's depth)
@@ -254,7 +254,9 @@ def _cached_list(options: list | tuple, build: Callable[[Any], Menu]) -> Menu | 
         digest = hashlib.blake2b(content, digest_size=20).digest()
         entry = _lists.get(digest)
         if entry is None or entry[2] != content:
-            entry = (options, data, content, build(marshal.loads(content)))
+            copy = marshal.loads(content)   # (text is kept as given: a name resolves to it)
+            entry = (options, data, content, build([x if _immutable(x) else y
+                                                    for x, y in zip(options, copy)]))
     with _cache_lock:
         old = _lists.get(digest)
         if old is not None and old[0] is not options and _list_ids.get(id(old[0])) == digest:
@@ -267,3 +269,9 @@ def _cached_list(options: list | tuple, build: Callable[[Any], Menu]) -> Menu | 
             if _list_ids.get(id(gone)) == gone_digest:
                 del _list_ids[id(gone)]
     return entry[3]
+
+
+def _immutable(item: Any) -> bool:
+    """An entry of a plain list nothing can change in place: a name, a tuple of texts."""
+    t = type(item)
+    return t is str or (t is tuple and all(type(x) is str for x in item))
