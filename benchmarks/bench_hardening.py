@@ -172,7 +172,8 @@ def bench_wide(n):
     print("\nA tool of many properties")
     per = {}
     for k in sorted({1000, 9000, n}):
-        t, _, out = timed(lambda k=k: normalize([wide(k)]).text)
+        tool = wide(k)
+        t, _, out = timed(lambda tool=tool: normalize([tool]).text)
         if isinstance(out, Exception):
             print(f"  {k:>6,} properties: {ms(t)} to refuse it: {str(out)[:120]}...")
         else:

@@ -739,6 +739,35 @@ def _list_option(item: Any, where: str) -> Option:
                       f"for value options")
 
 
+def _head(value: Any, n: int = 60) -> str:
+    """The first `n` characters of `value`'s repr, for the name of a list-form entry, written
+    only as far as they go (a tool of 50,000 properties has a repr of megabytes, and every
+    entry of a list is named so)."""
+    out: list[str] = []
+    size = 0
+
+    def put(text: str) -> bool:
+        nonlocal size
+        out.append(text)
+        size += len(text)
+        return size >= n
+
+    def walk(v: Any) -> bool:   # True once n characters are written
+        t = type(v)
+        if t is dict or t is list or t is tuple:
+            opening, closing = {dict: "{}", list: "[]", tuple: "()"}[t]
+            if put(opening):
+                return True
+            for i, x in enumerate(v.items() if t is dict else v):
+                if (i and put(", ")) or (t is dict and (walk(x[0]) or put(": ")))\
+                        or walk(x[1] if t is dict else x):
+                    return True
+            return put("," + closing if t is tuple and len(v) == 1 else closing)
+        return put(repr(v[:n + 1]) if t is str else safe_repr(v)[:n + 1])
+    walk(value)
+    return "".join(out)[:n]
+
+
 def build_option(name: str | None, handler: Any, position: int | None) -> Option:
     if isinstance(handler, WithExamples):
         inner = build_option(name, handler.handler, position)
@@ -746,7 +775,7 @@ def build_option(name: str | None, handler: Any, position: int | None) -> Option
                                                      f"{inner.name!r} in the option set",
                                    replace=False)
     if name is None:
-        return _list_option(handler, f"option #{position} ({handler!r:.60})")
+        return _list_option(handler, f"option #{position} ({_head(handler)})")
     return _dict_option(name, handler, f"option {name!r}")
 
 
