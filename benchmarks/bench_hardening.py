@@ -243,6 +243,9 @@ def bench_tools(n):
         reply.pop(0)
     print(f"  first: the list read in {ms(t_read).strip()}, its menu written in "
           f"{ms(t_text).strip()}")
+    t_hit, t_hit_min, _ = timed(lambda: normalize(tools), 25)
+    print(f"  normalize(the list) again, alone (its content compared): median {ms(t_hit).strip()}, "
+          f"min {ms(t_hit_min).strip()}")
     ratio = statistics.median(again) / statistics.median(built)
     print(f"  again: median {ms(statistics.median(again))}, min {ms(min(again)).strip()}; "
           f"on a Menu built once and kept: median {ms(statistics.median(built))}, min "
