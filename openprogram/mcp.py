@@ -60,7 +60,7 @@ from .base.errors import (
     require,
 )
 from .base.filesecrets import remember
-from .base.model_protocol import on_loop, tool_runtime
+from .base.model_protocol import on_loop, tool_runtime, wrapped
 from .base.text import cut
 from .decision.options import normalize
 from .decision.options.tool_definitions import ToolDefinition
@@ -242,13 +242,10 @@ def _caller(call: Any, tool_name: str, loop: Any, structured: bool,
 def _result_keeper(runtime: Any) -> Any:
     """The `tool_result` method of the runtime (or of the runtime it wraps) that records or
     replays live tools' results, or None."""
-    for _ in range(16):  # wrappers of wrappers, never a cycle followed forever
-        if runtime is None:
-            return None
-        keeper = getattr(runtime, "tool_result", None)
+    for rt in wrapped(runtime):  # wrappers of wrappers, never a cycle followed forever
+        keeper = getattr(rt, "tool_result", None)
         if callable(keeper):
             return keeper
-        runtime = getattr(runtime, "inner", None)
     return None
 
 

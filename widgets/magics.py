@@ -212,7 +212,7 @@ class DecisionMagics(Magics):
                            "raises openprogram.Retry('why') to reject it")
 
     def _reask(self, expr: str | None):
-        from openprogram.decision.loop import check_reask
+        from openprogram.decision.settings import check_reask
         text = self._named(expr, "--reask", lambda v: True, "")
         try:
             check_reask(text)   # a template naming an unknown field fails here, before a call
@@ -271,10 +271,10 @@ class DecisionMagics(Magics):
 
     def _decision_cell(self, magic, line: str, cell: str, start) -> Any:
         """What %%decide and %%agent share: read the flags, look the names up, make the
-        decision with its panel live, bind --as. `start(args, prompt, options, common)` checks
+        decision with its panel live, bind --as. `start(args, prompt, options, settings)` checks
         the magic's own flags and returns the call that makes the decision and the tools the
-        panel's test needs; `common` holds the keyword arguments both entries take (runtime,
-        context, timeout_s, mode, validate, reask, repair)."""
+        panel's test needs; `settings` are the decision's settings both entries take, built
+        from the flags and checked (`openprogram.decision.settings.Settings`)."""
         args = self._parse(magic, line)
         if args is None:
             return None
@@ -284,12 +284,14 @@ class DecisionMagics(Magics):
         rt = self._runtime(args.runtime)
         self._check_mode(rt, args.mode)
         ctx = self._context(args.context)
-        common = dict(runtime=rt, context=ctx, timeout_s=args.timeout, mode=args.mode,
-                      validate=self._validate(args.validate), reask=self._reask(args.reask),
-                      confidence=self._confidence(args.confidence),
-                      min_confidence=args.min_confidence, low_confidence=args.low_confidence,
-                      repair=args.repair)
-        call, tools = start(args, prompt, options, common)
+        from openprogram.decision.settings import MAGIC, Settings
+        settings = Settings.of(
+            dict(runtime=rt, context=ctx, timeout_s=args.timeout, mode=args.mode,
+                 validate=self._validate(args.validate), reask=self._reask(args.reask),
+                 confidence=self._confidence(args.confidence),
+                 min_confidence=args.min_confidence, low_confidence=args.low_confidence,
+                 repair=args.repair), f"%%{magic.__name__}", MAGIC)
+        call, tools = start(args, prompt, options, settings)
         result = self._run(call, options, args.options, ctx, tools)
         self._bind(args.as_name, result)
         return result
@@ -314,13 +316,13 @@ class DecisionMagics(Magics):
             %%decide OPTIONS --as step --validate in_stock --reask REASK
             The order {order_id} is late. Pick the next step.
         """
-        def start(args, prompt, options, common):
+        def start(args, prompt, options, settings):
             if args.max_retries < 0:
                 raise UsageError(f"--max-retries {args.max_retries}: give 0 or more (0 turns "
                                  f"re-asks off)")
             from openprogram import decision
             return (lambda: decision.make(prompt, options, max_retries=args.max_retries,
-                                          **common)), None
+                                          **settings.keywords())), None
         return self._decision_cell(self.decide, line, cell, start)
 
     # -- %%agent ------------------------------------------------------------------------------
@@ -346,7 +348,7 @@ class DecisionMagics(Magics):
             %%agent OPTIONS --tools search,fetch --as answer
             Find out whether {city} has a direct train to Rome, then pick.
         """
-        def start(args, prompt, options, common):
+        def start(args, prompt, options, settings):
             tools = self._eval(args.tools, "--tools") if args.tools else None
             toolset = None
             if args.toolset:
@@ -356,7 +358,8 @@ class DecisionMagics(Magics):
                     else self._eval(name, "--toolset")
             from openprogram import agent
             return (lambda: agent(prompt, tools=tools, toolset=toolset, options=options,
-                                  max_iterations=args.max_iterations, **common)), tools
+                                  max_iterations=args.max_iterations,
+                                  **settings.keywords())), tools
         return self._decision_cell(self.agent, line, cell, start)
 
     # -- %decision_menu -----------------------------------------------------------------------

@@ -161,6 +161,10 @@ class AttemptError(OpenProgramError, ValueError):
     (`args.items[0].qty`) when it can. The decision loop records it on the attempt and re-asks;
     only `DecisionError` reaches the caller."""
 
+    #: What the re-ask adds after the problem: the fix a `repair=` level above would have made
+    #: (the option name or the value the reply nearly wrote), "" when there is none.
+    hint: str = ""
+
     def __init__(self, kind: str, message: str, path: str | None = None):
         super().__init__(message)
         self.kind, self.message, self.path = kind, message, path

@@ -19,15 +19,17 @@ from .errors import ArgumentError, ModelCallError, NoRuntimeError, UsageError, W
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from collections.abc import Callable, Coroutine, Iterator
+    from collections.abc import Awaitable, Callable, Coroutine, Iterator
     from typing import Any, TypeVar
     T = TypeVar("T")
+    AskStage = Callable[["ModelCaller", Any, bool], Awaitable["StageAnswer"]]
 
 __all__ = ["ToolCall", "ModelResponse", "ModelCaller", "ModelCallError", "current_runtime",
            "using_runtime", "current_agent", "resolve_runtime", "check_timeout",
            "deadline_after", "check_iterations", "check_modes", "to_blocks", "blocks_text",
            "run_sync",
-           "run_blocking", "settle_value", "OnLoop", "on_loop", "tool_runtime", "running_tool"]
+           "run_blocking", "settle_value", "OnLoop", "on_loop", "tool_runtime", "running_tool",
+           "StageAnswer", "add_usage", "wrapped"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -65,6 +67,31 @@ class ModelResponse:
     content_blocks: list | None = None
 
 
+class StageAnswer:
+    """One stage of a staged runtime asked (see `ModelCaller.answer_in_stages`): the response,
+    its DAG node, the distribution over the options (or None), the option the reply picked (None
+    when it named none) and that option's probability (None when unknown)."""
+    __slots__ = ("response", "node", "confidence", "pick", "p_pick")
+
+    def __init__(self, response: ModelResponse, node: Any, confidence: Any, pick: str | None,
+                 p_pick: float | None) -> None:
+        self.response, self.node, self.confidence = response, node, confidence
+        self.pick, self.p_pick = pick, p_pick
+
+
+def add_usage(usages: list[Any]) -> dict[str, Any] | None:
+    """The token counts of several calls added up (None when none of them reported any)."""
+    known = [u for u in usages if u]
+    if not known:
+        return None
+    total: dict[str, Any] = {}
+    for u in known:
+        for k, v in u.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                total[k] = total.get(k, 0) + v
+    return total
+
+
 #: Mode arguments that say how a request is laid out, not what it asks (the menu is in the prompt
 #: already; `samples=`, how many samples of `decision.Samples` the request has, only lets a
 #: runtime draw them together, and each sample stays its own entry by its `sample=` index):
@@ -91,6 +118,35 @@ class ModelCaller:
     #: menu text it put into the prompt as `menu=`, so the runtime is told where the menu is
     #: instead of looking for it. Every other runtime gets the prompt alone.
     takes_menu: bool = False
+    #: The runtime this one wraps (a recorder, a cache, a batch path), whose capabilities it
+    #: passes on; None for a runtime that calls a model itself.
+    inner: ModelCaller | None = None
+    #: The distribution over the options this runtime can give with a reply ("exact" from an
+    #: in-process model, "logprobs" from a server's token log-probabilities), filled into
+    #: `ModelResponse.confidence` when a call passes `confidence=[names]`; None: it has none.
+    confidence_source: str | None = None
+    #: A runtime that holds a secret masks it in a text its server sent back (`redact(text)`);
+    #: the loop passes every decoded pick through it. None: it holds no secret.
+    redact: Callable[[Any], Any] | None = None
+    #: Whether the model is called natively asynchronously (`evaluate` then runs its rows as
+    #: tasks on one event loop instead of a thread each).
+    async_native: bool = False
+    #: Whether the provider searches deferred tools itself (`shortlist="native"`).
+    native_tool_search: bool = False
+    #: Whether its HTTP requests go through the provider transport, which keeps to a RateLimit.
+    honours_rate_limit: bool = False
+    #: A runtime that answers a decision's model call in stages, each stage a runtime asked in
+    #: turn (`CascadeRuntime`), sets this and implements `answer_in_stages`.
+    staged: bool = False
+
+    async def answer_in_stages(self, ask: AskStage) -> tuple[ModelResponse, Any, Any,
+                                                              list[dict[str, Any]]]:
+        """A staged runtime's answer to one model call of a decision: `ask(stage runtime, its
+        confidence source, first)` makes the call on one stage and reads the pick and its
+        probability from the reply (a `StageAnswer`: only the decision knows how its way of
+        asking reads a pick); the runtime decides which stages to ask. Returns `(response,
+        node, confidence, the stages asked as records)`."""
+        raise NotImplementedError
 
     def call_model(self, messages: list[dict[str, Any]], *,
                    tools: list[dict[str, Any]] | None = None,
@@ -378,12 +434,22 @@ def resolve_runtime(runtime: ModelCaller | None, what: str) -> ModelCaller:
     return rt
 
 
+def wrapped(runtime: ModelCaller | None) -> Iterator[ModelCaller]:
+    """`runtime` and the runtimes it wraps (`inner`: a recorder's, a cache's), outermost
+    first; a chain longer than 16 is cut (a wrapper that wraps itself)."""
+    for _ in range(16):
+        if runtime is None:
+            return
+        yield runtime
+        runtime = runtime.inner
+
+
 def check_modes(runtime: ModelCaller, mode: str) -> None:
     """Fail before any model call when `runtime` cannot ask in `mode`."""
-    modes = getattr(runtime, "modes", frozenset({"menu"}))
+    modes = runtime.modes
     if mode not in modes:
         raise ArgumentError(
-            f"{getattr(runtime, 'name', runtime)!r} cannot ask in mode {mode!r}; it can do "
+            f"{runtime.name!r} cannot ask in mode {mode!r}; it can do "
             f"{', '.join(repr(m) for m in sorted(modes))}. A Runtime(call=fn) can do 'tools' when "
             f"fn accepts tools= (and returns ToolCalls), and 'json_schema' when fn accepts "
             f"response_format=.")

@@ -16,13 +16,11 @@ state between modules.
 from __future__ import annotations
 
 import contextvars
-import dataclasses
 import json
 import time
 from inspect import isawaitable
 
 from ..base.errors import (
-    ArgumentError,
     AttemptError,
     DecisionError,
     ModelCallError,
@@ -35,6 +33,7 @@ from ..base.errors import (
 from ..base.model_protocol import (
     ModelCaller,
     ModelResponse,
+    StageAnswer,
     check_modes,
     current_runtime,
     deadline_after,
@@ -44,18 +43,12 @@ from ..base.model_protocol import (
     settle_value,
 )
 from ..base.redaction import redact_decoded
-from ..trace.confidence import (
-    ConfidenceAsk,
-    check_confidence,
-    check_threshold,
-    from_counts,
-    from_response,
-)
 from ..trace.decision_trace import DecisionTrace, emit, record
 from ..trace.records import Attempt, Pick, Reask, new_attempt, replace
 from . import repair as _repair
+from .confidence import NO_CONFIDENCE, check_threshold
 from .extract import extract_action, value_span
-from .modes import MenuMode, Mode, get_mode
+from .modes import MenuMode, Mode
 from .options import (
     Menu,
     Option,
@@ -66,21 +59,24 @@ from .options import (
     render_menu,
     safe_key,
 )
-from .options.shortlist import Shortlist, check_shortlist, defer_tools, narrow
-from .repair import DEFAULT_REPAIR, check_repair
+from .options.shortlist import defer_tools, narrow
 from .schema.budget import checking_until
+from .settings import ALL, PARSE, Settings, takes_settings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from collections.abc import Callable, Sequence
     from typing import Any, NoReturn
 
-    from ..base.type_names import ModeName, Options
+    from typing_extensions import Unpack
+
+    from ..base.type_names import Options
     from .extract import Extraction
+    from .settings import Keywords
 
 __all__ = ["make", "amake", "render_options", "extract_action", "parse_args", "resolve_decision",
-           "DECISION_FINISH_INSTRUCTION", "DEFAULT_REASK", "Decider", "reask_prompt",
-           "check_reask", "check_validate", "Plan", "attempt_gate"]
+           "DECISION_FINISH_INSTRUCTION", "DEFAULT_REASK", "Decider", "reask_prompt", "Plan",
+           "attempt_gate"]
 
 DECISION_FINISH_INSTRUCTION = (
     "Do the work the request needs first (reason, call tools). Then finish: end your reply with "
@@ -113,8 +109,6 @@ DEFAULT_REASK = (
     "its \"Call:\" line.\n\n"
     "{menu}")
 
-REASK_FIELDS = tuple(Reask.__dataclass_fields__)
-
 #: Called before each attempt's model call, in every decision made in this context: an
 #: evaluation row's stop check (a row of a stopped run makes no further model call). Whatever it
 #: raises ends that decision, whose trace finishes as failed.
@@ -122,43 +116,13 @@ attempt_gate: contextvars.ContextVar[Callable[[], None] | None] = contextvars.Co
     "openprogram_attempt_gate", default=None)
 
 
-def check_reask(reask: Any) -> Callable[[Reask], str] | None:
-    """`reask=` as a function of a `Reask`: None (the default text), a format template naming
-    only the fields of `Reask`, or a callable. Checked before any model call."""
-    if reask is None or callable(reask):
-        own: Callable[[Reask], str] | None = reask
-        return own
-    if not isinstance(reask, str):
-        raise UsageError(f"reask= takes a format template (str) or a callable of the failure, got "
-                        f"{type(reask).__name__}")
-    import string  # at first use: most decisions never write their own re-ask
-    try:
-        names = {f for _, f, _, _ in string.Formatter().parse(reask) if f is not None}
-    except ValueError as exc:
-        raise ArgumentError(f"reask= template is not a valid format string ({exc}); write fields "
-                         f"as {{error}} and a literal brace as {{{{") from None
-    bad = sorted(n for n in names if n.split(".")[0].split("[")[0] not in REASK_FIELDS or not n)
-    if bad:
-        raise ArgumentError(f"reask= template names unknown field(s) {', '.join(map(repr, bad))}; "
-                         f"the fields are {', '.join('{' + f + '}' for f in REASK_FIELDS)}")
-    return lambda r: reask.format(**{f: getattr(r, f) for f in REASK_FIELDS})
-
-
-def check_validate(validate: Any) -> Callable[..., Any] | None:
-    """`validate=`: None or a callable of the `Pick`. Checked before any model call."""
-    if validate is not None and not callable(validate):
-        raise UsageError(f"validate= takes a callable of the pick (raise openprogram.Retry "
-                        f"to reject it), got {type(validate).__name__}")
-    rule: Callable[..., Any] | None = validate
-    return rule
-
-
 def reask_prompt(request: str, reply: Any, err: AttemptError, menu_text: str,
                  reask: Callable[[Reask], str] | None = None, attempt: int = 1) -> str:
     """The re-ask (P7): by default the request, the previous reply, the problem, and the menu
-    again; `reask` (from `check_reask`) writes the user's own text from the same facts."""
+    again; `reask` (a checked `reask=`, settings.py) writes the user's own text from the same
+    facts."""
     shown = _bounded(reply if isinstance(reply, str) else repr(reply))
-    hint = getattr(err, "hint", "")  # the fix a repair level above would have made (repair.py)
+    hint = err.hint  # the fix a repair level above would have made (repair.py)
     facts = Reask(request=request, reply=shown, kind=err.kind, error=err.message,
                   path=err.path or "", menu=menu_text, attempt=attempt, hint=hint)
     if reask is not None:
@@ -179,29 +143,34 @@ class Decider:
     record or the trace. A record that no observer has been handed yet is completed in place
     (`_change`): observers still get every record as it stood at its event and never see it
     change afterwards, and a decision nobody watches step by step (an evaluation's rows) makes
-    one record per attempt instead of five."""
+    one record per attempt instead of five.
 
-    def __init__(self, runtime: ModelCaller | None, menu: Sequence[Option], *, request: str,
-                 context: dict[str, Any] | None, max_attempts: int, entry: str,
+    Its settings (a checked `Settings`, whose confidence source the entry point has checked
+    against the runtime) say how to decide: the rule and the re-ask text, the repair level and
+    the confidence source it asks at each step (strategies: the Decider never tests their
+    names). `max_attempts` overrides theirs where an entry point fixes it (a turn's one
+    re-pick); `mode` is the way of asking made for this menu (menu mode by default)."""
+
+    def __init__(self, runtime: ModelCaller | None, menu: Sequence[Option], settings: Settings,
+                 *, request: str, entry: str, max_attempts: int | None = None,
                  deadline: float | None = None, menu_text: str | None = None,
-                 sync: bool = True, validate: Callable[..., Any] | None = None,
-                 reask: Callable[[Reask], str] | None = None, mode: Mode | None = None,
-                 quiet: bool = False, confidence: ConfidenceAsk | None = None,
-                 min_confidence: float | None = None, low_confidence: str | None = None,
-                 repair: str = DEFAULT_REPAIR, shortlist: dict[str, Any] | None = None) -> None:
+                 sync: bool = True, mode: Mode | None = None, quiet: bool = False,
+                 shortlist: dict[str, Any] | None = None) -> None:
         self.runtime, self.menu, self.request = runtime, menu, request
-        # what the decision asks of the model's probabilities (checked by the entry point)
-        self.confidence = confidence
-        self.min_confidence, self.low_confidence = min_confidence, low_confidence
+        self.settings = settings
+        self.confidence = settings.confidence  # where the probabilities come from
+        self.min_confidence, self.low_confidence = settings.min_confidence, \
+            settings.low_confidence
         self._emit = record if quiet else emit  # quiet: the trace only, no observers
         self.mode = mode or MenuMode(menu)
         self.resp: Any = None        # the last model response, as the mode reads it
         self.messages: list[dict[str, Any]] = []
         self.sync = sync  # how to call the model and finish the user's awaitables
-        self.validate, self.reask = check_validate(validate), reask
-        self.repair = check_repair(repair)
+        self.validate, self.reask, self.level = settings.validate, settings.reask, \
+            settings.repair
+        self._redact = runtime.redact if runtime is not None else None
         self._enclosing: tuple[int, int] | None = None  # see check()
-        self.context = dict(context or {})
+        self.context = dict(settings.context or {})
         self.deadline = deadline
         self.by_name = menu.by_name if isinstance(menu, Menu) else {o.name: o for o in menu}
         self.menu_text = menu_text if menu_text is not None else render_menu(menu)
@@ -213,14 +182,19 @@ class Decider:
         self.sent = self._request or None
         self.trace = DecisionTrace(
             prompt=request, menu=self.menu_text, options=option_infos(menu), entry=entry,
-            max_attempts=max_attempts, runtime=getattr(runtime, "name", None),
-            context_keys=sorted(self.context), mode=self.mode.name,
-            model=getattr(runtime, "model", None), provider=getattr(runtime, "provider", None),
-            shortlist=shortlist)
+            max_attempts=settings.attempts if max_attempts is None else max_attempts,
+            runtime=None if runtime is None else runtime.name, context_keys=sorted(self.context),
+            mode=self.mode.name, model=None if runtime is None else runtime.model,
+            provider=None if runtime is None else runtime.provider, shortlist=shortlist)
         self.att: Attempt | None = None  # None until the first new_attempt()
         self.shown: Attempt | None = None  # the last record an observer was handed
         self._t0 = time.perf_counter()
         self._emit("decision_started", self.trace)
+
+    @property
+    def names(self) -> list[str]:
+        """The option names, in menu order (made when asked: most decisions never ask)."""
+        return list(self.by_name)
 
     @property
     def cur(self) -> Attempt:
@@ -288,25 +262,26 @@ class Decider:
             if self._emit("reply_chunk", trace, att, text=chunk):
                 self.shown = att
 
-        ask, cascade = self.confidence, None
-        stages = getattr(self.runtime, "cascade_stages", None)
+        source, cascade, rt = self.confidence, None, self.model
         try:
-            if stages:
-                resp, node, conf, missing, cascade = await self._cascade(
-                    stages, messages, extra, on_text, specs)
-            elif ask is None and not (self.mode.menu_in_prompt
-                                      and getattr(self.runtime, "takes_menu", False)):
-                # what _ask and _once do in this case, without their two frames (every
+            if rt.staged:
+                async def stage(on: ModelCaller, asks: Any, first: bool) -> StageAnswer:
+                    return await self._stage(on, asks, messages, extra,
+                                             on_text if first else None, specs)
+                resp, node, conf, cascade = await rt.answer_in_stages(stage)
+                missing = None
+            elif source is NO_CONFIDENCE and not (self.mode.menu_in_prompt and rt.takes_menu):
+                # what _ask and call_once do in this case, without their two frames (every
                 # decision without confidence= comes here)
                 conf = missing = None
                 if self.sync:
-                    resp, node = self.model.call_model(messages, on_text=on_text,
-                                                       deadline=self.deadline, **extra)
+                    resp, node = rt.call_model(messages, on_text=on_text,
+                                               deadline=self.deadline, **extra)
                 else:
-                    resp, node = await self.model.acall_model(messages, on_text=on_text,
-                                                              deadline=self.deadline, **extra)
+                    resp, node = await rt.acall_model(messages, on_text=on_text,
+                                                      deadline=self.deadline, **extra)
             else:
-                resp, node, conf, missing = await self._ask(self.model, ask, messages, extra,
+                resp, node, conf, missing = await self._ask(rt, source, messages, extra,
                                                             on_text, specs)
         except ModelCallError as exc:
             self._change(reply=exc.partial or "".join(parts), duration_s=self._elapsed(t0))
@@ -318,115 +293,49 @@ class Decider:
         self.resp = resp
         self._step("reply_received", reply=resp.text, model_call_id=node.id, usage=usage,
                    duration_s=self._elapsed(t0), finish_reason=resp.finish_reason, raw=resp.raw,
-                   cached=getattr(resp, "cached", False),
+                   cached=resp.cached,
                    tool_calls=[tc.to_dict() for tc in resp.tool_calls] if resp.tool_calls
                    else None,
-                   **({"confidence": conf} if ask is not None or stages else {}),
-                   **({"cascade": cascade} if stages else {}))
+                   **({"confidence": conf} if source.asks or rt.staged else {}),
+                   **({"cascade": cascade} if rt.staged else {}))
         if missing is not None:
             self.fail_with(AttemptError("no_confidence", missing))
         return resp
 
-    async def _ask(self, rt: ModelCaller, ask: ConfidenceAsk | None,
-                   messages: list[dict[str, Any]], extra: dict[str, Any],
-                   on_text: Callable[[str], None] | None,
+    async def _ask(self, rt: ModelCaller, source: Any, messages: list[dict[str, Any]],
+                   extra: dict[str, Any], on_text: Callable[[str], None] | None,
                    specs: list[dict[str, Any]] | None) -> tuple[Any, Any, Any, str | None]:
-        """One attempt's model call on `rt`, with what `ask` wants of its probabilities:
-        `(response, node, Confidence or None, why there is none when one was asked for)`."""
-        if self.mode.menu_in_prompt and getattr(rt, "takes_menu", False):
+        """One attempt's model call on `rt`, as the confidence `source` makes it: `(response,
+        node, Confidence or None, why there is none when one was asked for)`."""
+        if self.mode.menu_in_prompt and rt.takes_menu:
             extra = {**extra, "menu": self.menu_text}  # where the prompt's menu is, as data
-        if ask is None:
-            resp, node = await self._once(rt, messages, extra, on_text)
-            return resp, node, None, None
-        if not ask.native:
-            return (*await self._sample(rt, ask.samples, messages, extra, on_text, specs), None)
-        resp, node = await self._once(rt, messages, {**extra, "confidence": list(self.by_name)},
-                                      on_text)
-        if resp.confidence is not None:
-            return resp, node, from_response(resp.confidence, list(self.by_name)), None
-        if ask.samples is not None:  # the user allowed samples in its place
-            spent = resp.usage
-            resp, node, conf = await self._sample(rt, ask.samples, messages, extra, on_text,
-                                                  specs)
-            return dataclasses.replace(resp, usage=_add_usage([spent, resp.usage])), node, \
-                conf, None
-        return resp, node, None, self._no_distribution(resp, rt)
+        got: tuple[Any, Any, Any, str | None] = await source.ask(self, rt, messages, extra,
+                                                                  on_text, specs)
+        return got
 
-    async def _cascade(self, stages: list[Any], messages: list[dict[str, Any]],
-                       extra: dict[str, Any], on_text: Callable[[str], None] | None,
-                       specs: list[dict[str, Any]] | None) -> tuple[Any, Any, Any, Any, list[Any]]:
-        """A `CascadeRuntime`: each stage asked in turn until one is sure enough of its pick
-        (`min_confidence`), the last one's reply standing whatever its probability. Every stage
-        asked is recorded, with its tokens; the attempt's tokens are all of theirs."""
-        threshold = getattr(self.runtime, "min_confidence", 1.0)
-        asked: list[dict[str, Any]] = []
-        spent = []
-        for k, (rt, ask) in enumerate(stages):
-            last = k == len(stages) - 1
-            resp, node, conf, _ = await self._ask(rt, ask, messages, extra,
-                                                  on_text if k == 0 else None, specs)
-            name = self._named(resp)
-            if conf is not None and name in self.by_name:
-                conf = replace(conf, pick=name)
-            p = conf.p_pick if conf is not None and name in self.by_name else None
-            spent.append(resp.usage)
-            asked.append({"runtime": getattr(rt, "name", None), "pick": name, "p_pick": p,
-                          "answered": False, "usage": dict(resp.usage) if resp.usage else None,
-                          "confidence": conf.to_dict() if conf is not None else None})
-            if last or (p is not None and p >= threshold):
-                asked[-1]["answered"] = True
-                resp = dataclasses.replace(resp, usage=_add_usage(spent))
-                return resp, node, conf, None, asked
-        raise RuntimeError("internal error: a cascade with no stage")
+    async def _stage(self, rt: ModelCaller, source: Any, messages: list[dict[str, Any]],
+                     extra: dict[str, Any], on_text: Callable[[str], None] | None,
+                     specs: list[dict[str, Any]] | None) -> StageAnswer:
+        """One stage of a staged runtime (a cascade's), asked as `source` says: its reply,
+        the option it picked and that option's probability, for the runtime to judge."""
+        resp, node, conf, _ = await self._ask(rt, source, messages, extra, on_text, specs)
+        name = self.named(resp)
+        picked = conf is not None and name in self.by_name
+        if picked:
+            conf = replace(conf, pick=name)
+        return StageAnswer(resp, node, conf, name, conf.p_pick if picked else None)
 
-    async def _once(self, rt: ModelCaller, messages: list[dict[str, Any]],
-                    extra: dict[str, Any],
-                    on_text: Callable[[str], None] | None) -> tuple[Any, Any]:
+    async def call_once(self, rt: ModelCaller, messages: list[dict[str, Any]],
+                        extra: dict[str, Any],
+                        on_text: Callable[[str], None] | None) -> tuple[Any, Any]:
+        """One model call on `rt` within the decision's time, sync or async as it runs."""
         if self.sync:
             return rt.call_model(messages, on_text=on_text, deadline=self.deadline, **extra)
         return await rt.acall_model(messages, on_text=on_text, deadline=self.deadline, **extra)
 
-    async def _sample(self, rt: ModelCaller, s: Any, messages: list[dict[str, Any]],
-                      extra: dict[str, Any], on_text: Callable[[str], None] | None,
-                      specs: list[dict[str, Any]] | None) -> tuple[Any, Any, Any]:
-        """`confidence=Samples(n)`: n replies to the same request, each its own call (its
-        index goes with the request as `sample=`, so a cache or a cassette keeps each apart),
-        concurrently on the async path. The reply that resolves is the first drawn of the most
-        frequent pick; the tokens are those of all n."""
-        if specs:
-            raise UsageError("confidence=decision.Samples(n) cannot be drawn in a turn that "
-                             "calls tools (each sample would run the tools again); ask without "
-                             "tools=, or with confidence=True on a runtime that gives a "
-                             "distribution (LlamaCppRuntime, OpenAIRuntime)")
-        base = {k: v for k, v in extra.items() if k != "confidence"}
-        # `samples=` lets a runtime that can draw the n in one request (OpenAI's n=) do so
-        calls = [(on_text if i == 0 else None, {**base, "sample": i, "samples": s.n,
-                                                 "temperature": s.temperature})
-                 for i in range(s.n)]
-        if self.sync:
-            got = [rt.call_model(messages, on_text=show, deadline=self.deadline, **kw)
-                   for show, kw in calls]
-        else:
-            import asyncio
-            tasks = [asyncio.ensure_future(rt.acall_model(messages, on_text=show,
-                                                          deadline=self.deadline, **kw))
-                     for show, kw in calls]
-            try:
-                got = await asyncio.gather(*tasks)
-            except BaseException:  # one sample failed (or the decision was cancelled): the
-                for t in tasks:     # others are not left running on their own
-                    t.cancel()
-                raise
-        conf, i = from_counts([self._named(r) for r, _ in got], list(self.by_name))
-        resp, node = got[i]
-        # a copy: a scripted runtime may hand out the same response object again
-        resp = dataclasses.replace(resp, usage=_add_usage([r.usage for r, _ in got]),
-                                   cached=all(getattr(r, "cached", False) for r, _ in got))
-        return resp, node, conf
-
-    def _named(self, resp: Any) -> str | None:
-        """The option a sample's reply names, or None (unreadable, refused, no pick)."""
-        if getattr(resp, "refusal", None):
+    def named(self, resp: Any) -> str | None:
+        """The option a reply names, or None (unreadable, refused, no pick)."""
+        if resp.refusal:
             return None
         try:
             action = self.mode.action(resp).action
@@ -434,14 +343,6 @@ class Decider:
             return None
         name = action.get("call") if isinstance(action, dict) else None
         return name if isinstance(name, str) else None
-
-    def _no_distribution(self, resp: Any, rt: Any) -> str:
-        name = getattr(rt, "name", None) or type(rt).__name__
-        negotiated = (resp.raw or {}).get("negotiated") if isinstance(resp.raw, dict) else None
-        why = f" (the server's answer: {negotiated})" if negotiated else ""
-        return (f"runtime {name!r} returned no probabilities for this reply{why}; ask with "
-                f"confidence=decision.Samples(5, fallback=True) to draw samples when it gives "
-                f"none")
 
     def _elapsed(self, t0: float) -> float:
         return (self.cur.duration_s or 0) + time.perf_counter() - t0
@@ -456,7 +357,7 @@ class Decider:
         """Find the action in the response, as the mode reads it (P1, A6); records the
         extraction. A refusal, and a reply cut off before any action, are their own kinds."""
         att, resp = self.cur, self.resp
-        if getattr(resp, "refusal", None):
+        if resp.refusal:
             raise AttemptError("refused", f"the provider reports that the model refused: "
                                         f"{resp.refusal}")
         if not resp.tool_calls and not isinstance(att.reply, str):
@@ -466,20 +367,18 @@ class Decider:
         repairs: list[Any] = []
         inner = self._enclosing
         if inner is not None:
-            ex, repairs = _repair.repair_extraction(att.reply, replace(ex, action=None),
-                                                     "safe", [], resp.finish_reason in TRUNCATED)
+            ex, repairs = _SYNTAX.read(att.reply, replace(ex, action=None), [],
+                                       resp.finish_reason in TRUNCATED)
             if not repairs or ex.span is None or not (ex.span[0] <= inner[0]
                                                       and inner[1] <= ex.span[1]):
                 raise _NotEnclosing
-        elif ex.action is None and self.repair != "off" and getattr(self.mode, "require_key",
-                                                                    True):
+        elif ex.action is None and self.mode.require_key:
             # the strict reading found nothing: a reply it can read as written is never repaired
-            ex, repairs = _repair.repair_extraction(att.reply, ex, self.repair,
-                                                     list(self.menu),
-                                                     resp.finish_reason in TRUNCATED)
+            ex, repairs = self.level.read(att.reply, ex, list(self.menu),
+                                          resp.finish_reason in TRUNCATED)
         # the pick as decoded, redacted before anything reads it: JSON can spell a key the
         # runtime's redaction of the reply text did not see
-        ex.action, redacted = redact_decoded(ex.action, getattr(self.runtime, "redact", None))
+        ex.action, redacted = redact_decoded(ex.action, self._redact)
         if ex.action is None:
             self._step("extracted", candidates=ex.candidates)
             if resp.finish_reason in TRUNCATED:
@@ -502,7 +401,7 @@ class Decider:
             except AttemptError as err:
                 # The strict reading may have found a pick inside a broken one (an argument
                 # object keyed "action"): the repaired outer pick, if there is one, is meant.
-                if self.repair == "off" or self.cur.repairs or self.cur.span is None \
+                if not self.level.encloses or self.cur.repairs or self.cur.span is None \
                         or err.kind == "truncated" \
                         or not _repair.may_enclose(self.cur.reply, self.cur.span):
                     raise
@@ -532,18 +431,17 @@ class Decider:
             raise AttemptError("bad_args", f'"{ex.key}" must be an option name (a string), got '
                                          f"{type(name).__name__}", "call")
         option = self.by_name.get(name)
-        if option is None and self.repair == "menu":
-            near = _repair.repair_name(name, list(self.by_name))
+        if option is None:
+            near = self.level.option_name(name, self.names)
             if near is not None:
-                option = self.by_name[near]
-                self._add_repairs([_repair.Repair("option_name", "call", json.dumps(
-                    name, ensure_ascii=False), json.dumps(near, ensure_ascii=False))])
+                option = self.by_name[near[0]]
+                self._add_repairs([near[1]])
         if self.cur.confidence is not None and option is not None:
             self._change(confidence=replace(self.cur.confidence, pick=name))
         if option is None:
             err = AttemptError("unknown_call", f"{name!r} is not an option; the options are "
                                              f"{', '.join(self.by_name)}", "call")
-            setattr(err, "hint", _repair.name_hint(name, list(self.by_name)))  # for the re-ask
+            err.hint = _repair.name_hint(name, self.names)  # for the re-ask
             raise err
         dropped: list[str] = []
         if "args" in ex.action:
@@ -557,56 +455,24 @@ class Decider:
             dropped += [safe_key(k) for k in ex.action if k not in ("call", "args")]
         else:  # the flat form {"call": "x", "field": ...}; its paths still read args.field
             args = {k: v for k, v in ex.action.items() if k != "call"}
-        if self.repair == "menu":
-            return option, self._bind_repairing(option, args, dropped)
-        try:
-            return option, self.bind(option, args, dropped)
-        except AttemptError as err:  # the re-ask names the fix repair="menu" would have made
-            setattr(err, "hint", _repair.value_hint(err, option, args))
-            raise
+        return option, self.level.bind(self.bind, option, args, dropped, self._add_repairs)
 
     def _unwrapped(self, action: dict[str, Any]) -> dict[str, Any]:
-        """The pick of an object without "call": with repair="menu", the one option whose
-        parameters its keys match (call_wrapper); else the error that says what is missing."""
-        if self.repair == "menu":
-            got = _repair.repair_wrapper(action, list(self.menu))
-            if got is not None:
-                pick = {"call": got[0], "args": got[1]}
-                self._step("extracted", extracted=pick, key_alias="call")
-                self._add_repairs([_repair.Repair("call_wrapper", "call", _repair._json(action),
-                                                  _repair._json(pick))])
-                return pick
+        """The pick of an object without "call": the one the repair level reads it as (with
+        repair="menu", the one option whose parameters its keys match); else the error that
+        says what is missing."""
+        got = self.level.unwrap(action, list(self.menu))
+        if got is not None:
+            pick, fixed = got
+            self._step("extracted", extracted=pick, key_alias="call")
+            self._add_repairs([fixed])
+            return pick
         raise AttemptError("bad_args", 'the pick has no "call" naming the option; write it as '
                                      'in the option\'s "Call:" line', "call")
 
     def _add_repairs(self, repairs: list[Any]) -> None:
-        repairs = _repair.redact_repairs(repairs, getattr(self.runtime, "redact", None))
+        repairs = _repair.redact_repairs(repairs, self._redact)
         self._step("repaired", repairs=[*self.cur.repairs, *repairs])
-
-    def _bind_repairing(self, option: Option, args: dict[str, Any],
-                        dropped: list[str]) -> dict[str, Any]:
-        """`bind`, and where a value fails that the option's schema makes unambiguous (an
-        enum value in other case, "3" for an integer), the value repaired and bound again: a
-        bounded number of times, each fix recorded."""
-        fixes: list[Any] = []
-        for _ in range(_repair.MAX_VALUE_FIXES):
-            try:
-                out = self.bind(option, args, list(dropped))
-                break
-            except AttemptError as err:
-                fix = (_repair.value_fix(option, args, err.path)
-                       if err.kind in ("type_mismatch", "enum_violation") and err.path else None)
-                if fix is None:
-                    if fixes:
-                        self._add_repairs(fixes)
-                    raise
-                args, done = fix
-                fixes.append(done)
-        else:
-            out = self.bind(option, args, list(dropped))
-        if fixes:
-            self._add_repairs(fixes)
-        return out
 
     def bind(self, option: Option, args: dict[str, Any],
              dropped: list[str]) -> dict[str, Any]:
@@ -762,6 +628,9 @@ class _Running:
 _PLAIN = frozenset((str, int, float, bool, type(None), dict, list, tuple, bytes))
 
 
+_SYNTAX = _repair.SyntaxRepair()  # a broken pick around the strict one: its syntax alone
+
+
 class _NotEnclosing(Exception):
     """No repaired pick encloses the strict one: the strict reading's error stands."""
 
@@ -774,64 +643,38 @@ def _reply_shown(att: Attempt) -> Any:
     return att.reply
 
 
-def _add_usage(usages: list[Any]) -> dict[str, Any] | None:
-    """The token counts of several calls added up (None when none of them reported any)."""
-    known = [u for u in usages if u]
-    if not known:
-        return None
-    total: dict[str, Any] = {}
-    for u in known:
-        for k, v in u.items():
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                total[k] = total.get(k, 0) + v
-    return total
-
-
-def max_attempts(max_retries: Any) -> int:
-    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-        raise ArgumentError(f"max_retries must be a whole number >= 0 (0 turns re-asks off), got "
-                         f"{max_retries!r}")
-    return max_retries + 1
-
-
 # ---------------------------------------------------------------------------------------------
 # Public entry points
 # ---------------------------------------------------------------------------------------------
 
 
 class Plan:
-    """A decision's settings checked once — `make`'s checks, the menu normalized and rendered —
+    """A decision's settings checked against its options and runtime once — the menu normalized
+    and rendered, the way of asking and the confidence source checked against the runtime —
     then run for one prompt at a time (`run`). `make` builds one per call; an evaluation builds
-    one for all its rows, so a row does only what depends on its prompt."""
+    one for all its rows, so a row does only what depends on its prompt. `where` is the public
+    function the plan serves (its errors and its DAG span name it); the trace records the way
+    in as `entry` ("make")."""
 
-    __slots__ = ("runtime", "menu", "menu_text", "context", "attempts", "timeout_s", "entry",
-                 "validate", "reask", "way", "ask", "min_confidence", "low_confidence",
-                 "repair", "shortlist")
+    __slots__ = ("runtime", "menu", "menu_text", "settings", "where")
+    entry = "make"
 
-    def __init__(self, options: Options, *, runtime: ModelCaller | None,
-                 context: dict[str, Any] | None, max_retries: int, timeout_s: float | None,
-                 entry: str, validate: Callable[..., Any] | None, reask: Any, mode: Any,
-                 confidence: Any = None, min_confidence: Any = None, low_confidence: Any = None,
-                 repair: Any = None, shortlist: Any = None) -> None:
-        self.reask = check_reask(reask)
-        self.repair = check_repair(repair)
-        self.way = way = get_mode(mode)
-        self.attempts = max_attempts(max_retries)
-        deadline_after(timeout_s)  # checked now; each run's deadline counts from its start
-        self.timeout_s, self.entry, self.validate = timeout_s, entry, validate
-        self.shortlist = check_shortlist(shortlist)
+    def __init__(self, options: Options, settings: Settings, *, where: str = "decision.make",
+                 runtime: ModelCaller | None = None) -> None:
+        self.where = where
         self.menu = menu = normalize(options)
-        check_context(menu, context)
-        self.context = context
-        self.runtime = rt = resolve_runtime(runtime, entry)
+        check_context(menu, settings.context)
+        self.runtime = rt = resolve_runtime(runtime if runtime is not None else settings.runtime,
+                                            where)
+        way = settings.mode
         check_modes(rt, way.name)
-        self.ask = ask = check_confidence(confidence, rt, where=entry, mode=way.name)
-        # the names are read only to check a low_confidence= option, which needs min_confidence=
-        check_threshold(min_confidence, low_confidence,
-                        [o.name for o in menu] if min_confidence is not None else (), ask, entry)
-        self.min_confidence, self.low_confidence = min_confidence, low_confidence
+        source = settings.confidence.on(rt, way, where)
+        if settings.min_confidence is not None:  # a low_confidence= option is on the menu
+            check_threshold(settings.min_confidence, settings.low_confidence, source,
+                            [o.name for o in menu], where)
+        self.settings = settings.bound(confidence=source)
         # without a shortlist the model sees the whole menu, the same text for every prompt
-        self.menu_text = render_menu(menu) if self.shortlist is None else None
+        self.menu_text = render_menu(menu) if settings.shortlist is None else None
 
     async def run(self, prompt: str, *, sync: bool,
                   keep: list[DecisionTrace] | None = None) -> Any:
@@ -839,19 +682,17 @@ class Plan:
         decision's trace as soon as it starts (a row keeps it whatever ends the decision)."""
         if not isinstance(prompt, str):
             raise UsageError(f"prompt must be a str, got {type(prompt).__name__}")
-        rt, way, menu, menu_text = self.runtime, self.way, self.menu, self.menu_text
-        deadline = deadline_after(self.timeout_s)
+        rt, settings, menu, menu_text = self.runtime, self.settings, self.menu, self.menu_text
+        deadline = deadline_after(settings.timeout_s)
         listing = None
         if menu_text is None:  # the model sees, and may pick, these only
-            menu, listing = narrow(self.shortlist, prompt, menu, runtime=rt, mode=way.name)
+            menu, listing = narrow(settings.shortlist, prompt, menu, runtime=rt,
+                                   way=settings.mode)
             menu_text = render_menu(menu)
-        with rt.dag.span("decision", self.entry):
-            d = Decider(rt, menu, request=prompt, context=self.context,
-                        max_attempts=self.attempts, entry="make", deadline=deadline,
-                        menu_text=menu_text, sync=sync, validate=self.validate,
-                        reask=self.reask, mode=way(menu), confidence=self.ask,
-                        min_confidence=self.min_confidence, low_confidence=self.low_confidence,
-                        repair=self.repair, shortlist=listing)
+        with rt.dag.span("decision", self.where):
+            d = Decider(rt, menu, settings, request=prompt, entry=self.entry, deadline=deadline,
+                        menu_text=menu_text, sync=sync, mode=settings.mode(menu),
+                        shortlist=listing)
             if keep is not None:
                 keep.append(d.trace)
             with d.running():
@@ -861,87 +702,43 @@ class Plan:
                 return await d.settle()
 
 
-async def _make(prompt: str, options: Options, *, sync: bool, **settings: Any) -> Any:
+async def _make(prompt: str, options: Options, keywords: Keywords, where: str,
+                sync: bool) -> Any:
     if not isinstance(prompt, str):
         raise UsageError(f"prompt must be a str, got {type(prompt).__name__}")
-    return await Plan(options, **settings).run(prompt, sync=sync)
+    return await Plan(options, Settings.of(keywords, where), where=where).run(prompt, sync=sync)
 
 
-def make(prompt: str, options: Options, *, runtime: ModelCaller | None = None,
-         context: dict[str, Any] | None = None, max_retries: int = 1,
-         timeout_s: float | None = None, validate: Callable[..., Any] | None = None,
-         reask: str | Callable[[Reask], str] | None = None, mode: ModeName = "menu",
-         confidence: Any = False, min_confidence: float | None = None,
-         low_confidence: str | None = None, repair: str | None = None,
-         shortlist: int | Shortlist | None = None) -> Any:
-    """Pure decision (rule E1 of docs/rules.md): send `prompt + "\\n\\n" + menu` in one model call
-    and return the resolved result of the model's pick. Your prompt must ask the model to pick.
-    Works with async models and async options too, also inside a running event loop (a notebook
-    cell): they are finished before the result comes back.
-
-    `validate=rule` is called with the `Pick` before anything runs; raising
-    `openprogram.Retry("why")` rejects it (kind `rejected`, "why" goes to the model in the
-    re-ask). `reask=` replaces the re-ask text: a format template with the fields of `Reask`
-    ({request}, {reply}, {kind}, {error}, {path}, {menu}, {attempt}, {hint}) or a callable of a
-    `Reask`.
-    `mode=` is the way of asking: "menu" (the text menu, the default), "tools" (one native
-    tool per option) or "json_schema" (the provider's structured output); see modes.py.
-
-    `confidence=True` puts the model's probability of every option on each attempt
-    (`trace.confidence`, a `Confidence`), from the runtime's own numbers;
-    `confidence=decision.Samples(n)` counts the picks of n replies instead (any runtime).
-    `min_confidence=p` fails a pick below p as `low_confidence`, or resolves the option named
-    by `low_confidence=` in its place.
-    `repair=` is how sloppy a reply may be and still be read without a re-ask: "off" (every
-    deviation is re-asked), "safe" (the default: JSON syntax where one value is meant) or
-    "menu" (also what the options make unambiguous); each repair is on `attempt.repairs`.
-    `shortlist=k` (or `Shortlist(k, by=...)`) shows the model only the k options that rank
-    highest against the prompt (BM25 by default); the trace records the ranking
-    (`trace.shortlist`, `trace.pick_rank`); see options/shortlist.py."""
-    return run_sync(_make(prompt, options, runtime=runtime, context=context,
-                          max_retries=max_retries, timeout_s=timeout_s, sync=True,
-                          entry="decision.make", validate=validate, reask=reask, mode=mode,
-                          confidence=confidence, min_confidence=min_confidence,
-                          low_confidence=low_confidence, repair=repair, shortlist=shortlist))
+@takes_settings(ALL)
+def make(prompt: str, options: Options, **settings: Unpack[Keywords]) -> Any:
+    """Pure decision (rule E1 of docs/rules.md): send `prompt + "\\n\\n" + menu` in one model
+    call and return the resolved result of the model's pick. Your prompt must ask the model to
+    pick. Works with async models and async options too, also inside a running event loop (a
+    notebook cell): they are finished before the result comes back."""
+    return run_sync(_make(prompt, options, settings, "decision.make", sync=True))
 
 
-async def amake(prompt: str, options: Options, *, runtime: ModelCaller | None = None,
-                context: dict[str, Any] | None = None, max_retries: int = 1,
-                timeout_s: float | None = None, validate: Callable[..., Any] | None = None,
-                reask: str | Callable[[Reask], str] | None = None,
-                mode: ModeName = "menu", confidence: Any = False,
-                min_confidence: float | None = None, low_confidence: str | None = None,
-                repair: str | None = None, shortlist: int | Shortlist | None = None) -> Any:
+@takes_settings(ALL)
+async def amake(prompt: str, options: Options, **settings: Unpack[Keywords]) -> Any:
     """`make`, awaitable: the model call goes through the runtime's async path
     (`acall_model`), async options are awaited, and many `amake`s run concurrently on one
     event loop. Cancelling the task finishes its trace as failed."""
-    return await _make(prompt, options, runtime=runtime, context=context,
-                       max_retries=max_retries, timeout_s=timeout_s, sync=False,
-                       entry="decision.amake", validate=validate, reask=reask, mode=mode,
-                       confidence=confidence, min_confidence=min_confidence,
-                       low_confidence=low_confidence, repair=repair, shortlist=shortlist)
+    return await _make(prompt, options, settings, "decision.amake", sync=False)
 
 
-def parse_args(reply: Any, options: Options, *, runtime: ModelCaller | None = None,
-               context: dict[str, Any] | None = None, max_retries: int = 1, prompt: str = "",
-               validate: Callable[..., Any] | None = None,
-               reask: str | Callable[[Reask], str] | None = None,
-               repair: str | None = None) -> tuple[Any, dict[str, Any]]:
+@takes_settings(PARSE)
+def parse_args(reply: Any, options: Options, *, prompt: str = "",
+               **settings: Unpack[Keywords]) -> tuple[Any, dict[str, Any]]:
     """Parse and validate a reply (rules P1-P7 of docs/rules.md) into `(chosen, kwargs)`: the
-    function for a function option, the name for a value or schema option. On a bad reply, re-asks
-    through the runtime (`max_retries` times); with no runtime, a bad reply raises DecisionError at
-    once."""
-    attempts = max_attempts(max_retries)
-    reask = check_reask(reask)
-    repair = check_repair(repair)
+    function for a function option, the name for a value or schema option. On a bad reply,
+    re-asks through the runtime (`max_retries` times); with no runtime, a bad reply raises
+    DecisionError at once."""
+    checked = Settings.of(settings, "parse_args", PARSE)
     menu = normalize(options)
-    check_context(menu, context)
-    if runtime is None:
-        runtime = current_runtime()
-    if runtime is None:
-        attempts = 1
-    d = Decider(runtime, menu, request=prompt, context=context, max_attempts=attempts,
-                entry="parse", validate=validate, reask=reask, repair=repair)
+    check_context(menu, checked.context)
+    runtime = checked.runtime if checked.runtime is not None else current_runtime()
+    d = Decider(runtime, menu, checked, request=prompt, entry="parse",
+                max_attempts=None if runtime is not None else 1)
     with d.running():
         d.new_attempt(prompt)
         d.received(reply)

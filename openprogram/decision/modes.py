@@ -56,6 +56,14 @@ class Mode:
     several_candidates: ClassVar[bool] = False
     #: One sentence on what this way of asking sends, for the step-through.
     how_sent: ClassVar[str] = ""
+    #: The options go to the provider as native tools (what its own tool search can defer).
+    options_as_tools: ClassVar[bool] = False
+    #: A reply can carry the runtime's probabilities of the options: the providers return no
+    #: token log-probabilities for a native tool call.
+    gives_probabilities: ClassVar[bool] = True
+    #: The object a reply holds is a pick, with a call key (`repair=` may read a broken one);
+    #: `exec(response_format=)` in menu mode reads the last JSON object of any keys instead.
+    require_key: bool = True
 
     def __init__(self, menu: Sequence[Option]):
         self.menu = menu
@@ -176,6 +184,8 @@ def with_example_text(option: Option, desc: str, examples: Any = None) -> str:
 
 class ToolsMode(Mode):
     name = "tools"
+    options_as_tools = True
+    gives_probabilities = False
     how_sent = ("In the tools way of asking each option is sent as a native tool with its JSON "
                 "Schema, and the model answers with a tool call instead of text.")
 

@@ -25,15 +25,17 @@ from ..trace.decision_trace import (
 from .loop import Decider
 from .modes import get_mode
 from .options import normalize, render_menu
-from .repair import DEFAULT_REPAIR, check_repair
+from .settings import REVALIDATE, Settings, takes_settings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from collections.abc import Callable
     from typing import Any
+
+    from typing_extensions import Unpack
 
     from ..base.type_names import Options
     from .options.menu import Menu
+    from .settings import Keywords
 
 __all__ = ["revalidate", "Revalidation", "RevalidationRow", "register_recorded_reader"]
 
@@ -90,14 +92,13 @@ def _outcome(trace: DecisionTrace) -> tuple[str | None, bool]:
 
 
 async def _recheck(trace: DecisionTrace, menu: Menu, menu_text: str,
-                   validate: Callable[..., Any] | None,
-                   repair: str = DEFAULT_REPAIR) -> tuple[DecisionTrace, int | None]:
+                   settings: Settings) -> tuple[DecisionTrace, int | None]:
     """Re-check one trace's attempts; returns (new trace, passing attempt number or None)."""
     mode = get_mode(trace.mode)(menu)
-    d = Decider(None, menu, request=trace.prompt,
-                context={k: None for k in trace.context_keys},
-                max_attempts=max(len(trace.attempts), 1), entry="revalidate",
-                menu_text=menu_text, validate=validate, mode=mode, quiet=True, repair=repair)
+    validate = settings.validate
+    d = Decider(None, menu, settings.bound(context={k: None for k in trace.context_keys}),
+                request=trace.prompt, max_attempts=max(len(trace.attempts), 1),
+                entry="revalidate", menu_text=menu_text, mode=mode, quiet=True)
     for old in trace.attempts:
         d.new_attempt(old.prompt)
         calls = [ToolCall(c["name"], c.get("args") or {}, c.get("id"))
@@ -123,19 +124,19 @@ async def _recheck(trace: DecisionTrace, menu: Menu, menu_text: str,
     return d.trace, None
 
 
-def revalidate(recorded: Any, options: Options, *,
-               validate: Callable[..., Any] | None = None,
-               repair: str | None = None) -> Revalidation:
+@takes_settings(REVALIDATE)
+def revalidate(recorded: Any, options: Options,
+               **settings: Unpack[Keywords]) -> Revalidation:
     """Check every recorded reply again against `options` (and `validate=`), in the way of
     asking it was recorded with. Runs no function and calls no model. `repair=` re-reads the
     replies at another repair level ("off", "safe", "menu"), so a run shows what each level
     would save from a re-ask before one is chosen (the `repairs` column counts them)."""
-    repair = check_repair(repair)
+    checked = Settings.of(settings, "revalidate", REVALIDATE)
     menu = normalize(options)
     menu_text = render_menu(menu)
     rows, before, after = [], [], []
     for trace in _recorded_traces(recorded):
-        new, passing = run_sync(_recheck(trace, menu, menu_text, validate, repair))
+        new, passing = run_sync(_recheck(trace, menu, menu_text, checked))
         b, b_ok = _outcome(trace)
         last = new.attempts[-1] if new.attempts else None
         if passing is not None:

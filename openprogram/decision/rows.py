@@ -19,7 +19,6 @@ the earlier attempts' picks, so it must not count calls.
 from __future__ import annotations
 
 import contextvars
-import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -27,6 +26,7 @@ from ..base.errors import ArgumentError, ModelCallError, UsageError
 from ..base.json_form import json_ready
 from ..base.model_protocol import ModelCaller, ModelResponse, ToolCall, run_sync
 from .loop import Plan
+from .settings import ALL, Settings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
@@ -211,6 +211,7 @@ def reply_data(reply: Any) -> Any:
 def template_fields(template: str) -> list[str]:
     """The row columns a prompt template names (`{message}`, `{user.name}` -> "user")."""
     try:
+        import string  # at first use: `import openprogram` stays without it
         parsed = list(string.Formatter().parse(template))
     except ValueError as exc:
         raise ArgumentError(f"the prompt template is not a valid format string ({exc}); fields "
@@ -227,6 +228,11 @@ def template_fields(template: str) -> list[str]:
         if root not in out:
             out.append(root)
     return out
+
+
+#: A plan's settings: a decision's, but the runtime (the batch engine sends the requests) and
+#: the time budget (the engine's own timeouts apply).
+_TAKES = ALL - {"runtime", "timeout_s"}
 
 
 class RowPlan:
@@ -257,10 +263,9 @@ class RowPlan:
         self._plan = self._build()
 
     def _build(self) -> Plan:
-        defaults = {"context": None, "max_retries": 1, "timeout_s": None, "validate": None,
-                    "reask": None, "mode": "menu"}
-        return Plan(self.options, runtime=_Tape(self.runtime_name, self.model, self.takes_menu),
-                    entry="decision.make", **{**defaults, **self.settings})
+        return Plan(self.options, Settings.of(self.settings, "decision.plan", _TAKES),
+                    where="decision.plan",
+                    runtime=_Tape(self.runtime_name, self.model, self.takes_menu))
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "_plan"}
@@ -272,7 +277,7 @@ class RowPlan:
     @property
     def attempts(self) -> int:
         """How many attempts a row may take (max_retries + 1)."""
-        return self._plan.attempts
+        return self._plan.settings.attempts
 
     def prompt(self, row: Mapping[str, Any]) -> str:
         """The row's filled prompt template."""

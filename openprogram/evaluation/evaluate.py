@@ -26,14 +26,11 @@ from collections.abc import Mapping
 
 from ..base.json_form import json_ready
 from ..base.model_protocol import ModelCaller as Runtime
-from ..base.model_protocol import check_modes, check_timeout, resolve_runtime
-from ..decision.loop import check_reask, check_validate
-from ..decision.loop import max_attempts as _max_attempts
-from ..decision.modes import get_mode
+from ..base.model_protocol import check_modes, resolve_runtime, wrapped
+from ..decision.confidence import check_threshold
 from ..decision.options import check_context, normalize, render_menu
-from ..decision.options.shortlist import check_shortlist
-from ..decision.repair import check_repair
-from ..trace.confidence import Confidence, Samples, check_confidence, check_threshold
+from ..decision.settings import ALL, Settings, takes_settings
+from ..trace.confidence import Confidence
 from ..trace.decision_trace import batch as _trace_batch
 from ..trace.decision_trace import repr_head
 from .comparison import ComparisonResult
@@ -49,17 +46,18 @@ from .runner import run as _run_rows
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Iterator, Sequence
     from typing import Any
 
-    from ..base.type_names import ModeName, Options
+    from typing_extensions import Unpack
+
+    from ..base.type_names import Options
     from ..decision.options.kinds import Option
     from ..decision.options.menu import Menu
-    from ..trace.records import Reask
-    Reasker = str | Callable[[Reask], str] | None
+    from ..decision.settings import Keywords
 
-__all__ = ["evaluate", "aevaluate", "EvaluationResult", "ComparisonResult", "JournalMismatch",
-           "NO_PICK", "RateLimit"]
+__all__ = ["evaluate", "aevaluate", "evaluation", "EvaluationResult", "ComparisonResult",
+           "JournalMismatch", "NO_PICK", "RateLimit"]
 
 
 def _known(**attrs: Any) -> dict[str, Any]:
@@ -80,39 +78,20 @@ def _check_on_interrupt(value: Any) -> None:
                          f"got {value!r}")
 
 
-def check_settings(on_interrupt: Any, concurrency: Any, max_retries: Any, timeout_s: Any,
-              context: Any, validate: Any, reask: Any,
-              mode: Any = None, confidence: tuple[Any, ...] = (False, None, None),
-              repair: Any = None, shortlist: Any = None) -> tuple[int, dict[str, Any]]:
-    """The run settings shared by evaluate, aevaluate and compare, checked before anything
-    runs: the concurrency, and the keyword arguments every row's decision gets (the
-    confidence ones only when asked for)."""
+def check_run(on_interrupt: Any, concurrency: Any) -> int:
+    """The settings of a run of its own (evaluate, aevaluate and compare share them), checked
+    before anything runs: the concurrency."""
     _check_on_interrupt(on_interrupt)
-    concurrency = _positive_int(concurrency, "concurrency")
-    _max_attempts(max_retries)
-    check_timeout(timeout_s)
-    settings = {"context": context, "max_retries": max_retries,
-                "timeout_s": timeout_s, "validate": check_validate(validate),
-                "reask": check_reask(reask), "mode": get_mode(mode).name,
-                "repair": check_repair(repair),
-                **({"shortlist": check_shortlist(shortlist)} if shortlist is not None
-                   else {})}
-    for key, value in zip(CONFIDENCE_KEYS, confidence):
-        if value is not None and value is not False:
-            settings[key] = value
-    return concurrency, settings
+    return _positive_int(concurrency, "concurrency")
 
 
-CONFIDENCE_KEYS = ("confidence", "min_confidence", "low_confidence")
-
-
-def check_run_confidence(settings: dict[str, Any], menu: Sequence[Option], rt: Runtime,
-                      where: str) -> None:
+def check_run_confidence(settings: Settings, menu: Sequence[Option], rt: Runtime,
+                         where: str) -> None:
     """The confidence settings of a run checked against its runtime and menu, once, before any
     row runs (each row's decision would otherwise fail with the same error)."""
-    ask = check_confidence(settings.get("confidence"), rt, where=where, mode=settings["mode"])
-    check_threshold(settings.get("min_confidence"), settings.get("low_confidence"),
-                    [o.name for o in menu], ask, where)
+    source = settings.confidence.on(rt, settings.mode, where)
+    check_threshold(settings.min_confidence, settings.low_confidence, source,
+                    [o.name for o in menu], where)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -248,49 +227,45 @@ def _items(table: Table, journal: Journal | None,
         yield i, text, (key, record, expected)
 
 
-def _open_journal(journal: Any, name: str, prompt: str, menu: Sequence[Option], mode: str,
-                  rt: Runtime,
-                  table: Table, concurrency: int,
-                  settings: dict[str, Any] | None = None) -> Journal | None:
+def _open_journal(journal: Any, name: str, prompt: str, menu: Sequence[Option], rt: Runtime,
+                  table: Table, concurrency: int, settings: Settings) -> Journal | None:
     if journal is None:
         return None
     return Journal(journal, {"section": name, "prompt": prompt, "menu": render_menu(menu),
-                             "mode": mode, "runtime": rt.name,
-                             "repair": (settings or {}).get("repair"),
+                             "mode": settings.mode.name, "runtime": rt.name,
+                             "repair": settings.repair.name,
                              "options": [o.name for o in menu], "total": table.total,
                              "expected": table.has_expected,
                              "concurrency": concurrency,
-                             "confidence": _confidence_record(settings or {})})
+                             "confidence": _confidence_record(settings)})
 
 
-def _confidence_record(settings: dict[str, Any]) -> dict[str, Any] | None:
+def _confidence_record(settings: Settings) -> dict[str, Any] | None:
     """A run's confidence settings as the journal's section keeps them (in its fingerprint),
     or None when it asks for none."""
     out: dict[str, Any] = {}
-    ask = settings.get("confidence")
-    if isinstance(ask, Samples):
-        out["confidence"] = {"samples": ask.n, "temperature": ask.temperature,
-                             "fallback": ask.fallback}
-    elif ask is not None:
-        out["confidence"] = ask
-    for key in CONFIDENCE_KEYS[1:]:
-        if settings.get(key) is not None:
-            out[key] = settings[key]
+    asked = settings.confidence.fingerprint()
+    if asked is not None:
+        out["confidence"] = asked
+    if settings.min_confidence is not None:
+        out["min_confidence"] = settings.min_confidence
+    if settings.low_confidence is not None:
+        out["low_confidence"] = settings.low_confidence
     return out or None
 
 
 class Run:
     """One option set over one table: its journal, sink, board and the rows left to run."""
 
-    def __init__(self, table: Table, menu: Sequence[Option], rt: Runtime, settings: dict[str, Any],
+    def __init__(self, table: Table, menu: Sequence[Option], rt: Runtime, settings: Settings,
                  concurrency: int,
                  progress: Any, desc: str, journal: Any, name: str,
                  limit: RateLimit | None = None) -> None:
         self.table, self.menu, self.rt, self.settings = table, menu, rt, settings
         self.limit = limit
         self.concurrency, self.name = concurrency, name
-        self.journal = _open_journal(journal, name, table.prompt, menu, settings["mode"], rt,
-                                     table, concurrency, settings)
+        self.journal = _open_journal(journal, name, table.prompt, menu, rt, table, concurrency,
+                                     settings)
         self.names = [o.name for o in menu]
         self.sink = _Sink(self.names, table.total, self.journal)
         before = len(self.journal.done) if self.journal is not None else 0
@@ -346,10 +321,7 @@ def rate_limit_of(value: Any, rts: list[Runtime]) -> RateLimit | None:
 def _sends_http(rt: Runtime) -> bool:
     """Whether `rt` (or the runtime it wraps: a recorder, a cache) sends its calls through the
     provider transport, which keeps to a RateLimit."""
-    inner: Any = rt
-    while inner is not None and not getattr(inner, "honours_rate_limit", False):
-        inner = getattr(inner, "inner", None)
-    return inner is not None
+    return any(inner.honours_rate_limit for inner in wrapped(rt))
 
 
 def _batched(batch: Any, rt: Runtime) -> Runtime:
@@ -380,7 +352,7 @@ def _batch_hooks(one: Run, batched: Runtime, rt: Runtime) -> None:
 
 
 def new_run(table: Table, menu: Sequence[Option], rt: Runtime, batch: Any,
-             settings: dict[str, Any], concurrency: int, progress: Any, desc: str, journal: Any,
+             settings: Settings, concurrency: int, progress: Any, desc: str, journal: Any,
              name: str, limit: RateLimit | None) -> Run:
     """A run of `menu` over `table` on `rt`, or on its batch path when `batch=` asks: there
     every row waits on its round, so all of them are in flight at once (a task each, no
@@ -393,28 +365,23 @@ def new_run(table: Table, menu: Sequence[Option], rt: Runtime, batch: Any,
     return one
 
 
-def _evaluation(what: str, prompt: str, options: Options, inputs: Any, runtime: Runtime | None,
-                concurrency: Any, max_retries: Any, expected: Any, context: Any, timeout_s: Any,
-                progress: Any, on_interrupt: Any, validate: Any, reask: Any, mode: Any,
-                journal: Any, total: int | None, rate_limit: Any, batch: Any,
-                confidence: tuple[Any, ...] = (False, None, None),
-                repair: Any = None, shortlist: Any = None) -> Run:
+def _evaluation(what: str, prompt: str, options: Options, inputs: Any, settings: Settings, *,
+                concurrency: Any, expected: Any, progress: Any, on_interrupt: Any, journal: Any,
+                total: int | None, rate_limit: Any, batch: Any) -> Run:
     """The one run of `evaluate` / `aevaluate` (`what`), every argument checked before any
     model call."""
-    concurrency, settings = check_settings(on_interrupt, concurrency, max_retries, timeout_s,
-                                      context, validate, reask, mode, confidence,
-                                      repair, shortlist)
-    menu, table, rt = _plan(prompt, options, inputs, runtime, expected, context, what, total,
-                            journal)
-    check_modes(rt, settings["mode"])
+    concurrency = check_run(on_interrupt, concurrency)
+    menu, table, rt = _plan(prompt, options, inputs, settings.runtime, expected,
+                            settings.context, what, total, journal)
+    check_modes(rt, settings.mode.name)
     check_run_confidence(settings, menu, rt, what)
     return new_run(table, menu, rt, batch, settings, concurrency, progress, "evaluate",
-                    journal, "evaluate", rate_limit_of(rate_limit, [rt]))
+                   journal, "evaluate", rate_limit_of(rate_limit, [rt]))
 
 
 def _evaluation_span(one: Run) -> Any:
     return _trace_batch("evaluate", None, **_known(inputs=one.table.total),
-                        concurrency=one.concurrency, mode=one.settings["mode"])
+                        concurrency=one.concurrency, mode=one.settings.mode.name)
 
 
 def _plan(prompt: str, options: Options, inputs: Any, runtime: Runtime | None, expected: Any,
@@ -433,16 +400,11 @@ def _plan(prompt: str, options: Options, inputs: Any, runtime: Runtime | None, e
 # ---------------------------------------------------------------------------------------------
 
 
-def evaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runtime | None = None,
-             concurrency: int = 8, max_retries: int = 1, expected: Any = None,
-             context: dict[str, Any] | None = None, timeout_s: float | None = None,
-             progress: bool = True, on_interrupt: str = "return",
-             validate: Callable[..., Any] | None = None, reask: Reasker = None,
-             mode: ModeName = "menu", journal: Any = None, total: int | None = None,
-             rate_limit: Any = None, batch: Any = False, confidence: Any = False,
-             min_confidence: float | None = None,
-             low_confidence: str | None = None, repair: str | None = None,
-             shortlist: Any = None) -> EvaluationResult:
+@takes_settings(ALL)
+def evaluate(prompt: str, options: Options, inputs: Any, *, concurrency: int = 8,
+             expected: Any = None, progress: bool = True, on_interrupt: str = "return",
+             journal: Any = None, total: int | None = None, rate_limit: Any = None,
+             batch: Any = False, **settings: Unpack[Keywords]) -> EvaluationResult:
     """Run the decision `prompt.format_map(row)` over `options` for every row of `inputs` (a
     pandas DataFrame, a list of dicts, or any iterable of dicts — a generator, a
     `csv.DictReader`, `pandas.read_csv(..., chunksize=)` chunks — with `total=` its row count
@@ -494,10 +456,21 @@ def evaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runtime | N
     with `expected=`, `.shortlist_recall` (also in `.summary`) is how often the expected option
     was among those shown, beside `.accuracy`.
     """
-    one = _evaluation("evaluate", prompt, options, inputs, runtime, concurrency, max_retries,
-                      expected, context, timeout_s, progress, on_interrupt, validate, reask,
-                      mode, journal, total, rate_limit, batch,
-                      (confidence, min_confidence, low_confidence), repair, shortlist)
+    return evaluation(prompt, options, inputs, Settings.of(settings, "evaluate"),
+                      concurrency=concurrency, expected=expected, progress=progress,
+                      on_interrupt=on_interrupt, journal=journal, total=total,
+                      rate_limit=rate_limit, batch=batch)
+
+
+def evaluation(prompt: str, options: Options, inputs: Any, settings: Settings, *,
+               concurrency: Any = 8, expected: Any = None, progress: Any = True,
+               on_interrupt: Any = "return", journal: Any = None, total: int | None = None,
+               rate_limit: Any = None, batch: Any = False) -> EvaluationResult:
+    """`evaluate` with its decisions' settings checked already (`improve` runs its option
+    sets so)."""
+    one = _evaluation("evaluate", prompt, options, inputs, settings, concurrency=concurrency,
+                      expected=expected, progress=progress, on_interrupt=on_interrupt,
+                      journal=journal, total=total, rate_limit=rate_limit, batch=batch)
     with _evaluation_span(one):
         wall, was_interrupted = one.go()
     result = one.result(wall, was_interrupted)
@@ -507,17 +480,11 @@ def evaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runtime | N
     return result
 
 
-async def aevaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runtime | None = None,
-                    concurrency: int = 8, max_retries: int = 1, expected: Any = None,
-                    context: dict[str, Any] | None = None, timeout_s: float | None = None,
-                    progress: bool = True, on_interrupt: str = "return",
-                    validate: Callable[..., Any] | None = None, reask: Reasker = None,
-                    mode: ModeName = "menu",
-                    journal: Any = None, total: int | None = None,
-                    rate_limit: Any = None, batch: Any = False, confidence: Any = False,
-                    min_confidence: float | None = None,
-                    low_confidence: str | None = None, repair: str | None = None,
-                    shortlist: Any = None) -> EvaluationResult:
+@takes_settings(ALL)
+async def aevaluate(prompt: str, options: Options, inputs: Any, *, concurrency: int = 8,
+                    expected: Any = None, progress: bool = True, on_interrupt: str = "return",
+                    journal: Any = None, total: int | None = None, rate_limit: Any = None,
+                    batch: Any = False, **settings: Unpack[Keywords]) -> EvaluationResult:
     """`evaluate`, awaitable: every row is a `decision.amake` task on the running event loop,
     at most `concurrency` in flight, each in a copy of the caller's context. Same arguments
     (`journal=`, `total=`, `rate_limit=` and `batch=` included) and the same
@@ -530,10 +497,10 @@ async def aevaluate(prompt: str, options: Options, inputs: Any, *, runtime: Runt
     `aevaluate` cancels every row in flight (each trace finishes as failed) and re-raises the
     CancelledError, carrying the partial result as `.result`.
     """
-    one = _evaluation("aevaluate", prompt, options, inputs, runtime, concurrency, max_retries,
-                      expected, context, timeout_s, progress, on_interrupt, validate, reask,
-                      mode, journal, total, rate_limit, batch,
-                      (confidence, min_confidence, low_confidence), repair, shortlist)
+    one = _evaluation("aevaluate", prompt, options, inputs,
+                      Settings.of(settings, "aevaluate"), concurrency=concurrency,
+                      expected=expected, progress=progress, on_interrupt=on_interrupt,
+                      journal=journal, total=total, rate_limit=rate_limit, batch=batch)
     with _evaluation_span(one):
         wall, was_interrupted = await arun_one(one)
     result = one.result(wall, was_interrupted)

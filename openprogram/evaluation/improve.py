@@ -29,6 +29,7 @@ import warnings
 
 from ..base.errors import DecisionError, OptionWarning, UsageError
 from ..decision.options import Option, normalize
+from ..decision.settings import IMPROVE, Settings, takes_settings
 from .proposers import NAME, Journaled, digest, keyword_proposer, proposed, proposer_of
 from .results import bootstrap_interval
 
@@ -101,18 +102,19 @@ class _Scorer:
     menu is read back instead of asked again: that is how an interrupted `improve` resumes."""
 
     def __init__(self, prompt: str, rows: list[dict], labels: list[str], runtime: Any,
-                 settings: dict, budget: int, journal: Any = None):
+                 settings: Settings, concurrency: int, budget: int, journal: Any = None):
         self.prompt, self.rows, self.labels, self.rt = prompt, rows, labels, runtime
         self.settings, self.budget, self.journal = settings, budget, journal
+        self.concurrency = concurrency
         self.calls = 0
         self.resumed = 0   # rows read back from the journal (no call made for them)
         self.uses_p: bool | None = None
         self.seen: dict[str, set[int]] = {"train": set(), "held_out": set()}
-        self.per_attempt = getattr(settings.get("confidence"), "n", 1) or 1
+        self.per_attempt = settings.confidence.draws
 
     def affordable(self, idx: list[int]) -> bool:
         # the worst case of one more evaluation: every row re-asked as often as allowed
-        per_row = (1 + self.settings.get("max_retries", 1)) * self.per_attempt
+        per_row = self.settings.attempts * self.per_attempt
         return self.calls + len(idx) * per_row <= self.budget
 
     def _key(self, i: int) -> str:
@@ -126,7 +128,7 @@ class _Scorer:
         # resumed run, another seed) finds its rows whatever candidate it came from.
         return Journal(self.journal, {
             "section": f"improve {digest(text)}: {what}", "prompt": self.prompt,
-            "menu": text, "mode": self.settings["mode"], "runtime": self.rt.name,
+            "menu": text, "mode": self.settings.mode.name, "runtime": self.rt.name,
             "options": [o.name for o in menu], "total": len(self.rows)})
 
     def score(self, menu: list[Option], idx: list[int], side: str,
@@ -144,7 +146,7 @@ class _Scorer:
                     todo.append(i)
             # With a journal the rows go in small batches, each journaled when it ends, so an
             # interruption loses at most the batch in flight.
-            step = len(todo) if j is None else 2 * self.settings["concurrency"]
+            step = len(todo) if j is None else 2 * self.concurrency
             for at in range(0, len(todo), step or 1):
                 self._run(menu, todo[at:at + step], got, j)
         finally:
@@ -154,7 +156,7 @@ class _Scorer:
         hits = [1.0 if got[i]["pick"] == self.labels[i] else 0.0 for i in idx]
         ps = [got[i]["p"] for i in idx]
         if self.uses_p is None:  # a row without a distribution (a failed one) counts as p = 0
-            self.uses_p = bool(self.settings.get("confidence")) and \
+            self.uses_p = self.settings.confidence.asks and \
                 any(p is not None for p in ps)
         per_row = [(p or 0.0) if self.uses_p else h for p, h in zip(ps, hits)]
         return {"scores": per_row, "accuracy": hits, "p": ps, "picks": picks,
@@ -179,14 +181,15 @@ class _Scorer:
 
     def _run(self, menu: list[Option], chunk: list[int], got: dict, journal: Any) -> None:
         from ..base.json_form import to_jsonable
-        from .evaluate import evaluate
+        from .evaluate import evaluation
         # a renamed option is picked by its new name; labels and picks are the code's names
         shown = {o.code_name: o.name for o in menu}
         code = {o.name: o.code_name for o in menu}
         try:
-            res = evaluate(self.prompt, list(menu), [self.rows[i] for i in chunk],
-                           runtime=self.rt, expected=[shown[self.labels[i]] for i in chunk],
-                           progress=False, on_interrupt="raise", **self.settings)
+            res = evaluation(self.prompt, list(menu), [self.rows[i] for i in chunk],
+                             self.settings.bound(runtime=self.rt),
+                             expected=[shown[self.labels[i]] for i in chunk],
+                             concurrency=self.concurrency, progress=False, on_interrupt="raise")
             interrupted = None
         except KeyboardInterrupt as exc:
             res, interrupted = getattr(exc, "result", None), exc
@@ -324,11 +327,11 @@ class Improvement:
                     "op-improve-view")
 
 
-def improve(prompt: str, options: Any, rows: Any, *, expected: Any, runtime: Any = None,
-            proposer: Any = None, budget: int = 500, holdout: float = 0.5, seed: int = 0,
-            rename: bool = False, max_examples: int = 2, mode: str = "menu",
-            confidence: Any = False, max_retries: int = 1,
-            concurrency: int = 4, journal: Any = None) -> Improvement:
+@takes_settings(IMPROVE)
+def improve(prompt: str, options: Any, rows: Any, *, expected: Any, proposer: Any = None,
+            budget: int = 500, holdout: float = 0.5, seed: int = 0, rename: bool = False,
+            max_examples: int = 2, concurrency: int = 4, journal: Any = None,
+            **settings: Any) -> Improvement:
     """Propose edits to `options` from the training side of the labelled `rows` and keep each
     only when the held-out side shows it helps (see the module's docstring). `expected` is a
     column of `rows` or a list of option names; `holdout` the share held out (split with
@@ -348,10 +351,11 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, runtime: Any
     asking, runtime or proposer is refused with `JournalMismatch`; with other rows, when a
     row's request differs from the one journaled at its position."""
     from ..base.model_protocol import resolve_runtime
+    checked = Settings.of(settings, "improve", IMPROVE)
     if not isinstance(rename, bool):
         raise UsageError(f"improve(rename=...) is True (propose the names the model sees) or "
                          f"False (names are code: left alone), got {rename!r:.40}")
-    rt = resolve_runtime(runtime, "improve")
+    rt = resolve_runtime(checked.runtime, "improve")
     table = _rows_of(rows)
     original = list(normalize(options))
     names = [o.name for o in original]
@@ -374,13 +378,11 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, runtime: Any
     random.Random(seed).shuffle(order)
     n_held = round(len(table) * holdout)
     held, train = sorted(order[:n_held]), sorted(order[n_held:])
-    settings = {"mode": mode, "confidence": confidence, "max_retries": max_retries,
-                "concurrency": concurrency}
     if journal is not None and (isinstance(journal, bool) or
                                 not isinstance(journal, (str, os.PathLike))):
         raise UsageError(f"improve(journal=...) is a file path (str or pathlib.Path), got "
                          f"{type(journal).__name__}")
-    scorer = _Scorer(prompt, table, labels, rt, settings, budget, journal)
+    scorer = _Scorer(prompt, table, labels, rt, checked, concurrency, budget, journal)
     propose = proposer_of(proposer, rt, counter := [0, 0])
     if propose is not None and journal is not None:
         propose = Journaled(propose, journal, prompt, original, proposer, rt)

@@ -22,11 +22,12 @@ from ..base.model_protocol import ModelCaller as Runtime
 from ..base.model_protocol import run_sync
 from ..decision.loop import Plan, attempt_gate
 from ..decision.options import Option
+from ..decision.settings import Settings
 from ..trace.decision_trace import DecisionTrace
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
     from typing import Any, TypeVar
     R = TypeVar("R")
 
@@ -55,13 +56,17 @@ class Row:
         self.duration_s: float | None = None
 
 
-def plan(menu: Sequence[Option], rt: Runtime, settings: dict, sync: bool) -> Plan:
-    """The rows' decision settings, checked once (raises what `make` would)."""
-    return Plan(menu, runtime=rt, entry="decision.make" if sync else "decision.amake",
-                **settings)
+def plan(menu: Sequence[Option], rt: Runtime, settings: Settings | Mapping[str, Any],
+         sync: bool) -> Plan:
+    """The rows' decision settings (a `Settings`, or the keywords of `make`), checked once
+    against their menu and runtime (raises what `make` would)."""
+    where = "decision.make" if sync else "decision.amake"
+    if not isinstance(settings, Settings):
+        settings = Settings.of(settings, where)
+    return Plan(menu, settings, where=where, runtime=rt)
 
 
-def shared_plan(menu: Sequence[Option], rt: Runtime, settings: dict, sync: bool) -> Plan | None:
+def shared_plan(menu: Sequence[Option], rt: Runtime, settings: Settings, sync: bool) -> Plan | None:
     """`plan`, or None when the settings do not pass, so that each row fails with the error its
     own decision raises, as `make` would."""
     try:
@@ -84,7 +89,7 @@ def stopping(stop: threading.Event) -> Callable[[], None]:
     return gate
 
 
-async def decide(text: str, menu: Sequence[Option], rt: Runtime, settings: dict,
+async def decide(text: str, menu: Sequence[Option], rt: Runtime, settings: Settings,
                  stop: threading.Event, sync: bool, prepared: Plan | None = None) -> Row | None:
     """One input's decision: on a worker thread (`sync`, driven by run_sync) or on an event
     loop. None when the run stopped first. The row's context carries the run's attempt gate
@@ -337,7 +342,7 @@ class _Loop:
         self.thread.join()
 
 
-async def arows(items: Iterator, menu: Sequence[Option], rt: Runtime, settings: dict,
+async def arows(items: Iterator, menu: Sequence[Option], rt: Runtime, settings: Settings,
                 concurrency: int, stop: threading.Event, ctx: contextvars.Context,
                 on_row: Callable[[int, Any, Row | None], None]) -> bool:
     """Every row of `items` (`(i, text, extra)`) as a task on the running loop, at most
@@ -373,13 +378,13 @@ async def arows(items: Iterator, menu: Sequence[Option], rt: Runtime, settings: 
         await asyncio.gather(*workers, return_exceptions=True)
 
 
-def run(items: Iterator, menu: Sequence[Option], rt: Runtime, *, concurrency: int, settings: dict,
-        board: Board) -> tuple[float, bool]:
+def run(items: Iterator, menu: Sequence[Option], rt: Runtime, *, concurrency: int,
+        settings: Settings, board: Board) -> tuple[float, bool]:
     """Run every row of `items`; returns the wall time and whether the run was interrupted.
     KeyboardInterrupt is caught here and reported, never lost. Rows run as tasks on an event
     loop when the runtime's model is async (`Runtime.async_native`), else on threads."""
     stop = threading.Event()
-    kind = _Loop if getattr(rt, "async_native", False) else _Pool
+    kind = _Loop if rt.async_native else _Pool
     runner = None
     was_interrupted = False
     t0 = time.perf_counter()

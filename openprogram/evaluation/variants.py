@@ -4,74 +4,83 @@ after another, each as `evaluate` runs its rows, and lined up in a `ComparisonRe
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from ..base.model_protocol import ModelCaller as Runtime
 from ..base.model_protocol import check_modes, resolve_runtime
-from ..decision.loop import check_reask, check_validate
-from ..decision.loop import max_attempts as _max_attempts
-from ..decision.modes import get_mode
 from ..decision.options import check_context, normalize
-from ..decision.options.shortlist import check_shortlist
-from ..decision.repair import check_repair
+from ..decision.settings import COMPARE, SETTINGS, VARIANT, Settings, checked, takes_settings
 from ..trace.decision_trace import batch as _trace_batch
 from .comparison import ComparisonResult
-from .evaluate import (
-    CONFIDENCE_KEYS,
-    Run,
-    arun_one,
-    check_run_confidence,
-    check_settings,
-    new_run,
-    rate_limit_of,
-)
+from .evaluate import Run, arun_one, check_run, check_run_confidence, new_run, rate_limit_of
 from .inputs import Table
 from .results import EvaluationResult
 from .runner import interrupted as _interrupted
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from collections.abc import Callable, Iterator
+    from collections.abc import Iterator
     from typing import Any
 
-    from ..base.type_names import ModeName, Options
+    from typing_extensions import Unpack
+
+    from ..base.type_names import Options
     from ..decision.options.menu import Menu
-    from ..trace.records import Reask
-    Reasker = str | Callable[[Reask], str] | None
+    from ..decision.settings import Keywords
 
 __all__ = ["compare", "acompare", "Variant"]
 
 
-@dataclass(frozen=True)
-class Variant:
-    """One column of `compare`: what differs from compare's own arguments. Whatever is left
-    None comes from them — so `{"menu": Variant(mode="menu"), "tools": Variant(mode="tools")}`
-    compares ways of asking on the same options, runtime and inputs."""
-    options: Any = None
-    runtime: Any = None
-    mode: str | None = None
-    prompt: str | None = None
-    max_retries: int | None = None
-    validate: Any = None
-    reask: Any = None
-    confidence: Any = None
-    min_confidence: float | None = None
-    low_confidence: str | None = None
-    repair: str | None = None
-    shortlist: Any = None   # k or Shortlist(...): this variant's menus narrowed (None: all shown)
-
-    def __post_init__(self) -> None:
-        # A misspelt way of asking is refused here, where it was written, not when compare runs
-        if self.mode is not None:
-            get_mode(self.mode)
-        if self.repair is not None:
-            check_repair(self.repair)
-        check_shortlist(self.shortlist)
+def _check_variant(self: Any) -> None:
+    """Each setting a Variant overrides is checked where the Variant is written (a misspelt way
+    of asking is refused there, not when compare runs)."""
+    for name, value in self.overrides().items():
+        if name != "prompt":
+            checked(name, value, "Variant")
 
 
-def _variants(variants: Any, options: Options | None,
-              runtime: Runtime | None) -> list[tuple[str, Menu, Runtime, dict[str, Any]]]:
+def _overrides(self: Any) -> dict[str, Any]:
+    """The settings this variant sets (and its prompt), as written: what differs from
+    compare's own arguments."""
+    return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+            if f.name not in ("options", "runtime") and getattr(self, f.name) is not None}
+
+
+def _settings(self: Any, base: Settings, where: str) -> Settings:
+    """compare's settings `base` with this variant's put in. `confidence=False` turns the
+    run's confidence off, and with it the thresholds that need it."""
+    own = {k: v for k, v in self.overrides().items() if k != "prompt"}
+    if own.get("confidence") is False:
+        own.setdefault("min_confidence", None)
+        own.setdefault("low_confidence", None)
+    return base.replace(where, **own) if own else base
+
+
+#: One column of `compare`. A frozen dataclass whose fields are the option set, the prompt and
+#: the decision's settings a variant may set (`settings.VARIANT`), each None unless set.
+Variant = dataclasses.make_dataclass(
+    "Variant",
+    [("options", "Any", dataclasses.field(default=None)),
+     ("runtime", "ModelCaller | None", dataclasses.field(default=None)),
+     ("prompt", "str | None", dataclasses.field(default=None, kw_only=True)),
+     *((s.name, s.annotation if s.annotation.endswith("None") else f"{s.annotation} | None",
+        dataclasses.field(default=None, kw_only=True))
+       for s in SETTINGS if s.name in VARIANT and s.name != "runtime")],
+    frozen=True,
+    namespace={"__module__": __name__, "__post_init__": _check_variant, "overrides": _overrides,
+               "settings": _settings,
+               "__doc__": """One column of `compare`: what differs from compare's own arguments.
+    Whatever is left None comes from them — so `{"menu": Variant(mode="menu"), "tools":
+    Variant(mode="tools")}` compares ways of asking on the same options, runtime and inputs.
+    Its fields: `options`, `runtime`, `prompt` and the decision's settings a variant may set
+    (`mode`, `max_retries`, `validate`, `reask`, `confidence`, `min_confidence`,
+    `low_confidence`, `repair`, `shortlist`), each checked where the Variant is written."""})
+
+
+def _variants(variants: Any, options: Options | None, runtime: Runtime | None,
+              base: Settings) -> list[tuple[str, Menu, Runtime, Settings, str | None]]:
+    """Each variant as (name, its menu, its runtime, its settings, its own prompt or None)."""
     if not isinstance(variants, Mapping):
         raise TypeError(f"variants must be a dict {{name: option set}}, {{name: Runtime}} or "
                         f"{{name: (option set, Runtime)}}, got {type(variants).__name__}")
@@ -82,21 +91,10 @@ def _variants(variants: Any, options: Options | None,
     for name, v in variants.items():
         if not isinstance(name, str) or not name:
             raise TypeError(f"variant names must be non-empty strings, got {name!r}")
-        overrides: dict[str, Any] = {}
+        own, prompt = base, None
         if isinstance(v, Variant):
-            overrides = {k: getattr(v, k) for k in ("mode", "prompt", "max_retries", "validate",
-                                                    "reask", *CONFIDENCE_KEYS, "repair")
-                         if getattr(v, k) is not None}
-            if "mode" in overrides:
-                overrides["mode"] = get_mode(overrides["mode"]).name
-            if "max_retries" in overrides:
-                _max_attempts(overrides["max_retries"])
-            if "validate" in overrides:
-                overrides["validate"] = check_validate(overrides["validate"])
-            if "reask" in overrides:
-                overrides["reask"] = check_reask(overrides["reask"])
-            if v.shortlist is not None:
-                overrides["shortlist"] = check_shortlist(v.shortlist)
+            own = v.settings(base, f"compare variant {name!r}")
+            prompt = v.prompt
             opts = v.options if v.options is not None else options
             rt = v.runtime if v.runtime is not None else runtime
             if opts is None:
@@ -114,22 +112,16 @@ def _variants(variants: Any, options: Options | None,
             menu = normalize(opts)
         except (ValueError, TypeError) as exc:
             raise type(exc)(f"variant {name!r}: {exc}") from None
-        out.append((name, menu, resolve_runtime(rt, f"compare variant {name!r}"), overrides))
+        out.append((name, menu, resolve_runtime(rt, f"compare variant {name!r}"), own, prompt))
     return out
 
 
-
-
+@takes_settings(COMPARE)
 def compare(prompt: str, variants: Any, inputs: Any, *, options: Options | None = None,
-            runtime: Runtime | None = None, concurrency: int = 8, max_retries: int = 1,
-            expected: Any = None, context: dict[str, Any] | None = None,
-            timeout_s: float | None = None,
-            progress: bool = True, on_interrupt: str = "return",
-            validate: Callable[..., Any] | None = None, reask: Reasker = None,
-            mode: ModeName = "menu", journal: Any = None, total: int | None = None,
-            rate_limit: Any = None, batch: Any = False, confidence: Any = False,
-            min_confidence: float | None = None,
-            low_confidence: str | None = None, repair: str | None = None) -> ComparisonResult:
+            concurrency: int = 8, expected: Any = None, progress: bool = True,
+            on_interrupt: str = "return", journal: Any = None, total: int | None = None,
+            rate_limit: Any = None, batch: Any = False,
+            **settings: Unpack[Keywords]) -> ComparisonResult:
     """Run two or more variants over the same inputs and line their picks up side by side.
 
     `variants` maps a name to an option set (run on `runtime`, else the bound Runtime), to a
@@ -144,10 +136,10 @@ def compare(prompt: str, variants: Any, inputs: Any, *, options: Options | None 
     apply to every variant, as in `evaluate` (on the batch path each variant is its own rounds).
     Ctrl-C behaves as in `evaluate`; variants not yet started are all "cancelled".
     """
-    prep = _Comparison(prompt, variants, inputs, options, runtime, concurrency, max_retries,
-                       expected, context, timeout_s, progress, on_interrupt, validate, reask,
-                       mode, journal, total, rate_limit, batch,
-                       (confidence, min_confidence, low_confidence), repair)
+    prep = _Comparison(prompt, variants, inputs, options,
+                       Settings.of(settings, "compare", COMPARE), concurrency=concurrency,
+                       expected=expected, progress=progress, on_interrupt=on_interrupt,
+                       journal=journal, total=total, rate_limit=rate_limit, batch=batch)
     with _trace_batch("compare", None, variants=len(prep.plan), inputs=prep.table.total):
         for one in prep.runs():
             wall, interrupted = (0.0, True) if prep.interrupted else one.go()
@@ -155,27 +147,22 @@ def compare(prompt: str, variants: Any, inputs: Any, *, options: Options | None 
     return prep.result()
 
 
+@takes_settings(COMPARE)
 async def acompare(prompt: str, variants: Any, inputs: Any, *, options: Options | None = None,
-                   runtime: Runtime | None = None, concurrency: int = 8, max_retries: int = 1,
-                   expected: Any = None, context: dict[str, Any] | None = None,
-                   timeout_s: float | None = None, progress: bool = True,
-                   on_interrupt: str = "return", validate: Callable[..., Any] | None = None,
-                   reask: Reasker = None, mode: ModeName = "menu", journal: Any = None,
-                   total: int | None = None, rate_limit: Any = None,
-                   batch: Any = False, confidence: Any = False,
-                   min_confidence: float | None = None,
-                   low_confidence: str | None = None,
-                   repair: str | None = None) -> ComparisonResult:
+                   concurrency: int = 8, expected: Any = None, progress: bool = True,
+                   on_interrupt: str = "return", journal: Any = None, total: int | None = None,
+                   rate_limit: Any = None, batch: Any = False,
+                   **settings: Unpack[Keywords]) -> ComparisonResult:
     """`compare`, awaitable: each variant's rows run as `aevaluate` runs them (tasks on the
     running event loop, at most `concurrency` in flight), one variant after another. Same
     arguments and the same `ComparisonResult`. Cancelling the awaiting task cancels the rows
     in flight and re-raises the CancelledError, carrying the partial comparison as `.result`
     (unstarted variants "cancelled")."""
     import asyncio
-    prep = _Comparison(prompt, variants, inputs, options, runtime, concurrency, max_retries,
-                       expected, context, timeout_s, progress, on_interrupt, validate, reask,
-                       mode, journal, total, rate_limit, batch,
-                       (confidence, min_confidence, low_confidence), repair)
+    prep = _Comparison(prompt, variants, inputs, options,
+                       Settings.of(settings, "acompare", COMPARE), concurrency=concurrency,
+                       expected=expected, progress=progress, on_interrupt=on_interrupt,
+                       journal=journal, total=total, rate_limit=rate_limit, batch=batch)
     with _trace_batch("compare", None, variants=len(prep.plan), inputs=prep.table.total):
         for one in prep.runs():
             if prep.interrupted:
@@ -198,27 +185,18 @@ class _Comparison:
     per variant (made as the previous one ends) and the results gathered."""
 
     def __init__(self, prompt: str, variants: Any, inputs: Any, options: Options | None,
-                 runtime: Runtime | None, concurrency: int, max_retries: int, expected: Any,
-                 context: dict[str, Any] | None, timeout_s: float | None, progress: bool,
-                 on_interrupt: str, validate: Callable[..., Any] | None, reask: Reasker,
-                 mode: str, journal: Any, total: int | None, rate_limit: Any,
-                 batch: Any, confidence: tuple[Any, ...] = (False, None, None),
-                 repair: Any = None) -> None:
-        self.concurrency, self.settings = check_settings(on_interrupt, concurrency, max_retries,
-                                                    timeout_s, context, validate, reask, mode,
-                                                    confidence, repair)
-        self.plan = _variants(variants, options, runtime)
-        for name, menu, rt, overrides in self.plan:
-            check_context(menu, context)
-            check_modes(rt, overrides.get("mode", self.settings["mode"]))
-            own = {**self.settings, **overrides}
-            if own.get("confidence") is False:  # Variant(confidence=False) turns it off
-                for key in CONFIDENCE_KEYS:
-                    own.pop(key, None)
-                    overrides[key] = None
+                 settings: Settings, *, concurrency: Any, expected: Any, progress: bool,
+                 on_interrupt: str, journal: Any, total: int | None, rate_limit: Any,
+                 batch: Any) -> None:
+        self.concurrency = check_run(on_interrupt, concurrency)
+        self.settings = settings
+        self.plan = _variants(variants, options, settings.runtime, settings)
+        for name, menu, rt, own, _ in self.plan:
+            check_context(menu, own.context)
+            check_modes(rt, own.mode.name)
             check_run_confidence(own, menu, rt, f"compare variant {name!r}")
-        self.limit = rate_limit_of(rate_limit, [rt for _, _, rt, _ in self.plan])
-        names = list(dict.fromkeys(o.name for _, menu, _, _ in self.plan for o in menu))
+        self.limit = rate_limit_of(rate_limit, [rt for _, _, rt, _, _ in self.plan])
+        names = list(dict.fromkeys(o.name for _, menu, _, _, _ in self.plan for o in menu))
         table = Table(prompt, inputs, expected, names, "compare on", total=total)
         if table.streamed:  # every variant runs over the rows: read them once, keep them
             for _ in table.rows():
@@ -234,14 +212,14 @@ class _Comparison:
     def runs(self) -> Iterator[Run]:
         """The next variants' runs, each made only when the one before has finished."""
         while self._next < len(self.plan):
-            name, menu, rt, overrides = self.plan[self._next]
+            name, menu, rt, own, own_prompt = self.plan[self._next]
             self._next += 1
-            own = {k: v for k, v in overrides.items() if k != "prompt"}
-            own_prompt = overrides.get("prompt", self.prompt)
+            if own_prompt is None:
+                own_prompt = self.prompt
             table = self.table if own_prompt == self.prompt else self.table.refill(own_prompt)
-            yield new_run(table, menu, rt, self.batch, {**self.settings, **own},
-                           self.concurrency, self.progress and not self.interrupted, name,
-                           self.journal, name, self.limit)
+            yield new_run(table, menu, rt, self.batch, own, self.concurrency,
+                          self.progress and not self.interrupted, name, self.journal, name,
+                          self.limit)
 
     def done(self, one: Run, wall: float, interrupted: bool,
              result: EvaluationResult | None = None) -> None:

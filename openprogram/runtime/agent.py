@@ -15,11 +15,14 @@ import inspect
 
 from ..base.errors import UsageError
 from ..base.model_protocol import (
+    ModelCaller,
     current_agent,
     current_agent_var,
     current_runtime_var,
     resolve_runtime,
+    run_sync,
 )
+from ..decision.settings import AGENT, Settings, takes_settings
 from .runtime import Runtime, option_set
 
 TYPE_CHECKING = False
@@ -27,7 +30,10 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from collections.abc import Callable
     from typing import Any, TypeVar
 
-    from ..base.type_names import ModeName, Options
+    from typing_extensions import Unpack
+
+    from ..base.type_names import Options
+    from ..decision.settings import Keywords
     T = TypeVar("T")
 
 __all__ = ["Agent", "agent", "aagent", "bind_context", "current_agent"]
@@ -140,49 +146,35 @@ class Agent:
         return f"{type(self).__name__}(runtime={self.runtime!r})"
 
 
+@takes_settings(AGENT)
 def agent(prompt: Any, *, tools: Any = None, toolset: Any = None, options: Options | None = None,
-          response_format: Any = None, runtime: Runtime | None = None,
-          context: dict[str, Any] | None = None, max_iterations: int = 20,
-          timeout_s: float | None = None, validate: Callable[..., Any] | None = None,
-          reask: Any = None, mode: ModeName = "menu", choices: Options | None = None,
-          confidence: Any = False, min_confidence: float | None = None,
-          low_confidence: str | None = None, repair: str | None = None,
-          shortlist: Any = None) -> Any:
-    """A full turn (rule E2 of docs/rules.md) on the bound Runtime: reasoning and native tool calls
-    from `tools` / `toolset`. Returns the reply text; with `options=` (an option set, as in
-    `decision.make`; `choices=` is its older name and still works), the resolved decision; `repair=`
-    as in `decision.make`; `shortlist=k` narrows the options as in `decision.make`."""
+          response_format: Any = None, max_iterations: int = 20,
+          choices: Options | None = None, **settings: Unpack[Keywords]) -> Any:
+    """A full turn (rule E2 of docs/rules.md) on the bound Runtime: reasoning and native tool
+    calls from `tools` / `toolset`. Returns the reply text; with `options=` (an option set, as
+    in `decision.make`; `choices=` is its older name and still works), the resolved decision,
+    its settings as in `decision.make` (one re-pick, fixed)."""
     options = option_set(options, choices, "agent")
-    rt = _turn_runtime(runtime, "agent()")
-    return rt.exec(prompt, tools=tools, toolset=toolset, options=options,
-                   response_format=response_format, max_iterations=max_iterations,
-                   timeout_s=timeout_s, context=context, validate=validate, reask=reask,
-                   mode=mode, confidence=confidence, min_confidence=min_confidence,
-                   low_confidence=low_confidence, repair=repair,
-                   **({"shortlist": shortlist} if shortlist is not None else {}))
+    checked = Settings.of(settings, "agent", AGENT)
+    rt = _turn_runtime(checked.runtime, "agent()")
+    return run_sync(rt._exec(prompt, tools, toolset, options, response_format, max_iterations,
+                             checked, sync=True))
 
 
+@takes_settings(AGENT)
 async def aagent(prompt: Any, *, tools: Any = None, toolset: Any = None,
                  options: Options | None = None, response_format: Any = None,
-                 runtime: Runtime | None = None, context: dict[str, Any] | None = None,
-                 max_iterations: int = 20, timeout_s: float | None = None,
-                 validate: Callable[..., Any] | None = None, reask: Any = None,
-                 mode: ModeName = "menu", choices: Options | None = None,
-                 confidence: Any = False, min_confidence: float | None = None,
-                 low_confidence: str | None = None, repair: str | None = None,
-                 shortlist: Any = None) -> Any:
+                 max_iterations: int = 20, choices: Options | None = None,
+                 **settings: Unpack[Keywords]) -> Any:
     """`agent()`, awaitable (`Runtime.aexec`): async models, tools and options are awaited."""
     options = option_set(options, choices, "aagent")
-    rt = _turn_runtime(runtime, "aagent()")
-    return await rt.aexec(prompt, tools=tools, toolset=toolset, options=options,
-                          response_format=response_format, max_iterations=max_iterations,
-                          timeout_s=timeout_s, context=context, validate=validate, reask=reask,
-                          mode=mode, confidence=confidence, min_confidence=min_confidence,
-                          low_confidence=low_confidence, repair=repair,
-                          **({"shortlist": shortlist} if shortlist is not None else {}))
+    checked = Settings.of(settings, "aagent", AGENT)
+    rt = _turn_runtime(checked.runtime, "aagent()")
+    return await rt._exec(prompt, tools, toolset, options, response_format, max_iterations,
+                          checked, sync=False)
 
 
-def _turn_runtime(runtime: Runtime | None, where: str) -> Runtime:
+def _turn_runtime(runtime: ModelCaller | None, where: str) -> Runtime:
     """The Runtime a turn runs on. `resolve_runtime` promises only a model caller (what a
     decision needs); a turn needs `exec`, which only a Runtime has."""
     rt = resolve_runtime(runtime, where)

@@ -30,8 +30,7 @@ from ..base.model_protocol import (
     to_blocks,
     using_runtime,
 )
-from ..decision.loop import check_reask
-from ..decision.repair import check_repair
+from ..decision.settings import TURN, Settings, takes_settings
 from .calls import (
     accepted_kwargs,
     as_response,
@@ -230,69 +229,52 @@ class Runtime(ModelCaller):
             resp = await (asked if timeout is None else within(asked, timeout, grace=True))
             return record_reply(node, resp), node
 
+    @takes_settings(TURN)
     def exec(self, content, *, tools=None, toolset=None, options=None, response_format=None,
-             max_iterations: int = 20, timeout_s: float | None = None, context: dict | None = None,
-             validate: Callable | None = None, reask: Any = None, mode: str = "menu",
-             choices=None, confidence: Any = False, min_confidence: float | None = None,
-             low_confidence: str | None = None, repair: str | None = None, shortlist: Any = None):
+             max_iterations: int = 20, choices=None, **settings):
         """Run one turn. Returns the reply text; with `options=` (an option set, as in
-        `decision.make`; `choices=` is its older name), the resolved decision (a `validate=`
-        rule and a `reask=` text apply as in `decision.make`); with `response_format=`, the
-        validated object. `repair=` as in `decision.make`."""
+        `decision.make`; `choices=` is its older name), the resolved decision, its settings as
+        in `decision.make` (one re-pick, fixed); with `response_format=`, the validated
+        object."""
         return run_sync(self._exec(content, tools, toolset, option_set(options, choices, "exec"),
-                                   response_format, max_iterations, timeout_s, context,
-                                   validate, reask, mode, sync=True,
-                                   confidence=(confidence, min_confidence, low_confidence),
-                                   repair=repair, shortlist=shortlist))
+                                   response_format, max_iterations,
+                                   Settings.of(settings, "exec", TURN), sync=True))
 
+    @takes_settings(TURN)
     async def aexec(self, content, *, tools=None, toolset=None, options=None,
-                    response_format=None, max_iterations: int = 20,
-                    timeout_s: float | None = None, context: dict | None = None,
-                    validate: Callable | None = None, reask: Any = None, mode: str = "menu",
-                    choices=None, confidence: Any = False, min_confidence: float | None = None,
-                    low_confidence: str | None = None, repair: str | None = None,
-                    shortlist: Any = None):
+                    response_format=None, max_iterations: int = 20, choices=None, **settings):
         """`exec()` for async callers: model calls through `acall_model`, async tools and
         options awaited."""
         return await self._exec(content, tools, toolset, option_set(options, choices, "aexec"),
-                                response_format, max_iterations, timeout_s, context, validate,
-                                reask, mode, sync=False,
-                                confidence=(confidence, min_confidence, low_confidence),
-                                repair=repair, shortlist=shortlist)
+                                response_format, max_iterations,
+                                Settings.of(settings, "aexec", TURN), sync=False)
 
     async def _exec(self, content, tools, toolset, options, response_format, max_iterations,
-                    timeout_s, context, validate, reask, mode, *, sync: bool,
-                    confidence: tuple[Any, ...] = (False, None, None),
-                    repair: str | None = None, shortlist: Any = None):
+                    settings: Settings, *, sync: bool, where: str = "agent"):
+        """One turn with `settings` (checked by the entry point that was called)."""
         check_iterations(max_iterations)
-        reask = check_reask(reask)
-        repair = check_repair(repair)
-        deadline = deadline_after(timeout_s)
+        deadline = deadline_after(settings.timeout_s)
         blocks = to_blocks(content)
         from . import tools as _tools  # loaded with the first exec(), not with openprogram
-        tool_list = _tools.collect(tools, toolset, context)
+        tool_list = _tools.collect(tools, toolset, settings.context)
         if options is not None and response_format is not None:
             raise ValueError("exec() takes options= or response_format=, not both: options= "
                              "ends the turn with a pick, response_format= with a filled "
                              "object; drop one")
         if options is not None:
-            return await run_agent_decision(self, blocks, options, tool_list, context=context,
+            return await run_agent_decision(self, blocks, options, tool_list, settings,
                                             max_iterations=max_iterations, deadline=deadline,
-                                            sync=sync, validate=validate, reask=reask,
-                                            mode=mode, confidence=confidence, repair=repair,
-                                            shortlist=shortlist)
-        if confidence[0] not in (False, None) or confidence[1] is not None:
+                                            sync=sync, where=where)
+        if settings.confidence.asks or settings.min_confidence is not None:
             raise UsageError("exec(confidence=..., min_confidence=...) applies to a decision: "
                              "pass options= as well")
         if response_format is not None:
-            return await run_format(self, blocks, response_format, tool_list, context=context,
-                                    max_iterations=max_iterations, deadline=deadline, sync=sync,
-                                    reask=reask, mode=mode)
+            return await run_format(self, blocks, response_format, tool_list, settings,
+                                    max_iterations=max_iterations, deadline=deadline, sync=sync)
         resp, _ = await _tools.tool_loop(self, [{"role": "user", "content": blocks}], tool_list,
                                          max_iterations=max_iterations, deadline=deadline,
-                                         context=context, sync=sync)
+                                         context=settings.context, sync=sync)
         return resp.text
-
 
 
 _ACOMPLETE = Runtime.acomplete

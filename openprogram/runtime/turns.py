@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
-from ..base.errors import AttemptError, ModelCallError, UsageError
+from ..base.errors import AttemptError, ModelCallError
 from ..base.model_protocol import ModelCaller, blocks_text, check_modes
+from ..decision.confidence import check_threshold
 from ..decision.loop import DECISION_FINISH_INSTRUCTION, Decider
-from ..decision.modes import format_mode, get_mode
 from ..decision.options import (
     Param,
     SchemaOption,
@@ -19,16 +19,15 @@ from ..decision.options import (
     schema_field,
     validate,
 )
-from ..decision.options.shortlist import check_shortlist, narrow
-from ..decision.repair import check_repair
-from ..trace.confidence import check_confidence, check_threshold
+from ..decision.options.shortlist import narrow
 from ..trace.decision_trace import emit
 from ..trace.records import ToolRound, replace
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from collections.abc import Callable
     from typing import Any
+
+    from ..decision.settings import Settings
 
 # ---------------------------------------------------------------------------------------------
 # Turns that end in a decision (E2): a whole turn with tools, then its last reply is checked
@@ -65,47 +64,39 @@ async def _turn(d: Decider, content: list[dict], tools: list, max_iterations: in
 
 
 async def run_agent_decision(rt: ModelCaller, blocks: list[dict], options: Any, tools: list,
-                             *, context: dict | None, max_iterations: int,
-                             deadline: float | None, sync: bool = True,
-                             validate: Callable | None = None, reask: Callable | None = None,
-                             mode: Any = None, confidence: tuple = (False, None, None),
-                             repair: str | None = None, shortlist: Any = None):
+                             settings: Settings, *, max_iterations: int,
+                             deadline: float | None, sync: bool = True, where: str = "agent"):
     """`exec(options=)` (E2): one turn with tools, then the last reply is the decision; one
     re-pick, fixed. In menu mode the finish instruction and the menu end the prompt; in the
     other modes the choices travel as tools or as the schema. `shortlist=` narrows the
     options against the request first, as in `decision.make`."""
-    shortlist = check_shortlist(shortlist)
     menu = normalize(options)
-    check_context(menu, context)
+    check_context(menu, settings.context)
     request = blocks_text(blocks)
-    menu, listing = narrow(shortlist, request, menu, runtime=rt, mode=get_mode(mode).name)
-    way = get_mode(mode)(menu)
+    menu, listing = narrow(settings.shortlist, request, menu, runtime=rt, way=settings.mode)
+    way = settings.mode(menu)
     check_modes(rt, way.name)
-    ask = check_confidence(confidence[0], rt, where="agent", mode=way.name)
-    check_threshold(confidence[1], confidence[2], [o.name for o in menu], ask, "agent")
-    if ask is not None and not ask.native and tools:
-        raise UsageError("agent(options=..., confidence=decision.Samples(n)) cannot draw samples "
-                         "of a turn that calls tools (each sample would run the tools again); "
-                         "drop tools=, or use confidence=True on a runtime that gives a "
-                         "distribution (LlamaCppRuntime, OpenAIRuntime)")
+    source = settings.confidence.on(rt, settings.mode, where)
+    check_threshold(settings.min_confidence, settings.low_confidence, source,
+                    [o.name for o in menu], where)
+    source.check_turn(tools)
+    settings = settings.bound(confidence=source)
     menu_text = render_menu(menu)
     turn = _append_text(blocks, DECISION_FINISH_INSTRUCTION + "\n\n" + menu_text) \
         if way.menu_in_prompt else blocks
     with rt.dag.span("decision", "agent(options=)"):
-        d = Decider(rt, menu, request=request, context=context, max_attempts=2, entry="agent",
-                    deadline=deadline, menu_text=menu_text, sync=sync, validate=validate,
-                    reask=reask, mode=way, confidence=ask, min_confidence=confidence[1],
-                    low_confidence=confidence[2], repair=check_repair(repair), shortlist=listing)
+        d = Decider(rt, menu, settings, request=request, max_attempts=2, entry="agent",
+                    deadline=deadline, menu_text=menu_text, sync=sync, mode=way,
+                    shortlist=listing)
         with d.running():
             d.new_attempt(blocks_text(turn))
             await _turn(d, turn, tools, max_iterations)
             return await d.settle()
 
 
-async def run_format(rt: ModelCaller, blocks: list[dict], response_format: Any, tools: list, *,
-                     context: dict | None = None, max_iterations: int,
-                     deadline: float | None, sync: bool = True,
-                     reask: Callable | None = None, mode: Any = None):
+async def run_format(rt: ModelCaller, blocks: list[dict], response_format: Any, tools: list,
+                     settings: Settings, *, max_iterations: int, deadline: float | None,
+                     sync: bool = True):
     """`exec(response_format=schema)`: the reply is one JSON object of the schema's form,
     validated like a schema option's fields; one re-ask, fixed. `mode` asks for it as text
     (menu), as one forced tool (tools) or as the provider's structured output (json_schema)."""
@@ -118,7 +109,7 @@ async def run_format(rt: ModelCaller, blocks: list[dict], response_format: Any, 
         "Reply with one JSON object of this form, in a ```json fenced block:",
         *param_lines(option),
         "  Example: " + json.dumps(schema.placeholder(), ensure_ascii=False)])
-    way = format_mode(mode, option)
+    way = settings.mode.for_format(option)
     check_modes(rt, way.name)
     request = blocks_text(blocks)
     turn = _append_text(blocks, menu_text) if way.menu_in_prompt else blocks
@@ -134,9 +125,8 @@ async def run_format(rt: ModelCaller, blocks: list[dict], response_format: Any, 
         return option, value
 
     with rt.dag.span("decision", "exec(response_format=)"):
-        d = Decider(rt, [option], request=request, context=context, max_attempts=2,
-                    entry="format", deadline=deadline, menu_text=menu_text, sync=sync,
-                    reask=reask, mode=way)
+        d = Decider(rt, [option], settings, request=request, max_attempts=2, entry="format",
+                    deadline=deadline, menu_text=menu_text, sync=sync, mode=way)
         with d.running():
             d.new_attempt(blocks_text(turn))
             await _turn(d, turn, tools, max_iterations)

@@ -5,21 +5,31 @@ Each decision made on a cascade asks its first runtime with the probability of e
 (`confidence=True` where that runtime gives one, or `decision.Samples(n)` given as
 `confidence=`); when the probability of the pick is at least `min_confidence` that reply is the
 decision's, otherwise the next runtime is asked the same request, and so on to the last, whose
-reply stands whatever its probability. The decision loop runs the stages (it alone knows how
-the way of asking reads a pick from a reply): it reads `cascade_stages` from the runtime, so
-this module only holds the runtimes and checks them. Every stage asked is on the attempt
-(`attempt.cascade`: runtime, pick, p_pick, tokens) and `evaluate` counts how many rows each
-runtime answered and the tokens each spent (`EvaluationResult.cascade_counts`).
+reply stands whatever its probability. The cascade drives its stages through the protocol the
+decision loop calls every runtime by (`ModelCaller.staged`, `answer_in_stages`): the loop hands
+it a function that asks one stage and reads the pick and its probability from the reply (only
+the decision knows how its way of asking reads a pick), and the cascade decides which stages to
+ask. Every stage asked is on the attempt (`attempt.cascade`: runtime, pick, p_pick, tokens) and
+`evaluate` counts how many rows each runtime answered and the tokens each spent
+(`EvaluationResult.cascade_counts`).
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
 from ..base.errors import ArgumentError, UsageError
-from ..base.model_protocol import ModelCaller
+from ..base.model_protocol import ModelCaller, ModelResponse, add_usage
+from ..decision.confidence import (
+    NO_CONFIDENCE,
+    RuntimeConfidence,
+    SampledConfidence,
+    native_source,
+)
+from ..decision.modes import MenuMode
 from ..runtime.runtime import DAG, Runtime
-from ..trace.confidence import Samples, check_confidence, confidence_source
+from ..trace.confidence import Samples
 
 __all__ = ["CascadeRuntime"]
 
@@ -49,37 +59,59 @@ class CascadeRuntime(Runtime):
         self.min_confidence = float(m)
         # what each stage is asked for: every stage but the last must say how sure it is; the
         # last one's reply stands, so it is asked for its distribution only where that is free
-        stages = []
+        stages: list[tuple[Any, Any]] = []
         for k, rt in enumerate(self.runtimes):
             last = k == len(self.runtimes) - 1
-            own = confidence_source(rt) is not None
-            if own:
-                ask = check_confidence(True, rt, where="CascadeRuntime")
+            if native_source(rt) is not None:
+                source: Any = RuntimeConfidence()
             elif isinstance(confidence, Samples) and not last:
-                ask = check_confidence(confidence, rt, where="CascadeRuntime")
+                source = SampledConfidence(confidence)
             elif last:
-                ask = None
-            else:
-                check_confidence(True, rt, where="CascadeRuntime")  # raises, naming Samples
-            stages.append((rt, ask))
-        self.cascade_stages = stages
+                source = NO_CONFIDENCE   # its reply stands: asked plainly
+            else:   # refused, naming Samples
+                source = RuntimeConfidence().on(rt, MenuMode, "CascadeRuntime")
+            stages.append((rt, source))
+        #: Each stage: its runtime and where its probabilities come from.
+        self.stages = stages
         super().__init__(call=_no_direct_call, name=name or
-                         "cascade(" + ", ".join(str(getattr(r, "name", r)) for r in runtimes) + ")")
+                         "cascade(" + ", ".join(str(r.name) for r in runtimes) + ")")
         self.dag = DAG()
+
+    staged = True
+
+    async def answer_in_stages(self, ask: Any) -> tuple[ModelResponse, Any, Any,
+                                                         list[dict[str, Any]]]:
+        """Each stage asked in turn until one is sure enough of its pick (`min_confidence`),
+        the last one's reply standing whatever its probability. Every stage asked is recorded,
+        with its tokens; the attempt's tokens are all of theirs."""
+        asked: list[dict[str, Any]] = []
+        spent = []
+        for k, (rt, source) in enumerate(self.stages):
+            last = k == len(self.stages) - 1
+            got = await ask(rt, source, k == 0)
+            resp, conf, p = got.response, got.confidence, got.p_pick
+            spent.append(resp.usage)
+            asked.append({"runtime": rt.name, "pick": got.pick, "p_pick": p,
+                          "answered": False, "usage": dict(resp.usage) if resp.usage else None,
+                          "confidence": conf.to_dict() if conf is not None else None})
+            if last or (p is not None and p >= self.min_confidence):
+                asked[-1]["answered"] = True
+                return (dataclasses.replace(resp, usage=add_usage(spent)), got.node, conf,
+                        asked)
+        raise RuntimeError("internal error: a cascade with no stage")
 
     @property
     def modes(self) -> frozenset:
         """The ways of asking every stage can do."""
         out = None
         for rt in self.runtimes:
-            m = frozenset(getattr(rt, "modes", frozenset({"menu"})))
+            m = frozenset(rt.modes)
             out = m if out is None else out & m
         return out or frozenset()
 
     @property
     def model(self) -> str | None:
-        return " → ".join(str(getattr(r, "model", None) or getattr(r, "name", "?"))
-                          for r in self.runtimes)
+        return " → ".join(str(r.model or r.name or "?") for r in self.runtimes)
 
     @model.setter
     def model(self, value: Any) -> None:  # Runtime.__init__ sets it; the stages' names stand

@@ -7,9 +7,10 @@ in-process model's own probabilities under the decision grammar, "logprobs" from
 log-probabilities, "samples" from counting the picks of n replies) and how many replies were
 drawn (`n`, samples only). A runtime that can give a distribution says so with the class attribute
 `confidence_source` and fills `ModelResponse.confidence` (a plain dict, see model_protocol.py) when
-the loop passes it `confidence=[names]`; this module turns that dict into the record, checks the
-arguments a caller gives (`confidence=`, `Samples(...)`, `min_confidence=`, `low_confidence=`),
-and counts samples. Nothing here imports anything outside the standard library.
+the loop passes it `confidence=[names]`; this module turns that dict into the record, holds
+`Samples(...)` (the value `confidence=` takes for counted samples), and counts samples. Which
+source a decision asks is a strategy of the decision loop's (decision/confidence.py). Nothing
+here imports anything outside the standard library.
 """
 from __future__ import annotations
 
@@ -23,11 +24,19 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from collections.abc import Iterable, Sequence
     from typing import Any
 
-__all__ = ["Confidence", "Samples", "ConfidenceAsk", "check_confidence", "check_threshold",
-           "confidence_source", "from_response", "from_counts", "saved_problem", "SOURCES"]
+__all__ = ["Confidence", "Samples", "from_response", "from_counts", "saved_problem", "SOURCES"]
 
-#: Where a distribution can come from.
-SOURCES = ("exact", "logprobs", "samples")
+#: Where a distribution can come from, each with the sentence a view says of it (`{n}`: the
+#: replies counted).
+SOURCES = {
+    "exact": ("Exact: the model's own probability of each option's whole name under the "
+              "decision grammar, at the place where the name is written."),
+    "logprobs": ("From the server's token log-probabilities: the name written gets the product "
+                 "of its tokens' probabilities, the other options the alternatives listed at "
+                 "its first token; what cannot be told apart is other."),
+    "samples": ("Counted: the same request was sent {n} times and each bar is the share of "
+                "replies that picked that option."),
+}
 #: How far `probs` + `other` may stray from 1 before a runtime's numbers are renormalised.
 _TOLERANCE = 1e-6
 
@@ -49,6 +58,12 @@ class Confidence:
     def p_pick(self) -> float | None:
         """The probability of the option picked (None when the reply named no option)."""
         return None if self.pick is None else self.probs.get(self.pick, 0.0)
+
+    @property
+    def about(self) -> str | None:
+        """One sentence on where the numbers come from (None for a source not known)."""
+        said = SOURCES.get(self.source)
+        return None if said is None else said.format(n=self.n)
 
     @property
     def runner_up(self) -> str | None:
@@ -133,81 +148,6 @@ class Samples:
         if not isinstance(self.fallback, bool):
             raise UsageError(f"Samples(fallback=...) must be True or False, got "
                              f"{self.fallback!r}")
-
-
-@dataclass(frozen=True)
-class ConfidenceAsk:
-    """What a decision asks for, checked: the runtime's own distribution (`native`), samples
-    (`samples`), or the runtime's and samples where it can give none (both)."""
-    native: bool
-    samples: Samples | None = None
-
-
-def confidence_source(runtime: Any) -> str | None:
-    """The distribution `runtime` can give ("exact", "logprobs") or None; a wrapper (a cache, a
-    recorder, a rate limit) gives what the runtime it wraps gives."""
-    seen = 0
-    while runtime is not None and seen < 16:
-        source = getattr(runtime, "confidence_source", None)
-        if source is not None:
-            return source
-        runtime, seen = getattr(runtime, "inner", None), seen + 1
-    return None
-
-
-def check_confidence(value: Any, runtime: Any = None, *, where: str = "decision.make",
-                     mode: str | None = None) -> ConfidenceAsk | None:
-    """`confidence=` as what to ask for, or None for nothing; checked before any model call.
-    With a runtime, `True` on one that can give no distribution is a `UsageError` naming
-    samples."""
-    if value is None or value is False:
-        return None
-    if isinstance(value, Samples):
-        if value.fallback and runtime is not None and _native(runtime, mode):
-            return ConfidenceAsk(native=True, samples=value)
-        return ConfidenceAsk(native=False, samples=value)
-    if value is True:
-        if runtime is None or _native(runtime, mode) or getattr(runtime, "cascade_stages", None):
-            return ConfidenceAsk(native=True)
-        name = getattr(runtime, "name", None) or type(runtime).__name__
-        why = (" In mode='tools' the providers return no log-probabilities for a native tool "
-               "call." if mode == "tools" and confidence_source(runtime) else "")
-        raise UsageError(
-            f"{where}(confidence=True): runtime {name!r} cannot give the probability of each "
-            f"option (only LlamaCppRuntime and OpenAIRuntime can, in mode 'menu' or "
-            f"'json_schema').{why} Draw samples instead: confidence=decision.Samples(n), e.g. "
-            f"decision.Samples(5), which asks the same request n times and counts the picks.")
-    raise UsageError(f"{where}(confidence=...) takes True, False or decision.Samples(n), got "
-                     f"{value!r}")
-
-
-def _native(runtime: Any, mode: str | None) -> bool:
-    # Native tool calls come back without token log-probabilities from every provider.
-    return confidence_source(runtime) is not None and mode != "tools"
-
-
-def check_threshold(min_confidence: Any, low_confidence: Any, names: Sequence[str],
-                    ask: ConfidenceAsk | None, where: str = "decision.make") -> None:
-    """`min_confidence=` in (0, 1] and `low_confidence=` naming an option of the menu; both
-    need `confidence=`."""
-    if min_confidence is None:
-        if low_confidence is not None:
-            raise UsageError(f"{where}(low_confidence={low_confidence!r}) needs min_confidence=, "
-                             f"the probability below which that option is taken instead, "
-                             f"e.g. min_confidence=0.7")
-        return
-    m = min_confidence
-    if isinstance(m, bool) or not isinstance(m, (int, float)) or not 0 < m <= 1:
-        raise ArgumentError(f"{where}(min_confidence=...) must be a probability in (0, 1], "
-                            f"e.g. 0.7, got {m!r}")
-    if ask is None:
-        raise UsageError(f"{where}(min_confidence={m!r}) needs confidence=True (or "
-                         f"confidence=decision.Samples(n)): the threshold is on the "
-                         f"probability of the pick")
-    if low_confidence is not None and low_confidence not in names:
-        raise ArgumentError(f"{where}(low_confidence={low_confidence!r}) names no option of the "
-                            f"menu; it must be one of {', '.join(map(repr, names))} (the option "
-                            f"to resolve instead of a pick below min_confidence)")
 
 
 def from_response(data: Any, names: Sequence[str]) -> Confidence:

@@ -1,10 +1,14 @@
 """Immutable records of what one decision did, step by step.
 
-The decision loop never edits a record: each step (attempt sent, reply received, extracted,
-validated or failed) makes a new frozen `Attempt` from the previous one with
-`replace`, hands it to the trace and to every observer, and moves on. An observer (the
-live panel, a logger, an OpenTelemetry exporter) may keep any record it was given: it never
-changes afterwards. The lists inside a record are fresh for every record and never mutated.
+Each step of the decision loop (attempt sent, reply received, extracted, validated or failed)
+moves the attempt's frozen `Attempt` record forward, hands it to the trace and to every observer
+that wants the step, and moves on. An observer (the live panel, a logger, an OpenTelemetry
+exporter) may keep any record it was given: it never changes afterwards. Once an observer holds a
+record, the next step makes a new one with `replace`; a record nobody outside the decision has
+been handed yet is completed in place instead (`Decider._change` in decision/loop.py), so a
+decision nobody watches step by step makes one record per attempt. The lists inside a record
+handed out are never mutated. `build` is the one way a record is made without its class's
+`__init__`.
 """
 from __future__ import annotations
 
@@ -16,9 +20,10 @@ from ..base.json_form import to_jsonable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from typing import Any
+    from typing import Any, TypeVar
+    T = TypeVar("T")
 
-__all__ = ["Attempt", "ToolRound", "Pick", "Reask", "Repair", "replace", "new_attempt"]
+__all__ = ["Attempt", "ToolRound", "Pick", "Reask", "Repair", "replace", "new_attempt", "build"]
 
 
 def _now() -> float:
@@ -167,7 +172,15 @@ def new_attempt(number: int, is_last: bool, prompt: str, sent: dict | None) -> A
     state = _BLANK.copy()
     state.update(number=number, is_last=is_last, prompt=prompt, sent=sent, dropped=[],
                  injected=[], started_at=_now(), redacted=[], repairs=[])
-    new = object.__new__(Attempt)
+    return build(Attempt, state)
+
+
+def build(cls: type[T], state: dict[str, Any]) -> T:
+    """A frozen record of `cls` whose fields are `state` (taken, not copied), made without the
+    class's `__init__`: a frozen dataclass's sets each field through `object.__setattr__`, which
+    costs more than the rest of a small record's making. The one place a frozen record is made
+    so; the caller has checked `state` (every field, of the types the class says)."""
+    new = object.__new__(cls)
     _set(new, "__dict__", state)
     return new
 
@@ -184,9 +197,7 @@ def replace(record: Any, **changes) -> Any:
     # key by key cost about as much again
     state = state.copy()
     state.update(changes)
-    new = object.__new__(type(record))
-    _set(new, "__dict__", state)
-    return new
+    return build(type(record), state)
 
 
 _BLANK = Attempt(number=0, is_last=False, prompt="").__dict__

@@ -348,18 +348,7 @@ CONFIDENCE_BARS = 25
 
 def confidence_source_text(conf: Any) -> str:
     """One sentence on where a distribution's numbers come from."""
-    source = getattr(conf, "source", None)
-    if source == "exact":
-        return ("Exact: the model's own probability of each option's whole name under the "
-                "decision grammar, at the place where the name is written.")
-    if source == "logprobs":
-        return ("From the server's token log-probabilities: the name written gets the product "
-                "of its tokens' probabilities, the other options the alternatives listed at its "
-                "first token; what cannot be told apart is other.")
-    if source == "samples":
-        return (f"Counted: the same request was sent {getattr(conf, 'n', None)} times and each "
-                f"bar is the share of replies that picked that option.")
-    return "Where these numbers come from is not recorded."
+    return getattr(conf, "about", None) or "Where these numbers come from is not recorded."
 
 
 def confidence_html(conf: Any, low_pick: str | None = None) -> str:

@@ -30,6 +30,7 @@ import re
 import warnings
 
 from ...base.errors import ArgumentError, OptionWarning
+from ...base.model_protocol import wrapped
 from .kinds import Option
 from .menu import Menu
 
@@ -173,6 +174,25 @@ class Shortlist:
         ranks = self.ranks(options, labelled)
         return sum(r <= self.k for r in ranks) / len(ranks) if ranks else float("nan")
 
+    def narrow(self, request: str, menu: Menu, *, runtime: Any = None,
+               way: Any = None) -> tuple[Menu, dict | None]:
+        """The k options of `menu` that rank highest against `request`, in the menu's own
+        order, and what the trace records: the ranker, k, the ranking (names and scores, best
+        first), the names shown and the names left out. A k not below the menu's size shows
+        every option (with a warning) and records nothing."""
+        if self.k >= len(menu):
+            warnings.warn(f"shortlist k={self.k} is not smaller than the menu "
+                          f"({len(menu)} options): every option is shown", OptionWarning,
+                          stacklevel=5)
+            return menu, None
+        ranking = self.rank(request, menu)
+        shown = {n for n, _ in ranking[:self.k]}
+        narrowed = Menu(o for o in menu if o.name in shown)  # the menu's order, not the rank's
+        return narrowed, {"by": self.ranker, "k": self.k, "of": len(menu),
+                          "ranking": [[n, round(s, 4)] for n, s in ranking],
+                          "shown": [o.name for o in narrowed],
+                          "left_out": [n for n, _ in ranking[self.k:]]}
+
     def __repr__(self) -> str:
         return f"Shortlist(k={self.k}, by={self.ranker!r})"
 
@@ -181,6 +201,24 @@ class NativeSearch:
     """`shortlist="native"`: every option is sent, deferred, and the provider's own tool
     search loads the ones it finds for the request (see the module)."""
     ranker = "native"
+
+    def narrow(self, request: str, menu: Menu, *, runtime: Any = None,
+               way: Any = None) -> tuple[Menu, dict | None]:
+        """The whole menu (the provider searches it), once `runtime` and the way of asking
+        are checked to allow it."""
+        if way is None or not way.options_as_tools:
+            raise ArgumentError(f"shortlist='native' sends the options as deferred native tools "
+                                f"for the provider's tool search, which needs mode='tools' "
+                                f"(this call uses mode={getattr(way, 'name', None)!r}); use "
+                                f"mode='tools', or shortlist=k for the built-in BM25 shortlist")
+        if not any(rt.native_tool_search for rt in wrapped(runtime)):
+            name = type(runtime).__name__ if runtime is not None else "no runtime"
+            raise ArgumentError(f"shortlist='native' needs a runtime whose provider searches "
+                                f"deferred tools itself (AnthropicRuntime: Anthropic's tool "
+                                f"search tool); {name} has none. Use shortlist=k (e.g. 20) for "
+                                f"the built-in BM25 shortlist, which works with every runtime")
+        return menu, {"by": "native", "k": None, "of": len(menu), "ranking": [],
+                      "shown": [o.name for o in menu], "left_out": [], "deferred": True}
 
     def __repr__(self) -> str:
         return "'native'"
@@ -198,50 +236,14 @@ def check_shortlist(shortlist: Any) -> Shortlist | NativeSearch | None:
                         f"Shortlist(k, by=...) or None, got {shortlist!r}")
 
 
-def _native_search(runtime: Any) -> bool:
-    for _ in range(16):  # through wrappers (a recorder, a cache) to the provider runtime
-        if runtime is None:
-            return False
-        if getattr(runtime, "native_tool_search", False):
-            return True
-        runtime = getattr(runtime, "inner", None)
-    return False
-
-
 def narrow(shortlist: Shortlist | NativeSearch | None, request: str, menu: Menu, *,
-           runtime: Any = None, mode: str | None = None) -> tuple[Menu, dict | None]:
-    """The menu the model is shown, and what the trace records of the narrowing: the ranker,
-    k, the ranking (names and scores, best first), the names shown and the names left out.
-    With "native", the whole menu (the provider searches it) once `runtime` and `mode` are
-    checked to allow it."""
+           runtime: Any = None, way: Any = None) -> tuple[Menu, dict | None]:
+    """The menu the model is shown, and what the trace records of the narrowing (None without
+    a shortlist): see `Shortlist.narrow` and `NativeSearch.narrow`. `way` is the decision's way
+    of asking (a `Mode` class)."""
     if shortlist is None:
         return menu, None
-    if isinstance(shortlist, NativeSearch):
-        if mode != "tools":
-            raise ArgumentError(f"shortlist='native' sends the options as deferred native tools "
-                                f"for the provider's tool search, which needs mode='tools' "
-                                f"(this call uses mode={mode!r}); use mode='tools', or "
-                                f"shortlist=k for the built-in BM25 shortlist")
-        if not _native_search(runtime):
-            name = type(runtime).__name__ if runtime is not None else "no runtime"
-            raise ArgumentError(f"shortlist='native' needs a runtime whose provider searches "
-                                f"deferred tools itself (AnthropicRuntime: Anthropic's tool "
-                                f"search tool); {name} has none. Use shortlist=k (e.g. 20) for "
-                                f"the built-in BM25 shortlist, which works with every runtime")
-        return menu, {"by": "native", "k": None, "of": len(menu), "ranking": [],
-                      "shown": [o.name for o in menu], "left_out": [], "deferred": True}
-    if shortlist.k >= len(menu):
-        warnings.warn(f"shortlist k={shortlist.k} is not smaller than the menu "
-                      f"({len(menu)} options): every option is shown", OptionWarning,
-                      stacklevel=4)
-        return menu, None
-    ranking = shortlist.rank(request, menu)
-    shown = {n for n, _ in ranking[:shortlist.k]}
-    narrowed = Menu(o for o in menu if o.name in shown)  # the menu's own order, not the rank's
-    return narrowed, {"by": shortlist.ranker, "k": shortlist.k, "of": len(menu),
-                      "ranking": [[n, round(s, 4)] for n, s in ranking],
-                      "shown": [o.name for o in narrowed],
-                      "left_out": [n for n, _ in ranking[shortlist.k:]]}
+    return shortlist.narrow(request, menu, runtime=runtime, way=way)
 
 
 def defer_tools(request: dict) -> dict:

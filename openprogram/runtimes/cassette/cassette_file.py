@@ -34,7 +34,7 @@ from typing import Any
 from ...base.errors import OpenProgramError
 from ...base.filesecrets import scrub
 from ...base.jsonl import LineFormat, encoder, format_version, whole_lines, write_whole
-from ...base.model_protocol import LAYOUT_ARGS
+from ...base.model_protocol import LAYOUT_ARGS, wrapped
 from ...runtime.runtime import ModelResponse, ToolCall
 from ..providers.key_redaction import without_secrets
 
@@ -91,8 +91,7 @@ def settings_of(runtime: Any) -> dict:
     """The model name and sampling settings of `runtime` (through any wrapper's `inner`): what,
     besides the request, decides the reply. Keys, headers, timeouts and retry counts are left
     out: they never change a reply, and a key must never reach a file."""
-    while getattr(runtime, "inner", None) is not None:
-        runtime = runtime.inner
+    runtime = [*wrapped(runtime)][-1]   # the innermost: the one that calls the model
     sampling: dict = {}
     for name in SAMPLING:
         value = getattr(runtime, name, None)
@@ -104,7 +103,7 @@ def settings_of(runtime: Any) -> dict:
             sampling[str(name)] = without_secrets(_plain(value))
     # a key passed in extra_query / extra_body (or any setting) is masked before it is part
     # of a line or of the digest that keys it
-    return scrub({"model": _plain(getattr(runtime, "model", None)), "sampling": sampling})
+    return scrub({"model": _plain(runtime.model), "sampling": sampling})
 
 
 # canonical: sorted keys, no spaces, ASCII (a lone surrogate is written as its escape); made

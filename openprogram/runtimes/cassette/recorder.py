@@ -199,16 +199,16 @@ class RecordingRuntime(Runtime):
 
     def redact(self, text):
         """The recorded runtime's redaction (of its API key), for what the mechanism decodes."""
-        inner = getattr(self.inner, "redact", None)
+        inner = self.inner.redact
         return text if inner is None else inner(text)
 
     @property
     def async_native(self) -> bool:
-        return getattr(self.inner, "async_native", False)
+        return self.inner.async_native
 
     @property
     def takes_menu(self) -> bool:  # the menu as data passes through to the model recorded
-        return getattr(self.inner, "takes_menu", False)
+        return self.inner.takes_menu
 
     def complete(self, messages, *, tools=None, on_text=None, timeout=None,
                  **mode_args) -> ModelResponse:

@@ -46,7 +46,7 @@ class BatchRuntime(Runtime):
 
     def __init__(self, inner: Runtime, *, poll_s: float = 30.0, settle_s: float = 0.05,
                  max_requests: int | None = None, max_bytes: int | None = None):
-        provider = getattr(inner, "provider", None)
+        provider = inner.provider if isinstance(inner, Runtime) else None
         if provider not in LIMITS or not hasattr(inner, "_request"):
             raise UsageError(f"batch=True needs an OpenAIRuntime or an AnthropicRuntime (their "
                              f"providers have batch APIs); got {type(inner).__name__}. Run "
