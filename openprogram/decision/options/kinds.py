@@ -363,12 +363,14 @@ class ValueOption(Option):
 
 
 class SchemaPick(dict):
-    """What a pick of a schema option resolves to: `{"decision": name, **arguments}` (O1, Z1),
-    the option's name first, and the arguments also kept apart, whole, as `.arguments` (the name
-    as `.decision`). A tool definition's parameters are its author's to name: one called
-    `decision` (or a key the model adds where the schema allows other keys) cannot sit beside
-    the name in the flat form, and is read as `pick.arguments["decision"]`. It is a dict in
-    every other way: it compares, prints and serializes as the flat form."""
+    """A schema pick `{"decision": name, **arguments}` (O1, Z1) whose arguments hold one named
+    `decision` as well: the option's name stays under "decision", and the arguments are also
+    kept apart, whole, as `.arguments` (the name as `.decision`). A tool definition's parameters
+    are its author's to name, so such a tool is never refused: every pick of an option that
+    declares a parameter `decision` is a SchemaPick, and so is a pick to which the model added
+    that key where the schema allows other keys (`schema_pick`). Any other pick is the plain
+    dict, as the fast paths of the journal and the JSON forms want it. A SchemaPick is a dict
+    in every other way: it compares, prints and serializes as the flat form."""
     __slots__ = ("decision", "arguments")
 
     def __init__(self, name: str, arguments: dict):
@@ -377,9 +379,18 @@ class SchemaPick(dict):
         self.decision, self.arguments = name, dict(arguments)
 
 
+def schema_pick(name: str, arguments: dict, apart: bool = False) -> dict:
+    """A schema pick's result: the plain `{"decision": name, **arguments}`, or a `SchemaPick`
+    where an argument is named `decision` (always, with `apart`: for an option that declares
+    one, so each of its picks reads alike)."""
+    if apart or "decision" in arguments:
+        return SchemaPick(name, arguments)
+    return {"decision": name, **arguments}
+
+
 class SchemaOption(Option):
-    """The model fills the declared fields → `{"decision": name, **fields}` (O1, Z1), a
-    `SchemaPick`. Every field is required (P5)."""
+    """The model fills the declared fields → `{"decision": name, **fields}` (O1, Z1). Every
+    field is required (P5)."""
     kind = "schema"
 
     def __init__(self, name: str, description: str, params: list[Param]):
@@ -405,7 +416,7 @@ class SchemaOption(Option):
         return cls(name, desc, params)
 
     def resolve(self, kwargs: dict) -> Any:
-        return SchemaPick(self.code_name, kwargs)
+        return {"decision": self.code_name, **kwargs}
 
     def head_sources(self, options: Any, code: tuple) -> tuple[dict, dict]:
         found = sources.raw_schema(options, self)

@@ -6,8 +6,8 @@ tool (chat-completions `{"type": "function", "function": {...}}` or responses `{
 (`inputSchema`) is one option. Where the specification already gives a dict a meaning (O2: a
 value; S1/S3: the spec form) a definition is marked: `openprogram.tool(definition, fn=None)`,
 `openprogram.JsonSchema(schema)`. A definition without a function is a schema option (the pick
-is `{"decision": name, **arguments}`, a `SchemaPick` whose `.arguments` holds every argument
-apart: a parameter the tool's author named `decision` is read there, never refused); with one,
+is `{"decision": name, **arguments}`; a tool whose author named a parameter `decision` is never
+refused: its picks are `SchemaPick`s, whose `.arguments` holds every argument apart); with one,
 the function runs with the arguments the definition's schema validated. The schema is read
 once, when the option set is built, as written: JSON Schema's meaning holds (validator.py, and
 schemaeval.py for the keywords beyond it; what cannot be followed is refused there, and
@@ -28,11 +28,11 @@ from ..schema.type_table import python_type
 from ..schema.validator import FORMATS, compile_schema, merge_all_of
 from .kinds import (
     Option,
-    SchemaPick,
     call_function,
     redescribe,
     register_list_reader,
     register_option_kind,
+    schema_pick,
 )
 
 TYPE_CHECKING = False
@@ -168,7 +168,8 @@ class JsonSchemaOption(Option):
                           f"keywords, and formats other than {', '.join(sorted(FORMATS))} and "
                           f"OpenAPI's numeric ones)", OptionWarning, stacklevel=6)
         props = schema.get("properties") or {}
-        if fn is None and "decision" in props:   # (the tool's author named it: never refused)
+        self._apart = fn is None and "decision" in props
+        if self._apart:   # (the tool's author named it: never refused)
             warnings.warn(f"{where}: the tool has a parameter named 'decision'; a pick of it "
                           f"resolves to {{'decision': {name!r}, ...}} as every schema option's "
                           f"does, so that argument is read as result.arguments['decision'] "
@@ -250,7 +251,7 @@ class JsonSchemaOption(Option):
 
     def resolve(self, kwargs: dict) -> Any:
         if self.handler is None:
-            return SchemaPick(self.code_name, kwargs)
+            return schema_pick(self.code_name, kwargs, self._apart)
         return call_function(self.handler, kwargs)
 
     def chosen(self) -> Any:

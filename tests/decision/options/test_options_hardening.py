@@ -95,6 +95,15 @@ def test_a_schema_pick_is_a_dict_that_survives_a_copy_a_pickle_and_json():
     assert decision.last_trace().to_dict()["result"] == {"decision": "fill", "n": 1}
 
 
+def test_a_pick_with_no_argument_named_decision_stays_a_plain_dict():
+    """Only a pick that has an argument `decision` needs it kept apart: every other schema pick
+    is the exact dict it was (the journal's and the JSON forms' fast paths take exact dicts)."""
+    tool = {"name": "fill", "inputSchema": {"type": "object",
+                                            "properties": {"n": {"type": "integer"}}}}
+    got = decision.make("Fill it.", [tool], runtime=ScriptedRuntime([pick({"n": 1}, "fill")]))
+    assert type(got) is dict and got == {"decision": "fill", "n": 1}
+
+
 def test_the_spec_form_still_refuses_a_field_named_decision():
     """The spec form's schema is the caller's own code (rule O1, docs/rules.md): renaming the
     field is theirs to do, and the message says so."""
