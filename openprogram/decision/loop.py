@@ -61,6 +61,7 @@ from .options import (
     safe_key,
 )
 from .options.shortlist import defer_tools, narrow
+from .schema.budget import checking_until
 from .settings import ALL, PARSE, Settings, takes_settings
 
 TYPE_CHECKING = False
@@ -483,8 +484,9 @@ class Decider:
         injected goes into the record, also when a field fails."""
         injected: list[str] = []
         try:
-            kwargs, kept = option.bind(args, runtime=self.runtime, context=self.context,
-                                       dropped=dropped, injected=injected)
+            with checking_until(self.deadline):   # timeout_s covers the check of the value
+                kwargs, kept = option.bind(args, runtime=self.runtime, context=self.context,
+                                           dropped=dropped, injected=injected)
         except BaseException:
             self._change(chosen=option.name, dropped=list(dropped), injected=list(injected))
             raise
@@ -524,7 +526,7 @@ class Decider:
                 return await self.resolve(option, kwargs)
             except AttemptError as err:
                 self.record_failure(err)
-                if self.cur.is_last:
+                if self.cur.is_last or err.kind == "timeout":   # no time is left to re-ask
                     self.fail()
                 prompt = reask_prompt(self.request, _reply_shown(self.cur), err,
                                       self.mode.menu_for_reask(self.menu_text), self.reask,
