@@ -24,7 +24,8 @@ recorder consults at every call:
 
 Function options and tools are the user's code: they run again in a fork (their results feed
 the requests, which are compared). What the fork never does is send a request to a model or a
-server before k.
+server before k. It is one module (over 500 lines) because an edit is two things that change
+together: an argument `plan_fork` checks, and the answers `ForkPlan` gives.
 """
 from __future__ import annotations
 
