@@ -43,6 +43,7 @@ from ..base.model_protocol import (
     settle_value,
 )
 from ..base.redaction import redact_decoded
+from ..base.run_hooks import current_run
 from ..trace.decision_trace import DecisionTrace, emit, record
 from ..trace.records import Attempt, Pick, Reask, new_attempt, replace
 from . import repair as _repair
@@ -189,6 +190,9 @@ class Decider:
         self.att: Attempt | None = None  # None until the first new_attempt()
         self.shown: Attempt | None = None  # the last record an observer was handed
         self._t0 = time.perf_counter()
+        run = current_run.get()  # the run whose tree holds this decision (openprogram.runs)
+        if run is not None:
+            run.decision_started(self.trace)
         self._emit("decision_started", self.trace)
 
     @property
@@ -662,7 +666,9 @@ class Plan:
     def __init__(self, options: Options, settings: Settings, *, where: str = "decision.make",
                  runtime: ModelCaller | None = None) -> None:
         self.where = where
-        self.menu = menu = normalize(options)
+        run = current_run.get()  # a fork may give this decision another option set
+        self.menu = menu = normalize(options if run is None or not run.edits_options
+                                     else run.options(options))
         check_context(menu, settings.context)
         self.runtime = rt = resolve_runtime(runtime if runtime is not None else settings.runtime,
                                             where)
