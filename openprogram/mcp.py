@@ -43,6 +43,7 @@ import threading
 from .base.errors import OpenProgramError, OptionError, ToolError, UsageError, require
 from .base.filesecrets import remember
 from .base.model_protocol import on_loop, tool_runtime
+from .base.run_hooks import current_run
 from .base.text import cut
 from .decision.options import normalize
 from .decision.options.tool_definitions import ToolDefinition
@@ -137,6 +138,9 @@ def _caller(call: Any, tool_name: str, loop: Any, structured: bool,
             server: str = "server", mask: Any = None) -> Any:
     def call_tool(**arguments: Any) -> Any:
         keeper = _result_keeper(tool_runtime())
+        run = current_run.get()  # a run records the result too, and a fork may answer it
+        if run is not None:
+            keeper = run.tool_keeper(keeper)
         if keeper is None:
             return on_loop(_settled(call, tool_name, arguments, structured, mask), loop)
         # the decision's runtime records the result (RecordingRuntime, CachedRuntime) or

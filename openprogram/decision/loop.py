@@ -44,6 +44,7 @@ from ..base.model_protocol import (
     settle_value,
 )
 from ..base.redaction import redact_decoded
+from ..base.run_hooks import current_run, edited_options
 from ..trace.confidence import (
     ConfidenceAsk,
     check_confidence,
@@ -219,6 +220,9 @@ class Decider:
         self.att: Attempt | None = None  # None until the first new_attempt()
         self.shown: Attempt | None = None  # the last record an observer was handed
         self._t0 = time.perf_counter()
+        run = current_run.get()  # the run whose tree holds this decision (openprogram.runs)
+        if run is not None:
+            run.decision_started(self.trace)
         self._emit("decision_started", self.trace)
 
     @property
@@ -818,7 +822,7 @@ class Plan:
         deadline_after(timeout_s)  # checked now; each run's deadline counts from its start
         self.timeout_s, self.entry, self.validate = timeout_s, entry, validate
         self.shortlist = check_shortlist(shortlist)
-        self.menu = menu = normalize(options)
+        self.menu = menu = normalize(edited_options(options))  # a fork may edit them
         check_context(menu, context)
         self.context = context
         self.runtime = rt = resolve_runtime(runtime, entry)

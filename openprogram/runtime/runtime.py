@@ -30,6 +30,7 @@ from ..base.model_protocol import (
     to_blocks,
     using_runtime,
 )
+from ..base.run_hooks import current_run
 from ..decision.loop import check_reask
 from ..decision.repair import check_repair
 from .calls import (
@@ -202,8 +203,13 @@ class Runtime(ModelCaller):
         needs no parameter for them."""
         timeout, prompt = call_budget(messages, deadline)
         with self.dag.span("model_call", label, prompt=prompt) as node:
-            resp = self.complete(messages, tools=tools, on_text=on_text, timeout=timeout,
-                                 **_given(mode_args))
+            run = current_run.get()  # a run records the call (a fork may answer it)
+            if run is None:
+                resp = self.complete(messages, tools=tools, on_text=on_text, timeout=timeout,
+                                     **_given(mode_args))
+            else:
+                resp = run.model_call(self, messages, tools, on_text, timeout,
+                                      _given(mode_args))
             # a synchronous model cannot be stopped part-way: a reply that came after the
             # budget ran out is not used, whatever the model did with the timeout it was given
             # (past the same moment of grace `within` leaves)
@@ -218,15 +224,17 @@ class Runtime(ModelCaller):
         """`acomplete()` as a DAG node, with the time left before `deadline`."""
         timeout, prompt = call_budget(messages, deadline)
         with self.dag.span("model_call", label, prompt=prompt) as node:
-            if timeout is None and self._async_call and type(self).acomplete is _ACOMPLETE \
-                    and "acomplete" not in self.__dict__:
+            run = current_run.get()  # a run records the call (a fork may answer it)
+            if run is None and timeout is None and self._async_call and \
+                    type(self).acomplete is _ACOMPLETE and "acomplete" not in self.__dict__:
                 # what acomplete() does for an async model with no budget, without its frame
                 out = self._invoke(messages, tools, None, _given(mode_args))
                 resp = as_response(await out if inspect.isawaitable(out) else out)
                 return record_reply(node, resp), node
             # every model, whether or not it takes a timeout: cancelled when the budget is out
             asked = self.acomplete(messages, tools=tools, on_text=on_text, timeout=timeout,
-                                   **_given(mode_args))
+                                   **_given(mode_args)) if run is None else \
+                run.amodel_call(self, messages, tools, on_text, timeout, _given(mode_args))
             resp = await (asked if timeout is None else within(asked, timeout, grace=True))
             return record_reply(node, resp), node
 

@@ -7,6 +7,7 @@ import json
 
 from ..base.errors import AttemptError, ModelCallError, UsageError
 from ..base.model_protocol import ModelCaller, blocks_text, check_modes
+from ..base.run_hooks import edited_options
 from ..decision.loop import DECISION_FINISH_INSTRUCTION, Decider
 from ..decision.modes import format_mode, get_mode
 from ..decision.options import (
@@ -75,7 +76,7 @@ async def run_agent_decision(rt: ModelCaller, blocks: list[dict], options: Any, 
     other modes the choices travel as tools or as the schema. `shortlist=` narrows the
     options against the request first, as in `decision.make`."""
     shortlist = check_shortlist(shortlist)
-    menu = normalize(options)
+    menu = normalize(edited_options(options))  # a fork may edit them (openprogram.runs)
     check_context(menu, context)
     request = blocks_text(blocks)
     menu, listing = narrow(shortlist, request, menu, runtime=rt, mode=get_mode(mode).name)
