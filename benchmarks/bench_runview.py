@@ -1,4 +1,4 @@
-"""The live run view's cost per added node at the 10th, 100th and 1,000th decision (it must be flat).
+"""The live run view: its cost per added node at the 10th, 100th and 1,000th decision (flat).
 
 A program makes 1,000 decisions in a loop, each inside a call of an Agent method (three nodes per
 decision: the method call, the decision, its model call), on ScriptedRuntime, under
@@ -11,7 +11,9 @@ widgets' traits and encoding each update message as JSON, as the kernel's comm w
 json-encodes every message is installed for this). The same figures for a program whose
 decisions sit at ten different call sites follow. Ratios are to the figure at the 10th decision,
 taken in the same run; a flat view stays near 1.0 (the first rows are made at the start, so the
-10th is, if anything, the dearest).
+10th is, if anything, the dearest). The median event and a mean without the slowest tenth are
+given (on a machine shared with other work a stray pause of the process lands on any event), and
+the messages and bytes sent per node, which do not depend on the machine.
 
     .venv/bin/python benchmarks/bench_runview.py [--decisions 1000] [--repeat 3]
 """
@@ -26,6 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from openprogram import decision  # noqa: E402  (the checkout's, found through the path above)
+
 
 def json_comms() -> None:
     """Every widget's comm encodes what it would send as JSON (the kernel's cost of a message,
@@ -37,49 +41,51 @@ def json_comms() -> None:
         sent = 0
 
         def publish_msg(self, msg_type, data=None, metadata=None, buffers=None, **keys):
-            json.dumps(data, default=str)
+            JsonComm.bytes += len(json.dumps(data, default=str))
             JsonComm.sent += 1
+    JsonComm.sent = JsonComm.bytes = 0
+    global COMM
+    COMM = JsonComm
     comm.create_comm = lambda *a, **k: JsonComm(*a, **k)
+
+
+# Ten call sites, one a line: a decision made on line k is one row of the view per k.
+PICKS = [
+    lambda: decision.make("Pick.", ["a", "b"]),
+    lambda: decision.make("Pick.", ["a", "b"]),
+    lambda: decision.make("Pick.", ["a", "b"]),
+    lambda: decision.make("Pick.", ["a", "b"]),
+    lambda: decision.make("Pick.", ["a", "b"]),
+    lambda: decision.make("Pick.", ["a", "b"]),
+    lambda: decision.make("Pick.", ["a", "b"]),
+    lambda: decision.make("Pick.", ["a", "b"]),
+    lambda: decision.make("Pick.", ["a", "b"]),
+    lambda: decision.make("Pick.", ["a", "b"]),
+]
 
 
 def measure(n: int, sites: int) -> dict[int, list[float]]:
     """Seconds the view spent per node, for the decisions ending at each checkpoint."""
     import openprogram
-    from openprogram import Agent, decision
+    from openprogram import Agent
     from openprogram.runs import on_run
     from openprogram.runtimes import ScriptedRuntime
     from openprogram.widgets.runview import RunView
 
-    costs: list[tuple[int, float]] = []     # (decisions started so far, seconds of one event)
+    # (decisions started so far, seconds of one event, messages it sent, bytes of them)
+    costs: list[tuple[int, float, int, int]] = []
 
     class TimedView(RunView):
         def on_event(self, event):
+            sent, size = COMM.sent, COMM.bytes
             t0 = time.perf_counter()
             super().on_event(event)
-            costs.append((self.outline.decisions, time.perf_counter() - t0))
+            costs.append((self.outline.decisions, time.perf_counter() - t0, COMM.sent - sent,
+                          COMM.bytes - size))
 
     class Loop(Agent):
         def step(self, i: int):
-            # `sites` call sites: a decision made at line k of this block is one row per k
-            if sites == 1 or i % sites == 0:
-                return decision.make("Pick.", ["a", "b"])
-            if i % sites == 1:
-                return decision.make("Pick.", ["a", "b"])
-            if i % sites == 2:
-                return decision.make("Pick.", ["a", "b"])
-            if i % sites == 3:
-                return decision.make("Pick.", ["a", "b"])
-            if i % sites == 4:
-                return decision.make("Pick.", ["a", "b"])
-            if i % sites == 5:
-                return decision.make("Pick.", ["a", "b"])
-            if i % sites == 6:
-                return decision.make("Pick.", ["a", "b"])
-            if i % sites == 7:
-                return decision.make("Pick.", ["a", "b"])
-            if i % sites == 8:
-                return decision.make("Pick.", ["a", "b"])
-            return decision.make("Pick.", ["a", "b"])
+            return PICKS[i % sites]()
 
     def program():
         agent = Loop()
@@ -91,35 +97,41 @@ def measure(n: int, sites: int) -> dict[int, list[float]]:
         run = openprogram.run(program, runtime=rt)
     assert run.status == "ok", run.error
     assert len(run.decisions) == n and views[0].outline.decisions == n
-    per_node: dict[int, list[float]] = {}
+    # the tree: the root, the method's row, and one row per call site, however many decisions
+    assert len(views[0].outline.rows) == 2 + sites, len(views[0].outline.rows)
+    per_node: dict[int, tuple] = {}
     for k in (10, 100, 1000):
         if k > n:
             continue
-        window = [c for d, c in costs if k - 10 < d <= k]
+        window = [c for c in costs if k - 10 < c[0] <= k]
+        times = sorted(c[1] for c in window)
+        kept = times[:len(times) - len(times) // 10]   # the slowest tenth is the machine's
         nodes = 3 * 10                      # method call, decision, model call per decision
-        per_node[k] = [sum(window) / nodes, statistics.median(window) * 2]
+        per_node[k] = (statistics.median(times) * 2, sum(kept) / len(kept) * 2,
+                       sum(c[2] for c in window) / nodes, sum(c[3] for c in window) / nodes)
     return per_node
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--decisions", type=int, default=1000)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     json_comms()
     for sites in (1, 10):
         runs = [measure(args.decisions, sites) for _ in range(args.repeat)]
-        print(f"\n{args.decisions} decisions at {sites} call site(s), {args.repeat} runs; "
-              f"the view's time per node (mean of the 10 decisions before the k-th; and the "
-              f"median event, x2 for a node's two events):")
+        print(f"\n{args.decisions} decisions at {sites} call site(s), the median of {args.repeat} "
+              f"runs; the view's work per node over the 10 decisions before the k-th:")
+        print("            median    trimmed mean   messages   bytes     ratios to k=10 "
+              "(median, trimmed, messages)")
         base = None
         for k in sorted(runs[0]):
-            mean = statistics.median(r[k][0] for r in runs)
-            median = statistics.median(r[k][1] for r in runs)
-            base = base or (mean, median)
-            print(f"  k={k:>5}: {mean * 1e6:8.1f} µs/node (mean)  {median * 1e6:8.1f} µs/node "
-                  f"(median event x2)   ratio to k=10: {mean / base[0]:.2f} / "
-                  f"{median / base[1]:.2f}")
+            median, trimmed, msgs, size = (statistics.median(r[k][i] for r in runs)
+                                           for i in range(4))
+            base = base or (median, trimmed, msgs)
+            print(f"  k={k:>5}: {median * 1e6:7.1f} µs  {trimmed * 1e6:7.1f} µs     "
+                  f"{msgs:6.2f}   {size:7.0f}      {median / base[0]:.2f}  "
+                  f"{trimmed / base[1]:.2f}  {msgs / base[2]:.2f}")
 
 
 if __name__ == "__main__":

@@ -553,14 +553,14 @@ def diff_html(diff: Any, cls: str = "") -> str:
     if a_run is not None and getattr(b_run, "forked_from", None) is a_run:
         names[1] = f"fork at #{getattr(b_run, 'fork_point', '?')} ({_edit_text(b_run)})"
     first = getattr(diff, "first", None)
-    pairs = list(getattr(diff, "pairs", None) or [])
     common = getattr(diff, "common", 0) or 0
+    shared = list(getattr(a_run, "decisions", None) or [])[:min(common, TABLE_ROWS)]
     head = (f'<tr><th style="text-align:left;padding:2px 6px;width:50%">A: {esc(names[0])}</th>'
             f'<th style="text-align:left;padding:2px 6px;width:50%">B: {esc(names[1])}</th></tr>')
     prefix = ""
     if common:
-        inner = "".join(f'<div style="margin-left:8px">{decision_line(p[0])}</div>'
-                        for p in pairs[:min(common, TABLE_ROWS)])
+        inner = "".join(f'<div style="margin-left:8px">{decision_line(d)}</div>'
+                        for d in shared)
         prefix = (f'<tr class="op-diff-common"><td colspan="2" style="padding:2px 6px">'
                   f'<details class="op-diff-prefix"><summary style="color:#555">'
                   f"{esc(f'{common} decision(s) the same in both runs (#0–#{common - 1})')}"
