@@ -152,10 +152,12 @@ class RunView(StaticCopy, W.VBox):
     def _draw(self, changed: list) -> None:
         with held(self.header):
             for row in changed:
+                if row.parent is None:     # the root's line is the header
+                    continue
                 rv = self._views.get(row.id)
                 if rv is None:
                     rv = self._views[row.id] = _RowView(self, row)
-                    if row.parent is None:
+                    if row.parent.parent is None:
                         self.tree.children = (*self.tree.children, rv)
                     else:
                         self._views[row.parent.id].add_child(rv)
