@@ -385,3 +385,84 @@ def test_run_view_and_diff_view_are_what_the_core_shows(run):
     bundle = d.view()._repr_mimebundle_()
     assert "First divergence: decision #2, in its reply" in bundle["text/html"]
     assert "decision #2 differs in its reply" in bundle["text/plain"]
+
+
+PROGRAM_CELL = '''
+from openprogram import Agent, agent, decision
+
+def lookup(q: str) -> str:
+    """Look it up."""
+    return "found " + q
+
+class Desk(Agent):
+    def handle(self, ticket):
+        first = decision.make("Pick one for " + ticket, ["a", "b"])
+        return first, agent("Look, then pick.", tools=[lookup], options=["x", "y"])
+
+desk = Desk()
+'''
+
+
+@pytest.fixture
+def shown_views(live_shell, monkeypatch):
+    """The views %%run_program displays, with the bundles their outputs were refreshed to."""
+    from openprogram.widgets import runview
+    shown, updates = [], []
+
+    class Handle:
+        def update(self, obj):
+            updates.append(obj._repr_mimebundle_())
+
+    def display(obj, display_id=None):
+        shown.append(obj)
+        return Handle()
+    monkeypatch.setattr(runview, "display", display)
+    live_shell.shown, live_shell.updates = shown, updates
+    return live_shell
+
+
+def test_run_program_shows_the_live_view_binds_the_run_and_forks_the_cell(shown_views):
+    shell = shown_views
+    replies = ("['{\"call\": \"a\"}', ToolCall('lookup', {'q': 't'}), '{\"call\": \"x\"}', "
+               "'{\"call\": \"y\"}']")
+    assert shell.run_cell(PROGRAM_CELL + f"\nrt = ScriptedRuntime({replies})").success
+    r = shell.run_cell("%%run_program --runtime rt --as first\nticket = 'T-1'\n"
+                       "desk.handle(ticket)")
+    assert r.success, r.error_in_exec
+    run = shell.user_ns["first"]
+    assert isinstance(run, openprogram.Run) and run.status == "ok"
+    assert run.result == ("a", "x")                    # the cell's last expression
+    assert shell.user_ns["ticket"] == "T-1"            # the cell ran in the notebook's namespace
+    [view] = shell.shown
+    assert isinstance(view, RunView) and view.run is run
+    # shown when the run started, its output refreshed with the final run when it ended
+    assert len(shell.updates) == 1
+    final = shell.updates[0]["text/html"]
+    assert "2 decisions" in final and "Desk.handle" in final and "lookup" in final
+    # the cell's code is the program: a fork runs it again, the prefix from the recording
+    fork = run.fork(at=1, pick="y")
+    assert fork.result == ("a", "y") and fork.forked_from is run
+
+
+def test_run_program_fails_the_cell_as_the_program_did_after_showing_it(shown_views):
+    shell = shown_views
+    assert shell.run_cell(PROGRAM_CELL).success
+    shell.run_cell("%decision_runtime ScriptedRuntime(['{\"call\": \"a\"}'])")
+    r = shell.run_cell("%%run_program --as failed\ndecision.make('Pick.', ['a'])\n"
+                       "raise ValueError('the program broke')")
+    assert isinstance(r.error_in_exec, ValueError)
+    run = shell.user_ns["failed"]
+    assert run.status == "error" and len(run.decisions) == 1
+    assert "the program broke" in shell.updates[0]["text/html"]
+
+
+def test_run_program_refuses_bad_arguments_and_prints_the_run_in_a_terminal(shell, capsys):
+    r = shell.run_cell("%%run_program --as 2x\n1")
+    assert "--as '2x' is not a Python name" in str(r.error_in_exec)
+    r = shell.run_cell("%%run_program --runtime nowhere\n1")
+    assert "nowhere" in str(r.error_in_exec)
+    r = shell.run_cell("%%run_program\ndecision.make('Pick.', ['a', 'b'], "
+                       "runtime=ScriptedRuntime(['{\"call\": \"b\"}']))")
+    assert r.success, r.error_in_exec
+    out = capsys.readouterr().out
+    assert "1 decision" in out and "-> b" in out
