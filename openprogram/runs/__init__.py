@@ -15,7 +15,7 @@ tree), `calls` (the recording), `recorder` (the hooks), `fork`, `diff`, `saved`,
 from __future__ import annotations
 
 from .diff import DecisionDiff, RunDiff
-from .fork import RunDiverged
+from .fork import RunDiverged, with_descriptions
 from .nodes import RunEvent, RunNode
 from .saved import RunFileError
 from .sites import CallSite
@@ -23,4 +23,5 @@ from .unit import Run, arun, on_run, run, run_block
 from .views import register_run_view
 
 __all__ = ["run", "arun", "run_block", "Run", "RunNode", "RunEvent", "RunDiff", "DecisionDiff",
-           "RunDiverged", "RunFileError", "CallSite", "on_run", "register_run_view"]
+           "RunDiverged", "RunFileError", "CallSite", "on_run", "register_run_view",
+           "with_descriptions"]

@@ -12,8 +12,6 @@ recorded failure again.
 """
 from __future__ import annotations
 
-import dataclasses
-
 from ..base.errors import ModelCallError
 from ..base.filesecrets import scrub
 from ..base.model_protocol import ModelResponse, ToolCall
@@ -33,7 +31,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
 
     from .nodes import RunNode
 
-__all__ = ["RecordedCall", "RecordedTool", "failure_of"]
+__all__ = ["RecordedCall", "RecordedTool", "failure_of", "copied"]
 
 
 def failure_of(exc: BaseException) -> dict:
@@ -51,12 +49,20 @@ def failure_of(exc: BaseException) -> dict:
             "partial": ""}
 
 
-def _copied(resp: ModelResponse) -> ModelResponse:
-    """A response the caller may change (tool call ids) without changing the recording's."""
-    if resp.tool_calls:
-        return dataclasses.replace(resp, tool_calls=[ToolCall(t.name, t.args, t.id)
-                                                     for t in resp.tool_calls])
-    return dataclasses.replace(resp)
+def copied(resp: ModelResponse) -> ModelResponse:
+    """A response the caller may change (the tool loop gives tool calls their ids) without
+    changing the recording's: a new object, its tool calls new ones (its fields copied whole:
+    `dataclasses.replace` costs four times as much)."""
+    out = ModelResponse.__new__(ModelResponse)
+    out.__dict__.update(resp.__dict__)
+    out.tool_calls = [ToolCall(t.name, t.args, t.id) for t in resp.tool_calls]
+    return out
+
+
+#: What a model call's record holds until it is set (see `RecordedCall.__getattr__`).
+_CALL_DEFAULTS = {"attempt": None, "response": None, "error": None, "source": "live",
+                  "_request": None, "_key": None, "_settings": None, "_response_record": None,
+                  "_runtime_name": None, "_duration": None}
 
 
 class RecordedCall:
@@ -64,28 +70,44 @@ class RecordedCall:
     attempt, `before` = how many decisions had started when it was made), the runtime that
     answered (`runtime`, its name in `runtime_name`), the request, and the response or the
     failure; `source` says who answered: "live" (the runtime), "recording" (the run being
-    forked), "edit" (the fork's edit)."""
+    forked), "edit" (the fork's edit). Made on every model call of a recorded program, so it
+    sets only what it is made with; the rest reads as its default until set."""
 
-    __slots__ = ("seq", "node", "decision", "attempt", "before", "runtime", "runtime_name",
-                 "messages", "tools", "mode_args", "_request", "_key", "_settings",
-                 "response", "_response_record", "error", "duration_s", "source")
+    __slots__ = ("seq", "node", "before", "runtime", "messages", "tools", "mode_args",
+                 *_CALL_DEFAULTS)
 
     def __init__(self, seq: int, node: RunNode | None, before: int, runtime: Any,
                  messages: list | None, tools: list | None, mode_args: dict | None):
-        self.seq, self.node, self.before = seq, node, before
-        self.decision: int | None = None if node is None else node.in_decision
-        self.attempt: int | None = None
-        self.runtime = runtime
-        self.runtime_name: str | None = getattr(runtime, "name", None)
+        self.seq, self.node, self.before, self.runtime = seq, node, before, runtime
         self.messages, self.tools, self.mode_args = messages, tools, mode_args
-        self._request: dict | None = None
-        self._key: str | None = None
-        self._settings: dict | None = None
-        self.response: ModelResponse | None = None
-        self._response_record: dict | None = None
-        self.error: dict | None = None
-        self.duration_s: float | None = None
-        self.source = "live"
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached for a slot never set
+        try:
+            return _CALL_DEFAULTS[name]
+        except KeyError:
+            raise AttributeError(f"'RecordedCall' object has no attribute {name!r}") from None
+
+    @property
+    def decision(self) -> int | None:
+        """The index of the decision the call served (None outside any)."""
+        node = self.node
+        return None if node is None else node.in_decision
+
+    @property
+    def runtime_name(self) -> str | None:
+        name = self._runtime_name
+        return getattr(self.runtime, "name", None) if name is None else name
+
+    @runtime_name.setter
+    def runtime_name(self, name: str | None) -> None:
+        self._runtime_name = name
+
+    @property
+    def duration_s(self) -> float | None:
+        if self._duration is not None:
+            return self._duration
+        return None if self.node is None else self.node.duration_s
 
     # -- the request ------------------------------------------------------------------------
     @property
@@ -111,9 +133,6 @@ class RecordedCall:
         return self._settings
 
     # -- the answer -------------------------------------------------------------------------
-    def answered(self, resp: ModelResponse) -> None:
-        self.response = _copied(resp)
-
     @property
     def response_record(self) -> dict | None:
         if self._response_record is None and self.response is not None:
@@ -133,22 +152,12 @@ class RecordedCall:
                                  partial=err.get("partial") or "",
                                  kind=err.get("kind") or "model_error")
         if self.response is not None:
-            return _copied(self.response)
+            return copied(self.response)
         if self._response_record is None:
             raise ModelCallError("this recorded model call never finished (the run was "
                                  "stopped during it), so it cannot be answered again",
                                  kind="model_error")
         return answer_entry({"response": self._response_record})
-
-    def copy_for(self, seq: int, node: RunNode | None, before: int) -> RecordedCall:
-        """This recorded call as a call of another run (a fork answered from it)."""
-        out = RecordedCall(seq, node, before, self.runtime, self.messages, self.tools,
-                           self.mode_args)
-        out.runtime_name = self.runtime_name
-        out._request, out._key, out._settings = self._request, self._key, self._settings
-        out.response, out._response_record = self.response, self._response_record
-        out.error, out.duration_s = self.error, self.duration_s
-        return out
 
     # -- a cassette line --------------------------------------------------------------------
     def line(self, entry: str | None = None, mode: str | None = None) -> dict:
@@ -178,11 +187,10 @@ class RecordedCall:
                   None, None, None)
         out._request, out._settings = entry["request"], entry.get("settings")
         decision = entry.get("decision")
-        out.decision = decision.get("id") if isinstance(decision, dict) else None
         out.attempt = decision.get("attempt") if isinstance(decision, dict) else None
         out.runtime_name = place.get("runtime")
         out.source = place.get("source") or "live"
-        out.duration_s = entry.get("duration_s")
+        out._duration = entry.get("duration_s")
         if "error" in entry:
             out.error = dict(entry["error"])
         else:

@@ -28,15 +28,17 @@ server before k.
 """
 from __future__ import annotations
 
-import dataclasses
+import copy
 import json
 
 from ..base.errors import ArgumentError, OpenProgramError, UsageError
 from ..base.model_protocol import ModelCaller, ModelResponse, ToolCall
+from ..decision.extract import find_action
 from ..decision.modes import ROOT_KEY, api_name
 from ..decision.options import normalize
 from ..runtime.calls import as_response
 from ..runtimes.cassette.replay import first_difference
+from .calls import copied
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
@@ -46,7 +48,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from .calls import RecordedCall, RecordedTool
     from .nodes import RunNode
 
-__all__ = ["RunDiverged", "ForkPlan", "plan_fork", "AFTER"]
+__all__ = ["RunDiverged", "ForkPlan", "plan_fork", "AFTER", "with_descriptions"]
 
 #: Where the calls after the fork point go: to the runtime, or to the recording when it holds
 #: the same request.
@@ -70,6 +72,56 @@ class RunDiverged(OpenProgramError, RuntimeError):
         self.node, self.decision, self.expected, self.actual = node, decision, expected, actual
         self.at = at
         self.run: Any = None
+
+
+def with_descriptions(descriptions: dict[str, str]) -> Callable[[Any], list]:
+    """An `options=` edit for `run.fork` that describes some options otherwise:
+    `run.fork(at=2, options=with_descriptions({"refund": "Only for damaged items"}))` makes
+    decision 2 again with the option set its program builds, those descriptions changed (each
+    option a copy: the program's own options are never changed). A name the decision's
+    option set does not have stops the fork with an error naming the options it has."""
+    if not isinstance(descriptions, dict) or not descriptions or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in descriptions.items()):
+        raise UsageError(f"with_descriptions() takes a dict {{option name: new description}} "
+                         f"of strings, got {descriptions!r}")
+
+    def edit(menu: Any) -> list:
+        names = [o.name for o in menu]
+        unknown = sorted(set(descriptions) - set(names))
+        if unknown:
+            raise ArgumentError(f"with_descriptions() names {', '.join(map(repr, unknown))}, "
+                                f"not an option of this decision; its options are "
+                                f"{', '.join(map(repr, names))}")
+        out = []
+        for option in menu:
+            text = descriptions.get(option.name)
+            if text is not None:
+                option = copy.copy(option)
+                for k in ("_block", "_info"):  # the text made from the old description
+                    option.__dict__.pop(k, None)
+                option.description = text
+                option.edited = {**option.edited, "description": {"kind": "fork"}}
+            out.append(option)
+        return out
+    edit.descriptions = dict(descriptions)  # type: ignore[attr-defined]
+    return edit
+
+
+def _named(resp: ModelResponse) -> str | None:
+    """The option a reply names (its first tool call's, or the `call` of its JSON), if any."""
+    if resp.tool_calls:
+        return resp.tool_calls[0].name
+    if not isinstance(resp.text, str):
+        return None
+    try:
+        doc = json.loads(resp.text)
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict) and isinstance(doc.get(ROOT_KEY), dict):
+        doc = doc[ROOT_KEY]
+    action = doc if isinstance(doc, dict) and "call" in doc else find_action(resp.text).action
+    name = action.get("call") if isinstance(action, dict) else None
+    return name if isinstance(name, str) else None
 
 
 def _where(node: RunNode | None) -> str:
@@ -106,6 +158,7 @@ class ForkPlan:
         self._tools_taken: set[int] = set()
         self.diverged: RunDiverged | None = None
         self.edit_done = False     # the reply (or a pick with nothing to fill) was given
+        self.edit_attempt: int | None = None  # ... in this attempt of decision k
         self.menu_done = False     # the option set of decision k was edited
         self.synthetic: Any = None  # pick= an option with nothing to fill: that option
 
@@ -115,8 +168,9 @@ class ForkPlan:
         if self.kind == "runtime":
             value = getattr(value, "name", None)
         elif self.kind == "options":
-            value = "<a function of the menu>" if callable(value) else \
-                [o.name for o in normalize(value)]
+            value = getattr(value, "descriptions", None) or (
+                "<a function of the menu>" if callable(value) else
+                [o.name for o in normalize(value)])
         elif self.kind == "reply" and not isinstance(value, str):
             value = repr(value)
         return {"kind": self.kind, "value": value, "after": self.after}
@@ -172,9 +226,12 @@ class ForkPlan:
                     expected=None if expected is None else expected.request,
                     actual=call.request)
             return self._from(call, rec)
-        if not self.edit_done and call.decision == self.k and \
-                (self.kind == "reply" or self.synthetic is not None):
-            self.edit_done = True
+        if call.decision == self.k and (self.kind == "reply" or self.synthetic is not None) \
+                and (not self.edit_done or (call.attempt == self.edit_attempt and
+                                            "sample" in (call.mode_args or {}))):
+            # decision k's first call; and with confidence=Samples(n), each sample of that
+            # attempt: the model is taken to have written the same reply every time
+            self.edit_done, self.edit_attempt = True, call.attempt
             call.source, call.runtime, call.runtime_name = "edit", None, "edit"
             return lambda: self._edit(call)
         if self.after == "recorded":
@@ -192,17 +249,29 @@ class ForkPlan:
         return rec.answer
 
     def _edit(self, call: RecordedCall) -> ModelResponse:
+        mode_args = call.mode_args or {}
         if self.kind == "reply":
-            resp = as_response(self.value)
-            return dataclasses.replace(resp, tool_calls=[ToolCall(t.name, t.args, t.id)
-                                                         for t in resp.tool_calls])
-        option, mode_args = self.synthetic, call.mode_args or {}
-        if mode_args.get("tool_choice") is not None:   # tools mode: the pick is a tool call
-            return ModelResponse(text="", tool_calls=[ToolCall(api_name(option.name,
-                                                                        "option"), {})])
-        if mode_args.get("response_format") is not None:  # json_schema: the pick's document
-            return ModelResponse(text=json.dumps({ROOT_KEY: {"call": option.name, "args": {}}}))
-        return ModelResponse(text="```json\n" + json.dumps({"call": option.name}) + "\n```")
+            resp = copied(as_response(self.value))
+            name = _named(resp)
+        else:
+            name = self.synthetic.name
+            if mode_args.get("tool_choice") is not None:   # tools mode: the pick is a call
+                resp = ModelResponse(text="", tool_calls=[ToolCall(api_name(name, "option"),
+                                                                   {})])
+            elif mode_args.get("response_format") is not None:  # json_schema: the document
+                resp = ModelResponse(text=json.dumps({ROOT_KEY: {"call": name, "args": {}}}))
+            else:
+                resp = ModelResponse(text="```json\n" + json.dumps({"call": name}) + "\n```")
+        names = mode_args.get("confidence")
+        if isinstance(names, list):
+            # the decision asks the runtime for its distribution: the edit is taken as certain
+            # of the option it names (held to it, or written so), and says so
+            probs = {name: 1.0} if name in names else {}
+            resp.confidence = {"probs": probs, "other": 0.0 if probs else 1.0,
+                               "source": "exact",
+                               "note": f"the fork's edit ({self.kind}=) at decision {self.k}: "
+                                       f"taken as certain"}
+        return resp
 
     def runtime_for(self, call: RecordedCall) -> Any:
         """The runtime of `runtime=` for a call made once decision k started, else None."""
@@ -320,7 +389,10 @@ def decision_index(run: Any, at: Any) -> int:
         return i
     node = at
     if isinstance(at, str):
-        node = run.node(at) if at in run.node_ids() else None
+        try:
+            node = run.node(at)
+        except KeyError:
+            node = None
         if node is None:
             raise ArgumentError(f"fork(at={at!r}) names no node of this run (its node ids run "
                                 f"from n0 to n{len(run.nodes) - 1}); pass a decision's index, "
@@ -403,6 +475,11 @@ def plan_fork(run: Any, at: Any, *, reply: Any = _UNSET, pick: Any = None, optio
     elif kind == "options":
         if not callable(options):
             normalize(options)   # a bad option set is named now, before anything runs
+        unknown = sorted(set(getattr(options, "descriptions", None) or ()) - set(names))
+        if unknown:
+            raise ArgumentError(f"with_descriptions() names {', '.join(map(repr, unknown))}, "
+                                f"not an option of decision {k}; its options are "
+                                f"{', '.join(map(repr, names))}")
         value = options
     elif kind == "runtime":
         if not isinstance(runtime, ModelCaller):

@@ -32,20 +32,40 @@ class RunNode:
     """One node of a run's tree (see the module's text). The timing and outcome fields are read
     from the DAG node, so they are current while the node runs."""
 
-    __slots__ = ("run", "seq", "up", "dag_node", "depth", "site", "index", "in_decision",
-                 "attempt", "source", "runtime", "trace", "children", "__weakref__")
+    __slots__ = ("run", "seq", "up", "dag_node", "in_decision", "site", "index", "attempt",
+                 "source", "runtime", "trace", "_children", "__weakref__")
 
     def __init__(self, run: Any, seq: int, up: RunNode | None, dag_node: Node):
         self.run, self.seq, self.up, self.dag_node = run, seq, up, dag_node
-        self.depth = 0 if up is None else up.depth + 1
+        self.in_decision = None if up is None else up.in_decision
         self.site: CallSite | None = None
         self.index: int | None = None          # decision nodes: k in run.decisions
-        self.in_decision: int | None = None if up is None else up.in_decision
         self.attempt: int | None = None        # model calls: the decision's attempt
         self.source: str | None = None         # model / live tool calls: live, recording, edit
         self.runtime: str | None = None        # model calls: the runtime that answered
         self.trace: Any = None                 # decision nodes: the DecisionTrace
-        self.children: list[RunNode] = []
+        self._children: list[RunNode] | None = None  # made with the first child
+
+    @property
+    def children(self) -> list[RunNode]:
+        """The nodes started under this one, in order (a leaf's is a new empty list)."""
+        kids = self._children
+        return [] if kids is None else kids
+
+    def _add_child(self, node: RunNode) -> None:
+        kids = self._children
+        if kids is None:
+            self._children = [node]
+        else:
+            kids.append(node)
+
+    @property
+    def depth(self) -> int:
+        """0 for the root."""
+        n, node = 0, self.up
+        while node is not None:
+            n, node = n + 1, node.up
+        return n
 
     # -- identity and place ---------------------------------------------------------------
     @property
@@ -145,6 +165,8 @@ def rebuilt(run: Any, data: dict, up: RunNode | None) -> RunNode:
     node.index, node.in_decision = data.get("index"), data.get("in_decision")
     node.attempt, node.source = data.get("attempt"), data.get("source")
     node.runtime = data.get("runtime")
+    if up is not None:
+        up._add_child(node)
     return node
 
 

@@ -12,16 +12,18 @@ the run has no watcher, and a call's request is copied, not encoded (see `calls`
 from __future__ import annotations
 
 import contextvars
+import itertools
 import time
 from _thread import allocate_lock as Lock  # threading.Lock itself, without importing threading
 
 from ..base.filesecrets import scrub
+from ..base.model_protocol import ModelResponse, run_sync
 from ..base.run_hooks import RunHooks
 from ..runtime.calls import as_response
 from ..runtime.dag import Node, current_node_var
 from ..runtimes.cassette.recorder import on_own_loop
 from ..runtimes.cassette.tool_results import tool_call, tool_error_record
-from .calls import RecordedCall, RecordedTool, failure_of
+from .calls import RecordedCall, RecordedTool, copied, failure_of
 from .nodes import SITED, RunNode
 from .sites import call_site
 
@@ -44,31 +46,37 @@ class Recorder(RunHooks):
 
     def __init__(self, run: Any, fork: Any = None):
         self.run, self.fork = run, fork
-        self._lock = Lock()
-        self._seq = len(run.nodes)    # the root is n0
-        self._calls = 0               # model and tool calls, numbered together from 1
+        self._lock = Lock()        # a decision's index and place in run.decisions go together
+        # node and call numbers: next() of a count is one step under the GIL, so a node or a
+        # call takes no lock (a program's threads may add them at once)
+        self._seqs = itertools.count(len(run.nodes))   # the root is n0
+        self._calls = itertools.count(1)               # model and tool calls, together
 
     # -- the tree ---------------------------------------------------------------------------
     def node_started(self, dag_node: Node) -> Any:
         run = self.run
-        up = current_node.get() or run.root
-        site = call_site() if dag_node.kind in SITED else None
-        with self._lock:
-            seq = self._seq
-            self._seq = seq + 1
-            node = RunNode(run, seq, up, dag_node)
-            node.site = site
-            if dag_node.kind == "decision":
+        up = current_node.get()
+        node = RunNode(run, next(self._seqs), up, dag_node)
+        kind = dag_node.kind
+        if kind in SITED:
+            node.site = call_site(3)  # above this hook and the span: the frame that opened it
+            if kind == "decision":
+                lock = self._lock
+                lock.acquire()
                 node.index = node.in_decision = len(run.decisions)
                 run.decisions.append(node)
-            up.children.append(node)
-            run.nodes.append(node)
-        if node.index is not None and self.fork is not None:
-            self.fork.decision_started(self, node)
-        token = current_node.set(node)
+                lock.release()
+                if self.fork is not None:
+                    self.fork.decision_started(self, node)
+        kids = up._children
+        if kids is None:
+            up._children = [node]
+        else:
+            kids.append(node)
+        run.nodes.append(node)
         if run.watchers:
             run.notify("node_started", node)
-        return node, token
+        return node, current_node.set(node)
 
     def node_finished(self, dag_node: Node, token: Any) -> None:
         node, tok = token
@@ -88,82 +96,92 @@ class Recorder(RunHooks):
         return options if self.fork is None else self.fork.options(self, options)
 
     # -- model calls ------------------------------------------------------------------------
-    def _begin(self, runtime: Any, messages: list, tools: list | None,
-               mode_args: dict) -> tuple[RecordedCall, Callable[[], Any] | None]:
-        """The call's record, and who answers it when not the runtime (a fork's recording or
-        edit)."""
+    def _call(self, runtime: Any, messages: list, tools: list | None,
+              mode_args: dict) -> RecordedCall:
+        """The record of a model call starting now, inside its node."""
         node = current_node.get()
-        fork = self.fork
-        if fork is not None and fork.diverged is not None:
-            raise fork.diverged
         run = self.run
-        decision = None if node is None else node.decision
-        with self._lock:
-            self._calls += 1
-            call = RecordedCall(self._calls, node, len(run.decisions), runtime, list(messages),
-                                tools, mode_args)
-            run.calls.append(call)
-        if decision is not None and decision.trace is not None:
-            call.attempt = len(decision.trace.attempts) or None
-        reply = None if fork is None else fork.answer(self, call)
-        if node is not None:
-            node.attempt, node.source, node.runtime = call.attempt, call.source, \
-                call.runtime_name
-        return call, reply
-
-    def _target(self, call: RecordedCall, runtime: Any) -> Any:
-        other = None if self.fork is None else self.fork.runtime_for(call)
-        if other is None:
-            return runtime
-        call.runtime, call.runtime_name = other, getattr(other, "name", None)
-        if call.node is not None:
-            call.node.runtime = call.runtime_name
-        return other
-
-    @staticmethod
-    def _failed(call: RecordedCall, exc: BaseException, t0: float) -> None:
-        call.error = failure_of(exc)
-        call.duration_s = _perf() - t0
-
-    @staticmethod
-    def _done(call: RecordedCall, resp: Any, t0: float,
-              on_text: Callable[[str], None] | None = None) -> Any:
-        resp = as_response(resp)
-        call.duration_s = _perf() - t0
-        call.answered(resp)
-        if on_text is not None and isinstance(resp.text, str) and resp.text:
-            on_text(resp.text)  # a reply answered here streams once, as a panel expects
-        return resp
+        call = RecordedCall(next(self._calls), node, len(run.decisions), runtime,
+                            list(messages), tools, mode_args)  # (a turn appends to its list)
+        run.calls.append(call)
+        up = node.up
+        if up.index is not None and up.trace is not None:  # a decision's call: its attempt
+            call.attempt = node.attempt = len(up.trace.attempts) or None
+        return call
 
     def model_call(self, runtime: Any, messages: list, tools: list | None,
                    on_text: Callable[[str], None] | None, timeout: float | None,
                    mode_args: dict) -> Any:
-        call, reply = self._begin(runtime, messages, tools, mode_args)
-        t0 = _perf()
+        if self.fork is not None:
+            return run_sync(self._forked(runtime, messages, tools, on_text, timeout,
+                                         mode_args, True))
+        call = self._call(runtime, messages, tools, mode_args)
         try:
-            if reply is not None:
-                return self._done(call, reply(), t0, on_text)
-            resp = self._target(call, runtime).complete(
-                messages, tools=tools, on_text=on_text, timeout=timeout, **mode_args)
+            resp = runtime.complete(messages, tools=tools, on_text=on_text, timeout=timeout,
+                                    **mode_args)
         except Exception as exc:
-            self._failed(call, exc, t0)
+            call.error = failure_of(exc)
             raise
-        return self._done(call, resp, t0)
+        if type(resp) is not ModelResponse:
+            resp = as_response(resp)
+        # nothing changes a response after the call but the ids the tool loop gives its tool
+        # calls: one without tool calls is kept as it is
+        call.response = resp if not resp.tool_calls else copied(resp)
+        return resp
 
     async def amodel_call(self, runtime: Any, messages: list, tools: list | None,
                           on_text: Callable[[str], None] | None, timeout: float | None,
                           mode_args: dict) -> Any:
-        call, reply = self._begin(runtime, messages, tools, mode_args)
-        t0 = _perf()
+        if self.fork is not None:
+            return await self._forked(runtime, messages, tools, on_text, timeout, mode_args,
+                                      False)
+        call = self._call(runtime, messages, tools, mode_args)
         try:
-            if reply is not None:
-                return self._done(call, reply(), t0, on_text)
-            resp = await self._target(call, runtime).acomplete(
-                messages, tools=tools, on_text=on_text, timeout=timeout, **mode_args)
+            resp = await runtime.acomplete(messages, tools=tools, on_text=on_text,
+                                           timeout=timeout, **mode_args)
         except Exception as exc:
-            self._failed(call, exc, t0)
+            call.error = failure_of(exc)
             raise
-        return self._done(call, resp, t0)
+        resp = as_response(resp)
+        call.response = resp if not resp.tool_calls else copied(resp)
+        return resp
+
+    async def _forked(self, runtime: Any, messages: list, tools: list | None,
+                      on_text: Callable[[str], None] | None, timeout: float | None,
+                      mode_args: dict, sync: bool) -> Any:
+        """A fork's model call: answered from the recording or the edit when the plan says
+        so, else asked of the runtime (or of the fork's `runtime=`)."""
+        fork = self.fork
+        if fork.diverged is not None:
+            raise fork.diverged
+        call = self._call(runtime, messages, tools, mode_args)
+        node = call.node
+        try:
+            reply = fork.answer(self, call)
+            node.source, node.runtime = call.source, call.runtime_name
+            if reply is not None:
+                resp = as_response(reply())
+                if on_text is not None and isinstance(resp.text, str) and resp.text:
+                    on_text(resp.text)  # answered here: it streams once, as a panel expects
+            else:
+                target = fork.runtime_for(call)
+                if target is not None:
+                    call.runtime = target
+                    node.runtime = call.runtime_name
+                else:
+                    target = runtime
+                if sync:
+                    resp = target.complete(messages, tools=tools, on_text=on_text,
+                                           timeout=timeout, **mode_args)
+                else:
+                    resp = await target.acomplete(messages, tools=tools, on_text=on_text,
+                                                  timeout=timeout, **mode_args)
+                resp = as_response(resp)
+        except Exception as exc:
+            call.error = failure_of(exc)
+            raise
+        call.response = copied(resp) if resp.tool_calls else resp
+        return resp
 
     # -- live tools (MCP) -------------------------------------------------------------------
     def tool_keeper(self, keeper: Callable[..., Any] | None) -> Callable[..., Any]:
@@ -181,12 +199,11 @@ class Recorder(RunHooks):
         up = current_node.get() or run.root
         dag_node = Node(0, current_node_var.get(), "mcp_call", f"{call['server']}.{call['name']}")
         with self._lock:
-            self._calls += 1
-            seq, self._seq = self._seq, self._seq + 1
+            seq = next(self._seqs)
             node = RunNode(run, seq, up, dag_node)
             dag_node.id = seq
-            entry = RecordedTool(self._calls, node, len(run.decisions), call)
-            up.children.append(node)
+            entry = RecordedTool(next(self._calls), node, len(run.decisions), call)
+            up._add_child(node)
             run.nodes.append(node)
             run.tool_calls.append(entry)
         if run.watchers:

@@ -82,30 +82,58 @@ def program_entry(fn: Any) -> Any:
     return fn
 
 
+#: For each code object that opened a sited node (the frame just above the hook: `Plan.run`,
+#: `run_agent_decision`, an Agent method's wrapper), how many frames above it the user's frame
+#: was last time: the shape of the library's own call chain from an entry point is fixed, so a
+#: site is found with two jumps and two checks instead of a walk (checked, and walked again
+#: whenever the shape differs).
+_skips: dict = {}
+
+
 def call_site(depth: int = 2) -> CallSite | None:
     """The user's frame above the caller's `depth`-th frame (None when every frame is the
-    library's or the standard library's, as in a thread the library started)."""
+    library's or the standard library's, as in a thread the library started, or when the run
+    itself called the program: its own top call)."""
     try:
-        f: Any = sys._getframe(depth)
+        start: Any = sys._getframe(depth)
     except ValueError:
         return None
-    inside, entries = _inside, _entries
+    inside = _inside
+    skip = _skips.get(start.f_code)
+    if skip:  # the shape seen last time from this entry: the user's frame is where it was,
+        try:  # and the frame it called is the library's
+            f = sys._getframe(depth + skip)
+            callee = sys._getframe(depth + skip - 1)
+        except ValueError:
+            f = callee = None
+        if f is not None and inside.get(f.f_code.co_filename) is False and \
+                f.f_code not in _entries and inside.get(callee.f_code.co_filename):
+            return _site(f)
+    f, n = start, 0
     while f is not None:
         code = f.f_code
-        if code in entries:
+        if code in _entries:
             return None
         name = code.co_filename
         known = inside.get(name)
         if known is None:
             known = inside[name] = _internal(name)
         if not known:
-            key = (name, f.f_lineno, code)
-            site = _sites.get(key)
-            if site is None:
-                if len(_sites) > 100_000:  # a kernel that ran very many cells: start again
-                    _sites.clear()
-                site = _sites[key] = CallSite(name, f.f_lineno,
-                                              getattr(code, "co_qualname", code.co_name))
-            return site
-        f = f.f_back
+            if len(_skips) > 10_000:
+                _skips.clear()
+            _skips[start.f_code] = n
+            return _site(f)
+        f, n = f.f_back, n + 1
     return None
+
+
+def _site(f: Any) -> CallSite:
+    code = f.f_code
+    key = (code, f.f_lineno)
+    site = _sites.get(key)
+    if site is None:
+        if len(_sites) > 100_000:  # a kernel that ran very many cells: start again
+            _sites.clear()
+        site = _sites[key] = CallSite(code.co_filename, f.f_lineno,
+                                      getattr(code, "co_qualname", code.co_name))
+    return site

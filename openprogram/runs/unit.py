@@ -443,8 +443,6 @@ def _rebuild(run: Run, rec: dict, data: dict, where: str) -> None:
                                f"that comes after it or does not exist: the file was edited; "
                                f"save the run again")
         node = rebuilt(run, d, up)
-        if up is not None:
-            up.children.append(node)
         by_id[node.id] = node
         nodes.append(node)
     nodes[0].dag_node.kind = "run"
