@@ -371,7 +371,7 @@ class _ForkSection(W.VBox):
         self.title.add_class("op-fork-title")
         what = ", ".join(f"{k}={v!r}" for k, v in edit.items()) or "no edit"
         self.title.value = (f'<div style="font-weight:600;margin-top:8px">'
-                            f'{esc(f"Fork at decision {at}: {run_view._text(what, 200)}")}'
+                            f'{esc(f"Fork at decision {at}: {run_view.line_text(what, 200)}")}'
                             "</div>")
         self.status = W.HTML()
         self.status.add_class("op-fork-status")
@@ -492,7 +492,8 @@ def run_cell(shell: Any, cell: str, runtime: Any = None, name: str | None = None
     the Run."""
     import openprogram
     from openprogram.runs import on_run
-    program = cell_program(shell, cell, name or f"cell_{shell.execution_count}")
+    first = next((line.strip() for line in cell.splitlines() if line.strip()), "cell")
+    program = cell_program(shell, cell, name or run_view.line_text(first, 60))
     views: list[RunView] = []
 
     def started(run: Any) -> None:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from collections.abc import Iterable
     from typing import Any
 
-__all__ = ["RunOutline", "Row", "row_html", "row_text", "header_html", "run_html",
+__all__ = ["RunOutline", "Row", "row_html", "row_text", "line_text", "header_html", "run_html",
            "decision_line", "diff_html", "diff_text", "STATE_COLOURS", "TABLE_ROWS"]
 
 #: A row's colour by its state: something failed in it (red), all done (green), running (grey).
@@ -44,9 +44,9 @@ _KIND_LABELS = {"run": "run", "agent_method": "method", "agentic_function": "fun
                 "decision": "decision", "tool": "tool", "mcp_call": "MCP", "model_call": "model"}
 
 
-def _text(value: Any, limit: int = LINE_CHARS) -> str:
-    """A value a program, model or tool wrote, as one cut line, any key this process holds
-    masked (scrub is a no-op while no runtime holds one)."""
+def line_text(value: Any, limit: int = LINE_CHARS) -> str:
+    """A value a program, model or tool wrote, as one cut line (not yet escaped), any key this
+    process holds masked (scrub is a no-op while no runtime holds one)."""
     text = value if isinstance(value, str) else safe_str(value)
     return cut(" ".join(scrub(text).split()), limit, "…")
 
@@ -276,16 +276,16 @@ def decision_facts(node: Any) -> dict:
     status = getattr(trace, "status", None) or getattr(node, "status", "running")
     result = error = None
     if status == "resolved":
-        result = _text(safe_repr(getattr(trace, "result", None)), 60)
+        result = line_text(safe_repr(getattr(trace, "result", None)), 60)
     elif status == "failed":
         err = getattr(trace, "error", None)
-        error = _text(f"{getattr(err, 'kind', None) or type(err).__name__}: {safe_str(err)}")
+        error = line_text(f"{getattr(err, 'kind', None) or type(err).__name__}: {safe_str(err)}")
     elif getattr(node, "status", None) == "error":
-        error = _text(getattr(node, "error", None) or "failed")
+        error = line_text(getattr(node, "error", None) or "failed")
     chosen = getattr(trace, "chosen", None)
     return {"index": getattr(node, "index", None), "status": status,
-            "pick": None if chosen is None else _text(chosen, 60), "p": p,
-            "runner_up": None if runner is None else _text(runner, 60), "p_runner_up": p_runner,
+            "pick": None if chosen is None else line_text(chosen, 60), "p": p,
+            "runner_up": None if runner is None else line_text(runner, 60), "p_runner_up": p_runner,
             "marks": _attempt_marks(trace), "result": result, "error": error,
             "duration_s": getattr(node, "duration_s", None)}
 
@@ -337,7 +337,7 @@ def decision_line(node: Any) -> str:
 
 def _picks_text(row: Row) -> str:
     ranked = sorted(row.picks.items(), key=lambda kv: -kv[1])
-    shown = ", ".join(f"{_text(name, 40)} ×{n}" for name, n in ranked[:PICKS_SHOWN])
+    shown = ", ".join(f"{line_text(name, 40)} ×{n}" for name, n in ranked[:PICKS_SHOWN])
     more = len(ranked) - PICKS_SHOWN
     return shown + (f", {more} more" if more > 0 else "")
 
@@ -362,8 +362,8 @@ def row_html(row: Row) -> str:
     head = (f'<span class="op-row-kind" style="display:inline-block;min-width:58px;'
             f'font-size:11px;color:#fff;background:{colour};border-radius:3px;'
             f'padding:0 4px;text-align:center">{esc(kind)}</span> '
-            + _span("op-row-name", _text(row.name, 60), "font-weight:600") + " "
-            + _span("op-row-site", _text(row.site or "", 60), "color:#757575;font-size:11px"))
+            + _span("op-row-name", line_text(row.name, 60), "font-weight:600") + " "
+            + _span("op-row-site", line_text(row.site or "", 60), "color:#757575;font-size:11px"))
     body = ""
     if row.kind == "decision":
         if row.count == 1:
@@ -386,7 +386,7 @@ def row_html(row: Row) -> str:
         last_error = next((getattr(n, "error", None) for n in reversed(row.members[-8:])
                            if getattr(n, "status", None) == "error"), None)
         body += _span("op-row-error", f"{row.errors} failed" + (
-            f": {_text(last_error)}" if last_error else ""), f"color:{colour}")
+            f": {line_text(last_error)}" if last_error else ""), f"color:{colour}")
     if row.running and row.kind != "run":
         body += " " + _span("op-row-running", "running…", "color:#757575;font-style:italic")
     cost = _span("op-row-cost", _cost_text(row), "color:#555;font-size:11px")
@@ -397,9 +397,9 @@ def row_html(row: Row) -> str:
 
 def row_text(row: Row) -> str:
     """A row as one line of plain text (the view's repr)."""
-    bits = [_KIND_LABELS.get(row.kind, row.kind), _text(row.name, 60)]
+    bits = [_KIND_LABELS.get(row.kind, row.kind), line_text(row.name, 60)]
     if row.site:
-        bits.append(f"({_text(row.site, 60)})")
+        bits.append(f"({line_text(row.site, 60)})")
     if row.kind == "decision" and row.count == 1:
         f = decision_facts(row.last)
         bits.append(f"#{f['index']}")
@@ -439,7 +439,7 @@ def _edit_text(run: Any) -> str:
     if kind in ("options", "runtime") and not isinstance(value, str):
         value = type(value).__name__ if kind == "options" else getattr(value, "model", None) \
             or type(value).__name__
-    return f"{kind}: {_text(value, 120)}"
+    return f"{kind}: {line_text(value, 120)}"
 
 
 def header_text(run: Any, outline: RunOutline) -> str:
@@ -460,7 +460,7 @@ def header_text(run: Any, outline: RunOutline) -> str:
     duration = getattr(run, "duration_s", None)
     if duration is not None:
         bits.append(_seconds(duration))
-    return f"Run {_text(getattr(run, 'name', 'run'), 80)} · {status} · " + ", ".join(bits)
+    return f"Run {line_text(getattr(run, 'name', 'run'), 80)} · {status} · " + ", ".join(bits)
 
 
 def header_html(run: Any, outline: RunOutline) -> str:
@@ -476,7 +476,7 @@ def header_html(run: Any, outline: RunOutline) -> str:
     origin = getattr(run, "forked_from", None)
     if origin is not None:
         k = getattr(run, "fork_point", None)
-        what = (f"fork of {_text(getattr(origin, 'name', 'run'), 60)} at decision #{k} "
+        what = (f"fork of {line_text(getattr(origin, 'name', 'run'), 60)} at decision #{k} "
                 f"({_edit_text(run)}); the calls before it answered from the recording")
         lines.append(f'<div class="op-run-fork" style="font-size:12px;color:#555">'
                      f"{esc(what)}</div>")
@@ -484,7 +484,7 @@ def header_html(run: Any, outline: RunOutline) -> str:
     if error is not None:
         lines.append(f'<div class="op-run-error" style="font-size:12px;color:'
                      f'{STATE_COLOURS["error"]}">'
-                     f"{esc(_text(f'{type(error).__name__}: {safe_str(error)}', 2000))}</div>")
+                     f"{esc(line_text(f'{type(error).__name__}: {safe_str(error)}', 2000))}</div>")
     return "".join(lines)
 
 
@@ -500,8 +500,8 @@ def decisions_table(run: Any, limit: int = TABLE_ROWS) -> str:
     for node in decisions[:limit]:
         f = decision_facts(node)
         site = getattr(node, "site", None)
-        rows.append([f"#{f['index']}", _text(getattr(node, "name", "")),
-                     "" if site is None else _text(site), f["status"], f["pick"], f["p"],
+        rows.append([f"#{f['index']}", line_text(getattr(node, "name", "")),
+                     "" if site is None else line_text(site), f["status"], f["pick"], f["p"],
                      f["runner_up"], f["p_runner_up"], len(f["marks"]),
                      sum(s == "failed" for s, _ in f["marks"]), f["duration_s"],
                      f["result"] or f["error"]])
@@ -533,7 +533,7 @@ def run_text(run: Any, outline: RunOutline) -> str:
 # ---------------------------------------------------------------------------------------------
 
 def _value_text(value: Any) -> str:
-    return _text(value if isinstance(value, str) else safe_repr(value), 400)
+    return line_text(value if isinstance(value, str) else safe_repr(value), 400)
 
 
 def _pair_row(a: Any, b: Any, cls: str, style: str = "") -> str:
@@ -548,7 +548,7 @@ def diff_html(diff: Any, cls: str = "") -> str:
     the first divergence marked with the part that differs and both values, then what follows
     on each side."""
     a_run, b_run = getattr(diff, "a", None), getattr(diff, "b", None)
-    names = [_text(getattr(r, "name", "run"), 60) if r is not None else "run"
+    names = [line_text(getattr(r, "name", "run"), 60) if r is not None else "run"
              for r in (a_run, b_run)]
     if a_run is not None and getattr(b_run, "forked_from", None) is a_run:
         names[1] = f"fork at #{getattr(b_run, 'fork_point', '?')} ({_edit_text(b_run)})"
