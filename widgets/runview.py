@@ -26,7 +26,7 @@ from IPython.display import display
 
 from openprogram.trace import run_view
 from openprogram.trace.run_view import RunOutline
-from openprogram.trace.safe_html import esc
+from openprogram.trace.safe_html import esc, wrap
 
 from .panel import DecisionPanel
 from .parts import SAVED_VIEW_STYLE, StaticCopy, error_html, held
@@ -120,9 +120,13 @@ class RunView(StaticCopy, W.VBox):
         return run_view.run_text(self.run, self.outline)
 
     def static_html(self) -> str:
-        """The run as it stands, as static HTML (what the output carries beside the widget)."""
+        """The run as it stands, as static HTML (what the output carries beside the widget),
+        followed by each fork made from the view: its diff with this run, then the fork."""
         with self._lock:
-            return run_view.run_html(self.run, self.outline, "op-widget-copy")
+            parts = [run_view.run_html(self.run, self.outline, "op-widget-copy")]
+            for section in self.fork_box.children:
+                parts.append(section.static_html())
+            return "".join(parts)
 
     def show(self) -> None:
         """Display the view here; when the run ends, the output's text and HTML copies are
@@ -170,8 +174,7 @@ class RunView(StaticCopy, W.VBox):
             self._watching = False
         # nodes a watcher could not see (none, unless the run was made elsewhere) are drawn too
         self._draw(self.outline.feed(list(getattr(self.run, "nodes", ()))))
-        for handle in self._displays:
-            handle.update(self)
+        self._refresh_displays()
 
     # -- selecting ------------------------------------------------------------------------------
     def select_row(self, row: run_view.Row) -> None:
@@ -205,7 +208,12 @@ class RunView(StaticCopy, W.VBox):
         fork = section.run_fork()
         if fork is not None:
             self.forks.append(fork)
+        self._refresh_displays()     # a saved notebook keeps the forks made here too
         return fork
+
+    def _refresh_displays(self) -> None:
+        for handle in self._displays:
+            handle.update(self)
 
     def _click(self, action, *args) -> None:
         """A button's handler: what goes wrong is said in the view, never raised."""
@@ -254,7 +262,7 @@ class _Detail(W.VBox):
             self.status.value = ""
             site = getattr(node, "site", None)
             self.title.value = (f'<div style="font-weight:600">'
-                                f'{esc(f"Decision #{node.index} · {node.name}")}'
+                                f'{esc(f"Decision #{node.index} of the run · {node.name}")}'
                                 f'<span style="font-weight:400;color:#757575"> '
                                 f'{esc("" if site is None else str(site))}</span></div>')
             self._list(row, node)
@@ -302,11 +310,13 @@ class _ForkActions(W.VBox):
                                             "at this decision",
                                 layout=W.Layout(width="100%", height="70px"))
         self.reply.add_class("op-fork-reply")
-        self.reply_button = W.Button(description="Fork with this reply", icon="code-fork")
+        self.reply_button = W.Button(description="Fork with this reply", icon="code-fork",
+                                     layout=W.Layout(width="auto"))
         self.reply_button.add_class("op-fork-reply-button")
         self.pick = W.Dropdown(description="pick", layout=W.Layout(width="auto"))
         self.pick.add_class("op-fork-pick")
-        self.pick_button = W.Button(description="Fork with this pick", icon="code-fork")
+        self.pick_button = W.Button(description="Fork with this pick", icon="code-fork",
+                                    layout=W.Layout(width="auto"))
         self.pick_button.add_class("op-fork-pick-button")
         self.runner_up = W.Button(description="Fork to the runner-up", icon="code-fork",
                                   layout=W.Layout(width="auto"))
@@ -367,6 +377,7 @@ class _ForkSection(W.VBox):
     def __init__(self, view: RunView, at: Any, edit: dict):
         self.view, self.at, self.edit = view, at, edit
         self.fork_view: RunView | None = None
+        self.diff: Any = None
         self.title = W.HTML()
         self.title.add_class("op-fork-title")
         what = ", ".join(f"{k}={v!r}" for k, v in edit.items()) or "no edit"
@@ -405,11 +416,21 @@ class _ForkSection(W.VBox):
         self._attach(fork)
         self.status.value = ""
         try:
-            diff = self.view.run.diff(fork)
-            self.body.children = (RunDiffView(diff), *self.body.children)
+            self.diff = self.view.run.diff(fork)
+            self.body.children = (RunDiffView(self.diff), *self.body.children)
         except Exception as exc:
             self.status.value = error_html("Could not diff the two runs", exc)
         return fork
+
+    def static_html(self) -> str:
+        """The fork as static HTML: what was edited, why it stopped if it did, the diff, the
+        forked run."""
+        parts = [self.title.value, self.status.value]
+        if self.diff is not None:
+            parts.append(run_view.diff_html(self.diff))
+        if self.fork_view is not None:
+            parts.append(self.fork_view.static_html())
+        return wrap("".join(parts), "op-fork-copy")
 
 
 class RunDiffView(StaticCopy, W.VBox):

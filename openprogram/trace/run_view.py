@@ -37,7 +37,7 @@ TABLE_ROWS = 200
 PICKS_SHOWN = 3
 # Texts a row shows (a pick, a result, an error) are cut to this many characters: a row is a
 # line, the decision's panel holds the whole text.
-LINE_CHARS = 80
+LINE_CHARS = 120
 _SHOWN = frozenset({"run", "agent_method", "agentic_function", "decision", "tool", "mcp_call",
                     "model_call"})
 _KIND_LABELS = {"run": "run", "agent_method": "method", "agentic_function": "function",
@@ -276,7 +276,7 @@ def decision_facts(node: Any) -> dict:
     status = getattr(trace, "status", None) or getattr(node, "status", "running")
     result = error = None
     if status == "resolved":
-        result = line_text(safe_repr(getattr(trace, "result", None)), 60)
+        result = line_text(safe_repr(getattr(trace, "result", None)))
     elif status == "failed":
         err = getattr(trace, "error", None)
         error = line_text(f"{getattr(err, 'kind', None) or type(err).__name__}: {safe_str(err)}")
@@ -284,8 +284,8 @@ def decision_facts(node: Any) -> dict:
         error = line_text(getattr(node, "error", None) or "failed")
     chosen = getattr(trace, "chosen", None)
     return {"index": getattr(node, "index", None), "status": status,
-            "pick": None if chosen is None else line_text(chosen, 60), "p": p,
-            "runner_up": None if runner is None else line_text(runner, 60), "p_runner_up": p_runner,
+            "pick": None if chosen is None else line_text(chosen), "p": p,
+            "runner_up": None if runner is None else line_text(runner), "p_runner_up": p_runner,
             "marks": _attempt_marks(trace), "result": result, "error": error,
             "duration_s": getattr(node, "duration_s", None)}
 
@@ -362,7 +362,7 @@ def row_html(row: Row) -> str:
     head = (f'<span class="op-row-kind" style="display:inline-block;min-width:58px;'
             f'font-size:11px;color:#fff;background:{colour};border-radius:3px;'
             f'padding:0 4px;text-align:center">{esc(kind)}</span> '
-            + _span("op-row-name", line_text(row.name, 60), "font-weight:600") + " "
+            + _span("op-row-name", line_text(row.name), "font-weight:600") + " "
             + _span("op-row-site", line_text(row.site or "", 60), "color:#757575;font-size:11px"))
     body = ""
     if row.kind == "decision":
@@ -397,7 +397,7 @@ def row_html(row: Row) -> str:
 
 def row_text(row: Row) -> str:
     """A row as one line of plain text (the view's repr)."""
-    bits = [_KIND_LABELS.get(row.kind, row.kind), line_text(row.name, 60)]
+    bits = [_KIND_LABELS.get(row.kind, row.kind), line_text(row.name)]
     if row.site:
         bits.append(f"({line_text(row.site, 60)})")
     if row.kind == "decision" and row.count == 1:

@@ -256,6 +256,10 @@ def test_fork_with_a_reply_shows_the_fork_and_the_diff(run):
     # the fork's own view says where it comes from, and that the prefix cost nothing
     assert "fork of Support.handle_ticket at decision #2" in fork_view.header.value
     assert "from the recording" in fork_view.header.value
+    # the static copy keeps the fork: the diff and the forked run after the run itself
+    copy = view.static_html()
+    assert copy.index("Run Support.handle_ticket") < copy.index("First divergence") \
+        < copy.index("fork of Support.handle_ticket")
     # the two decisions where they part, side by side, on request
     press(diff_view.open_button)
     a, b = diff_view.pair.children
