@@ -1,13 +1,14 @@
 """Two runs side by side: where they part, and what differs first there.
 
 `RunDiff(a, b)` (what `run_a.diff(run_b)` returns) walks the two runs' decisions in the order
-they started. While both made a decision at the same place — the same call sites from the root
-down to it — the two are compared part by part in the order a decision flows: its request, its
-menu, the model's replies (a tool round's call counts as the model's reply, its result as
-"tools"), the pick, its arguments, the result and the error. The first decision where a part
-differs, where the two runs decide at different places ("call_site"), or where one run has no
-decision left ("missing"), is the first divergence; what follows it on each side is kept as it
-is. Every decision is also paired with the other run's decision at the same place and
+they happened: each decision's start (its request, its menu, the model's replies — a tool
+round's call counts as the model's reply, its result as "tools" — the pick and its arguments),
+then the decisions made while it resolves (a function option that decides itself), then its end
+(its result or error). While both made a decision at the same place — the same call sites from
+the root down to it — the two are compared part by part at each step. The first step where a
+part differs, where the two runs decide at different places ("call_site"), or where one run has
+no decision left ("missing"), is the first divergence; what follows it on each side is kept as
+it is. Every decision is also paired with the other run's decision at the same place and
 occurrence (the third call at that site pairs with the third), which `to_frame()` lists.
 """
 from __future__ import annotations
@@ -38,9 +39,14 @@ def _error_of(err: Any) -> Any:
             "kind": getattr(err, "kind", None), "message": str(err)}
 
 
+#: The parts compared when a decision ends (after the decisions made while it resolved).
+END_PARTS = ("result", "error")
+
+
 def parts(node: RunNode) -> list[tuple[str, Any]]:
     """A decision as `(part, value)` pairs in the order the decision flowed: what two equal
-    decisions have equal, position by position."""
+    decisions have equal, position by position. The parts of its start (request to arguments)
+    come first, its end (result, error) last."""
     t = node.trace
     if t is None:
         return [("error", node.error)]
@@ -61,8 +67,12 @@ def parts(node: RunNode) -> list[tuple[str, Any]]:
     return out
 
 
-def _first_part(a: RunNode, b: RunNode) -> tuple[str | None, Any, Any]:
-    pa, pb = parts(a), parts(b)
+def _first_part(a: RunNode, b: RunNode, step: str) -> tuple[str | None, Any, Any]:
+    """The first part of `step` ("start": request to arguments; "end": result and error)
+    where the two decisions differ, with its two values."""
+    def of(node: RunNode) -> list:
+        return [p for p in parts(node) if (p[0] in END_PARTS) == (step == "end")]
+    pa, pb = of(a), of(b)
     for i in range(max(len(pa), len(pb))):
         x = pa[i] if i < len(pa) else None
         y = pb[i] if i < len(pb) else None
@@ -74,6 +84,23 @@ def _first_part(a: RunNode, b: RunNode) -> tuple[str | None, Any, Any]:
             part = "reply" if "reply" in (x[0], y[0]) else x[0]
         return part, None if x is None else x[1], None if y is None else y[1]
     return None, None, None
+
+
+def steps(decisions: list) -> list[tuple[Any, str]]:
+    """`(decision, "start" | "end")` in the order the run went through them: a decision starts,
+    the decisions made while it resolves (a function option that decides itself) start and end
+    inside it, then it ends. So a result that differs only because a decision nested in it
+    did is found after that decision."""
+    out: list[tuple[Any, str]] = []
+    open_: list = []
+    for d in decisions:
+        while open_ and open_[-1] not in d.path:
+            out.append((open_.pop(), "end"))
+        out.append((d, "start"))
+        open_.append(d)
+    while open_:
+        out.append((open_.pop(), "end"))
+    return out
 
 
 def place(node: RunNode) -> tuple:
@@ -108,13 +135,18 @@ class DecisionDiff:
                 f"{repr_head(self.a_value, 80)} vs {repr_head(self.b_value, 80)}>")
 
 
-def _compare(index: int, a: RunNode | None, b: RunNode | None) -> DecisionDiff:
+def _compare(index: int, a: RunNode | None, b: RunNode | None,
+             step: str | None = None) -> DecisionDiff:
+    """The two decisions compared: at one step of the walk (`step`), or whole (None)."""
     if a is None or b is None:
         return DecisionDiff(index, a, b, "missing")
     if place(a) != place(b):
         return DecisionDiff(index, a, b, "call_site", a.site, b.site)
-    part, x, y = _first_part(a, b)
-    return DecisionDiff(index, a, b, part, x, y)
+    for s in ((step,) if step is not None else ("start", "end")):
+        part, x, y = _first_part(a, b, s)
+        if part is not None:
+            return DecisionDiff(index, a, b, part, x, y)
+    return DecisionDiff(index, a, b, None)
 
 
 class RunDiff:
@@ -128,17 +160,27 @@ class RunDiff:
             raise UsageError(f"run.diff() takes another Run, got {type(b).__name__}")
         self.a, self.b = a, b
         da, db = list(a.decisions), list(b.decisions)
+        sa, sb = steps(da), steps(db)
         self.first: DecisionDiff | None = None
         self.common = 0
-        for i in range(max(len(da), len(db))):
-            d = _compare(i, da[i] if i < len(da) else None, db[i] if i < len(db) else None)
+        at = len(sa)
+        for i in range(max(len(sa), len(sb))):
+            x = sa[i] if i < len(sa) else None
+            y = sb[i] if i < len(sb) else None
+            if x is not None and y is not None and x[1] != y[1]:
+                # one run ends a decision where the other starts one nested in it
+                d = DecisionDiff(x[0].index, x[0], y[0], "call_site", x[0].site, y[0].site)
+            else:
+                node = (x or y)[0]
+                d = _compare(node.index, None if x is None else x[0],
+                             None if y is None else y[0], (x or y)[1])
             if d.part is not None:
-                self.first = d
+                self.first, at = d, i
                 break
-            self.common += 1
-        n = self.common
-        self.after_a = da[n + 1:] if self.first is not None else []
-        self.after_b = db[n + 1:] if self.first is not None else []
+            if x[1] == "start":
+                self.common += 1
+        self.after_a = [d for d, s in sa[at + 1:] if s == "start"]
+        self.after_b = [d for d, s in sb[at + 1:] if s == "start"]
         self.pairs = self._pairs(da, db)
 
     @staticmethod

@@ -25,8 +25,8 @@ _INSTALLED = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.s
 
 class CallSite:
     """Where the user's code made a node: `file`, `line`, `function` (its qualified name).
-    `str(site)` reads "agents.py:42 in Support.handle_ticket"; `key` ("path:line") is what
-    a view collapses repeated nodes by and what `Run.diff` aligns two runs' decisions by."""
+    `str(site)` reads "agents.py:42 in Support.handle_ticket"; `key` ("agents.py:42") is
+    what a view collapses repeated nodes by and what `Run.diff` aligns two runs' decisions by."""
 
     __slots__ = ("file", "line", "function")
 
@@ -35,7 +35,10 @@ class CallSite:
 
     @property
     def key(self) -> str:
-        return f"{self.file}:{self.line}"
+        """"file.py:42": the file's name without its folder, which is what stays the same
+        from run to run of a notebook (a cell's code is compiled into a file named by its
+        hash, in a folder named by the kernel's process)."""
+        return f"{os.path.basename(self.file)}:{self.line}"
 
     def to_dict(self) -> dict:
         return {"file": self.file, "line": self.line, "function": self.function}

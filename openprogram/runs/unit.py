@@ -103,6 +103,8 @@ class _Recording:
         rt = self.run.runtime
         self.tokens = (current_run.set(rec), current_node.set(self.run.root),
                        None if rt is None else current_runtime_var.set(rt))
+        if self.run.watchers:
+            self.run.notify("node_started", self.run.root)
         return rec
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
@@ -164,7 +166,8 @@ class Run:
         self.status = root.status = "ok" if error is None else "error"
         if error is not None:
             root.error = f"{type(error).__name__}: {error}"
-        if self.watchers:
+        if self.watchers:  # the root ends like every node, then the run
+            self.notify("node_finished", self.root)
             self.notify("run_finished", None)
 
     @program_entry

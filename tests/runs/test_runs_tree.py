@@ -85,11 +85,16 @@ def test_watchers_see_each_node_start_and_end_as_the_run_grows():
     with on_run(attach):
         r = openprogram.run(Support().handle, "x", runtime=ScriptedRuntime(list(SCRIPT)))
     starts = [(i, n) for k, i, n in seen if k == "node_started"]
-    assert [i for i, _ in starts] == [f"n{i}" for i in range(1, 10)]
-    assert [n for _, n in starts] == list(range(2, 11))  # reported as each one is added
+    assert [i for i, _ in starts] == [f"n{i}" for i in range(10)]  # the root first
+    assert [n for _, n in starts] == list(range(1, 11))  # reported as each one is added
     assert sorted(i for k, i, _ in seen if k == "node_finished") == \
-        sorted(f"n{i}" for i in range(1, 10))
-    assert seen[-1][0] == "run_finished" and r.status == "ok"
+        sorted(f"n{i}" for i in range(10))
+    # each node ends after it started; the root last, then the run
+    order = [(k, i) for k, i, _ in seen]
+    for i in range(10):
+        assert order.index(("node_started", f"n{i}")) < order.index(("node_finished", f"n{i}"))
+    assert order[-2:] == [("node_finished", "n0"), ("run_finished", None)]
+    assert r.status == "ok"
 
 
 def test_the_programs_error_is_the_runs_not_raised():
