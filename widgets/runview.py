@@ -24,8 +24,8 @@ import ipywidgets as W
 import traitlets
 from IPython.display import display
 
-from openprogram.trace import run_view
-from openprogram.trace.run_view import RunOutline
+from openprogram.runs import html as run_view
+from openprogram.runs.html import RunOutline
 from openprogram.trace.safe_html import esc, wrap
 
 from .panel import DecisionPanel

@@ -470,3 +470,12 @@ def test_run_program_refuses_bad_arguments_and_prints_the_run_in_a_terminal(shel
     assert r.success, r.error_in_exec
     out = capsys.readouterr().out
     assert "1 decision" in out and "-> b" in out
+
+
+def test_a_run_and_a_diff_show_as_static_html_without_the_widgets(run):
+    fork = run.fork(at=2, reply='{"call": "close"}')
+    page = run._repr_html_()
+    assert page.startswith('<div class="op-view mathjax_ignore tex2jax_ignore op-run op-static')
+    assert "Run Support.handle_ticket" in page and "<table" in page and "→ refund" in page
+    diff = run.diff(fork)._repr_html_()
+    assert "First divergence: decision #2, in its reply" in diff and "CLOSED" in diff

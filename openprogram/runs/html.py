@@ -1,4 +1,4 @@
-"""The HTML view of a run: its tree of method calls, decisions and tool calls, folded by call site.
+"""The HTML of a run: its tree of method calls, decisions and tool calls, folded by call site.
 
 `RunOutline` folds a run's nodes (read by attribute only: `id`, `parent`, `kind`, `name`, `site`,
 `index`, `status`, `duration_s`, tokens, `source`, a decision's `trace`) into rows as they start
@@ -12,14 +12,17 @@ totals, the tree, a table of its decisions) as the static copy a saved notebook 
 keep; `diff_html(diff)` two runs side by side from their first divergence, the common prefix
 collapsed. Plain HTML with inline styles, every text a program, a model, a tool or an option set
 wrote escaped and cut, inside the wrapper MathJax skips, each text passed through
-`filesecrets.scrub` first so no API key this process holds reaches a page. Standard library only.
-It is one module because the live view and the static copy must draw the same rows the same way.
+`filesecrets.scrub` first so no API key this process holds reaches a page. Standard library only;
+`Run._repr_html_` and `RunDiff._repr_html_` are `run_html` and `diff_html`, and the notebook's
+live view (openprogram.widgets.runview) draws its rows with `row_html`. It is one module because
+the live view and the static copy must draw the same rows the same way.
 """
 from __future__ import annotations
 
 from ..base.filesecrets import scrub
 from ..base.text import cut, safe_repr, safe_str
-from .safe_html import LABEL_STYLE, TABLE_STYLE, esc, html_table, wrap
+from ..trace.safe_html import LABEL_STYLE, TABLE_STYLE, esc, html_table, wrap
+from ..trace.view import diff_html as text_diff_html
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
@@ -532,8 +535,25 @@ def run_text(run: Any, outline: RunOutline) -> str:
 # Two runs
 # ---------------------------------------------------------------------------------------------
 
+#: How much of each side's text the divergence shows, marked word by word (a menu can be long).
+DIFF_CHARS = 4000
+
+
 def _value_text(value: Any) -> str:
     return line_text(value if isinstance(value, str) else safe_repr(value), 400)
+
+
+def _values_html(a: Any, b: Any) -> tuple[str, str]:
+    """The two values of the part that differs, escaped: texts (a reply, a request, a menu: the
+    text of a `(text, ...)` pair) marked where they differ, other values as their repr."""
+    def text_of(v: Any) -> str | None:
+        if isinstance(v, (tuple, list)) and v and isinstance(v[0], str):
+            v = v[0]
+        return v if isinstance(v, str) else None
+    ta, tb = text_of(a), text_of(b)
+    if ta is None or tb is None or ta == tb:
+        return esc(_value_text(a)), esc(_value_text(b))
+    return text_diff_html(cut(scrub(ta), DIFF_CHARS, "…"), cut(scrub(tb), DIFF_CHARS, "…"))
 
 
 def _pair_row(a: Any, b: Any, cls: str, style: str = "") -> str:
@@ -576,12 +596,13 @@ def diff_html(diff: Any, cls: str = "") -> str:
     where = (f'<tr class="op-diff-first-head"><td colspan="2" style="padding:4px 6px;'
              f'background:#fff3e0;font-weight:600">'
              f"{esc(f'First divergence: decision #{index}, in its {part}')}</td></tr>")
+    va, vb = _values_html(getattr(first, "a_value", None), getattr(first, "b_value", None))
+    pre = ("white-space:pre-wrap;word-break:break-word;margin:0;padding:4px;max-height:260px;"
+           "overflow:auto;font-size:12px;border:1px solid #ddd;background:#fff")
     values = (f'<tr class="op-diff-values"><td style="vertical-align:top;padding:2px 6px">'
-              f'<pre class="op-diff-a" style="white-space:pre-wrap;margin:0;background:#fdeeee;'
-              f'padding:4px">{esc(_value_text(getattr(first, "a_value", None)))}</pre></td>'
+              f'<pre class="op-diff-a" style="{pre}">{va}</pre></td>'
               f'<td style="vertical-align:top;padding:2px 6px"><pre class="op-diff-b" '
-              f'style="white-space:pre-wrap;margin:0;background:#eef7ee;padding:4px">'
-              f'{esc(_value_text(getattr(first, "b_value", None)))}</pre></td></tr>')
+              f'style="{pre}">{vb}</pre></td></tr>')
     at = _pair_row(getattr(first, "a", None), getattr(first, "b", None), "op-diff-first",
                    "background:#fff8e1")
     after_a = list(getattr(diff, "after_a", None) or [])
