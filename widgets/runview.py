@@ -495,8 +495,16 @@ def cell_program(shell: Any, cell: str, name: str):
     last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
     # registered with IPython's compiler cache, so a traceback (and a call site) shows its lines
     filename = shell.compile.cache(code, getattr(shell, "execution_count", 0) or 0)
-    body = compile(tree, filename, "exec")
-    expr = None if last is None else compile(ast.Expression(last.value), filename, "eval")
+    try:
+        body = compile(tree, filename, "exec")
+        expr = None if last is None else compile(ast.Expression(last.value), filename, "eval")
+    except SyntaxError as exc:
+        if "await" not in str(exc.msg):
+            raise
+        from IPython.core.error import UsageError
+        raise UsageError("%%run_program runs the cell as a plain function, and this cell awaits "
+                         "at its top level: run an async program with "
+                         "`run = await openprogram.arun(program)`, then `run.view()`") from None
     ns = shell.user_ns
 
     def program():

@@ -479,3 +479,20 @@ def test_a_run_and_a_diff_show_as_static_html_without_the_widgets(run):
     assert "Run Support.handle_ticket" in page and "<table" in page and "→ refund" in page
     diff = run.diff(fork)._repr_html_()
     assert "First divergence: decision #2, in its reply" in diff and "CLOSED" in diff
+
+
+def test_run_program_refuses_a_cell_that_awaits_and_names_arun(shell):
+    r = shell.run_cell("%%run_program\nimport asyncio\nawait asyncio.sleep(0)")
+    assert "openprogram.arun(program)" in str(r.error_in_exec)
+
+
+def test_a_saved_run_loaded_again_shows_and_forks_from_the_view(run, tmp_path):
+    run.save(tmp_path / "run.json")
+    loaded = openprogram.Run.load(tmp_path / "run.json", program=Support().handle_ticket)
+    view = loaded.view()
+    assert repr(view).splitlines()[1:] == repr(RunView(run)).splitlines()[1:]
+    view.selected = 2
+    view.detail.actions.reply.value = '{"call": "close"}'
+    press(view.detail.actions.reply_button)
+    [fork] = view.forks
+    assert fork.result == "CLOSED" and fork.totals["live"] == 0
