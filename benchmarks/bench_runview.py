@@ -124,14 +124,19 @@ def main() -> None:
               f"runs; the view's work per node over the 10 decisions before the k-th:")
         print("            median    trimmed mean   messages   bytes     ratios to k=10 "
               "(median, trimmed, messages)")
-        base = None
+        base, figures = None, {}
         for k in sorted(runs[0]):
             median, trimmed, msgs, size = (statistics.median(r[k][i] for r in runs)
                                            for i in range(4))
+            figures[k] = (median, trimmed, msgs)
             base = base or (median, trimmed, msgs)
             print(f"  k={k:>5}: {median * 1e6:7.1f} µs  {trimmed * 1e6:7.1f} µs     "
                   f"{msgs:6.2f}   {size:7.0f}      {median / base[0]:.2f}  "
                   f"{trimmed / base[1]:.2f}  {msgs / base[2]:.2f}")
+        if 100 in figures and 1000 in figures:
+            a, b = figures[100], figures[1000]
+            print(f"  k=1000 against k=100 (past the rows made at the start): "
+                  f"{b[0] / a[0]:.2f}  {b[1] / a[1]:.2f}  {b[2] / a[2]:.2f}")
 
 
 if __name__ == "__main__":
