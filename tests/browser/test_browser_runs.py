@@ -14,8 +14,6 @@ made markup, live or exported. Screenshots go to artifacts/.
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 import pytest
 from test_browser_payloads import (
@@ -240,15 +238,8 @@ def test_payloads_in_every_field_show_as_text_live_and_in_the_export(ran, tmp_pa
     found = injected(page)
     assert found == CLEAN, found
 
-    # saved (JupyterLab keeps no widget state by default: the export shows the static copies)
-    page.evaluate("async () => await window.jupyterapp.commands.execute('docmanager:save')")
-    page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty")
-    out = tmp_path / "export"
-    run = subprocess.run([sys.executable, "-m", "nbconvert", "--to", "html", "--output-dir",
-                          str(out), str(path)], capture_output=True, text=True,
-                         env=lab.server.env)
-    assert run.returncode == 0, run.stderr[-3000:]
-    export = out / "runs_test.html"
+    # saved (no widget state kept by default: the export shows the static copies)
+    export = lab.save_and_export(page, path, tmp_path / "export")
     assert export.read_text().count('class="op-view mathjax_ignore tex2jax_ignore op-run') >= 3
     exported = lab.context.new_page()
     try:
