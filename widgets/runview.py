@@ -326,13 +326,15 @@ class _ForkActions(W.VBox):
                                                "request is the same",
                                    layout=W.Layout(width="auto"))
         self.recorded.add_class("op-fork-after-recorded")
+        self.note = W.HTML()
+        self.note.add_class("op-fork-note")
         self.reply_button.on_click(lambda _b: view._click(self._fork, "reply"))
         self.pick_button.on_click(lambda _b: view._click(self._fork, "pick"))
         self.runner_up.on_click(lambda _b: view._click(self._fork, "runner_up"))
         super().__init__([W.HTML('<div style="font-weight:600;font-size:12px;margin-top:6px">'
                                  "Fork the run here</div>"),
                           self.reply, self.reply_button, W.HBox([self.pick, self.pick_button]),
-                          self.runner_up, self.recorded])
+                          self.runner_up, self.recorded, self.note])
         self.add_class("op-fork-actions")
 
     def show(self, node: Any) -> None:
@@ -353,9 +355,16 @@ class _ForkActions(W.VBox):
                                           f"Fork to the runner-up: {runner} "
                                           f"({conf.p_runner_up:.2f})")
             running = getattr(trace, "status", None) == "running"
+            # a block of notebook code (run_block) or a loaded run without its program cannot
+            # be run again: the actions say so instead of failing when clicked
+            fixed = not getattr(self.view.run, "re_executable", True)
             for b in (self.reply_button, self.pick_button):
-                b.disabled = running
-            self.runner_up.disabled = self.runner_up.disabled or running
+                b.disabled = running or fixed
+            self.runner_up.disabled = self.runner_up.disabled or running or fixed
+            self.note.value = "" if not fixed else (
+                '<span style="color:#757575;font-size:12px">This run cannot be forked: it was '
+                "recorded from a block of code (run_block), or loaded without its program "
+                "(Run.load(path, program=fn) gives it one).</span>")
 
     def _fork(self, how: str) -> None:
         edit: dict[str, Any] = {}

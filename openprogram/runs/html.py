@@ -457,7 +457,7 @@ def header_text(run: Any, outline: RunOutline) -> str:
             bits.append(f"{o.tools} tool call{'s' * (o.tools != 1)}")
         if o.attempts:
             failed = f" ({o.failed_attempts} failed)" if o.failed_attempts else ""
-            bits.append(f"{o.attempts} attempts{failed}")
+            bits.append(f"{o.attempts} attempt{'s' * (o.attempts != 1)}{failed}")
         if root.input_tokens or root.output_tokens:
             bits.append(f"{root.input_tokens} in / {root.output_tokens} out tokens")
     duration = getattr(run, "duration_s", None)

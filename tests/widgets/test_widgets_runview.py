@@ -496,3 +496,15 @@ def test_a_saved_run_loaded_again_shows_and_forks_from_the_view(run, tmp_path):
     press(view.detail.actions.reply_button)
     [fork] = view.forks
     assert fork.result == "CLOSED" and fork.totals["live"] == 0
+
+
+def test_a_block_shows_but_its_fork_actions_say_it_cannot_be_forked():
+    with openprogram.run_block("notebook block",
+                               runtime=ScriptedRuntime(['{"call": "a"}'])) as block:
+        decision.make("Pick.", ["a", "b"])
+    view = block.view()
+    assert repr(view).startswith("Run notebook block · ok · 1 decision, 1 model call, 1 attempt,")
+    view.selected = 0
+    actions = view.detail.actions
+    assert actions.reply_button.disabled and actions.pick_button.disabled
+    assert "cannot be forked" in actions.note.value
