@@ -329,7 +329,7 @@ def decision_line(node: Any) -> str:
         return '<span class="op-diff-none" style="color:#757575">(none)</span>'
     f = decision_facts(node)
     site = getattr(node, "site", None)
-    return ('<span class="op-decision-line">'
+    return ('<span class="op-decision-line" style="font-size:12px">'
             + _span("op-row-index", f"#{f['index']}", "font-weight:600") + " "
             + _span("op-row-name", safe_str(getattr(node, "name", ""))) + " "
             + _span("op-row-site", "" if site is None else safe_str(site),
@@ -492,9 +492,10 @@ def header_html(run: Any, outline: RunOutline) -> str:
 
 
 def tree_html(outline: RunOutline) -> str:
-    """Every row, each indented under its parent (no script, no stylesheet of the page)."""
-    return "".join(f'<div class="op-run-node" style="margin-left:{16 * row.depth}px">'
-                   f"{row_html(row)}</div>" for row in outline.walk())
+    """Every row below the root (whose line is the header), each indented under its parent (no
+    script, no stylesheet of the page)."""
+    return "".join(f'<div class="op-run-node" style="margin-left:{16 * (row.depth - 1)}px">'
+                   f"{row_html(row)}</div>" for row in outline.walk() if row is not outline.root)
 
 
 def decisions_table(run: Any, limit: int = TABLE_ROWS) -> str:
