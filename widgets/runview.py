@@ -238,11 +238,14 @@ class _Detail(W.VBox):
         self.members.observe(self._member, "value")
         self.status = W.HTML()
         self.status.add_class("op-run-status-line")
+        # the panel and the fork actions are made when a decision is first opened: most views
+        # are never opened, and a notebook saves every widget a view made
         self.panel: DecisionPanel | None = None
         self.panel_box = W.VBox()
-        self.actions = _ForkActions(view)
+        self.actions: _ForkActions | None = None
+        self.actions_box = W.VBox()
         self._updating = False
-        super().__init__([self.title, self.members, self.status, self.panel_box, self.actions],
+        super().__init__([self.title, self.members, self.status, self.panel_box, self.actions_box],
                          layout=W.Layout(display="none", margin="6px 0 0 0",
                                          border_top="1px solid #ddd", padding="6px 0 0 0"))
         self.add_class("op-run-detail")
@@ -269,13 +272,15 @@ class _Detail(W.VBox):
             if self.panel is None:
                 self.panel = DecisionPanel(node.trace)
                 self.panel_box.children = (self.panel,)
+                self.actions = _ForkActions(self.view)
+                self.actions_box.children = (self.actions,)
             else:
                 self.panel.set_trace(node.trace)
             self.actions.show(node)
 
     def follow(self, node: Any) -> None:
         """The opened decision finished (it was opened while it ran): draw its end."""
-        if node is self.node and self.panel is not None:
+        if node is self.node and self.panel is not None and self.actions is not None:
             self.panel.set_trace(node.trace)
             self.actions.show(node)
 
