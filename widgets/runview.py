@@ -17,6 +17,7 @@ Buttons never raise into the kernel's log; a view never breaks the run it shows.
 from __future__ import annotations
 
 import ast
+import contextlib
 import threading
 from typing import Any
 
@@ -154,17 +155,28 @@ class RunView(StaticCopy, W.VBox):
             self.header.value = error_html("The run view could not draw this event", exc)
 
     def _draw(self, changed: list) -> None:
-        with held(self.header):
+        """Draw the rows that changed, new ones appended to their parent's box; a box that
+        gains several rows at once (a run drawn whole when the view is made) sends its
+        children once, at the end (hold_sync)."""
+        with contextlib.ExitStack() as batch:
+            batch.enter_context(self.header.hold_sync())
+            held_boxes: set[int] = set()
             for row in changed:
                 if row.parent is None:     # the root's line is the header
                     continue
                 rv = self._views.get(row.id)
                 if rv is None:
                     rv = self._views[row.id] = _RowView(self, row)
-                    if row.parent.parent is None:
+                    parent = None if row.parent.parent is None else self._views[row.parent.id]
+                    boxes = (self.tree,) if parent is None else (parent.kids, parent.head)
+                    for box in boxes:
+                        if id(box) not in held_boxes:
+                            held_boxes.add(id(box))
+                            batch.enter_context(box.hold_sync())
+                    if parent is None:
                         self.tree.children = (*self.tree.children, rv)
                     else:
-                        self._views[row.parent.id].add_child(rv)
+                        parent.add_child(rv)
                 rv.draw()
             self.header.value = run_view.header_html(self.run, self.outline)
 

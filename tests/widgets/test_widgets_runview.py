@@ -90,7 +90,10 @@ class Counted:
         class CountingComm(BaseComm):
             def publish_msg(self, msg_type, data=None, metadata=None, buffers=None, **keys):
                 counter.sent += 1
-        self.sent = 0
+                state = (data or {}).get("state") or {}
+                if (data or {}).get("method") == "update" and "children" in state:
+                    counter.children += 1
+        self.sent = self.children = 0
         monkeypatch.setattr(comm, "create_comm", lambda *a, **k: CountingComm(*a, **k))
 
 
@@ -188,6 +191,24 @@ def test_a_node_costs_the_same_at_the_1000th_decision_as_at_the_10th(monkeypatch
     # no widget was made after the first decisions: the rows are folded by call site
     assert len(view._views) == rows_at_20 == 11, len(view._views)   # Loop.step, ten sites
     assert "×100" in rows_text(view) and "#9…#999" in rows_text(view)
+
+
+def test_a_run_drawn_whole_sends_each_box_its_children_once(monkeypatch):
+    """A view made on a finished run appends its rows under hold_sync: the loop's method row
+    gains ten decision rows (and its fold button), the tree one row, each box updated once."""
+    def program():
+        return [SITES[i % len(SITES)]() for i in range(30)]
+
+    class Loop(Agent):
+        def all(self):
+            return program()
+
+    r = openprogram.run(Loop().all, runtime=ScriptedRuntime(rule=lambda p: '{"call": "a"}'))
+    counted = Counted(monkeypatch)
+    view = RunView(r)
+    assert len(view._views) == 11 and "×3" in rows_text(view)
+    # the tree box, the method row's children box and its head (the fold button): once each
+    assert counted.children == 3, counted.children
 
 
 def test_selecting_a_decision_opens_its_panel_beneath_the_tree(run):
