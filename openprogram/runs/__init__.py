@@ -9,8 +9,9 @@ every call before decision k answered from that recording, with one edit at k (a
 an option set, a runtime); `run_a.diff(run_b)` names the first decision where two runs part and
 what differs first there; `run.save(path)` / `Run.load(path)` keep a run as a cassette. The
 layers below reach a run through `base.run_hooks`. Modules: `sites` (call sites), `nodes` (the
-tree), `calls` (the recording), `recorder` (the hooks), `fork`, `diff`, `saved`, `views`, and
-`unit` (the `Run` and its entry points).
+tree), `calls` (the recording), `recorder` (the hooks), `fork`, `diff`, `saved`, `views`, `html`
+(a run's static HTML, and the rows the notebook's live view draws) and `unit` (the `Run` and its
+entry points).
 """
 from __future__ import annotations
 

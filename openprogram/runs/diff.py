@@ -282,3 +282,9 @@ class RunDiff:
     def view(self) -> Any:
         """The registered view of the two runs side by side (`register_run_view`)."""
         return shown(self)
+
+    def _repr_html_(self) -> str:
+        """Both runs side by side from their first divergence, as static HTML
+        (`runs.html.diff_html`)."""
+        from .html import diff_html
+        return diff_html(self)

@@ -460,6 +460,12 @@ class Run:
         """The live run view (the notebook layer registers it: `%load_ext openprogram`)."""
         return shown(self)
 
+    def _repr_html_(self) -> str:
+        """The run as static HTML (`runs.html.run_html`: header, tree, decisions), what
+        `display(run)` shows without the notebook layer."""
+        from .html import run_html
+        return run_html(self)
+
     # -- shown ------------------------------------------------------------------------------
     def format_text(self) -> str:
         t = self.totals
