@@ -13,10 +13,12 @@ from __future__ import annotations
 import marshal
 import re
 import types
+import warnings
 from _thread import allocate_lock as Lock  # threading.Lock itself, without importing threading
 from collections import OrderedDict
 
-from ..schema.fields import MISSING
+from ...base.errors import OptionWarning
+from ..schema.fields import MISSING, user_stacklevel
 from .kinds import FunctionOption, Option, SchemaOption, ValueOption, _kind_listeners, build_option
 from .menu import Menu
 
@@ -248,6 +250,7 @@ def _cached_list(options: list | tuple, build: Callable[[Any], Menu]) -> Menu | 
         return None
     digest = _list_ids.get(id(options))
     entry = _lists.get(digest) if digest is not None else None
+    built = False
     if entry is None or entry[0] is not options or entry[1] != data:
         import hashlib
         content = marshal.dumps(options, 2)
@@ -257,6 +260,9 @@ def _cached_list(options: list | tuple, build: Callable[[Any], Menu]) -> Menu | 
             copy = marshal.loads(content)   # (text is kept as given: a name resolves to it)
             entry = (options, data, content, build([x if _immutable(x) else y
                                                     for x, y in zip(options, copy)]))
+            built = True
+    if not built:
+        _warn_again(entry[3])
     with _cache_lock:
         old = _lists.get(digest)
         if old is not None and old[0] is not options and _list_ids.get(id(old[0])) == digest:
@@ -269,6 +275,15 @@ def _cached_list(options: list | tuple, build: Callable[[Any], Menu]) -> Menu | 
             if _list_ids.get(id(gone)) == gone_digest:
                 del _list_ids[id(gone)]
     return entry[3]
+
+
+def _warn_again(menu: Menu) -> None:
+    """The warnings its options gave when the menu was built, given again: a list served from
+    the cache warns as the same list read afresh would (under `pytest.warns` or a
+    `catch_warnings` block too)."""
+    for option in menu:
+        for message in getattr(option, "warnings", ()):
+            warnings.warn(message, OptionWarning, stacklevel=user_stacklevel())
 
 
 def _immutable(item: Any) -> bool:

@@ -162,19 +162,23 @@ class JsonSchemaOption(Option):
                               f"must have type 'object' (with properties), got "
                               f"{_head(schema)}")
         self.schema = schema
+        # (kept: a plain list given again is served from the list cache, which says them again)
+        self.warnings: tuple[str, ...] = ()
         if annotations:
-            warnings.warn(f"{where}: kept as annotations, not checked: "
-                          f"{', '.join(annotations)} (words that are not JSON Schema "
-                          f"keywords, and formats other than {', '.join(sorted(FORMATS))} and "
-                          f"OpenAPI's numeric ones)", OptionWarning, stacklevel=6)
+            self.warnings += (f"{where}: kept as annotations, not checked: "
+                              f"{', '.join(annotations)} (words that are not JSON Schema "
+                              f"keywords, and formats other than {', '.join(sorted(FORMATS))} "
+                              f"and OpenAPI's numeric ones)",)
         props = schema.get("properties") or {}
         self._apart = fn is None and "decision" in props
         if self._apart:   # (the tool's author named it: never refused)
-            warnings.warn(f"{where}: the tool has a parameter named 'decision'; a pick of it "
-                          f"resolves to {{'decision': {name!r}, ...}} as every schema option's "
-                          f"does, so that argument is read as result.arguments['decision'] "
-                          f"(every argument is in result.arguments)", OptionWarning,
-                          stacklevel=user_stacklevel())
+            self.warnings += (f"{where}: the tool has a parameter named 'decision'; a pick of "
+                              f"it resolves to {{'decision': {name!r}, ...}} as every schema "
+                              f"option's does, so that argument is read as "
+                              f"result.arguments['decision'] (every argument is in "
+                              f"result.arguments)",)
+        for message in self.warnings:
+            warnings.warn(message, OptionWarning, stacklevel=user_stacklevel())
         required = set(schema.get("required") or ())
         props = {k: p if isinstance(p, dict) else {} for k, p in props.items()}
         params = [Param(k, Field(doc.project_type(p), doc.description(p),

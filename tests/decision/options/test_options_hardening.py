@@ -212,6 +212,29 @@ def test_a_cached_menu_is_built_from_its_own_copy(builds):
     assert normalize(tools) is menu and builds[0] == 20
 
 
+@pytest.mark.parametrize("again", ["same_list", "equal_list"])
+def test_a_list_served_from_the_cache_warns_as_a_list_read_afresh(builds, again):
+    """A cache hit gives again the OptionWarnings the options gave when built (annotations kept
+    unchecked, a parameter named decision): whether a warning is seen must not depend on an
+    earlier call with the same tools (it did: a test of the warning failed when another test
+    had normalized the same definition first)."""
+    from openprogram.decision.options import normalize
+    tools = [{"name": "block_ip", "input_schema": {"type": "object", "properties": {
+        "ip": {"type": "string", "x-deprecated-alias": "address"},
+        "decision": {"type": "string"}}}}]
+    seen = []
+    for i in range(3):
+        given = tools if again == "same_list" or i == 0 else json.loads(json.dumps(tools))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            normalize(given)
+        seen.append(sorted(str(w.message)[:60] for w in caught
+                           if issubclass(w.category, OptionWarning)))
+        assert all(w.filename == __file__ for w in caught)   # (pointing at the caller)
+    assert builds[0] == 1
+    assert len(seen[0]) == 2 and seen == [seen[0]] * 3
+
+
 def test_a_built_menu_of_tools_keeps_few_objects_for_the_garbage_collector():
     """Case 11: a menu of 1,841 tools held ~270,000 objects the garbage collector tracks, and a
     full collection walking them took 250 ms of a decision. An option now keeps its schema, its
