@@ -66,6 +66,7 @@ __all__ = ["Agent", "agent", "aagent", "Retry", "ToolError", "WaitTimeout", "Pic
            "Variant",
            "revalidate", "EvaluationResult", "ComparisonResult", "Revalidation",
            "agentic_function", "Options", "ModeName", "RateLimit", "JournalMismatch",
+           "run", "arun", "run_block", "Run", "RunDiff", "RunDiverged",
            "load_ipython_extension",
            "unload_ipython_extension"]
 
@@ -83,7 +84,9 @@ __getattr__, __dir__ = lazy_names(__name__, {
     "Options": ".base.type_names", "ModeName": ".base.type_names",
     "RateLimit": ".evaluation.ratelimit", "JournalMismatch": ".evaluation.journal",
     "improve": ".evaluation.improve", "aimprove": ".evaluation.improve",
-    "Improvement": ".evaluation.improve"})
+    "Improvement": ".evaluation.improve",
+    "run": ".runs", "arun": ".runs", "run_block": ".runs", "Run": ".runs", "RunDiff": ".runs",
+    "RunDiverged": ".runs"})
 
 
 def load_ipython_extension(ipython: Any) -> None:
