@@ -258,10 +258,7 @@ def check_threshold(min_confidence: Any, low_confidence: Any, source: Confidence
                              f"decision takes one threshold; the pick set's is calibrated "
                              f"(at least {1 - pick_set.alpha:.0%} of sets hold the right "
                              f"option), so drop min_confidence=")
-        if names is not None and low_confidence is not None and low_confidence not in names:
-            raise ArgumentError(f"{where}(low_confidence={low_confidence!r}) names no option of "
-                                f"the menu; it must be one of {', '.join(map(repr, names))} (the "
-                                f"option to resolve when the pick set is not the pick alone)")
+        _check_low_option(low_confidence, names, where, "when the pick set is not the pick alone")
         return
     if min_confidence is None:
         if low_confidence is not None:
@@ -277,7 +274,14 @@ def check_threshold(min_confidence: Any, low_confidence: Any, source: Confidence
         raise UsageError(f"{where}(min_confidence={m!r}) needs confidence=True (or "
                          f"confidence=decision.Samples(n)): the threshold is on the "
                          f"probability of the pick")
+    _check_low_option(low_confidence, names, where, "instead of a pick below min_confidence")
+
+
+def _check_low_option(low_confidence: Any, names: Sequence[str] | None, where: str,
+                      when: str) -> None:
+    """`low_confidence=` names an option of the menu (when `names` are given); `when` says
+    when that option is resolved, for the error."""
     if names is not None and low_confidence is not None and low_confidence not in names:
         raise ArgumentError(f"{where}(low_confidence={low_confidence!r}) names no option of the "
                             f"menu; it must be one of {', '.join(map(repr, names))} (the option "
-                            f"to resolve instead of a pick below min_confidence)")
+                            f"to resolve {when})")
