@@ -2,11 +2,17 @@
 
 `await mcp.options(session)` turns an open `ClientSession`'s tools into options: the model picks a
 tool and fills its arguments, the arguments are validated against the tool's `inputSchema`
-before anything reaches the server, and the pick resolves to what the tool returned: its
-`structuredContent` when it declares an output schema, else its content blocks as plain Python
-values (text as `str`; images, audio and blobs as `bytes` in a small dict). A result the server
-marks `isError` is a `ToolError`: the attempt fails with kind `tool_error`, and the server's
-message goes back to the model in the re-ask (`max_retries`).
+before anything reaches the server, and the pick resolves to what the tool returned, losing
+nothing the server sent: its `structuredContent` when it declares an output schema, else its
+content blocks as plain Python values (a plain text block as `str`; any other block as a dict of
+all its fields, annotations and `_meta` included, base64 decoded to `Blob`, bytes that a trace's
+JSON keeps as base64). A result the server marks `isError` is a `ToolError`: the attempt fails
+with kind `tool_error`, and the server's message goes back to the model in the re-ask
+(`max_retries`); a result that breaks the protocol (data that is not base64, a block the SDK
+refuses) is a `ServerError` naming the server and the tool. What the server says of a tool
+besides its description (its title, its annotations' hints) is in the option's description, so
+on the menu and in the trace; a tool that must run as an MCP task (`execution.taskSupport`
+"required": the SDK's client cannot make such calls) is left out, with a warning saying why.
 
 `mcp.connect(command_or_url, ...)` starts a stdio server (a command line) or reaches a
 streamable-HTTP one (a URL), as `with` or `async with`. The connection's sessions live on an
@@ -16,19 +22,23 @@ event loop of their own, in a thread of their own, and every tool call is sent t
 `timeout_s` bounds each call. Several servers at once: more commands, or `config=` in the form
 MCP clients use (`{"mcpServers": {"git": {"command": ..., "args": [...]}}}`); a tool name two
 servers share is prefixed with the server's key (`git__status`), and the call still uses the
-server's own name.
+server's own name. The servers' resources and prompts are there too, for building a
+decision's prompt: `conn.resources`, `conn.read_resource(uri)`, `conn.prompts`,
+`conn.get_prompt(name, arguments)`; and a connection is an option set itself
+(`decision.make(prompt, conn)`).
 
 A decision's runtime that records (`RecordingRuntime`, `CachedRuntime`) keeps each tool's result
 in its cassette, and `ReplayRuntime` answers the same call from it without the server
 (runtimes/cassette/tool_results.py); with `connect(..., runtime=)` the servers' tool listings are
-recorded too, and a replay starts no server at all. The options follow the servers: a
+recorded too (and what it reads of resources and prompts), and a replay starts no server
+at all. The options follow the servers: a
 `notifications/tools/list_changed` makes the next `.options` read the tools again, and a pick of
 a tool removed meanwhile is re-asked, never sent.
 
 This module imports the SDK when it is imported; `import openprogram` never imports it. It is long
 because it is the whole bridge to a live server — connecting (stdio or HTTP, several servers, a
-config file), its tools as options and their changes, a call's result and errors, the secrets a
-server is given, recording and replay — and each part is used only here.
+config file), its tools as options and their changes, a call's result and errors, resources and
+prompts, the secrets a server is given, recording and replay — and each part is used only here.
 """
 from __future__ import annotations
 
@@ -39,8 +49,16 @@ import shlex
 import shutil
 import tempfile
 import threading
+import warnings
 
-from .base.errors import OpenProgramError, OptionError, ToolError, UsageError, require
+from .base.errors import (
+    OpenProgramError,
+    OptionError,
+    OptionWarning,
+    ToolError,
+    UsageError,
+    require,
+)
 from .base.filesecrets import remember
 from .base.model_protocol import on_loop, tool_runtime, wrapped
 from .base.text import cut
@@ -56,7 +74,7 @@ if TYPE_CHECKING:
 require("mcp", "mcp", "openprogram.mcp")
 
 __all__ = ["options", "connect", "Connection", "ServerError", "ToolError", "content_value",
-           "read_config"]
+           "block_value", "Blob", "read_config"]
 
 #: The name a server's tool listing is recorded under (`connect(..., runtime=...)`).
 LISTING = "tools/list"
@@ -66,8 +84,9 @@ _STDERR_TAIL = 2000
 
 
 class ServerError(OpenProgramError, RuntimeError):
-    """An MCP server could not be started or reached, or ended while in use. The message names
-    the server and what to do; whatever was started is ended before it is raised."""
+    """An MCP server could not be started or reached, ended while in use, or sent what the
+    protocol does not allow. The message names the server and what to do; whatever was started
+    is ended before it is raised."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -104,21 +123,39 @@ async def options(session: Any, *, server: str = "server",
 
 
 def tool_options(tools: Iterable[Any], call: Any, loop: Any, *, server: str,
-                 names: dict[str, str] | None = None, mask: Any = None) -> list[ToolDefinition]:
+                 names: dict[str, str] | None = None, mask: Any = None,
+                 left_out: dict[str, str] | None = None) -> list[ToolDefinition]:
     """Options for SDK `Tool` objects whose picks run `call(tool_name, arguments)` (a coroutine)
     on `loop`. Each tool's schema is read now, so a tool the library cannot use is named at
     once, with its server. `mask` (JSON data -> JSON data) is applied to everything the server
-    answers, before anything else sees it (a connection's tokens)."""
-    out = []
+    answers, before anything else sees it (a connection's tokens). A tool that cannot be called
+    from here (one that must run as a task) is left out, with an `OptionWarning` saying why;
+    `left_out`, when given, receives {option name: why}."""
+    out, skipped = [], {}
     for t in tools:
-        definition = tool_definition(t)
         name = (names or {}).get(t.name, t.name)
+        why = unusable(t)
+        if why is not None:
+            skipped[name] = why
+            continue
+        definition = tool_definition(t)
         definition["name"] = name
         structured = getattr(t, "output_schema", None) is not None
-        out.append(ToolDefinition(definition, _caller(call, t.name, loop, structured, server,
-                                                      mask)))
+        option = ToolDefinition(definition, _caller(call, t.name, loop, structured, server,
+                                                    mask))
+        # what the server says of the tool besides its description (its title, its hints)
+        # is part of what the model and the trace are shown
+        option.description = described(definition)
+        out.append(option)
+    if skipped:
+        warnings.warn(f"MCP server {server!r}: left out of the options: "
+                      f"{'; '.join(f'{n!r} ({why})' for n, why in skipped.items())}",
+                      OptionWarning, stacklevel=2)
+    if left_out is not None:
+        left_out.update(skipped)
     try:
-        normalize(out)
+        if out:  # (a server of resources and prompts only lists no tools: not an error here)
+            normalize(out)
     except OpenProgramError as exc:
         raise OptionError(f"MCP server {server!r}: {exc} (a tool whose inputSchema this library "
                           f"cannot read: leave it out, or ask the server's authors to fix its "
@@ -126,24 +163,78 @@ def tool_options(tools: Iterable[Any], call: Any, loop: Any, *, server: str,
     return out
 
 
+def unusable(tool: Any) -> str | None:
+    """Why a tool cannot be offered as an option, or None. A tool whose `execution.taskSupport`
+    is "required" answers a plain `tools/call` only with an error: it must be called as a task
+    (`tools/call` with `task`, then `tasks/get` and `tasks/result`), and the mcp SDK's client
+    session has no such call (it has the tasks' wire types only, and refuses the `CreateTaskResult`
+    a task-augmented call answers with). Offered, every correct pick of it would fail."""
+    execution = getattr(tool, "execution", None)
+    if getattr(execution, "task_support", None) == "required":
+        return (f"it must be called as a task (execution.taskSupport 'required'), and the mcp "
+                f"SDK's client ({_sdk_version()}) cannot make task-augmented calls; call it "
+                f"with a client that supports MCP tasks")
+    return None
+
+
+def _sdk_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return f"mcp {version('mcp')}"
+    except PackageNotFoundError:
+        return "mcp"
+
+
 def tool_definition(tool: Any) -> dict:
-    """An SDK `Tool` as the MCP tool definition it stands for: name, description, inputSchema."""
+    """An SDK `Tool` as the MCP tool definition it stands for: name, description, inputSchema,
+    and whatever else the server said of it (title, annotations, outputSchema, execution,
+    icons, _meta), as MCP spells them."""
     d = tool.model_dump(by_alias=True, exclude_none=True, mode="json")
-    return {"name": d["name"], "description": d.get("description") or d.get("title") or "",
-            "inputSchema": d.get("inputSchema") or {"type": "object", "properties": {}}}
+    d["description"] = d.get("description") or ""
+    d["inputSchema"] = d.get("inputSchema") or {"type": "object", "properties": {}}
+    return d
+
+
+#: The words for a tool's annotations (MCP's hints about what a call does), as the menu says them.
+_HINTS = (("readOnlyHint", "read-only", "not read-only"),
+          ("destructiveHint", "destructive", "not destructive"),
+          ("idempotentHint", "idempotent", "not idempotent"),
+          ("openWorldHint", "open world", "closed world"))
+
+
+def described(definition: dict) -> str:
+    """A tool's description as the menu shows it: its title (when it says more than the name),
+    the description, and the hints of its annotations, e.g. "Echo Tool: Echoes back the input
+    (server hints: read-only, not destructive, idempotent, closed world)"."""
+    annotations = definition.get("annotations") if isinstance(definition.get("annotations"),
+                                                              dict) else {}
+    title = definition.get("title") or annotations.get("title")
+    text = definition.get("description") or ""
+    if isinstance(title, str) and title.strip() and title != definition.get("name") and \
+            title not in text:
+        text = f"{title}: {text}" if text else title
+    hints = [yes if annotations[key] else no for key, yes, no in _HINTS
+             if isinstance(annotations.get(key), bool)]
+    if hints:
+        text = f"{text} (server hints: {', '.join(hints)})" if text else \
+            f"(server hints: {', '.join(hints)})"
+    return text
 
 
 def _caller(call: Any, tool_name: str, loop: Any, structured: bool,
             server: str = "server", mask: Any = None) -> Any:
+    where = f"MCP server {server!r} (tool {tool_name!r})"
+
     def call_tool(**arguments: Any) -> Any:
         keeper = _result_keeper(tool_runtime())
         if keeper is None:
-            return on_loop(_settled(call, tool_name, arguments, structured, mask), loop)
+            return on_loop(_settled(call, tool_name, arguments, structured, mask, where), loop)
         # the decision's runtime records the result (RecordingRuntime, CachedRuntime) or
         # answers it from its recording (ReplayRuntime, without calling the server)
         kept = keeper({"server": server, "name": tool_name, "arguments": dict(arguments)},
-                      lambda: on_loop(_settled(call, tool_name, arguments, None, mask), loop))
-        return _from_kept(kept, structured)
+                      lambda: on_loop(_settled(call, tool_name, arguments, None, mask, where),
+                                        loop))
+        return _from_kept(kept, structured, where)
     call_tool.__name__ = tool_name
     return call_tool
 
@@ -158,12 +249,13 @@ def _result_keeper(runtime: Any) -> Any:
     return None
 
 
-def _from_kept(kept: Any, structured: bool) -> Any:
+def _from_kept(kept: Any, structured: bool, where: str) -> Any:
     """The recorded (or replayed) result, JSON data, as the tool's content; still bound to the
     loop the live call needs when it is one."""
     async def value() -> Any:
         from mcp.types import CallToolResult
-        return content_value(CallToolResult.model_validate(await kept), structured)
+        return content_value(_validated(CallToolResult, await kept, where), structured,
+                             where=where)
     loop = getattr(kept, "loop", None)
     return value() if loop is None else on_loop(value(), loop)
 
@@ -173,7 +265,7 @@ async def _call(session: Any, name: str, arguments: dict) -> Any:
 
 
 async def _settled(call: Any, name: str, arguments: dict, structured: bool | None,
-                   mask: Any = None) -> Any:
+                   mask: Any = None, where: str = "the MCP server") -> Any:
     # the call starts only here, on the session's loop: an awaitable refused before it runs
     # leaves no request half made
     import anyio
@@ -195,42 +287,120 @@ async def _settled(call: Any, name: str, arguments: dict, structured: bool | Non
     except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
         raise ServerError(f"the MCP server's connection is closed (the server ended?), so "
                           f"{name!r} could not be called: connect again") from exc
+    except OpenProgramError:
+        raise
+    except Exception as exc:
+        # the SDK refused the server's answer (a result that breaks the protocol, a request
+        # for input this client cannot give): the server's doing, named, never bare
+        failure = _server_failure(exc, f"{where}: the call could not be completed", mask)
+        raise failure from (exc if _reason(exc) in str(failure) else None)
     data = mask(result.model_dump(mode="json", by_alias=True, exclude_none=True))
     if structured is None:  # to be recorded: the whole result, as JSON data
         return data
-    return content_value(CallToolResult.model_validate(data), structured)
+    return content_value(CallToolResult.model_validate(data), structured, where=where)
 
 
-def content_value(result: Any, structured: bool = True) -> Any:
-    """A `CallToolResult` as plain Python: `structuredContent` when the tool declares an output
-    schema (`structured`), else the content blocks (one block: its value; several: a list; none:
-    None). `isError` raises `ToolError` with the server's text."""
+def content_value(result: Any, structured: bool = True, *, where: str = "the MCP tool") -> Any:
+    """A `CallToolResult` as plain Python, losing nothing the server sent: `structuredContent`
+    when the tool declares an output schema (`structured`) and its text blocks only repeat it
+    as JSON (as the specification asks), else the content blocks (one block: its value;
+    several: a list; none: None). A text block that is only its text is that `str`; any other
+    block is a dict of every field it has, named as the SDK's models name them (`mime_type`,
+    `meta` for `_meta`, `annotations`), its base64 data (`data`, a resource's `blob`) decoded
+    to `Blob` (bytes, written as its base64 text in a trace's JSON). A result with a `_meta`
+    of its own, or a structured one whose blocks say more than its JSON, is the whole result
+    as such a dict: `{"content": [...], "structured_content": ..., "meta": {...}}`.
+    `isError` raises `ToolError` with the server's text; data that is not base64 is a
+    `ServerError` naming `where` (the server and the tool)."""
     if getattr(result, "is_error", False):
-        text = " ".join(b for b in map(_block_value, result.content or ()) if isinstance(b, str))
+        text = " ".join(b.text for b in result.content or () if getattr(b, "type", None) == "text")
         raise ToolError(f"the tool reported an error: {cut(text or '(no message)', 2000, '')}")
-    if structured and getattr(result, "structured_content", None) is not None:
-        return result.structured_content
-    values = [_block_value(b) for b in result.content or ()]
-    if not values:
+    blocks = [block_value(b, where) for b in result.content or ()]
+    kept = getattr(result, "structured_content", None)
+    meta = getattr(result, "meta", None)
+    if structured and kept is not None and meta is None and \
+            all(isinstance(b, str) for b in blocks) and _repeats(blocks, kept):
+        return kept
+    if meta is not None or kept is not None:  # (structure a tool did not declare: kept too)
+        whole = {"content": blocks}
+        if kept is not None:
+            whole["structured_content"] = kept
+        if meta is not None:
+            whole["meta"] = meta
+        return whole
+    if not blocks:
         return None
-    return values[0] if len(values) == 1 else values
+    return blocks[0] if len(blocks) == 1 else blocks
 
 
-def _block_value(block: Any) -> Any:
+def _repeats(texts: list, structured: Any) -> bool:
+    """Whether plain text blocks say nothing but the structured content: it written as JSON
+    (what the specification asks of a structured tool), or, for the `{"result": value}` the
+    SDK's servers wrap a value that is not an object in, the value (a list item by item)."""
+    if not texts or len(texts) == 1 and _says(texts[0], structured):
+        return True
+    if isinstance(structured, dict) and set(structured) == {"result"}:
+        value = structured["result"]
+        if len(texts) == 1 and _says(texts[0], value):
+            return True
+        return isinstance(value, list) and len(value) == len(texts) and \
+            all(map(_says, texts, value))
+    return False
+
+
+def _says(text: Any, value: Any) -> bool:
+    """Whether a text block's text is `value` (a string as itself, anything else as JSON)."""
+    if not isinstance(text, str):
+        return False
+    if isinstance(value, str):
+        return text == value
+    import json
+    try:
+        return json.loads(text) == value
+    except (ValueError, RecursionError):  # not JSON, or nested past what json reads
+        return False
+
+
+class Blob(bytes):
+    """Bytes an MCP server sent as base64 (an image, audio, a resource's blob): equal to those
+    bytes and used as them; in JSON (a trace's `to_dict()`, a journal) it is its base64 text,
+    so a saved trace keeps it whole instead of a cut repr."""
+
+    def model_dump(self, mode: str = "python", **_: Any) -> Any:
+        # the JSON form `base.json_form` asks objects for (as it asks pydantic models)
+        return base64.b64encode(self).decode("ascii") if mode == "json" else bytes(self)
+
+
+def _decoded(data: Any, what: str, where: str) -> Blob:
+    """The bytes of base64 text a server sent; text that is not base64 is the server's fault,
+    named, never a bare `binascii.Error`."""
+    try:
+        if not isinstance(data, str):
+            raise ValueError(f"got {type(data).__name__}, not text")
+        # whitespace is allowed (base64 wrapped in lines); any other character is an error
+        return Blob(base64.b64decode("".join(data.split()), validate=True))
+    except ValueError as exc:  # binascii.Error is one
+        raise ServerError(f"{where}: {what} is not valid base64 ({exc}; it begins "
+                          f"{cut(repr(data), 60, '...')}), so the result cannot be read. The "
+                          f"server is at fault: report it to its authors") from None
+
+
+def block_value(block: Any, where: str = "the MCP server") -> Any:
+    """One content block (a tool's result, a prompt's message) as plain Python: a text block
+    with nothing but its text is that `str`; any other block a dict of all its fields (the
+    SDK's names), base64 decoded to `Blob`."""
     kind = getattr(block, "type", None)
-    if kind == "text":
-        return block.text
-    if kind in ("image", "audio"):
-        return {"type": kind, "mime_type": block.mime_type, "data": base64.b64decode(block.data)}
-    if kind == "resource":
-        r = block.resource
-        if getattr(r, "text", None) is not None:
-            return r.text
-        return {"type": "resource", "uri": str(r.uri), "mime_type": r.mime_type,
-                "data": base64.b64decode(r.blob)}
-    if kind == "resource_link":
-        return {"type": "resource_link", "uri": str(block.uri), "name": block.name}
-    return block.model_dump(mode="json") if hasattr(block, "model_dump") else block
+    if not callable(getattr(block, "model_dump", None)):
+        return block
+    d = block.model_dump(mode="json", exclude_none=True)
+    if kind == "text" and set(d) <= {"type", "text"}:
+        return d["text"]
+    if kind in ("image", "audio") and "data" in d:
+        d["data"] = _decoded(d["data"], f"the data of its {kind} block", where)
+    if kind == "resource" and isinstance(d.get("resource"), dict) and "blob" in d["resource"]:
+        d["resource"]["blob"] = _decoded(d["resource"]["blob"], "the blob of its embedded resource",
+                                         where)
+    return d
 
 
 # ---------------------------------------------------------------------------------------------
@@ -459,6 +629,7 @@ class Connection:
         self.runtime = runtime
         self.cache = _ResultCache(cache) if cache is not None else None
         self._options: list[ToolDefinition] = []
+        self._left_out: dict[str, str] = {}
         self._tools: list = []
         self.calls: list[tuple[str, dict]] = []
         self._by_option: dict[str, tuple[_Server, str]] = {}
@@ -560,6 +731,159 @@ class Connection:
         self.options  # noqa: B018 - read for its refresh
         return self._tools
 
+    @property
+    def left_out(self) -> dict[str, str]:
+        """The tools the servers list that are not options, {option name: why} (a tool that
+        must run as an MCP task, which this client cannot call)."""
+        self.options  # noqa: B018 - read for its refresh
+        return dict(self._left_out)
+
+    def __option_set__(self) -> list[ToolDefinition]:
+        # `decision.make(prompt, conn)`: the connection stands for its options
+        return self.options
+
+    # -- resources and prompts ------------------------------------------------------------------
+    @property
+    def resources(self) -> list:
+        """Every server's resources (the SDK's `Resource` objects: `uri`, `name`, `mime_type`,
+        `description`...), read now; a server without resources adds none."""
+        return [r for s in self.servers for r in self._listing(s, "resources")]
+
+    @property
+    def resource_templates(self) -> list:
+        """Every server's resource templates (the SDK's `ResourceTemplate`: `uri_template`...);
+        `read_resource` takes a URI made from one."""
+        return [r for s in self.servers for r in self._listing(s, "resource_templates")]
+
+    @property
+    def prompts(self) -> list:
+        """Every server's prompts (the SDK's `Prompt` objects: `name`, `description`,
+        `arguments`), read now; a server without prompts adds none."""
+        return [p for s in self.servers for p in self._listing(s, "prompts")]
+
+    def read_resource(self, uri: str, *, server: str | None = None) -> Any:
+        """The content of the resource at `uri`: its text as a `str`, its binary content as
+        `Blob` (bytes), several contents as a list of those. `server` (a server's key) says
+        which server to ask when several are connected and more than one, or none, lists
+        `uri` (a URI made from a template)."""
+        if not isinstance(uri, str) or not uri:
+            raise UsageError(f"read_resource() takes a resource's URI (a string), got "
+                             f"{cut(repr(uri), 80, '')}")
+        s = self._server_for(server, "resources", lambda r: r.uri == uri, f"resource {uri!r}")
+        data = self._ask(s, "resources/read", {"uri": uri},
+                         lambda: s.session.read_resource(uri))
+        from mcp.types import ReadResourceResult
+        where = f"{s.describe()} (resource {uri!r})"
+        values = [_resource_value(c, where) for c in _validated(ReadResourceResult, data,
+                                                                where).contents]
+        return values[0] if len(values) == 1 else values
+
+    def get_prompt(self, name: str, arguments: dict[str, str] | None = None, *,
+                   server: str | None = None) -> list[dict]:
+        """The messages of the server's prompt `name` filled with `arguments` (strings), as
+        `[{"role": "user" | "assistant", "content": ...}]`, each content as a tool result's
+        block is (a `str` for plain text): what a decision's prompt may be built from."""
+        if not isinstance(name, str) or not name:
+            raise UsageError(f"get_prompt() takes a prompt's name (a string), got "
+                             f"{cut(repr(name), 80, '')}")
+        if arguments is not None and not (isinstance(arguments, dict) and all(
+                isinstance(k, str) and isinstance(v, str) for k, v in arguments.items())):
+            raise UsageError(f"get_prompt({name!r}, arguments): MCP prompt arguments are "
+                             f"strings, a dict of argument names to strings, got "
+                             f"{cut(repr(arguments), 80, '')}")
+        s = self._server_for(server, "prompts", lambda p: p.name == name, f"prompt {name!r}")
+        data = self._ask(s, "prompts/get", {"name": name, "arguments": dict(arguments or {})},
+                         lambda: s.session.get_prompt(name, arguments))
+        from mcp.types import GetPromptResult
+        where = f"{s.describe()} (prompt {name!r})"
+        return [{"role": m.role, "content": block_value(m.content, where)}
+                for m in _validated(GetPromptResult, data, where).messages]
+
+    def _server_for(self, key: str | None, kind: str, has: Any, what: str) -> _Server:
+        """The server to ask for `what`: the one named `key`, the only one, or the only one
+        that lists it."""
+        if key is not None:
+            for s in self.servers:
+                if s.key == key:
+                    return s
+            raise UsageError(f"no server {key!r} on this connection; its servers are "
+                             f"{', '.join(s.key for s in self.servers)}")
+        if len(self.servers) == 1:
+            return self.servers[0]
+        listing = [s for s in self.servers if any(has(x) for x in self._listing(s, kind))]
+        if len(listing) == 1:
+            return listing[0]
+        keys = ", ".join(s.key for s in (listing or self.servers))
+        raise UsageError(f"{'several' if listing else 'none'} of this connection's servers "
+                         f"list the {what}: say which server to ask with server= (one of "
+                         f"{keys})")
+
+    def _listing(self, server: _Server, kind: str) -> list:
+        """One server's resources, resource templates or prompts (the SDK's objects), every
+        page, masked; none when the server does not offer them."""
+        import mcp.types as types
+        method, lister, field, model, capability = _LISTINGS[kind]
+
+        async def every_page() -> dict:
+            if getattr(server.session.server_capabilities, capability, None) is None:
+                return {"items": []}  # the server says it has none: not asked
+            items, cursor = [], None
+            for _ in range(1000):  # a server that pages forever is not followed forever
+                page = await getattr(server.session, lister)(
+                    params=None if cursor is None else types.PaginatedRequestParams(cursor=cursor))
+                items += [x.model_dump(mode="json", by_alias=True, exclude_none=True)
+                          for x in getattr(page, field)]
+                cursor = page.next_cursor
+                if cursor is None:
+                    return {"items": items}
+            raise ServerError(f"{server.describe()}: its {method} did not end after 1000 pages")
+        data = self._ask(server, method, {}, every_page, whole=True)
+        items = data.get("items") if isinstance(data, dict) else None
+        where = f"{server.describe()} ({method})"
+        return [_validated(getattr(types, model), x, where) for x in items or ()]
+
+    def _ask(self, server: _Server, method: str, arguments: dict, request: Any,
+             whole: bool = False) -> Any:
+        """One request to `server` that is not a tool call, as masked JSON data: through the
+        connection's `runtime=` when it records or replays (a replayed connection answers from
+        its recording, with no server), else live, within `timeout_s`. `request()` makes the
+        SDK's request (or, `whole`, returns the JSON data itself) on the connection's loop."""
+        if self._loop is None:
+            raise UsageError("this MCP connection is closed: open it again to read its "
+                             "resources and prompts")
+        import json
+        import time
+
+        from .base.model_protocol import run_blocking
+        asked = self._mask(cut(json.dumps(arguments, ensure_ascii=False), 200, "...")) \
+            if arguments else ""
+
+        async def live() -> Any:
+            if server.replayed:
+                raise ServerError(f"{server.describe()} was not started: its tools were read "
+                                  f"from a recording, which did not record this {method}; "
+                                  f"connect without runtime= to ask the live server")
+            if server.session is None:
+                raise ServerError(f"{server.describe()} is closed (or ended): open the "
+                                  f"connection again")
+            try:
+                answer = await request()
+            except OpenProgramError:
+                raise
+            except Exception as exc:
+                raise _server_failure(exc, f"{server.describe()}, {method} {asked}".rstrip(),
+                                      self._mask) from None
+            data = answer if whole else answer.model_dump(mode="json", by_alias=True,
+                                                          exclude_none=True)
+            return self._mask(data)
+        keeper = _result_keeper(self.runtime)
+        deadline = time.monotonic() + self.timeout_s
+        if keeper is None or getattr(keeper.__self__, "tool_listing", None) is None:
+            return run_blocking(on_loop(live(), self._loop), deadline)
+        return run_blocking(keeper({"server": server.key, "name": method,
+                                    "arguments": arguments},
+                                   lambda: on_loop(live(), self._loop)), deadline)
+
     def refresh(self) -> Connection:
         """Read every server's tools again and rebuild the options (a server that added,
         removed or changed a tool). Nothing changes if a tool can no longer be read."""
@@ -568,13 +892,19 @@ class Connection:
 
         async def relist() -> None:
             for s in self.servers:
-                await s.relist()
+                try:
+                    await s.relist()
+                except OpenProgramError:
+                    raise
+                except Exception as exc:  # a listing that breaks the protocol: named
+                    raise _server_failure(exc, f"{s.describe()}, tools/list", self._mask) \
+                        from None
         asyncio.run_coroutine_threadsafe(relist(), self._loop).result(self.timeout_s)
         self._build_options()
         return self
 
     def _build_options(self) -> None:
-        options, tools, by_option = [], [], {}
+        options, tools, by_option, left_out = [], [], {}, {}
         seen: dict[str, int] = {}
         for s in self.servers:
             for t in s.tools:
@@ -585,10 +915,12 @@ class Connection:
             for t in s.tools:
                 by_option[names[t.name]] = (s, t.name)
             options += tool_options(s.tools, self._caller_for(s), self._loop,
-                                    server=s.key, names=names, mask=self._mask)
+                                    server=s.key, names=names, mask=self._mask,
+                                    left_out=left_out)
             tools += s.tools
         # replaced whole, only once every server's tools were read: never half a listing
         self._options, self._tools, self._by_option = options, tools, by_option
+        self._left_out = left_out
 
     def _caller_for(self, server: _Server) -> Any:
         async def call(name: str, arguments: dict) -> Any:
@@ -667,6 +999,9 @@ class Connection:
             if o.name == name:
                 from .base.model_protocol import run_blocking
                 return run_blocking(o.fn(**(arguments or {})))
+        if name in self._left_out:
+            raise UsageError(f"the tool {name!r} is left out of this connection's options: "
+                             f"{self._left_out[name]}")
         raise UsageError(f"no tool {name!r} on this connection; its tools are "
                          f"{', '.join(o.name for o in self.options)}")
 
@@ -678,8 +1013,70 @@ class Connection:
 
     def __repr__(self) -> str:
         state = "open" if self._loop is not None else "closed"
+        left = f" ({len(self._left_out)} left out: see .left_out)" if self._left_out else ""
         return (f"<mcp.Connection {', '.join(s.key for s in self.servers)}: "
-                f"{len(self._options)} tools, {state}>")
+                f"{len(self._options)} tools{left}, {state}>")
+
+
+#: What `Connection` lists beside tools: kind -> (method, the session's method, the result's
+#: field, the SDK's model of one item, the server capability that says it has them).
+_LISTINGS = {
+    "resources": ("resources/list", "list_resources", "resources", "Resource", "resources"),
+    "resource_templates": ("resources/templates/list", "list_resource_templates",
+                           "resource_templates", "ResourceTemplate", "resources"),
+    "prompts": ("prompts/list", "list_prompts", "prompts", "Prompt", "prompts"),
+}
+
+
+def _validated(model: Any, data: Any, where: str) -> Any:
+    """`data` (JSON data a server sent, or its recording) as the SDK's `model`; data that does
+    not fit is the server's fault, named, never a bare pydantic error."""
+    import pydantic
+    try:
+        return model.model_validate(data)
+    except pydantic.ValidationError as exc:
+        raise ServerError(f"{where}: {_off_protocol(exc)}") from None
+
+
+def _off_protocol(exc: Any) -> str:
+    """A pydantic error about what a server sent, in a line: how many problems, the first."""
+    errors = exc.errors()
+    first = errors[0] if errors else {}
+    at = ".".join(map(str, first.get("loc") or ())) or "(the whole of it)"
+    return (f"what the server sent does not follow the MCP protocol ({len(errors)} problem(s) "
+            f"for the SDK's {exc.title}; the first at {at}: "
+            f"{cut(str(first.get('msg') or exc), 200, '')}). The server is at fault: report it "
+            f"to its authors")
+
+
+def _resource_value(contents: Any, where: str) -> Any:
+    """One content of a read resource: its text, or its blob decoded."""
+    if getattr(contents, "blob", None) is not None:
+        return _decoded(contents.blob, f"the blob of {contents.uri}", where)
+    return contents.text
+
+
+def _server_failure(exc: BaseException, what: str, mask: Any) -> ServerError:
+    """A failed request to a server as a `ServerError` saying `what` and why (the server's own
+    message for a JSON-RPC error), with the connection's tokens masked."""
+    import anyio
+    from mcp import MCPError
+    from mcp.types import CONNECTION_CLOSED
+    if isinstance(exc, MCPError):
+        if getattr(getattr(exc, "error", None), "code", None) == CONNECTION_CLOSED:
+            return ServerError(f"{what}: the connection closed (the server ended?): connect "
+                               f"again")
+        said = getattr(getattr(exc, "error", None), "message", None) or str(exc)
+        return ServerError(f"{what}: the server answered with an error: "
+                           f"{cut(mask(said), 2000, '')}")
+    if isinstance(exc, (anyio.ClosedResourceError, anyio.BrokenResourceError,
+                        anyio.EndOfStream)):
+        return ServerError(f"{what}: the connection is closed (the server ended?): connect "
+                           f"again")
+    import pydantic
+    if isinstance(exc, pydantic.ValidationError):
+        return ServerError(f"{what}: {mask(_off_protocol(exc))}")
+    return ServerError(f"{what}: {mask(_reason(exc))}")
 
 
 class _ResultCache:

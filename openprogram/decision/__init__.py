@@ -7,9 +7,10 @@ public names.
 `render_options`, `extract_action`, `parse_args`, `resolve_decision`, `DecisionError`,
 `DECISION_FINISH_INSTRUCTION`, `last_trace`, the prototyping tools `evaluate` / `compare` (and
 their awaitable twins `aevaluate` / `acompare`), `Samples` and `Confidence` (how sure the model
-was: `confidence=`), `Repair` (one repair a `repair=` level made to a reply), and
-`clear_option_cache` (forget the function
-options kept between calls). The prototyping tools, `revalidate` and `steps` (the step-through of
+was: `confidence=`), `Repair` (one repair a `repair=` level made to a reply),
+`clear_option_cache` (forget the function options kept between calls), and `plan` (the
+decision split in two for a batch engine: a row's request as data, a reply read back into its
+`Outcome`; rows.py). The prototyping tools, `revalidate` and `steps` (the step-through of
 a recorded decision) are imported the first time they are used.
 It only re-exports: the loop lives in loop.py, evaluation in evaluate.py. Being a facade at the
 top of the layers is what lets `decision.evaluate` exist without evaluate.py and the loop
@@ -33,12 +34,13 @@ from .loop import (
     resolve_decision,
 )
 from .options import clear_option_cache
+from .rows import Outcome, RowPlan, plan
 
 __all__ = ["make", "amake", "render_options", "extract_action", "parse_args", "resolve_decision",
            "DecisionError", "DECISION_FINISH_INSTRUCTION", "last_trace", "OptionError",
            "evaluate", "aevaluate", "compare", "acompare", "reask_prompt", "revalidate",
            "clear_option_cache", "steps", "Retry", "Variant", "Confidence", "Samples", "Repair",
-           "improve", "aimprove", "Improvement"]
+           "improve", "aimprove", "Improvement", "plan", "RowPlan", "Outcome"]
 
 # Evaluation and re-checking load on first use: a decision needs neither.
 __getattr__, __dir__ = lazy_names(__name__, {

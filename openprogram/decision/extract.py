@@ -30,6 +30,11 @@ from dataclasses import dataclass
 
 from ..base.errors import UsageError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
+    from collections.abc import Sequence
+    from typing import Any
+
 #: Accepted names of the key that names the option, by precedence.
 CALL_KEYS = ("call", "action", "function", "tool")
 _KEY_RE = re.compile(r'"(?:call|action|function|tool)"[ \t\r\n]*:')
@@ -569,8 +574,72 @@ def extract_action(text: str) -> dict | None:
 
 # -- where a value sits in the raw reply (after a failure, off the search above) -------------------
 
+# The syntax repairs (repair.py's "safe" kinds), each undone in place by `_as_read`.
+_SYNTAX_KINDS = ("trailing_comma", "comment", "python_literal", "single_quotes", "unquoted_key",
+                 "closed_truncation")
+_LITERALS = {"True": "true", "False": "false", "None": "null"}
+
+
+def _as_read(text: str, repairs: Sequence[Any]) -> str | None:
+    """`text` as the syntax repair read it, every character at its offset in the raw reply:
+    a trailing comma or a comment becomes spaces, Python's literal JSON's (the same length), a
+    single-quoted string a double-quoted one of the same length (`_double_quoted`), and the
+    brackets a cut-off reply was closed with are appended. None when that cannot be done in
+    place (a key without quotes needs two more characters): the value is then not marked."""
+    out, at, tail = [], 0, ""
+    for r in sorted((r for r in repairs if getattr(r, "span", None) is not None
+                     and r.kind in _SYNTAX_KINDS), key=lambda r: r.span[0]):
+        a, b = r.span
+        if r.kind == "closed_truncation":
+            tail = r.after
+            continue
+        if a < at or r.kind == "unquoted_key":
+            return None
+        raw = text[a:b]
+        if r.kind in ("trailing_comma", "comment"):
+            piece: str | None = " " * len(raw)
+        elif r.kind == "python_literal":
+            piece = _LITERALS.get(raw)
+        else:
+            piece = _double_quoted(raw)
+        if piece is None:
+            return None
+        out += (text[at:a], piece)
+        at = b
+    out += (text[at:], tail)
+    return "".join(out)
+
+
+def _double_quoted(raw: str) -> str | None:
+    """A single-quoted string as a JSON string of the same length: its `\\'` written `\\"`, a
+    bare `"` in it as `'`. Only where the value is found matters, not what it says."""
+    if len(raw) < 2 or raw[0] != "'" or raw[-1] != "'":
+        return None
+    body, out, i = raw[1:-1], [], 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\" and i + 1 < len(body):
+            out.append('\\"' if body[i + 1] == "'" else body[i:i + 2])
+            i += 2
+            continue
+        out.append("'" if c == '"' else c)
+        i += 1
+    return '"' + "".join(out) + '"'
+
+
 def _skip_ws(text: str, i: int) -> int:
     return _WS_RE.match(text, i).end()
+
+
+def _value_at(text: str, i: int) -> tuple[object, int]:
+    """The C scanner's `(value, end)` at i, its "no value here" (StopIteration) as ValueError:
+    a StopIteration raised inside a generator (`_children`) would leave it as Python's bare
+    `RuntimeError: generator raised StopIteration` (PEP 479). A reply the syntax repair read
+    is not JSON as written, so the scanner can fail anywhere in it."""
+    try:
+        return _scan(text, i)
+    except StopIteration as stop:
+        raise ValueError(f"no JSON value at character {stop.value}") from None
 
 
 def _children(text: str, o: int):
@@ -581,11 +650,11 @@ def _children(text: str, o: int):
     i = _skip_ws(text, o + 1)
     while not text.startswith(close, i):
         if is_object:
-            key, i = _scan(text, i)
+            key, i = _value_at(text, i)
             i = _skip_ws(text, _skip_ws(text, i) + 1)  # past ':'
         else:
             key, index = index, index + 1
-        _, end = _scan(text, i)
+        _, end = _value_at(text, i)
         yield key, i, end
         i = _skip_ws(text, end)
         if not text.startswith(",", i):
@@ -614,13 +683,21 @@ def _path_span(text: str, start: int, path) -> tuple[int, int] | None:
     return span if span[1] is not None else (start, _scan(text, start)[1])
 
 
-def value_span(text: str, span: tuple[int, int], path: str) -> tuple[int, int] | None:
+def value_span(text: str, span: tuple[int, int], path: str,
+               repairs: Sequence[Any] = ()) -> tuple[int, int] | None:
     """Where the value an error path names sits in the raw reply: [start, end) character offsets
     into `text`, for the object at `span` (an `Extraction.span`). The path is as the checks
     write it: `call` (the option's name, under whichever alias the model used), `args.x`,
     `args.items[0].qty`, `response.age` (for a response format). `args.` paths also find a field
     written flat beside the call key (`{"call": "x", "qty": 1}`). None when the path leads to
-    no value there (a missing field). Reads only that object; meant for after a failure."""
+    no value there (a missing field). Reads only that object; meant for after a failure.
+    `repairs`: the syntax repairs the pick was read with (`Repair` records), so the path is
+    followed through the pick as the repair read it (`_as_read`)."""
+    if any(getattr(r, "kind", None) in _SYNTAX_KINDS for r in repairs):
+        read = _as_read(text, repairs)
+        if read is None:
+            return None
+        text = read
     start = span[0]
     if not text.startswith("{", start):
         return None

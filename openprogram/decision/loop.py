@@ -496,7 +496,7 @@ class Decider:
         att = self.cur
         where = None
         if err.path and att.span is not None and isinstance(att.reply, str):
-            where = value_span(att.reply, att.span, err.path)
+            where = value_span(att.reply, att.span, err.path, att.repairs)
         self._step("attempt_failed", error_kind=err.kind, error_message=err.message,
                    error_path=err.path, error_span=where)
 

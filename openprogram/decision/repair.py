@@ -55,8 +55,9 @@ KINDS: dict[str, tuple[str, str]] = {
                                   "boolean, where the schema wants a boolean"),
     "number_to_string": ("menu", "a number or boolean was read as its JSON text, where the "
                                  "schema wants a string"),
-    "call_wrapper": ("menu", "a lone object of arguments without \"call\" was read as a pick "
-                             "of the one option whose parameters its keys match"),
+    "call_wrapper": ("menu", "a lone object of arguments without \"call\" (the whole reply, "
+                             "or in a fence) was read as a pick of the one option whose "
+                             "parameters its keys match"),
 }
 
 _MAX_REPAIRS = 1000     # syntax repairs recorded in one reply before giving up (bounded work)
@@ -635,14 +636,39 @@ def repair_syntax(text: str, cut: bool = False) -> tuple[dict[str, Any], tuple[i
 _FOLD = re.compile(r"[-_\s.]+")
 
 
+def _case(text: str) -> str:
+    """`text` in lower case where a letter differs only in case: each character as its one
+    lower-case letter whose upper case is that character again. Not Unicode's full case
+    folding (`casefold`), which also reads the KELVIN SIGN as `k`, `ß` as `ss` and `ﬁ` as
+    `fi`: those are other characters, not another case of the same one, and "menu" repairs
+    only what differs in case. Keeps the length, so texts of other lengths never match."""
+    if text.isascii():
+        return text.lower()
+    out = []
+    for c in text:
+        low = c.lower()
+        out.append(low if len(low) == 1 and (low == c or low.upper() == c) else c)
+    return "".join(out)
+
+
 def _fold(name: str) -> str:
-    return _FOLD.sub("_", name.strip()).strip("_").casefold()
+    return _case(_shape(name))
+
+
+def _shape(name: str) -> str:
+    return _FOLD.sub("_", name.strip()).strip("_")
 
 
 def near_names(name: str, names: list[str]) -> list[str]:
     """The option names `name` differs from only in case or -, _, . and spaces."""
-    key = _fold(name)
-    return [n for n in names if _fold(n) == key] if key else []
+    shape = _shape(name)
+    if not shape:
+        return []
+    folded = [(_fold(n), n) for n in names]
+    if all(len(f) != len(shape) for f, _ in folded):
+        return []  # (case keeps the length: a long name is not read letter by letter)
+    key = _case(shape)
+    return [n for f, n in folded if f == key]
 
 
 def repair_name(name: str, names: list[str]) -> str | None:
@@ -691,8 +717,10 @@ def repair_value(value: Any, s: Any) -> tuple[Any, str] | None:
         enum = [s["const"]]
     if isinstance(enum, list):
         if isinstance(value, str):
-            key = value.strip().casefold()
-            near = [e for e in enum if isinstance(e, str) and e.strip().casefold() == key]
+            bare = value.strip()
+            same = [e for e in enum if isinstance(e, str) and len(e.strip()) == len(bare)]
+            key = _case(bare) if same else None  # (case keeps the length)
+            near = [e for e in same if _case(e.strip()) == key]
             if len(near) == 1 and near[0] != value:
                 return near[0], "enum_value"
             conv = _from_string(value, {"integer", "number", "boolean"})
@@ -860,6 +888,18 @@ def redact_repairs(repairs: list[Repair], redact: Callable[[Any], Any] | None) -
     return out
 
 
+_FENCE = re.compile(r"```[A-Za-z0-9_+.-]{0,32}")
+
+
+def _lone(text: str, span: tuple[int, int]) -> bool:
+    """Whether the object at `span` is all the reply holds: nothing else but whitespace,
+    or a ``` fence around it."""
+    before, after = text[:span[0]].strip(), text[span[1]:].strip()
+    if not before and not after:
+        return True
+    return after == "```" and _FENCE.fullmatch(before) is not None
+
+
 def repair_extraction(text: Any, strict: Any, level: str, menu: list[Any],
                       cut: bool = False) -> tuple[Any, list[Repair]]:
     """After the strict reading (`strict`, an `Extraction`) found no pick: the pick the
@@ -961,6 +1001,10 @@ class MenuRepair(SyntaxRepair):
         if not isinstance(text, str):
             return strict, []
         loose = find_action(text, require_key=False)
+        # only a lone object: one in prose (a refusal quoting the format, an example) or the
+        # last of several is not a pick the model made, whatever keys it has
+        if loose.span is None or not _lone(text, loose.span):
+            return strict, []
         picked = repair_wrapper(loose.action, menu)
         if picked is None:
             return strict, []

@@ -60,8 +60,8 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
         shortlist: int | str | Shortlist | None
 
 __all__ = ["Setting", "SETTINGS", "Settings", "takes_settings", "checked", "ALL", "TURN",
-           "AGENT", "COMPARE", "PARSE", "VARIANT", "IMPROVE", "REVALIDATE", "MAGIC", "check_reask",
-           "check_validate", "REASK_FIELDS"]
+           "AGENT", "COMPARE", "PARSE", "VARIANT", "IMPROVE", "REVALIDATE", "PLAN", "MAGIC",
+           "check_reask", "check_validate", "REASK_FIELDS"]
 
 
 class Setting:
@@ -189,8 +189,8 @@ _MISSING = object()
 #: every one (`make`, `evaluate`); a turn's (`Runtime.exec`: on its own runtime, one re-pick);
 #: `agent`'s (a turn's and `runtime=`); `compare`'s; `parse_args`'s (a reply read, the re-asks
 #: through a runtime when there is one); a `Variant`'s (what may differ between variants);
-#: `improve`'s; `revalidate`'s (recorded replies read again); the magics' (`%%decide`,
-#: `%%agent`).
+#: `improve`'s; `revalidate`'s (recorded replies read again); `decision.plan`'s (a batch
+#: engine sends the requests: no runtime, no time budget); the magics' (`%%decide`, `%%agent`).
 ALL = frozenset(_BY_NAME)
 TURN = ALL - {"runtime", "max_retries"}
 AGENT = ALL - {"max_retries"}
@@ -199,6 +199,7 @@ PARSE = frozenset({"runtime", "context", "max_retries", "validate", "reask", "re
 VARIANT = ALL - {"context", "timeout_s"}
 IMPROVE = frozenset({"runtime", "mode", "confidence", "max_retries"})
 REVALIDATE = frozenset({"validate", "repair"})
+PLAN = ALL - {"runtime", "timeout_s"}
 MAGIC = ALL - {"max_retries", "shortlist"}
 
 

@@ -316,16 +316,15 @@ class Improvement:
         return self._headline()
 
     def _repr_html_(self) -> str:
-        import html
-        rows = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(str(e.get(k)))}</td>" for k in
-                             ("option", "kind", "parameter", "after", "held_gain", "kept",
-                              "why")) + "</tr>"
-            for e in self.edits)
-        return (f"<div><p>{html.escape(self._headline())}</p><table><tr><th>option</th>"
-                f"<th>kind</th><th>parameter</th><th>edit</th><th>held-out gain</th>"
-                f"<th>kept</th><th>why</th>"
-                f"</tr>{rows}</table><pre>{html.escape(self.diff())}</pre></div>")
+        # The library's one wrapper, as every view: a proposed description is a model's text,
+        # which MathJax must not typeset (`$\href{javascript:…}$`) nor the front end link.
+        from ..trace.safe_html import TABLE_STYLE, esc, html_table, pre, wrap
+        rows = [[e.get(k) for k in ("option", "kind", "parameter", "after", "held_gain",
+                                    "kept", "why")] for e in self.edits]
+        table = html_table(["option", "kind", "parameter", "edit", "held-out gain", "kept",
+                            "why"], rows)
+        return wrap(f"{TABLE_STYLE}<p>{esc(self._headline())}</p>{table}{pre(self.diff())}",
+                    "op-improve-view")
 
 
 @takes_settings(IMPROVE)

@@ -46,6 +46,7 @@ from ..base.filesecrets import holding
 from ..base.json_form import json_ready
 from ..base.jsonl import LineFormat, format_version, whole_lines, write_whole
 from ..base.text import cut
+from ..trace.confidence import saved_problem
 from .journal_text import trace_text
 
 TYPE_CHECKING = False
@@ -156,6 +157,17 @@ def _check_fields(item: dict, fields: dict, where: str) -> None:
                              f"{_type_name(want)}")
 
 
+def _check_confidence(data: Any, where: str) -> None:
+    """A row's (or an attempt's) distribution is read back into a `Confidence` and counted in
+    calibration figures and drawn as bars: one whose numbers are not probabilities is a
+    damaged line, as a field of the wrong type is."""
+    if data is None:
+        return
+    problem = saved_problem(data)
+    if problem is not None:
+        raise ValueError(f"its {where}\"confidence\" is not a distribution: {problem}")
+
+
 def _show(value: Any) -> str:
     return cut(json.dumps(value, default=repr), 60)
 
@@ -179,11 +191,13 @@ def check_line(item: dict, path: Any, n: int, limit: int) -> None:
             err = item.get("error")
             if err is not None:
                 _check_fields(err, {"type": _OPT_STR, "message": _OPT_STR}, "error's ")
+            _check_confidence(item.get("confidence"), "")
             trace = item.get("trace")
             if trace is not None:
                 _check_fields(trace, _TRACE_FIELDS, "trace's ")
                 for k, a in enumerate(trace.get("attempts") or []):
                     _check_fields(a, _ATTEMPT_FIELDS, f"trace's attempt {k + 1}'s ")
+                    _check_confidence(a.get("confidence"), f"trace's attempt {k + 1}'s ")
                 for k, t in enumerate(trace.get("tool_rounds") or []):
                     _check_fields(t, _TOOL_FIELDS, f"trace's tool round {k + 1}'s ")
         elif kind == "section":

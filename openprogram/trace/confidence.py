@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from collections.abc import Iterable, Sequence
     from typing import Any
 
-__all__ = ["Confidence", "Samples", "from_response", "from_counts", "SOURCES"]
+__all__ = ["Confidence", "Samples", "from_response", "from_counts", "saved_problem", "SOURCES"]
 
 #: Where a distribution can come from, each with the sentence a view says of it (`{n}`: the
 #: replies counted).
@@ -105,11 +105,17 @@ class Confidence:
 
     @classmethod
     def from_dict(cls, data: dict | None) -> Confidence | None:
-        """The record again from `to_dict()` (a journal, an export); None from None."""
+        """The record again from `to_dict()` (a journal, an export); None from None. What is
+        read back is checked as `saved_problem` says: anything else is an `ArgumentError`
+        naming the problem, never a record whose numbers are not probabilities."""
         if data is None:
             return None
-        return cls(probs={str(k): float(v) for k, v in dict(data.get("probs") or {}).items()},
-                   other=float(data.get("other") or 0.0), source=str(data.get("source")),
+        problem = saved_problem(data)
+        if problem is not None:
+            raise ArgumentError(f"a saved confidence record is not one Confidence.to_dict() "
+                                f"writes: {problem}")
+        return cls(probs={k: float(v) for k, v in data["probs"].items()},
+                   other=float(data.get("other") or 0.0), source=data.get("source"),
                    n=data.get("n"), pick=data.get("pick"), note=data.get("note"))
 
     def __repr__(self) -> str:
@@ -182,11 +188,55 @@ def from_response(data: Any, names: Sequence[str]) -> Confidence:
 
 
 def _prob(value: Any, notes: list[str], what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        if value is not None:
-            notes.append(f"{what} was not a probability ({value!r})")
-        return 0.0
-    return float(value)
+    if _is_p(value):
+        return min(float(value), 1.0)
+    if value is not None:
+        notes.append(f"{what} was not a probability ({value!r})")
+    return 0.0
+
+
+def _is_p(value: Any) -> bool:
+    """A probability: a number (not a bool) from 0 to 1, or above 1 by a rounding
+    (`_TOLERANCE`); NaN and infinities are not."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and \
+        0 <= value <= 1 + _TOLERANCE
+
+
+def saved_problem(data: Any) -> str | None:
+    """Why `data`, read back from a journal or an export, is not a distribution
+    `Confidence.to_dict()` writes, or None when it is one: `probs` an object of option names
+    and probabilities, `other` a probability, together summing to 1, `source` one of
+    `SOURCES`, `n` a count of samples or null, `pick` and `note` text or null. A number out of
+    [0, 1] (7.0, -50, NaN, inf) would make every figure computed from it meaningless or raise
+    (calibration's bins, a view's bar)."""
+    if not isinstance(data, dict):
+        return f"it is {_show(data)}, not an object"
+    probs = data.get("probs")
+    if not isinstance(probs, dict):
+        return f'its "probs" is {_show(probs)}, not an object of option names and probabilities'
+    for name, p in probs.items():
+        if not _is_p(p):
+            return f"the probability of {name!r} is {_show(p)}, not a number from 0 to 1"
+    other = data.get("other")
+    if not _is_p(other):
+        return f'its "other" is {_show(other)}, not a number from 0 to 1'
+    total = sum(probs.values()) + other
+    if abs(total - 1) > 1e-4:
+        return f"its probabilities and other sum to {total:.6g}, not 1"
+    if data.get("source") not in SOURCES:
+        return f'its "source" is {_show(data.get("source"))}, not one of {", ".join(SOURCES)}'
+    n = data.get("n")
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        return f'its "n" is {_show(n)}, not a count of samples'
+    for key in ("pick", "note"):
+        if data.get(key) is not None and not isinstance(data[key], str):
+            return f"its {key!r} is {_show(data[key])}, not text"
+    return None
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:60] + "…"
 
 
 def from_counts(picks: Iterable[str | None], names: Sequence[str]) -> tuple[Confidence, int]:

@@ -203,11 +203,12 @@ def corpus() -> list[Case]:
                 reply = wrap(json.dumps({"call": name, "args": args}, ensure_ascii=False), way)
             cases.append(Case(f"{way}-menu{i}-{kind}", reply, mode, "menu", kind,
                               (true_name, want_args), below))
-        # a lone pick without the call wrapper, its keys those of one option only
+        # a lone pick without the call wrapper (the whole reply, or in a fence), its keys those
+        # of one option only
         lone = {"order_id": 3, "amount": 2.5, "priority": "high", "urgent": True, "note": "x"}
         if way != "tools":
             text = json.dumps(lone) if way != "json_schema" else json.dumps({"decision": lone})
-            reply = text if way == "json_schema" else f"Here: {text}"
+            reply = f"```json\n{text}\n```" if way == "menu-fence" else text
             cases.append(Case(f"{way}-wrapper", reply, mode, "menu", "call_wrapper",
                               ("refund", lone),
                               "bad_args" if way == "json_schema" else "no_action"))
@@ -240,6 +241,29 @@ NEVER = [  # (label, options, reply, the error at every level)
      "no_action"),
     ("a lone object two options fit", {"a": look_up, "b": look_up}, '{"city": "Bern"}',
      "no_action"),
+    # "menu" reads a lone object of arguments, nothing else (issue 54, case 4): not one quoted
+    # in prose (a refusal quoting the format, an example), not the last of several
+    ("an object in a refusal", OPTIONS,
+     'I cannot look that up; a request would be {"city": "Bern"}.', "no_action"),
+    ("an object after prose", OPTIONS, 'For example: {"city": "Bern"}', "no_action"),
+    ("the last of several objects", OPTIONS, '{"city": "Bern"}\n{"city": "Paris"}',
+     "no_action"),
+    ("an object in a fence among prose", OPTIONS,
+     'Like this:\n```json\n{"city": "Bern"}\n```\nbut I will not.', "no_action"),
+    # and "only in case" is case, not Unicode's full folding: the KELVIN SIGN is not k, STRASSE
+    # is not straße, the ligature ﬁ is not fi
+    ("the KELVIN SIGN for k", {"k": ("K", ""), "m": ("M", "")}, '{"call": "\u212a"}',
+     "unknown_call"),
+    ("STRASSE for straße", {"straße": ("S", ""), "weg": ("W", "")}, '{"call": "STRASSE"}',
+     "unknown_call"),
+    ("a ligature for its letters", {"file": ("F", ""), "x": ("X", "")}, '{"call": "\ufb01le"}',
+     "unknown_call"),
+    ("the KELVIN SIGN for an allowed k",
+     {"x": ("", {"v": {"type": str, "options": ["k", "m"]}})},
+     '{"call": "x", "args": {"v": "\u212a"}}', "enum_violation"),
+    ("STRASSE for an allowed straße",
+     {"x": ("", {"v": {"type": str, "options": ["straße", "weg"]}})},
+     '{"call": "x", "args": {"v": "STRASSE"}}', "enum_violation"),
     ("a number cut off at the end", OPTIONS, ModelResponse(
         text='{"call": "look_up", "args": {"city": "Bern", "days": 2', finish_reason="length"),
      "truncated"),
@@ -295,6 +319,17 @@ def test_what_no_level_repairs(label, options, reply, kind):
     for level in LEVELS:
         out, trace = run(reply, "menu", level, options)
         assert isinstance(out, DecisionError) and out.kind == kind, (level, out)
+
+
+def test_menu_reads_names_and_values_that_differ_only_in_case_in_any_script():
+    options = {"ärger": ("A", ""), "οδός": ("O", ""), "x": ("", {"v": {"type": str,
+                                                                      "options": ["Ωmega"]}})}
+    for reply, want in [('{"call": "ÄRGER"}', "A"), ('{"call": "Οδός"}', "O"),
+                        ('{"call": "x", "args": {"v": "ωMEGA"}}', {"decision": "x",
+                                                                   "v": "Ωmega"})]:
+        rt = ScriptedRuntime([reply])
+        assert decision.make("Pick.", options, runtime=rt, repair="menu") == want
+        assert decision.last_trace().attempts[0].repairs
 
 
 def test_a_pick_inside_a_broken_pick_gives_way_to_the_repaired_outer_one():
@@ -563,6 +598,52 @@ def test_a_key_with_a_broken_escape_is_reasked_not_raised():
         first = decision.last_trace().attempts[0]
         assert first.error_kind == "no_action" and first.repairs == []
         assert R.repair_syntax(bad) is None
+
+
+def wants_text(x: str):
+    """Say it."""
+    return x
+
+
+# Replies that need a syntax repair and whose repaired pick then fails validation (x must be a
+# str), each with the failing value as written (None: not marked, a key without quotes moves
+# every offset). Where the failing value sits was looked for in the raw reply with the strict
+# JSON scanner, whose "no value here" (a StopIteration) left a generator as Python's bare
+# `RuntimeError: generator raised StopIteration`: no re-ask, no trace (issue 54, case 1).
+SYNTAX_THEN_INVALID = [
+    ("{'call': 'wants_text', 'args': {'x': [1]}}", "[1]"),
+    ('{"call": "wants_text", "args": {"x": [1,]}}', "[1,]"),
+    ('{"call": "wants_text", "args": {"x": [True]}}', "[True]"),
+    ('{"call": "wants_text", "args": {"x": [1, // one\n 2]}}', "[1, // one\n 2]"),
+    ('{"call": "wants_text", "args": {"x": [1e400],}}', "[1e400]"),
+    ("{'call': 'wants_text', 'args': {'x': 1e400}}", "1e400"),
+    ("{'call': 'wants_text', /* a \"note\" */ 'args': {'x': {'it\\'s': None}}}",
+     "{'it\\'s': None}"),
+    ("{call: 'wants_text', args: {x: 7}}", None),
+]
+
+
+@pytest.mark.parametrize("reply, marked", SYNTAX_THEN_INVALID)
+def test_a_repaired_pick_that_fails_validation_is_reasked_with_its_trace(reply, marked):
+    ok = '{"call": "wants_text", "args": {"x": "fine"}}'
+    rt = ScriptedRuntime([reply, ok])
+    assert decision.make("Say it.", [wants_text], runtime=rt) == "fine"
+    first = decision.last_trace().attempts[0]
+    assert first.repairs and first.error_path == "args.x"
+    assert first.error_kind in ("type_mismatch", "invalid_value")
+    # the failing value is marked in the raw reply, as the repair read it
+    span = first.error_span
+    assert (reply[span[0]:span[1]] if span is not None else None) == marked
+    assert "args.x" in rt.calls[1].prompt  # the re-ask names the problem
+    # with no re-ask left: the library's DecisionError, carrying the whole trace
+    with pytest.raises(DecisionError) as info:
+        decision.make("Say it.", [wants_text], runtime=ScriptedRuntime([reply]),
+                      max_retries=0)
+    assert info.value.kind == first.error_kind and info.value.trace.attempts[0].repairs
+    # an evaluation's row is re-asked like any other
+    res = decision.evaluate("Say it: {n}", [wants_text], [{"n": 1}, {"n": 2}],
+                            runtime=ScriptedRuntime([reply, ok, reply, ok]), progress=False)
+    assert res.statuses == ["resolved", "resolved"] and res.results == ["fine", "fine"]
 
 
 def test_a_custom_reask_gets_the_same_hint_as_the_default():

@@ -47,6 +47,20 @@ def _edit_row(path: Path, change) -> int:
     raise AssertionError("no row line")
 
 
+def _refusals(path: Path) -> list[str]:
+    """What reading the journal at `path` says, both ways (the result, and a resume), each of
+    which must end in the library's own error."""
+    out = []
+    for read in (lambda: EvaluationResult.from_journal(path),
+                 lambda: evaluate(PROMPT, OPTIONS, ROWS, runtime=ScriptedRuntime(rule=rule),
+                                  journal=path, progress=False)):
+        with pytest.raises(OpenProgramError) as info:
+            read()
+        assert isinstance(info.value, ValueError)
+        out.append(str(info.value))
+    return out
+
+
 def _set(*keys, value):
     def change(item):
         target = item
@@ -72,20 +86,59 @@ def test_an_edited_journal_row_is_refused_naming_the_line(tmp_path, change, says
     before = path.read_bytes()
     tracemalloc.start()
     try:
-        for read in (lambda: EvaluationResult.from_journal(path),
-                     lambda: evaluate(PROMPT, OPTIONS, ROWS, runtime=ScriptedRuntime(rule=rule),
-                                      journal=path, progress=False)):
-            with pytest.raises(OpenProgramError) as info:
-                read()
-            message = str(info.value)
+        for message in _refusals(path):
             assert f"line {n} of the journal {str(path)!r}" in message and says in message
             assert "delete that line" in message
-            assert isinstance(info.value, ValueError)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
     assert peak < 50_000_000          # bounded: no array of 30 million rows was made
     assert path.read_bytes() == before    # nothing appended to a file that failed to read
+
+
+GOOD_CONF = {"probs": {"refund": 0.5, "escalate": 0.25, "other": 0.25}, "other": 0.0,
+             "source": "samples", "n": 4, "pick": "refund", "note": None}
+
+
+def _conf(**changes):
+    return {**GOOD_CONF, **changes}
+
+
+# Confidence read back from a journal (issue 54, case 14): NaN, -50 or inf made ece, summary
+# and the HTML view raise, 7.0 gave ece=6.5 and a bar showing 7.000, a list a TypeError.
+@pytest.mark.parametrize("conf,says", [
+    (_conf(probs={"refund": float("nan"), "escalate": 0.5, "other": 0.5}),
+     "probability of 'refund' is nan"),
+    (_conf(probs={"refund": -50, "escalate": 1.0, "other": 50.0}), "'refund' is -50"),
+    (_conf(probs={"refund": float("inf"), "escalate": 0.0, "other": 0.0}), "'refund' is inf"),
+    (_conf(probs={"refund": 7.0, "escalate": 0.0, "other": 0.0}), "'refund' is 7.0"),
+    (_conf(probs={"refund": 0.9, "escalate": 0.9, "other": 0.0}), "sum to 1.8"),
+    (_conf(probs=[["refund", 0.5]]), '"probs" is [['),
+    ([0.5, 0.5], "it is [0.5, 0.5], not an object"),
+    (_conf(other=float("nan")), '"other" is nan'),
+    (_conf(n=[2]), '"n" is [2]'),
+    (_conf(source="guess"), '"source" is \'guess\''),
+])
+@pytest.mark.parametrize("where", [("confidence",), ("trace", "attempts", 0, "confidence")],
+                         ids=["row", "attempt"])
+def test_a_confidence_that_is_not_a_distribution_is_refused_naming_the_line(tmp_path, conf,
+                                                                            says, where):
+    path = _journal(tmp_path)
+    n = _edit_row(path, _set(*where, value=conf))
+    for message in _refusals(path):
+        assert f"line {n} of the journal" in message and "is not a distribution" in message
+        assert says in message and "delete that line" in message
+
+
+def test_a_distribution_read_back_is_checked_wherever_it_comes_from():
+    from openprogram.base.errors import ArgumentError
+    from openprogram.trace.confidence import Confidence
+    good = Confidence.from_dict(GOOD_CONF)
+    assert good.p_pick == 0.5 and good.to_dict() == GOOD_CONF
+    for bad in ([1], {"probs": {"a": float("nan")}, "other": 0.0, "source": "logprobs"},
+                {"probs": {"a": 7.0}, "other": 0.0, "source": "exact"}):
+        with pytest.raises(ArgumentError, match="not one Confidence.to_dict\\(\\) writes"):
+            Confidence.from_dict(bad)
 
 
 @pytest.mark.parametrize("total", [10 ** 11, 1e11, "many"])

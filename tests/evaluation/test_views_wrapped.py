@@ -101,3 +101,18 @@ def test_a_recheck_and_its_table_are_wrapped():
     assert rv.summary["worse"] == 1  # the skipped row's option is gone
     assert_wrapped(rv._repr_html_(), "Revalidation", shows_rows=True)
     assert_wrapped(rv.to_frame()._repr_html_(), "Revalidation.to_frame()", shows_rows=True)
+
+
+def test_an_improvement_is_wrapped():
+    """`decision.improve`'s view shows what a proposer (a model) wrote: its proposed
+    description is text in the wrapper, never typeset math or a link (issue 54, case 15)."""
+    hostile = r"$\href{javascript:alert(1)}{click}$ " + f"{URL} <b>note</b>"
+    rows = [{"message": f"{'write' if i % 2 else 'skip'} {i}",
+             "label": "note" if i % 2 else "skip"} for i in range(24)]
+    imp = decision.improve(PROMPT, OPTIONS, rows, expected="label",
+                           runtime=ScriptedRuntime(rule=model),
+                           proposer=lambda name, description, ev: hostile, max_examples=0)
+    assert imp.edits and all(e["after"] == hostile for e in imp.edits if e["after"])
+    html = imp._repr_html_()
+    assert_wrapped(html, "Improvement")
+    assert r"$\href{javascript:alert(1)}{click}$" in html and "&lt;b&gt;note&lt;/b&gt;" in html

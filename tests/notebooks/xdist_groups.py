@@ -4,7 +4,8 @@ Loaded for every run (pyproject's addopts, `-p xdist_groups`; found through `pyt
 nbval_displays), since a run of notebooks alone loads no tests/conftest.py. Under xdist with
 `--dist loadscope`, the tests that share what one process holds go to one worker, one after
 another: a notebook's cells (they run in order, on one kernel), the JupyterLab and chromium of
-tests/browser, the llama-cpp-python servers of tests/servers, the model of tests/runtimes/llamacpp.
+tests/browser, the llama-cpp-python servers of tests/servers, the model of tests/runtimes/llamacpp,
+the local Ray instance of tests/ray.
 Every other test is a unit of its own, handed to whichever worker is free, as with `--dist load`.
 
 This is a scheduler of our own rather than `--dist loadgroup` with `xdist_group` marks, because
@@ -16,7 +17,7 @@ import pytest
 
 #: Folders whose tests share one worker, by the name of what they share.
 SHARED = {"tests/browser/": "browser", "tests/servers/": "llama-server",
-          "tests/runtimes/llamacpp/": "local-model"}
+          "tests/runtimes/llamacpp/": "local-model", "tests/ray/": "ray"}
 
 
 def group_of(nodeid: str) -> str:

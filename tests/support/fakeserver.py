@@ -61,6 +61,8 @@ class Reply:
                                   # logprob), ...]), sent when the request asks logprobs (the
                                   # tokens spell the text; streamed one token a chunk); a dict or
                                   # a string is sent as the logprobs field as it is (malformed)
+    logprobs_unasked: bool = False  # OpenAI: send `logprobs` even when the request does not
+                                    # ask for them (a server that always does)
 
 
 def logprob_tokens(tokens: list) -> Any:
@@ -674,7 +676,8 @@ class FakeServer:
                          "total_tokens": sum(reply.usage)}}
         if reply.no_usage:
             del out["usage"]
-        if isinstance(body, dict) and body.get("logprobs") and reply.logprobs is not None:
+        if isinstance(body, dict) and (body.get("logprobs") or reply.logprobs_unasked) and \
+                reply.logprobs is not None:
             tokens = logprob_tokens(reply.logprobs)
             out["choices"][0]["logprobs"] = {"content": tokens} if isinstance(tokens, list) \
                 else tokens

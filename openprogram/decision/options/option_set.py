@@ -16,9 +16,17 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
 
 def normalize(options: Any) -> Menu:
     """An option set (dict or list form) as a `Menu` of `Option`s; rejects bad sets (O4). A
-    Menu comes back as it is, so its derived text is reused."""
+    Menu comes back as it is, so its derived text is reused. An object that stands for an
+    option set (an MCP connection) gives it through its `__option_set__()`."""
     if isinstance(options, Menu):
         return options
+    stands_for = getattr(type(options), "__option_set__", None)
+    if stands_for is not None:
+        given = stands_for(options)
+        if getattr(type(given), "__option_set__", None) is not None:
+            raise OptionError(f"{type(options).__name__}.__option_set__() must give an option "
+                              f"set (a dict or a list), got {type(given).__name__}")
+        return normalize(given)
     if isinstance(options, (list, tuple)) and options and \
             all(isinstance(o, Option) for o in options):
         return Menu(options)

@@ -310,7 +310,8 @@ class OpenAIRuntime(ProviderRuntime):
         if draw is not None and draw.ask is None:
             draw.ask = ask   # what the other choices are shaped with
         if ask.confidence is not None and ask.forms.get("logprobs") == "logprobs":
-            resp.confidence = distribution(resp.text, tokens, ask.confidence)
+            resp.confidence = distribution(resp.text, tokens, ask.confidence,
+                                           cut=resp.finish_reason in CUT_OFF)
         if resp.usage is None:
             how = ("though stream_options.include_usage asked for it"
                    if ask.forms.get("stream_options") == "stream_options" else

@@ -48,11 +48,14 @@ class Ask:
 
 
 def as_json(obj: Any) -> Any:
-    """An SDK response object (a pydantic model) as JSON data."""
+    """An SDK response object (a pydantic model) as JSON data. The SDKs build their objects
+    from what the server sent without validating it, so a field may hold a value of another
+    type than the SDK declares (a `logprobs` that is a string); the raw record wants it as
+    sent, which pydantic writes as well, without a warning per value (`warnings=False`)."""
     to_dict = getattr(obj, "to_dict", None)
     if callable(to_dict):
         try:
-            return to_dict(mode="json")
+            return to_dict(mode="json", warnings=False)
         except TypeError:
             return to_dict()
     return obj

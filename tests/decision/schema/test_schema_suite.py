@@ -80,7 +80,7 @@ def _suite_archive() -> str:
     assert os.path.exists(path), (
         f"{path} is missing: the official JSON-Schema-Test-Suite comes from the jsonschema "
         f"{pin} sdist, which ./dev's test setup downloads; run `./dev test --collect-only -q` "
-        f"once (or: {sys.executable} -m pip download --no-deps --no-binary :all: "
+        f"once (or: {sys.executable} -m pip download --no-deps --no-binary jsonschema "
         f"jsonschema=={pin} -d {os.path.dirname(path)})")
     return path
 

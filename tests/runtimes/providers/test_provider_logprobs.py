@@ -75,6 +75,9 @@ def test_json_schema_mode_reads_the_name_under_the_decision_key(server):
     assert conf.other == pytest.approx(0.3)
 
 
+# a warning is an error here: the SDK's object holds what the server sent unchecked, and
+# writing it into the raw record warned once per value of another type (issue 54, case 21)
+@pytest.mark.filterwarnings("error:Pydantic serializer warnings:UserWarning")
 @pytest.mark.parametrize("sent", [None, "garbage", {"content": [{"token": 5}]},
                                   [("x", 0.0, [])]])
 def test_missing_or_malformed_logprobs_are_other_with_a_note(server, sent):
@@ -84,6 +87,9 @@ def test_missing_or_malformed_logprobs_are_other_with_a_note(server, sent):
     conf = decision.last_trace().confidence
     assert conf.source == "logprobs" and conf.other == 1.0
     assert set(conf.probs.values()) == {0.0} and conf.note
+    if isinstance(sent, (str, dict)):  # the raw record keeps the field as the server sent it
+        raw = decision.last_trace().attempts[0].raw["response"]["choices"][0]["logprobs"]
+        assert raw == sent
 
 
 def test_no_logprobs_are_asked_without_confidence(server):
@@ -183,3 +189,98 @@ def test_only_the_alternatives_of_the_names_first_token_are_read():
     assert d["probs"]["reply"] == pytest.approx(math.exp(-3.0))
     assert d["probs"]["refund"] == pytest.approx(math.exp(-0.3))
     assert set(reads) == {1} and len(reads) == 20
+
+
+# -- the pick's name, not the last "call" in the reply (issue 54, case 2) ---------------------
+
+def refund(note: dict):
+    """Give the money back."""
+    return "REFUNDED"
+
+
+PICKS = {"refund": refund, "escalate": "ESCALATE", "done": "DONE"}
+
+
+def certain(text: str) -> list:
+    return [(c, 0.0, []) for c in text]
+
+
+def reply_naming(name: str, p: float, alternative: str, after: str) -> Reply:
+    """A reply `{"call": "NAME` + `after`, every token certain but the name's, written at `p`
+    with `alternative` at 1 - p."""
+    tokens = (certain('{"call": "') +
+              [(name, ln(p), [(name, ln(p)), (alternative, ln(1 - p))])] + certain(after))
+    return Reply(text="".join(t for t, _, _ in tokens), logprobs=tokens)
+
+
+def test_the_name_is_read_at_the_pick_not_at_a_call_inside_its_arguments(server):
+    # the pick names refund at p = 0.1 (escalate 0.9); its arguments spell {"call": "refund"}
+    # with certainty, which the reading took for the pick (p = 1.0, past min_confidence=0.8)
+    server.push(reply_naming("refund", 0.1, "escalate", '", "args": {"note": {"call": "refund"}}}'))
+    assert decision.make("Route it.", PICKS, runtime=runtime(server, stream=False),
+                         confidence=True, min_confidence=0.8,
+                         low_confidence="escalate") == "ESCALATE"
+    conf = decision.last_trace().confidence
+    assert conf.pick == "refund" and conf.p_pick == pytest.approx(0.1)
+    assert conf.probs["escalate"] == pytest.approx(0.9)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_call_spelled_in_prose_after_the_pick_is_not_read(server, stream):
+    server.push(reply_naming("escalate", 0.9, "done",
+                             '"}\nWhen it is over I will write "call": "done".'))
+    assert decision.make("Route it.", PICKS, runtime=runtime(server, stream=stream),
+                         confidence=True, min_confidence=0.8) == "ESCALATE"
+    conf = decision.last_trace().confidence
+    assert conf.pick == "escalate" and conf.p_pick == pytest.approx(0.9)
+
+
+def test_a_cascade_asks_on_when_the_pick_itself_is_unsure(server):
+    from openprogram.runtimes import CascadeRuntime, ScriptedRuntime
+    server.push(reply_naming("refund", 0.1, "escalate", '", "args": {"note": {"call": "refund"}}}'))
+    large = ScriptedRuntime(['{"call": "escalate"}'])
+    cascade = CascadeRuntime([runtime(server, stream=False), large], min_confidence=0.8)
+    assert decision.make("Route it.", PICKS, runtime=cascade) == "ESCALATE"
+    stages = decision.last_trace().attempts[0].cascade
+    assert [s["pick"] for s in stages] == ["refund", "escalate"]
+    assert stages[0]["p_pick"] == pytest.approx(0.1) and not stages[0]["answered"]
+    assert len(large.calls) == 1
+
+
+def test_a_pick_read_by_the_syntax_repair_has_its_name_read_too(server):
+    # single quotes: no "call" at all as written; the default repair reads the pick
+    tokens = (certain("{'call': '") +
+              [("escalate", ln(0.7), [("escalate", ln(0.7)), ("done", ln(0.2))]),
+               ("'", 0.0, [])] + certain(", }"))
+    text = "".join(t for t, _, _ in tokens)
+    server.push(Reply(text=text, logprobs=tokens))
+    assert decision.make("Route it.", PICKS, runtime=runtime(server, stream=False),
+                         confidence=True) == "ESCALATE"
+    conf = decision.last_trace().confidence
+    assert conf.p_pick == pytest.approx(0.7) and conf.probs["done"] == pytest.approx(0.2)
+
+
+# -- a malformed field never fails the reply, p never passes 1 (issue 54, case 13) -------------
+
+@pytest.mark.parametrize("sent", [{"content": 5}, {"content": "abc"},
+                                  {"content": [{"token": "x", "logprob": 0.0,
+                                                "top_logprobs": 7}]}])
+def test_a_malformed_logprobs_field_nobody_asked_for_loses_no_pick(server, sent):
+    server.push(Reply(text='{"call": "refund"}', logprobs=sent, logprobs_unasked=True))
+    assert decision.make("Route it.", MENU, runtime=runtime(server, stream=False)) == "REFUND"
+    assert decision.last_trace().attempts[0].error_kind is None
+    # asked for: the pick stands, and the distribution says why it has no numbers
+    server.push(Reply(text='{"call": "refund"}', logprobs=sent))
+    assert decision.make("Route it.", MENU, runtime=runtime(server, stream=False),
+                         confidence=True) == "REFUND"
+    conf = decision.last_trace().confidence
+    assert conf.other == 1.0 and "malformed" in conf.note
+
+
+def test_a_logprob_rounded_above_zero_is_a_certain_pick(server):
+    tokens = certain('{"call": "') + [("refund", 1e-10, [("refund", 1e-10)])] + certain('"}')
+    server.push(Reply(text='{"call": "refund"}', logprobs=tokens))
+    assert decision.make("Route it.", MENU, runtime=runtime(server, stream=False),
+                         confidence=True) == "REFUND"
+    conf = decision.last_trace().confidence
+    assert conf.p_pick == 1.0 and "not a probability" not in (conf.note or "")
