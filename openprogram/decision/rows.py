@@ -19,7 +19,6 @@ the earlier attempts' picks, so it must not count calls.
 from __future__ import annotations
 
 import contextvars
-import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -211,6 +210,7 @@ def reply_data(reply: Any) -> Any:
 
 def template_fields(template: str) -> list[str]:
     """The row columns a prompt template names (`{message}`, `{user.name}` -> "user")."""
+    import string  # at first use: `import openprogram` loads no module a decision does not need
     try:
         parsed = list(string.Formatter().parse(template))
     except ValueError as exc:
