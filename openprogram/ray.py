@@ -28,9 +28,9 @@ import math
 import time
 
 from .base.errors import ArgumentError, UsageError, require
-from .base.filesecrets import scrub
 from .base.json_form import json_ready
 from .base.model_protocol import ModelCaller
+from .base.secrets import scrub
 from .decision.rows import RowPlan
 from .evaluation.evaluate import evaluate
 from .evaluation.outcomes import Outcomes, summarize

@@ -21,6 +21,7 @@ import dataclasses
 import enum
 import json
 import math
+import re
 import sys
 from collections.abc import Mapping
 
@@ -28,8 +29,11 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any
 
-__all__ = ["to_jsonable", "json_ready"]
+__all__ = ["to_jsonable", "json_ready", "SURROGATE"]
 
+#: A surrogate code point: not valid Unicode text (UTF-8 refuses it), whether lone or written as
+#: one half of a pair; a JSON parser lets one through from a `\ud800` escape.
+SURROGATE = re.compile("[\ud800-\udfff]")
 #: Nesting deeper than this is cut (json.dumps itself fails near the interpreter's recursion limit).
 MAX_DEPTH = 200
 #: The longest text a tagged repr keeps.

@@ -42,7 +42,7 @@ from ..base.model_protocol import (
     running_tool,
     settle_value,
 )
-from ..base.redaction import redact_decoded
+from ..base.secrets import redact_decoded
 from ..trace.decision_trace import DecisionTrace, emit, record
 from ..trace.records import Attempt, Pick, Reask, new_attempt, replace
 from . import repair as _repair

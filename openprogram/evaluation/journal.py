@@ -23,7 +23,7 @@ A journal may come from someone else (a colleague's run, a file from a bug repor
 read as untrusted input: a line too long or nested too deep, a field of the wrong type, a row
 position or total larger than a file of its size can hold, is a `JournalFileError` naming the
 file, the line and what to do, before anything is built from it; a journal of a newer format is
-neither read nor appended to. Every line written goes through `filesecrets.scrub` (no API key of
+neither read nor appended to. Every line written goes through `secrets.scrub` (no API key of
 the process reaches the file), and a write that fails (a full disk) is a `JournalWriteError`
 saying how many rows are safe and that the same call resumes.
 
@@ -42,9 +42,9 @@ import warnings
 from pathlib import Path
 
 from ..base.errors import OpenProgramError
-from ..base.filesecrets import holding
 from ..base.json_form import json_ready
 from ..base.jsonl import LineFormat, format_version, whole_lines, write_whole
+from ..base.secrets import holding
 from ..base.text import cut
 from ..trace.confidence import saved_problem
 from .journal_text import trace_text

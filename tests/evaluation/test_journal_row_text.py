@@ -176,9 +176,9 @@ def test_what_the_one_pass_way_does_not_expect_goes_the_general_way(monkeypatch,
 
 
 def test_while_a_key_is_held_the_sink_writes_the_general_way_masked(monkeypatch, tmp_path):
-    """The one-pass way builds no JSON data for filesecrets.scrub to walk: while any key is
+    """The one-pass way builds no JSON data for secrets.scrub to walk: while any key is
     alive, a row goes the general way and the key is masked as in every line."""
-    from openprogram.runtimes.providers.key_redaction import _Secret
+    from openprogram.base.secrets import Secret
     key = "sk-Zq7Xw3Vt9Kp2Rm5Yb8Hc4Nf6"
     finished = shapes(monkeypatch, tmp_path)[:3]
     i, (k, record, expected), row = finished[1]
@@ -186,7 +186,7 @@ def test_while_a_key_is_held_the_sink_writes_the_general_way_masked(monkeypatch,
     calls = []
     real = ev.row_text
     monkeypatch.setattr(ev, "row_text", lambda *a: calls.append(a) or real(*a))
-    held = _Secret(key)
+    held = Secret(key)
     lines = journaled(tmp_path, "held.jsonl", finished, True)
     assert calls == []
     assert all(key.encode() not in line for line in lines)

@@ -17,6 +17,7 @@ import re
 import sys
 
 from ...base.errors import AttemptError
+from ...base.json_form import SURROGATE
 from .type_table import json_type
 
 TYPE_CHECKING = False
@@ -27,7 +28,6 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
 __all__ = ["check_json_value", "describe_value", "json_head", "json_text", "safe_key", "equal",
            "FORMAT_CHECKS", "OPENAPI_FORMATS", "PYTHON_FORMAT_CHECKS"]
 
-SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE = SURROGATE
 
 

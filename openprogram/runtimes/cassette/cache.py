@@ -402,7 +402,7 @@ class CachedRuntime(RecordingRuntime):
         """A live tool's call answered from the cache file when it holds the same call (server,
         tool, arguments; `refresh` asks again), else made by `run()` and appended: a notebook
         run again calls its servers only for what is new (see tool_results.py)."""
-        from ...base.filesecrets import scrub
+        from ...base.secrets import scrub
         call = scrub(tool_call(call["server"], call["name"], call["arguments"]))
         key = tool_key(call)
         if not self.refresh:

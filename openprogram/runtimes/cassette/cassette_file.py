@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from ...base.errors import OpenProgramError
-from ...base.filesecrets import scrub
 from ...base.jsonl import LineFormat, encoder, format_version, whole_lines, write_whole
 from ...base.model_protocol import LAYOUT_ARGS, wrapped
+from ...base.secrets import scrub
 from ...runtime.runtime import ModelResponse, ToolCall
 from ..providers.key_redaction import without_secrets
 

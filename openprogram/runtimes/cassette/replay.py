@@ -221,7 +221,7 @@ class ReplayRuntime(Runtime):
         """A live tool's call answered with the result recorded for the same call (server,
         tool, arguments): `run` is never called, so no server is needed. A call the cassette did
         not record raises `ToolNotRecorded` naming it (see tool_results.py)."""
-        from ...base.filesecrets import scrub
+        from ...base.secrets import scrub
         call = scrub(tool_call(call["server"], call["name"], call["arguments"]))
         with self._lock:
             entry = self._tools.take(call)
