@@ -14,14 +14,19 @@ from .base.errors import (
     ERROR_KINDS,
     ArgumentError,
     DecisionError,
+    JournalFileError,
+    JournalMismatch,
+    JournalWriteError,
     MissingExtraError,
     ModelCallError,
     NoRuntimeError,
     OpenProgramError,
     OptionError,
     OptionWarning,
+    RecordedError,
     Retry,
     SchemaError,
+    ServerError,
     ToolError,
     UsageError,
     WaitTimeout,
@@ -66,6 +71,7 @@ __all__ = ["Agent", "agent", "aagent", "Retry", "ToolError", "WaitTimeout", "Pic
            "Variant",
            "revalidate", "EvaluationResult", "ComparisonResult", "Revalidation",
            "agentic_function", "Options", "ModeName", "RateLimit", "JournalMismatch",
+           "JournalFileError", "JournalWriteError", "RecordedError", "ServerError",
            "load_ipython_extension",
            "unload_ipython_extension"]
 
@@ -81,7 +87,7 @@ __getattr__, __dir__ = lazy_names(__name__, {
     "Revalidation": ".decision.recheck",
     "register_toolset": ".runtime.tools",
     "Options": ".base.type_names", "ModeName": ".base.type_names",
-    "RateLimit": ".evaluation.ratelimit", "JournalMismatch": ".evaluation.journal",
+    "RateLimit": ".evaluation.ratelimit",
     "improve": ".evaluation.improve", "aimprove": ".evaluation.improve",
     "Improvement": ".evaluation.improve"})
 

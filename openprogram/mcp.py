@@ -55,6 +55,7 @@ from .base.errors import (
     OpenProgramError,
     OptionError,
     OptionWarning,
+    ServerError,
     ToolError,
     UsageError,
     require,
@@ -84,10 +85,6 @@ START_TIMEOUT_S = 30.0
 _STDERR_TAIL = 2000
 
 
-class ServerError(OpenProgramError, RuntimeError):
-    """An MCP server could not be started or reached, ended while in use, or sent what the
-    protocol does not allow. The message names the server and what to do; whatever was started
-    is ended before it is raised."""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ import time
 import warnings
 from pathlib import Path
 
-from ..base.errors import OpenProgramError
+from ..base.errors import JournalFileError, JournalMismatch, JournalWriteError
 from ..base.json_form import json_ready
 from ..base.jsonl import LineFormat, format_version, whole_lines, write_whole
 from ..base.secrets import holding
@@ -59,20 +59,10 @@ FORMAT = "openprogram-journal"
 VERSION = 1
 
 
-class JournalMismatch(OpenProgramError, ValueError):
-    """The journal holds another evaluation's rows (its prompt, options, way of asking, runtime,
-    repair level or inputs differ)."""
 
 
-class JournalFileError(OpenProgramError, ValueError):
-    """A journal that cannot be read as one: a line that is not JSON, nested too deep, or with
-    a field of the wrong type, or a file written by a newer release. Names the file, the line
-    and what to do."""
 
 
-class JournalWriteError(OpenProgramError, OSError):
-    """A journal line could not be written (a full disk): says how many rows are safe in the
-    journal and that the same call resumes."""
 
 
 #: A journaled row's position (and a section's total) may reach this far past what the file

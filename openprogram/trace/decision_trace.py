@@ -19,7 +19,7 @@ from _thread import allocate_lock as Lock  # threading.Lock itself, without impo
 from collections import deque
 from dataclasses import dataclass, field
 
-from ..base.errors import ERROR_KINDS, ArgumentError, OpenProgramError, explain, require
+from ..base.errors import ERROR_KINDS, ArgumentError, RecordedError, explain, require
 from ..base.json_form import to_jsonable
 from ..base.text import cut, safe_repr
 from .confidence import Confidence
@@ -444,16 +444,6 @@ def last_trace() -> DecisionTrace | None:
 # A trace read back from its JSON form
 # ---------------------------------------------------------------------------------------------
 
-class RecordedError(OpenProgramError):
-    """A recorded decision's error, read back (a journal's row): its kind, its type's name and
-    message; the exception object itself stayed in the process that ran the decision."""
-
-    def __init__(self, kind: str | None, type_name: str, message: str):
-        super().__init__(message)
-        self.kind, self.type_name = kind, type_name
-
-    def __str__(self) -> str:
-        return str(self.args[0])
 
 
 def trace_from_dict(d: dict[str, Any]) -> DecisionTrace:

@@ -41,7 +41,7 @@ import threading
 import warnings
 from pathlib import Path
 
-from ...base.errors import OpenProgramError
+from ...base.errors import CacheFileError
 from ...base.jsonl import format_version, loads, write_whole
 from ...base.model_protocol import run_sync
 from ...runtime.runtime import DEFAULT_WINDOW, ModelCallError, ModelResponse, Runtime, as_response
@@ -64,10 +64,6 @@ from .cassette_file import (
 from .recorder import RecordingRuntime, on_own_loop
 from .replay import answer, astream_entry, stream_entry
 from .tool_results import is_tool_line, recorded_result, tool_call, tool_error_record, tool_key
-
-
-class CacheFileError(OpenProgramError, ValueError):
-    """A cache file this release cannot append to."""
 
 
 class _FileLock:
