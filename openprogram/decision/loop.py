@@ -43,6 +43,7 @@ from ..base.model_protocol import (
     settle_value,
 )
 from ..base.secrets import redact_decoded
+from ..base.text import cut_middle
 from ..trace.decision_trace import DecisionTrace, emit, record
 from ..trace.records import Attempt, Pick, Reask, new_attempt, replace
 from . import repair as _repair
@@ -92,13 +93,6 @@ def render_options(options: Options) -> str:
     return render_menu(normalize(options))
 
 
-def _bounded(text: str, n: int = _REASK_REPLY_LIMIT) -> str:
-    if len(text) <= n:
-        return text
-    half = n // 2
-    return f"{text[:half]}\n[... {len(text) - n} characters left out ...]\n{text[-half:]}"
-
-
 DEFAULT_REASK = (
     "Your previous reply could not be used as a decision.\n\n"
     "The request was:\n{request}\n\n"
@@ -120,7 +114,8 @@ def reask_prompt(request: str, reply: Any, err: AttemptError, menu_text: str,
     """The re-ask (P7): by default the request, the previous reply, the problem, and the menu
     again; `reask` (a checked `reask=`, settings.py) writes the user's own text from the same
     facts."""
-    shown = _bounded(reply if isinstance(reply, str) else repr(reply))
+    shown = cut_middle(reply if isinstance(reply, str) else repr(reply), _REASK_REPLY_LIMIT,
+                       "\n[... {n} characters left out ...]\n")
     hint = err.hint  # the fix a repair level above would have made (repair.py)
     facts = Reask(request=request, reply=shown, kind=err.kind, error=err.message,
                   path=err.path or "", menu=menu_text, attempt=attempt, hint=hint)

@@ -20,6 +20,7 @@ import json
 import re
 
 from ..base.errors import ArgumentError, AttemptError, OptionError
+from ..base.text import cut_middle
 from ..trace.records import Repair  # the record lives with the attempt that carries it
 from .extract import Extraction, _call_key, _normalize, find_action
 from .schema.refs import Document
@@ -74,10 +75,6 @@ _SHOWN = 200            # characters of a before / after kept on the record
 def allows(level: str, kind: str) -> bool:
     """Whether the level named `level` allows the repair kind `kind`."""
     return repair_level(level).allows(kind)
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= _SHOWN else text[:_SHOWN // 2] + "…" + text[-_SHOWN // 2:]
 
 
 # -- "safe": JSON syntax --------------------------------------------------------------------------
@@ -194,8 +191,8 @@ def _records(notes: list[_Note]) -> list[Repair]:
         r = _new(Repair)
         d = r.__dict__
         d["kind"], d["path"], d["span"] = kind, path, span
-        d["before"] = before if len(before) <= _SHOWN else _clip(before)
-        d["after"] = after if len(after) <= _SHOWN else _clip(after)
+        d["before"] = before if len(before) <= _SHOWN else cut_middle(before, _SHOWN)
+        d["after"] = after if len(after) <= _SHOWN else cut_middle(after, _SHOWN)
         out.append(r)
     return out
 
@@ -839,9 +836,9 @@ def value_fix(option: Any, args: dict[str, Any], path: str) -> tuple[dict[str, A
 
 def _json(value: Any) -> str:
     try:
-        return _clip(json.dumps(value, ensure_ascii=False))
+        return cut_middle(json.dumps(value, ensure_ascii=False), _SHOWN)
     except (TypeError, ValueError):
-        return _clip(repr(value))
+        return cut_middle(repr(value), _SHOWN)
 
 
 def name_hint(name: str, names: list[str]) -> str:

@@ -21,7 +21,8 @@ import json.encoder as _json
 
 from ..base.json_form import json_ready
 from ..base.jsonl import encoder
-from ..trace.decision_trace import DecisionTrace, repr_head
+from ..base.text import repr_head
+from ..trace.decision_trace import DecisionTrace
 from ..trace.records import Attempt
 
 TYPE_CHECKING = False

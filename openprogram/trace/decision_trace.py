@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from ..base.errors import ERROR_KINDS, ArgumentError, RecordedError, explain, require
 from ..base.json_form import to_jsonable
-from ..base.text import cut, safe_repr
+from ..base.text import MORE, cut, repr_head
 from .confidence import Confidence
 from .records import Attempt, Repair, ToolRound
 from .safe_html import quiet_frame
@@ -185,7 +185,7 @@ class DecisionTrace:
             state = "ok" if a.ok else (a.error_kind or "pending")
             lines.append(f"  attempt {a.number}{' (last)' if a.is_last else ''}: {state}")
             if a.reply is not None:
-                lines.append(f"    reply: {_head(a.reply, 200)!r}")
+                lines.append(f"    reply: {cut(a.reply, 200, MORE)!r}")
             if a.extracted is not None:
                 lines.append(f"    extracted ({a.found_in}, key {a.key_alias!r}, "
                              f"{a.candidates} candidate(s)): {a.extracted}")
@@ -231,15 +231,6 @@ class _ControlEscapes(dict):
 
 
 _CONTROL_ESCAPES = _ControlEscapes()
-
-def _head(text: str, n: int) -> str:
-    return cut(text, n, "... [{n} more chars]")
-
-
-def repr_head(value: Any, limit: int = 500) -> str | None:
-    """The head of a value's repr (None for None), never raising on a user's object."""
-    return None if value is None else _head(safe_repr(value), limit)
-
 
 # ---------------------------------------------------------------------------------------------
 # Events and observers

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from ...base.errors import OptionError, OptionWarning, SchemaError
 from ...base.json_form import to_jsonable
 from ...base.model_protocol import ModelCaller
-from ...base.text import cut
 from .reader import MISSING, SchemaDoc, UserType
 from .reply_values import equal
 from .type_table import LONG, python_type
@@ -380,11 +379,6 @@ def function_params(fn: Callable, where: str) -> list[Param]:
 def looks_like_json_schema(d: dict) -> bool:
     return "$schema" in d or (d.get("type") in ("object", "array", "string", "integer", "number")
                               and isinstance(d.get("properties", d.get("items")), dict))
-
-
-def repr_head(x: Any) -> str:
-    """A value's repr cut to 60 characters, for messages about the value."""
-    return cut(repr(x), 60, fit=True)
 
 
 def user_stacklevel() -> int:
