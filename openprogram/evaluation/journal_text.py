@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json.encoder as _json
 
-from ..base.json_form import json_ready
+from ..base.json_form import is_plain, json_ready
 from ..base.jsonl import encoder
 from ..base.text import repr_head
 from ..trace.decision_trace import DecisionTrace
@@ -77,9 +77,14 @@ def _value(v: Any) -> str:
 def _ready(v: Any) -> str:
     """A value as the journal writes `json_ready(v)`: a value of plain JSON as it is (the one
     test of it, json_form.is_plain), anything else as `to_jsonable` makes it."""
-    if type(v) is str:
+    t = type(v)
+    if t is str:
         return _string(v) if v.isascii() else _string(json_ready(v))
-    return "null" if v is None else _value(json_ready(v))
+    if v is None:
+        return "null"
+    if (t is dict or t is list) and is_plain(v):   # most arguments, inputs and results
+        return _enc(v)
+    return _value(json_ready(v))
 
 
 def _span(s: Any) -> str:
@@ -97,7 +102,7 @@ def _span(s: Any) -> str:
 #: How each form of records.ATTEMPT_JSON is written, as an expression of the field's value: the
 #: common values (None, text, a whole number, an empty list) inline, anything else as
 #: `Attempt.to_dict(json_ready)` writes it, through the encoder. `{v}` is where the value is
-#: first read (the expression is evaluated from there); `_v` holds it after.
+#: read: the part of the expression Python evaluates first (a condition's); `_v` holds it after.
 _FORMS = {
     AS_IS: ("'null' if ({v}) is None else 'true' if _v is True else 'false' if _v is False "
             "else _string(_v) if type(_v) is str else _int(_v) if type(_v) is int "
@@ -112,6 +117,17 @@ _FORMS = {
     RECORD: "'null' if ({v}) is None else _value(_v.to_dict())",
     RECORDS: "'[]' if not ({v}) else _value([r.to_dict() for r in _v])",
 }
+#: A field written as it is whose type the record declares (`int`, `float | None`, ...) has its
+#: own value's case tried first.
+_DECLARED = {
+    "int": "_int(_v) if type({v}) is int else _value(_v)",
+    "bool": "'true' if ({v}) is True else 'false' if _v is False else _value(_v)",
+    "int | None": "'null' if ({v}) is None else _int(_v) if type(_v) is int else _value(_v)",
+    "float": "_float(_v) if type({v}) is float and _v - _v == 0 else _value(_v)",
+    "float | None": ("'null' if ({v}) is None else _float(_v) if type(_v) is float "
+                     "and _v - _v == 0 else _value(_v)"),
+    "str | None": "'null' if ({v}) is None else _string(_v) if type(_v) is str else _value(_v)",
+}
 
 
 def _attempt_writer() -> Any:
@@ -121,14 +137,16 @@ def _attempt_writer() -> Any:
     are the journal's own: the prompt is written without the section's menu when it ends
     with it (`"menu_appended": true` says so), and the pick's arguments, when they are
     `args`, as `args_text`, which the caller wrote already for the row's columns."""
+    declared = {name: f.type for name, f in Attempt.__dataclass_fields__.items()}
     parts = []
     for k, (name, key, form) in enumerate(ATTEMPT_JSON):
         read = "_v := prompt" if name == "prompt" else f"_v := d[{name!r}]"
+        how = _FORMS[form] if form != AS_IS else _DECLARED.get(declared[name], _FORMS[form])
         if name == "args":
             written = (f"args_text if ({read}) is args and args_text is not None else "
-                       + _FORMS[form].format(v="_v"))
+                       + how.format(v="_v"))
         else:
-            written = _FORMS[form].format(v=read)
+            written = how.format(v=read)
         parts.append(f"        {(',' if k else '{') + _string(key) + ':'!r}, {written},")
     source = (
         "def _attempt(a, menu, args=None, args_text=None):\n"

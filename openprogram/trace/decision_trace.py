@@ -25,7 +25,7 @@ from ..base.text import MORE, cut, repr_head
 from .confidence import Confidence
 from .records import Attempt, Repair, ToolRound
 from .safe_html import quiet_frame
-from .tables import attempt_rows
+from .tables import table_rows
 from .view import trace_html
 
 TYPE_CHECKING = False
@@ -150,23 +150,10 @@ class DecisionTrace:
 
     def _table_frame(self, table: str):
         pd = require("pandas", "pandas", "DecisionTrace.to_frame()")
-        if table == "attempts":
-            columns, rows = attempt_rows(self.attempts)
-            return pd.DataFrame(rows, columns=columns).set_index("attempt")
-        if table == "options":
-            return pd.DataFrame(self.options).set_index("name")
-        if table == "tools":
-            return pd.DataFrame([t.to_dict() for t in self.tool_rounds],
-                                columns=["round", "tool", "args", "result", "error", "duration_s"])
-        if table == "summary":
-            d = self.to_dict()
-            return pd.DataFrame([{
-                "id": self.id, "entry": self.entry, "status": self.status, "chosen": self.chosen,
-                "attempts": len(self.attempts), "error_kinds": self.error_kinds,
-                "result": repr_head(self.result), "error": (d["error"] or {}).get("message"),
-                "duration_s": self.duration_s, **self.usage()}]).set_index("id")
-        raise ArgumentError(f"unknown table {table!r}: use 'attempts', 'options', 'tools' or "
-                            "'summary'")
+        columns, rows = table_rows(self, table)
+        frame = pd.DataFrame(rows, columns=columns)
+        index = _FRAME_INDEX.get(table)
+        return frame if index is None else frame.set_index(index)
 
     def __repr__(self) -> str:
         outcome = (f"result={repr_head(self.result)}" if self.status == "resolved"
@@ -216,6 +203,10 @@ class DecisionTrace:
         everywhere else, as text. Plain HTML from the standard library: the core never imports
         the notebook layer."""
         return {"text/plain": self.format_text(), "text/html": trace_html(self)}
+
+
+#: The column that names a row of a table's frame (the tool rounds are numbered by the frame).
+_FRAME_INDEX = {"attempts": "attempt", "options": "name", "summary": "id"}
 
 
 class _ControlEscapes(dict):
