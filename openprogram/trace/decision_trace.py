@@ -23,7 +23,7 @@ from ..base.errors import ERROR_KINDS, ArgumentError, RecordedError, explain, re
 from ..base.json_form import to_jsonable
 from ..base.text import MORE, cut, repr_head
 from .confidence import Confidence
-from .records import Attempt, Repair, ToolRound
+from .records import Attempt, Repair, ToolRound, build
 from .safe_html import quiet_frame
 from .tables import table_rows
 from .view import trace_html
@@ -337,9 +337,8 @@ def emit(kind: str, trace: DecisionTrace, attempt: Attempt | None = None, **data
         if kinds is not None and kind not in kinds:
             continue
         if event is None:
-            event = object.__new__(TraceEvent)
-            event.__dict__.update(kind=kind, trace=trace, attempt=attempt, data=data,
-                                  time=_time())
+            event = build(TraceEvent, {"kind": kind, "trace": trace, "attempt": attempt,
+                                       "data": data, "time": _time()})
         try:
             fn(event)
         except Exception as exc:

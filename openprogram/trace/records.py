@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..base.json_form import to_jsonable
+from ..base.text import cut_middle
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
@@ -24,8 +25,8 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     T = TypeVar("T")
 
 __all__ = ["Attempt", "ToolRound", "Pick", "Reask", "Repair", "replace", "new_attempt", "build",
-           "ATTEMPT_JSON", "json_fields", "AS_IS", "JSON", "REPLY", "SPAN", "JSON_LIST", "LIST",
-           "RECORD", "RECORDS"]
+           "repairs_of", "ATTEMPT_JSON", "json_fields", "AS_IS", "JSON", "REPLY", "SPAN",
+           "JSON_LIST", "LIST", "RECORD", "RECORDS"]
 
 
 def _now() -> float:
@@ -196,11 +197,29 @@ def new_attempt(number: int, is_last: bool, prompt: str, sent: dict | None) -> A
 def build(cls: type[T], state: dict[str, Any]) -> T:
     """A frozen record of `cls` whose fields are `state` (taken, not copied), made without the
     class's `__init__`: a frozen dataclass's sets each field through `object.__setattr__`, which
-    costs more than the rest of a small record's making. The one place a frozen record is made
-    so; the caller has checked `state` (every field, of the types the class says)."""
+    costs more than the rest of a small record's making. With `repairs_of`, the one place a
+    frozen record is made so; the caller has checked `state` (every field, of the types the
+    class says)."""
     new = object.__new__(cls)
     _set(new, "__dict__", state)
     return new
+
+
+def repairs_of(notes: Any, shown: int) -> list[Repair]:
+    """`Repair` records of `(kind, path, span, after, before)` notes (what the syntax repair
+    writes down as it reads), each text cut to `shown` characters (head and tail), made without
+    the frozen dataclass's `__init__`: each record's state written straight into its own
+    `__dict__`, which costs less than even `build` (a reply's repairs are most of what a small
+    one costs to read)."""
+    out = []
+    for kind, path, span, after, before in notes:
+        r = object.__new__(Repair)
+        d = r.__dict__
+        d["kind"], d["path"], d["span"] = kind, path, span
+        d["before"] = before if len(before) <= shown else cut_middle(before, shown)
+        d["after"] = after if len(after) <= shown else cut_middle(after, shown)
+        out.append(r)
+    return out
 
 
 def replace(record: Any, **changes) -> Any:
