@@ -410,7 +410,7 @@ recorded_readers: list[Callable[[Any], list[DecisionTrace] | None]] = []
 
 def register_recorded_reader(fn: Callable[[Any], list[DecisionTrace] | None]) -> None:
     """Plug in a reader of recordings `revalidate` takes besides traces (the runtimes package
-    registers the cassette reader; it lives here, not in revalidate.py, so registering it does
+    registers the cassette reader; it lives here, not in decision/recheck.py, so registering it does
     not import revalidation)."""
     if fn not in recorded_readers:
         recorded_readers.append(fn)

@@ -4,7 +4,7 @@ A `Field` is one node of a parameter's schema (a scalar, a list of `items`, an o
 `fields`, a union, a class of the user's), built from whichever way the caller declared it: the
 spec forms (rules S1-S3: `str`, `"a description"`, `[item]`, `{field: spec}`, `{"type": ...,
 "options": [...]}`), type annotations and defaults (`Literal`, `Enum`, `Optional`, `list[X]`,
-`dict[str, X]`, the standard-library types of pytypes.py, and through an annotation hook the
+`dict[str, X]`, the standard-library types of type_table.py, and through an annotation hook the
 user's classes), and a function's signature with its `input_meta` (rule A8: `function_params`).
 A Field writes itself out as the JSON Schema the tools and json_schema modes send
 (`json_schema()`) and as the schema the validator checks (`internal()`: the same schema plus the

@@ -6,8 +6,9 @@ which the schema does not keep); it names a node's type as the menu does (`list[
 allows besides its type (allowed values, bounds, lengths, patterns, formats, each union
 member's), and writes the lines below a parameter for nested objects, items and union members
 (a recursive type is shown once). A `UserType` is such a node as a `Field.user`, with the check
-that validates it: usertypes.py's classes (pydantic's schema, validated by pydantic) and
-tooldefs.py's definitions (the user's schema, validated by validator.py) are both shown this way.
+that validates it: the user's classes of options/user_classes.py (pydantic's schema, validated
+by pydantic) and the definitions of options/tool_definitions.py (the user's schema, validated by
+validator.py) are both shown this way.
 """
 from __future__ import annotations
 
@@ -79,7 +80,7 @@ _CONSTRAINTS = [("minimum", ">= {}"), ("exclusiveMinimum", "> {}"), ("maximum", 
                 ("pattern", "matching the pattern {}"), ("format", "format {}"),
                 ("minItems", "at least {} items"), ("maxItems", "at most {} items"),
                 ("minProperties", "at least {} keys"), ("maxProperties", "at most {} keys")]
-MISSING = inspect.Parameter.empty  # (schema.py's: no default)
+MISSING = inspect.Parameter.empty  # (fields.py's: no default)
 _CUT = object()  # a placeholder that would expand a recursive type into itself
 _UNSET = object()
 

@@ -1,8 +1,8 @@
 """A JSON Schema document's references, resolved by one rule for every reader of the schema.
 
 The validator (validator.py, schemaeval.py), the menu (reader.py), OpenAI's strict rewrite
-(runtimes/strict_schema.py) and the llama.cpp grammar (runtimes/grammar_schema.py) all follow a
-`$ref` through `Document(root).resolve(ref, base)`: draft 2020-12's rule, so that a reference
+(runtimes/providers/strict_schema.py) and the llama.cpp grammar's looser copy of a schema
+(runtimes/llamacpp/loose_schema.py) all follow a `$ref` through `Document(root).resolve(ref, base)`: draft 2020-12's rule, so that a reference
 means the same schema wherever it is read — a JSON Pointer to any place in the document
 (percent-decoded, `~1` and `~0` unescaped, empty tokens kept: `#/properties/a`,
 `#/$defs/percent%25field`), an `$anchor`, and a reference relative to the `$id` of the resource
