@@ -2,17 +2,19 @@
 
 A reply that fails is often almost right: a trailing comma, single quotes, Python's `True`, a
 pick cut off before its closing braces, an option name in another case, `"3"` for an integer.
-This module holds the one setting (`LEVELS`: "off" re-asks every deviation, as the
-specification says; "safe" fixes JSON syntax where exactly one JSON value is meant; "menu" also
-fixes what the option set makes unambiguous), the fixed set of repair kinds (`KINDS`), the
-`Repair` record each one leaves on the attempt (what, where, before → after), and the repairs
-themselves. The decision loop calls in only after the strict path has failed, so a reply that
-is valid as written is never changed; each repair is taken only when exactly one candidate
-fits, and none of them guesses an option, changes a value or fills a missing field. The syntax
-repair reads the reply once with one regular expression per token (linear in the text, depth
-and repair count bounded); the menu repairs walk the option's JSON Schema along an error path. It
-is long because every repair reads the reply through the same token loop (and its fast path) under
-one work budget; split apart, each would need the others' state.
+This module holds the levels of the one setting, each a strategy the decision loop asks
+(`NoRepair` "off" re-asks every deviation, as the specification says; `SyntaxRepair` "safe"
+fixes JSON syntax where exactly one JSON value is meant; `MenuRepair` "menu" also fixes what the
+option set makes unambiguous: `repair_level` picks one from what `repair=` says), the fixed set
+of repair kinds (`KINDS`), and the repairs themselves, each leaving a `Repair` record on the
+attempt (what, where, before → after). The decision loop calls in only after the strict path has
+failed, so a reply that is valid as written is never changed; each repair is taken only when
+exactly one candidate fits, and none of them guesses an option, changes a value or fills a
+missing field. The syntax repair reads the reply once with one regular expression per token
+(`_one_value`, linear in the text, depth and repair count bounded), a plain object a member at a
+time (`_lane`); the menu repairs walk the option's JSON Schema along an error path. It is long
+because every repair reads the reply through the same token loop under one work budget, and the
+levels are defined by which of them they allow; split apart, each would need the others' state.
 """
 from __future__ import annotations
 

@@ -7,6 +7,8 @@ latency, whether the model was answered from a cache, and the decision's whole t
 A line is written whole (one write, flushed), so a process killed at any point leaves every
 finished row; a last line cut off mid-write is dropped when the journal is opened again.
 Calling the same evaluation with the same journal resumes: the rows it holds are not run again.
+It is long because one file format is written, checked and read back here, and each of those
+follows the same rules of the format (its kinds of lines, its sections, its untrusted input).
 
 The file is JSON Lines of kinds, so later features add kinds without a new format: a header
 (`{"kind": "journal", "format": "openprogram-journal", "version": 1}`), then a `section` line

@@ -8,7 +8,9 @@ member's), and writes the lines below a parameter for nested objects, items and 
 (a recursive type is shown once). A `UserType` is such a node as a `Field.user`, with the check
 that validates it: the user's classes of options/user_classes.py (pydantic's schema, validated
 by pydantic) and the definitions of options/tool_definitions.py (the user's schema, validated by
-validator.py) are both shown this way.
+validator.py) are both shown this way. It is long because it is one walk over a schema document
+that every reader of the menu shares (the type name, the placeholder and the notes of a node are
+read together, with the same handling of `$ref`s, unions and recursion).
 """
 from __future__ import annotations
 

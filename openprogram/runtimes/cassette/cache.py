@@ -7,7 +7,9 @@ marks it `cached` (on the `ModelResponse`, so on the trace's attempt, the panel 
 `to_frame()`). A new request goes to `inner` and its reply is appended to the file. So re-running
 a cell, or a whole notebook, calls the model only for what changed. A wrapper of its own, not a
 mode of `RecordingRuntime`: a recorder owns its file and starts it afresh, while a cache
-opens a file that outlives it and that several runtimes (and runs) share.
+opens a file that outlives it and that several runtimes (and runs) share. It is long because
+that sharing — the index, the one writer per file in a process, the lock between processes, and
+the checks of what others wrote — is one mechanism every lookup and append goes through.
 
 Sampling with temperature > 0 is cached too: the first reply to a request is the one every later
 run gets, which is what makes a notebook reproducible; `refresh=True` (or `cache.refresh = True`)
