@@ -2,17 +2,17 @@
 
 `make(prompt, options)` sends the prompt and the rendered menu in one model call, finds the pick in
 the reply, validates its arguments, re-asks on a bad reply, and resolves the pick into the result
-(rules E1, P1-P8, Z1); its settings (a `Settings`, settings.py) are checked once against the
-options and the runtime into a `Plan`, which an evaluation's rows share. `parse_args` and
-`resolve_decision` are its two halves on their own. The loop talks to the model only through the
-`ModelCaller` protocol, to option kinds only through their methods, and to the strategies its
-settings name (the way of asking, the repair level, the confidence source) only through theirs; each step moves the attempt's frozen `Attempt` record forward (a copy once an
-observer holds it) and emits it, and the trace is assembled from those events. Entry points that run
-a whole turn first (`agent(options=)`, `exec(response_format=)`) live one layer up, in
-runtime/turns.py, and drive the same `Decider`. It is long because the `Decider` is one state
-machine — an attempt sent, its reply read, the pick checked, then resolved, repaired or re-asked —
-whose steps share the attempt being built and the trace it changes; splitting them would pass that
-state between modules.
+(rules E1, P1-P8, Z1); its settings (a `Settings`, settings.py) are checked once against the options
+and the runtime into a `Plan`, which an evaluation's rows share. `parse_args` and `resolve_decision`
+are its two halves on their own. The loop talks to the model only through the `ModelCaller`
+protocol, to option kinds only through their methods, and to the strategies its settings name (the
+way of asking, the repair level, the confidence source) only through theirs; each step moves the
+attempt's frozen `Attempt` record forward (a copy once an observer holds it) and emits it, and the
+trace is assembled from those events. Entry points that run a whole turn first (`agent(options=)`,
+`exec(response_format=)`) live one layer up, in runtime/turns.py, and drive the same `Decider`. It
+is long because the `Decider` is one state machine — an attempt sent, its reply read, the pick
+checked, then resolved, repaired or re-asked — whose steps share the attempt being built and the
+trace it changes; splitting them would pass that state between modules.
 """
 from __future__ import annotations
 
