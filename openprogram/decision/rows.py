@@ -210,8 +210,8 @@ def reply_data(reply: Any) -> Any:
 
 def template_fields(template: str) -> list[str]:
     """The row columns a prompt template names (`{message}`, `{user.name}` -> "user")."""
-    import string  # at first use: `import openprogram` loads no module a decision does not need
     try:
+        import string  # at first use: `import openprogram` stays without it
         parsed = list(string.Formatter().parse(template))
     except ValueError as exc:
         raise ArgumentError(f"the prompt template is not a valid format string ({exc}); fields "
@@ -261,7 +261,7 @@ class RowPlan:
         # the settings are kept as the caller wrote them (a checked re-ask template is a
         # function, which does not pickle) and checked again where the plan is unpickled
         return Plan(self.options, Settings.of(self.settings, "decision.plan", PLAN),
-                    where="decision.make",
+                    where="decision.plan",
                     runtime=_Tape(self.runtime_name, self.model, self.takes_menu))
 
     def __getstate__(self) -> dict[str, Any]:

@@ -16,38 +16,10 @@ HERE = Path(__file__).resolve().parent
 SUPPORT = HERE.parent / "support"
 
 
-def ray_processes() -> list[tuple[int, str]]:
-    """(pid, command line) of every Ray process below this one (raylet, GCS, workers)."""
-    parent: dict[int, int] = {}
-    command: dict[int, str] = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{d}/stat").read_text()
-            cmd = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        parent[int(d)] = int(stat[stat.rindex(")") + 2:].split()[1])
-        command[int(d)] = cmd
-    me = os.getpid()
-
-    def below(pid: int) -> bool:
-        seen = set()
-        while pid in parent and pid not in seen:
-            seen.add(pid)
-            pid = parent[pid]
-            if pid == me:
-                return True
-        return False
-    return [(p, c[:80]) for p, c in command.items()
-            if below(p) and ("ray" in c or "gcs_server" in c)]
-
-
 @pytest.fixture(scope="session")
 def ray_local():
     import ray
-    from rayhelp import start_ray
+    from rayhelp import ray_processes, start_ray
     start_ray(os.pathsep.join([str(HERE), str(SUPPORT),
                                *filter(None, [os.environ.get("PYTHONPATH")])]))
     try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from pathlib import Path
 
 TEMPLATE = "Ticket {id}: {message}\nPick the next step."
 
@@ -136,6 +137,51 @@ def cached(path: str):
     return CachedRuntime(scripted(), path)
 
 
+def ray_processes() -> list[tuple[int, str]]:
+    """(pid, command line) of every Ray process below this one (raylet, GCS, workers)."""
+    parent: dict[int, int] = {}
+    command: dict[int, str] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{d}/stat").read_text()
+            cmd = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        parent[int(d)] = int(stat[stat.rindex(")") + 2:].split()[1])
+        command[int(d)] = cmd
+    me = os.getpid()
+
+    def below(pid: int) -> bool:
+        seen = set()
+        while pid in parent and pid not in seen:
+            seen.add(pid)
+            pid = parent[pid]
+            if pid == me:
+                return True
+        return False
+    return [(p, c[:80]) for p, c in command.items()
+            if below(p) and ("ray" in c or "gcs_server" in c)]
+
+
+def end_ray_processes() -> None:
+    """End what a Ray start that failed left behind (ray.shutdown() does not stop the node
+    processes of a start that timed out): SIGTERM, then SIGKILL what is still there."""
+    import signal
+    import time
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid, _ in ray_processes():
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        for _ in range(20):
+            if not ray_processes():
+                return
+            time.sleep(0.5)
+
+
 def start_ray(pythonpath: str) -> None:
     """`ray.init(num_cpus=2)` as the tests and bench_ray start it: loopback only, quiet, its
     workers finding `pythonpath`. On this shared 2-core machine a loaded moment can make Ray's
@@ -154,6 +200,7 @@ def start_ray(pythonpath: str) -> None:
             break
         except Exception as exc:
             ray.shutdown()
+            end_ray_processes()
             if "timed out during startup" not in str(exc) or attempt == 2:
                 raise
     ctx = ray.data.DataContext.get_current()
