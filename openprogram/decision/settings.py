@@ -307,7 +307,21 @@ def takes_settings(takes: Iterable[str] = ALL) -> Callable[[F], F]:
         params += [inspect.Parameter(s.name, inspect.Parameter.KEYWORD_ONLY, default=s.default,
                                      annotation=s.annotation) for s in names]
         fn.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]
-        fn.__doc__ = (fn.__doc__ or "").rstrip() + "\n\n    The decision's settings:\n" + \
-            "".join(f"\n    {s.name}: {s.doc}." for s in names)
+        fn.__doc__ = (fn.__doc__ or "").rstrip() + "\n\n    The decision's settings:\n\n" + \
+            "\n".join(_lines(f"{s.name}: {s.doc}.") for s in names)
         return fn
     return mark
+
+
+def _lines(text: str, width: int = 96) -> str:
+    """`text` in lines of at most `width` characters for a docstring: the first indented four
+    spaces, the rest eight (textwrap's fill, without importing it with every `import
+    openprogram`)."""
+    lines, line = [], "   "
+    for word in text.split():
+        if len(line) + 1 + len(word) > width and line.strip():
+            lines.append(line)
+            line = "       "
+        line += " " + word
+    lines.append(line)
+    return "\n".join(lines)
