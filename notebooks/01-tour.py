@@ -147,6 +147,7 @@ decision.last_trace().to_frame()[["chosen", "error_kind", "error_path", "args", 
 # | **inspect retries**: every error kind, what the re-ask told the model, the reply that fixed it | [03-retries](03-retries.ipynb) |
 # | **teach** the mechanism: play the model yourself in the playground, with exercises | [04-teaching](04-teaching.ipynb) |
 # | connect a provider (OpenAI, Anthropic, a server on your machine), record and replay | [05-real-models](05-real-models.ipynb) |
+# | **run a whole program**: its tree of decisions live, a fork at any decision with an edit, the diff of two runs | [07-runs](07-runs.ipynb) |
 #
 # Everything here ran on a scripted model. To watch a **real** one decide — SmolLM2-135M in the
 # kernel's process, no key, no network — run **`./dev local`** in a terminal at the repository's

@@ -10,7 +10,8 @@ kernel connects, no timing metadata, the widget state that lets the panels rende
 that stay the same from one build to the next).
 `--record-05` first re-records the cassette that 05-real-models replays (see record_05), and
 `--record-06` the one 06-local-model replays, from the local model (see record_06), and
-`--record-02` the one 02-prototyping's confidence section replays, from the local model too.
+`--record-02` the one 02-prototyping's confidence section replays, from the local model too, and
+`--record-07` the one 07-runs' last section replays (a run of the local model and its forks).
 """
 from __future__ import annotations
 
@@ -138,6 +139,13 @@ def record_02() -> None:
     _record("02-prototyping", timeout=900)
 
 
+def record_07() -> None:
+    """Re-record the cassette of 07-runs' last section from the real model in process: the run
+    and the forks the notebook makes of it (a fork's calls after its fork point are asked live,
+    so they are in the recording too)."""
+    _record("07-runs", timeout=900)
+
+
 def _record(name: str, timeout: int = 120, **env: str) -> None:
     """Run NAME.py live with its cassette removed: the kernel inherits this environment, so the
     notebook's first cell sees a live model and records every call into a new cassette."""
@@ -163,6 +171,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--record-02", action="store_true",
                         help="re-record cassettes/02-prototyping.json from the local model first "
                              "(then build 02)")
+    parser.add_argument("--record-07", action="store_true",
+                        help="re-record cassettes/07-runs.json from the local model first "
+                             "(then build 07)")
     args = parser.parse_args(argv)
     # The kernel is this Python (the project's venv): its own `python3` spec comes first, before
     # one the user may have installed for another Python.
@@ -186,6 +197,9 @@ def main(argv: list[str]) -> int:
     if args.record_02:
         record_02()
         recorded.append("02-prototyping")
+    if args.record_07:
+        record_07()
+        recorded.append("07-runs")
     names = names or recorded or NAMES
     start = time.perf_counter()
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:

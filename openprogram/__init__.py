@@ -25,6 +25,8 @@ from .base.errors import (
     OptionWarning,
     RecordedError,
     Retry,
+    RunDiverged,
+    RunFileError,
     SchemaError,
     ServerError,
     ToolError,
@@ -72,6 +74,7 @@ __all__ = ["Agent", "agent", "aagent", "Retry", "ToolError", "WaitTimeout", "Pic
            "revalidate", "EvaluationResult", "ComparisonResult", "Revalidation",
            "agentic_function", "Options", "ModeName", "RateLimit", "JournalMismatch",
            "JournalFileError", "JournalWriteError", "RecordedError", "ServerError",
+           "run", "arun", "run_block", "Run", "RunDiff", "RunDiverged", "RunFileError",
            "load_ipython_extension",
            "unload_ipython_extension"]
 
@@ -89,7 +92,8 @@ __getattr__, __dir__ = lazy_names(__name__, {
     "Options": ".base.type_names", "ModeName": ".base.type_names",
     "RateLimit": ".evaluation.ratelimit",
     "improve": ".evaluation.improve", "aimprove": ".evaluation.improve",
-    "Improvement": ".evaluation.improve"})
+    "Improvement": ".evaluation.improve",
+    "run": ".runs", "arun": ".runs", "run_block": ".runs", "Run": ".runs", "RunDiff": ".runs"})
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -62,6 +62,7 @@ from .base.errors import (
 )
 from .base.jsonl import LineFormat
 from .base.model_protocol import on_loop, tool_runtime, wrapped
+from .base.run_hooks import current_run
 from .base.secrets import Secret, env_holds_secret, redacted
 from .base.text import cut
 from .decision.options import normalize
@@ -127,8 +128,9 @@ def tool_options(tools: Iterable[Any], call: Any, loop: Any, *, server: str,
     on `loop`. Each tool's schema is read now, so a tool the library cannot use is named at
     once, with its server. `mask` (JSON data -> JSON data) is applied to everything the server
     answers, before anything else sees it (a connection's tokens). A tool that cannot be called
-    from here (one that must run as a task) is left out, with an `OptionWarning` saying why;
-    `left_out`, when given, receives {option name: why}."""
+    from here (one that must run as a task) or whose schema cannot be used (one past the schema
+    work budget, say) is left out, with an `OptionWarning` saying why, so one such tool does not
+    cost a connection every other tool; `left_out`, when given, receives {option name: why}."""
     out, skipped = [], {}
     for t in tools:
         name = (names or {}).get(t.name, t.name)
@@ -144,6 +146,12 @@ def tool_options(tools: Iterable[Any], call: Any, loop: Any, *, server: str,
         # what the server says of the tool besides its description (its title, its hints)
         # is part of what the model and the trace are shown
         option.description = described(definition)
+        try:
+            normalize([option])  # its schema read now, alone: one bad tool leaves the rest
+        except OpenProgramError as exc:
+            skipped[name] = (f"its inputSchema cannot be used: {exc} (ask the server's authors "
+                             f"to fix its schema)")
+            continue
         out.append(option)
     if skipped:
         warnings.warn(f"MCP server {server!r}: left out of the options: "
@@ -225,6 +233,9 @@ def _caller(call: Any, tool_name: str, loop: Any, structured: bool,
 
     def call_tool(**arguments: Any) -> Any:
         keeper = _result_keeper(tool_runtime())
+        run = current_run.get()  # a run records the result too, and a fork may answer it
+        if run is not None:
+            keeper = run.tool_keeper(keeper)
         if keeper is None:
             return on_loop(_settled(call, tool_name, arguments, structured, mask, where), loop)
         # the decision's runtime records the result (RecordingRuntime, CachedRuntime) or

@@ -2,9 +2,10 @@
 
 `%%decide OPTIONS` runs `decision.make` with the cell as the prompt and shows the decision panel
 live; `%%agent OPTIONS` does the same through `agent(..., options=OPTIONS)` with tools;
-`%decision_menu OPTIONS` previews an option set without a model; `%decision_runtime [EXPR]`
-shows or sets the notebook's default runtime; `%decision_trace [N]` shows a past decision again,
-and `%decision_steps [N]` steps through it stage by stage.
+`%%run_program` runs the cell's code as one run and shows its live tree, from which a decision is
+opened and the run forked; `%decision_menu OPTIONS` previews an option set without a model;
+`%decision_runtime [EXPR]` shows or sets the notebook's default runtime; `%decision_trace [N]`
+shows a past decision again, and `%decision_steps [N]` steps through it stage by stage.
 Arguments that name options, runtimes, contexts, tools, rules (`--validate`) or re-ask texts
 (`--reask`) are names of the notebook's variables or Python expressions evaluated in its namespace
 (quote an expression that holds spaces); `--mode` picks the way of asking. An async runtime works
@@ -361,6 +362,35 @@ class DecisionMagics(Magics):
                                   max_iterations=args.max_iterations,
                                   **settings.keywords())), tools
         return self._decision_cell(self.agent, line, cell, start)
+
+    # -- %%run_program ------------------------------------------------------------------------
+    @no_var_expand
+    @magic_arguments()
+    @argument("--runtime", "-r", default=None,
+              help="the Runtime the program's decisions use when nothing in it binds one "
+                   "(default: the one set with %%decision_runtime, if any)")
+    @argument("--as", dest="as_name", default=None, metavar="NAME",
+              help="bind the Run to this variable (to fork it, diff it, save it)")
+    @cell_magic
+    def run_program(self, line, cell):
+        """Run the cell's code as one run (`openprogram.run`) and show the run's live view: the
+        tree of method calls, decisions and tool calls as they happen, instead of a panel per
+        decision. Open a decision in it to see its panel and fork the run there.
+
+            %%run_program --as first
+            router.route(ticket)
+        """
+        args = self._parse(self.run_program, line)
+        if args is None:
+            return None
+        self._check_as(args.as_name)
+        rt = self._runtime(args.runtime) if args.runtime or self.default_runtime else None
+        from .runview import run_cell
+        run = run_cell(self.shell, cell, rt, live=getattr(self.shell, "kernel", None) is not None)
+        self._bind(args.as_name, run)
+        if run.error is not None:   # the cell fails as the program did, after its view shows it
+            raise run.error
+        return None
 
     # -- %decision_menu -----------------------------------------------------------------------
     @no_var_expand

@@ -29,13 +29,16 @@ SAVED_VIEW_NOTE = "Saved view: run the cell to make it live."
 SAVED_VIEW_STYLE = (
     "<style>"
     ".op-panel .jupyter-widgets-disconnected::before,"
-    ".op-playground .jupyter-widgets-disconnected::before{content:none;display:none}"
-    f'.op-panel.jupyter-widgets-disconnected::before{{content:"{SAVED_VIEW_NOTE}";'
+    ".op-playground .jupyter-widgets-disconnected::before,"
+    ".op-run-view .jupyter-widgets-disconnected::before{content:none;display:none}"
+    '.op-panel.jupyter-widgets-disconnected::before,'
+    f'.op-run-view.jupyter-widgets-disconnected::before{{content:"{SAVED_VIEW_NOTE}";'
     "display:block;font:italic 11px/1.5 var(--jp-ui-font-family,sans-serif);"
     "color:var(--jp-ui-font-color2,#757575);padding:0 0 4px 2px;align-self:flex-start}"
     # a button that needs the kernel does nothing in a saved view: it should not invite a click
     ".op-panel.jupyter-widgets-disconnected .op-test-button,"
-    ".op-panel.jupyter-widgets-disconnected .op-steps-button{opacity:.5;pointer-events:none}"
+    ".op-panel.jupyter-widgets-disconnected .op-steps-button,"
+    ".op-run-view.jupyter-widgets-disconnected button{opacity:.5;pointer-events:none}"
     "</style>")
 
 

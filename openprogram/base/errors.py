@@ -318,3 +318,23 @@ class CacheFileError(OpenProgramError, ValueError):
 class ToolNotRecorded(OpenProgramError, LookupError):
     """A replay was asked for a tool call the cassette did not record (or recorded fewer times
     than it is asked)."""
+
+
+class RunFileError(CassetteFileError):
+    """A file that cannot be read as a saved run: says which file, which line and what to do."""
+
+
+class RunDiverged(OpenProgramError, RuntimeError):
+    """A fork's program asked, before the fork point, something its recording does not hold.
+    `node` is the fork's node where it happened (a model or tool call, or decision k itself),
+    `decision` the decision it belongs to (a RunNode of the fork, or None), `expected` the
+    recorded request (None when the recording holds none there) and `actual` the one asked
+    (None when the program asked nothing where the recording did); `run` is the fork as far as
+    it got."""
+
+    def __init__(self, message: str, *, node: Any = None, decision: Any = None,
+                 expected: Any = None, actual: Any = None, at: int | None = None):
+        super().__init__(message)
+        self.node, self.decision, self.expected, self.actual = node, decision, expected, actual
+        self.at = at
+        self.run: Any = None

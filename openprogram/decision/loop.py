@@ -43,6 +43,7 @@ from ..base.model_protocol import (
     running_tool,
     settle_value,
 )
+from ..base.run_hooks import current_run
 from ..base.secrets import redact_decoded
 from ..base.text import cut_middle
 from ..trace.decision_trace import DecisionTrace, emit, record
@@ -62,6 +63,7 @@ from .options import (
     safe_key,
 )
 from .options.shortlist import defer_tools, narrow
+from .schema.budget import checking_until
 from .settings import ALL, PARSE, Settings, takes_settings
 
 TYPE_CHECKING = False
@@ -184,6 +186,9 @@ class Decider:
         self.att: Attempt | None = None  # None until the first new_attempt()
         self.shown: Attempt | None = None  # the last record an observer was handed
         self._t0 = time.perf_counter()
+        run = current_run.get()  # the run whose tree holds this decision (openprogram.runs)
+        if run is not None:
+            run.decision_started(self.trace)
         self._emit("decision_started", self.trace)
 
     @property
@@ -475,8 +480,9 @@ class Decider:
         injected goes into the record, also when a field fails."""
         injected: list[str] = []
         try:
-            kwargs, kept = option.bind(args, runtime=self.runtime, context=self.context,
-                                       dropped=dropped, injected=injected)
+            with checking_until(self.deadline):   # timeout_s covers the check of the value
+                kwargs, kept = option.bind(args, runtime=self.runtime, context=self.context,
+                                           dropped=dropped, injected=injected)
         except BaseException:
             self._change(chosen=option.name, dropped=list(dropped), injected=list(injected))
             raise
@@ -516,7 +522,7 @@ class Decider:
                 return await self.resolve(option, kwargs)
             except AttemptError as err:
                 self.record_failure(err)
-                if self.cur.is_last:
+                if self.cur.is_last or err.kind == "timeout":   # no time is left to re-ask
                     self.fail()
                 prompt = reask_prompt(self.request, _reply_shown(self.cur), err,
                                       self.mode.menu_for_reask(self.menu_text), self.reask,
@@ -656,7 +662,9 @@ class Plan:
     def __init__(self, options: Options, settings: Settings, *, where: str = "decision.make",
                  runtime: ModelCaller | None = None) -> None:
         self.where = where
-        self.menu = menu = normalize(options)
+        run = current_run.get()  # a fork may give this decision another option set
+        self.menu = menu = normalize(options if run is None or not run.edits_options
+                                     else run.options(options))
         check_context(menu, settings.context)
         self.runtime = rt = resolve_runtime(runtime if runtime is not None else settings.runtime,
                                             where)

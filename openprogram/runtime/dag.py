@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..base.errors import require
+from ..base.run_hooks import current_run
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
@@ -205,7 +206,7 @@ class _Span:
     """`DAG.span`: a class rather than a generator-based context manager, since every decision
     opens two of these."""
 
-    __slots__ = ("dag", "node", "token", "t0", "args")
+    __slots__ = ("dag", "node", "token", "t0", "args", "run", "run_token")
 
     def __init__(self, dag: DAG, kind: str, name: str, fields: dict):
         self.dag, self.args = dag, (kind, name, fields)
@@ -213,6 +214,10 @@ class _Span:
     def __enter__(self) -> Node:
         kind, name, fields = self.args
         self.node = node = self.dag.add(kind, name, **fields)
+        # the run recording this program's tree (openprogram.runs), told of the node
+        self.run = run = current_run.get()
+        if run is not None:
+            self.run_token = run.node_started(node)
         self.token = current_node_var.set(node.id)
         self.t0 = time.perf_counter()
         return node
@@ -225,6 +230,8 @@ class _Span:
             node.status, node.error = "error", _describe_error(exc)
         node.duration_s = time.perf_counter() - self.t0
         current_node_var.reset(self.token)
+        if self.run is not None:
+            self.run.node_finished(node, self.run_token)
 
 
 

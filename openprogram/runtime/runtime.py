@@ -200,9 +200,14 @@ class Runtime(ModelCaller):
         they reach `complete()` only when given, so a runtime that does only the menu mode
         needs no parameter for them."""
         timeout, prompt = call_budget(messages, deadline)
-        with self.dag.span("model_call", label, prompt=prompt) as node:
-            resp = self.complete(messages, tools=tools, on_text=on_text, timeout=timeout,
-                                 **_given(mode_args))
+        span = self.dag.span("model_call", label, prompt=prompt)
+        with span as node:
+            if span.run is None:
+                resp = self.complete(messages, tools=tools, on_text=on_text, timeout=timeout,
+                                     **_given(mode_args))
+            else:  # a run records the call (a fork may answer it) on the node it made
+                resp = span.run.model_call(self, span.run_token, messages, tools, on_text,
+                                           timeout, _given(mode_args))
             # a synchronous model cannot be stopped part-way: a reply that came after the
             # budget ran out is not used, whatever the model did with the timeout it was given
             # (past the same moment of grace `within` leaves)
@@ -216,16 +221,20 @@ class Runtime(ModelCaller):
                           **mode_args) -> tuple[ModelResponse, Node]:
         """`acomplete()` as a DAG node, with the time left before `deadline`."""
         timeout, prompt = call_budget(messages, deadline)
-        with self.dag.span("model_call", label, prompt=prompt) as node:
-            if timeout is None and self._async_call and type(self).acomplete is _ACOMPLETE \
-                    and "acomplete" not in self.__dict__:
+        span = self.dag.span("model_call", label, prompt=prompt)
+        with span as node:
+            run = span.run  # a run records the call (a fork may answer it)
+            if run is None and timeout is None and self._async_call and \
+                    type(self).acomplete is _ACOMPLETE and "acomplete" not in self.__dict__:
                 # what acomplete() does for an async model with no budget, without its frame
                 out = self._invoke(messages, tools, None, _given(mode_args))
                 resp = as_response(await out if inspect.isawaitable(out) else out)
                 return record_reply(node, resp), node
             # every model, whether or not it takes a timeout: cancelled when the budget is out
             asked = self.acomplete(messages, tools=tools, on_text=on_text, timeout=timeout,
-                                   **_given(mode_args))
+                                   **_given(mode_args)) if run is None else \
+                run.amodel_call(self, span.run_token, messages, tools, on_text, timeout,
+                                _given(mode_args))
             resp = await (asked if timeout is None else within(asked, timeout, grace=True))
             return record_reply(node, resp), node
 

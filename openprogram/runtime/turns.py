@@ -7,6 +7,7 @@ import json
 
 from ..base.errors import AttemptError, ModelCallError
 from ..base.model_protocol import ModelCaller, blocks_text, check_modes
+from ..base.run_hooks import edited_options
 from ..decision.confidence import check_threshold
 from ..decision.loop import DECISION_FINISH_INSTRUCTION, Decider
 from ..decision.options import (
@@ -70,7 +71,7 @@ async def run_agent_decision(rt: ModelCaller, blocks: list[dict], options: Any, 
     re-pick, fixed. In menu mode the finish instruction and the menu end the prompt; in the
     other modes the choices travel as tools or as the schema. `shortlist=` narrows the
     options against the request first, as in `decision.make`."""
-    menu = normalize(options)
+    menu = normalize(edited_options(options))  # a fork may edit them (openprogram.runs)
     check_context(menu, settings.context)
     request = blocks_text(blocks)
     menu, listing = narrow(settings.shortlist, request, menu, runtime=rt, way=settings.mode)

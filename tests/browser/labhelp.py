@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -214,6 +215,19 @@ class Lab:
         page.wait_for_function(f"() => {{ {_OURS} return !!(k && k.status === 'idle'); }}",
                                timeout=timeout_ms)
         return bool(ok)
+
+    def save_and_export(self, page, path: Path, out: Path) -> Path:
+        """Save the open notebook (JupyterLab keeps no widget state by default, so an export
+        shows the outputs' HTML copies), export it with `jupyter nbconvert --to html` into
+        `out`; the exported page's path."""
+        page.evaluate("async () => await window.jupyterapp.commands.execute('docmanager:save')")
+        page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model"
+                               ".dirty")
+        run = subprocess.run([sys.executable, "-m", "nbconvert", "--to", "html", "--output-dir",
+                              str(out), str(path)], capture_output=True, text=True,
+                             env=self.server.env)
+        assert run.returncode == 0, run.stderr[-3000:]
+        return out / (Path(path).stem + ".html")
 
     def cell(self, page, index: int):
         """The locator of the index-th cell (0-based, markdown cells included)."""

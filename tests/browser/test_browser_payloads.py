@@ -16,9 +16,6 @@ page would have run such a payload and typeset such math had they been given raw
 """
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 PLACES = {
@@ -203,14 +200,7 @@ def test_no_payload_runs_or_makes_markup_live(lab, ran):
 
 def test_no_payload_runs_or_makes_markup_in_an_nbconvert_export(lab, ran, tmp_path):
     page, path, _ = ran
-    page.evaluate("async () => await window.jupyterapp.commands.execute('docmanager:save')")
-    page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty")
-    out = tmp_path / "export"
-    run = subprocess.run([sys.executable, "-m", "nbconvert", "--to", "html", "--output-dir",
-                          str(out), str(path)], capture_output=True, text=True,
-                         env=lab.server.env)
-    assert run.returncode == 0, run.stderr[-3000:]
-    export = out / "payloads.html"
+    export = lab.save_and_export(page, path, tmp_path / "export")
     # our views in the export are the outputs' HTML copies, each wrapped against MathJax
     assert export.read_text().count('class="op-view mathjax_ignore tex2jax_ignore') >= 6
     view = lab.context.new_page()

@@ -332,6 +332,29 @@ def test_a_connection_is_accepted_where_options_go(tmp_path):
 # -- case 16 without a server: a tool that must run as a task ------------------------------------
 
 
+def test_a_tool_whose_schema_is_past_the_budget_is_left_out_and_the_others_connect(tmp_path):
+    """A server listing one tool of 50,000 properties (past the schema work budget) beside a
+    usable one: the connection opens with the usable tool, and the other is left out with the
+    budget's own words, not a failed connect."""
+    wide = {"name": "wide", "description": "Too many fields.",
+            "inputSchema": {"type": "object",
+                            "properties": {f"f{k}": {"type": "string"} for k in range(50_000)}}}
+    calls = {"fine": {"content": [{"type": "text", "text": "ran"}]}}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        conn = raw_server(tmp_path, tools=[wide, tool("fine")], calls=calls).open()
+    try:
+        assert [o.name for o in conn.options] == ["fine"]
+        why = conn.left_out["wide"]
+        assert "inputSchema cannot be used" in why and "budget" in why, why
+        warned = [str(w.message) for w in caught if issubclass(w.category, OptionWarning)]
+        assert any("'wide'" in w and "budget" in w for w in warned), warned
+        rt = ScriptedRuntime([pick("fine", {})])
+        assert decision.make("Go.", conn.options, runtime=rt) == "ran"
+    finally:
+        conn.close()
+
+
 def test_a_tool_that_must_run_as_a_task_is_left_out_with_the_reason(tmp_path):
     task_tool = tool("research", execution={"taskSupport": "required"})
     maybe = tool("maybe", execution={"taskSupport": "optional"})

@@ -30,7 +30,8 @@ HOOKS = {("openprogram", "load_ipython_extension"), ("openprogram", "unload_ipyt
 # testgen) and agentic_programming (the original project's paths); the notebook layer is last.
 LAYERS = ["openprogram.base", "openprogram.trace", "openprogram.decision.schema",
           "openprogram.decision.options", "openprogram.decision", "openprogram.runtime",
-          "openprogram.evaluation", "openprogram.runtimes", "openprogram", "openprogram.widgets"]
+          "openprogram.evaluation", "openprogram.runtimes", "openprogram.runs", "openprogram",
+          "openprogram.widgets"]
 
 
 def module_name(path: Path) -> str:

@@ -361,6 +361,32 @@ class ValueOption(Option):
         return value, desc
 
 
+class SchemaPick(dict):
+    """A schema pick `{"decision": name, **arguments}` (O1, Z1) whose arguments hold one named
+    `decision` as well: the option's name stays under "decision", and the arguments are also
+    kept apart, whole, as `.arguments` (the name as `.decision`). A tool definition's parameters
+    are its author's to name, so such a tool is never refused: every pick of an option that
+    declares a parameter `decision` is a SchemaPick, and so is a pick to which the model added
+    that key where the schema allows other keys (`schema_pick`). Any other pick is the plain
+    dict, as the fast paths of the journal and the JSON forms want it. A SchemaPick is a dict
+    in every other way: it compares, prints and serializes as the flat form."""
+    __slots__ = ("decision", "arguments")
+
+    def __init__(self, name: str, arguments: dict):
+        super().__init__(decision=name)
+        self.update((k, v) for k, v in arguments.items() if k != "decision")
+        self.decision, self.arguments = name, dict(arguments)
+
+
+def schema_pick(name: str, arguments: dict, apart: bool = False) -> dict:
+    """A schema pick's result: the plain `{"decision": name, **arguments}`, or a `SchemaPick`
+    where an argument is named `decision` (always, with `apart`: for an option that declares
+    one, so each of its picks reads alike)."""
+    if apart or "decision" in arguments:
+        return SchemaPick(name, arguments)
+    return {"decision": name, **arguments}
+
+
 class SchemaOption(Option):
     """The model fills the declared fields → `{"decision": name, **fields}` (O1, Z1). Every
     field is required (P5)."""
@@ -725,6 +751,35 @@ def _list_option(item: Any, where: str) -> Option:
                       f"for value options")
 
 
+def _head(value: Any, n: int = 60) -> str:
+    """The first `n` characters of `value`'s repr, for the name of a list-form entry, written
+    only as far as they go (a tool of 50,000 properties has a repr of megabytes, and every
+    entry of a list is named so)."""
+    out: list[str] = []
+    size = 0
+
+    def put(text: str) -> bool:
+        nonlocal size
+        out.append(text)
+        size += len(text)
+        return size >= n
+
+    def walk(v: Any) -> bool:   # True once n characters are written
+        t = type(v)
+        if t is dict or t is list or t is tuple:
+            opening, closing = {dict: "{}", list: "[]", tuple: "()"}[t]
+            if put(opening):
+                return True
+            for i, x in enumerate(v.items() if t is dict else v):
+                if (i and put(", ")) or (t is dict and (walk(x[0]) or put(": ")))\
+                        or walk(x[1] if t is dict else x):
+                    return True
+            return put("," + closing if t is tuple and len(v) == 1 else closing)
+        return put(repr(v[:n + 1]) if t is str else safe_repr(v)[:n + 1])
+    walk(value)
+    return "".join(out)[:n]
+
+
 def build_option(name: str | None, handler: Any, position: int | None) -> Option:
     if isinstance(handler, WithExamples):
         inner = build_option(name, handler.handler, position)
@@ -732,7 +787,7 @@ def build_option(name: str | None, handler: Any, position: int | None) -> Option
                                                      f"{inner.name!r} in the option set",
                                    replace=False)
     if name is None:
-        return _list_option(handler, f"option #{position} ({handler!r:.60})")
+        return _list_option(handler, f"option #{position} ({_head(handler)})")
     return _dict_option(name, handler, f"option {name!r}")
 
 

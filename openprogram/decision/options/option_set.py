@@ -1,12 +1,13 @@
 """`normalize`: an option set (the dict or the list form) as a `Menu` of options (O1-O4).
 
 Each entry becomes its option through the option cache (a function seen before, unchanged, is
-not read again); a set with no options or a repeated name is refused, naming the culprit.
+not read again), and a list of plain data (tool definitions as dicts) is read once per content;
+a set with no options or a repeated name is refused, naming the culprit.
 """
 from __future__ import annotations
 
 from ...base.errors import OptionError
-from .cache import _cached_menu, _cached_option
+from .cache import _cached_list, _cached_menu, _cached_option
 from .kinds import Option
 from .menu import Menu
 
@@ -30,17 +31,25 @@ def normalize(options: Any) -> Menu:
     if isinstance(options, (list, tuple)) and options and \
             all(isinstance(o, Option) for o in options):
         return Menu(options)
-    out: list[Option]
     if isinstance(options, dict):
         for name in options:
             if not isinstance(name, str) or not name:
                 raise OptionError(f"option names must be non-empty strings, got {name!r}")
-        out = [_cached_option(name, handler, None) for name, handler in options.items()]
-    elif isinstance(options, (list, tuple)):
-        out = [_cached_option(None, item, i) for i, item in enumerate(options)]
-    else:
-        raise OptionError(f"options must be a dict {{name: handler}} or a list, got "
-                          f"{type(options).__name__}")
+        return _checked([_cached_option(name, handler, None)
+                         for name, handler in options.items()])
+    if isinstance(options, (list, tuple)):
+        # (plain data is kept by its content: the same tool dicts given again are not read again)
+        return (_cached_list(options, _list_menu) if options else None) or _list_menu(options)
+    raise OptionError(f"options must be a dict {{name: handler}} or a list, got "
+                      f"{type(options).__name__}")
+
+
+def _list_menu(items: list | tuple) -> Menu:
+    return _checked([_cached_option(None, item, i) for i, item in enumerate(items)])
+
+
+def _checked(out: list[Option]) -> Menu:
+    """The Menu of these options, once no name is missing or repeated (O4)."""
     if not out:
         raise OptionError("the option set is empty: give at least one option, e.g. "
                           "{'done': 'DONE'}")

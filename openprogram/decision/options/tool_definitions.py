@@ -6,13 +6,14 @@ tool (chat-completions `{"type": "function", "function": {...}}` or responses `{
 (`inputSchema`) is one option. Where the specification already gives a dict a meaning (O2: a
 value; S1/S3: the spec form) a definition is marked: `openprogram.tool(definition, fn=None)`,
 `openprogram.JsonSchema(schema)`. A definition without a function is a schema option (the pick
-is `{"decision": name, **arguments}`); with one, the function runs with the arguments the
-definition's schema validated. The schema is read once, when the option set is built, as
-written: JSON Schema's meaning holds (validator.py, and schemaeval.py for the keywords beyond
-it; what cannot be followed is refused there, and annotations are named once in an
-`OptionWarning`), so keys the schema allows are kept, not dropped as the spec's forms drop
-them; the menu lines, the `Call:` example and the schema sent in the tools and json_schema
-modes all come from it.
+is `{"decision": name, **arguments}`; a tool whose author named a parameter `decision` is never
+refused: its picks are `SchemaPick`s, whose `.arguments` holds every argument apart); with one,
+the function runs with the arguments the definition's schema validated. The schema is read
+once, when the option set is built, as written: JSON Schema's meaning holds (validator.py, and
+schemaeval.py for the keywords beyond it; what cannot be followed is refused there, and
+annotations are named once in an `OptionWarning`), so keys the schema allows are kept, not
+dropped as the spec's forms drop them; the menu lines, the `Call:` example and the schema sent
+in the tools and json_schema modes all come from it.
 """
 from __future__ import annotations
 
@@ -21,11 +22,18 @@ import warnings
 
 from ...base.errors import OptionError, OptionWarning
 from ...base.text import repr_head
-from ..schema.fields import MISSING, Field, Param
+from ..schema.fields import MISSING, Field, Param, user_stacklevel
 from ..schema.reader import WRITTEN_FORMAT_EXAMPLES, SchemaDoc, UserType
 from ..schema.type_table import python_type
 from ..schema.validator import FORMATS, compile_schema, merge_all_of
-from .kinds import Option, call_function, redescribe, register_list_reader, register_option_kind
+from .kinds import (
+    Option,
+    call_function,
+    redescribe,
+    register_list_reader,
+    register_option_kind,
+    schema_pick,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
@@ -135,8 +143,12 @@ class JsonSchemaOption(Option):
 
     def __init__(self, name: str, description: str, schema: dict, fn: Callable | None,
                  where: str):
-        self.check = compile_schema(schema, where, as_written=True)
-        self.given = schema
+        # Read whole now, so what it cannot follow is refused when the option set is built; the
+        # compiled check is made again at this option's first pick (`check`), not kept: a
+        # menu of 1,841 tools kept some 180,000 objects of checks no decision used, and every
+        # full garbage collection walked them all.
+        annotations = compile_schema(schema, where, as_written=True).annotations
+        self.given, self._where, self._check = schema, where, None
         schema = merge_all_of(schema, where)   # (for the menu: allOf of objects as one object)
         defs = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {})}
         doc = SchemaDoc(defs, root=self.given, where=where)   # (references: as written)
@@ -150,16 +162,23 @@ class JsonSchemaOption(Option):
                               f"must have type 'object' (with properties), got "
                               f"{_head(schema)}")
         self.schema = schema
-        if self.check.annotations:
-            warnings.warn(f"{where}: kept as annotations, not checked: "
-                          f"{', '.join(self.check.annotations)} (words that are not JSON Schema "
-                          f"keywords, and formats other than {', '.join(sorted(FORMATS))} and "
-                          f"OpenAPI's numeric ones)", OptionWarning, stacklevel=6)
+        # (kept: a plain list given again is served from the list cache, which says them again)
+        self.warnings: tuple[str, ...] = ()
+        if annotations:
+            self.warnings += (f"{where}: kept as annotations, not checked: "
+                              f"{', '.join(annotations)} (words that are not JSON Schema "
+                              f"keywords, and formats other than {', '.join(sorted(FORMATS))} "
+                              f"and OpenAPI's numeric ones)",)
         props = schema.get("properties") or {}
-        if fn is None and "decision" in props:
-            raise OptionError(f"{where}: a schema option cannot have a field 'decision' (the "
-                              f"result {{'decision': {name!r}, ...}} holds the option name "
-                              f"there); rename the field")
+        self._apart = fn is None and "decision" in props
+        if self._apart:   # (the tool's author named it: never refused)
+            self.warnings += (f"{where}: the tool has a parameter named 'decision'; a pick of "
+                              f"it resolves to {{'decision': {name!r}, ...}} as every schema "
+                              f"option's does, so that argument is read as "
+                              f"result.arguments['decision'] (every argument is in "
+                              f"result.arguments)",)
+        for message in self.warnings:
+            warnings.warn(message, OptionWarning, stacklevel=user_stacklevel())
         required = set(schema.get("required") or ())
         props = {k: p if isinstance(p, dict) else {} for k, p in props.items()}
         params = [Param(k, Field(doc.project_type(p), doc.description(p),
@@ -170,6 +189,14 @@ class JsonSchemaOption(Option):
         super().__init__(name, description or doc.description(schema), params)
         self.handler = fn
         self._convert = _conversions(fn, props) if fn is not None else {}
+
+    @property
+    def check(self) -> Any:
+        """The schema's compiled check (validator.compile_schema), made at the first pick."""
+        c = self._check
+        if c is None:
+            c = self._check = compile_schema(self.given, self._where, as_written=True)
+        return c
 
     def menu_lines(self) -> list[str]:
         lines = super().menu_lines()
@@ -228,7 +255,7 @@ class JsonSchemaOption(Option):
 
     def resolve(self, kwargs: dict) -> Any:
         if self.handler is None:
-            return {"decision": self.code_name, **kwargs}
+            return schema_pick(self.code_name, kwargs, self._apart)
         return call_function(self.handler, kwargs)
 
     def chosen(self) -> Any:

@@ -82,6 +82,8 @@ _CONSTRAINTS = [("minimum", ">= {}"), ("exclusiveMinimum", "> {}"), ("maximum", 
                 ("pattern", "matching the pattern {}"), ("format", "format {}"),
                 ("minItems", "at least {} items"), ("maxItems", "at most {} items"),
                 ("minProperties", "at least {} keys"), ("maxProperties", "at most {} keys")]
+#: The longest type name written; a longer one (unions of unions, each level doubling it) is cut.
+NAME_MAX = 200
 MISSING = inspect.Parameter.empty  # (fields.py's: no default)
 _CUT = object()  # a placeholder that would expand a recursive type into itself
 _UNSET = object()
@@ -100,6 +102,16 @@ class SchemaDoc:
         # defs are the document's `$defs` / `definitions`)
         self.document = Document(root if root is not None else
                                  {"$defs": defs, "definitions": defs}, where)
+        # Each node's name and notes, made once: a node is named again wherever it is used,
+        # and a union whose members refer to the next level would be named once per path to
+        # it (2 ** depth). A name that cut a recursive reference depends on the references
+        # being followed, and is kept for those only.
+        # (Keyed by id, the nodes kept alive in `_pins` so no id is reused: keys and values are
+        # then atomic, and the garbage collector does not walk them.)
+        self._names: dict[tuple, str] | None = {}
+        self._notes: dict[int, tuple[str, ...]] | None = {}
+        self._pins: list = []
+        self._cuts = 0
 
     def deref(self, node: dict) -> tuple[dict, str | None]:
         """`node` with its `$ref` followed as refs.py resolves one (the node's own keys win),
@@ -125,15 +137,38 @@ class SchemaDoc:
         return [v for v in node.get("anyOf") or node.get("oneOf") or []
                 if not isinstance(v, dict) or v.get("type") != "null"]
 
-    def type_name(self, node: dict) -> str:
+    def type_name(self, node: dict, stack: tuple = ()) -> str:
         """The name the menu and the messages give a node's type (`list[str]`, `Order`,
-        `int | null`): the one way a JSON Schema node is named."""
+        `int | null`): the one way a JSON Schema node is named. A reference back into the
+        references being followed (`stack`) is named by what it refers to (`list[Tree]`);
+        a name longer than `NAME_MAX` is cut."""
+        names = self._names
+        if names is None:   # (the shared reader of plain nodes keeps nothing)
+            return self._name(node, stack)
+        got = names.get((id(node), None)) or names.get((id(node), stack))
+        if got is not None:
+            return got
+        cuts = self._cuts
+        name = self._name(node, stack)
+        if len(name) > NAME_MAX:
+            name = name[:NAME_MAX - 3] + "..."
+        names[(id(node), None if self._cuts == cuts else stack)] = name
+        self._pins.append(node)
+        return name
+
+    def _name(self, node: dict, stack: tuple) -> str:
         node, ref = self.deref(node)
+        if ref is not None:
+            if ref in stack:   # a recursive type: named by what it refers to, not unfolded
+                self._cuts += 1
+                title = node.get("title") if isinstance(node, dict) else None
+                return title or (ref if not ref.startswith("#") else "object")
+            stack = (*stack, ref)
         if ref is not None and ("properties" in node or "enum" in node):
             return node.get("title") or (ref if not ref.startswith("#") else "object")
         members = node.get("anyOf") or node.get("oneOf")
         if members:
-            return " | ".join(dict.fromkeys(self.type_name(m) for m in members))
+            return " | ".join(dict.fromkeys(self.type_name(m, stack) for m in members))
         if "const" in node or "enum" in node:
             values = [node["const"]] if "const" in node else node["enum"]
             kinds = {_JSON_TYPES.get(_json_type(v), "any") for v in values}
@@ -141,20 +176,20 @@ class SchemaDoc:
         t = node.get("type")
         null = " | null" if node.get("nullable") is True else ""  # OpenAPI's spelling
         if isinstance(t, list):
-            return " | ".join(self._one_type(x, node) for x in t) + null
-        return self._one_type(t, node) + null
+            return " | ".join(self._one_type(x, node, stack) for x in t) + null
+        return self._one_type(t, node, stack) + null
 
-    def _one_type(self, t: Any, node: dict) -> str:
+    def _one_type(self, t: Any, node: dict, stack: tuple) -> str:
         if t == "array":
             items = node.get("items")
-            return f"list[{self.type_name(items)}]" if isinstance(items, dict) and items \
+            return f"list[{self.type_name(items, stack)}]" if isinstance(items, dict) and items \
                 else "list"
         if t == "object" or "properties" in node:
             if "properties" in node:
                 return node.get("title") or "object"
             extra = node.get("additionalProperties")
-            return f"dict[str, {self.type_name(extra)}]" if isinstance(extra, dict) and extra \
-                else "dict"
+            return f"dict[str, {self.type_name(extra, stack)}]" \
+                if isinstance(extra, dict) and extra else "dict"
         return _JSON_TYPES.get(t, "any")
 
     def project_type(self, node: dict) -> str:
@@ -224,7 +259,19 @@ class SchemaDoc:
         return {} if x is _CUT else {"<key>": x}
 
     def notes(self, node: dict) -> list[str]:
-        """What the menu says about a value besides its type: allowed values, constraints."""
+        """What the menu says about a value besides its type: allowed values, constraints
+        (made once per node: a union's members are read for each union they are in)."""
+        if self._notes is None:
+            return self._node_notes(node)
+        got = self._notes.get(id(node))
+        if got is not None:
+            return list(got)
+        out = self._node_notes(node)
+        self._notes[id(node)] = tuple(out)
+        self._pins.append(node)
+        return out
+
+    def _node_notes(self, node: dict) -> list[str]:
         node, _ = self.deref(node)
         members = self.variants(node)
         if len(members) == 1:
@@ -450,6 +497,7 @@ def _number_example(node: dict, kind: type) -> Any:
 
 
 _PLAIN = SchemaDoc({})
+_PLAIN._names = _PLAIN._notes = None   # (shared by every caller: it would keep their nodes)
 
 
 def type_name(node: Any, doc: SchemaDoc | None = None) -> str:

@@ -34,7 +34,10 @@ SINGLE = ("not", "if", "then", "else", "items", "contains", "additionalPropertie
           "propertyNames", "unevaluatedItems", "unevaluatedProperties", "contentSchema")
 LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
 MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
-MAX_DEPTH = 200
+#: How deep a schema may nest, its references followed: every reader of a schema (the menu, the
+#: validator, the modes) walks it recursively, and 64 levels leave room in Python's stack for
+#: a caller's own (a notebook, a test runner, an agent several calls deep); 200 did not.
+MAX_DEPTH = 64
 _ANCHOR = re.compile(r"[A-Za-z_][-A-Za-z0-9._]*")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 

@@ -23,6 +23,7 @@ inside `not` / `if` / `anyOf` most failures are never read) and the delivery of 
 from __future__ import annotations
 
 from ...base.errors import AttemptError, OptionError
+from .budget import spend
 from .patterns import compile_pattern
 from .refs import LISTS as _LISTS
 from .refs import MAPS as _MAPS
@@ -36,7 +37,9 @@ from .value_keywords import (
     bound_text,
     first_repeat,
     format_text,
+    is_finite,
     multiple_text,
+    non_finite_text,
     not_multiple,
     pattern_text,
     repeat_text,
@@ -325,6 +328,7 @@ class Evaluator:
             parts = [c(x, base, f"{ptr}/allOf/{i}") for i, x in enumerate(s["allOf"])]
 
             def all_of(v, p):
+                spend(len(parts), p)
                 return _merge([run(v, p) for run in parts])
             steps.append(all_of)
         for key in ("anyOf", "oneOf"):
@@ -334,6 +338,7 @@ class Evaluator:
             inner = c(s["not"], base, f"{ptr}/not")
 
             def not_(v, p):
+                spend(1, p)
                 try:
                     inner(v, p)
                 except AttemptError:
@@ -347,6 +352,7 @@ class Evaluator:
             else_ = c(s["else"], base, f"{ptr}/else") if "else" in s else None
 
             def if_(v, p):
+                spend(2, p)
                 try:
                     got = cond(v, p)
                 except AttemptError:
@@ -429,11 +435,15 @@ class Evaluator:
                 b = s[key]
                 if not _number(b):
                     raise self.fail(ptr, f"{key} takes a number, got {json_head(b)}")
+                if not is_finite(b):
+                    raise self.fail(ptr, non_finite_text(key, b))
                 steps.append(_bound(test, b, text))
         if "multipleOf" in s:
             m = s["multipleOf"]
             if not _number(m) or m <= 0:
                 raise self.fail(ptr, f"multipleOf takes a number above 0, got {json_head(m)}")
+            if not is_finite(m):
+                raise self.fail(ptr, non_finite_text("multipleOf", m))
             steps.append(_multiple(m))
         for key, kind, unit, more in SIZES:
             if key in s:
@@ -488,6 +498,7 @@ class Evaluator:
         one = key == "oneOf"
 
         def alternatives(v, p):
+            spend(len(runs), p)
             found, first, passed = [], None, 0
             for run in runs:
                 try:
@@ -550,6 +561,7 @@ class Evaluator:
             def dependent_schemas(v, p):
                 if not isinstance(v, dict):
                     return _NONE
+                spend(len(dep_runs), p)
                 return _merge([run(v, p) for k, run in dep_runs.items() if k in v])
             steps.append(dependent_schemas)
         if "propertyNames" in s:
@@ -596,6 +608,7 @@ class Evaluator:
                     matched = run is not None
                     if matched:
                         run(x, here)
+                    spend(len(patterns), here)
                     for find, most, rx, prun in patterns:
                         if find(k) if find is not None and len(k) <= most else \
                                 rx.search(k, here):
@@ -645,6 +658,7 @@ class Evaluator:
             def contains(v, p):
                 if not isinstance(v, list):
                     return _NONE
+                spend(len(v), p)
                 hits = []
                 for i, x in enumerate(v):
                     try:

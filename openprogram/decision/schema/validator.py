@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 
 from ...base.errors import AttemptError, OptionError
+from .budget import counted, measure, spend
 from .reader import SchemaDoc, type_name
 from .reply_values import (
     FORMAT_CHECKS,
@@ -47,8 +48,10 @@ from .value_keywords import (
     bound_text,
     first_repeat,
     format_text,
+    is_finite,
     is_number,
     multiple_text,
+    non_finite_text,
     not_multiple,
     pattern_text,
     repeat_text,
@@ -118,6 +121,16 @@ def compile_schema(schema: Any, where: str, as_written: bool = False) -> Checker
     meaning holds — keys the schema allows are kept, `additionalProperties: false` refuses
     others, `1.0` is an integer (delivered as `1`) — and a document using any keyword beyond
     the ones compiled here is judged by schemaeval.py, the value delivered as written."""
+    try:
+        return _compiled(schema, where, as_written)
+    except RecursionError:   # (measure bounds the nesting; this is for a caller deep already)
+        raise OptionError(f"{where}: the schema nests too deeply to be read here (Python's "
+                          f"stack ran out); flatten it") from None
+
+
+def _compiled(schema: Any, where: str, as_written: bool) -> Checker:
+    if as_written:   # a schema from outside: what reading and checking it may cost, bounded
+        shape = measure(schema, where)
     if as_written and _needs_evaluator(schema):
         from .schemaeval import Evaluator
         ev = Evaluator(schema, where)
@@ -126,13 +139,13 @@ def compile_schema(schema: Any, where: str, as_written: bool = False) -> Checker
             if not is_json_value(v):
                 check_json_value(v, p, deep=True)
             return check(v, p)
-        return Checker(run, ev.annotations, schema)
+        return Checker(counted(run, shape.recursive), ev.annotations, schema)
     if as_written:   # its depth bounded, a cycle of bare references refused, by name
         from .schemaeval import Evaluator
         Evaluator(schema, where, compile=False)
     c = _Compiler(schema, where, as_written)
     run = c.node(schema, "#")
-    return Checker(run, c.annotations, schema)
+    return Checker(counted(run, shape.recursive) if as_written else run, c.annotations, schema)
 
 
 def _needs_evaluator(schema: Any) -> bool:
@@ -168,7 +181,10 @@ def _needs_evaluator(schema: Any) -> bool:
 
 def merge_all_of(schema: Any, where: str = "the schema") -> Any:
     """`schema` with every `allOf` of objects written as one object (what the menu shows and
-    the modes send); `OptionError` for parts that cannot be joined."""
+    the modes send); `OptionError` for parts that cannot be joined. A schema with no `allOf`
+    comes back as it is (not copied)."""
+    if not _has_all_of(schema):
+        return schema
     c = _Compiler(schema, where)
 
     def walk(node: Any, ptr: str) -> Any:
@@ -184,6 +200,20 @@ def merge_all_of(schema: Any, where: str = "the schema") -> Any:
         return {k: v if k in ("enum", "const", "default", "examples") else walk(v, f"{ptr}/{k}")
                 for k, v in node.items()}
     return walk(schema, "#")
+
+
+def _has_all_of(schema: Any) -> bool:
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if "allOf" in node:
+                return True
+            stack += [v for k, v in node.items()
+                      if k not in ("enum", "const", "default", "examples")]
+        elif isinstance(node, list):
+            stack += node
+    return False
 
 
 class _Compiler:
@@ -360,6 +390,7 @@ class _Compiler:
         def step(v, p, d):
             if v is None and nullable:
                 return v
+            spend(len(runs), p)
             closest = None
             found, out, trial_kept = 0, v, None
             for run in runs:
@@ -443,6 +474,8 @@ class _Compiler:
                 if not is_number(b):
                     raise self.fail(ptr, f"{key} takes a number, got {b!r} (the boolean form "
                                          f"is draft 4's; write the bound itself)")
+                if not is_finite(b):
+                    raise self.fail(ptr, non_finite_text(key, b))
                 bounds.append((test, b, text))
         lo, hi = OPENAPI_FORMATS.get(s.get("format"), (None, None))
         if lo is not None:   # OpenAPI's int32 / int64: the range the format names
@@ -460,6 +493,8 @@ class _Compiler:
             m = s["multipleOf"]
             if not is_number(m) or m <= 0:
                 raise self.fail(ptr, f"multipleOf takes a number above 0, got {m!r}")
+            if not is_finite(m):
+                raise self.fail(ptr, non_finite_text("multipleOf", m))
 
             def multiple(v, p, d):
                 if is_number(v) and not_multiple(v, m):
@@ -597,8 +632,8 @@ def _scalar_code(kind: str, run: Callable, texts: frozenset | None = None) -> Ca
     goes to the node's `run`), marked with its kind so an object's generated code tests it
     inline."""
     env = {"run": run, "SUR": _SURROGATE.search, "T": texts}
-    exec(f"def fast(x, p, d):\n    return x if {_VALID[kind].format(t='T')} else "
-         f"run(x, p, d)", env)  # noqa: S102 (code made here from _VALID only)
+    _define(f"def fast(x, p, d):\n    return x if {_VALID[kind].format(t='T')} else "
+            f"run(x, p, d)", env)
     env["fast"].fast = (kind, texts) if kind == "enum" else (kind,)
     return env["fast"]
 
@@ -669,8 +704,24 @@ def _object_code(obj: tuple, general: Callable) -> Callable | None:
                      f"        out[K{i}] = float(x)"]
         code += ["    else:", f"        {bail}"]
     code.append("    return out")
-    exec("\n".join(code), env)  # noqa: S102 (code made here, from field names held in env)
+    _define("\n".join(code), env)
     return env["fast"]
+
+
+_CODE: dict[str, Any] = {}
+
+
+def _define(source: str, env: dict) -> None:
+    """Run the definition `source` (made in this module: from `_VALID` and numbered names whose
+    values are in `env`) in `env`. The code depends only on the kinds of a node's fields, not
+    on its names or checks, so each source is compiled once: compiling took about 80 us a
+    node, most of building a 50,000-property schema."""
+    code = _CODE.get(source)
+    if code is None:
+        code = compile(source, "<openprogram.validator>", "exec")
+        if len(_CODE) < 4096:
+            _CODE[source] = code
+    exec(code, env)  # noqa: S102 (code made here, from _VALID and numbered names only)
 
 
 def _object(v: dict, p: str, d: list[str], obj: tuple) -> dict:

@@ -174,8 +174,7 @@ def decision_grammar(schema: dict, compact: bool = False) -> str:
     no space between tokens of JSON, so that every character the schema fixes — `{"decision":
     {"call":"`, the rest of a name once it is told apart, `","args":{"`, a required key — is
     the only one the grammar allows, and the runtime writes it without asking the model."""
-    from llama_cpp.llama_grammar import SchemaConverter
-    conv = SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+    conv = _converter()
     picks = _picks(schema)
     if picks is None:
         conv.visit(conv.resolve_refs(copy.deepcopy(schema), "input"), "")
@@ -198,6 +197,28 @@ def decision_grammar(schema: dict, compact: bool = False) -> str:
                            '"\\"call\\"" space ":" space (' + " | ".join(alts) + ') "}" space '
                            '"}" space')
     return _compact(conv) if compact else conv.format_grammar()
+
+
+#: What a GBNF literal escapes: the backslash first of all. llama-cpp-python's converter escapes
+#: only the quote and line ends, so the JSON text of `say "hi"` (`"say \"hi\""`) became a
+#: literal that ended before `hi`: llama.cpp printed a parse error and drew with no grammar.
+#: And a backslash in a name (JSON `"a\\b"`) became a literal forcing `"a\b"`: no JSON.
+_GBNF_ESCAPES = {"\\": "\\\\", '"': '\\"', "\r": "\\r", "\n": "\\n"}
+
+
+def _converter() -> Any:
+    """llama-cpp-python's `SchemaConverter`, writing each literal (an option's name, a key, an
+    enum or const value, each as its JSON text) with every character GBNF escapes escaped."""
+    import re
+
+    from llama_cpp.llama_grammar import SchemaConverter
+    escape = re.compile(r'[\\"\r\n]')
+
+    class Converter(SchemaConverter):
+        def _format_literal(self, literal: str) -> str:
+            return '"' + escape.sub(lambda m: _GBNF_ESCAPES[m.group(0)], literal) + '"'
+
+    return Converter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
 
 
 def _compact(conv: Any) -> str:

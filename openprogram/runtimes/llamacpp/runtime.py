@@ -751,6 +751,12 @@ class _Sampler:
             return  # the chain draws alone (`sample`)
         self.grammar = llama_cpp.llama_sampler_init_grammar(
             llama._model.vocab, grammar._grammar.encode("utf-8"), grammar._root.encode("utf-8"))
+        if not self.grammar:   # llama.cpp could not parse it: it would draw with none, unsaid
+            raise ModelCallError(
+                "llama.cpp could not read the grammar made from the option set's JSON Schema "
+                "(it printed why above), and would have written with no grammar at all; use "
+                "mode='menu' for this option set, and report the option names it has",
+                kind="model_error")
         self.n_vocab = llama.n_vocab()
         self.all = _internals.LlamaTokenDataArray(n_vocab=self.n_vocab)
         self.one_data = (llama_cpp.llama_token_data * 1)()

@@ -63,7 +63,8 @@ response as JSON, keys redacted, each at most 64 KB.
 `confidence=decision.Samples(n)` draws its n samples in one request (`n=`, unstreamed), sample
 0's call sending it and each other sample's call taking its choice; a server that refuses `n` is
 negotiated like the forms above (each sample then goes on its own), and one that answers fewer
-choices leaves the missing samples to requests of their own.
+choices leaves the missing samples to requests of their own; choices past the n asked for are
+not read, and each one asked for is read once.
 """
 from __future__ import annotations
 
@@ -241,16 +242,29 @@ class OpenAIRuntime(ProviderRuntime):
             raise Malformed("the response has no choices[0].message")
         draw = _DRAW.get()
         if draw is not None and len(choices) > 1:
-            whole = as_json(r)
+            # Only the choices asked for are read, each once: a server may send more (20,000
+            # for n=5), and looking each one's JSON up among all the others' was quadratic.
+            wanted = {}
             for c in choices[1:]:
                 index = getattr(c, "index", None)
-                if type(index) is int and getattr(c, "message", None) is not None:
-                    raw = {**whole, "choices": [x for x in whole.get("choices", [])
-                                                if x.get("index") == index], "usage": None} \
-                        if isinstance(whole, dict) else whole
-                    other = self._choice(c, r)
-                    other.usage = {"input_tokens": 0, "output_tokens": 0}
-                    draw.others.append((index, other, raw))
+                if type(index) is int and 0 < index < draw.n and index not in wanted and \
+                        getattr(c, "message", None) is not None:
+                    wanted[index] = c
+                    if len(wanted) == draw.n - 1:
+                        break
+            whole = as_json(r) if wanted else None
+            by_index: dict = {}
+            if isinstance(whole, dict) and isinstance(whole.get("choices"), list):
+                for x in whole["choices"]:
+                    i = x.get("index") if isinstance(x, dict) else None
+                    if i in wanted:
+                        by_index.setdefault(i, []).append(x)
+            for index, c in wanted.items():
+                raw = {**whole, "choices": by_index.get(index, []), "usage": None} \
+                    if isinstance(whole, dict) else whole
+                other = self._choice(c, r)
+                other.usage = {"input_tokens": 0, "output_tokens": 0}
+                draw.others.append((index, other, raw))
         return self._choice(choices[0], r)
 
     def _choice(self, choice: Any, r: Any) -> ModelResponse:

@@ -15,7 +15,10 @@ project's rules deliberately differ from the specification, each named here and 
   only the formats whose optional packages are installed, and more loosely (`"@" in s` is an
   email): `format` is left out of both sides, and is tested in test_schema_corpus.py;
 - OpenAPI's `nullable: true` lets null through: `jsonschema` sees it as `anyOf [..., null]`;
-- only what JSON means is drawn (finite numbers, valid Unicode; the rest is P3's own test).
+- only what JSON means is drawn (finite numbers, valid Unicode; the rest is P3's own test);
+- `multipleOf` is judged in decimal, as the model wrote the number (`0.07` is a multiple of
+  `0.01`), where `jsonschema` divides binary floats: the oracle (`Oracle`, in
+  test_schema_corpus.py) is `jsonschema`'s validator with that one keyword judged in decimal.
 
 Those differences are the spec's forms'. A schema as written (`JsonSchema`, a tool definition:
 `compile_schema(..., as_written=True)`) has none but `nullable`: the second test judges the
@@ -31,7 +34,7 @@ import pytest
 from corpus import all_entries
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_schema_corpus import oracle, schema_of
+from test_schema_corpus import Oracle, oracle, schema_of
 
 from openprogram.base.errors import AttemptError
 from openprogram.decision.schema.validator import compile_schema
@@ -117,7 +120,7 @@ def values_for(draw, good):
 def test_the_validator_agrees_with_jsonschema(eid, definition, good, data):
     schema = without_format(schema_of(definition))
     check = compile_schema(schema, eid)
-    theirs = jsonschema.Draft202012Validator(oracle(schema))
+    theirs = Oracle(oracle(schema))
     value = data.draw(values_for(good))
     assert ours_valid(check, value) == theirs.is_valid(value), (eid, value)
 
@@ -143,6 +146,11 @@ def test_the_named_differences_are_real():
     nullable = {"type": "string", "nullable": True}
     assert ours_valid(compile_schema(nullable, "t"), None)
     assert not jsonschema.Draft202012Validator(nullable).is_valid(None)
+    cents = {"type": "number", "multipleOf": 0.01}
+    for as_written in (False, True):
+        assert ours_valid(compile_schema(cents, "t", as_written=as_written), 0.07)
+    assert not jsonschema.Draft202012Validator(cents).is_valid(0.07)
+    assert Oracle(cents).is_valid(0.07) and not Oracle(cents).is_valid(0.075)
 
 
 # -- a schema as written (JsonSchema, tool definitions): no difference but `nullable` ---------
@@ -218,7 +226,7 @@ all_values = st.recursive(
 def test_a_schema_as_written_is_judged_as_jsonschema_does(eid, definition, good, data):
     schema = without_format(schema_of(definition))
     check = compile_schema(schema, eid, as_written=True)
-    theirs = jsonschema.Draft202012Validator(as_the_specification(schema))
+    theirs = Oracle(as_the_specification(schema))
     assert theirs.is_valid(good), eid
     how = data.draw(st.sampled_from(["near", "any"]))
     value = data.draw(values_for(good)) if how == "near" else data.draw(all_values)

@@ -114,3 +114,66 @@ def test_a_cached_rerun_makes_no_call_and_each_sample_is_its_own_entry(tmp_path,
         # each sample its own entry, told apart by its index and never by samples=
         entries = [line for line in path.read_text().splitlines() if '"sample"' in line]
         assert len(entries) == 5 and not any('"samples"' in line for line in entries)
+
+
+def _choices_body(n, pick="escalate"):
+    return json.dumps({
+        "id": "c", "object": "chat.completion", "created": 0, "model": "m",
+        "choices": [{"index": i, "finish_reason": "stop", "message": {
+            "role": "assistant", "content": '{"call": "%s"}' % pick}} for i in range(n)],
+        "usage": {"prompt_tokens": 5, "completion_tokens": n, "total_tokens": 5 + n}})
+
+
+class _Looked(list):
+    """A response's `choices` as JSON, counting the items any reader walks over."""
+    seen = 0
+
+    def __iter__(self):
+        for x in super().__iter__():
+            _Looked.seen += 1
+            yield x
+
+
+def test_reading_n_choices_looks_at_each_choice_once(monkeypatch):
+    """Issue 54, case 10: each choice's JSON was looked up among all the others' (8,000
+    choices: 3.1 s of CPU; 20,000 ran past timeout_s): reading the reply is linear now."""
+    from openprogram.runtimes.providers import openai_runtime
+    real = openai_runtime.as_json
+
+    def as_json(r):
+        whole = real(r)
+        if isinstance(whole, dict) and isinstance(whole.get("choices"), list):
+            whole["choices"] = _Looked(whole["choices"])
+        return whole
+    monkeypatch.setattr(openai_runtime, "as_json", as_json)
+    _Looked.seen = 0
+    n = 300
+    with FakeServer("openai") as server:
+        server.push(raw(_choices_body(n)))
+        rt = runtime(server, stream=False)
+        got = decision.make("Route it.", MENU, runtime=rt,
+                            confidence=decision.Samples(n, temperature=0.8))
+        assert got == "ESCALATE" and len(sampled(server)) == 1
+    assert decision.last_trace().confidence.n == n
+    assert _Looked.seen <= 2 * n   # (n * (n - 1) before)
+
+
+@pytest.mark.parametrize("sync", [True, False])
+def test_choices_past_the_n_asked_are_not_read(monkeypatch, sync):
+    """A server that sends 5,000 choices for n=5: the four asked for besides choice 0 are
+    read, the rest left unread (each cost the SDK's parse and this runtime's reading)."""
+    from openprogram.runtimes.providers.openai_runtime import OpenAIRuntime
+    read = [0]
+    real = OpenAIRuntime._choice
+
+    def counted(self, choice, r):
+        read[0] += 1
+        return real(self, choice, r)
+    monkeypatch.setattr(OpenAIRuntime, "_choice", counted)
+    with FakeServer("openai") as server:
+        server.push(raw(_choices_body(5000)))
+        assert decide(runtime(server, stream=False), sync) == "ESCALATE"
+        assert len(sampled(server)) == 1
+    assert read[0] == 5
+    conf = decision.last_trace().confidence
+    assert conf.n == 5 and conf.probs["escalate"] == pytest.approx(1.0)
