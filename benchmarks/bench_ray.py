@@ -117,7 +117,7 @@ def overhead(data: list[dict], rounds: int = 5) -> None:
     """One worker's call on Arrow batches beside evaluate on the same records, no latency."""
     import pyarrow as pa
 
-    from openprogram.ray import _Decide
+    from openprogram.ray.workers import _Decide
     worker = _Decide(rayhelp.scripted, rayhelp.TEMPLATE, rayhelp.OPTIONS, {}, 8, None, False)
     rt = rayhelp.scripted()
     batches = [data[i:i + BATCH] for i in range(0, 4 * BATCH, BATCH)]

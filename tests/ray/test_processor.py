@@ -125,7 +125,7 @@ def test_the_vllm_engine_gets_messages_and_the_decisions_schema_as_structured_ou
     from ray.data.llm import vLLMEngineProcessorConfig
 
     from openprogram import ray as opray
-    from openprogram.ray import _Post
+    from openprogram.ray.llm import _Post
     config = vLLMEngineProcessorConfig(model_source="Qwen/Qwen2.5-0.5B-Instruct",
                                        concurrency=1, batch_size=8)
     proc = opray.processor(TEMPLATE, OPTIONS, config, mode="json_schema",
