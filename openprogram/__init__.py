@@ -14,14 +14,21 @@ from .base.errors import (
     ERROR_KINDS,
     ArgumentError,
     DecisionError,
+    JournalFileError,
+    JournalMismatch,
+    JournalWriteError,
     MissingExtraError,
     ModelCallError,
     NoRuntimeError,
     OpenProgramError,
     OptionError,
     OptionWarning,
+    RecordedError,
     Retry,
+    RunDiverged,
+    RunFileError,
     SchemaError,
+    ServerError,
     ToolError,
     UsageError,
     WaitTimeout,
@@ -66,7 +73,8 @@ __all__ = ["Agent", "agent", "aagent", "Retry", "ToolError", "WaitTimeout", "Pic
            "Variant",
            "revalidate", "EvaluationResult", "ComparisonResult", "Revalidation",
            "agentic_function", "Options", "ModeName", "RateLimit", "JournalMismatch",
-           "run", "arun", "run_block", "Run", "RunDiff", "RunDiverged",
+           "JournalFileError", "JournalWriteError", "RecordedError", "ServerError",
+           "run", "arun", "run_block", "Run", "RunDiff", "RunDiverged", "RunFileError",
            "load_ipython_extension",
            "unload_ipython_extension"]
 
@@ -82,11 +90,10 @@ __getattr__, __dir__ = lazy_names(__name__, {
     "Revalidation": ".decision.recheck",
     "register_toolset": ".runtime.tools",
     "Options": ".base.type_names", "ModeName": ".base.type_names",
-    "RateLimit": ".evaluation.ratelimit", "JournalMismatch": ".evaluation.journal",
+    "RateLimit": ".evaluation.ratelimit",
     "improve": ".evaluation.improve", "aimprove": ".evaluation.improve",
     "Improvement": ".evaluation.improve",
-    "run": ".runs", "arun": ".runs", "run_block": ".runs", "Run": ".runs", "RunDiff": ".runs",
-    "RunDiverged": ".runs"})
+    "run": ".runs", "arun": ".runs", "run_block": ".runs", "Run": ".runs", "RunDiff": ".runs"})
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -55,13 +55,15 @@ from .base.errors import (
     OpenProgramError,
     OptionError,
     OptionWarning,
+    ServerError,
     ToolError,
     UsageError,
     require,
 )
-from .base.filesecrets import remember
+from .base.jsonl import LineFormat
 from .base.model_protocol import on_loop, tool_runtime, wrapped
 from .base.run_hooks import current_run
+from .base.secrets import Secret, env_holds_secret, redacted
 from .base.text import cut
 from .decision.options import normalize
 from .decision.options.tool_definitions import ToolDefinition
@@ -84,10 +86,6 @@ START_TIMEOUT_S = 30.0
 _STDERR_TAIL = 2000
 
 
-class ServerError(OpenProgramError, RuntimeError):
-    """An MCP server could not be started or reached, ended while in use, or sent what the
-    protocol does not allow. The message names the server and what to do; whatever was started
-    is ended before it is raised."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -483,7 +481,7 @@ class _Server:
         spec = dict(spec)
         # HTTP headers sent to a URL server; a value whose name says it is a credential
         # (Authorization, X-API-Key, Cookie...) is held as a secret that never shows itself
-        self.headers = {k: (_HeaderSecret(v) if _names_secret(k, v) else v)
+        self.headers = {k: (Secret(v, _credential(v)) if env_holds_secret(k, v) else v)
                         for k, v in (spec.pop("headers", None) or {}).items()}
         self.key, self.spec = key, spec
         self.mask = mask or (lambda value: value)
@@ -560,8 +558,7 @@ class _Server:
             if not self.headers:
                 return streamable_http_client(self.spec["url"])
             return _http_with_headers(self.spec["url"], {
-                k: v.header() if isinstance(v, _HeaderSecret) else v
-                for k, v in self.headers.items()})
+                k: v.reveal() if isinstance(v, Secret) else v for k, v in self.headers.items()})
         from mcp.client.stdio import StdioServerParameters, stdio_client
         command = self.spec["command"]
         if shutil.which(command, path=(self.spec.get("env") or {}).get("PATH")) is None \
@@ -632,10 +629,10 @@ class Connection:
         # written from now on (a cassette, a cache, a journal), and in everything its server
         # answers (results, errors, listings), so neither the program, its traces nor its
         # errors hold it even when the server echoes it back
-        self._secrets = [_EnvSecret(v) for spec in servers.values()
-                         for k, v in (spec.get("env") or {}).items() if _names_secret(k, v)]
-        self._secrets += [v.credential for s in self.servers for v in s.headers.values()
-                          if isinstance(v, _HeaderSecret)]
+        self._secrets = [Secret(v) for spec in servers.values()
+                         for k, v in (spec.get("env") or {}).items() if env_holds_secret(k, v)]
+        self._secrets += [v for s in self.servers for v in s.headers.values()
+                          if isinstance(v, Secret)]
         self.timeout_s = timeout_s
         self.runtime = runtime
         self.cache = _ResultCache(cache) if cache is not None else None
@@ -649,16 +646,10 @@ class Connection:
 
     def _mask(self, value: Any) -> Any:
         """`value` (JSON data) with every piece of this connection's tokens masked."""
-        secrets = tuple(s.reveal() for s in self._secrets)
+        secrets = tuple(s.masked for s in self._secrets)
         if not secrets:
             return value
-        if isinstance(value, str):
-            return mask_secrets(value, secrets)
-        if isinstance(value, dict):
-            return {self._mask(k): self._mask(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self._mask(v) for v in value]
-        return value
+        return redacted(value, lambda text: mask_secrets(text, secrets))
 
     # -- opening and closing --------------------------------------------------------------------
     def open(self) -> Connection:
@@ -1093,8 +1084,13 @@ def _server_failure(exc: BaseException, what: str, mask: Any) -> ServerError:
 class _ResultCache:
     """Tool results kept in a JSON file by (server, tool, arguments), so a notebook run again
     does not call its servers again: `connect(..., cache="tools.json")`. The SDK's
-    CallToolResult is kept whole (an error result too) and read back as one. Delete the file
-    (or a key of it) to call the server again."""
+    CallToolResult is kept whole (an error result too) and read back as one. The file is one
+    JSON object, written whole on one line by the shared writer (base/jsonl.py), so every secret
+    of this process is masked in it — a result, or the arguments of its key, that holds a key a
+    server echoed is kept in memory only — and replaced at once, never half written. Delete the
+    file (or a key of it) to call the server again."""
+
+    _FORMAT = LineFormat()
 
     def __init__(self, path: Any):
         import json
@@ -1125,63 +1121,22 @@ class _ResultCache:
         return CallToolResult.model_validate(kept)
 
     def put(self, key: str, result: Any) -> None:
-        import json
         with self.lock:
             self.entries[key] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
             tmp = f"{self.path}.tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(self.entries, f, ensure_ascii=False, indent=1)
+            with open(tmp, "wb") as f:
+                f.write(self._FORMAT.line(self.entries))
             os.replace(tmp, self.path)  # never a half-written cache
 
 
-_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "AUTH", "CREDENTIAL", "COOKIE")
-
-
-def _names_secret(name: Any, value: Any) -> bool:
-    """An environment variable given to a server that holds a secret (GITHUB_TOKEN, API_KEY...);
-    a value too short to be one is not masked everywhere it appears."""
-    return isinstance(name, str) and isinstance(value, str) and len(value) >= 8 and \
-        any(word in name.upper() for word in _SECRET_WORDS)
-
-
-class _EnvSecret:
-    """A server's token, noted with `filesecrets.remember` while its connection lives: every
-    file the library writes masks it. It never shows itself."""
-    __slots__ = ("_value", "__weakref__")
-
-    def __init__(self, value: str):
-        self._value = value
-        remember(self)
-
-    def reveal(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "<secret>"
-
-    __str__ = __repr__
-
-
-class _HeaderSecret:
-    """A credential header's value (`Bearer <token>`), sent as it is. What is masked is the
-    credential after its scheme: masking the whole value would also mask any eight characters of
-    it, "Bearer t" among them, in text that only talks about bearer tokens."""
-    __slots__ = ("_value", "credential")
-
-    def __init__(self, value: str):
-        self._value = value
-        scheme, _, rest = value.partition(" ")
-        rest = rest.strip()
-        plain = scheme.isascii() and scheme.replace("-", "").isalnum() and len(rest) >= 8
-        self.credential = _EnvSecret(rest if plain else value)
-
-    def header(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "<secret>"
-
-    __str__ = __repr__
+def _credential(header: str) -> str:
+    """What is masked of a credential header's value (`Bearer <token>`): the credential after
+    its scheme; masking the whole value would also mask any eight characters of it, "Bearer t"
+    among them, in text that only talks about bearer tokens."""
+    scheme, _, rest = header.partition(" ")
+    rest = rest.strip()
+    plain = scheme.isascii() and scheme.replace("-", "").isalnum() and len(rest) >= 8
+    return rest if plain else header
 
 
 def _reason(exc: BaseException) -> str:

@@ -252,3 +252,93 @@ class DecisionError(OpenProgramError, ValueError):
 def _rebuild_error(kind: str, message: str, reply_head: str | None,
                    path: str | None) -> DecisionError:
     return DecisionError(kind, message, reply_head, None, path)
+
+
+# -- what a run's files, a recording and a server can say -------------------------------------
+# Defined here with the rest of the family (a user meets them from `evaluate`, a cassette, an MCP
+# server); the modules that raise them import them from here.
+
+
+class RecordedError(OpenProgramError):
+    """A recorded decision's error, read back (a journal's row): its kind, its type's name and
+    message; the exception object itself stayed in the process that ran the decision."""
+
+    def __init__(self, kind: str | None, type_name: str, message: str):
+        super().__init__(message)
+        self.kind, self.type_name = kind, type_name
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class JournalMismatch(OpenProgramError, ValueError):
+    """The journal holds another evaluation's rows (its prompt, options, way of asking, runtime,
+    repair level or inputs differ)."""
+
+
+class JournalFileError(OpenProgramError, ValueError):
+    """A journal that cannot be read as one: a line that is not JSON, nested too deep, or with
+    a field of the wrong type, or a file written by a newer release. Names the file, the line
+    and what to do."""
+
+
+class JournalWriteError(OpenProgramError, OSError):
+    """A journal line could not be written (a full disk): says how many rows are safe in the
+    journal and that the same call resumes."""
+
+
+class ServerError(OpenProgramError, RuntimeError):
+    """An MCP server could not be started or reached, or ended while in use. The message names
+    the server and what to do; whatever was started is ended before it is raised."""
+
+
+class ScriptExhausted(OpenProgramError, RuntimeError):
+    """A ScriptedRuntime was asked for more replies than it was given."""
+
+
+class CassetteMismatch(ModelCallError):
+    """The program sent a request the cassette did not record. `call` is the number of the
+    program's call (1, 2, ... in the order this replay answered them), `expected` the nearest
+    recorded request and `actual` the one sent."""
+
+    def __init__(self, message: str, *, call: int, expected: Any = None, actual: Any = None):
+        super().__init__(message, kind="not_recorded")
+        self.call, self.expected, self.actual = call, expected, actual
+
+
+class CassetteExhausted(CassetteMismatch):
+    """The program asked a recorded request more times than the cassette recorded it (or, with
+    `strict=False`, made more calls than it holds)."""
+
+
+class CassetteFileError(OpenProgramError, ValueError):
+    """A file that cannot be read as a cassette: says which file, which line and what to do."""
+
+
+class CacheFileError(OpenProgramError, ValueError):
+    """A cache file this release cannot append to."""
+
+
+class ToolNotRecorded(OpenProgramError, LookupError):
+    """A replay was asked for a tool call the cassette did not record (or recorded fewer times
+    than it is asked)."""
+
+
+class RunFileError(CassetteFileError):
+    """A file that cannot be read as a saved run: says which file, which line and what to do."""
+
+
+class RunDiverged(OpenProgramError, RuntimeError):
+    """A fork's program asked, before the fork point, something its recording does not hold.
+    `node` is the fork's node where it happened (a model or tool call, or decision k itself),
+    `decision` the decision it belongs to (a RunNode of the fork, or None), `expected` the
+    recorded request (None when the recording holds none there) and `actual` the one asked
+    (None when the program asked nothing where the recording did); `run` is the fork as far as
+    it got."""
+
+    def __init__(self, message: str, *, node: Any = None, decision: Any = None,
+                 expected: Any = None, actual: Any = None, at: int | None = None):
+        super().__init__(message)
+        self.node, self.decision, self.expected, self.actual = node, decision, expected, actual
+        self.at = at
+        self.run: Any = None

@@ -14,6 +14,8 @@ never raises, so `json.dumps(to_jsonable(x), allow_nan=False)` always works.
 is already JSON — which most of a trace is — comes back as itself, checked but not copied, so
 `json.dumps` writes the same text for it as for `to_jsonable(value)`; anything else goes through
 `to_jsonable`. What it returns may share objects with `value`: it is for encoding, not keeping.
+`is_plain(value)` is that check, the one place the library decides whether a value is plain
+JSON.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import dataclasses
 import enum
 import json
 import math
+import re
 import sys
 from collections.abc import Mapping
 
@@ -28,8 +31,11 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any
 
-__all__ = ["to_jsonable", "json_ready"]
+__all__ = ["to_jsonable", "json_ready", "is_plain", "SURROGATE"]
 
+#: A surrogate code point: not valid Unicode text (UTF-8 refuses it), whether lone or written as
+#: one half of a pair; a JSON parser lets one through from a `\ud800` escape.
+SURROGATE = re.compile("[\ud800-\udfff]")
 #: Nesting deeper than this is cut (json.dumps itself fails near the interpreter's recursion limit).
 MAX_DEPTH = 200
 #: The longest text a tagged repr keeps.
@@ -49,47 +55,60 @@ def to_jsonable(value: Any) -> Any:
 
 
 def json_ready(value: Any) -> Any:
-    """`value` when json.dumps writes it as it writes `to_jsonable(value)` (plain JSON of the
-    exact builtin types, text UTF-8 can encode, nested less than MAX_DEPTH); otherwise
-    `to_jsonable(value)`. Never raises."""
+    """`value` when json.dumps writes it as it writes `to_jsonable(value)` (plain JSON:
+    `is_plain`); otherwise `to_jsonable(value)`. Never raises."""
     t = type(value)
     if t is str:
         return value if value.isascii() else _text(value)
-    if value is None or t is bool or t is float and math.isfinite(value):
-        return value
+    return value if is_plain(value) else to_jsonable(value)
+
+
+def is_plain(value: Any) -> bool:
+    """Whether `value` is plain JSON, as `to_jsonable` would return it: the exact builtin types
+    (a dict with text keys, a list or a tuple, text, a whole number of at most
+    `_SAFE_INT_BITS` bits, a finite float, a boolean, None), text that UTF-8 can encode (no
+    surrogate code point), nested less than MAX_DEPTH deep (which a reference cycle is too).
+    The one test of it: `json_ready` shares such a value instead of copying it, a journal line
+    writes it as it is, a reply's value passes the validator's quick check."""
+    t = type(value)
+    if t is str:
+        return value.isascii() or not SURROGATE.search(value)
+    if value is None or t is bool:
+        return True
     if t is int:
-        return value if value.bit_length() <= _SAFE_INT_BITS else to_jsonable(value)
-    return value if _ready(value, 0) else to_jsonable(value)
+        return value.bit_length() <= _SAFE_INT_BITS
+    if t is float:
+        return value - value == 0
+    return _plain(value, 0)
 
 
-def _ready(v: Any, depth: int) -> bool:
-    """Whether `v` is JSON as to_jsonable would return it (tuples as lists, which json.dumps
-    writes alike). The depth bound stops a reference cycle as well as deep nesting. The test of
-    one item is written out twice, for a dict's values and a list's items, on purpose: this runs
-    for every value of every journaled row, and a function call per item would add to that."""
+def _plain(v: Any, depth: int) -> bool:
+    """`is_plain` of a dict, a list or a tuple. The test of one item is written out twice, for a
+    dict's values and a list's items, on purpose: this runs for every value of every journaled
+    row, and a function call per item would add to that."""
     if depth >= MAX_DEPTH:
         return False
     t = type(v)
     if t is dict:
         for k, x in v.items():
-            if type(k) is not str or not (k.isascii() or _text(k) is k):
+            if type(k) is not str or not (k.isascii() or not SURROGATE.search(k)):
                 return False
             tx = type(x)
             if tx is str:
-                if not (x.isascii() or _text(x) is x):
+                if not (x.isascii() or not SURROGATE.search(x)):
                     return False
             elif not (x is None or tx is bool or tx is int and x.bit_length() <= _SAFE_INT_BITS
-                      or tx is float and math.isfinite(x) or _ready(x, depth + 1)):
+                      or tx is float and x - x == 0 or _plain(x, depth + 1)):
                 return False
         return True
     if t is list or t is tuple:
         for x in v:
             tx = type(x)
             if tx is str:
-                if not (x.isascii() or _text(x) is x):
+                if not (x.isascii() or not SURROGATE.search(x)):
                     return False
             elif not (x is None or tx is bool or tx is int and x.bit_length() <= _SAFE_INT_BITS
-                      or tx is float and math.isfinite(x) or _ready(x, depth + 1)):
+                      or tx is float and x - x == 0 or _plain(x, depth + 1)):
                 return False
         return True
     return False

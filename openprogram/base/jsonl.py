@@ -4,7 +4,7 @@ append it, cut back a failed write and read the whole lines back.
 Three files of the library are JSON Lines that only ever grow at their end — an evaluation's
 journal, a cassette, a cache — and each must survive a process killed mid-write, a full disk and
 text no encoder takes. They share one implementation of those rules, here: `LineFormat.line` is a
-value as one line (every key of this process masked by `filesecrets.scrub`, newlines inside
+value as one line (every key of this process masked by `secrets.scrub`, newlines inside
 strings escaped by JSON, non-ASCII written as itself, a lone surrogate — which UTF-8 cannot
 encode — as its `\\uXXXX` escape, so it reads back as the same code point); `write_whole` writes
 a line (or several) whole or not at all, cutting a failed write back off; `whole_lines` finds the
@@ -19,7 +19,7 @@ import json
 import json.encoder
 import os
 
-from .filesecrets import scrub
+from .secrets import scrub
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated

@@ -5,7 +5,10 @@ holds what they share without importing the `Runtime` class itself — the value
 returns (`ToolCall`, `ModelResponse`), the `ModelCaller` protocol that `Runtime` implements, the
 content-block helpers, time budgets, and which runtime and Agent are bound to the running call
 (context variables, so threads and asyncio tasks that copy the context keep them). Keeping these
-here is what lets the loop sit below the Runtime without an import cycle.
+here is what lets the loop sit below the Runtime without an import cycle. It is long because it
+is the whole of that contract — the protocol with everything a runtime may declare, and the one
+way a decision's awaitables are finished from sync and async callers alike — and each part is
+what the same layers below the Runtime call together.
 """
 from __future__ import annotations
 

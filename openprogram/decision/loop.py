@@ -2,16 +2,17 @@
 
 `make(prompt, options)` sends the prompt and the rendered menu in one model call, finds the pick in
 the reply, validates its arguments, re-asks on a bad reply, and resolves the pick into the result
-(rules E1, P1-P8, Z1); its settings are checked once into a `Plan`, which an evaluation's rows
-share. `parse_args` and `resolve_decision` are its two halves on their own. The
-loop talks to the model only through the `ModelCaller` protocol and to option kinds only through
-their methods; each step moves the attempt's frozen `Attempt` record forward (a copy once an
-observer holds it) and emits it, and the trace is assembled from those events. Entry points that run
-a whole turn first (`agent(options=)`, `exec(response_format=)`) live one layer up, in
-runtime/turns.py, and drive the same `Decider`. It is long because the `Decider` is one state
-machine — an attempt sent, its reply read, the pick checked, then resolved, repaired or re-asked —
-whose steps share the attempt being built and the trace it changes; splitting them would pass that
-state between modules.
+(rules E1, P1-P8, Z1); its settings (a `Settings`, settings.py) are checked once against the options
+and the runtime into a `Plan`, which an evaluation's rows share. `parse_args` and `resolve_decision`
+are its two halves on their own. The loop talks to the model only through the `ModelCaller`
+protocol, to option kinds only through their methods, and to the strategies its settings name (the
+way of asking, the repair level, the confidence source) only through theirs; each step moves the
+attempt's frozen `Attempt` record forward (a copy once an observer holds it) and emits it, and the
+trace is assembled from those events. Entry points that run a whole turn first (`agent(options=)`,
+`exec(response_format=)`) live one layer up, in runtime/turns.py, and drive the same `Decider`. It
+is long because the `Decider` is one state machine — an attempt sent, its reply read, the pick
+checked, then resolved, repaired or re-asked — whose steps share the attempt being built and the
+trace it changes; splitting them would pass that state between modules.
 """
 from __future__ import annotations
 
@@ -42,8 +43,9 @@ from ..base.model_protocol import (
     running_tool,
     settle_value,
 )
-from ..base.redaction import redact_decoded
 from ..base.run_hooks import current_run
+from ..base.secrets import redact_decoded
+from ..base.text import cut_middle
 from ..trace.decision_trace import DecisionTrace, emit, record
 from ..trace.records import Attempt, Pick, Reask, new_attempt, replace
 from . import repair as _repair
@@ -95,13 +97,6 @@ def render_options(options: Options) -> str:
     return render_menu(normalize(options))
 
 
-def _bounded(text: str, n: int = _REASK_REPLY_LIMIT) -> str:
-    if len(text) <= n:
-        return text
-    half = n // 2
-    return f"{text[:half]}\n[... {len(text) - n} characters left out ...]\n{text[-half:]}"
-
-
 DEFAULT_REASK = (
     "Your previous reply could not be used as a decision.\n\n"
     "The request was:\n{request}\n\n"
@@ -123,7 +118,8 @@ def reask_prompt(request: str, reply: Any, err: AttemptError, menu_text: str,
     """The re-ask (P7): by default the request, the previous reply, the problem, and the menu
     again; `reask` (a checked `reask=`, settings.py) writes the user's own text from the same
     facts."""
-    shown = _bounded(reply if isinstance(reply, str) else repr(reply))
+    shown = cut_middle(reply if isinstance(reply, str) else repr(reply), _REASK_REPLY_LIMIT,
+                       "\n[... {n} characters left out ...]\n")
     hint = err.hint  # the fix a repair level above would have made (repair.py)
     facts = Reask(request=request, reply=shown, kind=err.kind, error=err.message,
                   path=err.path or "", menu=menu_text, attempt=attempt, hint=hint)

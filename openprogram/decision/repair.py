@@ -2,17 +2,19 @@
 
 A reply that fails is often almost right: a trailing comma, single quotes, Python's `True`, a
 pick cut off before its closing braces, an option name in another case, `"3"` for an integer.
-This module holds the one setting (`LEVELS`: "off" re-asks every deviation, as the
-specification says; "safe" fixes JSON syntax where exactly one JSON value is meant; "menu" also
-fixes what the option set makes unambiguous), the fixed set of repair kinds (`KINDS`), the
-`Repair` record each one leaves on the attempt (what, where, before → after), and the repairs
-themselves. The decision loop calls in only after the strict path has failed, so a reply that
-is valid as written is never changed; each repair is taken only when exactly one candidate
-fits, and none of them guesses an option, changes a value or fills a missing field. The syntax
-repair reads the reply once with one regular expression per token (linear in the text, depth
-and repair count bounded); the menu repairs walk the option's JSON Schema along an error path. It
-is long because every repair reads the reply through the same token loop (and its fast path) under
-one work budget; split apart, each would need the others' state.
+This module holds the levels of the one setting, each a strategy the decision loop asks
+(`NoRepair` "off" re-asks every deviation, as the specification says; `SyntaxRepair` "safe"
+fixes JSON syntax where exactly one JSON value is meant; `MenuRepair` "menu" also fixes what the
+option set makes unambiguous: `repair_level` picks one from what `repair=` says), the fixed set
+of repair kinds (`KINDS`), and the repairs themselves, each leaving a `Repair` record on the
+attempt (what, where, before → after). The decision loop calls in only after the strict path has
+failed, so a reply that is valid as written is never changed; each repair is taken only when
+exactly one candidate fits, and none of them guesses an option, changes a value or fills a
+missing field. The syntax repair reads the reply once with one regular expression per token
+(`_one_value`, linear in the text, depth and repair count bounded), a plain object a member at a
+time (`_lane`); the menu repairs walk the option's JSON Schema along an error path. It is long
+because every repair reads the reply through the same token loop under one work budget, and the
+levels are defined by which of them they allow; split apart, each would need the others' state.
 """
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ import json
 import re
 
 from ..base.errors import ArgumentError, AttemptError, OptionError
-from ..trace.records import Repair  # the record lives with the attempt that carries it
+from ..base.text import cut_middle
+from ..trace.records import Repair, repairs_of  # the record lives with the attempt
 from .extract import Extraction, _call_key, _normalize, find_action
 from .schema.refs import Document
 
@@ -76,10 +79,6 @@ def allows(level: str, kind: str) -> bool:
     return repair_level(level).allows(kind)
 
 
-def _clip(text: str) -> str:
-    return text if len(text) <= _SHOWN else text[:_SHOWN // 2] + "…" + text[-_SHOWN // 2:]
-
-
 # -- "safe": JSON syntax --------------------------------------------------------------------------
 
 _TOKEN = re.compile(
@@ -133,7 +132,6 @@ _MEMBER = re.compile(rf" ?: ?(?:({_VALUE})(?: ?, ?({_KEY})| ?(,)? ?(\}}))?"
 _AFTER = re.compile(rf" ?, ?({_KEY})| ?(,)? ?(\}})", re.S)
 # What can follow a `{` in JSON (the C decoder fails at once on anything else).
 _OBJECT_GOES_ON = ('"', "}", " ", "\t", "\r", "\n")
-_new = object.__new__
 
 
 def _not_json(name: str) -> NoReturn:
@@ -158,7 +156,9 @@ def _sq_to_dq(tok: str) -> str:
 
 
 class _Fail(Exception):
-    pass
+    """A value that cannot be read as one JSON value. `left`: the token budget left when the
+    object lane failed (the token loop keeps its own)."""
+    left = 0
 
 
 # A repair as _one_value notes it: kind, path, the span of the text it replaced, the text
@@ -187,17 +187,7 @@ def _dot(stack: list[list[Any]]) -> str:
 
 def _records(notes: list[_Note]) -> list[Repair]:
     """The `Repair` records of _one_value's notes, made only for the pick that is kept."""
-    out = []
-    for kind, path, span, after, before in notes:
-        # made without the frozen dataclass's __init__ (an object.__setattr__ per field), as
-        # records.replace makes records: a small reply's repairs are most of what it costs
-        r = _new(Repair)
-        d = r.__dict__
-        d["kind"], d["path"], d["span"] = kind, path, span
-        d["before"] = before if len(before) <= _SHOWN else _clip(before)
-        d["after"] = after if len(after) <= _SHOWN else _clip(after)
-        out.append(r)
-    return out
+    return repairs_of(notes, _SHOWN)
 
 
 def _one_value(text: str, start: int, budget: list[int], cut: bool = False
@@ -206,10 +196,15 @@ def _one_value(text: str, start: int, budget: list[int], cut: bool = False
     it needed (as notes for _records, `_Note`s), and where it ends in `text`; _Fail when it
     cannot be read as exactly one value. (A comment at the very end of a cut-off reply is text,
     not a value: dropped.) `budget` holds the tokens the reading may still take; it is read
-    into a local and written back however the reading ends."""
+    into a local and written back however the reading ends.
+
+    The token loop reads one token at a time (a string by substring search, the rest by
+    `_TOKEN`), keeping a stack of frames: [bracket, state, key or index (None before the
+    first), pending comma position]. Two readers take over where a token would be slow: a
+    nested value the C decoder reads whole is copied as written (`_whole`), and after an
+    object key the object lane (`_lane`) reads plain members a match at a time."""
     out: list[str] = []
     repairs: list[_Note] = []
-    # A frame: [bracket, state, key or index (None before the first), pending comma position]
     stack: list[list[Any]] = []
     match = _TOKEN.match
     pos, n = start, len(text)
@@ -230,8 +225,7 @@ def _one_value(text: str, start: int, budget: list[int], cut: bool = False
             left -= 1
             if left < 0:
                 raise _Fail("the reply took more reading than its length allows")
-            top = ["{", "key", None, None]
-            stack.append(top)
+            stack.append(["{", "key", None, None])
             out.append("{")
             pos += 1
             c = text[pos:pos + 1]
@@ -241,167 +235,25 @@ def _one_value(text: str, start: int, budget: list[int], cut: bool = False
                     left -= 1
                     if left < 0:
                         raise _Fail("the reply took more reading than its length allows")
-                    kind, end = ("dq" if c == '"' else "sq"), close + 1
+                    end = close + 1
                     tok = text[pos:end]
                     lane = True
 
         while True:
             if lane:
                 lane = False
-                # A member at a time while the members are plain (`key: scalar, key`, a nested
-                # `{'key'`, a closing `}`; single spaces): each match stands for the tokens it
-                # spans and leaves what they would. A match is taken only where none of its tokens
-                # could stop the reading (the budget, the depth, the count of repairs), so it spends
-                # what they would and the reading stops where the token loop's would; anything
-                # else goes back to the token loop, from the key just read or the `}` just closed.
-                # what the path of a member of this object starts with (its own path and a
-                # dot), once a repair needs it
-                dot = "" if len(stack) == 1 else None
-                if kind != "dq" and len(repairs) >= _MAX_REPAIRS:
-                    # (checked once: a match below is taken with room for its repairs, so the
-                    # count is below the limit at every later key)
-                    raise _Fail("too many repairs")
-                # The key's first character says what it is: ', " or a word's; a key in single
-                # quotes with a double quote or a backslash in it is marked \ (the lane's own
-                # patterns read no such string, so only the first key can be one).
-                c = tok[0]
-                if c == "'" and ("\\" in tok or '"' in tok):
-                    c = "\\"
-                while True:
-                    if c == "'":
-                        name = tok[1:-1]  # (_sq_to_dq's plain case, without its call)
-                        key = '"' + name + '"'
-                        what = "single_quotes"
-                    elif c != '"' and c != "\\":
-                        name = tok
-                        key = '"' + tok + '"'  # json.dumps(tok): a word has nothing to escape
-                        what = "unquoted_key"
-                    else:
-                        key = tok if c == '"' else _sq_to_dq(tok)
-                        what = "single_quotes"
-                        try:
-                            name = key[1:-1] if "\\" not in key else _DECODER.decode(key)
-                        except ValueError:
-                            raise _Fail("an object key that is not JSON text") from None
-                    top[2] = name
-                    if c == '"':
-                        here = None
-                    else:
-                        if dot is None:
-                            dot = _dot(stack)
-                        here = dot + name
-                        repairs.append((what, here, (pos, end), key, tok))
-                    # (the key is written with what follows it, and the frame's state and `pos`
-                    # are set only where the lane stops)
-                    m = _MEMBER.match(text, end)
-                    if m is None or len(repairs) > _LANE_REPAIRS:
-                        out.append(key)
-                        top[1], pos = "colon", end
-                        break
-                    # (a group at a time: m.regs would make a pair for each of the six)
-                    span = m.span(1)
-                    a, b = span
-                    if a < 0:
-                        # a nested object and its first key: the colon, spaces, the `{`, the key
-                        a, b = m.span(5)
-                        if a - end + 1 > left or len(stack) >= _MAX_DEPTH:
-                            out.append(key)
-                            top[1], pos = "colon", end
-                            break
-                        left -= a - end + 1
-                        if scan_left > 0:
-                            scan_left -= 1  # the C decoder's failure one character in
-                        top[1] = "value"
-                        if here is None:
-                            here = (_dot(stack) if dot is None else dot) + name
-                        dot = here + "." if here else ""
-                        top = ["{", "key", None, None]
-                        stack.append(top)
-                        out.append(key + ":{")
-                        pos, end = a, b
-                        tok = text[a:b]
-                        c = tok[0]
-                        continue
-                    # the colon, the value, a space before either; then a space, the comma, a
-                    # space and the next key, or spaces, a comma and the `}`
-                    nxt = m.span(2)
-                    if nxt[0] >= 0:
-                        spend = a - end + nxt[0] - b + 2
-                    else:
-                        close = m.span(4)
-                        spend = a - end + 1 + (close[1] - b if close[0] >= 0 else 0)
-                    if spend > left:
-                        out.append(key)
-                        top[1], pos = "colon", end
-                        break
-                    left -= spend
-                    tok = text[a:b]
-                    c = tok[0]
-                    # (no count check below: the match is taken with room for its repairs)
-                    if c == "'":
-                        if here is None:
-                            here = (_dot(stack) if dot is None else dot) + name
-                        fixed = '"' + tok[1:-1] + '"'  # (_SQ: no " or \ inside)
-                        repairs.append(("single_quotes", here, span, fixed, tok))
-                        tok = fixed
-                    elif c in "TFN":
-                        if here is None:
-                            here = (_dot(stack) if dot is None else dot) + name
-                        fixed = _PYTHON[tok]
-                        repairs.append(("python_literal", here, span, fixed, tok))
-                        tok = fixed
-                    if nxt[0] >= 0:
-                        out.append(f"{key}:{tok},")
-                        pos, end = nxt
-                        tok = text[pos:end]
-                        c = tok[0]
-                        continue
-                    out.append(f"{key}:{tok}")
-                    pos = b
-                    if close[0] < 0:
-                        top[1] = "after"
-                        break
-                    comma = m.start(3)
-                    nxt = None
-                    while True:  # the object closes, and the objects around it while they do
-                        if comma >= 0:  # `here`: the path of the object's last member
-                            if here is None:
-                                here = (_dot(stack) if dot is None else dot) + top[2]
-                            repairs.append(("trailing_comma", here, (comma, comma + 1), "", ","))
-                        stack.pop()
-                        out.append("}")
-                        pos = close[1]
-                        if not stack:
-                            return "".join(out), repairs, pos
-                        top = stack[-1]
-                        top[1] = "after"
-                        # the member of the object around it that held the one closed
-                        here = None if dot is None else dot[:-1]
-                        dot = None
-                        m = _AFTER.match(text, pos) if top[0] == "{" else None
-                        if m is None or len(repairs) >= _MAX_REPAIRS:
-                            break
-                        span = m.span(1)
-                        if span[0] >= 0:  # a comma and the next key
-                            if span[0] - pos + 1 <= left:
-                                nxt = span
-                            break
-                        close = m.span(3)
-                        if close[1] - pos > left:
-                            break
-                        left -= close[1] - pos
-                        comma = m.start(2)
-                    if nxt is None:
-                        break
-                    left -= nxt[0] - pos + 1
-                    out.append(",")
-                    dot = None
-                    pos, end = nxt
-                    tok = text[pos:end]
-                    c = tok[0]
+                try:
+                    pos, done, left, scan_left = _lane(text, stack, out, repairs, tok, pos, end,
+                                                       left, scan_left)
+                except _Fail as failed:   # what the lane spent before it failed is spent
+                    left = failed.left
+                    raise
+                if done:
+                    return "".join(out), repairs, pos
                 continue
             if pos >= n:
                 break
+            # -- the next token
             left -= 1
             if left < 0:
                 raise _Fail("the reply took more reading than its length allows")
@@ -423,6 +275,7 @@ def _one_value(text: str, start: int, budget: list[int], cut: bool = False
                 if m is None:
                     raise _Fail(f"no JSON at character {pos}")
                 kind, tok, end = m.lastgroup or "", m.group(), m.end()
+            # -- whitespace and comments
             if kind == "ws":
                 pos = end
                 continue
@@ -455,6 +308,7 @@ def _one_value(text: str, start: int, budget: list[int], cut: bool = False
                     top[1] = "after"  # a value done
                     pos = run.end()
                     continue
+            # -- brackets, a colon, a comma
             if kind == "p":
                 if tok in "{[":
                     if state not in ("value", "first"):
@@ -463,27 +317,13 @@ def _one_value(text: str, start: int, budget: list[int], cut: bool = False
                         raise _Fail("nested too deep")
                     if top is not None and top[0] == "[":
                         top[2] = 0 if top[2] is None else top[2] + 1
-                    if top is not None and scan_left > 0 and tok == "{" \
-                            and text[pos + 1:pos + 2] not in _OBJECT_GOES_ON:
-                        # the C decoder fails one character in ({' or {key): counted as that
-                        # failure without raising it (its error costs more than the whole step)
-                        scan_left -= 1
-                    elif top is not None and scan_left > 0:
-                        # Most of a sloppy pick is valid JSON: a nested value the C decoder reads
-                        # whole is copied as written. The characters failed reads cover are counted,
-                        # so these tries cost at most eight times the text before they stop.
-                        try:
-                            end = _scan(text, pos)[1]
-                        except StopIteration as exc:
-                            scan_left -= max(exc.value - pos, 1)
-                        except ValueError as exc:
-                            scan_left -= max(getattr(exc, "pos", n) - pos, 1)
-                        except RecursionError:
-                            scan_left = 0
-                        else:
-                            out.append(text[pos:end])
+                    if top is not None and scan_left > 0:
+                        whole, failed = _whole(text, pos, tok)
+                        scan_left = 0 if failed is None else scan_left - failed
+                        if whole > 0:   # copied as written
+                            out.append(text[pos:whole])
                             top[1] = "after"
-                            pos = end
+                            pos = whole
                             continue
                     stack.append([tok, "first" if tok == "[" else "key", None, None])
                     out.append(tok)
@@ -512,25 +352,15 @@ def _one_value(text: str, start: int, budget: list[int], cut: bool = False
                     top[3] = pos
                 pos = end
                 continue
-            if kind == "cut":
-                # A string that never closes runs to the end of the reply: cut off inside it.
+            if kind == "cut":  # a string that never closes runs to the end of the reply
                 if not cut or state not in ("value", "first") or top is None or tok != '"':
                     raise _Fail("a string that never closes")
-                if top[0] == "[":
-                    top[2] = 0 if top[2] is None else top[2] + 1
-                body = text[end:]
-                if body.endswith("\\") and not body.endswith("\\\\"):
-                    body = body[:-1]
-                out.append('"' + body)
-                tail = '"' + "".join("}" if f[0] == "{" else "]" for f in reversed(stack))
-                note("closed_truncation", n, n, tail)
-                out.append(tail)
-                return "".join(out), repairs, n
-            # a key, or a value
+                return _cut_inside_string(text, end, stack, out, repairs, note)
+            # -- a key (the object lane reads on from it), or a value
             if top is not None and state == "key":
                 if kind not in ("dq", "sq", "word"):
                     raise _Fail("an object key that is not a string")
-                lane = True  # read by the object lane, at the top of the loop
+                lane = True
                 continue
             if state not in ("value", "first"):
                 raise _Fail("a value where a comma or bracket belongs")
@@ -554,26 +384,236 @@ def _one_value(text: str, start: int, budget: list[int], cut: bool = False
                 out.append(tok)
             top[1] = "after"
             pos = end
-        # The reply ended inside the pick: only closing brackets may be missing, after a whole
-        # value (a number or a word at the very end may itself be cut, so it is not closed).
-        if not stack:
-            raise _Fail("nothing")
-        if not cut:
-            raise _Fail("the reply ends inside the pick, and the token limit did not cut it")
-        top = stack[-1]
-        last = text.rstrip()[-1:]
-        if top[1] in ("colon", "value") and top[3] is None:
-            raise _Fail("cut off after a key")
-        if top[1] == "after" and last not in ('"', "}", "]", "'"):
-            raise _Fail("cut off after a number or a word")
-        if top[3] is not None:
-            note("trailing_comma", top[3], top[3] + 1, "")
-        tail = "".join("}" if f[0] == "{" else "]" for f in reversed(stack))
-        note("closed_truncation", n, n, tail)
-        out.append(tail)
-        return "".join(out), repairs, n
+        return _cut_after_value(text, stack, out, repairs, cut, note)
     finally:
         budget[0] = left
+
+
+def _whole(text: str, pos: int, bracket: str) -> tuple[int, int | None]:
+    """Most of a sloppy pick is valid JSON: a nested value the C decoder reads whole is copied
+    as written. `(where the value at pos ends, or -1; the characters the failed read covered,
+    or None when it recursed too deep)`: _one_value counts them, so these tries cost at most
+    eight times the text before they stop. An object whose `{` is not followed by what JSON
+    allows there (`{'` or `{key`) fails one character in, counted without raising the decoder's
+    error (which costs more than the whole step)."""
+    if bracket == "{" and text[pos + 1:pos + 2] not in _OBJECT_GOES_ON:
+        return -1, 1
+    try:
+        return _scan(text, pos)[1], 0
+    except StopIteration as exc:
+        return -1, max(exc.value - pos, 1)
+    except ValueError as exc:
+        return -1, max(getattr(exc, "pos", len(text)) - pos, 1)
+    except RecursionError:
+        return -1, None
+
+
+def _lane(text: str, stack: list[list[Any]], out: list[str], repairs: list[_Note], tok: str,
+          pos: int, end: int, left: int, scan_left: int) -> tuple[int, bool, int, int]:
+    """The object lane of the syntax repair, from the object key `tok` (at pos..end) the token
+    loop just read: a member at a time while the members are plain (`key: scalar, key`, a
+    nested `{'key'`, a closing `}`; single spaces), each match (`_MEMBER`, `_AFTER`) standing
+    for the tokens it spans and leaving what they would. A match is taken only where none of
+    its tokens could stop the reading (the budget, the depth, the count of repairs), so it
+    spends what they would and the reading stops where the token loop's would; anything else
+    goes back to the token loop, from the key just read or the `}` just closed. `left` and
+    `scan_left` are the token budget and the failed-read budget. Returns where the token loop
+    goes on, whether the whole value is read, and what is left of both budgets (a `_Fail`
+    carries the token budget left as `.left`)."""
+    top = stack[-1]
+    try:
+        # what the path of a member of this object starts with (its own path and a dot), once
+        # a repair needs it
+        dot = "" if len(stack) == 1 else None
+        if tok[0] != '"' and len(repairs) >= _MAX_REPAIRS:
+            # (checked once: a match below is taken with room for its repairs, so the
+            # count is below the limit at every later key)
+            raise _Fail("too many repairs")
+        # The key's first character says what it is: ', " or a word's; a key in single
+        # quotes with a double quote or a backslash in it is marked \ (the lane's own
+        # patterns read no such string, so only the first key can be one).
+        c = tok[0]
+        if c == "'" and ("\\" in tok or '"' in tok):
+            c = "\\"
+        while True:
+            if c == "'":
+                name = tok[1:-1]  # (_sq_to_dq's plain case, without its call)
+                key = '"' + name + '"'
+                what = "single_quotes"
+            elif c != '"' and c != "\\":
+                name = tok
+                key = '"' + tok + '"'  # json.dumps(tok): a word has nothing to escape
+                what = "unquoted_key"
+            else:
+                key = tok if c == '"' else _sq_to_dq(tok)
+                what = "single_quotes"
+                try:
+                    name = key[1:-1] if "\\" not in key else _DECODER.decode(key)
+                except ValueError:
+                    raise _Fail("an object key that is not JSON text") from None
+            top[2] = name
+            if c == '"':
+                here = None
+            else:
+                if dot is None:
+                    dot = _dot(stack)
+                here = dot + name
+                repairs.append((what, here, (pos, end), key, tok))
+            # (the key is written with what follows it, and the frame's state and `pos`
+            # are set only where the lane stops)
+            m = _MEMBER.match(text, end)
+            if m is None or len(repairs) > _LANE_REPAIRS:
+                out.append(key)
+                top[1], pos = "colon", end
+                break
+            # (a group at a time: m.regs would make a pair for each of the six)
+            span = m.span(1)
+            a, b = span
+            if a < 0:
+                # a nested object and its first key: the colon, spaces, the `{`, the key
+                a, b = m.span(5)
+                if a - end + 1 > left or len(stack) >= _MAX_DEPTH:
+                    out.append(key)
+                    top[1], pos = "colon", end
+                    break
+                left -= a - end + 1
+                if scan_left > 0:
+                    scan_left -= 1  # the C decoder's failure one character in
+                top[1] = "value"
+                if here is None:
+                    here = (_dot(stack) if dot is None else dot) + name
+                dot = here + "." if here else ""
+                top = ["{", "key", None, None]
+                stack.append(top)
+                out.append(key + ":{")
+                pos, end = a, b
+                tok = text[a:b]
+                c = tok[0]
+                continue
+            # the colon, the value, a space before either; then a space, the comma, a
+            # space and the next key, or spaces, a comma and the `}`
+            nxt = m.span(2)
+            if nxt[0] >= 0:
+                spend = a - end + nxt[0] - b + 2
+            else:
+                close = m.span(4)
+                spend = a - end + 1 + (close[1] - b if close[0] >= 0 else 0)
+            if spend > left:
+                out.append(key)
+                top[1], pos = "colon", end
+                break
+            left -= spend
+            tok = text[a:b]
+            c = tok[0]
+            # (no count check below: the match is taken with room for its repairs)
+            if c == "'":
+                if here is None:
+                    here = (_dot(stack) if dot is None else dot) + name
+                fixed = '"' + tok[1:-1] + '"'  # (_SQ: no " or \ inside)
+                repairs.append(("single_quotes", here, span, fixed, tok))
+                tok = fixed
+            elif c in "TFN":
+                if here is None:
+                    here = (_dot(stack) if dot is None else dot) + name
+                fixed = _PYTHON[tok]
+                repairs.append(("python_literal", here, span, fixed, tok))
+                tok = fixed
+            if nxt[0] >= 0:
+                out.append(f"{key}:{tok},")
+                pos, end = nxt
+                tok = text[pos:end]
+                c = tok[0]
+                continue
+            out.append(f"{key}:{tok}")
+            pos = b
+            if close[0] < 0:
+                top[1] = "after"
+                break
+            comma = m.start(3)
+            nxt = None
+            while True:  # the object closes, and the objects around it while they do
+                if comma >= 0:  # `here`: the path of the object's last member
+                    if here is None:
+                        here = (_dot(stack) if dot is None else dot) + top[2]
+                    repairs.append(("trailing_comma", here, (comma, comma + 1), "", ","))
+                stack.pop()
+                out.append("}")
+                pos = close[1]
+                if not stack:
+                    return pos, True, left, scan_left
+                top = stack[-1]
+                top[1] = "after"
+                # the member of the object around it that held the one closed
+                here = None if dot is None else dot[:-1]
+                dot = None
+                m = _AFTER.match(text, pos) if top[0] == "{" else None
+                if m is None or len(repairs) >= _MAX_REPAIRS:
+                    break
+                span = m.span(1)
+                if span[0] >= 0:  # a comma and the next key
+                    if span[0] - pos + 1 <= left:
+                        nxt = span
+                    break
+                close = m.span(3)
+                if close[1] - pos > left:
+                    break
+                left -= close[1] - pos
+                comma = m.start(2)
+            if nxt is None:
+                break
+            left -= nxt[0] - pos + 1
+            out.append(",")
+            dot = None
+            pos, end = nxt
+            tok = text[pos:end]
+            c = tok[0]
+        return pos, False, left, scan_left
+    except _Fail as failed:
+        failed.left = left
+        raise
+
+
+def _cut_inside_string(text: str, end: int, stack: list[list[Any]], out: list[str],
+                       repairs: list[_Note], note: Callable[..., None]) -> tuple[str, list[_Note],
+                                                                              int]:
+    """A reply cut off at the token limit inside a string value: the string and every bracket
+    open around it closed (closed_truncation)."""
+    n = len(text)
+    top = stack[-1]
+    if top[0] == "[":
+        top[2] = 0 if top[2] is None else top[2] + 1
+    body = text[end:]
+    if body.endswith("\\") and not body.endswith("\\\\"):
+        body = body[:-1]
+    out.append('"' + body)
+    tail = '"' + "".join("}" if f[0] == "{" else "]" for f in reversed(stack))
+    note("closed_truncation", n, n, tail)
+    out.append(tail)
+    return "".join(out), repairs, n
+
+
+def _cut_after_value(text: str, stack: list[list[Any]], out: list[str], repairs: list[_Note],
+                     cut: bool, note: Callable[..., None]) -> tuple[str, list[_Note], int]:
+    """The reply ended inside the pick: only closing brackets may be missing, after a whole
+    value (a number or a word at the very end may itself be cut, so it is not closed), and only
+    when the token limit cut the reply."""
+    n = len(text)
+    if not stack:
+        raise _Fail("nothing")
+    if not cut:
+        raise _Fail("the reply ends inside the pick, and the token limit did not cut it")
+    top = stack[-1]
+    last = text.rstrip()[-1:]
+    if top[1] in ("colon", "value") and top[3] is None:
+        raise _Fail("cut off after a key")
+    if top[1] == "after" and last not in ('"', "}", "]", "'"):
+        raise _Fail("cut off after a number or a word")
+    if top[3] is not None:
+        note("trailing_comma", top[3], top[3] + 1, "")
+    tail = "".join("}" if f[0] == "{" else "]" for f in reversed(stack))
+    note("closed_truncation", n, n, tail)
+    out.append(tail)
+    return "".join(out), repairs, n
 
 
 def may_enclose(text: Any, span: tuple[int, int]) -> bool:
@@ -839,9 +879,9 @@ def value_fix(option: Any, args: dict[str, Any], path: str) -> tuple[dict[str, A
 
 def _json(value: Any) -> str:
     try:
-        return _clip(json.dumps(value, ensure_ascii=False))
+        return cut_middle(json.dumps(value, ensure_ascii=False), _SHOWN)
     except (TypeError, ValueError):
-        return _clip(repr(value))
+        return cut_middle(repr(value), _SHOWN)
 
 
 def name_hint(name: str, names: list[str]) -> str:

@@ -26,7 +26,7 @@ from ..base.errors import ArgumentError, ModelCallError, UsageError
 from ..base.json_form import json_ready
 from ..base.model_protocol import ModelCaller, ModelResponse, ToolCall, run_sync
 from .loop import Plan
-from .settings import ALL, Settings
+from .settings import PLAN, Settings, takes_settings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
@@ -230,11 +230,6 @@ def template_fields(template: str) -> list[str]:
     return out
 
 
-#: A plan's settings: a decision's, but the runtime (the batch engine sends the requests) and
-#: the time budget (the engine's own timeouts apply).
-_TAKES = ALL - {"runtime", "timeout_s"}
-
-
 class RowPlan:
     """A decision's settings checked once for many rows, split in two: `request(row)` and
     `resolve(row, reply, earlier=())`. Build it with `decision.plan(template, options,
@@ -263,7 +258,9 @@ class RowPlan:
         self._plan = self._build()
 
     def _build(self) -> Plan:
-        return Plan(self.options, Settings.of(self.settings, "decision.plan", _TAKES),
+        # the settings are kept as the caller wrote them (a checked re-ask template is a
+        # function, which does not pickle) and checked again where the plan is unpickled
+        return Plan(self.options, Settings.of(self.settings, "decision.plan", PLAN),
                     where="decision.plan",
                     runtime=_Tape(self.runtime_name, self.model, self.takes_menu))
 
@@ -347,9 +344,12 @@ class RowPlan:
                        replies=[reply_data(r) for r in replies])
 
 
-def plan(template: str, options: Options, **settings: Any) -> RowPlan:
+@takes_settings(PLAN)
+def plan(template: str, options: Options, *, runtime_name: str = "batch",
+         model: str | None = None, takes_menu: bool = False, **settings: Any) -> RowPlan:
     """A decision for many rows, split in two (see `RowPlan`): `plan.request(row)` is the model
     request of a row's first attempt as data, `plan.resolve(row, reply)` its outcome. `settings`
     are `decision.make`'s (mode=, max_retries=, validate=, reask=, repair=, context=,
     confidence=, ...), checked now; `runtime_name=` / `model=` name the model in the traces."""
-    return RowPlan(template, options, **settings)
+    return RowPlan(template, options, runtime_name=runtime_name, model=model,
+                   takes_menu=takes_menu, **settings)

@@ -63,8 +63,8 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
         shortlist: int | str | Shortlist | None
 
 __all__ = ["Setting", "SETTINGS", "Settings", "takes_settings", "checked", "ALL", "TURN",
-           "AGENT", "COMPARE", "PARSE", "VARIANT", "IMPROVE", "REVALIDATE", "MAGIC", "check_reask",
-           "check_validate", "REASK_FIELDS"]
+           "AGENT", "COMPARE", "PARSE", "VARIANT", "IMPROVE", "REVALIDATE", "PLAN", "MAGIC",
+           "check_reask", "check_validate", "REASK_FIELDS"]
 
 
 class Setting:
@@ -202,8 +202,8 @@ _MISSING = object()
 #: every one (`make`, `evaluate`); a turn's (`Runtime.exec`: on its own runtime, one re-pick);
 #: `agent`'s (a turn's and `runtime=`); `compare`'s; `parse_args`'s (a reply read, the re-asks
 #: through a runtime when there is one); a `Variant`'s (what may differ between variants);
-#: `improve`'s; `revalidate`'s (recorded replies read again); the magics' (`%%decide`,
-#: `%%agent`).
+#: `improve`'s; `revalidate`'s (recorded replies read again); `decision.plan`'s (a batch
+#: engine sends the requests: no runtime, no time budget); the magics' (`%%decide`, `%%agent`).
 ALL = frozenset(_BY_NAME)
 TURN = ALL - {"runtime", "max_retries"}
 AGENT = ALL - {"max_retries"}
@@ -212,6 +212,7 @@ PARSE = frozenset({"runtime", "context", "max_retries", "validate", "reask", "re
 VARIANT = ALL - {"context", "timeout_s"}
 IMPROVE = frozenset({"runtime", "mode", "confidence", "max_retries"})
 REVALIDATE = frozenset({"validate", "repair"})
+PLAN = ALL - {"runtime", "timeout_s"}
 MAGIC = ALL - {"max_retries", "shortlist"}
 
 
@@ -330,7 +331,21 @@ def takes_settings(takes: Iterable[str] = ALL) -> Callable[[F], F]:
         params += [inspect.Parameter(s.name, inspect.Parameter.KEYWORD_ONLY, default=s.default,
                                      annotation=s.annotation) for s in names]
         fn.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]
-        fn.__doc__ = (fn.__doc__ or "").rstrip() + "\n\n    The decision's settings:\n" + \
-            "".join(f"\n    {s.name}: {s.doc}." for s in names)
+        fn.__doc__ = (fn.__doc__ or "").rstrip() + "\n\n    The decision's settings:\n\n" + \
+            "\n".join(_lines(f"{s.name}: {s.doc}.") for s in names)
         return fn
     return mark
+
+
+def _lines(text: str, width: int = 96) -> str:
+    """`text` in lines of at most `width` characters for a docstring: the first indented four
+    spaces, the rest eight (textwrap's fill, without importing it with every `import
+    openprogram`)."""
+    lines, line = [], "   "
+    for word in text.split():
+        if len(line) + 1 + len(word) > width and line.strip():
+            lines.append(line)
+            line = "       "
+        line += " " + word
+    lines.append(line)
+    return "\n".join(lines)

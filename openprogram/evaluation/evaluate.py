@@ -27,13 +27,13 @@ from collections.abc import Mapping
 from ..base.json_form import json_ready
 from ..base.model_protocol import ModelCaller as Runtime
 from ..base.model_protocol import check_modes, resolve_runtime, wrapped
+from ..base.text import repr_head
 from ..decision.confidence import check_threshold
 from ..decision.conformal import check_on
 from ..decision.options import check_context, normalize, render_menu
 from ..decision.settings import ALL, Settings, takes_settings
 from ..trace.confidence import Confidence
 from ..trace.decision_trace import batch as _trace_batch
-from ..trace.decision_trace import repr_head
 from .comparison import ComparisonResult
 from .inputs import Table, row_key
 from .journal import Journal, JournalMismatch

@@ -7,6 +7,8 @@ latency, whether the model was answered from a cache, and the decision's whole t
 A line is written whole (one write, flushed), so a process killed at any point leaves every
 finished row; a last line cut off mid-write is dropped when the journal is opened again.
 Calling the same evaluation with the same journal resumes: the rows it holds are not run again.
+It is long because one file format is written, checked and read back here, and each of those
+follows the same rules of the format (its kinds of lines, its sections, its untrusted input).
 
 The file is JSON Lines of kinds, so later features add kinds without a new format: a header
 (`{"kind": "journal", "format": "openprogram-journal", "version": 1}`), then a `section` line
@@ -23,7 +25,7 @@ A journal may come from someone else (a colleague's run, a file from a bug repor
 read as untrusted input: a line too long or nested too deep, a field of the wrong type, a row
 position or total larger than a file of its size can hold, is a `JournalFileError` naming the
 file, the line and what to do, before anything is built from it; a journal of a newer format is
-neither read nor appended to. Every line written goes through `filesecrets.scrub` (no API key of
+neither read nor appended to. Every line written goes through `secrets.scrub` (no API key of
 the process reaches the file), and a write that fails (a full disk) is a `JournalWriteError`
 saying how many rows are safe and that the same call resumes.
 
@@ -41,10 +43,10 @@ import time
 import warnings
 from pathlib import Path
 
-from ..base.errors import OpenProgramError
-from ..base.filesecrets import holding
+from ..base.errors import JournalFileError, JournalMismatch, JournalWriteError
 from ..base.json_form import json_ready
 from ..base.jsonl import LineFormat, format_version, whole_lines, write_whole
+from ..base.secrets import holding
 from ..base.text import cut
 from ..trace.confidence import saved_problem
 from .journal_text import trace_text
@@ -59,20 +61,10 @@ FORMAT = "openprogram-journal"
 VERSION = 1
 
 
-class JournalMismatch(OpenProgramError, ValueError):
-    """The journal holds another evaluation's rows (its prompt, options, way of asking, runtime,
-    repair level or inputs differ)."""
 
 
-class JournalFileError(OpenProgramError, ValueError):
-    """A journal that cannot be read as one: a line that is not JSON, nested too deep, or with
-    a field of the wrong type, or a file written by a newer release. Names the file, the line
-    and what to do."""
 
 
-class JournalWriteError(OpenProgramError, OSError):
-    """A journal line could not be written (a full disk): says how many rows are safe in the
-    journal and that the same call resumes."""
 
 
 #: A journaled row's position (and a section's total) may reach this far past what the file

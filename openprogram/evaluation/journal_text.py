@@ -19,10 +19,22 @@ from __future__ import annotations
 
 import json.encoder as _json
 
-from ..base.json_form import json_ready
+from ..base.json_form import is_plain, json_ready
 from ..base.jsonl import encoder
-from ..trace.decision_trace import DecisionTrace, repr_head
-from ..trace.records import Attempt
+from ..base.text import repr_head
+from ..trace.decision_trace import DecisionTrace
+from ..trace.records import (
+    AS_IS,
+    ATTEMPT_JSON,
+    JSON,
+    JSON_LIST,
+    LIST,
+    RECORD,
+    RECORDS,
+    REPLY,
+    SPAN,
+    Attempt,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
@@ -37,26 +49,11 @@ _int = int.__repr__
 #: The journal's encoder (journal._FORMAT's options), for the values that may be anything.
 _enc = encoder(ensure_ascii=False, separators=(",", ":"), default=repr)
 
-#: Nesting `_plain` writes itself; anything deeper goes through json_ready and the encoder,
-#: which bound it (json_form.MAX_DEPTH) as they always have.
-_DEEP = 16
-#: Whole numbers `_plain` writes itself: far below json_form's bound on a number's digits.
-_BIG = 1 << 62
 #: The longest repr of a result the row's "result_repr" holds whole (repr_head's limit), and the
 #: types whose repr is written here rather than through repr_head: theirs cannot fail but by
 #: raising (an int too long to write, nesting too deep), which sends the row the general way.
 _SHOWN = 500
 _REPRS = frozenset((str, int, float, bool, dict, list, tuple))
-#: The end of an attempt's record in the common case (`_attempt`), answered by the model or
-#: from a cache.
-_TAIL = (',"usage":null,"sent":null,"tool_calls":null,"finish_reason":null,"raw":null,'
-         '"cached":false,"redacted":[],"confidence":null,"low_pick":null,"cascade":null,'
-         '"repairs":[]')
-_TAIL_CACHED = _TAIL.replace('"cached":false', '"cached":true')
-#: `"key":` of the dict keys written so far (the same few names in every row's input,
-#: arguments and result), up to _NAMED short ones.
-_NAMES: dict[str, str] = {}
-_NAMED = 2048
 
 
 def _value(v: Any) -> str:
@@ -78,84 +75,16 @@ def _value(v: Any) -> str:
 
 
 def _ready(v: Any) -> str:
-    """A value as the journal writes `json_ready(v)`: text, null, or a dict or list of plain
-    JSON written here; anything else through json_ready and the encoder."""
+    """A value as the journal writes `json_ready(v)`: a value of plain JSON as it is (the one
+    test of it, json_form.is_plain), anything else as `to_jsonable` makes it."""
     t = type(v)
     if t is str:
         return _string(v) if v.isascii() else _string(json_ready(v))
     if v is None:
         return "null"
-    if t is dict or t is list:
-        text = _plain(v, 0)
-        if text is not None:
-            return text
+    if (t is dict or t is list) and is_plain(v):   # most arguments, inputs and results
+        return _enc(v)
     return _value(json_ready(v))
-
-
-def _plain(v: Any, depth: int) -> str | None:
-    """A dict, list or tuple of plain JSON (text UTF-8 can encode, whole numbers of sane size,
-    finite floats, booleans, null, nested less than _DEEP) as the encoder writes it, or None
-    when it holds anything else. The test of one item is written out twice, for a dict's values
-    and a list's items, on purpose: a call per item would cost more than the encoder's own."""
-    if depth >= _DEEP:
-        return None
-    out = []
-    add = out.append
-    if type(v) is dict:
-        names = _NAMES
-        for k, x in v.items():
-            if type(k) is not str:
-                return None
-            name = names.get(k)
-            if name is None:
-                if not (k.isascii() or json_ready(k) is k):
-                    return None
-                name = _string(k) + ":"
-                if len(names) < _NAMED and len(k) <= 64:
-                    names[k] = name
-            tx = type(x)
-            if tx is str:
-                if not (x.isascii() or json_ready(x) is x):
-                    return None
-                add(name + _string(x))
-            elif x is None:
-                add(name + "null")
-            elif tx is int and -_BIG < x < _BIG:
-                add(name + _int(x))
-            elif tx is bool:
-                add(name + ("true" if x else "false"))
-            elif tx is float and x - x == 0:
-                add(name + _float(x))
-            elif tx is dict or tx is list or tx is tuple:
-                text = _plain(x, depth + 1)
-                if text is None:
-                    return None
-                add(name + text)
-            else:
-                return None
-        return "{" + ",".join(out) + "}"
-    for x in v:
-        tx = type(x)
-        if tx is str:
-            if not (x.isascii() or json_ready(x) is x):
-                return None
-            add(_string(x))
-        elif x is None:
-            add("null")
-        elif tx is int and -_BIG < x < _BIG:
-            add(_int(x))
-        elif tx is bool:
-            add("true" if x else "false")
-        elif tx is float and x - x == 0:
-            add(_float(x))
-        elif tx is dict or tx is list or tx is tuple:
-            text = _plain(x, depth + 1)
-            if text is None:
-                return None
-            add(text)
-        else:
-            return None
-    return "[" + ",".join(out) + "]"
 
 
 def _span(s: Any) -> str:
@@ -168,101 +97,77 @@ def _span(s: Any) -> str:
     return _value(list(s))
 
 
-def _attempt(a: Attempt, menu: str, args: Any = None, args_text: str | None = None) -> str:
-    """An attempt's record as a packed trace holds it; `args_text` is `_ready(args)` when the
-    caller wrote that dict already (the pick's arguments in the row's columns)."""
-    # Written out with the common case of each field inline (text, None, a float): a call per
-    # field would cost more than the general encoder's own look at each key.
-    d = a.__dict__
-    prompt = d["prompt"]
-    if type(prompt) is not str or not prompt.isascii():
-        prompt = json_ready(prompt)
-    appended = bool(menu) and type(prompt) is str and prompt.endswith(menu)
-    if appended:
-        prompt = prompt[:len(prompt) - len(menu)]
-    reply, found, key, kind, span = (d["reply"], d["found_in"], d["key_alias"], d["error_kind"],
-                                     d["span"])
-    started, took, call, usage = d["started_at"], d["duration_s"], d["model_call_id"], d["usage"]
-    conf, repairs, finish = d["confidence"], d["repairs"], d["finish_reason"]
-    dropped, injected, redacted = d["dropped"], d["injected"], d["redacted"]
-    number, cands, chosen, picked = d["number"], d["candidates"], d["chosen"], d["args"]
-    plain = (d["error_span"] is None and d["error_message"] is None and d["error_path"] is None
-             and d["sent"] is None and d["tool_calls"] is None and d["raw"] is None
-             and d["low_pick"] is None and d["cascade"] is None)
-    last, cached, pick = d["is_last"], d["cached"], d["extracted"]
-    if plain and kind is None and usage is None and finish is None and conf is None \
-            and not repairs and type(dropped) is list and not dropped \
-            and type(injected) is list and not injected and type(redacted) is list \
-            and not redacted and (cached is True or cached is False) \
-            and (last is True or last is False):
-        # the common attempt (no error, nothing sent but text): its constant runs written whole
-        return "".join((
-            '{"attempt":', _int(number) if type(number) is int else _value(number),
-            ',"is_last":true,"prompt":' if last else ',"is_last":false,"prompt":',
-            _string(prompt) if type(prompt) is str else _value(prompt),
-            ',"reply":', _string(reply) if type(reply) is str and reply.isascii()
-            else "null" if reply is None
-            else _ready(reply if isinstance(reply, str) else repr(reply)),
-            ',"extracted":', (_plain(pick, 0) if type(pick) is dict else None) or _ready(pick),
-            ',"found_in":', _string(found) if type(found) is str else _value(found),
-            ',"span":', _span(span),
-            ',"error_span":null,"key_alias":', _string(key) if type(key) is str
-            else _value(key),
-            ',"candidates":', _int(cands) if type(cands) is int else _value(cands),
-            ',"error_kind":null,"error_message":null,"error_path":null,"chosen":',
-            _string(chosen) if type(chosen) is str and chosen.isascii() else _ready(chosen),
-            ',"args":', args_text if picked is args and args_text is not None
-            else (_plain(picked, 0) if type(picked) is dict else None) or _ready(picked),
-            ',"dropped":[],"injected":[],"started_at":',
-            _float(started) if type(started) is float and started - started == 0
-            else _value(started),
-            ',"duration_s":', _float(took) if type(took) is float and took - took == 0
-            else _value(took),
-            ',"model_call_id":', _int(call) if type(call) is int else _value(call),
-            _TAIL_CACHED if cached else _TAIL,
-            ',"menu_appended":true}' if appended else "}"))
-    return "".join((
-        '{"attempt":', _int(number) if type(number) is int else _value(number),
-        ',"is_last":true' if d["is_last"] is True else
-        ',"is_last":false' if d["is_last"] is False else ',"is_last":' + _value(d["is_last"]),
-        ',"prompt":', _string(prompt) if type(prompt) is str else _value(prompt),
-        ',"reply":', "null" if reply is None else _ready(reply if isinstance(reply, str)
-                                                         else repr(reply)),
-        ',"extracted":', _ready(d["extracted"]),
-        ',"found_in":', _string(found) if type(found) is str else _value(found),
-        ',"span":', _span(span),
-        ',"error_span":', _span(d["error_span"]),
-        ',"key_alias":', _string(key) if type(key) is str else _value(key),
-        ',"candidates":', _int(cands) if type(cands) is int else _value(cands),
-        ',"error_kind":', "null" if kind is None else _value(kind),
-        ',"error_message":null,"error_path":null' if plain else "".join((
-            ',"error_message":', _ready(d["error_message"]),
-            ',"error_path":', _ready(d["error_path"]))),
-        ',"chosen":', _string(chosen) if type(chosen) is str and chosen.isascii()
-        else _ready(chosen),
-        ',"args":', args_text if picked is args and args_text is not None else _ready(picked),
-        ',"dropped":', "[]" if type(dropped) is list and not dropped else _ready(list(dropped)),
-        ',"injected":', "[]" if type(injected) is list and not injected
-        else _value(list(injected)),
-        ',"started_at":', _float(started) if type(started) is float and started - started == 0
-        else _value(started),
-        ',"duration_s":', _float(took) if type(took) is float and took - took == 0
-        else _value(took),
-        ',"model_call_id":', _int(call) if type(call) is int else _value(call),
-        ',"usage":', "null" if usage is None else _value(usage),
-        ',"sent":null,"tool_calls":null' if plain else "".join((
-            ',"sent":', _ready(d["sent"]), ',"tool_calls":', _ready(d["tool_calls"]))),
-        ',"finish_reason":', "null" if finish is None else _value(finish),
-        ',"raw":null' if plain else ',"raw":' + _ready(d["raw"]),
-        ',"cached":true' if d["cached"] is True else ',"cached":false' if d["cached"] is False
-        else ',"cached":' + _value(d["cached"]),
-        ',"redacted":', "[]" if type(redacted) is list and not redacted
-        else _value(list(redacted)),
-        ',"confidence":', "null" if conf is None else _value(conf.to_dict()),
-        ',"low_pick":null,"cascade":null' if plain else "".join((
-            ',"low_pick":', _value(d["low_pick"]), ',"cascade":', _ready(d["cascade"]))),
-        ',"repairs":', "[]" if not repairs else _value([r.to_dict() for r in repairs]),
-        ',"menu_appended":true}' if appended else "}"))
+# -- an attempt's record, written from Attempt's own field list ------------------------------
+
+#: How each form of records.ATTEMPT_JSON is written, as an expression of the field's value: the
+#: common values (None, text, a whole number, an empty list) inline, anything else as
+#: `Attempt.to_dict(json_ready)` writes it, through the encoder. `{v}` is where the value is
+#: read: the part of the expression Python evaluates first (a condition's); `_v` holds it after.
+_FORMS = {
+    AS_IS: ("'null' if ({v}) is None else 'true' if _v is True else 'false' if _v is False "
+            "else _string(_v) if type(_v) is str else _int(_v) if type(_v) is int "
+            "else _float(_v) if type(_v) is float and _v - _v == 0 else _value(_v)"),
+    JSON: ("'null' if ({v}) is None else _string(_v) if type(_v) is str and _v.isascii() "
+           "else _ready(_v)"),
+    REPLY: ("'null' if ({v}) is None else _string(_v) if type(_v) is str and _v.isascii() "
+            "else _ready(_v if isinstance(_v, str) else repr(_v))"),
+    SPAN: "_span({v})",
+    JSON_LIST: "'[]' if type({v}) is list and not _v else _ready(list(_v))",
+    LIST: "'[]' if type({v}) is list and not _v else _value(list(_v))",
+    RECORD: "'null' if ({v}) is None else _value(_v.to_dict())",
+    RECORDS: "'[]' if not ({v}) else _value([r.to_dict() for r in _v])",
+}
+#: A field written as it is whose type the record declares (`int`, `float | None`, ...) has its
+#: own value's case tried first.
+_DECLARED = {
+    "int": "_int(_v) if type({v}) is int else _value(_v)",
+    "bool": "'true' if ({v}) is True else 'false' if _v is False else _value(_v)",
+    "int | None": "'null' if ({v}) is None else _int(_v) if type(_v) is int else _value(_v)",
+    "float": "_float(_v) if type({v}) is float and _v - _v == 0 else _value(_v)",
+    "float | None": ("'null' if ({v}) is None else _float(_v) if type(_v) is float "
+                     "and _v - _v == 0 else _value(_v)"),
+    "str | None": "'null' if ({v}) is None else _string(_v) if type(_v) is str else _value(_v)",
+}
+
+
+def _attempt_writer() -> Any:
+    """`_attempt(record, menu, args=None, args_text=None)`, made once from ATTEMPT_JSON: one
+    text join of each field's key and the expression its form writes its value with (a call
+    per field would cost more than the general encoder's own look at each key). Two fields
+    are the journal's own: the prompt is written without the section's menu when it ends
+    with it (`"menu_appended": true` says so), and the pick's arguments, when they are
+    `args`, as `args_text`, which the caller wrote already for the row's columns."""
+    declared = {name: f.type for name, f in Attempt.__dataclass_fields__.items()}
+    parts = []
+    for k, (name, key, form) in enumerate(ATTEMPT_JSON):
+        read = "_v := prompt" if name == "prompt" else f"_v := d[{name!r}]"
+        how = _FORMS[form] if form != AS_IS else _DECLARED.get(declared[name], _FORMS[form])
+        if name == "args":
+            written = (f"args_text if ({read}) is args and args_text is not None else "
+                       + how.format(v="_v"))
+        else:
+            written = how.format(v=read)
+        parts.append(f"        {(',' if k else '{') + _string(key) + ':'!r}, {written},")
+    source = (
+        "def _attempt(a, menu, args=None, args_text=None):\n"
+        "    d = a.__dict__\n"
+        "    prompt = d['prompt']\n"
+        "    if type(prompt) is not str or not prompt.isascii():\n"
+        "        prompt = json_ready(prompt)\n"
+        "    appended = bool(menu) and type(prompt) is str and prompt.endswith(menu)\n"
+        "    if appended:\n"
+        "        prompt = prompt[:len(prompt) - len(menu)]\n"
+        "    return ''.join((\n" + "\n".join(parts) + "\n"
+        "        ',\"menu_appended\":true}' if appended else '}'))\n")
+    scope = {"json_ready": json_ready, "_string": _string, "_int": _int, "_float": _float,
+             "_value": _value, "_ready": _ready, "_span": _span}
+    exec(compile(source, f"<{__name__}: the attempt writer>", "exec"), scope)
+    return scope["_attempt"]
+
+
+#: An attempt's record as a packed trace holds it: `_attempt(record, menu, args, args_text)`
+#: (see `_attempt_writer`).
+_attempt = _attempt_writer()
 
 
 def trace_text(trace: Any, menu: str | None) -> str | None:
@@ -342,11 +247,11 @@ def row_text(section: str, i: int, key: str | None, row: Any, summary: tuple[Any
     try:
         args = last.args if last is not None and pick is not None else None
         args_text = "null" if args is None else \
-            (_plain(args, 0) if type(args) is dict else None) or _ready(args)
+            _ready(args)
         resolved = status == "resolved"
         result = row.result if resolved else None
         result_text = _string(result) if type(result) is str and result.isascii() \
-            else (_plain(result, 0) if type(result) is dict else None) or _ready(result)
+            else _ready(result)
         record = record if type(record) is dict else dict(record)
         body = _trace(trace, menu, args, args_text if args is not None else None, result,
                       result_text if resolved else None)
@@ -363,7 +268,7 @@ def row_text(section: str, i: int, key: str | None, row: Any, summary: tuple[Any
             else _value(section),
             ',"row":', _int(i) if type(i) is int else _value(i),
             ',"key":', _string(key) if type(key) is str else _value(key),
-            ',"input":', _plain(record, 0) or _ready(record),
+            ',"input":', _ready(record),
             ',"expected":', "null" if expected is None else _value(expected),
             ',"pick":', _string(pick) if type(pick) is str else _value(pick),
             ',"args":', args_text, ',"result":', result_text, ',"result_repr":', shown,

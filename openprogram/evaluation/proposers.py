@@ -10,6 +10,7 @@ import json
 import re
 
 from ..base.errors import DecisionError, UsageError
+from ..base.model_protocol import ModelCaller
 from ..decision.options import Option
 
 TYPE_CHECKING = False
@@ -155,8 +156,9 @@ class Journaled:
         self.propose, self.path, self.resumed, self.spent = propose, path, 0, spent
         # the proposer, named as a runtime is: another proposer is another journal
         source = runtime if proposer is None else proposer
-        who = source if isinstance(source, str) else getattr(source, "name", None) or \
-            getattr(source, "__qualname__", type(source).__name__)
+        who = (source if isinstance(source, str) else source.name
+               if isinstance(source, ModelCaller) and source.name
+               else getattr(source, "__qualname__", type(source).__name__))
         self.section = {"section": "improve: proposals", "prompt": prompt,
                         "menu": render_menu(menu), "mode": "proposer", "runtime": str(who)}
 
@@ -194,7 +196,7 @@ def proposer_of(proposer: Any, runtime: Any, spent: Spent) -> Callable | None:
         return keyword_proposer
     if proposer is None:
         proposer = runtime
-    if hasattr(proposer, "call_model"):
+    if isinstance(proposer, ModelCaller):
         return ask_model(proposer, spent)
     if callable(proposer):
         return proposer

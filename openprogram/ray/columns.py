@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import math
 
-from ..base.errors import ArgumentError, UsageError, require
-from ..base.filesecrets import scrub
+from ..base.errors import ArgumentError, RecordedError, UsageError, require
 from ..base.json_form import json_ready
+from ..base.secrets import scrub
 from ..evaluation.outcomes import Outcomes, summarize
 from ..evaluation.results import EvaluationResult
 from ..evaluation.runner import Row
-from ..trace.decision_trace import RecordedError, trace_from_dict
+from ..trace.decision_trace import trace_from_dict
 from ..trace.tables import CONFIDENCE_COLUMNS, confidence_row
 
 ray = require("ray", "ray", "openprogram.ray")

@@ -9,7 +9,7 @@ import functools
 import json
 
 from ..base.errors import UsageError, require
-from ..base.filesecrets import scrub
+from ..base.secrets import scrub
 from ..decision.rows import RowPlan
 from ..evaluation.ratelimit import check_rate_limit
 from ..runtimes.providers.openai_runtime import to_openai_message, to_openai_tool

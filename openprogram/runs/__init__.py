@@ -15,10 +15,10 @@ entry points).
 """
 from __future__ import annotations
 
+from ..base.errors import RunDiverged, RunFileError
 from .diff import DecisionDiff, RunDiff
-from .fork import RunDiverged, with_descriptions
+from .fork import with_descriptions
 from .nodes import RunEvent, RunNode
-from .saved import RunFileError
 from .sites import CallSite
 from .unit import Run, arun, on_run, run, run_block
 from .views import register_run_view

@@ -15,8 +15,8 @@ from __future__ import annotations
 import bisect
 
 from ..base.errors import ModelCallError
-from ..base.filesecrets import scrub
 from ..base.model_protocol import ModelResponse, ToolCall
+from ..base.secrets import scrub
 from ..runtimes.cassette.cassette_file import (
     ask_key,
     request_key,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ..base.errors import UsageError, require
 from ..base.json_form import to_jsonable
-from ..trace.decision_trace import repr_head
+from ..base.text import repr_head
 from ..trace.safe_html import quiet_frame
 from .views import shown
 

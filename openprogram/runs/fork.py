@@ -32,7 +32,7 @@ from __future__ import annotations
 import copy
 import json
 
-from ..base.errors import ArgumentError, OpenProgramError, UsageError
+from ..base.errors import ArgumentError, RunDiverged, UsageError
 from ..base.model_protocol import ModelCaller, ModelResponse, ToolCall
 from ..decision.extract import find_action
 from ..decision.modes import ROOT_KEY, api_name
@@ -49,30 +49,13 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from .calls import RecordedCall, RecordedTool
     from .nodes import RunNode
 
-__all__ = ["RunDiverged", "ForkPlan", "plan_fork", "AFTER", "with_descriptions"]
+__all__ = ["ForkPlan", "plan_fork", "AFTER", "with_descriptions"]
 
 #: Where the calls after the fork point go: to the runtime, or to the recording when it holds
 #: the same request.
 AFTER = ("runtime", "recorded")
 
 _UNSET: Any = object()
-
-
-class RunDiverged(OpenProgramError, RuntimeError):
-    """A fork's program asked, before the fork point, something its recording does not hold.
-    `node` is the fork's node where it happened (a model or tool call, or decision k itself),
-    `decision` the decision it belongs to (a RunNode of the fork, or None), `expected` the
-    recorded request (None when the recording holds none there) and `actual` the one asked
-    (None when the program asked nothing where the recording did); `run` is the fork as far as
-    it got."""
-
-    def __init__(self, message: str, *, node: RunNode | None = None,
-                 decision: RunNode | None = None, expected: Any = None, actual: Any = None,
-                 at: int | None = None):
-        super().__init__(message)
-        self.node, self.decision, self.expected, self.actual = node, decision, expected, actual
-        self.at = at
-        self.run: Any = None
 
 
 def with_descriptions(descriptions: dict[str, str]) -> Callable[[Any], list]:

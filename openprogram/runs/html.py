@@ -12,14 +12,14 @@ totals, the tree, a table of its decisions) as the static copy a saved notebook 
 keep; `diff_html(diff)` two runs side by side from their first divergence, the common prefix
 collapsed. Plain HTML with inline styles, every text a program, a model, a tool or an option set
 wrote escaped and cut, inside the wrapper MathJax skips, each text passed through
-`filesecrets.scrub` first so no API key this process holds reaches a page. Standard library only;
+`secrets.scrub` first so no API key this process holds reaches a page. Standard library only;
 `Run._repr_html_` and `RunDiff._repr_html_` are `run_html` and `diff_html`, and the notebook's
 live view (openprogram.widgets.runview) draws its rows with `row_html`. It is one module because
 the live view and the static copy must draw the same rows the same way.
 """
 from __future__ import annotations
 
-from ..base.filesecrets import scrub
+from ..base.secrets import scrub
 from ..base.text import cut, safe_repr, safe_str
 from ..trace.safe_html import LABEL_STYLE, TABLE_STYLE, esc, html_table, wrap
 from ..trace.view import diff_html as text_diff_html

@@ -11,8 +11,8 @@ view draws and what `Run.save` writes.
 from __future__ import annotations
 
 from ..base.json_form import to_jsonable
+from ..base.text import repr_head
 from ..runtime.dag import Node
-from ..trace.decision_trace import repr_head
 from .sites import CallSite
 
 TYPE_CHECKING = False

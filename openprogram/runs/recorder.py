@@ -16,9 +16,9 @@ import itertools
 import time
 from _thread import allocate_lock as Lock  # threading.Lock itself, without importing threading
 
-from ..base.filesecrets import scrub
 from ..base.model_protocol import ModelResponse, run_sync
 from ..base.run_hooks import RunHooks
+from ..base.secrets import scrub
 from ..runtime.calls import as_response
 from ..runtime.dag import Node, current_node_var
 from ..runtimes.cassette.recorder import on_own_loop

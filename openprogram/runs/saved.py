@@ -24,12 +24,11 @@ import os
 import sys
 from pathlib import Path
 
-from ..base.errors import ModelCallError
+from ..base.errors import CassetteFileError, ModelCallError, RunFileError
 from ..base.json_form import to_jsonable
 from ..decision.modes import MODES
 from ..runtime.runtime import Runtime
 from ..runtimes.cassette.cassette_file import (
-    CassetteFileError,
     header,
     line,
     load_cassette,
@@ -44,16 +43,12 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from collections.abc import Callable
     from typing import Any
 
-__all__ = ["RUN_FORMAT", "RUN_VERSION", "RunFileError", "save_run", "read_run", "import_path",
+__all__ = ["RUN_FORMAT", "RUN_VERSION", "save_run", "read_run", "import_path",
            "resolve", "json_arguments", "LoadedRuntime", "edit_data", "edit_value", "line_of"]
 
 RUN_FORMAT = "openprogram-run"
 #: The run record's own version (the lines are a cassette's, versioned by it).
 RUN_VERSION = 1
-
-
-class RunFileError(CassetteFileError):
-    """A file that cannot be read as a saved run: says which file, which line and what to do."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -162,8 +157,9 @@ def save_run(run: Any, path: str | os.PathLike) -> Path:
     p = Path(path)
     first = run.calls[0] if run.calls else None
     rt = run.runtime if run.runtime is not None else getattr(first, "runtime", None)
-    head = {**header(getattr(rt, "name", None) or getattr(first, "runtime_name", None),
-                     getattr(rt, "model", None)), "run": run_record(run)}
+    name, model = (None, None) if rt is None else (rt.name, rt.model)  # (a ModelCaller's)
+    head = {**header(name or getattr(first, "runtime_name", None), model),
+            "run": run_record(run)}
     entries = []
     for call in run.calls:
         d = None if call.decision is None else run.decisions[call.decision]

@@ -19,13 +19,14 @@ import time
 import warnings
 import weakref
 
-from ..base.errors import UsageError, require
-from ..base.filesecrets import scrub
+from ..base.errors import RecordedError, UsageError, require
 from ..base.json_form import to_jsonable
 from ..base.model_protocol import ModelCaller, current_runtime_var, run_blocking
 from ..base.run_hooks import current_run
+from ..base.secrets import scrub
+from ..base.text import repr_head
 from ..runtime.dag import Node
-from ..trace.decision_trace import RecordedError, repr_head, trace_from_dict
+from ..trace.decision_trace import trace_from_dict
 from ..trace.safe_html import quiet_frame
 from .calls import RecordedCall, RecordedTool
 from .diff import RunDiff

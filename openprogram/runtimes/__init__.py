@@ -6,6 +6,13 @@ path (`BatchRuntime`, what `runtime.batched()` gives) are loaded on
 first use, and the SDKs and llama.cpp only when such a runtime is created, so importing this
 package stays standard-library-only. See `openprogram.runtimes.providers.openai_runtime` for
 pointing `base_url` at a local server."""
+from ..base.errors import (
+    CacheFileError,
+    CassetteExhausted,
+    CassetteFileError,
+    CassetteMismatch,
+    ToolNotRecorded,
+)
 from ..base.lazy import lazy_names
 from ..runtime.runtime import ModelCallError, ModelResponse, Runtime, ToolCall
 from ..trace.decision_trace import register_recorded_reader as _register_recorded_reader
@@ -18,8 +25,6 @@ _LAZY = {
     "RecordingRuntime": ".cassette",
     "ReplayRuntime": ".cassette",
     "CachedRuntime": ".cassette",
-    "CassetteMismatch": ".cassette",
-    "CassetteExhausted": ".cassette",
     "load_cassette": ".cassette",
     "cassette_traces": ".cassette",
     "cassette_decisions": ".cassette",
@@ -28,7 +33,8 @@ _LAZY = {
 }
 
 __all__ = ["Runtime", "ToolCall", "ModelResponse", "ModelCallError", "ScriptedRuntime",
-           "ScriptedCall", "ScriptExhausted", *_LAZY]
+           "ScriptedCall", "ScriptExhausted", "CassetteMismatch", "CassetteExhausted",
+           "CassetteFileError", "CacheFileError", "ToolNotRecorded", *_LAZY]
 
 
 def _read_cassette(recorded):

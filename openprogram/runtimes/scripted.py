@@ -11,7 +11,7 @@ import time
 from _thread import allocate_lock as Lock  # threading.Lock itself, without importing threading
 from dataclasses import dataclass, field
 
-from ..base.errors import ModelCallError, OpenProgramError
+from ..base.errors import ModelCallError, ScriptExhausted
 from ..runtime.runtime import (
     DEFAULT_WINDOW,
     ModelResponse,
@@ -40,8 +40,6 @@ class ScriptedCall:
     mode_args: dict = field(default_factory=dict)  # tool_choice= / response_format= sent
 
 
-class ScriptExhausted(OpenProgramError, RuntimeError):
-    """A ScriptedRuntime was asked for more replies than it was given."""
 
 
 class ScriptedRuntime(Runtime):

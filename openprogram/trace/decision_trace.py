@@ -19,13 +19,13 @@ from _thread import allocate_lock as Lock  # threading.Lock itself, without impo
 from collections import deque
 from dataclasses import dataclass, field
 
-from ..base.errors import ERROR_KINDS, ArgumentError, OpenProgramError, explain, require
+from ..base.errors import ERROR_KINDS, ArgumentError, RecordedError, explain, require
 from ..base.json_form import to_jsonable
-from ..base.text import cut, safe_repr
+from ..base.text import MORE, cut, repr_head
 from .confidence import Confidence
-from .records import Attempt, Repair, ToolRound
+from .records import Attempt, Repair, ToolRound, build
 from .safe_html import quiet_frame
-from .tables import attempt_rows
+from .tables import table_rows
 from .view import trace_html
 
 TYPE_CHECKING = False
@@ -150,23 +150,10 @@ class DecisionTrace:
 
     def _table_frame(self, table: str):
         pd = require("pandas", "pandas", "DecisionTrace.to_frame()")
-        if table == "attempts":
-            columns, rows = attempt_rows(self.attempts)
-            return pd.DataFrame(rows, columns=columns).set_index("attempt")
-        if table == "options":
-            return pd.DataFrame(self.options).set_index("name")
-        if table == "tools":
-            return pd.DataFrame([t.to_dict() for t in self.tool_rounds],
-                                columns=["round", "tool", "args", "result", "error", "duration_s"])
-        if table == "summary":
-            d = self.to_dict()
-            return pd.DataFrame([{
-                "id": self.id, "entry": self.entry, "status": self.status, "chosen": self.chosen,
-                "attempts": len(self.attempts), "error_kinds": self.error_kinds,
-                "result": repr_head(self.result), "error": (d["error"] or {}).get("message"),
-                "duration_s": self.duration_s, **self.usage()}]).set_index("id")
-        raise ArgumentError(f"unknown table {table!r}: use 'attempts', 'options', 'tools' or "
-                            "'summary'")
+        columns, rows = table_rows(self, table)
+        frame = pd.DataFrame(rows, columns=columns)
+        index = _FRAME_INDEX.get(table)
+        return frame if index is None else frame.set_index(index)
 
     def __repr__(self) -> str:
         outcome = (f"result={repr_head(self.result)}" if self.status == "resolved"
@@ -185,7 +172,7 @@ class DecisionTrace:
             state = "ok" if a.ok else (a.error_kind or "pending")
             lines.append(f"  attempt {a.number}{' (last)' if a.is_last else ''}: {state}")
             if a.reply is not None:
-                lines.append(f"    reply: {_head(a.reply, 200)!r}")
+                lines.append(f"    reply: {cut(a.reply, 200, MORE)!r}")
             if a.extracted is not None:
                 lines.append(f"    extracted ({a.found_in}, key {a.key_alias!r}, "
                              f"{a.candidates} candidate(s)): {a.extracted}")
@@ -218,6 +205,10 @@ class DecisionTrace:
         return {"text/plain": self.format_text(), "text/html": trace_html(self)}
 
 
+#: The column that names a row of a table's frame (the tool rounds are numbered by the frame).
+_FRAME_INDEX = {"attempts": "attempt", "options": "name", "summary": "id"}
+
+
 class _ControlEscapes(dict):
     """str.translate's table: every character that is not printable (a newline and a tab
     excepted) becomes its escape, found as the text is translated (no table of all Unicode)."""
@@ -231,15 +222,6 @@ class _ControlEscapes(dict):
 
 
 _CONTROL_ESCAPES = _ControlEscapes()
-
-def _head(text: str, n: int) -> str:
-    return cut(text, n, "... [{n} more chars]")
-
-
-def repr_head(value: Any, limit: int = 500) -> str | None:
-    """The head of a value's repr (None for None), never raising on a user's object."""
-    return None if value is None else _head(safe_repr(value), limit)
-
 
 # ---------------------------------------------------------------------------------------------
 # Events and observers
@@ -355,9 +337,8 @@ def emit(kind: str, trace: DecisionTrace, attempt: Attempt | None = None, **data
         if kinds is not None and kind not in kinds:
             continue
         if event is None:
-            event = object.__new__(TraceEvent)
-            event.__dict__.update(kind=kind, trace=trace, attempt=attempt, data=data,
-                                  time=_time())
+            event = build(TraceEvent, {"kind": kind, "trace": trace, "attempt": attempt,
+                                       "data": data, "time": _time()})
         try:
             fn(event)
         except Exception as exc:
@@ -429,7 +410,7 @@ recorded_readers: list[Callable[[Any], list[DecisionTrace] | None]] = []
 
 def register_recorded_reader(fn: Callable[[Any], list[DecisionTrace] | None]) -> None:
     """Plug in a reader of recordings `revalidate` takes besides traces (the runtimes package
-    registers the cassette reader; it lives here, not in revalidate.py, so registering it does
+    registers the cassette reader; it lives here, not in decision/recheck.py, so registering it does
     not import revalidation)."""
     if fn not in recorded_readers:
         recorded_readers.append(fn)
@@ -444,16 +425,6 @@ def last_trace() -> DecisionTrace | None:
 # A trace read back from its JSON form
 # ---------------------------------------------------------------------------------------------
 
-class RecordedError(OpenProgramError):
-    """A recorded decision's error, read back (a journal's row): its kind, its type's name and
-    message; the exception object itself stayed in the process that ran the decision."""
-
-    def __init__(self, kind: str | None, type_name: str, message: str):
-        super().__init__(message)
-        self.kind, self.type_name = kind, type_name
-
-    def __str__(self) -> str:
-        return str(self.args[0])
 
 
 def trace_from_dict(d: dict[str, Any]) -> DecisionTrace:

@@ -17,13 +17,16 @@ import time
 from dataclasses import dataclass, field
 
 from ..base.json_form import to_jsonable
+from ..base.text import cut_middle
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any, TypeVar
     T = TypeVar("T")
 
-__all__ = ["Attempt", "ToolRound", "Pick", "Reask", "Repair", "replace", "new_attempt", "build"]
+__all__ = ["Attempt", "ToolRound", "Pick", "Reask", "Repair", "replace", "new_attempt", "build",
+           "repairs_of", "ATTEMPT_JSON", "json_fields", "AS_IS", "JSON", "REPLY", "SPAN",
+           "JSON_LIST", "LIST", "RECORD", "RECORDS"]
 
 
 def _now() -> float:
@@ -93,34 +96,50 @@ class Attempt:
         return self.error_kind is None and self.chosen is not None
 
     def to_dict(self, jsonable: Any = to_jsonable) -> dict:
-        """The record as JSON data; a writer that encodes it at once passes
-        `jsonable=json_ready`, which shares what is already JSON instead of copying it."""
-        j = jsonable
-        return {
-            # Text goes through to_jsonable: a lone surrogate a reply held is made writable
-            # (UTF-8 refuses it), and a reply that is not text (bytes, a dict from a broken
-            # runtime) is kept as its repr, so the export always survives json.dumps.
-            "attempt": self.number, "is_last": self.is_last, "prompt": j(self.prompt),
-            "reply": j(self.reply if self.reply is None or isinstance(self.reply, str)
-                       else repr(self.reply)),
-            "extracted": j(self.extracted), "found_in": self.found_in,
-            "span": None if self.span is None else list(self.span),
-            "error_span": None if self.error_span is None else list(self.error_span),
-            "key_alias": self.key_alias, "candidates": self.candidates,
-            "error_kind": self.error_kind, "error_message": j(self.error_message),
-            "error_path": j(self.error_path), "chosen": j(self.chosen),
-            "args": j(self.args),
-            "dropped": j(list(self.dropped)), "injected": list(self.injected),
-            "started_at": self.started_at, "duration_s": self.duration_s,
-            "model_call_id": self.model_call_id, "usage": self.usage,
-            "sent": j(self.sent), "tool_calls": j(self.tool_calls),
-            "finish_reason": self.finish_reason, "raw": j(self.raw),
-            "cached": self.cached,
-            "redacted": list(self.redacted),
-            "confidence": None if self.confidence is None else self.confidence.to_dict(),
-            "low_pick": self.low_pick, "cascade": j(self.cascade),
-            "repairs": [r.to_dict() for r in self.repairs],
-        }
+        """The record as JSON data, each field in the form `ATTEMPT_JSON` gives it; a writer
+        that encodes it at once passes `jsonable=json_ready`, which shares what is already JSON
+        instead of copying it."""
+        d = self.__dict__
+        return {key: _WRITE[form](d[name], jsonable) for name, key, form in ATTEMPT_JSON}
+
+
+# The forms a record's field takes in its JSON form: written as it is (a name, a number, a flag,
+# None); made JSON, as any value may need (`to_jsonable`, or `json_ready` for a writer that
+# encodes at once: a lone surrogate a reply held is made writable, since UTF-8 refuses it); a
+# reply: text, or the repr of what is not text (bytes, a dict from a broken runtime), made JSON;
+# a (start, end) span as a list; a fresh list, made JSON or not; a record's `to_dict()`, or each
+# record's of a list.
+AS_IS, JSON, REPLY, SPAN, JSON_LIST, LIST, RECORD, RECORDS = (
+    "as_is", "json", "reply", "span", "json_list", "list", "record", "records")
+_WRITE: dict[str, Any] = {
+    AS_IS: lambda v, j: v,
+    JSON: lambda v, j: j(v),
+    REPLY: lambda v, j: j(v if v is None or isinstance(v, str) else repr(v)),
+    SPAN: lambda v, j: None if v is None else list(v),
+    JSON_LIST: lambda v, j: j(list(v)),
+    LIST: lambda v, j: list(v),
+    RECORD: lambda v, j: None if v is None else v.to_dict(),
+    RECORDS: lambda v, j: [r.to_dict() for r in v],
+}
+
+
+def json_fields(cls: type, keys: dict[str, str], forms: dict[str, str]) -> tuple:
+    """`(field, key, form)` for every field of the record class `cls`, in order: the key it is
+    written under (its name, unless `keys` says otherwise) and its form (as it is, unless
+    `forms` says otherwise)."""
+    return tuple((f.name, keys.get(f.name, f.name), forms.get(f.name, AS_IS))
+                 for f in dataclasses.fields(cls))
+
+
+#: An Attempt's JSON form, field by field: what `Attempt.to_dict` writes, and what a journal's
+#: line writer writes from the record itself (evaluation/journal_text.py makes its writer from
+#: this list), so a new field of Attempt is written alike by both, with no change elsewhere
+#: unless it needs a form of its own here.
+ATTEMPT_JSON = json_fields(Attempt, {"number": "attempt"}, {
+    "prompt": JSON, "reply": REPLY, "extracted": JSON, "span": SPAN, "error_span": SPAN,
+    "error_message": JSON, "error_path": JSON, "chosen": JSON, "args": JSON,
+    "dropped": JSON_LIST, "injected": LIST, "sent": JSON, "tool_calls": JSON, "raw": JSON,
+    "redacted": LIST, "confidence": RECORD, "cascade": JSON, "repairs": RECORDS})
 
 
 @dataclass(frozen=True)
@@ -178,11 +197,29 @@ def new_attempt(number: int, is_last: bool, prompt: str, sent: dict | None) -> A
 def build(cls: type[T], state: dict[str, Any]) -> T:
     """A frozen record of `cls` whose fields are `state` (taken, not copied), made without the
     class's `__init__`: a frozen dataclass's sets each field through `object.__setattr__`, which
-    costs more than the rest of a small record's making. The one place a frozen record is made
-    so; the caller has checked `state` (every field, of the types the class says)."""
+    costs more than the rest of a small record's making. With `repairs_of`, the one place a
+    frozen record is made so; the caller has checked `state` (every field, of the types the
+    class says)."""
     new = object.__new__(cls)
     _set(new, "__dict__", state)
     return new
+
+
+def repairs_of(notes: Any, shown: int) -> list[Repair]:
+    """`Repair` records of `(kind, path, span, after, before)` notes (what the syntax repair
+    writes down as it reads), each text cut to `shown` characters (head and tail), made without
+    the frozen dataclass's `__init__`: each record's state written straight into its own
+    `__dict__`, which costs less than even `build` (a reply's repairs are most of what a small
+    one costs to read)."""
+    out = []
+    for kind, path, span, after, before in notes:
+        r = object.__new__(Repair)
+        d = r.__dict__
+        d["kind"], d["path"], d["span"] = kind, path, span
+        d["before"] = before if len(before) <= shown else cut_middle(before, shown)
+        d["after"] = after if len(after) <= shown else cut_middle(after, shown)
+        out.append(r)
+    return out
 
 
 def replace(record: Any, **changes) -> Any:

@@ -23,7 +23,6 @@ keeps those parts alike; the toolkit they share is `safe_html`.
 """
 from __future__ import annotations
 
-import json
 import re
 
 # The explanation of an error kind is the only thing taken from the layers below; the Attempt
@@ -44,11 +43,14 @@ from .safe_html import (
     pre_html,
     quiet_frame,
     result_text,
-    short_cell,
     text_html,
     wrap,
 )
-from .tables import attempt_rows
+from .tables import (
+    TABLES,
+    option_rows,
+    table_rows,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
@@ -65,7 +67,6 @@ __all__ = ["trace_html", "attempt_html", "compare_attempts_html", "table_html",
            "esc", "TABLES", "COLOURS"]
 
 #: The tables a trace has, in the order the panel shows them.
-TABLES = ("attempts", "options", "tools", "summary")
 #: Per attempt state, the colour of its text and border and of its background: a failed attempt
 #: is red, a passed one green, one in progress grey; the outcome box repeats the colour so the end
 #: of a decision reads at a glance.
@@ -597,7 +598,7 @@ def tools_html(trace: DecisionTrace | None) -> str:
     if trace is None or not trace.tool_rounds:
         return ""
     return (label(f"Tool rounds ({len(trace.tool_rounds)})")
-            + html_table(*_tools_rows(trace), cls="op-tools"))
+            + html_table(*table_rows(trace, "tools", shown=True), cls="op-tools"))
 
 
 def trace_html(trace: DecisionTrace, cls: str = "") -> str:
@@ -619,12 +620,8 @@ def trace_html(trace: DecisionTrace, cls: str = "") -> str:
 
 def table_html(trace: DecisionTrace, table: str) -> str:
     """One of the trace's tables ("attempts", "options", "tools", "summary") as an escaped
-    `<table>`; the same rows as `trace.to_frame(table)`, without pandas."""
-    rows = {"attempts": _attempt_rows, "options": lambda t: _option_rows(t.options),
-            "tools": _tools_rows, "summary": _summary_rows}.get(table)
-    if rows is None:
-        raise ArgumentError(f"unknown table {table!r}: use one of {', '.join(TABLES)}")
-    columns, body = rows(trace)
+    `<table>`; the same rows as `trace.to_frame(table)` (trace/tables.py), without pandas."""
+    columns, body = table_rows(trace, table, shown=True)
     if not body:
         return f'<div style="color:#777">no {esc(table)}</div>'
     return TABLE_STYLE + html_table(columns, body, cls=f"op-table-{table}")
@@ -632,54 +629,4 @@ def table_html(trace: DecisionTrace, table: str) -> str:
 
 def options_table_html(infos: list[dict]) -> str:
     """The option table of a menu (`Option.info()` rows) — what the model can pick."""
-    return TABLE_STYLE + html_table(*_option_rows(infos), cls="op-table-options")
-
-
-def param_summary(params: list[dict]) -> str:
-    """A function's or schema's parameters, one a line: type, default, allowed values, hidden."""
-    out = []
-    for p in params:
-        s = f"{p['name']}: {p['type']}"
-        if not p.get("required", True):  # the default as JSON, as the menu writes it
-            s += f" = {json.dumps(p.get('default'), ensure_ascii=False, default=safe_repr)}"
-        if p.get("options"):
-            s += f" (one of {', '.join(map(safe_repr, p['options']))})"
-        if p.get("hidden") or p.get("source") != "llm":
-            s += f" [hidden: from {p.get('source')}]"
-        out.append(s)
-    return "\n".join(out)
-
-
-def _attempt_rows(trace: DecisionTrace):
-    return attempt_rows(trace.attempts)
-
-
-def _option_rows(infos: list[dict]):
-    # the columns of trace.to_frame("options"), in its order: an option's info
-    columns = ["name", "kind", "description", "examples", "params", "signature"]
-    return columns, [[o.get("name"), o.get("kind"), o.get("description"),
-                      example_summary(o.get("examples") or []),
-                      param_summary(o.get("params") or []), o.get("signature")] for o in infos]
-
-
-def example_summary(examples: list[dict]) -> str:
-    """An option's worked examples, one a line: the request (when there is one) and the args."""
-    return "\n".join((f"{e['request']!r} -> " if e.get("request") else "")
-                     + json_text(e.get("args"), None) for e in examples)
-
-
-def _tools_rows(trace: DecisionTrace):
-    columns = ["round", "tool", "args", "result", "error", "duration_s"]
-    return columns, [[t.round, t.name, t.args, short_cell(result_text(t.result)), t.error,
-                      t.duration_s] for t in trace.tool_rounds]
-
-
-def _summary_rows(trace: DecisionTrace):
-    columns = ["id", "entry", "status", "chosen", "attempts", "error_kinds", "result", "error",
-               "duration_s", "input_tokens", "output_tokens"]
-    u = trace.usage()
-    result = short_cell(result_text(trace.result)) if trace.status == "resolved" else None
-    error = safe_str(trace.error) if trace.error is not None else None
-    return columns, [[trace.id, trace.entry, trace.status, trace.chosen, len(trace.attempts),
-                      trace.error_kinds, result, error, trace.duration_s, u["input_tokens"],
-                      u["output_tokens"]]]
+    return TABLE_STYLE + html_table(*option_rows(infos, shown=True), cls="op-table-options")

@@ -89,3 +89,39 @@ def test_bad_cascades_are_refused_where_written():
         CascadeRuntime([large([]), large([])], min_confidence=0.5)
     with pytest.raises(UsageError, match="answers decisions"):
         CascadeRuntime([Sure({}), large([])], min_confidence=0.5).exec("hello")
+
+
+def test_a_runtime_of_its_own_can_answer_in_stages_through_the_declared_protocol():
+    # The loop asks any runtime that declares `staged` to answer a call in stages, handing it
+    # the decision's own call of one stage (which reads the pick and its probability); no
+    # attribute of CascadeRuntime's is looked for. Here: ask every stage, keep the surest.
+    from openprogram.base.model_protocol import add_usage
+    from openprogram.decision.confidence import NO_CONFIDENCE, RuntimeConfidence
+
+    class Surest(Runtime):
+        staged = True
+
+        def __init__(self, stages):
+            super().__init__(call=lambda content: "", name="surest")
+            self.stages = stages
+
+        async def answer_in_stages(self, ask):
+            got = [await ask(rt, source, k == 0) for k, (rt, source) in enumerate(self.stages)]
+            best = max(got, key=lambda g: g.p_pick or 0.0)
+            return (best.response.__class__(text=best.response.text,
+                                             usage=add_usage([g.response.usage for g in got])),
+                    best.node, best.confidence,
+                    [{"runtime": rt.name, "pick": g.pick, "p_pick": g.p_pick}
+                     for (rt, _), g in zip(self.stages, got)])
+
+    small = Sure({"Pick.": ("a", 0.6)})
+    sure_b = Sure({"Pick.": ("b", 0.9)})
+    sure_b.name = "other"
+    rt = Surest([(small, RuntimeConfidence()), (sure_b, RuntimeConfidence()),
+                 (large(['{"call": "a"}']), NO_CONFIDENCE)])
+    assert decision.make("Pick.", MENU, runtime=rt) == "B"
+    att = decision.last_trace().attempts[0]
+    assert [s["runtime"] for s in att.cascade] == ["small", "other", "scripted"]
+    assert [s["pick"] for s in att.cascade] == ["a", "b", "a"]
+    assert att.cascade[1]["p_pick"] == 0.9 and att.confidence.pick == "b"
+    assert att.usage == {"input_tokens": 120, "output_tokens": 7}

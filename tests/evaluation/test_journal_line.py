@@ -130,13 +130,13 @@ def test_what_the_written_out_way_does_not_expect_goes_the_general_way(tmp_path)
 
 
 def test_while_a_key_is_held_rows_go_the_general_way_and_are_masked(tmp_path):
-    """The written-out way builds no JSON data for filesecrets.scrub to walk: while any key is
+    """The written-out way builds no JSON data for secrets.scrub to walk: while any key is
     alive the journal writes the general way, and the key is masked as in every line."""
-    from openprogram.runtimes.providers.key_redaction import _Secret
+    from openprogram.base.secrets import Secret
     key = "sk-Zq7Xw3Vt9Kp2Rm5Yb8Hc4Nf6"
     t = shapes()[0]
     t.attempts = [dataclasses.replace(t.attempts[-1], reply=f"my key is {key}")]
-    held = _Secret(key)
+    held = Secret(key)
     lines = written(tmp_path, "held.jsonl", [t, t], True)
     assert all(key not in line.decode() for line in lines)
     assert lines == written(tmp_path, "general.jsonl", [t, t], False)

@@ -140,6 +140,28 @@ def test_a_recording_never_holds_a_key_a_server_echoes(tmp_path):
     del provider
 
 
+
+def test_the_result_cache_file_never_holds_a_key_a_server_echoes(tmp_path):
+    # A key this process holds (a provider runtime's), sent to a tool in its arguments and
+    # echoed back: the connection masks only its own tokens in what its server answers, so the
+    # cache file is where nothing else stood between the key and the disk. It goes through the
+    # shared writer, which masks every key of the process, in the result and in the key alike.
+    from openprogram.base.secrets import Secret
+    model_key = "sk-proj-" + "Wv4" * 12
+    held = Secret(model_key)
+    script = tmp_path / "echo_server.py"
+    script.write_text(ECHO_SERVER)
+    cache = tmp_path / "tools.json"
+    with mcp.connect([sys.executable, str(script)], name="echo", cache=cache,
+                     env={"SHOP_API_KEY": "shop-" + "k3y" * 8}) as conn:
+        said = finishes(lambda: conn.call("echo", {"text": f"key={model_key}"}))
+        assert said == {"result": f"key={model_key}"}   # the program gets what it asked for
+        assert conn.calls == [("echo", {"text": f"key={model_key}"})]
+    text = cache.read_text(encoding="utf-8")
+    assert all(model_key[i:i + 8] not in text for i in range(len(model_key) - 7)), text
+    assert "key=[redacted]" in text and json.loads(text)   # still the cache's JSON object
+    del held
+
 ROTATING_SERVER = textwrap.dedent('''
     from mcp.server.mcpserver import Context, MCPServer
 

@@ -18,7 +18,7 @@ import pytest
 from deadlock import finishes as _finishes  # tests/support
 
 from openprogram import DecisionError, OptionError, OptionWarning, UsageError, decision, mcp, tool
-from openprogram.base import filesecrets
+from openprogram.base import secrets
 from openprogram.runtimes import ScriptedRuntime
 
 BIN = Path(sys.executable).parent
@@ -419,7 +419,7 @@ def test_a_token_in_a_header_reaches_the_server_and_nothing_else_holds_it(guarde
         # whole value would mask "Bearer t" in any text about bearer tokens)
         assert said == {"result": "you sent Bearer [redacted]"}
         about = "explain Bearer tokens and Authorization headers"
-        assert filesecrets.scrub(about) == about
+        assert secrets.scrub(about) == about
         trace_text = json.dumps(decision.last_trace().to_dict(), default=repr)
         with pytest.raises(DecisionError) as err:
             decision.make("Rotate it.", conn.options, runtime=rec, max_retries=0)

@@ -19,14 +19,13 @@ import warnings
 
 from ...base.errors import AttemptError, OptionError, OptionWarning, UsageError
 from ...base.json_form import to_jsonable
-from ...base.text import safe_repr
+from ...base.text import repr_head, safe_repr
 from ...trace.safe_html import clip
 from ..schema.fields import (
     MISSING,
     Param,
     function_params,
     looks_like_json_schema,
-    repr_head,
     schema_field,
     user_stacklevel,
     validate,
@@ -685,9 +684,11 @@ def _value_option(name: str, value: Any, description: str, where: str) -> ValueO
         elif any(isinstance(v, type) or (isinstance(v, list) and len(v) == 1 and
                                          isinstance(v[0], type)) for v in value.values()):
             warnings.warn(f"{where}: this value option's dict holds Python types "
-                          f"({repr_head(value)}); picking it returns that dict. For a schema "
+                          f"({repr_head(value, 60, '...', fit=True)}); picking it returns that "
+                          f"dict. For a schema "
                           f"option whose fields the model fills in, write "
-                          f"{{{name!r}: ('description', {repr_head(value)})}}", OptionWarning,
+                          f"{{{name!r}: ('description', {repr_head(value, 60, '...', fit=True)})}}",
+                          OptionWarning,
                           stacklevel=user_stacklevel())
     return ValueOption(name, value, description)
 

@@ -21,7 +21,7 @@ import copy
 import warnings
 
 from ...base.errors import OptionError, OptionWarning
-from ...base.text import cut
+from ...base.text import repr_head
 from ..schema.fields import MISSING, Field, Param, user_stacklevel
 from ..schema.reader import WRITTEN_FORMAT_EXAMPLES, SchemaDoc, UserType
 from ..schema.type_table import python_type
@@ -91,8 +91,8 @@ def tool(definition: Any, fn: Callable | None = None) -> ToolDefinition:
     return ToolDefinition(definition, fn)
 
 
-def _head(x: Any) -> str:
-    return cut(repr(x), 80, "")
+def _head(x: Any) -> str | None:
+    return repr_head(x, 80, "")
 
 
 def sdk_tool(d: Any) -> dict | None:

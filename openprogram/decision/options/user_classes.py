@@ -104,7 +104,7 @@ def _memo(fn: Callable) -> Callable:
 @_memo
 def user_type(ann: Any) -> UserType | None:
     """The `UserType` of an annotation that holds a class of the user's; None for a list,
-    union or `Optional` of one that options.py reads itself (asking again for the class).
+    union or `Optional` of one that fields.py reads itself (asking again for the class).
     Raises TypeError (with pydantic's message) for one that cannot be described."""
     import typing  # loaded with the first annotation read, not with openprogram
     pyd = _pydantic()
@@ -249,7 +249,7 @@ _fallback_types: dict[type, UserType] = {}
 
 
 def _fallback_class(cls: type) -> UserType:
-    """A dataclass or TypedDict described and checked with options.py's own fields. Registered
+    """A dataclass or TypedDict described and checked with fields.py's own fields. Registered
     before its fields are read, so a class that refers to itself finds itself."""
     if cls in _fallback_types:
         return _fallback_types[cls]
@@ -341,13 +341,13 @@ def _fallback_mapping(ann: Any, values: Field) -> UserType:
 
 
 # ---------------------------------------------------------------------------------------------
-# Where options.py asks
+# Where fields.py asks (its annotation hook)
 # ---------------------------------------------------------------------------------------------
 
 
 def _annotation_hook(ann: Any, where: str) -> Field | None:
     """A parameter annotated with a class of the user's (or a container of one) as a Field.
-    Without pydantic, lists, unions and `Optional` of such a class are left to options.py,
+    Without pydantic, lists, unions and `Optional` of such a class are left to fields.py,
     which asks again for the class itself."""
     if not _involves(ann):
         return None

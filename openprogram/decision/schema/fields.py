@@ -4,7 +4,7 @@ A `Field` is one node of a parameter's schema (a scalar, a list of `items`, an o
 `fields`, a union, a class of the user's), built from whichever way the caller declared it: the
 spec forms (rules S1-S3: `str`, `"a description"`, `[item]`, `{field: spec}`, `{"type": ...,
 "options": [...]}`), type annotations and defaults (`Literal`, `Enum`, `Optional`, `list[X]`,
-`dict[str, X]`, the standard-library types of pytypes.py, and through an annotation hook the
+`dict[str, X]`, the standard-library types of type_table.py, and through an annotation hook the
 user's classes), and a function's signature with its `input_meta` (rule A8: `function_params`).
 A Field writes itself out as the JSON Schema the tools and json_schema modes send
 (`json_schema()`) and as the schema the validator checks (`internal()`: the same schema plus the
@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from ...base.errors import OptionError, OptionWarning, SchemaError
 from ...base.json_form import to_jsonable
 from ...base.model_protocol import ModelCaller
-from ...base.text import cut
 from .reader import MISSING, SchemaDoc, UserType
 from .reply_values import equal
 from .type_table import LONG, python_type
@@ -380,11 +379,6 @@ def function_params(fn: Callable, where: str) -> list[Param]:
 def looks_like_json_schema(d: dict) -> bool:
     return "$schema" in d or (d.get("type") in ("object", "array", "string", "integer", "number")
                               and isinstance(d.get("properties", d.get("items")), dict))
-
-
-def repr_head(x: Any) -> str:
-    """A value's repr cut to 60 characters, for messages about the value."""
-    return cut(repr(x), 60, fit=True)
 
 
 def user_stacklevel() -> int:

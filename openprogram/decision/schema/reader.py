@@ -6,8 +6,11 @@ which the schema does not keep); it names a node's type as the menu does (`list[
 allows besides its type (allowed values, bounds, lengths, patterns, formats, each union
 member's), and writes the lines below a parameter for nested objects, items and union members
 (a recursive type is shown once). A `UserType` is such a node as a `Field.user`, with the check
-that validates it: usertypes.py's classes (pydantic's schema, validated by pydantic) and
-tooldefs.py's definitions (the user's schema, validated by validator.py) are both shown this way.
+that validates it: the user's classes of options/user_classes.py (pydantic's schema, validated
+by pydantic) and the definitions of options/tool_definitions.py (the user's schema, validated by
+validator.py) are both shown this way. It is long because it is one walk over a schema document
+that every reader of the menu shares (the type name, the placeholder and the notes of a node are
+read together, with the same handling of `$ref`s, unions and recursion).
 """
 from __future__ import annotations
 
@@ -81,7 +84,7 @@ _CONSTRAINTS = [("minimum", ">= {}"), ("exclusiveMinimum", "> {}"), ("maximum", 
                 ("minProperties", "at least {} keys"), ("maxProperties", "at most {} keys")]
 #: The longest type name written; a longer one (unions of unions, each level doubling it) is cut.
 NAME_MAX = 200
-MISSING = inspect.Parameter.empty  # (schema.py's: no default)
+MISSING = inspect.Parameter.empty  # (fields.py's: no default)
 _CUT = object()  # a placeholder that would expand a recursive type into itself
 _UNSET = object()
 

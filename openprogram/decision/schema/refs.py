@@ -1,19 +1,19 @@
 """A JSON Schema document's references, resolved by one rule for every reader of the schema.
 
 The validator (validator.py, schemaeval.py), the menu (reader.py), OpenAI's strict rewrite
-(runtimes/strict_schema.py) and the llama.cpp grammar (runtimes/grammar_schema.py) all follow a
-`$ref` through `Document(root).resolve(ref, base)`: draft 2020-12's rule, so that a reference
-means the same schema wherever it is read — a JSON Pointer to any place in the document
-(percent-decoded, `~1` and `~0` unescaped, empty tokens kept: `#/properties/a`,
-`#/$defs/percent%25field`), an `$anchor`, and a reference relative to the `$id` of the resource
-it sits in. The document is read for `$id`s and `$anchor`s once, and only when a reference
-needs them (a plain `#/...` pointer from the root is followed directly). What it cannot follow
-is an `OptionError` naming the reference: another document (to be inlined under `$defs`), a
-pointer to nothing, an anchor no `$anchor` defines, and — when the document is read —
-`$dynamicRef` / `$dynamicAnchor` and nesting deeper than `MAX_DEPTH`. A document placed inside
-another (an option's arguments inside its pick, the picks inside json_schema mode's decision
-schema) keeps its meaning through `embed`, which points each of its references at a copy of the
-target under the host's root `$defs`.
+(runtimes/providers/strict_schema.py) and the llama.cpp grammar's looser copy of a schema
+(runtimes/llamacpp/loose_schema.py) all follow a `$ref` through `Document(root).resolve(ref, base)`:
+draft 2020-12's rule, so that a reference means the same schema wherever it is read — a JSON Pointer
+to any place in the document (percent-decoded, `~1` and `~0` unescaped, empty tokens kept:
+`#/properties/a`, `#/$defs/percent%25field`), an `$anchor`, and a reference relative to the `$id` of
+the resource it sits in. The document is read for `$id`s and `$anchor`s once, and only when a
+reference needs them (a plain `#/...` pointer from the root is followed directly). What it cannot
+follow is an `OptionError` naming the reference: another document (to be inlined under `$defs`), a
+pointer to nothing, an anchor no `$anchor` defines, and — when the document is read — `$dynamicRef`
+/ `$dynamicAnchor` and nesting deeper than `MAX_DEPTH`. A document placed inside another (an
+option's arguments inside its pick, the picks inside json_schema mode's decision schema) keeps its
+meaning through `embed`, which points each of its references at a copy of the target under the
+host's root `$defs`.
 """
 from __future__ import annotations
 

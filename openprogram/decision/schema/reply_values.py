@@ -17,6 +17,7 @@ import re
 import sys
 
 from ...base.errors import AttemptError
+from ...base.json_form import SURROGATE, is_plain
 from .type_table import json_type
 
 TYPE_CHECKING = False
@@ -27,7 +28,6 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
 __all__ = ["check_json_value", "describe_value", "json_head", "json_text", "safe_key", "equal",
            "FORMAT_CHECKS", "OPENAPI_FORMATS", "PYTHON_FORMAT_CHECKS"]
 
-SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE = SURROGATE
 
 
@@ -122,29 +122,10 @@ def check_json_value(value: Any, path: str, deep: bool = False, numbers: bool = 
 
 def is_json_value(value: Any) -> bool:
     """Whether `value` holds only what JSON means, all the way down: the quick yes of
-    `check_json_value(value, path, deep=True)`, which names the fault when this says no."""
-    stack = [value]
-    pop, many = stack.pop, stack.extend
-    while stack:
-        v = pop()
-        t = type(v)
-        if t is str:
-            if not v.isascii() and SURROGATE.search(v):
-                return False
-        elif t is dict:
-            for k in v:
-                if type(k) is str and not k.isascii() and SURROGATE.search(k):
-                    return False
-            many(v.values())
-        elif t is list:
-            many(v)
-        elif t is float:
-            if v - v != 0.0:
-                return False
-        elif t is int:
-            if v.bit_length() > 14_000:
-                return False
-    return True
+    `check_json_value(value, path, deep=True)`, which names the fault when this says no (or
+    finds none, for a value of other types or nested deeper than plain JSON is). The test is
+    the library's one test of plain JSON (`json_form.is_plain`)."""
+    return is_plain(value)
 
 
 def equal(a: Any, b: Any) -> bool:

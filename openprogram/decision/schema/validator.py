@@ -14,8 +14,8 @@ integer, and an integer given for a `number` arrives as a float. A schema of the
 (`as_written=True`: `JsonSchema`, a tool definition) follows the specification instead (keys
 kept or refused, `2.0` an integer), and one using a keyword beyond `SUPPORTED` is judged
 whole by schemaeval.py; what a reply may hold at all (finite numbers, valid Unicode) is
-jsonvalues.py's, checked here for every value wherever it sits. Internal schemas built from
-Python types (schema.py) carry, under keys no JSON Schema has, the name messages use (`NAME`),
+reply_values.py's, checked here for every value wherever it sits. Internal schemas built from
+Python types (fields.py) carry, under keys no JSON Schema has, the name messages use (`NAME`),
 a function that turns the validated JSON value into the Python one (`PY`: an Enum member, a
 date) and one that validates the node itself (`CHECK`: a class of the user's, validated by
 pydantic). It is long for one concept: each supported keyword's check is written out

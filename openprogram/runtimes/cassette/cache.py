@@ -7,7 +7,9 @@ marks it `cached` (on the `ModelResponse`, so on the trace's attempt, the panel 
 `to_frame()`). A new request goes to `inner` and its reply is appended to the file. So re-running
 a cell, or a whole notebook, calls the model only for what changed. A wrapper of its own, not a
 mode of `RecordingRuntime`: a recorder owns its file and starts it afresh, while a cache
-opens a file that outlives it and that several runtimes (and runs) share.
+opens a file that outlives it and that several runtimes (and runs) share. It is long because
+that sharing — the index, the one writer per file in a process, the lock between processes, and
+the checks of what others wrote — is one mechanism every lookup and append goes through.
 
 Sampling with temperature > 0 is cached too: the first reply to a request is the one every later
 run gets, which is what makes a notebook reproducible; `refresh=True` (or `cache.refresh = True`)
@@ -41,7 +43,7 @@ import threading
 import warnings
 from pathlib import Path
 
-from ...base.errors import OpenProgramError
+from ...base.errors import CacheFileError
 from ...base.jsonl import format_version, loads, write_whole
 from ...base.model_protocol import run_sync
 from ...runtime.runtime import DEFAULT_WINDOW, ModelCallError, ModelResponse, Runtime, as_response
@@ -64,10 +66,6 @@ from .cassette_file import (
 from .recorder import RecordingRuntime, on_own_loop
 from .replay import answer, astream_entry, stream_entry
 from .tool_results import is_tool_line, recorded_result, tool_call, tool_error_record, tool_key
-
-
-class CacheFileError(OpenProgramError, ValueError):
-    """A cache file this release cannot append to."""
 
 
 class _FileLock:
@@ -402,7 +400,7 @@ class CachedRuntime(RecordingRuntime):
         """A live tool's call answered from the cache file when it holds the same call (server,
         tool, arguments; `refresh` asks again), else made by `run()` and appended: a notebook
         run again calls its servers only for what is new (see tool_results.py)."""
-        from ...base.filesecrets import scrub
+        from ...base.secrets import scrub
         call = scrub(tool_call(call["server"], call["name"], call["arguments"]))
         key = tool_key(call)
         if not self.refresh:

@@ -31,10 +31,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ...base.errors import OpenProgramError
-from ...base.filesecrets import scrub
+from ...base.errors import CassetteFileError
 from ...base.jsonl import LineFormat, encoder, format_version, whole_lines, write_whole
 from ...base.model_protocol import LAYOUT_ARGS, wrapped
+from ...base.secrets import scrub
 from ...runtime.runtime import ModelResponse, ToolCall
 from ..providers.key_redaction import without_secrets
 
@@ -257,8 +257,6 @@ def append_whole(path: Path, data: bytes, size: int) -> int:
         return write_whole(f.fileno(), data, start, sync=True)
 
 
-class CassetteFileError(OpenProgramError, ValueError):
-    """A file that cannot be read as a cassette: says which file, which line and what to do."""
 
 
 _FileError = CassetteFileError

@@ -23,8 +23,8 @@ from collections import OrderedDict
 from pathlib import Path
 
 from ...base.errors import ToolError
-from ...base.filesecrets import scrub
 from ...base.model_protocol import on_loop, run_sync
+from ...base.secrets import scrub
 from ...runtime.runtime import (
     DEFAULT_WINDOW,
     ModelCallError,

@@ -23,27 +23,13 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from ...base.errors import CassetteExhausted, CassetteMismatch
 from ...base.text import cut
 from ...decision.modes import MODES
 from ...runtime.runtime import ModelCallError, ModelResponse, Runtime, ToolCall, timed_out
 from ..scripted import stream_pieces, stream_text
 from .cassette_file import ask_key, load_cassette, request_record
 from .tool_results import ToolAnswers, recorded_result, tool_call
-
-
-class CassetteMismatch(ModelCallError):
-    """The program sent a request the cassette did not record. `call` is the number of the
-    program's call (1, 2, ... in the order this replay answered them), `expected` the nearest
-    recorded request and `actual` the one sent."""
-
-    def __init__(self, message: str, *, call: int, expected: Any = None, actual: Any = None):
-        super().__init__(message, kind="not_recorded")
-        self.call, self.expected, self.actual = call, expected, actual
-
-
-class CassetteExhausted(CassetteMismatch):
-    """The program asked a recorded request more times than the cassette recorded it (or, with
-    `strict=False`, made more calls than it holds)."""
 
 
 def _head(value: Any, n: int = 240) -> str:
@@ -221,7 +207,7 @@ class ReplayRuntime(Runtime):
         """A live tool's call answered with the result recorded for the same call (server,
         tool, arguments): `run` is never called, so no server is needed. A call the cassette did
         not record raises `ToolNotRecorded` naming it (see tool_results.py)."""
-        from ...base.filesecrets import scrub
+        from ...base.secrets import scrub
         call = scrub(tool_call(call["server"], call["name"], call["arguments"]))
         with self._lock:
             entry = self._tools.take(call)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from ...base.errors import OpenProgramError, ToolError
+from ...base.errors import ToolError, ToolNotRecorded
 from .cassette_file import CassetteFileError, _plain, ask_key
 
 TYPE_CHECKING = False
@@ -37,9 +37,6 @@ __all__ = ["tool_call", "tool_key", "is_tool_line", "tool_error_record", "record
            "ToolAnswers", "ToolNotRecorded"]
 
 
-class ToolNotRecorded(OpenProgramError, LookupError):
-    """A replay was asked for a tool call the cassette did not record (or recorded fewer times
-    than it is asked)."""
 
 
 def tool_call(server: str, name: str, arguments: dict) -> dict:

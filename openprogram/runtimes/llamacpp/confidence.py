@@ -1,7 +1,9 @@
 """How sure the model was, exactly: the probability the model gives each option's whole name
 where its reply writes the name (`_NameOdds`), read from its own logits under the decision's
 grammar, following the tokens of names that share a beginning until they are told apart, with
-every token's bytes indexed (`_Pieces`) to find the tokens that could write a name."""
+every token's bytes indexed (`_Pieces`) to find the tokens that could write a name. It is long
+because the reading of the name's odds, the index of token pieces and the prefix states they share
+are one computation over the same model state, kept together so each step sees the others'."""
 from __future__ import annotations
 
 import contextlib

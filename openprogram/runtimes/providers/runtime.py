@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...base.model_protocol import run_sync
+from ...base.secrets import Secret
 from ...evaluation import ratelimit
 from ...runtime.runtime import ModelCallError, ModelResponse, Runtime
 from .faults import (
@@ -39,7 +40,7 @@ from .faults import (
     server_message,
     unreachable,
 )
-from .key_redaction import MASK, StreamRedactor, _Secret, redact, redact_json, without_secrets
+from .key_redaction import MASK, StreamRedactor, redact, redact_json, without_secrets
 from .raw_record import bounded, raw_record
 from .replies import CUT_OFF, Ask, StreamedReply, as_json
 from .server_forms import FORMS
@@ -203,7 +204,7 @@ class ProviderRuntime(Runtime):
                 f"variable or pass api_key=...; for a local server pass base_url=... (no key "
                 f"needed). To run without a model, use ScriptedRuntime or ReplayRuntime.",
                 kind="model_error")
-        self._key = _Secret(key)
+        self._key = Secret(key)
         self.base_url = self.redact(safe_url(base_url))  # some gateways take the key in the path
         self.stream = bool(stream)
         self.streams = self.stream

@@ -8,10 +8,9 @@ surrogate becomes U+FFFD, a surrogate pair held as two code points becomes its c
 """
 from __future__ import annotations
 
-import re
 from typing import Any
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+from ...base.json_form import SURROGATE as _SURROGATE
 
 
 def _has_surrogate(value: Any) -> bool:
