@@ -33,12 +33,12 @@ import random
 import string
 import warnings
 
-from ..base.errors import DecisionError, OptionWarning, UsageError
-from ..decision.options import Option, normalize
-from ..decision.settings import IMPROVE, Settings, takes_settings
-from .confusability import mass_table, option_words, ranked_pairs, shared_words
+from ...base.errors import DecisionError, OptionWarning, UsageError
+from ...decision.options import Option, normalize
+from ...decision.settings import IMPROVE, Settings, takes_settings
+from ..confusability import mass_table, option_words, ranked_pairs, shared_words
+from ..results import bootstrap_interval
 from .proposers import NAME, Journaled, Spent, digest, keyword_proposer, proposed, proposer_of
-from .results import bootstrap_interval
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -130,8 +130,8 @@ class _Scorer:
         return digest([_filled(self.prompt, self.rows[i]), self.labels[i]])
 
     def _open(self, menu: list[Option], what: str) -> Any:
-        from ..decision.options import render_menu
-        from .journal import Journal
+        from ...decision.options import render_menu
+        from ..journal import Journal
         text = render_menu(menu)
         # A section per menu, named by its text's digest: the same option set met again (a
         # resumed run, another seed) finds its rows whatever candidate it came from.
@@ -175,7 +175,7 @@ class _Scorer:
     def _read_back(self, j: Any, i: int, names: set[str]) -> dict:
         """Row `i` as the journal holds it, checked: a journal is a file anyone may hand over,
         and the journal checks only the fields it reads itself."""
-        from .journal import JournalFileError
+        from ..journal import JournalFileError
         line = j.done[i][1]
         pick, p, args = line.get("pick"), line.get("p"), line.get("args")
         probs, calls = line.get("probs"), line.get("calls", 0)
@@ -196,8 +196,8 @@ class _Scorer:
         return {"pick": pick, "p": p, "args": args, "probs": probs}
 
     def _run(self, menu: list[Option], chunk: list[int], got: dict, journal: Any) -> None:
-        from ..base.json_form import to_jsonable
-        from .evaluate import evaluation
+        from ...base.json_form import to_jsonable
+        from ..evaluate import evaluation
         # a renamed option is picked by its new name; labels and picks are the code's names
         shown = {o.code_name: o.name for o in menu}
         code = {o.name: o.code_name for o in menu}
@@ -350,7 +350,7 @@ class Improvement:
     def _repr_html_(self) -> str:
         # The library's one wrapper, as every view: a proposed description is a model's text,
         # which MathJax must not typeset (`$\href{javascript:…}$`) nor the front end link.
-        from ..trace.safe_html import TABLE_STYLE, esc, html_table, pre, wrap
+        from ...trace.safe_html import TABLE_STYLE, esc, html_table, pre, wrap
         rows = [[e.get(k) for k in ("option", "kind", "parameter", "after", "held_gain",
                                     "kept", "why")]
                 for e in [*self.edits, *(_shown_combination(c, self.edits)
@@ -401,7 +401,7 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, proposer: An
     where an uninterrupted one would). A journal written with another prompt, way of
     asking, runtime or proposer is refused with `JournalMismatch`; with other rows, when a
     row's request differs from the one journaled at its position."""
-    from ..base.model_protocol import resolve_runtime
+    from ...base.model_protocol import resolve_runtime
     checked = Settings.of(settings, "improve", IMPROVE)
     if not isinstance(rename, bool):
         raise UsageError(f"improve(rename=...) is True (propose the names the model sees) or "
