@@ -5,6 +5,7 @@ the combinations, the report); `proposers` is where rewritten descriptions and n
 from __future__ import annotations
 
 from .proposers import keyword_proposer
-from .search import MIN_ROWS, Improvement, aimprove, improve
+from .report import Improvement
+from .search import MIN_ROWS, aimprove, improve
 
 __all__ = ["improve", "aimprove", "Improvement", "keyword_proposer", "MIN_ROWS"]
