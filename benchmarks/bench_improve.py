@@ -1,5 +1,7 @@
-"""`decision.improve` on the bundled model (issue 36): does a measured search over examples and
-descriptions make a support desk's menu better on rows it never saw?
+"""`decision.improve` on the bundled model: does a measured search over examples and descriptions
+make a support desk's menu better on rows it never saw — and what did issue 53's search (every
+call counted, candidates with a positive held-out gain tried together, the most confused
+options first) change, against the search as it was (benchmarks/_old_improve.py)?
 
 Runs SmolLM2-135M-Instruct in process (LlamaCppRuntime, the bundled file) in json_schema mode
 with the exact distribution over the option names (`confidence=True`), on 64 labelled customer
@@ -7,12 +9,15 @@ requests over 8 options (written for this benchmark, 8 per option, below). The r
 in half with a seed; edits are proposed from the training half (examples: training requests;
 descriptions: the built-in `keywords` proposer, or the model itself with `--proposer model`),
 scored on the training half by the mean probability of the expected option, and kept only when
-a paired bootstrap of the held-out half puts the gain above zero at 95 %. Prints, from one run:
+a paired bootstrap of the held-out half puts the gain above zero at 95 %. Both searches run in
+this one run, one after the other with the same arguments, each on the model itself (no cache
+between them: the old search did not count cached calls against its budget). Prints, for each:
 held-out accuracy and mean_p_expected before and after with 95 % intervals, the edits tried
-with their held-out gains, the model calls spent and the wall time.
+with their held-out gains, the edits kept, the model calls spent and the wall time; then the
+two side by side.
 
     .venv/bin/python benchmarks/bench_improve.py [--budget 400] [--proposer keywords|model]
-        [--rename]
+        [--rename] [--only new|old]
 """
 from __future__ import annotations
 
@@ -77,29 +82,19 @@ REQUESTS = {
 PROMPT = "A customer writes: {text}\nPick the one next step that helps this customer."
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--budget", type=int, default=400)
-    ap.add_argument("--proposer", choices=["keywords", "model"], default="keywords")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--rename", action="store_true",
-                    help="also propose the names the model sees (improve(rename=True))")
-    args = ap.parse_args()
-    rows = [{"text": t, "label": k} for k, ts in REQUESTS.items() for t in ts]
-    rt = LlamaCppRuntime(seed=0)
-    print(f"load average {os.getloadavg()[0]:.2f}; {len(rows)} rows over {len(DESK)} options; "
-          f"budget {args.budget} model calls; proposer {args.proposer}"
-          f"{'; names proposed too' if args.rename else ''}")
+def search(improve, rt, rows, args) -> tuple:
     start = time.perf_counter()
-    imp = decision.improve(PROMPT, DESK, rows, expected="label", runtime=rt,
-                           proposer="keywords" if args.proposer == "keywords" else rt,
-                           budget=args.budget, seed=args.seed, mode="json_schema",
-                           confidence=True, max_retries=0, concurrency=1,
-                           rename=args.rename)
-    wall = time.perf_counter() - start
+    imp = improve(PROMPT, DESK, rows, expected="label", runtime=rt,
+                  proposer="keywords" if args.proposer == "keywords" else rt,
+                  budget=args.budget, seed=args.seed, mode="json_schema",
+                  confidence=True, max_retries=0, concurrency=1, rename=args.rename)
+    return imp, time.perf_counter() - start
+
+
+def show(label: str, imp, wall: float) -> None:
     r = imp.report
-    print(f"split: {r['split']['train']} train / {r['split']['held_out']} held out "
-          f"(seed {r['split']['seed']}); scored on {r['measured_on']}")
+    print(f"\n== {label} ==\nsplit: {r['split']['train']} train / {r['split']['held_out']} held "
+          f"out (seed {r['split']['seed']}); scored on {r['measured_on']}")
     for when in ("before", "after"):
         f = r[f"held_out_{when}"]
         a_lo, a_hi = f["accuracy_ci"]
@@ -108,8 +103,13 @@ def main() -> None:
             p_lo, p_hi = f["mean_p_expected_ci"]
             line += f"; mean_p_expected {f['mean_p_expected']:.3f} [{p_lo:.3f}, {p_hi:.3f}]"
         print(line)
-    print(f"edits tried {r['candidates']}, kept {len(imp.kept)}, rejected {r['rejected']}; "
-          f"stopped: {r['stopped'] or 'all candidates tried'}")
+    untried = r.get("untried")
+    print(f"edits tried {len(imp.edits)}"
+          + (f" of {r['candidates_total']} ({untried} left untried)" if untried is not None
+             else "")
+          + f", kept {len(imp.kept)}; combinations tried "
+          f"{len(getattr(imp, 'combinations', []))}; stopped: "
+          f"{r['stopped'] or 'all candidates tried'}")
     for e in imp.edits:
         gain = "-" if e.get("held_gain") is None else \
             f"{e['held_gain']:+.3f} [{e['held_gain_lo']:+.3f}, {e['held_gain_hi']:+.3f}]"
@@ -118,8 +118,60 @@ def main() -> None:
         name = e["after"] or "" if e["kind"] == "name" else ""
         print(f"  {e['option']:15} {e['kind']:11} {name:22} train {train:15} held-out gain "
               f"{gain:32} {'KEPT' if e['kept'] else 'rejected'}: {e['why']}")
+    for c in getattr(imp, "combinations", []):
+        members = ", ".join(f"{imp.edits[k]['option']} {imp.edits[k]['kind']}"
+                            for k in c["members"])
+        print(f"  together: {members}: held-out gain {c['held_gain']:+.3f} "
+              f"[{c['held_gain_lo']:+.3f}, {c['held_gain_hi']:+.3f}] "
+              f"{'KEPT' if c['kept'] else 'rejected'}")
     print(f"model calls {r['calls']} (proposer {r['proposer_calls']}); wall time {wall:.1f} s")
-    print(imp.diff())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--budget", type=int, default=400)
+    ap.add_argument("--proposer", choices=["keywords", "model"], default="keywords")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rename", action="store_true",
+                    help="also propose the names the model sees (improve(rename=True))")
+    ap.add_argument("--only", choices=["new", "old"], default=None,
+                    help="run one of the two searches")
+    args = ap.parse_args()
+    import warnings
+
+    import _old_improve
+    rows = [{"text": t, "label": k} for k, ts in REQUESTS.items() for t in ts]
+    rt = LlamaCppRuntime(seed=0)
+    print(f"load average {os.getloadavg()[0]:.2f}; {len(rows)} rows over {len(DESK)} options; "
+          f"budget {args.budget} model calls; proposer {args.proposer}"
+          f"{'; names proposed too' if args.rename else ''}")
+    done = {}
+    for label, improve in (("before issue 53 (benchmarks/_old_improve.py)",
+                            _old_improve.improve), ("after (decision.improve)",
+                                                    decision.improve)):
+        if args.only and (args.only == "new") != improve.__module__.startswith("openprogram"):
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # the budget's warning is in the report
+            imp, wall = search(improve, rt, rows, args)
+        show(label, imp, wall)
+        done[label] = imp
+    if len(done) == 2:
+        (old_label, old), (new_label, new) = done.items()
+        key = old.report["measured_on"]
+        print("\n== side by side ==")
+        print(f"{'':28}{'before':>12}{'after':>12}")
+        for name, get in (
+                ("held-out accuracy after", lambda i: i.report["held_out_after"]["accuracy"]),
+                (f"held-out {key} after", lambda i: i.report["held_out_after"][key]),
+                ("edits kept", lambda i: len(i.kept)),
+                ("edits tried", lambda i: len(i.edits)),
+                ("model calls", lambda i: i.report["calls"])):
+            print(f"{name:28}{get(old):>12.3f}{get(new):>12.3f}" if isinstance(get(old), float)
+                  else f"{name:28}{get(old):>12}{get(new):>12}")
+        print(f"(held-out accuracy before: {old.report['held_out_before']['accuracy']:.3f}, "
+              f"{key} before: {old.report['held_out_before'][key]:.3f}, the same rows for both)")
+        print("\n" + new.diff())
 
 
 if __name__ == "__main__":

@@ -3,9 +3,10 @@
 `%%decide OPTIONS` runs `decision.make` with the cell as the prompt and shows the decision panel
 live; `%%agent OPTIONS` does the same through `agent(..., options=OPTIONS)` with tools;
 `%%run_program` runs the cell's code as one run and shows its live tree, from which a decision is
-opened and the run forked; `%decision_menu OPTIONS` previews an option set without a model;
-`%decision_runtime [EXPR]` shows or sets the notebook's default runtime; `%decision_trace [N]`
-shows a past decision again, and `%decision_steps [N]` steps through it stage by stage.
+opened and the run forked; `%decision_menu OPTIONS` previews an option set without a model,
+`%decision_lint OPTIONS` checks it without one; `%decision_runtime [EXPR]` shows or sets the
+notebook's default runtime; `%decision_trace [N]` shows a past decision again, and
+`%decision_steps [N]` steps through it stage by stage.
 Arguments that name options, runtimes, contexts, tools, rules (`--validate`) or re-ask texts
 (`--reask`) are names of the notebook's variables or Python expressions evaluated in its namespace
 (quote an expression that holds spaces); `--mode` picks the way of asking. An async runtime works
@@ -71,7 +72,8 @@ def _first_flag(line: str, flags: list[str]) -> int:
 
 def _decision_flags(func):
     """The flags %%decide and %%agent share: --runtime, --context, --timeout, --mode,
-    --repair, --validate, --reask, --confidence, --min-confidence, --low-confidence, --as."""
+    --repair, --validate, --reask, --confidence, --min-confidence, --low-confidence,
+    --pick-set, --as."""
     for flag in reversed([
             argument("--runtime", "-r", default=None,
                      help="the Runtime to call (default: the one set with %%decision_runtime)"),
@@ -102,7 +104,12 @@ def _decision_flags(func):
                      help="a pick below this probability fails as low_confidence, or resolves "
                           "--low-confidence's option instead"),
             argument("--low-confidence", default=None, metavar="OPTION",
-                     help="the option to resolve when the pick is below --min-confidence"),
+                     help="the option to resolve when the pick is below --min-confidence, or "
+                          "its --pick-set set holds more than the pick"),
+            argument("--pick-set", default=None, metavar="NAME",
+                     help="a calibrated pick-set policy (result.conformal(alpha)): the "
+                          "decision resolves when the set is the pick alone, and "
+                          "--low-confidence's option (or fails as low_confidence) otherwise"),
             argument("--as", dest="as_name", default=None, metavar="NAME",
                      help="also bind the result to this variable")]):
         func = flag(func)
@@ -185,6 +192,16 @@ class DecisionMagics(Magics):
             raise UsageError(f"{flag} {expr!r} is {_a(type(value).__name__)}; {need}")
         return value
 
+    def _menu(self, expr: str):
+        """The option set OPTIONS names, as the menu a decision would use (a UsageError naming
+        it when it is not one)."""
+        options = self._eval(expr, "OPTIONS")
+        from openprogram.decision.options import OptionError, normalize
+        try:
+            return normalize(options)
+        except (OptionError, TypeError) as exc:
+            raise UsageError(f"OPTIONS {expr!r} is not a usable option set: {exc}") from None
+
     def _context(self, expr: str | None):
         return self._named(expr, "--context", lambda v: isinstance(v, dict),
                            "it must be a dict of the hidden parameters' values")
@@ -233,6 +250,12 @@ class DecisionMagics(Magics):
             from openprogram.trace.confidence import Samples
             return Samples(int(text))
         return self._eval(text, "--confidence")
+
+    def _pick_set(self, expr: str | None) -> Any:
+        from openprogram.decision.conformal import PickSetPolicy
+        return self._named(expr, "--pick-set", lambda v: isinstance(v, PickSetPolicy),
+                           "it must be a pick-set policy, what result.conformal(alpha) "
+                           "returns")
 
     def _check_mode(self, rt, mode: str) -> None:
         from openprogram.base.model_protocol import check_modes
@@ -291,7 +314,8 @@ class DecisionMagics(Magics):
                  validate=self._validate(args.validate), reask=self._reask(args.reask),
                  confidence=self._confidence(args.confidence),
                  min_confidence=args.min_confidence, low_confidence=args.low_confidence,
-                 repair=args.repair), f"%%{magic.__name__}", MAGIC)
+                 pick_set=self._pick_set(args.pick_set), repair=args.repair),
+            f"%%{magic.__name__}", MAGIC)
         call, tools = start(args, prompt, options, settings)
         result = self._run(call, options, args.options, ctx, tools)
         self._bind(args.as_name, result)
@@ -408,13 +432,8 @@ class DecisionMagics(Magics):
         args = self._parse(self.decision_menu, line)
         if args is None:
             return None
-        options = self._eval(args.options, "OPTIONS")
-        from openprogram.decision.options import OptionError, normalize, render_menu
-        try:
-            menu = normalize(options)
-        except (OptionError, TypeError) as exc:
-            raise UsageError(f"OPTIONS {args.options!r} is not a usable option set: {exc}") \
-                from None
+        from openprogram.decision.options import render_menu
+        menu = self._menu(args.options)
         # shown as HTML in the library's wrapper, not printed: the front end would make links
         # of URLs in the option texts, and MathJax typeset their `$...$`
         from IPython.display import display
@@ -425,6 +444,24 @@ class DecisionMagics(Magics):
         if args.text_only:
             return None
         return menu_frame(menu)
+
+    # -- %decision_lint -----------------------------------------------------------------------
+    @no_var_expand
+    @magic_arguments()
+    @argument("options", nargs="+", help="the option set: a variable name or a Python expression")
+    @line_magic
+    def decision_lint(self, line):
+        """Check an option set without calling a model: near-duplicate descriptions, names
+        that differ only in case, missing descriptions, a value under two options. Returns
+        the findings as a table (each with the option, the rule and the fix).
+
+            %decision_lint OPTIONS
+        """
+        args = self._parse(self.decision_lint, line)
+        if args is None:
+            return None
+        from openprogram import decision
+        return decision.lint(self._menu(args.options))
 
     # -- %decision_runtime --------------------------------------------------------------------
     @no_var_expand

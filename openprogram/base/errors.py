@@ -49,8 +49,9 @@ ERROR_KINDS: dict[str, str] = {
     "not_recorded": "A replayed cassette holds no recording of this request: the program asks "
                     "something it did not ask when recording (a prompt, an option, a tool result "
                     "or the way of asking changed). Record it again, or use CachedRuntime.",
-    "low_confidence": "The model's probability of its pick was below min_confidence=; the "
-                      "error's .confidence holds the whole distribution. Name an option to take "
+    "low_confidence": "The model's probability of its pick was below min_confidence=, or its "
+                      "pick_set= set held more than the pick; the error's .confidence holds "
+                      "the whole distribution (and .pick_set the set). Name an option to take "
                       "instead with low_confidence=, or lower the threshold.",
     "no_confidence": "The decision asked for confidence=True but the runtime returned no "
                      "probabilities for the reply (a server that refuses logprobs); allow "
@@ -85,8 +86,9 @@ _FIXES: dict[str, str] = {
                "max_retries.",
     "model_error": "Its message says whether running again can help.",
     "not_recorded": "",   # the replay's own message names the fix (record again, or cache)
-    "low_confidence": "The error's .confidence holds the distribution; name an option to take "
-                      "instead with low_confidence=, or lower min_confidence=.",
+    "low_confidence": "The error's .confidence holds the distribution (and .pick_set the "
+                      "pick set); name an option to take instead with low_confidence=, or "
+                      "lower min_confidence= (a pick set's: fit it at a larger alpha).",
     "no_confidence": "",  # the message names the fix (Samples(n, fallback=True))
 }
 
@@ -230,6 +232,8 @@ class DecisionError(OpenProgramError, ValueError):
         self.trace, self.path = trace, path
         #: the last attempt's distribution over the options, when the decision asked for one
         self.confidence: Any = None
+        #: with `pick_set=`: the options the last attempt's pick set held (most probable first)
+        self.pick_set: tuple[str, ...] | None = None
         n = len(trace.attempts) if trace else 1
         text = f"no usable decision after {n} attempt(s): [{kind}] {message.rstrip('.')}."
         hint = fix(kind)

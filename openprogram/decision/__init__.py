@@ -34,13 +34,14 @@ from .loop import (
     resolve_decision,
 )
 from .options import clear_option_cache
+from .options.lint import lint
 from .rows import Outcome, RowPlan, plan
 
 __all__ = ["make", "amake", "render_options", "extract_action", "parse_args", "resolve_decision",
            "DecisionError", "DECISION_FINISH_INSTRUCTION", "last_trace", "OptionError",
            "evaluate", "aevaluate", "compare", "acompare", "reask_prompt", "revalidate",
            "clear_option_cache", "steps", "Retry", "Variant", "Confidence", "Samples", "Repair",
-           "improve", "aimprove", "Improvement", "plan", "RowPlan", "Outcome"]
+           "improve", "aimprove", "Improvement", "plan", "RowPlan", "Outcome", "lint"]
 
 # Evaluation and re-checking load on first use: a decision needs neither.
 __getattr__, __dir__ = lazy_names(__name__, {

@@ -59,6 +59,14 @@ class ConfidenceSource:
     given: Any = False
     asks: ClassVar[bool] = True
     draws: int = 1
+    #: what kind of distribution the attempts carry, as a pick-set policy is fitted on one:
+    #: "native" (the runtime's own numbers), "samples" (counted picks), None (none at all)
+    distribution: ClassVar[str | None] = "native"
+
+    @property
+    def sample_count(self) -> int | None:
+        """How many samples a counted distribution is made of (None for any other)."""
+        return None
 
     def on(self, runtime: Any, way: Any, where: str = "decision.make") -> ConfidenceSource:
         """This source checked against `runtime` and the way of asking (a `Mode` class), before
@@ -87,6 +95,7 @@ class ConfidenceSource:
 class NoConfidence(ConfidenceSource):
     """`confidence=False`: one plain call, no distribution."""
     asks = False
+    distribution = None
 
     def fingerprint(self) -> Any:
         return None
@@ -136,9 +145,15 @@ class SampledConfidence(ConfidenceSource):
     on the async path. The reply that resolves is the first drawn of the most frequent pick;
     the tokens are those of all n."""
 
+    distribution = "samples"
+
     def __init__(self, samples: Samples) -> None:
         self.given = self.samples = samples
         self.draws = samples.n
+
+    @property
+    def sample_count(self) -> int | None:
+        return self.samples.n
 
     def on(self, runtime: Any, way: Any, where: str = "decision.make") -> ConfidenceSource:
         if self.samples.fallback and runtime is not None and _native(runtime, way):
@@ -231,9 +246,20 @@ def confidence_of(value: Any, where: str = "decision.make") -> ConfidenceSource:
 
 
 def check_threshold(min_confidence: Any, low_confidence: Any, source: ConfidenceSource,
-                    names: Sequence[str] | None = None, where: str = "decision.make") -> None:
+                    names: Sequence[str] | None = None, where: str = "decision.make",
+                    pick_set: Any = None) -> None:
     """`min_confidence=` in (0, 1] and `low_confidence=` naming an option of the menu (checked
-    when `names` are given); both need `confidence=`."""
+    when `names` are given); both need `confidence=`. With a `pick_set=` policy (the other
+    threshold a decision can have, calibrated), `low_confidence=` goes with it, and
+    `min_confidence=` is refused: one decision, one threshold."""
+    if pick_set is not None:
+        if min_confidence is not None:
+            raise UsageError(f"{where}(pick_set=..., min_confidence={min_confidence!r}): a "
+                             f"decision takes one threshold; the pick set's is calibrated "
+                             f"(at least {1 - pick_set.alpha:.0%} of sets hold the right "
+                             f"option), so drop min_confidence=")
+        _check_low_option(low_confidence, names, where, "when the pick set is not the pick alone")
+        return
     if min_confidence is None:
         if low_confidence is not None:
             raise UsageError(f"{where}(low_confidence={low_confidence!r}) needs min_confidence=, "
@@ -248,7 +274,14 @@ def check_threshold(min_confidence: Any, low_confidence: Any, source: Confidence
         raise UsageError(f"{where}(min_confidence={m!r}) needs confidence=True (or "
                          f"confidence=decision.Samples(n)): the threshold is on the "
                          f"probability of the pick")
+    _check_low_option(low_confidence, names, where, "instead of a pick below min_confidence")
+
+
+def _check_low_option(low_confidence: Any, names: Sequence[str] | None, where: str,
+                      when: str) -> None:
+    """`low_confidence=` names an option of the menu (when `names` are given); `when` says
+    when that option is resolved, for the error."""
     if names is not None and low_confidence is not None and low_confidence not in names:
         raise ArgumentError(f"{where}(low_confidence={low_confidence!r}) names no option of the "
                             f"menu; it must be one of {', '.join(map(repr, names))} (the option "
-                            f"to resolve instead of a pick below min_confidence)")
+                            f"to resolve {when})")

@@ -50,6 +50,7 @@ from ..trace.decision_trace import DecisionTrace, emit, record
 from ..trace.records import Attempt, Pick, Reask, new_attempt, replace
 from . import repair as _repair
 from .confidence import NO_CONFIDENCE, check_threshold
+from .conformal import PickSetPolicy, check_on
 from .extract import extract_action, value_span
 from .modes import MenuMode, Mode
 from .options import (
@@ -158,6 +159,7 @@ class Decider:
         self.confidence = settings.confidence  # where the probabilities come from
         self.min_confidence, self.low_confidence = settings.min_confidence, \
             settings.low_confidence
+        self.pick_set = settings.pick_set
         self._emit = record if quiet else emit  # quiet: the trace only, no observers
         self.mode = mode or MenuMode(menu)
         self.resp: Any = None        # the last model response, as the mode reads it
@@ -514,6 +516,8 @@ class Decider:
                 option, kwargs = check()
                 if self.min_confidence is not None:
                     option, kwargs = self._threshold(option, kwargs)
+                elif self.pick_set is not None:
+                    option, kwargs = self._in_set(option, kwargs, self.pick_set)
                 if self.validate is not None:
                     await self._rule(option)
                 self._step("validated")
@@ -548,6 +552,31 @@ class Decider:
         self._change(low_pick=option.name, args=None)
         return low, self.bind(low, {}, [])
 
+    def _in_set(self, option: Option, kwargs: dict[str, Any],
+                policy: PickSetPolicy) -> tuple[Option, dict[str, Any]]:
+        """`pick_set=`: the options whose probability clears the policy's threshold are the
+        pick set, recorded on the attempt's confidence. The pick resolves when the set is the
+        pick alone; otherwise the `low_confidence=` option resolves in its place, or the
+        decision fails as `low_confidence` with the set (no re-ask: the same model asked again
+        has the same distribution). A reply without a distribution has an empty set."""
+        conf = self.cur.confidence
+        got = policy.pick_set(conf.probs) if conf is not None else ()
+        if conf is not None:
+            self._change(confidence=replace(conf, pick_set=got))
+        if got == (option.name,):
+            return option, kwargs
+        what = (f"the pick set (options at p >= {policy.threshold:.4g}, calibrated at "
+                f"alpha={policy.alpha:g}) is {list(got)}" if conf is not None else
+                "the reply came without a distribution, so its pick set is empty")
+        if self.low_confidence is None:
+            self.record_failure(AttemptError(
+                "low_confidence", f"the model picked {option.name!r}, and {what}: not the pick "
+                                  f"alone"))
+            self.fail()
+        low = self.by_name[self.low_confidence]
+        self._change(low_pick=option.name, args=None)
+        return low, self.bind(low, {}, [])
+
     async def _rule(self, option: Option) -> None:
         pick = Pick(option.name, dict(self.cur.args or {}), option)
         if self.validate is None:
@@ -571,6 +600,8 @@ class Decider:
         err = DecisionError(att.error_kind or "model_error", att.error_message or "",
                             reply_head(att.reply), self.trace, att.error_path)
         err.confidence = att.confidence  # the distribution the last attempt had, if asked
+        if att.confidence is not None:
+            err.pick_set = att.confidence.pick_set
         self.finish("decision_failed", error=err)
         raise err from cause
 
@@ -671,12 +702,16 @@ class Plan:
         way = settings.mode
         check_modes(rt, way.name)
         source = settings.confidence.on(rt, way, where)
-        if settings.min_confidence is not None:  # a low_confidence= option is on the menu
+        if settings.min_confidence is not None or settings.pick_set is not None:
+            # a low_confidence= option is on the menu; a pick set was fitted on this one
             check_threshold(settings.min_confidence, settings.low_confidence, source,
-                            [o.name for o in menu], where)
+                            [o.name for o in menu], where, settings.pick_set)
         self.settings = settings.bound(confidence=source)
         # without a shortlist the model sees the whole menu, the same text for every prompt
         self.menu_text = render_menu(menu) if settings.shortlist is None else None
+        if settings.pick_set is not None:
+            check_on(settings.pick_set, [o.name for o in menu],
+                     self.menu_text or render_menu(menu), way, source, settings.shortlist, where)
 
     async def run(self, prompt: str, *, sync: bool,
                   keep: list[DecisionTrace] | None = None) -> Any:

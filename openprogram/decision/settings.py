@@ -2,20 +2,20 @@
 
 Every entry point that makes decisions — `make` / `amake`, `parse_args`, `agent` / `aagent` and
 `Runtime.exec` / `aexec`, `evaluate` / `aevaluate`, `compare` / `acompare` and each `Variant`,
-`improve`, the magics — takes some of the same keywords: `runtime=`, `context=`,
-`max_retries=`, `timeout_s=`, `validate=`, `reask=`, `mode=`, `confidence=`,
-`min_confidence=`, `low_confidence=`, `repair=`, `shortlist=`. `SETTINGS` defines each once:
-its name, default, type, check and documentation. An entry point builds one frozen `Settings`
-from the keywords it was called with (`Settings.of`), which checks every value before any
-model call, and passes it whole: `Plan` and `Decider` take it, an evaluation's rows share it,
-a `Variant` is settings with some of them overridden (`Settings.replace`). Where a setting
-names a strategy, the checked value is the strategy itself, chosen from what the caller wrote:
-the way of asking (`mode`: a class of modes.py), the repair level (`repair`: repair.py), where
-the probabilities come from (`confidence`: confidence.py). An entry point's signature (what
-`help()` and `inspect.signature` show) and the keyword part of its docstring are made from
-`SETTINGS` too (`takes_settings`), so a new setting is one `Setting` here (and the code that
-reads it): every entry point that takes the decision's settings takes it, and
-tests/decision/test_settings.py checks each accepts exactly the keywords it documents.
+`improve`, the magics — takes some of the same keywords: `runtime=`, `context=`, `max_retries=`,
+`timeout_s=`, `validate=`, `reask=`, `mode=`, `confidence=`, `min_confidence=`, `low_confidence=`,
+`pick_set=`, `repair=`, `shortlist=`. `SETTINGS` defines each once: its name, default, type, check
+and documentation. An entry point builds one frozen `Settings` from the keywords it was called with
+(`Settings.of`), which checks every value before any model call, and passes it whole: `Plan` and
+`Decider` take it, an evaluation's rows share it, a `Variant` is settings with some of them
+overridden (`Settings.replace`). Where a setting names a strategy, the checked value is the
+strategy itself, chosen from what the caller wrote: the way of asking (`mode`: a class of
+modes.py), the repair level (`repair`: repair.py), where the probabilities come from (`confidence`:
+confidence.py). An entry point's signature (what `help()` and `inspect.signature` show) and the
+keyword part of its docstring are made from `SETTINGS` too (`takes_settings`), so a new setting is
+one `Setting` here (and the code that reads it): every entry point that takes the decision's
+settings takes it, and tests/decision/test_settings.py checks each accepts exactly the keywords it
+documents.
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from ..base.errors import ArgumentError, UsageError
 from ..base.model_protocol import check_timeout
 from ..trace.records import Reask, build
 from .confidence import check_threshold, confidence_of
+from .conformal import check_pick_set
 from .modes import get_mode
 from .options.shortlist import check_shortlist
 from .repair import repair_level
@@ -38,6 +39,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
     from ..base.type_names import ModeName
     from ..trace.confidence import Samples
     from .confidence import ConfidenceSource
+    from .conformal import PickSetPolicy
     from .modes import Mode
     from .options.shortlist import NativeSearch, Shortlist
     from .repair import RepairLevel
@@ -56,6 +58,7 @@ if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluate
         confidence: bool | Samples
         min_confidence: float | None
         low_confidence: str | None
+        pick_set: PickSetPolicy | None
         repair: str | None
         shortlist: int | str | Shortlist | None
 
@@ -170,7 +173,17 @@ SETTINGS: tuple[Setting, ...] = (
             "a pick below this probability fails as `low_confidence`, or resolves the option "
             "named by `low_confidence=` in its place (needs `confidence=`)"),
     Setting("low_confidence", None, "str | None",
-            "the option resolved instead of a pick below `min_confidence=`"),
+            "the option resolved instead of a pick below `min_confidence=`, or of a pick "
+            "whose `pick_set=` set is not the pick alone"),
+    Setting("pick_set", None, "PickSetPolicy | None",
+            "a calibrated pick-set policy (`result.conformal(alpha)`): the options whose "
+            "probability clears its threshold form the pick set, which holds the right option "
+            "on at least 1 - alpha of rows like those it was fitted on; the decision resolves "
+            "when the set is the pick alone and otherwise resolves `low_confidence=` (or fails "
+            "as `low_confidence`, the set on `err.pick_set`); the set is on "
+            "`trace.confidence.pick_set`. It sets `confidence=` as it was fitted; a decision "
+            "asked otherwise (options, menu, mode, distribution) is refused",
+            check_pick_set),
     Setting("repair", None, "str | None",
             "how sloppy a reply may be and still be read without a re-ask: \"off\" (every "
             "deviation is re-asked), \"safe\" (the default: JSON syntax where one value is "
@@ -229,6 +242,7 @@ class Settings:
     confidence: ConfidenceSource
     min_confidence: float | None
     low_confidence: str | None
+    pick_set: PickSetPolicy | None
     repair: RepairLevel
     shortlist: Shortlist | NativeSearch | None
 
@@ -250,8 +264,7 @@ class Settings:
             value = keywords.get(s.name, _MISSING)
             state[s.name] = (s.checked_default if value is _MISSING or value is s.default
                              else value if s.check is None else s.check(value, where))
-        check_threshold(state["min_confidence"], state["low_confidence"], state["confidence"],
-                        where=where)
+        _thresholds(state, where)
         return build(cls, state)
 
     def replace(self, where: str = "decision.make", **changes: Any) -> Settings:
@@ -259,8 +272,7 @@ class Settings:
         state = dict(self.__dict__)
         for name, value in changes.items():
             state[name] = checked(name, value, where)
-        check_threshold(state["min_confidence"], state["low_confidence"], state["confidence"],
-                        where=where)
+        _thresholds(state, where)
         return build(type(self), state)
 
     def bound(self, **checked: Any) -> Settings:
@@ -293,6 +305,18 @@ class Settings:
 
     def __repr__(self) -> str:
         return "Settings(" + ", ".join(f"{k}={v!r}" for k, v in self.keywords().items()) + ")"
+
+
+def _thresholds(state: dict[str, Any], where: str) -> None:
+    """The checks between the threshold settings (in `state`, checked values): `min_confidence=`
+    and `low_confidence=` need a distribution; a `pick_set=` policy takes the place of
+    `min_confidence=` and, when `confidence=` was left out, asks for the distribution the
+    policy was fitted on."""
+    policy = state["pick_set"]
+    if policy is not None and not state["confidence"].asks:
+        state["confidence"] = confidence_of(policy.confidence_setting(), where)
+    check_threshold(state["min_confidence"], state["low_confidence"], state["confidence"],
+                    where=where, pick_set=policy)
 
 
 def takes_settings(takes: Iterable[str] = ALL) -> Callable[[F], F]:

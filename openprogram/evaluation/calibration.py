@@ -1,6 +1,10 @@
 """Confidence over an evaluation: how well the model's probabilities matched the expected picks
-(`mean_p_expected` and its bootstrap interval, `calibration`, `ece`, `brier`, `selective`) and
-their plots. A mixin of `EvaluationResult`, which supplies the rows it reads.
+(`mean_p_expected` and its bootstrap interval, `calibration`, `ece`, `brier`, `selective`),
+which options they show the model confuses (`confusability`, `confused_pairs`; the arithmetic
+is `confusability`'s), a pick-set policy fitted on the rows by split conformal prediction
+(`conformal`; the rule is `decision.conformal`'s) and the coverage its sets reach on rows it was
+not fitted on (`coverage`, `mean_set_size`), and their plots. A mixin of `EvaluationResult`,
+which supplies the rows it reads.
 """
 from __future__ import annotations
 
@@ -52,6 +56,14 @@ class ConfidenceMetrics:
             return []
         names = o.names
         return [(o.conf[i], names[o.expected[i]], names[o.pick[i]] if o.pick[i] >= 0 else None)
+                for i in sorted(o.conf) if i < len(o) and o.status[i] and o.expected[i] >= 0]
+
+    def _confident_at(self) -> list[tuple[int, Confidence, str]]:
+        """(input position, confidence, expected) of the same rows as `_confident`."""
+        o = self._outcomes
+        if not self._has_expected:
+            return []
+        return [(i, o.conf[i], o.names[o.expected[i]])
                 for i in sorted(o.conf) if i < len(o) and o.status[i] and o.expected[i] >= 0]
 
     def _need_confidence(self, what: str) -> list[tuple[Confidence, str, str | None]]:
@@ -202,4 +214,216 @@ class ConfidenceMetrics:
         ax.set_title("selective accuracy")
         return ax.figure
 
+    # -- which options the model confuses -----------------------------------------------------
+    def _mass(self, what: str) -> tuple[dict[str, dict[str, float]], dict[str, int]]:
+        from .confusability import mass_table
+        self._need_confidence(what)
+        return mass_table(((e, c.probs, c.other) for _, c, e in self._confident_at()),
+                          list(self.options))
+
+    def confusability(self) -> Any:
+        """Which options the model confuses: a table of expected option (rows) by option
+        (columns) holding the mean probability each other option took over the rows expected to
+        pick the row's option, the column `(no option)` the mass on replies that named none
+        (when there was any), and `rows` how many rows each mean is over. The diagonal (the
+        mass the expected option kept: its `mean_p_expected`) is left empty, so the table and
+        its heatmap show only what the menu failed to tell apart. Any confidence source reads
+        the same (exact, log-probabilities, samples); rows without a distribution are left out.
+        """
+        pd = require("pandas", "pandas", "the result's confusability()")
+        from ..trace.safe_html import quiet_frame
+        from .confusability import NONE
+        means, counts = self._mass("confusability()")
+        names = list(self.options)
+        cols = names + ([NONE] if any(means[e][NONE] > 0 for e in names if counts[e]) else [])
+        table = pd.DataFrame([[math.nan if o == e else means[e][o] for o in cols]
+                              for e in names],
+                             index=pd.Index(names, name="expected"),
+                             columns=pd.Index(cols, name="mass on"))
+        table["rows"] = [counts[e] for e in names]
+        return quiet_frame(table)
+
+    def confused_pairs(self, k: int = 5) -> Any:
+        """The `k` pairs of options the model confuses most: per pair the mean mass each took
+        on the other's rows (`a_to_b`: on rows expected to pick `a`, the mass `b` took), their
+        mean over both options' rows (`mass`, the ranking), the rows behind it (input
+        positions, the most confused first) and the words the two options' menu lines share
+        (what in their texts overlaps; words every option says are left out)."""
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ArgumentError(f"confused_pairs(k=...) is how many pairs to show, a whole "
+                                f"number >= 1; got {k!r}")
+        pd = require("pandas", "pandas", "the result's confused_pairs()")
+        from .confusability import ranked_pairs
+        means, counts = self._mass("confused_pairs()")
+        names = list(self.options)
+        rows = self._confident_at()
+        words = self._option_words()
+        out = []
+        for a, b, mass, ab, ba in ranked_pairs(means, counts, names)[:k]:
+            behind = sorted(((c.probs.get(b if e == a else a, 0.0), i) for i, c, e in rows
+                             if e in (a, b)), key=lambda t: (-t[0], t[1]))
+            out.append({"option_a": a, "option_b": b, "mass": mass, "a_to_b": ab,
+                        "b_to_a": ba, "rows": [i for p, i in behind if p > 0],
+                        "shared_words": (words and _shared(words, a, b))})
+        return pd.DataFrame(out, columns=["option_a", "option_b", "mass", "a_to_b", "b_to_a",
+                                          "rows", "shared_words"])
+
+    def _option_words(self) -> dict[str, set[str]] | None:
+        """Each option's menu words, read from the first row's trace (the option table it
+        keeps); None when no row kept one."""
+        from .confusability import option_words
+        traces = self.traces
+        for i in range(len(self)):
+            trace = traces[i]
+            if trace is not None and trace.options:
+                return {str(info.get("name")): option_words(info) for info in trace.options}
+        return None
+
+    def plot_confusability(self, ax: Any = None) -> Any:
+        """The `confusability()` table as a heatmap: a row per expected option (its row count
+        in the label), a column per option the mass went to, each cell's mean written on it.
+        Returns the matplotlib figure (`fig.savefig("confusability.png")`)."""
+        table = self.confusability()
+        counts = table.pop("rows")
+        ax = new_axes(ax)
+        values = table.to_numpy(dtype=float)
+        top = max(0.05, max((v for v in values.flat if v == v), default=0.0))
+        import matplotlib
+        # the diagonal (an option's own rows, left out) in grey
+        cmap = matplotlib.colormaps["Reds"].with_extremes(bad="#e8e8e8")
+        image = ax.imshow(values, cmap=cmap, vmin=0.0, vmax=top)
+        for (r, c), v in _cells(values):
+            if v == v and v >= 0.005:   # dark cells get white text
+                ax.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=8,
+                        color="white" if v > 0.6 * top else "black")
+        ax.set_xticks(range(len(table.columns)))
+        ax.set_xticklabels(list(table.columns), rotation=45, ha="right")
+        ax.set_yticks(range(len(table.index)))
+        ax.set_yticklabels([f"{e} ({n})" for e, n in counts.items()])
+        ax.set_xlabel("probability mass on")
+        ax.set_ylabel("expected option (rows)")
+        ax.set_title("confusability: mean mass on a wrong option")
+        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+        ax.figure.tight_layout()
+        return ax.figure
+
+    # -- pick sets with a guarantee -------------------------------------------------------------
+    def conformal(self, alpha: float = 0.1, rows: Sequence[int] | None = None) -> Any:
+        """A pick-set policy calibrated on this evaluation's rows by split conformal prediction
+        (`decision.conformal`): the options whose probability is at least its threshold form a
+        set that holds the right option on at least `1 − alpha` of rows like these. `rows` are
+        the input positions to fit on (default: every finished row with a distribution and an
+        expected pick); keep others aside to measure it (`pick_set_figures(policy)`), or
+        evaluate new rows with `pick_set=policy` (`coverage`, `mean_set_size`). Needs at least
+        ⌈1/α⌉ − 1 rows; refuses rows asked with different menus (a shortlist) or confidence
+        sources, since one threshold cannot hold for both."""
+        from ..decision.conformal import PickSetPolicy, check_alpha, fit, text_key
+        a = check_alpha(alpha, "conformal")
+        self._need_confidence("conformal()")
+        eligible = {i: (c, e) for i, c, e in self._confident_at()}
+        chosen = sorted(eligible) if rows is None else self._calibration_rows(rows, eligible)
+        traces = self.traces
+        asked = [traces[i] for i in chosen]
+        if any(t.shortlist for t in asked):
+            raise ArgumentError("conformal(): these rows were asked with a shortlist, so each "
+                                "saw its own part of the menu and no one threshold over the "
+                                "whole menu holds for them; evaluate without shortlist=")
+        for what, seen in (("menus", {t.menu for t in asked}), ("ways of asking",
+                                                                {t.mode for t in asked}),
+                           ("confidence sources", {(eligible[i][0].source, eligible[i][0].n)
+                                                   for i in chosen})):
+            if len(seen) > 1:
+                raise ArgumentError(f"conformal(): the rows were asked with {len(seen)} "
+                                    f"different {what}; a threshold is calibrated on one: fit "
+                                    f"on rows asked one way (rows=...)")
+        scores = [1 - eligible[i][0].probs.get(eligible[i][1], 0.0) for i in chosen]
+        qhat, k = fit(scores, alpha, "conformal")
+        first = eligible[chosen[0]][0]
+        return PickSetPolicy(alpha=float(a), qhat=qhat, n=len(chosen), rank=k,
+                             options=tuple(self.options), menu=text_key(asked[0].menu),
+                             mode=asked[0].mode, source=first.source,
+                             samples=first.n if first.source == "samples" else None,
+                             rows=tuple(chosen),
+                             keys=frozenset(text_key(t.prompt) for t in asked))
+
+    def _calibration_rows(self, rows: Any, eligible: dict[int, Any]) -> list[int]:
+        if isinstance(rows, (str, bytes)) or not hasattr(rows, "__iter__"):
+            raise ArgumentError(f"conformal(rows=...) is a list of input positions, got "
+                                f"{type(rows).__name__}")
+        out = []
+        for i in rows:
+            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(self):
+                raise ArgumentError(f"conformal(rows=...): {i!r} is not an input position "
+                                    f"(0 to {len(self) - 1})")
+            if i not in eligible:
+                raise ArgumentError(f"conformal(rows=...): row {i} has no distribution and "
+                                    f"expected pick to calibrate on (it failed, was "
+                                    f"cancelled, or has no expected pick)")
+            out.append(i)
+        return sorted(set(out))
+
+    def pick_set_figures(self, policy: Any = None) -> dict[str, Any]:
+        """What `policy` (default: the one this run decided with, `pick_set=`) gives on this
+        evaluation's rows it was not fitted on: `coverage` (the share of rows with an expected
+        pick whose set holds it), `mean_set_size`, `singletons` (the share of rows whose set is
+        one option: those a decision resolves), `empty`, and the `rows` counted. A row counts
+        when it finished with a distribution; a row whose request the policy was fitted on is
+        left out."""
+        policy = policy if policy is not None else getattr(self, "pick_set", None)
+        if policy is None:
+            raise ArgumentError("pick_set_figures(): this run decided with no pick set; pass "
+                                "the policy to measure, e.g. result.pick_set_figures(policy)")
+        if tuple(self.options) != tuple(policy.options):
+            raise ArgumentError(f"pick_set_figures(): the policy was fitted on the options "
+                                f"{list(policy.options)}, and this evaluation's are "
+                                f"{list(self.options)}")
+        o, traces = self._outcomes, self.traces
+        sets, hits = [], []
+        for i in sorted(o.conf):
+            if i >= len(o) or not o.status[i]:
+                continue
+            trace = traces[i]
+            if trace is not None and policy.fitted_on(trace.prompt):
+                continue
+            got = policy.pick_set(o.conf[i].probs)
+            sets.append(got)
+            if self._has_expected and o.expected[i] >= 0:
+                hits.append(o.names[o.expected[i]] in got)
+        n = len(sets)
+        return {"coverage": sum(hits) / len(hits) if hits else math.nan,
+                "mean_set_size": sum(map(len, sets)) / n if n else math.nan,
+                "singletons": sum(len(s) == 1 for s in sets) / n if n else math.nan,
+                "empty": sum(not s for s in sets) / n if n else math.nan,
+                "rows": n, "rows_with_expected": len(hits)}
+
+    @property
+    def coverage(self) -> float | None:
+        """With `pick_set=policy`: the share of rows (with an expected pick, not among those
+        the policy was fitted on) whose pick set held the expected option; the policy promises
+        at least `1 − alpha`. None for a run without a pick set."""
+        if getattr(self, "pick_set", None) is None or not self._has_expected:
+            return None
+        return self.pick_set_figures()["coverage"]
+
+    @property
+    def mean_set_size(self) -> float | None:
+        """With `pick_set=policy`: the mean number of options in a row's pick set, over the
+        rows the policy was not fitted on (1 would resolve every row). None without one."""
+        if getattr(self, "pick_set", None) is None:
+            return None
+        return self.pick_set_figures()["mean_set_size"]
+
     # -- views --------------------------------------------------------------------------------
+
+
+def _cells(values: Any) -> Any:
+    for r, row in enumerate(values):
+        for c, v in enumerate(row):
+            yield (r, c), float(v)
+
+
+def _shared(words: dict[str, set[str]], a: str, b: str) -> list[str] | None:
+    from .confusability import shared_words
+    if a not in words or b not in words:
+        return None
+    return shared_words(words[a], words[b], list(words.values()))

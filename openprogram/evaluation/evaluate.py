@@ -29,6 +29,7 @@ from ..base.model_protocol import ModelCaller as Runtime
 from ..base.model_protocol import check_modes, resolve_runtime, wrapped
 from ..base.text import repr_head
 from ..decision.confidence import check_threshold
+from ..decision.conformal import check_on
 from ..decision.options import check_context, normalize, render_menu
 from ..decision.settings import ALL, Settings, takes_settings
 from ..trace.confidence import Confidence
@@ -91,7 +92,10 @@ def check_run_confidence(settings: Settings, menu: Sequence[Option], rt: Runtime
     row runs (each row's decision would otherwise fail with the same error)."""
     source = settings.confidence.on(rt, settings.mode, where)
     check_threshold(settings.min_confidence, settings.low_confidence, source,
-                    [o.name for o in menu], where)
+                    [o.name for o in menu], where, settings.pick_set)
+    if settings.pick_set is not None:
+        check_on(settings.pick_set, [o.name for o in menu], render_menu(menu), settings.mode,
+                 source, settings.shortlist, where)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -251,6 +255,8 @@ def _confidence_record(settings: Settings) -> dict[str, Any] | None:
         out["min_confidence"] = settings.min_confidence
     if settings.low_confidence is not None:
         out["low_confidence"] = settings.low_confidence
+    if settings.pick_set is not None:   # another policy is another run
+        out["pick_set"] = settings.pick_set.to_dict()
     return out or None
 
 
@@ -289,6 +295,7 @@ class Run:
             journal=self.journal.path if self.journal is not None else None,
             shared=self.journal.shared_lines if self.journal is not None else None)
         result.rate_limit = self.limit
+        result.pick_set = self.settings.pick_set
         return result
 
     def go(self) -> tuple[float, bool]:

@@ -10,13 +10,19 @@ mechanism itself, a callable, or the deterministic built-in `"keywords"`), and, 
 a pick returns the name the code gave it). Each edit is first scored on the training rows (the
 mean probability of the expected option where the run has distributions, accuracy otherwise);
 one that helps there is measured on the held-out rows, and kept only when a paired bootstrap of
-the held-out rows puts its gain above zero at 95 %. Figures reported are held-out figures: a
-gain on the rows an edit was chosen from says nothing. The search stops at `budget` model
-calls (replies served by a `CachedRuntime` are not counted, so a re-run through the cache is
-free). The user's code is never edited: the result carries the new option set as data, and the
-edits as text to paste. It is long because the search — the split, the candidates, scoring on
-train, the held-out bootstrap, the budget and the journal it resumes from — is one procedure; where
-its texts come from is `proposers`.
+the held-out rows puts its gain above zero at 95 %. On a small table an edit that helps a few
+rows cannot pass that test alone, so the candidates that each showed a positive held-out gain
+are then tried together — per option, then all of them — and a combination is kept on the same
+test. Candidates for the options the model confuses most (the probability mass each takes on
+the other's training rows, `confusability`) come first. Figures reported are held-out figures:
+a gain on the rows an edit was chosen from says nothing. The search stops before `budget` model
+calls, counting every call it makes however it is answered (the model, a `CachedRuntime`, the
+journal of an interrupted run): the search is a function of its inputs, so a re-run through
+the cache makes no new call and returns the same result, and going further is a larger budget.
+The user's code is never edited: the result carries the new option set as data, and the edits
+as text to paste. It is long because the search — the split, the candidates, scoring on train,
+the held-out bootstrap, the combinations, the budget and the journal it resumes from — is one
+procedure; where its texts come from is `proposers`.
 """
 from __future__ import annotations
 
@@ -30,7 +36,8 @@ import warnings
 from ..base.errors import DecisionError, OptionWarning, UsageError
 from ..decision.options import Option, normalize
 from ..decision.settings import IMPROVE, Settings, takes_settings
-from .proposers import NAME, Journaled, digest, keyword_proposer, proposed, proposer_of
+from .confusability import mass_table, option_words, ranked_pairs, shared_words
+from .proposers import NAME, Journaled, Spent, digest, keyword_proposer, proposed, proposer_of
 from .results import bootstrap_interval
 
 TYPE_CHECKING = False
@@ -96,17 +103,19 @@ def _edited(option: Option, description: str) -> Option:
 
 
 class _Scorer:
-    """Runs the option set over rows through `evaluate`, counting the model calls it makes.
-    With a journal, each row's outcome under a menu is appended as it finishes (a section per
-    menu, rows by their position in the table), and a row the journal holds under the same
-    menu is read back instead of asked again: that is how an interrupted `improve` resumes."""
+    """Runs the option set over rows through `evaluate`, counting every model call it makes
+    on `spent` (a call answered from a cache too). With a journal, each row's outcome under a
+    menu is appended as it finishes (a section per menu, rows by their position in the table),
+    with the calls it took, and a row the journal holds under the same menu is read back
+    instead of asked again, its calls counted as they were: that is how an interrupted
+    `improve` resumes and still ends where the uninterrupted one would."""
 
     def __init__(self, prompt: str, rows: list[dict], labels: list[str], runtime: Any,
-                 settings: Settings, concurrency: int, budget: int, journal: Any = None):
+                 settings: Settings, concurrency: int, budget: int, spent: Spent,
+                 journal: Any = None):
         self.prompt, self.rows, self.labels, self.rt = prompt, rows, labels, runtime
         self.settings, self.budget, self.journal = settings, budget, journal
-        self.concurrency = concurrency
-        self.calls = 0
+        self.concurrency, self.spent = concurrency, spent
         self.resumed = 0   # rows read back from the journal (no call made for them)
         self.uses_p: bool | None = None
         self.seen: dict[str, set[int]] = {"train": set(), "held_out": set()}
@@ -115,7 +124,7 @@ class _Scorer:
     def affordable(self, idx: list[int]) -> bool:
         # the worst case of one more evaluation: every row re-asked as often as allowed
         per_row = self.settings.attempts * self.per_attempt
-        return self.calls + len(idx) * per_row <= self.budget
+        return self.spent.calls + len(idx) * per_row <= self.budget
 
     def _key(self, i: int) -> str:
         return digest([_filled(self.prompt, self.rows[i]), self.labels[i]])
@@ -160,7 +169,8 @@ class _Scorer:
                 any(p is not None for p in ps)
         per_row = [(p or 0.0) if self.uses_p else h for p, h in zip(ps, hits)]
         return {"scores": per_row, "accuracy": hits, "p": ps, "picks": picks,
-                "args": [got[i]["args"] for i in idx]}
+                "args": [got[i]["args"] for i in idx],
+                "probs": [got[i].get("probs") for i in idx]}
 
     def _read_back(self, j: Any, i: int, names: set[str]) -> dict:
         """Row `i` as the journal holds it, checked: a journal is a file anyone may hand over,
@@ -168,16 +178,22 @@ class _Scorer:
         from .journal import JournalFileError
         line = j.done[i][1]
         pick, p, args = line.get("pick"), line.get("p"), line.get("args")
+        probs, calls = line.get("probs"), line.get("calls", 0)
         wrong = ("pick" if pick is not None and pick not in names else
-                 "p" if p is not None and (isinstance(p, bool) or not isinstance(p, (int, float))
-                                           or not 0 <= p <= 1) else
-                 "args" if args is not None and not isinstance(args, dict) else None)
+                 "p" if p is not None and not _is_p(p) else
+                 "args" if args is not None and not isinstance(args, dict) else
+                 "probs" if probs is not None and not (
+                     isinstance(probs, dict) and all(k in names and _is_p(v)
+                                                     for k, v in probs.items())) else
+                 "calls" if isinstance(calls, bool) or not isinstance(calls, int) or calls < 0
+                 else None)
         if wrong is not None:
             raise JournalFileError(
                 f"the journal {str(self.journal)!r} holds row {i} of section {j.name!r} with "
                 f"{wrong} = {json.dumps(line.get(wrong), default=repr)[:80]}, which improve "
                 f"never writes; pass a new journal= path (or delete the file) to start over")
-        return {"pick": pick, "p": p, "args": args}
+        self.spent.add(calls, resumed=calls)
+        return {"pick": pick, "p": p, "args": args, "probs": probs}
 
     def _run(self, menu: list[Option], chunk: list[int], got: dict, journal: Any) -> None:
         from ..base.json_form import to_jsonable
@@ -200,14 +216,18 @@ class _Scorer:
             if statuses[k] == "cancelled":
                 continue
             trace, pick = res.traces[k], code.get(res.picks[k], res.picks[k])
-            made = 0
+            made = cached = 0
             if trace is not None:  # each sample of Samples(n) is a call of its own
-                made = self.per_attempt * sum(1 for a in trace.attempts if not a.cached)
-            self.calls += made
+                made = self.per_attempt * len(trace.attempts)
+                cached = self.per_attempt * sum(1 for a in trace.attempts if a.cached)
+            self.spent.add(made, cached=cached)
             conf = getattr(trace, "confidence", None) if trace is not None else None
             row = {"pick": pick, "p": (conf.probs.get(shown[self.labels[i]], 0.0)
                                        if conf is not None else None),
-                   "args": _picked_args(trace)}
+                   "args": _picked_args(trace),
+                   # the whole distribution, by the code's names: which options compete
+                   "probs": ({code.get(n, n): q for n, q in conf.probs.items()}
+                             if conf is not None else None)}
             got[i] = row
             if journal is not None:
                 journal.write_row(i, self._key(i), {
@@ -217,8 +237,12 @@ class _Scorer:
             where = (f"; the rows that finished are in the journal {str(self.journal)!r}, and "
                      f"the same call resumes from them" if self.journal is not None else
                      "; pass journal= to keep the finished rows and resume")
-            raise KeyboardInterrupt(f"improve was interrupted after {self.calls} model "
+            raise KeyboardInterrupt(f"improve was interrupted after {self.spent.calls} model "
                                     f"calls{where}") from None
+
+
+def _is_p(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and 0 <= value <= 1
 
 
 def _filled(prompt: str, row: dict) -> str:
@@ -252,13 +276,15 @@ def _figures(s: dict, uses_p: bool) -> dict:
 class Improvement:
     """What `decision.improve` found: `.options` (the option set to pass to `make`, edits
     applied), `.original`, `.edits` (every candidate tried, kept or not, with its scores),
-    `.report` (the split, held-out before / after with 95 % intervals and per option, calls
-    spent, candidates tried and rejected),
+    `.combinations` (the candidates with a positive held-out gain tried together, kept or not),
+    `.report` (the split, held-out before / after with 95 % intervals and per option, the calls
+    spent and how they were answered, the candidates tried and those the budget left untried),
     `.diff()` (the kept edits as text to paste into the code), `.to_frame()`."""
 
     def __init__(self, original: list[Option], options: list[Option], edits: list[dict],
-                 report: dict):
+                 report: dict, combinations: list[dict] | None = None):
         self.original, self.options, self.edits, self.report = original, options, edits, report
+        self.combinations = combinations or []
 
     @property
     def kept(self) -> list[dict]:
@@ -302,15 +328,21 @@ class Improvement:
                             columns=["option", "kind", "parameter", "before", "after",
                                      "train_before",
                                      "train_after", "held_gain", "held_gain_lo",
-                                     "held_gain_hi", "kept", "why"])
+                                     "held_gain_hi", "kept", "why", "combination"])
 
     def _headline(self) -> str:
         r = self.report
         b, a = r["held_out_before"], r["held_out_after"]
         key = "mean_p_expected" if "mean_p_expected" in b else "accuracy"
+        tried = f"{r.get('tried', len(self.edits))} of {r.get('candidates_total', len(self.edits))}"
+        untried = f", {r['untried']} left untried by the budget" if r.get("untried") else ""
+        combined = (f" (+{len(self.combinations)} combination(s) tried)"
+                    if self.combinations else "")
+        cached = r.get("calls", 0) - r.get("new_calls", r.get("calls", 0))
         return (f"Improvement: {len(self.kept)} of {len(self.edits)} edits kept; held-out "
                 f"{key} {b[key]:.3f} → {a[key]:.3f} on {r['split']['held_out']} rows; "
-                f"{r['calls']} model calls")
+                f"candidates tried {tried}{combined}{untried}; {r['calls']} model calls"
+                + (f" ({cached} answered from a cache or the journal)" if cached else ""))
 
     def __repr__(self) -> str:
         return self._headline()
@@ -320,11 +352,23 @@ class Improvement:
         # which MathJax must not typeset (`$\href{javascript:…}$`) nor the front end link.
         from ..trace.safe_html import TABLE_STYLE, esc, html_table, pre, wrap
         rows = [[e.get(k) for k in ("option", "kind", "parameter", "after", "held_gain",
-                                    "kept", "why")] for e in self.edits]
+                                    "kept", "why")]
+                for e in [*self.edits, *(_shown_combination(c, self.edits)
+                                         for c in self.combinations)]]
         table = html_table(["option", "kind", "parameter", "edit", "held-out gain", "kept",
                             "why"], rows)
-        return wrap(f"{TABLE_STYLE}<p>{esc(self._headline())}</p>{table}{pre(self.diff())}",
-                    "op-improve-view")
+        warning = self.report.get("warning")
+        return wrap(f"{TABLE_STYLE}<p>{esc(self._headline())}</p>"
+                    + (f"<p><b>{esc(warning)}</b></p>" if warning else "")
+                    + f"{table}{pre(self.diff())}", "op-improve-view")
+
+
+def _shown_combination(c: dict, edits: list[dict]) -> dict:
+    """A combination as a row of the edits' table: its members named by option and kind."""
+    members = ", ".join(f"{edits[k]['option']} {edits[k]['kind']}" for k in c["members"])
+    return {"option": c["option"] or "(all)", "kind": "combination", "parameter": None,
+            "after": members, "held_gain": c["held_gain"], "kept": c["kept"],
+            "why": c["why"]}
 
 
 @takes_settings(IMPROVE)
@@ -333,13 +377,19 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, proposer: An
             max_examples: int = 2, concurrency: int = 4, journal: Any = None,
             **settings: Any) -> Improvement:
     """Propose edits to `options` from the training side of the labelled `rows` and keep each
-    only when the held-out side shows it helps (see the module's docstring). `expected` is a
+    only when the held-out side shows it helps, alone or together with the other candidates
+    that each showed a positive held-out gain (see the module's docstring). `expected` is a
     column of `rows` or a list of option names; `holdout` the share held out (split with
-    `seed`); `budget` the model calls the search may spend; `proposer` a Runtime (default:
-    `runtime`), a callable `(name, description, evidence) -> str` or `"keywords"`. A proposer
+    `seed`); `budget` the model calls the search may make, every call counted however it is
+    answered (a cache, the journal), so a re-run through a `CachedRuntime` makes no new call
+    and returns the same result; `report["untried"]` says how many candidates the budget left,
+    with a warning. `proposer` a Runtime (default: `runtime`), a callable
+    `(name, description, evidence) -> str` or `"keywords"`. A proposer
     is asked for each option's description (`name` the option's) and for each of its
     parameters' (`name` written `option.parameter`, `evidence["parameter"]` naming it and
-    `evidence["values"]` the values the model gave it in right picks). With `rename=True` it
+    `evidence["values"]` the values the model gave it in right picks);
+    `evidence["confused_with"]` lists the options the model confuses it with most, each with
+    the words their menu lines share. With `rename=True` it
     is also asked for each option's name (`evidence["rename"]` set, `description` the name
     the model sees now); a reply that is not an identifier, or names another option, is
     skipped as nothing usable.
@@ -347,7 +397,8 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, proposer: An
     `journal="runs/improve.jsonl"` appends each row's outcome under each option set tried, and
     each proposer's answer, to that file as they finish; calling the same `improve` with the
     same journal after an interruption resumes: what the journal holds is read back, not asked
-    again (and not counted against `budget`). A journal written with another prompt, way of
+    again (and counted against `budget` as the first run counted it, so the resumed run ends
+    where an uninterrupted one would). A journal written with another prompt, way of
     asking, runtime or proposer is refused with `JournalMismatch`; with other rows, when a
     row's request differs from the one journaled at its position."""
     from ..base.model_protocol import resolve_runtime
@@ -360,7 +411,7 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, proposer: An
     original = list(normalize(options))
     names = [o.name for o in original]
     labels = _labels(table, expected, names)
-    if not isinstance(budget, int) or budget < 1:
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise UsageError(f"improve(budget=...) is a positive number of model calls, got "
                          f"{budget!r}")
     if not 0 <= holdout < 1:
@@ -382,10 +433,11 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, proposer: An
                                 not isinstance(journal, (str, os.PathLike))):
         raise UsageError(f"improve(journal=...) is a file path (str or pathlib.Path), got "
                          f"{type(journal).__name__}")
-    scorer = _Scorer(prompt, table, labels, rt, checked, concurrency, budget, journal)
-    propose = proposer_of(proposer, rt, counter := [0, 0])
+    spent = Spent()
+    scorer = _Scorer(prompt, table, labels, rt, checked, concurrency, budget, spent, journal)
+    propose = proposer_of(proposer, rt, spent)
     if propose is not None and journal is not None:
-        propose = Journaled(propose, journal, prompt, original, proposer, rt)
+        propose = Journaled(propose, journal, prompt, original, proposer, rt, spent)
     report: dict = {"split": {"seed": seed, "train": len(train), "held_out": len(held),
                               "train_rows": train, "held_out_rows": held},
                     "stopped": None}
@@ -394,18 +446,25 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, proposer: An
     base_train = scorer.score(current, train, "train", "the option set as given")
     if not held:
         figures = _figures(base_train, bool(scorer.uses_p))
-        report.update(held_out_before=figures, held_out_after=figures, calls=scorer.calls,
-                      measured_on="nothing (holdout=0)")
+        report.update(held_out_before=figures, held_out_after=figures, calls=spent.calls,
+                      new_calls=spent.new, measured_on="nothing (holdout=0)")
         return Improvement(original, current, edits, report)
     base_held = scorer.score(current, held, "held_out", "the option set as given")
     report["held_out_before"] = _figures(base_held, bool(scorer.uses_p))
     report["measured_on"] = "mean_p_expected" if scorer.uses_p else "accuracy"
     cur_train, cur_held = base_train, base_held
 
-    for kind, pos, build in _candidates(prompt, current, train, table, labels, base_train,
-                                        propose, max_examples, rename):
-        scorer.calls += counter[0]  # the proposer's calls count against the same budget
-        counter[0] = 0
+    # Every candidate is known before any is tried (its text is asked for only when tried),
+    # so the report can say how many the budget left.
+    ranked, confused, pairs = _ranked_options(current, train, labels, base_train,
+                                              bool(scorer.uses_p))
+    # which pairs the training rows show the model confusing: their options come first
+    report["confused_pairs"] = [{"options": [a, b], "mass": mass}
+                                for a, b, mass, *_ in pairs[:5]]
+    candidates = list(_candidates(prompt, current, train, table, labels, base_train,
+                                  propose, max_examples, rename, ranked, confused))
+    applies: list[tuple[int, Callable | None]] = []   # per edit: where, and how to redo it
+    for kind, pos, build in candidates:
         if not scorer.affordable(train + held):
             report["stopped"] = f"budget of {budget} model calls reached"
             break
@@ -415,18 +474,21 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, proposer: An
         if made is None:
             edits.append({"option": option, "kind": kind, "parameter": param, "before": None,
                           "after": None, "kept": False,
-                          "why": "the proposer returned nothing usable"})
+                          "why": "the proposer returned nothing usable", "combination": None})
+            applies.append((pos, None))
             continue
-        new_option, before, after = made
-        trial = current[:pos] + [new_option] + current[pos + 1:]
+        apply, before, after = made
+        trial = current[:pos] + [apply(current[pos])] + current[pos + 1:]
         what = (f"description of parameter {param!r} of {option!r}" if param else
                 f"{kind} of {option!r}")
         t = scorer.score(trial, train, "train", what)
         edit = {"option": option, "kind": kind, "parameter": param, "before": before,
                 "after": after,
                 "train_before": _mean(cur_train["scores"]), "train_after": _mean(t["scores"]),
-                "held_gain": None, "held_gain_lo": None, "held_gain_hi": None, "kept": False}
+                "held_gain": None, "held_gain_lo": None, "held_gain_hi": None, "kept": False,
+                "combination": None}
         edits.append(edit)
+        applies.append((pos, apply))
         if edit["train_after"] <= edit["train_before"]:
             edit["why"] = "no gain on the training rows"
             continue
@@ -439,27 +501,106 @@ def improve(prompt: str, options: Any, rows: Any, *, expected: Any, proposer: An
             current, cur_train, cur_held = trial, t, h
         else:
             edit["why"] = "held-out gain not above zero at 95 %"
+    # Combinations ask the held-out side only, so one may fit in what a single candidate (both
+    # sides) could not: tried whether or not the budget stopped the single candidates.
+    combinations: list[dict] = []
+    current, cur_held, untried_combinations = _combine(
+        scorer, edits, applies, current, cur_held, held, combinations, report, budget)
     report["held_out_after"] = _figures(cur_held, bool(scorer.uses_p))
     report["per_option"] = {
         n: {"held_out_rows": sum(1 for i in held if labels[i] == n),
             "before": _mean([s for s, i in zip(base_held["scores"], held) if labels[i] == n]),
             "after": _mean([s for s, i in zip(cur_held["scores"], held) if labels[i] == n])}
         for n in names}
-    report["proposer_calls"] = counter[1]
-    report["calls"] = scorer.calls + counter[0]
-    report["candidates"] = len(edits)
+    report["proposer_calls"] = spent.proposer
+    report["calls"] = spent.calls
+    report["new_calls"] = spent.new
+    report["cached_calls"] = spent.cached
+    report["resumed_calls"] = spent.resumed
+    report["candidates"] = report["tried"] = len(edits)
+    report["candidates_total"] = len(candidates)
+    report["untried"] = len(candidates) - len(edits) + untried_combinations
+    report["combinations"] = len(combinations)
     report["rejected"] = sum(1 for e in edits if not e["kept"])
     report["rows_seen"] = {k: sorted(v) for k, v in scorer.seen.items()}
     if journal is not None:
         report["journal"] = {"path": str(journal), "rows_resumed": scorer.resumed,
                              "proposals_resumed": getattr(propose, "resumed", 0)}
-    gated = sum(1 for e in edits if e.get("held_gain") is not None)
-    if gated > 1:  # each look at the held-out rows is a chance to keep an edit by luck
-        report["caveat"] = (f"the held-out rows decided {gated} candidates, so the 'after' "
-                            f"figure leans optimistic; confirm it on rows neither side saw")
+    # each look at the held-out rows is a chance to keep an edit by luck; a combination is one
+    gated = sum(1 for e in edits if e.get("held_gain") is not None) + len(combinations)
+    if gated > 1:
+        combined = (f" ({len(combinations)} of them combinations of single candidates)"
+                    if combinations else "")
+        report["caveat"] = (f"the held-out rows decided {gated} candidates{combined}, so the "
+                            f"'after' figure leans optimistic; confirm it on rows neither side "
+                            f"saw")
+    if report["stopped"] is not None:
+        report["warning"] = (f"improve: the budget of {budget} model calls stopped the search "
+                             f"after {len(edits)} of {len(candidates)} candidates "
+                             f"({report['untried']} left untried"
+                             f"{', combinations included' if untried_combinations else ''}); "
+                             f"pass a larger budget= to try them (through a CachedRuntime, "
+                             f"what this run asked costs no new call)")
+        warnings.warn(report["warning"], OptionWarning, stacklevel=2)
     if not any(e["kept"] for e in edits):
         report["found"] = "no edit helped on the held-out rows; the original option set is returned"
-    return Improvement(original, current, edits, report)
+    return Improvement(original, current, edits, report, combinations)
+
+
+def _combine(scorer: _Scorer, edits: list[dict], applies: list[tuple[int, Any]],
+             current: list[Option], cur_held: dict, held: list[int], combinations: list[dict],
+             report: dict, budget: int) -> tuple[list[Option], dict, int]:
+    """The candidates that each showed a positive held-out gain without passing alone, tried
+    together: those of one option, then all of them left; a combination is kept, its members
+    with it, when its paired held-out gain is above zero at 95 %. Only the held-out side is
+    asked (each member already gained on the training side). Returns the option set, its
+    held-out scores and how many combinations the budget left untried."""
+    positive = [k for k, e in enumerate(edits)
+                if not e["kept"] and (e.get("held_gain") or 0) > 0]
+    groups: dict[str, list[int]] = {}
+    for k in positive:
+        groups.setdefault(edits[k]["option"], []).append(k)
+    plan: list[tuple[str | None, list[int]]] = [(o, ks) for o, ks in groups.items()
+                                                if len(ks) > 1]
+    tried: list[list[int]] = []
+    step = 0
+    while step < len(plan) + 1:
+        if step < len(plan):
+            option, members = plan[step]
+        else:   # then all the positive candidates no combination has kept yet
+            option, members = None, [k for k in positive if not edits[k]["kept"]]
+            if len(members) < 2 or members in tried:
+                break
+        step += 1
+        if not scorer.affordable(held):
+            report["stopped"] = f"budget of {budget} model calls reached"
+            left = len(plan) - step + 1
+            rest = [k for k in positive if not edits[k]["kept"]]
+            return current, cur_held, left + (step <= len(plan) and len(rest) > 1)
+        tried.append(members)
+        trial = list(current)
+        for k in members:
+            pos, apply = applies[k]
+            trial[pos] = apply(trial[pos])
+        what = (f"{len(members)} edits of {option!r} together" if option is not None else
+                f"{len(members)} edits together")
+        h = scorer.score(trial, held, "held_out", what)
+        diffs = [a - b for a, b in zip(h["scores"], cur_held["scores"])]
+        lo, hi = bootstrap_interval(diffs)
+        combo = {"option": option, "members": list(members), "held_gain": _mean(diffs),
+                 "held_gain_lo": lo, "held_gain_hi": hi, "kept": lo > 0}
+        combinations.append(combo)
+        if lo > 0:
+            combo["why"] = "held-out gain of the edits together above zero at 95 %"
+            current, cur_held = trial, h
+            for k in members:
+                edits[k].update(kept=True, combination=len(combinations) - 1,
+                                why=f"kept together with {len(members) - 1} other edit(s) "
+                                    f"(combination {len(combinations) - 1}): their held-out "
+                                    f"gain together is above zero at 95 %")
+        else:
+            combo["why"] = "held-out gain of the edits together not above zero at 95 %"
+    return current, cur_held, 0
 
 
 async def aimprove(prompt: str, options: Any, rows: Any, **kwargs: Any) -> Improvement:
@@ -469,14 +610,27 @@ async def aimprove(prompt: str, options: Any, rows: Any, **kwargs: Any) -> Impro
     return await asyncio.to_thread(improve, prompt, options, rows, **kwargs)
 
 
-def _candidates(prompt: str, menu: list[Option], train: list[int], table: list[dict],
-                labels: list[str], base: dict, propose: Callable | None, max_examples: int,
-                rename: bool):
-    """(kind, position, build) of each candidate edit, the most confused options first. A
-    build takes the option as it is now (after earlier kept edits) and the names the menu
-    uses now, and returns (new option, before, after), or None when nothing usable came of
-    it. Only training rows feed them."""
+def _ranked_options(menu: list[Option], train: list[int], labels: list[str], base: dict,
+                    uses_p: bool) -> tuple[list[int], dict[str, list[tuple[str, list[str]]]],
+                                           list[tuple[str, str, float, float, float]]]:
+    """The positions of the options in the order their candidates are proposed — the options
+    of the most confused pairs first (the probability mass each took on the other's training
+    rows; with no distributions, a wrong pick is all its mass), then the others by how often
+    they were involved in a wrong pick — and, per option, the options it is confused with, with
+    the words their menu lines share; and the pairs, most confused first."""
     names = [o.name for o in menu]
+    rows = []
+    for k, i in enumerate(train):
+        probs = base["probs"][k] if uses_p else None
+        if probs is None:  # a pick is a distribution with all its mass on the option picked
+            pick = base["picks"][k]
+            probs = {pick: 1.0} if pick in names else {}
+        rows.append((labels[i], probs, 0.0))
+    means, counts = mass_table(rows, names)
+    pairs = ranked_pairs(means, counts, names)
+    order: list[str] = []
+    for a, b, *_ in pairs:
+        order += [n for n in (a, b) if n not in order]
     errors = {n: 0 for n in names}
     for k, i in enumerate(train):
         pick = base["picks"][k]
@@ -484,7 +638,29 @@ def _candidates(prompt: str, menu: list[Option], train: list[int], table: list[d
             errors[labels[i]] += 1
             if pick in errors:
                 errors[pick] += 1
-    ranked = sorted(range(len(menu)), key=lambda p: (-errors[names[p]], p))
+    order += sorted((n for n in names if n not in order),
+                    key=lambda n: (-errors[n], names.index(n)))
+    words = {o.name: option_words(o.info()) for o in menu}
+    everyone = list(words.values())
+    confused: dict[str, list[tuple[str, list[str]]]] = {n: [] for n in names}
+    for a, b, *_ in pairs:
+        shared = shared_words(words[a], words[b], everyone)
+        confused[a].append((b, shared))
+        confused[b].append((a, shared))
+    return [names.index(n) for n in order], confused, pairs
+
+
+def _candidates(prompt: str, menu: list[Option], train: list[int], table: list[dict],
+                labels: list[str], base: dict, propose: Callable | None, max_examples: int,
+                rename: bool, ranked: list[int],
+                confused: dict[str, list[tuple[str, list[str]]]]):
+    """(kind, position, build) of each candidate edit, the options in `ranked` order (the
+    most confused first; `confused` says with which, for the proposer's evidence). A
+    build takes the option as it is now (after earlier kept edits) and the names the menu
+    uses now, and returns (apply, before, after) — `apply` makes the edit on an option, so a
+    combination can make it again on top of others — or None when nothing usable came of it.
+    Only training rows feed them."""
+    names = [o.name for o in menu]
     for pos in ranked:
         name = names[pos]
         mine = [k for k, i in enumerate(train) if labels[i] == name]
@@ -499,8 +675,8 @@ def _candidates(prompt: str, menu: list[Option], train: list[int], table: list[d
                          base["args"][k] if base["args"][k] is not None else {},
                          {"kind": "improve", "label": f"decision.improve: training row "
                                                       f"{train[k]}"}) for k in chosen]
-                new = option.with_examples(made, None, replace=False)
-                return new, None, [{"request": r, "args": a} for r, a, _ in made]
+                return ((lambda o: o.with_examples(made, None, replace=False)), None,
+                        [{"request": r, "args": a} for r, a, _ in made])
             yield "example", pos, build
         if propose is not None and mine:
             evidence = {
@@ -512,13 +688,14 @@ def _candidates(prompt: str, menu: list[Option], train: list[int], table: list[d
                            for k in missed],
                 "taken": [(_request(prompt, table[i]), labels[i])
                           for k, i in enumerate(train)
-                          if base["picks"][k] == name and labels[i] != name]}
+                          if base["picks"][k] == name and labels[i] != name],
+                "confused_with": confused[name][:3]}
 
             def build(option: Option, taken: list[str], evidence=evidence) -> Any:
                 text = proposed(propose, option.code_name, option.description, evidence)
                 if text is None:
                     return None
-                return _edited(option, text), option.description, text
+                return (lambda o: _edited(o, text)), option.description, text
             yield "description", pos, build
             # Each parameter's description is a line of the option's menu block too, and the
             # one a model reads when it weighs what the option needs.
@@ -534,11 +711,11 @@ def _candidates(prompt: str, menu: list[Option], train: list[int], table: list[d
                     before = next(p.field.description for p in option.params
                                   if p.name == pname)
                     text = proposed(propose, f"{option.code_name}.{pname}", before,
-                                     evidence)
+                                    evidence)
                     if text is None:
                         return None
-                    return (option.with_param_description(pname, text, _SOURCE), before,
-                            text)
+                    return ((lambda o: o.with_param_description(pname, text, _SOURCE)),
+                            before, text)
                 yield ("parameter", param.name), pos, build
             if rename:
                 def build(option: Option, taken: list[str], evidence=evidence) -> Any:
@@ -551,5 +728,6 @@ def _candidates(prompt: str, menu: list[Option], train: list[int], table: list[d
                     if not isinstance(new, str) or not NAME.fullmatch(new.strip()) or \
                             new.strip() in taken:
                         return None
-                    return option.renamed(new.strip(), _SOURCE), option.name, new.strip()
+                    new = new.strip()
+                    return (lambda o: o.renamed(new, _SOURCE)), option.name, new
                 yield "name", pos, build

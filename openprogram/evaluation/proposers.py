@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-__all__ = ["keyword_proposer", "MAX_DESCRIPTION", "NAME"]
+__all__ = ["keyword_proposer", "MAX_DESCRIPTION", "NAME", "Spent"]
 
 MAX_DESCRIPTION = 400   # a proposer's text is untrusted: cut before it reaches a menu
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
@@ -30,6 +30,31 @@ def digest(value: Any) -> str:
     import hashlib
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=repr).encode(
         "utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+class Spent:
+    """The model calls an `improve` search made, and where their answers came from. Every call
+    counts against the budget however it was answered (the model, a cache, the journal of an
+    interrupted run), so the search is a function of its inputs: a re-run through a cache, or a
+    resumed run, goes exactly as far as the first and returns the same result."""
+
+    __slots__ = ("calls", "cached", "resumed", "proposer")
+
+    def __init__(self) -> None:
+        self.calls = self.cached = self.resumed = self.proposer = 0
+
+    def add(self, calls: int, *, cached: int = 0, resumed: int = 0,
+            proposer: bool = False) -> None:
+        self.calls += calls
+        self.cached += cached
+        self.resumed += resumed
+        if proposer:
+            self.proposer += calls
+
+    @property
+    def new(self) -> int:
+        """The calls that reached the model: answered neither by a cache nor by the journal."""
+        return self.calls - self.cached - self.resumed
 
 
 def keyword_proposer(name: str, description: str, evidence: dict) -> str | None:
@@ -60,9 +85,9 @@ def keyword_proposer(name: str, description: str, evidence: dict) -> str | None:
     return f"{description} (requests about: {', '.join(top)})".strip()
 
 
-def ask_model(proposer: Any, counter: list[int]) -> Callable[[str, str, dict], str | None]:
+def ask_model(proposer: Any, spent: Spent) -> Callable[[str, str, dict], str | None]:
     """A runtime as a proposer: asked through the decision mechanism, with one option whose
-    argument is the new description."""
+    argument is the new description. Its calls go on `spent`, cached ones too."""
     from ..decision.loop import make
 
     def rewrite(description: str) -> str:
@@ -83,9 +108,14 @@ def ask_model(proposer: Any, counter: list[int]) -> Callable[[str, str, dict], s
         values = "".join(f"\nValues it was given when the option was picked right: "
                          f"{json.dumps(evidence['values'][:8], default=str)}"
                          for _ in [0] if param and evidence.get("values"))
+        # the options the model confuses this one with, and the words their menus share
+        confused = "".join(
+            f"\nThe model confuses it most with option {other!r}"
+            + (f" (their menu lines share the words: {', '.join(words[:8])})" if words else "")
+            + "." for other, words in (evidence.get("confused_with") or [])[:2])
         text = (f"You improve the description of one "
                 f"{'parameter of an option' if param else 'option'} in a menu a model picks "
-                f"from.\n{what}, described now as: {description!r}.{values}\n"
+                f"from.\n{what}, described now as: {description!r}.{values}{confused}\n"
                 f"Requests that should pick it:\n{examples or '- (none)'}\n"
                 f"Requests that should have picked it but did not:\n{wrong or '- (none)'}\n"
                 f"Requests that picked it but should not have:\n{taken or '- (none)'}\n"
@@ -108,22 +138,22 @@ def ask_model(proposer: Any, counter: list[int]) -> Callable[[str, str, dict], s
         except DecisionError:
             out = None
         trace = last_trace()
-        made = sum(1 for a in (trace.attempts if trace else ()) if not a.cached)
-        counter[0] += made   # not yet charged to the budget
-        counter[1] += made   # all the proposer's calls
+        attempts = trace.attempts if trace else ()
+        spent.add(len(attempts), cached=sum(1 for a in attempts if a.cached), proposer=True)
         return out
     return ask
 
 
 class Journaled:
     """A proposer whose answers are journaled (section "improve: proposals"), keyed by what
-    it was asked: a resumed run reads each answer back instead of asking again, so it meets
-    the same candidates and makes no proposer call for them."""
+    it was asked, with the calls each took: a resumed run reads each answer back instead of
+    asking again, so it meets the same candidates, makes no proposer call for them, and counts
+    them against the budget as the first run did."""
 
     def __init__(self, propose: Callable, path: Any, prompt: str, menu: list[Option],
-                 proposer: Any, runtime: Any):
+                 proposer: Any, runtime: Any, spent: Spent):
         from ..decision.options import render_menu
-        self.propose, self.path, self.resumed = propose, path, 0
+        self.propose, self.path, self.resumed, self.spent = propose, path, 0, spent
         # the proposer, named as a runtime is: another proposer is another journal
         source = runtime if proposer is None else proposer
         who = (source if isinstance(source, str) else source.name
@@ -133,32 +163,41 @@ class Journaled:
                         "menu": render_menu(menu), "mode": "proposer", "runtime": str(who)}
 
     def __call__(self, name: str, description: str, evidence: dict) -> Any:
-        from .journal import Journal
+        from .journal import Journal, JournalFileError
         key = digest([name, description, evidence])
         j = Journal(self.path, self.section)
         try:
             for _, line, _ in j.done.values():
                 if line.get("key") == key:
+                    calls = line.get("calls", 0)   # journals written before it was kept: 0
+                    if isinstance(calls, bool) or not isinstance(calls, int) or calls < 0:
+                        raise JournalFileError(
+                            f"the journal {str(self.path)!r} holds a proposal for {name!r} "
+                            f"with calls = {json.dumps(calls, default=repr)[:80]}, which "
+                            f"improve never writes; pass a new journal= path (or delete the "
+                            f"file) to start over")
                     self.resumed += 1
+                    self.spent.add(calls, resumed=calls, proposer=True)
                     text = line.get("text")
                     return text if isinstance(text, str) else None
+            before = self.spent.calls
             text = self.propose(name, description, evidence)
             kept = " ".join(text.split())[:MAX_DESCRIPTION] if isinstance(text, str) else None
             j.write_row(max(j.done, default=-1) + 1, key,
                         {"status": "resolved" if kept else "failed", "option": name,
-                         "text": kept})
+                         "text": kept, "calls": self.spent.calls - before})
             return kept
         finally:
             j.close()
 
 
-def proposer_of(proposer: Any, runtime: Any, counter: list[int]) -> Callable | None:
+def proposer_of(proposer: Any, runtime: Any, spent: Spent) -> Callable | None:
     if proposer == "keywords":
         return keyword_proposer
     if proposer is None:
         proposer = runtime
     if isinstance(proposer, ModelCaller):
-        return ask_model(proposer, counter)
+        return ask_model(proposer, spent)
     if callable(proposer):
         return proposer
     raise UsageError(f"improve(proposer=...): a Runtime, a callable (name, description, "

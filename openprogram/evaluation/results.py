@@ -129,6 +129,9 @@ class EvaluationResult(ConfidenceMetrics):
         #: the run's RateLimit (its `.stats`: rate-limit answers, pauses, seconds paused), set by
         #: the run; None when no request went through the provider transport, or rate_limit=False
         self.rate_limit: Any = None
+        #: the `PickSetPolicy` the run decided with (`pick_set=`), set by the run; its figures
+        #: are `coverage`, `mean_set_size` and `pick_set_figures()`
+        self.pick_set: Any = None
 
     @classmethod
     def from_journal(cls, path: Any, section: str | None = None) -> EvaluationResult:
@@ -171,12 +174,17 @@ class EvaluationResult(ConfidenceMetrics):
                 out.cascade[r["row"]] = [tuple(st) for st in r["cascade"]]
             columns.update(dict.fromkeys(r.get("input") or {}))
         has_expected = has_expected or bool(head.get("expected"))
-        return cls(prompt=head.get("prompt") or "", options=head.get("options") or [],
+        result = cls(prompt=head.get("prompt") or "", options=head.get("options") or [],
                    columns=list(columns), records=None, outcomes=out, rows=None,
                    has_expected=has_expected, wall_s=float("nan"),
                    concurrency=head.get("concurrency") or 1, runtime=head.get("runtime"),
                    interrupted=False, name=None if section == "evaluate" else section,
                    journal=Path(path), shared=shared.get(section))
+        policy = (head.get("confidence") or {}).get("pick_set")
+        if policy is not None:   # the run decided with a pick set: its figures come back
+            from ..decision.conformal import PickSetPolicy
+            result.pick_set = PickSetPolicy.from_dict(policy)
+        return result
 
     # -- per row ------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -556,6 +564,12 @@ class EvaluationResult(ConfidenceMetrics):
             tables.append(("error kinds", errors.to_frame()))
         if self._has_expected:
             tables.append(("confusion (expected × picked)", self.confusion))
+        if self._has_expected and self._confident_at():
+            pairs = self.confused_pairs(5)
+            if len(pairs):
+                pairs["rows"] = [_few(r) for r in pairs["rows"]]
+                pairs["shared_words"] = [_few(w) for w in pairs["shared_words"]]
+                tables.append(("most confused pairs (mean probability mass)", pairs))
         return tables_html(title, tables)
 
     def plot(self, ax: Any = None, **kwargs: Any) -> Any:
@@ -565,6 +579,15 @@ class EvaluationResult(ConfidenceMetrics):
         ax = self.pick_counts["count"].plot.bar(ax=new_axes(ax), **kwargs)
         ax.set_ylabel("inputs")
         return ax
+
+
+def _few(items: Any, k: int = 8) -> str:
+    """A list as a table cell shows it: its first `k` items, and how many more."""
+    if items is None:
+        return ""
+    items = list(items)
+    more = f" … (+{len(items) - k})" if len(items) > k else ""
+    return ", ".join(map(str, items[:k])) + more
 
 
 def _shortlisted(trace: DecisionTrace) -> list[str] | None:

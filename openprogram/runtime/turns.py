@@ -9,6 +9,7 @@ from ..base.errors import AttemptError, ModelCallError
 from ..base.model_protocol import ModelCaller, blocks_text, check_modes
 from ..base.run_hooks import edited_options
 from ..decision.confidence import check_threshold
+from ..decision.conformal import check_on
 from ..decision.loop import DECISION_FINISH_INSTRUCTION, Decider
 from ..decision.options import (
     Param,
@@ -74,12 +75,15 @@ async def run_agent_decision(rt: ModelCaller, blocks: list[dict], options: Any, 
     menu = normalize(edited_options(options))  # a fork may edit them (openprogram.runs)
     check_context(menu, settings.context)
     request = blocks_text(blocks)
+    if settings.pick_set is not None:   # fitted on the whole menu, before a shortlist narrows it
+        check_on(settings.pick_set, [o.name for o in menu], render_menu(menu), settings.mode,
+                 settings.confidence.on(rt, settings.mode, where), settings.shortlist, where)
     menu, listing = narrow(settings.shortlist, request, menu, runtime=rt, way=settings.mode)
     way = settings.mode(menu)
     check_modes(rt, way.name)
     source = settings.confidence.on(rt, settings.mode, where)
     check_threshold(settings.min_confidence, settings.low_confidence, source,
-                    [o.name for o in menu], where)
+                    [o.name for o in menu], where, settings.pick_set)
     source.check_turn(tools)
     settings = settings.bound(confidence=source)
     menu_text = render_menu(menu)

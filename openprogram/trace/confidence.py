@@ -46,13 +46,16 @@ class Confidence:
     """The model's probability over the whole menu for one attempt. `probs` maps every option
     name to its probability (menu order), `other` is the mass on replies that name no option;
     they sum to 1. `pick` is the option the attempt's reply named (None before it is read or
-    when it named none); `note` says why a distribution is partial (logprobs missing, ...)."""
+    when it named none); `note` says why a distribution is partial (logprobs missing, ...);
+    `pick_set`, with `pick_set=`, the options a calibrated policy put in this attempt's set
+    (most probable first)."""
     probs: dict = field(default_factory=dict)
     other: float = 0.0
     source: str = "exact"
     n: int | None = None
     pick: str | None = None
     note: str | None = None
+    pick_set: tuple | None = None
 
     @property
     def p_pick(self) -> float | None:
@@ -100,8 +103,11 @@ class Confidence:
         return sorted(self.probs.items(), key=lambda kv: -kv[1])
 
     def to_dict(self) -> dict:
-        return {"probs": dict(self.probs), "other": self.other, "source": self.source,
-                "n": self.n, "pick": self.pick, "note": self.note}
+        out = {"probs": dict(self.probs), "other": self.other, "source": self.source,
+               "n": self.n, "pick": self.pick, "note": self.note}
+        if self.pick_set is not None:  # only with pick_set=: other records keep their form
+            out["pick_set"] = list(self.pick_set)
+        return out
 
     @classmethod
     def from_dict(cls, data: dict | None) -> Confidence | None:
@@ -116,14 +122,16 @@ class Confidence:
                                 f"writes: {problem}")
         return cls(probs={k: float(v) for k, v in data["probs"].items()},
                    other=float(data.get("other") or 0.0), source=data.get("source"),
-                   n=data.get("n"), pick=data.get("pick"), note=data.get("note"))
+                   n=data.get("n"), pick=data.get("pick"), note=data.get("note"),
+                   pick_set=None if data.get("pick_set") is None else tuple(data["pick_set"]))
 
     def __repr__(self) -> str:
         top = ", ".join(f"{k}={v:.3f}" for k, v in self.ranked()[:4])
         more = f", +{len(self.probs) - 4} more" if len(self.probs) > 4 else ""
         n = f", n={self.n}" if self.n is not None else ""
+        chosen = "" if self.pick_set is None else f", pick_set={list(self.pick_set)}"
         return (f"Confidence({self.source}{n}: pick={self.pick!r}, {top}{more}, "
-                f"other={self.other:.3f})")
+                f"other={self.other:.3f}{chosen})")
 
 
 @dataclass(frozen=True)
@@ -231,6 +239,10 @@ def saved_problem(data: Any) -> str | None:
     for key in ("pick", "note"):
         if data.get(key) is not None and not isinstance(data[key], str):
             return f"its {key!r} is {_show(data[key])}, not text"
+    chosen = data.get("pick_set")
+    if chosen is not None and not (isinstance(chosen, list) and all(
+            isinstance(c, str) and c in probs for c in chosen)):
+        return f'its "pick_set" is {_show(chosen)}, not a list of its option names'
     return None
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from ..base.errors import ERROR_KINDS, ArgumentError, RecordedError, explain, require
 from ..base.json_form import to_jsonable
+from ..base.secrets import scrub
 from ..base.text import MORE, cut, repr_head
 from .confidence import Confidence
 from .records import Attempt, Repair, ToolRound, build
@@ -159,8 +160,8 @@ class DecisionTrace:
         outcome = (f"result={repr_head(self.result)}" if self.status == "resolved"
                    else f"error={getattr(self.error, 'kind', None)!r}" if self.status == "failed"
                    else "running")
-        return (f"<DecisionTrace #{self.id} {self.entry} {self.status}: "
-                f"{len(self.attempts)} attempt(s), {outcome}>")
+        return scrub(f"<DecisionTrace #{self.id} {self.entry} {self.status}: "
+                     f"{len(self.attempts)} attempt(s), {outcome}>")
 
     def _repr_pretty_(self, p, cycle):  # IPython's plain-text repr (terminal, nbconvert)
         p.text(self.format_text())
@@ -196,7 +197,7 @@ class DecisionTrace:
         # what a model, a server or an option set wrote is shown, never obeyed by the terminal:
         # its control characters (an OSC title, a screen clear, a carriage return) as escapes,
         # as the step-through's text shows them
-        return "\n".join(lines).translate(_CONTROL_ESCAPES)
+        return scrub("\n".join(lines)).translate(_CONTROL_ESCAPES)
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         """In a notebook (or a static export of one), a trace shows as the decision's tables;

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+from ..base.secrets import holding, scrub
 from ..base.text import cut, safe_repr, safe_str
 
 TYPE_CHECKING = False
@@ -39,9 +40,12 @@ TABLE_STYLE = ("<style>.op-table table{border-collapse:collapse;font-size:12px;w
 
 
 def esc(value: Any) -> str:
-    """Escaped text of any value (quotes included, so it is safe in attributes too)."""
+    """Escaped text of any value (quotes included, so it is safe in attributes too), masked of
+    every secret this process holds: a function's or a tool's result, an error's message, an
+    option's text is the program's, not redacted by a runtime, and may hold a key."""
     import html  # here, not at the top: a view is drawn long after `import openprogram`, if ever
-    return html.escape(value if isinstance(value, str) else safe_str(value), quote=True)
+    text = value if isinstance(value, str) else safe_str(value)
+    return html.escape(scrub(text) if holding() else text, quote=True)
 
 
 def clip(text: str, limit: int = MAX_CHARS) -> str:

@@ -11,6 +11,7 @@ import json
 
 from ..base.errors import ArgumentError
 from ..base.json_form import to_jsonable
+from ..base.secrets import holding, scrub
 from ..base.text import repr_head, safe_repr, safe_str
 from .safe_html import json_text, result_text, short_cell
 
@@ -128,4 +129,7 @@ def table_rows(trace: Any, table: str, shown: bool = False) -> tuple[list[str], 
     rows = _TABLES.get(table)
     if rows is None:
         raise ArgumentError(f"unknown table {table!r}: use one of {', '.join(TABLES)}")
-    return rows(trace, shown)
+    columns, values = rows(trace, shown)
+    if holding():   # a result or an error is the program's text: it may hold a key
+        values = [[scrub(v) if isinstance(v, str) else v for v in row] for row in values]
+    return columns, values

@@ -377,11 +377,15 @@ def confidence_html(conf: Any, low_pick: str | None = None) -> str:
                 f'background:{colour}"></span></span>'
                 f'<span class="op-conf-p" style="flex:0 0 48px;text-align:right">{p:.3f}</span>'
                 "</div>")
+    chosen = getattr(conf, "pick_set", None)   # pick_set=: the calibrated set, marked
     for name, p in ranked[:CONFIDENCE_BARS]:
         picked = name == pick
         mark = " ◀ picked" if picked else ""
         if name == low_pick:
-            mark = " ◀ picked (below min_confidence)"
+            mark = (" ◀ picked (its pick set is not the pick alone)" if chosen is not None
+                    else " ◀ picked (below min_confidence)")
+        if chosen is not None and name in chosen:
+            mark += " · in the pick set"
         rows.append(bar(name, p, "op-conf-pick" if picked else "op-conf-option",
                         _OK if picked else "#5c7cfa", mark))
     if len(ranked) > CONFIDENCE_BARS:
@@ -391,6 +395,9 @@ def confidence_html(conf: Any, low_pick: str | None = None) -> str:
                     "</div>")
     rows.append(bar("other (no option named)", other, "op-conf-other", "#9e9e9e"))
     note = getattr(conf, "note", None)
+    if chosen is not None:
+        said = ", ".join(map(str, chosen)) or "empty: no option is sure enough"
+        note = f"pick set (pick_set=): {said}" + (f"; {note}" if note else "")
     foot = (f'<div class="op-conf-note" style="font-size:11px;color:#555">'
             f"{esc(clip(str(note), 600))}</div>") if note else ""
     return (f'<div class="op-confidence" style="margin:4px 0;padding:4px 6px;background:#fff;'
