@@ -7,13 +7,21 @@ the program gets back is untouched.
 """
 from __future__ import annotations
 
+import weakref
+
 from fakeserver import FAKE_KEY, FakeServer, text, tools
 
 from openprogram import agent, decision
+from openprogram.base import secrets
 from openprogram.runtimes import OpenAIRuntime
 
 
-def test_no_key_a_function_or_a_tool_returns_reaches_a_decisions_views():
+def test_no_key_a_function_or_a_tool_returns_reaches_a_decisions_views(monkeypatch):
+    # Only this test's runtime holds the key: another test of this process may have left a
+    # runtime with the same test key alive (the trace history keeps a failed decision's error,
+    # its traceback's frames and what they hold), and the end of this test needs none alive.
+    monkeypatch.setattr(secrets, "_live", weakref.WeakSet())
+
     def secret_tool(q: str) -> str:
         """Reads the environment."""
         return "the key is " + FAKE_KEY
