@@ -16,6 +16,11 @@ is already JSON — which most of a trace is — comes back as itself, checked b
 `to_jsonable`. What it returns may share objects with `value`: it is for encoding, not keeping.
 `is_plain(value)` is that check, the one place the library decides whether a value is plain
 JSON.
+
+`sendable(request)` is a request as UTF-8 can encode it: a JSON reply may hold `"\\ud800"`, the
+escape of a lone surrogate, which decodes to a string that is fine in memory but fails when the
+next request carries it back to the server (a lone surrogate becomes U+FFFD, a pair held as two
+code points becomes its character).
 """
 from __future__ import annotations
 
@@ -31,7 +36,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any
 
-__all__ = ["to_jsonable", "json_ready", "is_plain", "SURROGATE"]
+__all__ = ["to_jsonable", "json_ready", "is_plain", "sendable", "SURROGATE"]
 
 #: A surrogate code point: not valid Unicode text (UTF-8 refuses it), whether lone or written as
 #: one half of a pair; a JSON parser lets one through from a `\ud800` escape.
@@ -256,3 +261,29 @@ def _tagged(v: Any, text: str | None = None) -> dict:
     if len(text) > REPR_LIMIT:
         text = f"{text[:REPR_LIMIT]}... [{len(text) - REPR_LIMIT} more characters]"
     return {"repr": _text(text), "type": _text(name)}
+
+
+def _has_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        return SURROGATE.search(value) is not None
+    if isinstance(value, dict):
+        return any(_has_surrogate(k) or _has_surrogate(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_has_surrogate(v) for v in value)
+    return False
+
+
+def _replaced(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, dict):
+        return {_replaced(k): _replaced(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_replaced(v) for v in value)
+    return value
+
+
+def sendable(value: Any) -> Any:
+    """`value` (a request: dicts, lists and strings) as UTF-8 can encode it; the same object
+    when it already can."""
+    return _replaced(value) if _has_surrogate(value) else value

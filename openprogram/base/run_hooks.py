@@ -7,7 +7,7 @@ one context variable, `current_run`, holding the run being recorded in this cont
 outside a run), and call it at five places: a DAG span starting and ending
 (`runtime/dag.py`), a model call (`Runtime.call_model` / `acall_model`), a decision's trace
 being made (`decision/loop.py`'s `Decider`), a decision's option set being read (`Plan` and
-the agent turn, through `edited_options`), and a live MCP tool's call (`mcp.py`). `RunHooks`
+the agent turn, through `edited_options`), and a live MCP tool's call (`mcp/`). `RunHooks`
 lists what the run implements; outside a run each place costs one `ContextVar.get`.
 """
 from __future__ import annotations

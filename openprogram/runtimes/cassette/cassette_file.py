@@ -211,7 +211,7 @@ _FORMAT = LineFormat()
 def line(data: Any) -> bytes:
     """`data` as one line of a cassette (any version since 3), in UTF-8: JSON on one line (it
     escapes every newline inside a string), non-ASCII text readable, and the one kind of text
-    UTF-8 cannot encode (surrogates, see unencodable.py) written as its escape. Every key a
+    UTF-8 cannot encode (surrogates, see base/json_form.py) written as its escape. Every key a
     runtime of this process holds is masked first (`scrub`): no writer is trusted to have
     redacted what it records. The rules are the journal's too (`base.jsonl`)."""
     return _FORMAT.line(data)

@@ -5,6 +5,7 @@ arguments), `transport` the time budget on the wire, `faults` the words for a fa
 `replies` the request and reply as data, `server_forms` the request forms negotiated with a
 server that refuses one, `strict_schema` the rewrite for strict structured outputs, `logprobs`
 the probabilities read from a reply, `raw_record` the raw exchange kept on every reply, and
-`key_redaction` / `unencodable` what keeps a key and unsendable text out. `openprogram.runtimes`
+`key_redaction` what keeps a key out (text UTF-8 cannot encode is made sendable by
+`base.json_form.sendable`). `openprogram.runtimes`
 re-exports the runtimes.
 """

@@ -24,10 +24,10 @@ import threading
 from typing import Any
 
 from ...base.errors import ArgumentError, UsageError
+from ...base.json_form import sendable
 from ...runtime.runtime import ModelCallError, ModelResponse, Runtime
 from .key_redaction import MASK
 from .runtime import mode_arguments
-from .unencodable import sendable
 
 __all__ = ["BatchRuntime"]
 

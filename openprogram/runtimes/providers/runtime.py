@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ...base.json_form import sendable
 from ...base.model_protocol import run_sync
 from ...base.secrets import Secret
 from ...evaluation import ratelimit
@@ -53,7 +54,6 @@ from .transport import (
     deadline_transport,
     safe_url,
 )
-from .unencodable import sendable
 
 
 @dataclass(frozen=True)

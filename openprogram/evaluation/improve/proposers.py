@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 import re
 
-from ..base.errors import DecisionError, UsageError
-from ..base.model_protocol import ModelCaller
-from ..decision.options import Option
+from ...base.errors import DecisionError, UsageError
+from ...base.model_protocol import ModelCaller
+from ...decision.options import Option
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ def keyword_proposer(name: str, description: str, evidence: dict) -> str | None:
 def ask_model(proposer: Any, spent: Spent) -> Callable[[str, str, dict], str | None]:
     """A runtime as a proposer: asked through the decision mechanism, with one option whose
     argument is the new description. Its calls go on `spent`, cached ones too."""
-    from ..decision.loop import make
+    from ...decision.loop import make
 
     def rewrite(description: str) -> str:
         """Use this new description of the option."""
@@ -132,7 +132,7 @@ def ask_model(proposer: Any, spent: Spent) -> Callable[[str, str, dict], str | N
                     f"Write a short snake_case name that makes the right requests pick this "
                     f"option and the wrong ones not.")
             menu = {"rename": rename}
-        from ..trace.decision_trace import last_trace
+        from ...trace.decision_trace import last_trace
         try:
             out = make(text, menu, runtime=proposer, max_retries=1)
         except DecisionError:
@@ -152,7 +152,7 @@ class Journaled:
 
     def __init__(self, propose: Callable, path: Any, prompt: str, menu: list[Option],
                  proposer: Any, runtime: Any, spent: Spent):
-        from ..decision.options import render_menu
+        from ...decision.options import render_menu
         self.propose, self.path, self.resumed, self.spent = propose, path, 0, spent
         # the proposer, named as a runtime is: another proposer is another journal
         source = runtime if proposer is None else proposer
@@ -163,7 +163,7 @@ class Journaled:
                         "menu": render_menu(menu), "mode": "proposer", "runtime": str(who)}
 
     def __call__(self, name: str, description: str, evidence: dict) -> Any:
-        from .journal import Journal, JournalFileError
+        from ..journal import Journal, JournalFileError
         key = digest([name, description, evidence])
         j = Journal(self.path, self.section)
         try:
