@@ -285,21 +285,29 @@ def repair_at(rev: str):
     return mod.repair_syntax
 
 
+def two_kb_replies() -> tuple[dict, list[tuple[str, str]]]:
+    """The pick and the two 2 KB replies the repair is timed on (prose, then a fenced pick with
+    one fix or with fourteen: single quotes, a Python literal, trailing commas); also timed
+    paired across trees by bench_settings.py."""
+    pick = {"call": "book_room", "args": {"city": "Lisbon", "check_in": "2026-04-01",
+                                          "nights": 2, "breakfast": True, "notes": "quiet"}}
+    good = json.dumps(pick)
+    careless = (good.replace('"', "'").replace("true", "True").replace("}", ",}"))
+    prose = "I read the request and the options. " * 48
+    return pick, [("one trailing comma", f"{prose}\n```json\n{good[:-1]},}}\n```"),
+                  ("14 fixes", f"{prose}\n```json\n{careless}\n```")]
+
+
 def small_repairs(against: str | None = None) -> None:
     """The repair's cost on a 2 KB reply (prose, then a fenced pick), the target of issue 39:
     <= 20 us, with one fix and with fourteen (single quotes, a Python literal, trailing commas).
     `against`: a git revision whose repair_syntax is timed in turns with the current one."""
     from openprogram.decision.repair import repair_syntax
     other = repair_at(against) if against else None
-    pick = {"call": "book_room", "args": {"city": "Lisbon", "check_in": "2026-04-01",
-                                          "nights": 2, "breakfast": True, "notes": "quiet"}}
-    good = json.dumps(pick)
-    careless = (good.replace('"', "'").replace("true", "True").replace("}", ",}"))
-    prose = "I read the request and the options. " * 48
+    pick, replies = two_kb_replies()
     print("\nThe repair on a 2 KB reply (least CPU time per call of 15 runs of 2,000 calls; "
           "target <= 20 us)")
-    for label, text in (("one trailing comma", f"{prose}\n```json\n{good[:-1]},}}\n```"),
-                        ("14 fixes", f"{prose}\n```json\n{careless}\n```")):
+    for label, text in replies:
         got = repair_syntax(text)
         assert got is not None and got[0] == pick, label
         if other is not None:

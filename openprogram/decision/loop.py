@@ -543,14 +543,8 @@ class Decider:
         if p is not None and p >= m:
             return option, kwargs
         shown = "unknown" if p is None else f"{p:.3f}"
-        if self.low_confidence is None:
-            self.record_failure(AttemptError(
-                "low_confidence", f"the model picked {option.name!r} with probability {shown}, "
-                                  f"below min_confidence={m}"))
-            self.fail()
-        low = self.by_name[self.low_confidence]
-        self._change(low_pick=option.name, args=None)
-        return low, self.bind(low, {}, [])
+        return self._unsure(option, f"the model picked {option.name!r} with probability "
+                                    f"{shown}, below min_confidence={m}")
 
     def _in_set(self, option: Option, kwargs: dict[str, Any],
                 policy: PickSetPolicy) -> tuple[Option, dict[str, Any]]:
@@ -568,10 +562,14 @@ class Decider:
         what = (f"the pick set (options at p >= {policy.threshold:.4g}, calibrated at "
                 f"alpha={policy.alpha:g}) is {list(got)}" if conf is not None else
                 "the reply came without a distribution, so its pick set is empty")
+        return self._unsure(option, f"the model picked {option.name!r}, and {what}: not the "
+                                    f"pick alone")
+
+    def _unsure(self, option: Option, why: str) -> tuple[Option, dict[str, Any]]:
+        """A pick not sure enough (`min_confidence=`, `pick_set=`): the `low_confidence=`
+        option resolves in its place, or the decision fails as `low_confidence`, saying `why`."""
         if self.low_confidence is None:
-            self.record_failure(AttemptError(
-                "low_confidence", f"the model picked {option.name!r}, and {what}: not the pick "
-                                  f"alone"))
+            self.record_failure(AttemptError("low_confidence", why))
             self.fail()
         low = self.by_name[self.low_confidence]
         self._change(low_pick=option.name, args=None)

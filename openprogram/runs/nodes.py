@@ -125,7 +125,10 @@ class RunNode:
     def runtime(self) -> str | None:
         """A model call: the name of the runtime that answered (None for other nodes)."""
         name = self.rt_name
-        return name if name is not None else getattr(self.rt, "name", None)
+        if name is not None:
+            return name
+        rt = self.rt   # (a ModelCaller, or None)
+        return None if rt is None else rt.name
 
     @runtime.setter
     def runtime(self, name: str | None) -> None:

@@ -136,6 +136,7 @@ def written(name):
 OTHER = {"runtime": ScriptedRuntime([]), "context": {}, "max_retries": 2, "timeout_s": 5.0,
          "validate": bool, "reask": "{error}", "mode": "tools", "confidence": True,
          "min_confidence": 0.5, "low_confidence": "stop", "repair": "off", "shortlist": 1,
+         "pick_set": object(),   # (an entry point that does not take it refuses it by name)
          "max_retrys": 2}
 
 
