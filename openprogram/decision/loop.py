@@ -51,7 +51,7 @@ from ..trace.records import Attempt, Pick, Reask, new_attempt, replace
 from . import repair as _repair
 from .confidence import NO_CONFIDENCE, check_threshold
 from .conformal import PickSetPolicy, check_on
-from .extract import extract_action, value_span
+from .extract import extract_action
 from .modes import MenuMode, Mode
 from .options import (
     Menu,
@@ -500,7 +500,7 @@ class Decider:
         att = self.cur
         where = None
         if err.path and att.span is not None and isinstance(att.reply, str):
-            where = value_span(att.reply, att.span, err.path, att.repairs)
+            where = _repair.value_span(att.reply, att.span, err.path, att.repairs)
         self._step("attempt_failed", error_kind=err.kind, error_message=err.message,
                    error_path=err.path, error_span=where)
 

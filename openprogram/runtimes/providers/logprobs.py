@@ -24,8 +24,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ...decision.extract import CALL_KEYS, find_action, value_span
-from ...decision.repair import repair_syntax
+from ...decision.extract import CALL_KEYS, find_action
+from ...decision.repair import repair_syntax, value_span
 
 __all__ = ["distribution", "tokens_of", "name_at", "MAX_TOKENS"]
 
