@@ -120,7 +120,7 @@ def reask_prompt(request: str, reply: Any, err: AttemptError, menu_text: str,
     facts."""
     shown = cut_middle(reply if isinstance(reply, str) else repr(reply), _REASK_REPLY_LIMIT,
                        "\n[... {n} characters left out ...]\n")
-    hint = err.hint  # the fix a repair level above would have made (repair.py)
+    hint = err.hint  # the fix a repair level above would have made (decision/repair/)
     facts = Reask(request=request, reply=shown, kind=err.kind, error=err.message,
                   path=err.path or "", menu=menu_text, attempt=attempt, hint=hint)
     if reask is not None:
