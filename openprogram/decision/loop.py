@@ -699,6 +699,11 @@ class Plan:
                                             where)
         way = settings.mode
         check_modes(rt, way.name)
+        if getattr(menu, "held", False) and (settings.min_confidence is not None
+                                             or settings.pick_set is not None):
+            # a fork held this decision to the option it picks (openprogram.runs): the pick
+            # is the user's, so no threshold judges it
+            settings = settings.bound(min_confidence=None, pick_set=None)
         source = settings.confidence.on(rt, way, where)
         if settings.min_confidence is not None or settings.pick_set is not None:
             # a low_confidence= option is on the menu; a pick set was fitted on this one

@@ -34,9 +34,10 @@ import json
 
 from ..base.errors import ArgumentError, RunDiverged, UsageError
 from ..base.model_protocol import ModelCaller, ModelResponse, ToolCall
+from ..base.text import cut
 from ..decision.extract import find_action
 from ..decision.modes import ROOT_KEY, api_name
-from ..decision.options import normalize
+from ..decision.options import Menu, normalize
 from ..runtime.calls import as_response
 from ..runtimes.cassette.replay import first_difference
 from .calls import copied
@@ -346,12 +347,25 @@ class ForkPlan:
             return options
         if own and not option.llm_params:   # nothing for the model to fill: no model call
             self.synthetic = option
-        return normalize([option])
+        # marked held: the pick is the fork's, so no threshold (min_confidence=, pick_set=)
+        # judges it, and its low_confidence= option need not be on this one-option menu
+        held = Menu(normalize([option]))
+        held.held = True
+        return held
 
     # -- the end ----------------------------------------------------------------------------
     def finish(self, fork: Any) -> None:
         """Raise what stopped the fork, or what kept its edit from applying."""
         err = self.diverged
+        raised = getattr(fork, "error", None)
+        if err is None and len(fork.decisions) <= self.k and raised is not None:
+            # the program failed on its way: say with what, not that it read the clock
+            err = self._diverge(
+                f"the fork of run {self.run.name!r} stopped after {len(fork.decisions)} "
+                f"decision(s), before decision {self.k}: the program raised "
+                f"{type(raised).__name__}: {cut(str(raised), 600)} (fork.error; the "
+                f"fork is err.run)", node=fork.root)
+            err.__cause__ = raised
         if err is None and len(fork.decisions) <= self.k:
             err = self._diverge(
                 f"the fork of run {self.run.name!r} ended after {len(fork.decisions)} "
