@@ -18,7 +18,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from typing import Any
 
-    from .kinds import Option
+    # `Option` in annotations: kinds.py's, never imported, not even here (kinds.py imports this
+    # module, and tests/package/test_core_layers.py counts an import for annotations as a cycle)
+    Option = Any
 
 
 class WithExamples:
