@@ -584,6 +584,8 @@ class LlamaCppRuntime(Runtime):
 
 
 def _count_load() -> None:
+    # models.py loads the model but imports nothing of this module, so it reports each load
+    # here; the count stays on the class, where the tests and bench_local.py read it
     LlamaCppRuntime.loads += 1
 
 
