@@ -99,8 +99,9 @@ def _scalar_code(kind: str, run: Callable, texts: frozenset | None = None) -> Ca
     env = {"run": run, "SUR": _SURROGATE.search, "T": texts}
     _define(f"def fast(x, p, d):\n    return x if {_VALID[kind].format(t='T')} else "
             f"run(x, p, d)", env)
-    env["fast"].fast = (kind, texts) if kind == "enum" else (kind,)
-    return env["fast"]
+    fast = env.pop("fast")   # (see _define: the function must not stay in its own globals)
+    fast.fast = (kind, texts) if kind == "enum" else (kind,)
+    return fast
 
 
 def _fast(run: Callable, allowed: frozenset | None, steps: list, obj: tuple | None,
@@ -170,7 +171,7 @@ def _object_code(obj: tuple, general: Callable) -> Callable | None:
         code += ["    else:", f"        {bail}"]
     code.append("    return out")
     _define("\n".join(code), env)
-    return env["fast"]
+    return env.pop("fast")   # (see _define)
 
 
 _CODE: dict[str, Any] = {}
@@ -180,7 +181,10 @@ def _define(source: str, env: dict) -> None:
     """Run the definition `source` (made in this module: from `_VALID` and numbered names whose
     values are in `env`) in `env`. The code depends only on the kinds of a node's fields, not
     on its names or checks, so each source is compiled once: compiling took about 80 us a
-    node, most of building a 50,000-property schema."""
+    node, most of building a 50,000-property schema. The caller takes the function out of
+    `env` (`env.pop("fast")`): left there, the function and its globals would be a reference
+    cycle, which only the garbage collector frees, and a check is built per option, so every
+    decision on a freshly built menu left a few for it (a recorded run's collections doubled)."""
     code = _CODE.get(source)
     if code is None:
         code = compile(source, "<openprogram.validator>", "exec")
