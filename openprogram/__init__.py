@@ -36,7 +36,7 @@ from .base.errors import (
 from .base.lazy import lazy_names
 from .decision.loop import amake, make
 from .decision.options import Option, register_option_kind
-from .decision.options.kinds import with_examples
+from .decision.options.examples import with_examples
 from .decision.options.shortlist import Shortlist
 from .decision.options.tool_definitions import JsonSchema, tool
 from .runtime.agent import Agent, aagent, agent, bind_context, current_agent

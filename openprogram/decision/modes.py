@@ -24,7 +24,7 @@ from ..base.errors import ArgumentError, AttemptError
 from ..base.model_protocol import ToolCall
 from .extract import Extraction, find_action
 from .options import Option
-from .options.kinds import example_text
+from .options.examples import example_text
 from .repair import value_span
 from .schema.refs import embed
 

@@ -1,7 +1,8 @@
 """The option set: what the user hands a decision, read into options the loop can use.
 
-`kinds` (the option kinds — function, value, schema — and how an entry of an option set becomes
-one), `option_set` (`normalize`: the option set as a `Menu`), `cache` (options built once per
+`kinds` (the option kinds — function, value, schema), `entries` (how an entry of an option set
+becomes one, and the check of `context=`), `examples` (the worked picks an option carries),
+`option_set` (`normalize`: the option set as a `Menu`), `cache` (options built once per
 function), `user_classes` (the user's pydantic models, dataclasses and TypedDicts),
 `tool_definitions` (OpenAI / Anthropic / MCP tool definitions and `JsonSchema`), `menu` (the menu
 text), `shortlist` (a menu narrowed to the k options a ranker puts first) and `sources` (where
@@ -27,19 +28,15 @@ from ..schema.fields import (
 )
 from ..schema.reply_values import check_json_value, describe_value, safe_key
 from .cache import MENU_CACHE_SIZE, OPTION_CACHE_SIZE, clear_option_cache
+from .entries import build_option, check_context, check_hidden, register_list_reader, tool_shape
 from .kinds import (
     FunctionOption,
     Option,
     SchemaOption,
     ValueOption,
-    build_option,
     call_function,
-    check_context,
-    check_hidden,
     positional_only,
-    register_list_reader,
     register_option_kind,
-    tool_shape,
 )
 from .menu import Menu, field_line, option_infos, param_lines, render_menu, shown
 from .option_set import normalize

@@ -19,7 +19,8 @@ from collections import OrderedDict
 
 from ...base.errors import OptionWarning
 from ..schema.fields import MISSING, user_stacklevel
-from .kinds import FunctionOption, Option, SchemaOption, ValueOption, _kind_listeners, build_option
+from .entries import build_option
+from .kinds import FunctionOption, Option, SchemaOption, ValueOption, _kind_listeners
 from .menu import Menu
 
 TYPE_CHECKING = False

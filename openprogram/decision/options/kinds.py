@@ -3,12 +3,10 @@
 Each kind is a class (`FunctionOption`, `ValueOption`, `SchemaOption`, and any kind registered
 with `register_option_kind`: user_classes.py's classes, tool_definitions.py's tool definitions) that
 owns its menu lines, the JSON Schema of its payload, the validation of a pick's arguments (`bind`)
-and `resolve()`: the decision loop calls those methods and never asks which kind it holds. This
-module also reads one entry of the dict or the list form into its option (`build_option`),
-warning where an entry keeps its specified meaning but looks like a mistake, and checks
-`context=` against the hidden parameters before any model call. It is long because each kind owns
-all of its behaviour here (menu lines, schema, binding, resolving, edits), so the loop never
-branches on a kind's name; a kind that lives elsewhere registers itself.
+and `resolve()`: the decision loop calls those methods and never asks which kind it holds. Reading
+an entry of the dict or the list form into its option (`build_option`) and checking `context=`
+are entries.py's, above this module; the worked picks an option carries are examples.py's, below
+it.
 """
 from __future__ import annotations
 
@@ -19,7 +17,7 @@ import warnings
 
 from ...base.errors import AttemptError, OptionError, OptionWarning, UsageError
 from ...base.json_form import to_jsonable
-from ...base.text import repr_head, safe_repr
+from ...base.text import safe_repr
 from ...trace.safe_html import clip
 from ..schema.fields import (
     MISSING,
@@ -33,11 +31,12 @@ from ..schema.fields import (
 from ..schema.refs import embed
 from ..schema.reply_values import safe_key
 from . import sources
-from .menu import Menu, _hidden, param_lines, shown
+from .examples import docstring_examples, example_text, read_examples
+from .menu import param_lines, shown
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable
     from typing import Any, ClassVar
 
 class Option:
@@ -490,321 +489,7 @@ def call_function(fn: Callable, kwargs: dict, positional: tuple[str, ...] | None
     return fn(*args, **rest)
 
 
-class WithExamples:
-    """An option-set entry with worked picks attached (`openprogram.with_examples`)."""
-
-    def __init__(self, handler: Any, examples: Any):
-        if isinstance(handler, WithExamples):
-            raise OptionError("with_examples(with_examples(...)): give all the examples in one "
-                              "call")
-        if not isinstance(examples, (list, tuple)) or not examples:
-            raise OptionError(f"with_examples(handler, examples): examples is a non-empty list "
-                              f"of (request, args) pairs or args dicts, got {examples!r:.80}")
-        self.handler, self.examples = handler, list(examples)
-
-    def __repr__(self) -> str:
-        return f"with_examples({self.handler!r:.60}, {len(self.examples)} examples)"
-
-
-def with_examples(handler: Any, examples: Any) -> WithExamples:
-    """Mark an entry of an option set (any handler the dict or list form accepts) with a few
-    worked picks: `examples` is a list of `(request, args)` pairs (`("refund order 7",
-    {"order_id": 7})`), `{"request": ..., "args": ...}` dicts, or bare `args` dicts. Each is
-    checked as a pick of the option when the option set is read; the menu shows them after
-    the `Call:` line, tools mode adds them to the tool's description, json_schema mode to the
-    pick schema's `examples`, and the trace's option table and the step-through say where each
-    came from."""
-    return WithExamples(handler, examples)
-
-
-_EXAMPLES_HEADS = ("examples:", "example:")
-
-
-def docstring_examples(fn: Any) -> list[tuple[str | None, dict, str]]:
-    """The worked picks in a function docstring's `Examples:` section: lines `request ->
-    {"arg": value}` (a JSON object after the last `->`). Other lines there (doctests, prose)
-    are not picks and are left alone. Returns (request, args, the line's text)."""
-    doc = inspect.getdoc(fn) or ""
-    if "xample" not in doc:
-        return []
-    out, inside = [], False
-    for raw in doc.splitlines()[:400]:  # bounded: a docstring is the user's, but may be huge
-        line = raw.strip()
-        if line.lower() in _EXAMPLES_HEADS:
-            inside = True
-            continue
-        if not inside:
-            continue
-        if not raw.startswith((" ", "\t")) and line and line.endswith(":"):
-            inside = False  # the next section (Returns:, Raises:, ...)
-            continue
-        request, arrow, tail = line.rpartition("->")
-        if not arrow or not tail.strip().startswith("{"):
-            continue
-        try:
-            args = json.loads(tail.strip())
-        except ValueError:
-            continue
-        if isinstance(args, dict):
-            out.append((request.strip().strip("\"'") or None, args, line))
-    return out
-
-
-def read_examples(option: Option, examples: Any, source: Any) -> list[dict]:
-    """`examples` (pairs, dicts or args dicts; a pair may carry its source third) as the
-    option's example records, each checked as a pick of it: an example that names an unknown
-    argument or gives a value its parameter refuses is an OptionError naming it."""
-    out = []
-    for i, e in enumerate(examples):
-        src = source
-        if isinstance(e, tuple) and len(e) == 3:
-            e, src = e[:2], e[2]
-        if isinstance(e, tuple) and len(e) == 2:
-            request, args = e
-        elif isinstance(e, dict) and "args" in e and set(e) <= {"request", "args"}:
-            request, args = e.get("request"), e["args"]
-        elif isinstance(e, dict):
-            request, args = None, e
-        else:
-            raise OptionError(f"example #{i} of option {option.name!r}: give (request, args), "
-                              f"{{'request': ..., 'args': {{...}}}} or an args dict; got "
-                              f"{e!r:.80}")
-        if request is not None and not isinstance(request, str):
-            raise OptionError(f"example #{i} of option {option.name!r}: the request is text, "
-                              f"got {request!r:.60}")
-        if not isinstance(args, dict):
-            raise OptionError(f"example #{i} of option {option.name!r}: args is a dict of "
-                              f"the option's arguments, got {args!r:.60}")
-        dropped: list[str] = []
-        try:
-            option.bind(dict(args), runtime=None, context={}, dropped=dropped, injected=[],
-                        prefix="args")
-        except AttemptError as exc:
-            raise OptionError(f"example #{i} of option {option.name!r} is not a valid pick of "
-                              f"it: {exc}; fix the example's args") from None
-        if dropped:
-            raise OptionError(f"example #{i} of option {option.name!r} gives arguments the "
-                              f"model cannot set ({', '.join(dropped)}); the option takes "
-                              f"{[p.name for p in option.llm_params]}")
-        if isinstance(src, str):
-            src = {"kind": "option_set", "label": src}
-        out.append({"request": request, "args": dict(args),
-                    "source": dict(src or {"kind": "note", "label": "an example"})})
-    return out
-
-
-def redescribe(schema: dict, described: dict) -> dict:
-    """`schema` (an option's args object, written as given) with the parameters'
-    descriptions of `described` in place; a root that is a `$ref` is followed into `$defs`."""
-    if not described:
-        return schema
-    import copy
-    schema = copy.deepcopy(schema)   # the kind may hand out a schema it keeps
-    node = schema
-    ref = schema.get("$ref")
-    if isinstance(ref, str) and ref.startswith(("#/$defs/", "#/definitions/")):
-        _, where, key = ref.split("/", 2)
-        node = (schema.get(where) or {}).get(key, schema)
-    props = node.get("properties")
-    for name, text in described.items():
-        if isinstance(props, dict) and isinstance(props.get(name), dict):
-            props[name] = {**props[name], "description": text}
-    return schema
-
-
-def example_text(option: Option, e: dict) -> str:
-    """One example as the menu and the tool description show it: `"request" → pick`."""
-    call: dict = {"call": option.name}
-    if e["args"] or option.llm_params:
-        call["args"] = to_jsonable(e["args"])
-    pick = json.dumps(call, ensure_ascii=False)
-    return f"{json.dumps(e['request'], ensure_ascii=False)} → {pick}" if e["request"] else pick
-
-
 def _describe(fn: Callable) -> str:
     doc = inspect.getdoc(fn) or ""
     return doc.strip().split("\n\n")[0].replace("\n", " ")
 
-
-def _fn_name(fn: Callable, where: str) -> str:
-    name = getattr(fn, "__name__", None)
-    if not name or name == "<lambda>":
-        raise OptionError(f"{where}: a callable in the list form needs a name ({fn!r} has "
-                          f"none); use the dict form {{'name': fn}} or a def")
-    return name
-
-
-def _dict_option(name: str, handler: Any, where: str) -> Option:
-    plugged = _plugged(name, handler, None, where)
-    if plugged is not None:
-        return plugged
-    if isinstance(handler, tuple) and len(handler) == 2 and isinstance(handler[1], str):
-        plugged = _plugged(name, handler[0], handler[1], where)
-        if plugged is not None:
-            return plugged
-    if callable(handler):
-        return FunctionOption(name, handler, None, where)
-    if isinstance(handler, tuple):
-        if len(handler) != 2:
-            raise OptionError(f"{where}: a tuple handler is (callable, 'description'), "
-                              f"('description', schema) or (value, 'description'); got "
-                              f"{len(handler)} items. To return a tuple value, wrap it: "
-                              f"(your_tuple, 'description')")
-        a, b = handler
-        if isinstance(a, str) and isinstance(b, dict):
-            return SchemaOption.from_schema(name, a, b, where)
-        if isinstance(a, str):
-            plugged = _plugged(name, b, a, where)   # ("description", a class of a plugged kind)
-            if plugged is not None:
-                return plugged
-        if not isinstance(b, str):
-            raise OptionError(f"{where}: the second item of a tuple handler must be the "
-                              f"description string, got {b!r}")
-        if callable(a):
-            return FunctionOption(name, a, b, where)
-        return _value_option(name, a, b, where)
-    return _value_option(name, handler, "", where)
-
-
-def _value_option(name: str, value: Any, description: str, where: str) -> ValueOption:
-    """O2's value option, with a warning where the value looks like something else meant."""
-    if isinstance(value, dict):
-        shape = tool_shape(value)
-        if shape:
-            warnings.warn(f"{where}: this value looks like {shape}, but a dict handler is a value "
-                          f"option (rule O2): picking it returns the dict. To offer it as a "
-                          f"tool, write openprogram.tool(definition) (or "
-                          f"openprogram.tool(definition, fn) to run a function)", OptionWarning,
-                          stacklevel=user_stacklevel())
-        elif looks_like_json_schema(value):
-            warnings.warn(f"{where}: this value looks like a JSON Schema, but a dict handler is "
-                          f"a value option (rule O2). To have the model fill it in, write "
-                          f"openprogram.JsonSchema(schema)", OptionWarning,
-                          stacklevel=user_stacklevel())
-        elif any(isinstance(v, type) or (isinstance(v, list) and len(v) == 1 and
-                                         isinstance(v[0], type)) for v in value.values()):
-            warnings.warn(f"{where}: this value option's dict holds Python types "
-                          f"({repr_head(value, 60, '...', fit=True)}); picking it returns that "
-                          f"dict. For a schema "
-                          f"option whose fields the model fills in, write "
-                          f"{{{name!r}: ('description', {repr_head(value, 60, '...', fit=True)})}}",
-                          OptionWarning,
-                          stacklevel=user_stacklevel())
-    return ValueOption(name, value, description)
-
-
-def tool_shape(d: Any) -> str | None:
-    """Which provider's tool definition `d` is shaped like (for tool_definitions.py and the warning
-    about an unmarked one), or None."""
-    if not isinstance(d, dict):
-        return None
-    if d.get("type") == "function" and isinstance(d.get("function"), dict):
-        return "an OpenAI tool definition (chat completions)"
-    if d.get("type") == "function" and "name" in d and "parameters" in d:
-        return "an OpenAI tool definition (responses)"
-    if "name" in d and "input_schema" in d:
-        return "an Anthropic tool definition"
-    if "name" in d and "inputSchema" in d:
-        return "an MCP tool definition"
-    return None
-
-
-_list_readers: list[Callable[[Any, str], Option | None]] = []
-
-
-def register_list_reader(reader: Callable[[Any, str], Option | None]) -> None:
-    """Let `reader(item, where)` read list-form items that carry their own name (tool
-    definitions: tool_definitions.py); it returns an Option, or None for an item it does not
-    know."""
-    if reader not in _list_readers:
-        _list_readers.insert(0, reader)
-
-
-def _list_option(item: Any, where: str) -> Option:
-    if isinstance(item, str):
-        return ValueOption(item, item)
-    if not callable(item) and not isinstance(item, (str, tuple)):
-        for reader in _list_readers:
-            option = reader(item, where)
-            if option is not None:
-                return option
-    if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], str):
-        a, desc = item
-    else:
-        a, desc = item, None
-    if callable(a):
-        name = _fn_name(a, where)
-        return _plugged(name, a, desc, where) or FunctionOption(name, a, desc, where)
-    if isinstance(a, str) and desc is not None:
-        return ValueOption(a, a, desc)
-    if isinstance(item, tuple) and len(item) == 3 and isinstance(item[0], str) \
-            and isinstance(item[1], str):
-        plugged = _plugged(item[0], item[2], item[1], where)  # ("name", "desc", JsonSchema(...))
-        if plugged is not None:
-            return plugged
-        return SchemaOption.from_schema(item[0], item[1], item[2], where)
-    raise OptionError(f"{where}: a list item is a callable, (callable, 'description'), 'name', "
-                      f"('name', 'description'), ('name', 'description', schema) or a tool "
-                      f"definition (OpenAI's, Anthropic's or MCP's dict, the mcp SDK's Tool, "
-                      f"another SDK's model as .model_dump(by_alias=True), or "
-                      f"openprogram.tool(definition, fn) to run a function); use the dict form "
-                      f"for value options")
-
-
-def _head(value: Any, n: int = 60) -> str:
-    """The first `n` characters of `value`'s repr, for the name of a list-form entry, written
-    only as far as they go (a tool of 50,000 properties has a repr of megabytes, and every
-    entry of a list is named so)."""
-    out: list[str] = []
-    size = 0
-
-    def put(text: str) -> bool:
-        nonlocal size
-        out.append(text)
-        size += len(text)
-        return size >= n
-
-    def walk(v: Any) -> bool:   # True once n characters are written
-        t = type(v)
-        if t is dict or t is list or t is tuple:
-            opening, closing = {dict: "{}", list: "[]", tuple: "()"}[t]
-            if put(opening):
-                return True
-            for i, x in enumerate(v.items() if t is dict else v):
-                if (i and put(", ")) or (t is dict and (walk(x[0]) or put(": ")))\
-                        or walk(x[1] if t is dict else x):
-                    return True
-            return put("," + closing if t is tuple and len(v) == 1 else closing)
-        return put(repr(v[:n + 1]) if t is str else safe_repr(v)[:n + 1])
-    walk(value)
-    return "".join(out)[:n]
-
-
-def build_option(name: str | None, handler: Any, position: int | None) -> Option:
-    if isinstance(handler, WithExamples):
-        inner = build_option(name, handler.handler, position)
-        return inner.with_examples(handler.examples, f"with_examples() on option "
-                                                     f"{inner.name!r} in the option set",
-                                   replace=False)
-    if name is None:
-        return _list_option(handler, f"option #{position} ({_head(handler)})")
-    return _dict_option(name, handler, f"option {name!r}")
-
-
-def check_context(menu: Sequence[Option], context: dict[str, Any] | None) -> None:
-    """Fail before any model call when a hidden parameter without a default has no value."""
-    if context is not None and not isinstance(context, dict):
-        raise UsageError(f"context= must be a dict, got {type(context).__name__}")
-    pairs = menu.hidden if isinstance(menu, Menu) else [(o, _hidden(o)) for o in menu]
-    for o, hidden in pairs:
-        if hidden:
-            check_hidden(f"option {o.name!r}", hidden, context)
-
-
-def check_hidden(where: str, params: list[Param], context: dict | None) -> None:
-    """Fail when one of `params` is hidden, has no default and has no value in `context`."""
-    for p in params:
-        if p.source == "context" and p.required and p.name not in (context or {}):
-            raise OptionError(
-                f"{where}: hidden parameter {p.name!r} has no default and is not in context; "
-                f"pass context={{{p.name!r}: ...}} or give it a default")

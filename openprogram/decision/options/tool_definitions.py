@@ -26,14 +26,9 @@ from ..schema.fields import MISSING, Field, Param, user_stacklevel
 from ..schema.reader import WRITTEN_FORMAT_EXAMPLES, SchemaDoc, UserType
 from ..schema.type_table import python_type
 from ..schema.validator import FORMATS, compile_schema, merge_all_of
-from .kinds import (
-    Option,
-    call_function,
-    redescribe,
-    register_list_reader,
-    register_option_kind,
-    schema_pick,
-)
+from .entries import register_list_reader
+from .examples import redescribe
+from .kinds import Option, call_function, register_option_kind, schema_pick
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated

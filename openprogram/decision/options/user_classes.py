@@ -33,7 +33,8 @@ from ..schema.fields import (
 from ..schema.reader import SchemaDoc, UserType
 from ..schema.reply_values import check_json_value, describe_value
 from . import sources
-from .kinds import Option, redescribe, register_option_kind
+from .examples import redescribe
+from .kinds import Option, register_option_kind
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated

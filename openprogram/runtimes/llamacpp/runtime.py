@@ -50,15 +50,16 @@ n_gpu_layers) and shared by every runtime that asks for it. A llama.cpp context 
 thread-safe, so calls on one loaded model take turns (a lock): `evaluate(..., concurrency=8)`
 works, the decisions simply queue for the model. `import openprogram` and `openprogram.runtimes`
 import neither package; `llama_cpp` is imported when a runtime is created. It is long because a
-generation is one loop — the prompt laid out and read, tokens drawn under the grammar, the
-characters the schema fixes written, stops and the deadline checked — whose steps share the loaded
-model's state; model files, the grammar and the exact distribution are the package's other modules.
+generation is one loop — the prompt read, tokens drawn under the grammar, the characters the
+schema fixes written, stops and the deadline checked — whose steps share the loaded model's state;
+the pieces that loop calls are the package's other modules: the conversation's layout (`layout`),
+the sampler and the stop checks (`sampling`), model files and loaded models (`models`), the
+grammar (`grammar`) and the exact distribution (`confidence`).
 """
 from __future__ import annotations
 
 import asyncio
 import codecs
-import ctypes
 import json
 import os
 import random
@@ -68,9 +69,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ...decision.extract import find_action
-from ...runtime.runtime import ModelCallError, ModelResponse, Runtime, blocks_text, to_blocks
-from .confidence import CONFIDENCE_TOLERANCE, _NameOdds, tree_sequences
+from ...runtime.runtime import ModelCallError, ModelResponse, Runtime
+from .confidence import CONFIDENCE_TOLERANCE, _NameOdds
 from .grammar import (
     ARRAY_MAX_ITEMS,
     SCHEMA_FORMS,
@@ -81,85 +81,28 @@ from .grammar import (
     decision_grammar,
     schema_brief,
 )
+from .layout import LAYOUTS, _chat_message, _menu_first
 from .models import (
     _INSTALL,
     MIN_PREFIX_TOKENS,
     _check_gguf,
     _common,
     _default_ctx,
+    _load,
     _Loaded,
     bundled_model_path,
     machine_settings,
-    weights_off_amx,
 )
-
-#: How a decision's conversation is laid out for the model (`layout=`).
-LAYOUTS = {
-    "menu_first": "the menu in a system message first, the request last (the shared prefix "
-                  "is read once per evaluation)",
-    "as_sent": "as the decision sent it: the request, then the menu, in one user message",
-}
-_loaded: dict[tuple, _Loaded] = {}
-_loading = threading.Lock()
-
-
-def _close_all() -> None:
-    """Free the shared models while the interpreter still works: left to Llama.__del__ at
-    shutdown, llama-cpp-python's own cleanup runs after its modules are gone and prints a
-    TypeError ("Exception ignored in Llama.__del__") on every exit."""
-    for model in list(_loaded.values()):
-        try:
-            model.llama.close()
-        except Exception:
-            pass
-    _loaded.clear()
-
-
-def _load(key: tuple) -> _Loaded:
-    with _loading:
-        model = _loaded.get(key)
-        if model is None:
-            import llama_cpp
-            path, n_ctx, n_threads, n_batch, n_gpu_layers = key
-            try:
-                # The prompt is read with as many threads as the reply is written: llama.cpp's
-                # own default for the prompt is every core, and its threads spin while they
-                # wait for each other, which on a busy machine made reading a prompt ~5x
-                # slower than with one thread (measured here on 2 shared cores).
-                # (the sequences in which `confidence=` keeps the memory of the names' branches)
-                # Flash attention: a token's attention then adds up only the cells of its own
-                # sequence, in their order, so what the model computes for a branch of the
-                # names does not depend on the other branches' cells between them (without
-                # it a logit moved by up to 0.54 with them; see confidence.TREE_SEQUENCES).
-                with tree_sequences(), weights_off_amx():
-                    llama = llama_cpp.Llama(model_path=path, n_ctx=n_ctx, n_threads=n_threads,
-                                            n_threads_batch=n_threads, n_batch=n_batch,
-                                            n_ubatch=n_batch, n_gpu_layers=n_gpu_layers,
-                                            flash_attn=True, verbose=False)
-            except (ValueError, RuntimeError, OSError) as exc:
-                raise ValueError(f"llama.cpp could not load the model file {path!r} ({exc}). "
-                                 f"Is it a whole GGUF file of an architecture this "
-                                 f"llama-cpp-python knows (pip install -U llama-cpp-python "
-                                 f"for newer ones), and is there memory for n_ctx={n_ctx}?"
-                                 ) from None
-            if not _loaded:
-                import atexit
-                atexit.register(_close_all)
-            model = _loaded[key] = _Loaded(llama)
-            LlamaCppRuntime.loads += 1
-        return model
-
-
-# What a request may set besides the runtime's own settings: llama.cpp's sampling parameters
-# (as llama-cpp-python's `create_chat_completion` names them), stop texts, and logit changes.
-_SAMPLING = {"top_p": "top_p", "top_k": "top_k", "min_p": "min_p", "typical_p": "typical_p",
-             "repeat_penalty": "repeat_penalty", "frequency_penalty": "frequency_penalty",
-             "presence_penalty": "presence_penalty", "tfs_z": "tfs_z",
-             "mirostat_mode": "mirostat_mode", "mirostat_tau": "mirostat_tau",
-             "mirostat_eta": "mirostat_eta"}
-
-
-_OPTIONS = set(_SAMPLING) | {"stop", "logit_bias", "logits_processor"}
+from .sampling import (
+    _OPTIONS,
+    _SAMPLING,
+    _as_list,
+    _document_closed,
+    _first_stop,
+    _menu_pick_closed,
+    _processors,
+    _Sampler,
+)
 
 
 class LlamaCppRuntime(Runtime):
@@ -284,7 +227,8 @@ class LlamaCppRuntime(Runtime):
         self.request_options = request_options
         model = path.name[:-len(".gguf")] if path.name.lower().endswith(".gguf") else path.name
         super().__init__(model=model, name=name or model)
-        self._model = _load((self.model_path, n_ctx, n_threads, n_batch, n_gpu_layers))
+        self._model = _load((self.model_path, n_ctx, n_threads, n_batch, n_gpu_layers),
+                            _count_load)
         self._grammars: dict[str, Any] = {}
         self._grammar_lock = threading.Lock()
         self._seeds = random.Random()
@@ -348,7 +292,7 @@ class LlamaCppRuntime(Runtime):
         if self.stop_at_pick:
             picked = _document_closed if grammar is not None else _menu_pick_closed
         model = self._model
-        self._acquire(model.lock, deadline, cancel, timeout)
+        model.acquire(self.model, deadline, cancel, timeout)
         try:
             return self._run(model, request, grammar, shared, picked, on_text, deadline,
                              timeout, cancel, t0, odds)
@@ -623,26 +567,6 @@ class LlamaCppRuntime(Runtime):
         return made
 
     # -- failures -----------------------------------------------------------------------------
-    def _acquire(self, lock: threading.Lock, deadline: float | None,
-                 cancel: threading.Event | None, timeout: float | None) -> None:
-        """Wait for the model, which serves one call at a time, no longer than the deadline."""
-        while True:
-            wait = 0.1 if cancel is not None else -1
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise ModelCallError(
-                        f"the local model {self.model!r} was busy with other calls for the "
-                        f"whole {timeout:.3g}s left of the decision's timeout_s (one loaded "
-                        f"model answers one call at a time); lower evaluate's concurrency or "
-                        f"raise timeout_s", kind="timeout")
-                wait = left if wait < 0 else min(wait, left)
-            if lock.acquire(timeout=wait):
-                return
-            if cancel is not None and cancel.is_set():
-                raise ModelCallError("the call was cancelled while waiting for the model",
-                                     kind="model_error")
-
     def _timeout(self, timeout: float, partial: str, tokens: int) -> ModelCallError:
         return ModelCallError(
             f"the local model {self.model!r} did not finish its reply within {timeout:.3g}s "
@@ -659,38 +583,10 @@ class LlamaCppRuntime(Runtime):
             f"descriptions.", kind="model_error")
 
 
-def _menu_first(chat: list[dict], menu: str) -> tuple[str, list[dict]] | None:
-    """A decision's chat with its menu (the text the decision says it put into the prompt,
-    `menu=`) taken out of its one user message: (the menu and what follows it, the chat with the
-    request alone); None when the chat is not of that shape (then it goes as sent)."""
-    users = [i for i, m in enumerate(chat) if m["role"] == "user"]
-    if len(users) != 1 or any(m["role"] == "system" for m in chat):
-        return None
-    i = users[0]
-    text = chat[i]["content"]
-    at = text.rfind("\n\n" + menu) if menu else -1
-    if at < 0:
-        return None
-    rest = [*chat[:i], {"role": "user", "content": text[:at]}, *chat[i + 1:]]
-    return text[at + 2:], rest
-
-
-def _chat_message(m: dict) -> dict:
-    """One message of the core's conversation as a chat-template message (text only)."""
-    role = m.get("role")
-    if role in ("user", "system"):
-        blocks = to_blocks(m.get("content", ""))
-        other = [b.get("type") for b in blocks if b.get("type") != "text"]
-        if other:
-            raise ModelCallError(f"a content block of type {other[0]!r} cannot be sent to "
-                                 f"a llama.cpp text model; send text blocks",
-                                 kind="model_error")
-        return {"role": role, "content": blocks_text(blocks)}
-    if role == "assistant":
-        return {"role": "assistant", "content": m.get("content") or ""}
-    raise ModelCallError(f"a message with role {role!r} cannot be sent to LlamaCppRuntime (it "
-                         f"makes no native tool calls); the roles are user, assistant and "
-                         f"system", kind="model_error")
+def _count_load() -> None:
+    # models.py loads the model but imports nothing of this module, so it reports each load
+    # here; the count stays on the class, where the tests and bench_local.py read it
+    LlamaCppRuntime.loads += 1
 
 
 def _next_ctx(n: int) -> int:
@@ -702,190 +598,3 @@ def _next_ctx(n: int) -> int:
 
 def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 4)
-
-
-def _menu_pick_closed(text: str) -> bool:
-    """Menu mode: the reply holds one complete JSON object with a call key, found by the
-    extractor's own rules (what the decision will read)."""
-    return find_action(text).action is not None
-
-
-def _document_closed(text: str) -> bool:
-    """json_schema mode: the reply is one whole JSON document (the mode reads it so)."""
-    try:
-        return isinstance(json.loads(text), dict)
-    except (ValueError, RecursionError):
-        return False
-
-
-class _Sampler:
-    """How a generation draws its tokens: the chain of llama-cpp-python's sampling settings
-    (`Llama._init_sampler`, without a grammar), and under a grammar the grammar too.
-
-    Grammar last (as llama.cpp's own `common` sampler does): the token is drawn from the
-    model's logits by the chain, then only that token is checked against the grammar; when it
-    does not fit, the grammar filters the whole vocabulary and the chain draws again from what
-    is left. The two-step draw gives each allowed token the probability a grammar-first draw
-    gives it (the chance of a fitting first draw plus the chance of a redraw, times its share of
-    what fits). Grammar first (`last=False`, as llama-cpp-python's chain does) filters all
-    49,152 tokens at every step: measured at 4 of the 11 ms a written token costs the bundled
-    model; most tokens of a pick fit at once (`redraws` counts those that did not).
-
-    `forced()` is what the grammar allows next when it allows one thing only: the characters
-    of a decision the schema fixes (see `decision_grammar(compact=True)`). The runtime writes
-    them itself and gives them to the model in one batch with the token before, rather than
-    drawing them one at a time — a batch of tokens is read several times faster than as many
-    are written. They are found by offering the grammar every one-byte token: when exactly one
-    fits (and it is ASCII, so never half a character) that byte is next whatever the model
-    writes."""
-
-    def __init__(self, llama: Any, chain: Any, grammar: Any = None, last: bool = True,
-                 probe: Any = None):
-        import llama_cpp
-        from llama_cpp import _internals
-        self.chain = chain  # an _internals.LlamaSampler without the grammar
-        self.last = last
-        self.redraws = 0
-        self.grammar = self.probe = None
-        if grammar is None:
-            return  # the chain draws alone (`sample`)
-        self.grammar = llama_cpp.llama_sampler_init_grammar(
-            llama._model.vocab, grammar._grammar.encode("utf-8"), grammar._root.encode("utf-8"))
-        if not self.grammar:   # llama.cpp could not parse it: it would draw with none, unsaid
-            raise ModelCallError(
-                "llama.cpp could not read the grammar made from the option set's JSON Schema "
-                "(it printed why above), and would have written with no grammar at all; use "
-                "mode='menu' for this option set, and report the option names it has",
-                kind="model_error")
-        self.n_vocab = llama.n_vocab()
-        self.all = _internals.LlamaTokenDataArray(n_vocab=self.n_vocab)
-        self.one_data = (llama_cpp.llama_token_data * 1)()
-        self.one = llama_cpp.llama_token_data_array(
-            data=ctypes.cast(self.one_data, llama_cpp.llama_token_data_p), size=1, selected=-1,
-            sorted=False)
-        self.probe = probe
-        if probe is not None:
-            self.probe_ids, self.probe_bytes = probe
-            self.offered = _internals.LlamaTokenDataArray(n_vocab=len(self.probe_ids))
-
-    def _draw(self, ctx: Any, idx: int, with_grammar: bool) -> int:
-        import llama_cpp
-        import numpy as np
-        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx.ctx, idx),
-                                       shape=(self.n_vocab,))
-        self.all.copy_logits(logits)
-        self.all.candidates.selected = -1
-        cur = ctypes.byref(self.all.candidates)
-        if with_grammar:
-            llama_cpp.llama_sampler_apply(self.grammar, cur)
-        llama_cpp.llama_sampler_apply(self.chain.sampler, cur)
-        return int(self.all.candidates_data.id[self.all.candidates.selected])
-
-    def _fits(self, token: int) -> bool:
-        import llama_cpp
-        self.one_data[0].id, self.one_data[0].logit, self.one_data[0].p = token, 0.0, 0.0
-        self.one.size, self.one.selected = 1, -1
-        llama_cpp.llama_sampler_apply(self.grammar, ctypes.byref(self.one))
-        return self.one_data[0].logit != float("-inf")
-
-    def sample(self, ctx: Any, idx: int = -1) -> int:
-        import llama_cpp
-        if self.grammar is None:
-            return self.chain.sample(ctx, idx)  # draws and accepts
-        token = self._draw(ctx, idx, with_grammar=not self.last)
-        if self.last and not self._fits(token):
-            self.redraws += 1
-            token = self._draw(ctx, idx, with_grammar=True)
-        llama_cpp.llama_sampler_accept(self.grammar, token)
-        llama_cpp.llama_sampler_accept(self.chain.sampler, token)
-        return token
-
-    def forced(self, limit: int) -> bytes:
-        """Up to `limit` bytes the grammar allows alone, one after another. Found on a copy
-        of the grammar: the grammar itself takes only the tokens the model is given (`take`),
-        which may be fewer."""
-        return self.forced_from(self.grammar, limit)
-
-    def forced_from(self, grammar: Any, limit: int) -> bytes:
-        """`forced` from another state of the grammar (`_NameOdds` follows a name's branches
-        on copies of it); `grammar` itself is left as it is."""
-        import llama_cpp
-        if self.probe is None or self._alone(grammar) is None:
-            return b""  # the usual case, settled without copying the grammar
-        copy = llama_cpp.llama_sampler_clone(grammar)
-        out = bytearray()
-        try:
-            while len(out) < limit:
-                alone = self._alone(copy)
-                if alone is None:
-                    break
-                token, byte = alone
-                llama_cpp.llama_sampler_accept(copy, token)
-                out.append(byte)
-        finally:
-            llama_cpp.llama_sampler_free(copy)
-        return bytes(out)
-
-    def _alone(self, grammar: Any) -> tuple[int, int] | None:
-        """The (token, byte) of the one one-byte token `grammar` allows next, when it allows
-        one only and that byte is ASCII (never half a character, never the end of the text)."""
-        import llama_cpp
-        import numpy as np
-        data, arr = self.offered.candidates_data, self.offered.candidates
-        data.id[:] = self.probe_ids
-        data.logit[:] = 0.0
-        arr.size, arr.selected, arr.sorted = len(self.probe_ids), -1, False
-        llama_cpp.llama_sampler_apply(grammar, ctypes.byref(arr))
-        fit = np.flatnonzero(data.logit != -np.inf)
-        if len(fit) != 1 or not 0 <= self.probe_bytes[fit[0]] < 0x80:
-            return None
-        return int(self.probe_ids[fit[0]]), int(self.probe_bytes[fit[0]])
-
-    def take(self, tokens: list[int]) -> None:
-        """The tokens of forced text, into the grammar and the chain (whose repetition
-        penalties count them), as if the model had drawn them."""
-        import llama_cpp
-        for token in tokens:
-            llama_cpp.llama_sampler_accept(self.grammar, token)
-            llama_cpp.llama_sampler_accept(self.chain.sampler, token)
-
-    def close(self) -> None:
-        import llama_cpp
-        if self.grammar is not None:
-            llama_cpp.llama_sampler_free(self.grammar)
-            self.grammar = None
-        self.chain.close()
-
-
-def _as_list(stop: Any) -> list[str]:
-    return [stop] if isinstance(stop, str) else list(stop or [])
-
-
-def _first_stop(text: str, stops: list[str], since: int) -> int | None:
-    """Where the first stop text in `text` begins, looking only where a new piece could have
-    completed one."""
-    found = [at for s in stops if (at := text.find(s, max(since, 0))) >= 0]
-    return min(found) if found else None
-
-
-def _processors(processors: Any, logit_bias: dict | None) -> Any:
-    """The caller's logits processors and `logit_bias` as one more; None when there are
-    neither (a processor is a Python call over the whole vocabulary for every token)."""
-    extra = [_Bias(logit_bias)] if logit_bias else []
-    if not processors and not extra:
-        return None
-    from llama_cpp import LogitsProcessorList
-    return LogitsProcessorList([*(processors or []), *extra])
-
-
-class _Bias:
-    """`logit_bias={token id: bias}` as a logits processor."""
-
-    def __init__(self, bias: dict):
-        self.ids = [int(k) for k in bias]
-        self.values = [float(v) for v in bias.values()]
-
-    def __call__(self, input_ids, scores):
-        scores = scores.copy()
-        scores[self.ids] += self.values
-        return scores
