@@ -9,9 +9,9 @@ reported as stopped there.
 
 Run: .venv/bin/python benchmarks/bench_extract.py   (about half a minute on 2 shared cores)
      .venv/bin/python benchmarks/bench_extract.py --repair-against REV   (the 2 KB repair only,
-     timed in turns with repair.py as it is at git revision REV, e.g. main: the ratio shows a
+     timed in turns with repair_syntax as it is at git revision REV, e.g. main: the ratio shows a
      change to the repair on a shared machine whose speed moves from one run to the next)
-Then the repair (repair=, repair.py) on 1 MB replies only it reads, against json.loads of the
+Then the repair (repair=, decision/repair/) on 1 MB replies only it reads, against json.loads of the
 same pick written correctly (target of issue 39: <= 10x), and on a 2 KB reply (<= 20 us).
 Prints figures; asserts only that each reply gives the pick it was built to give.
 """
@@ -249,7 +249,7 @@ def main() -> None:
 
 
 def repair_shapes() -> list[tuple[str, str, str | None]]:
-    """Replies of about 1 MB that only the repair (repair=, repair.py) reads: a pick written
+    """Replies of about 1 MB that only the repair (repair=, decision/repair/) reads: a pick written
     sloppily (with the same pick written correctly, for json.loads alone), and hostile texts,
     read as cut at the token limit (the repair's widest reading)."""
     n = SIZE
@@ -271,17 +271,26 @@ def repair_shapes() -> list[tuple[str, str, str | None]]:
 
 
 def repair_at(rev: str):
-    """repair_syntax of openprogram/decision/repair.py as it is at git revision `rev`, loaded
-    beside the current one (as a module of the same package, so its imports resolve)."""
+    """repair_syntax as it is at git revision `rev`, loaded beside the current one (as a module
+    of the package it was in, so its imports resolve): from decision/repair/syntax.py, or from
+    decision/repair.py at a revision before the repair became a package."""
     import subprocess
     import types
     root = Path(__file__).resolve().parent.parent
-    src = subprocess.run(["git", "-C", str(root), "show", f"{rev}:openprogram/decision/repair.py"],
-                         capture_output=True, text=True, check=True).stdout
-    mod = types.ModuleType("openprogram.decision._repair_at_rev")
-    mod.__package__ = "openprogram.decision"
+    for path, package in (("openprogram/decision/repair/syntax.py", "openprogram.decision.repair"),
+                          ("openprogram/decision/repair.py", "openprogram.decision")):
+        got = subprocess.run(["git", "-C", str(root), "show", f"{rev}:{path}"],
+                             capture_output=True, text=True)
+        if got.returncode == 0:
+            found = (path, package, got.stdout)
+            break
+    else:
+        raise SystemExit(f"no repair_syntax at {rev}: {got.stderr.strip()}")
+    path, package, src = found
+    mod = types.ModuleType(f"{package}._repair_at_rev")
+    mod.__package__ = package
     sys.modules[mod.__name__] = mod
-    exec(compile(src, f"{rev}:openprogram/decision/repair.py", "exec"), mod.__dict__)
+    exec(compile(src, f"{rev}:{path}", "exec"), mod.__dict__)
     return mod.repair_syntax
 
 

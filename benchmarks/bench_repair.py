@@ -30,6 +30,7 @@ from pathlib import Path
 
 from openprogram import DecisionError, decision
 from openprogram.decision import repair as R
+from openprogram.decision.repair import syntax as S
 from openprogram.runtimes import LlamaCppRuntime
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "local"))
@@ -184,7 +185,7 @@ def repair_cost() -> list[str]:
     t_rep = per_call(R.repair_syntax, reply, 2.0)
     assert R.repair_syntax(reply) is None
     lines.append(f"  {len(reply):>9,} chars (thousands of slips): given up after "
-                 f"{R._MAX_REPAIRS:,} repairs in {t_rep * 1e3:8.1f} ms, json.loads of the "
+                 f"{S._MAX_REPAIRS:,} repairs in {t_rep * 1e3:8.1f} ms, json.loads of the "
                  f"valid text {t_json * 1e3:6.1f} ms")
     long_string = "{'call': 'open_ticket', 'args': {'summary': '" + "y" * 1_000_000 + "'}}"
     valid = long_string.replace("'", '"')

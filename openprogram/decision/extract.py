@@ -16,10 +16,9 @@ in place, until the first failure) run in a tight loop of their own, and a reply
 anywhere is answered without decoding anything. The pick comes back with the option's name under
 `call` whichever alias named it (the original project's `_normalize_action`); `candidates` lists
 the objects the same search counts (the step-through outlines them, so what it shows is what
-was searched); `value_span` finds, after a failure, where the value an error path names sits in
-the raw reply. It is long for one
-concept: the search and its guards against hostile replies belong together, since each guard is
-only correct beside the step it bounds.
+was searched). Where a value sits in the raw reply after a failure (`value_span`) is found off
+this search, in repair/spans.py. It is long for one concept: the search and its guards against
+hostile replies belong together, since each guard is only correct beside the step it bounds.
 """
 from __future__ import annotations
 
@@ -29,11 +28,6 @@ from collections import deque
 from dataclasses import dataclass
 
 from ..base.errors import UsageError
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
-    from collections.abc import Sequence
-    from typing import Any
 
 #: Accepted names of the key that names the option, by precedence.
 CALL_KEYS = ("call", "action", "function", "tool")
@@ -56,7 +50,6 @@ _TOO_DEEP = "it is nested deeper than the JSON decoder allows"
 _DEEP_LEVELS = re.compile(rf"(?:({_LEVEL})){{1,{_DEEP_STEP}}}")
 _DEEP_BRACKETS = re.compile(rf"(?:[^{{\[]*+[{{\[]){{1,{_DEEP_STEP}}}+")
 _NOT_JSON = re.compile(r"[0-9]{1000,}|-?Infinity|NaN")
-_PATH_PART = re.compile(r"\.?([^.\[\]]+)|\[([0-9]+)\]")
 _NO_KEY = ('the reply holds no JSON object with a "call" key (nor "action", "function" or '
            '"tool")')
 # Text is compared, and decoded after the first try, in slices of at most these many characters,
@@ -90,14 +83,15 @@ class Extraction:
 _NOT_A_PICK = frozenset(CALL_KEYS).isdisjoint  # (a dict) has none of the call keys
 
 
-def _call_key(obj: dict) -> str | None:
+def call_key(obj: dict) -> str | None:
+    """The key `obj` names its option under (the first of `CALL_KEYS` it has), or None."""
     for k in CALL_KEYS:
         if k in obj:
             return k
     return None
 
 
-def _normalize(obj: dict, key: str) -> dict:
+def normalize_action(obj: dict, key: str) -> dict:
     """The pick with the option's name under "call" (the original project's _normalize_action)."""
     if key == "call":
         return obj
@@ -187,7 +181,7 @@ def _held(obj) -> tuple[int, tuple]:
     while stack:
         path, value = stack.pop()
         if isinstance(value, dict):
-            if path and _call_key(value):
+            if path and call_key(value):
                 count, last = count + 1, path
                 continue
             items = list(value.items())
@@ -228,8 +222,8 @@ def candidates(text: str, most: int = 50) -> tuple[list[tuple[int, int, str, obj
     for start, end, obj, path in kept:
         for k in path:
             obj = obj[k]
-        span = _path_span(text, start, path) if path else (start, end)
-        key = _call_key(obj)
+        span = path_span(text, start, path) if path else (start, end)
+        key = call_key(obj)
         if span is not None and key is not None:
             out.append((span[0], span[1], key, obj[key]))
     return out, total
@@ -554,12 +548,12 @@ def _result(text: str, count: int, last, failed, require_key: bool) -> Extractio
     start, end, obj, path = last
     for k in path:
         obj = obj[k]
-    span = _path_span(text, start, path) if path else (start, end)
+    span = path_span(text, start, path) if path else (start, end)
     found_in = "fence" if text.count("```", 0, span[0]) % 2 == 1 else "text"
-    key = _call_key(obj)
+    key = call_key(obj)
     if not require_key:  # a response format's object, as written
         return Extraction(obj, key, found_in, count, span=span)
-    return Extraction(_normalize(obj, key), key, found_in, count, span=span)
+    return Extraction(normalize_action(obj, key), key, found_in, count, span=span)
 
 
 def extract_action(text: str) -> dict | None:
@@ -572,59 +566,8 @@ def extract_action(text: str) -> dict | None:
     return find_action(text).action
 
 
-# -- where a value sits in the raw reply (after a failure, off the search above) -------------------
-
-# The syntax repairs (repair.py's "safe" kinds), each undone in place by `_as_read`.
-_SYNTAX_KINDS = ("trailing_comma", "comment", "python_literal", "single_quotes", "unquoted_key",
-                 "closed_truncation")
-_LITERALS = {"True": "true", "False": "false", "None": "null"}
-
-
-def _as_read(text: str, repairs: Sequence[Any]) -> str | None:
-    """`text` as the syntax repair read it, every character at its offset in the raw reply:
-    a trailing comma or a comment becomes spaces, Python's literal JSON's (the same length), a
-    single-quoted string a double-quoted one of the same length (`_double_quoted`), and the
-    brackets a cut-off reply was closed with are appended. None when that cannot be done in
-    place (a key without quotes needs two more characters): the value is then not marked."""
-    out, at, tail = [], 0, ""
-    for r in sorted((r for r in repairs if getattr(r, "span", None) is not None
-                     and r.kind in _SYNTAX_KINDS), key=lambda r: r.span[0]):
-        a, b = r.span
-        if r.kind == "closed_truncation":
-            tail = r.after
-            continue
-        if a < at or r.kind == "unquoted_key":
-            return None
-        raw = text[a:b]
-        if r.kind in ("trailing_comma", "comment"):
-            piece: str | None = " " * len(raw)
-        elif r.kind == "python_literal":
-            piece = _LITERALS.get(raw)
-        else:
-            piece = _double_quoted(raw)
-        if piece is None:
-            return None
-        out += (text[at:a], piece)
-        at = b
-    out += (text[at:], tail)
-    return "".join(out)
-
-
-def _double_quoted(raw: str) -> str | None:
-    """A single-quoted string as a JSON string of the same length: its `\\'` written `\\"`, a
-    bare `"` in it as `'`. Only where the value is found matters, not what it says."""
-    if len(raw) < 2 or raw[0] != "'" or raw[-1] != "'":
-        return None
-    body, out, i = raw[1:-1], [], 0
-    while i < len(body):
-        c = body[i]
-        if c == "\\" and i + 1 < len(body):
-            out.append('\\"' if body[i + 1] == "'" else body[i:i + 2])
-            i += 2
-            continue
-        out.append("'" if c == '"' else c)
-        i += 1
-    return '"' + "".join(out) + '"'
+# -- where a value sits inside an object: a nested pick's span here, a failed value's in
+# repair/spans.py (`value_span`), which walks the object with these
 
 
 def _skip_ws(text: str, i: int) -> int:
@@ -633,7 +576,7 @@ def _skip_ws(text: str, i: int) -> int:
 
 def _value_at(text: str, i: int) -> tuple[object, int]:
     """The C scanner's `(value, end)` at i, its "no value here" (StopIteration) as ValueError:
-    a StopIteration raised inside a generator (`_children`) would leave it as Python's bare
+    a StopIteration raised inside a generator (`members`) would leave it as Python's bare
     `RuntimeError: generator raised StopIteration` (PEP 479). A reply the syntax repair read
     is not JSON as written, so the scanner can fail anywhere in it."""
     try:
@@ -642,7 +585,7 @@ def _value_at(text: str, i: int) -> tuple[object, int]:
         raise ValueError(f"no JSON value at character {stop.value}") from None
 
 
-def _children(text: str, o: int):
+def members(text: str, o: int):
     """(key, value start, value end) of each member of the object at o, or (index, start, end)
     of each element of the array at o."""
     is_object = text.startswith("{", o)
@@ -662,66 +605,22 @@ def _children(text: str, o: int):
         i = _skip_ws(text, i + 1)
 
 
-def _child(text: str, o: int, key) -> tuple[int, int] | None:
+def member_span(text: str, o: int, key) -> tuple[int, int] | None:
     """Where the value at `key` (a member name, or an index) of the container at o sits."""
     if not text.startswith("{" if isinstance(key, str) else "[", o):
         return None
     found = None
-    for k, start, end in _children(text, o):
+    for k, start, end in members(text, o):
         if k == key:
             found = (start, end)  # a repeated key: the decoder keeps the last one
     return found
 
 
-def _path_span(text: str, start: int, path) -> tuple[int, int] | None:
+def path_span(text: str, start: int, path) -> tuple[int, int] | None:
     """Follow member names and indices from the value at start."""
     span = (start, None)
     for step in path:
-        span = _child(text, span[0], step)
+        span = member_span(text, span[0], step)
         if span is None:
             return None
     return span if span[1] is not None else (start, _scan(text, start)[1])
-
-
-def value_span(text: str, span: tuple[int, int], path: str,
-               repairs: Sequence[Any] = ()) -> tuple[int, int] | None:
-    """Where the value an error path names sits in the raw reply: [start, end) character offsets
-    into `text`, for the object at `span` (an `Extraction.span`). The path is as the checks
-    write it: `call` (the option's name, under whichever alias the model used), `args.x`,
-    `args.items[0].qty`, `response.age` (for a response format). `args.` paths also find a field
-    written flat beside the call key (`{"call": "x", "qty": 1}`). None when the path leads to
-    no value there (a missing field). Reads only that object; meant for after a failure.
-    `repairs`: the syntax repairs the pick was read with (`Repair` records), so the path is
-    followed through the pick as the repair read it (`_as_read`)."""
-    if any(getattr(r, "kind", None) in _SYNTAX_KINDS for r in repairs):
-        read = _as_read(text, repairs)
-        if read is None:
-            return None
-        text = read
-    start = span[0]
-    if not text.startswith("{", start):
-        return None
-    parts = [int(m.group(2)) if m.group(2) is not None else m.group(1)
-             for m in _PATH_PART.finditer(path)]
-    if not parts:
-        return None
-    try:
-        head = parts[0]
-        if head in CALL_KEYS:  # the name, under whichever alias the object has (by precedence)
-            names = {k: (v, end) for k, v, end in _children(text, start) if k in CALL_KEYS}
-            key = next((k for k in CALL_KEYS if k in names), None)
-            return names[key] if key and len(parts) == 1 else None
-        rest = parts[1:]
-        if head == "response":
-            at = start
-        elif head == "args":
-            inner = _child(text, start, "args")
-            if inner is None and not rest:
-                return None
-            # No "args" member: the fields sit beside the call key (the flat form).
-            at = inner[0] if inner is not None else start
-        else:
-            at, rest = start, parts
-        return _path_span(text, at, rest)
-    except (ValueError, StopIteration, RecursionError, IndexError):
-        return None

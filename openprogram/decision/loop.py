@@ -51,7 +51,7 @@ from ..trace.records import Attempt, Pick, Reask, new_attempt, replace
 from . import repair as _repair
 from .confidence import NO_CONFIDENCE, check_threshold
 from .conformal import PickSetPolicy, check_on
-from .extract import extract_action, value_span
+from .extract import extract_action
 from .modes import MenuMode, Mode
 from .options import (
     Menu,
@@ -120,7 +120,7 @@ def reask_prompt(request: str, reply: Any, err: AttemptError, menu_text: str,
     facts."""
     shown = cut_middle(reply if isinstance(reply, str) else repr(reply), _REASK_REPLY_LIMIT,
                        "\n[... {n} characters left out ...]\n")
-    hint = err.hint  # the fix a repair level above would have made (repair.py)
+    hint = err.hint  # the fix a repair level above would have made (decision/repair/)
     facts = Reask(request=request, reply=shown, kind=err.kind, error=err.message,
                   path=err.path or "", menu=menu_text, attempt=attempt, hint=hint)
     if reask is not None:
@@ -500,7 +500,7 @@ class Decider:
         att = self.cur
         where = None
         if err.path and att.span is not None and isinstance(att.reply, str):
-            where = value_span(att.reply, att.span, err.path, att.repairs)
+            where = _repair.value_span(att.reply, att.span, err.path, att.repairs)
         self._step("attempt_failed", error_kind=err.kind, error_message=err.message,
                    error_path=err.path, error_span=where)
 

@@ -22,9 +22,10 @@ import re
 
 from ..base.errors import ArgumentError, AttemptError
 from ..base.model_protocol import ToolCall
-from .extract import Extraction, find_action, value_span
+from .extract import Extraction, find_action
 from .options import Option
 from .options.examples import example_text
+from .repair import value_span
 from .schema.refs import embed
 
 TYPE_CHECKING = False

@@ -10,7 +10,7 @@ and documentation. An entry point builds one frozen `Settings` from the keywords
 `Decider` take it, an evaluation's rows share it, a `Variant` is settings with some of them
 overridden (`Settings.replace`). Where a setting names a strategy, the checked value is the
 strategy itself, chosen from what the caller wrote: the way of asking (`mode`: a class of
-modes.py), the repair level (`repair`: repair.py), where the probabilities come from (`confidence`:
+modes.py), the repair level (`repair`: repair/), where the probabilities come from (`confidence`:
 confidence.py). An entry point's signature (what `help()` and `inspect.signature` show) and the
 keyword part of its docstring are made from `SETTINGS` too (`takes_settings`), so a new setting is
 one `Setting` here (and the code that reads it): every entry point that takes the decision's

@@ -381,7 +381,7 @@ class EvaluationResult(ConfidenceMetrics):
 
     @property
     def repair_counts(self) -> Any:
-        """How many rows each repair kind saved from a re-ask (repair=, see repair.py): rows
+        """How many rows each repair kind saved from a re-ask (repair=, see decision/repair/): rows
         whose pick was resolved on an attempt that needed that kind of repair, each kind
         counted once per row."""
         pd = require("pandas", "pandas", "the result's .repair_counts")

@@ -236,7 +236,7 @@ EVENT_KINDS = (
     "reply_received",     # the whole reply is in (attempt.reply)
     "tool_call",          # a native tool ran (data["round"] is the frozen ToolRound)
     "extracted",          # the JSON object was found (attempt.extracted), or not
-    "repaired",           # the reply was repaired, not re-asked (attempt.repairs; repair.py)
+    "repaired",           # the reply was repaired, not re-asked (attempt.repairs; decision/repair/)
     "validated",          # the pick and its arguments passed (attempt.chosen, attempt.args)
     "attempt_failed",     # attempt.error_kind / error_message say why
     "resolved",           # data["result"]; trace.result holds it too

@@ -88,7 +88,7 @@ class Attempt:
     low_pick: str | None = None        # the model's pick set aside for low_confidence=
                                        # (p below min)
     cascade: list | None = None        # CascadeRuntime: each runtime asked (pick, p_pick, tokens)
-    repairs: list = field(default_factory=list)  # the Repair records (repair.py) that saved
+    repairs: list = field(default_factory=list)  # the Repair records (decision/repair/) that saved
                                                  # a re-ask
 
     @property

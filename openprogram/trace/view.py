@@ -155,7 +155,7 @@ def repair_marked_html(text: str, repairs: Any, limit: int = MAX_CHARS) -> str:
 
 
 def repairs_html(att: Attempt) -> str:
-    """The repairs that saved the attempt from a re-ask (repair.py), one line each: kind,
+    """The repairs that saved the attempt from a re-ask (decision/repair/), one line each: kind,
     where, before → after; "" when there were none."""
     repairs = getattr(att, "repairs", None)
     if not repairs:

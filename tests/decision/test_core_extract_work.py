@@ -9,7 +9,8 @@ import pytest
 
 from openprogram import DecisionError, decision
 from openprogram.decision import extract
-from openprogram.decision.extract import find_action, value_span
+from openprogram.decision.extract import find_action
+from openprogram.decision.repair import value_span
 from openprogram.runtimes import ScriptedRuntime
 
 

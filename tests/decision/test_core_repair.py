@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from openprogram import DecisionError, decision
 from openprogram.base.model_protocol import ModelResponse, ToolCall
 from openprogram.decision import repair as R
+from openprogram.decision.repair import syntax as S  # the token loop and its limits
 from openprogram.decision.stepthrough import steps
 from openprogram.runtimes import ScriptedRuntime
 
@@ -518,10 +519,10 @@ HOSTILE = {
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_repair_work_is_linear_in_the_reply(name, cut, monkeypatch):
     text = HOSTILE[name]
-    counter = Counting(R._TOKEN)
-    monkeypatch.setattr(R, "_TOKEN", counter)
+    counter = Counting(S._TOKEN)
+    monkeypatch.setattr(S, "_TOKEN", counter)
     R.repair_syntax(text, cut)
-    assert counter.calls <= R._MAX_STARTS * (len(text) + 1)
+    assert counter.calls <= S._MAX_STARTS * (len(text) + 1)
 
 
 def test_thousands_of_repairs_are_bounded():
@@ -556,13 +557,13 @@ def test_a_valid_reply_is_never_changed(args, fence, prose):
 @given(text=st.text(alphabet=st.sampled_from(list("{}[]:,'\"/* \nTrueNoncal_1.-x")),
                     max_size=300))
 def test_any_text_gives_a_pick_or_none_within_the_bound(text):
-    counter = Counting(R._TOKEN)
-    saved, R._TOKEN = R._TOKEN, counter
+    counter = Counting(S._TOKEN)
+    saved, S._TOKEN = S._TOKEN, counter
     try:
         got = R.repair_syntax("{'call': " + text, cut=True)
     finally:
-        R._TOKEN = saved
-    assert counter.calls <= R._MAX_STARTS * (len(text) + 10)
+        S._TOKEN = saved
+    assert counter.calls <= S._MAX_STARTS * (len(text) + 10)
     if got is not None:
         obj, span, repairs = got
         assert isinstance(obj, dict) and repairs
@@ -759,9 +760,9 @@ def _read(text, cut, budget, lane):
     """What the repair makes of `text` with the object lane or with the token loop alone:
     the pick, its span and its repairs; with a budget, `_one_value`'s reading and the budget
     left (or that it failed)."""
-    saved = R._MEMBER
+    saved = S._MEMBER
     if not lane:
-        R._MEMBER = NO_MATCH
+        S._MEMBER = NO_MATCH
     try:
         if budget is None:
             got = R.repair_syntax(text, cut)
@@ -771,12 +772,12 @@ def _read(text, cut, budget, lane):
         if start < 0:
             return None  # cut before the pick
         try:
-            fixed, repairs, end = R._one_value(text, start, left, cut)
-        except R._Fail:
+            fixed, repairs, end = S._one_value(text, start, left, cut)
+        except S._Fail:
             return "failed", left
         return fixed, end, repairs, left  # (kind, path, span, text written) each
     finally:
-        R._MEMBER = saved
+        S._MEMBER = saved
 
 
 QUOTED_TEXT = st.text(alphabet=st.sampled_from(list("ab '\"\\é/{}")), max_size=6)

@@ -24,12 +24,12 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ...decision.extract import CALL_KEYS, find_action, value_span
-from ...decision.repair import repair_syntax
+from ...decision.extract import CALL_KEYS, find_action
+from ...decision.repair import repair_syntax, value_span
 
 __all__ = ["distribution", "tokens_of", "name_at", "MAX_TOKENS"]
 
-# A pick the syntax repair reads starts with its call key (repair.py's `_PICK_START`, which a
+# A pick the syntax repair reads starts with its call key (repair/syntax.py's `_PICK_START`, which a
 # comment may precede): the name's opening quote, whichever quotes the key has.
 _PICK_NAME = re.compile(r"""\{(?:[ \t\r\n]|//[^\n]{0,200}\n|/\*[^*]{0,200}\*/){0,16}"""
                         r"""(?:"|'|)(call|action|function|tool)(?:"|'|)"""
