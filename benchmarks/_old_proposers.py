@@ -69,7 +69,7 @@ def keyword_proposer(name: str, description: str, evidence: dict) -> str | None:
 def ask_model(proposer: Any, counter: list[int]) -> Callable[[str, str, dict], str | None]:
     """A runtime as a proposer: asked through the decision mechanism, with one option whose
     argument is the new description."""
-    from openprogram.decision.loop import make
+    from openprogram.decision.entry import make
 
     def rewrite(description: str) -> str:
         """Use this new description of the option."""

@@ -34,7 +34,7 @@ from .base.errors import (
     WaitTimeout,
 )
 from .base.lazy import lazy_names
-from .decision.loop import amake, make
+from .decision.entry import amake, make
 from .decision.options import Option, register_option_kind
 from .decision.options.examples import with_examples
 from .decision.options.shortlist import Shortlist

@@ -23,18 +23,11 @@ from ..base.lazy import lazy_names
 from ..trace.confidence import Confidence, Samples
 from ..trace.decision_trace import last_trace
 from ..trace.records import Repair
+from .entry import amake, make, parse_args, resolve_decision
 from .extract import extract_action
-from .loop import (
-    DECISION_FINISH_INSTRUCTION,
-    amake,
-    make,
-    parse_args,
-    reask_prompt,
-    render_options,
-    resolve_decision,
-)
 from .options import clear_option_cache
 from .options.lint import lint
+from .reask import DECISION_FINISH_INSTRUCTION, reask_prompt, render_options
 from .rows import Outcome, RowPlan, plan
 
 __all__ = ["make", "amake", "render_options", "extract_action", "parse_args", "resolve_decision",

@@ -1,18 +1,19 @@
 """The decision loop: options → menu → reply → pick → result.
 
-`make(prompt, options)` sends the prompt and the rendered menu in one model call, finds the pick in
-the reply, validates its arguments, re-asks on a bad reply, and resolves the pick into the result
-(rules E1, P1-P8, Z1); its settings (a `Settings`, settings.py) are checked once against the options
-and the runtime into a `Plan`, which an evaluation's rows share. `parse_args` and `resolve_decision`
-are its two halves on their own. The loop talks to the model only through the `ModelCaller`
-protocol, to option kinds only through their methods, and to the strategies its settings name (the
-way of asking, the repair level, the confidence source) only through theirs; each step moves the
-attempt's frozen `Attempt` record forward (a copy once an observer holds it) and emits it, and the
-trace is assembled from those events. Entry points that run a whole turn first (`agent(options=)`,
-`exec(response_format=)`) live one layer up, in runtime/turns.py, and drive the same `Decider`. It
-is long because the `Decider` is one state machine — an attempt sent, its reply read, the pick
-checked, then resolved, repaired or re-asked — whose steps share the attempt being built and the
-trace it changes; splitting them would pass that state between modules.
+`make(prompt, options)` (entry.py) sends the prompt and the rendered menu in one model call, finds
+the pick in the reply, validates its arguments, re-asks on a bad reply (the words: reask.py), and
+resolves the pick into the result (rules E1, P1-P8, Z1); its settings (a `Settings`, settings.py)
+are checked once against the options and the runtime into a `Plan`, which an evaluation's rows
+share. This module is the `Decider` all of them drive. The loop talks to the model only through
+the `ModelCaller` protocol, to option kinds only through their methods, and to the strategies its
+settings name (the way of asking, the repair level, the confidence source) only through theirs;
+each step moves the attempt's frozen `Attempt` record forward (a copy once an observer holds it)
+and emits it, and the trace is assembled from those events. Entry points that run a whole turn
+first (`agent(options=)`, `exec(response_format=)`) live one layer up, in runtime/turns.py, and
+drive the same `Decider`. It is long because the `Decider` is one state machine — an attempt
+sent, its reply read, the pick checked, then resolved, repaired or re-asked — whose steps share
+the attempt being built and the trace it changes; splitting them would pass that state between
+modules.
 """
 from __future__ import annotations
 
@@ -26,113 +27,55 @@ from ..base.errors import (
     DecisionError,
     ModelCallError,
     Retry,
-    UsageError,
     WaitTimeout,
-    explain,
     reply_head,
 )
 from ..base.model_protocol import (
     ModelCaller,
     ModelResponse,
     StageAnswer,
-    check_modes,
-    current_runtime,
-    deadline_after,
-    resolve_runtime,
-    run_sync,
     running_tool,
     settle_value,
 )
 from ..base.run_hooks import current_run
 from ..base.secrets import redact_decoded
-from ..base.text import cut_middle
 from ..trace.decision_trace import DecisionTrace, emit, record
-from ..trace.records import Attempt, Pick, Reask, new_attempt, replace
+from ..trace.records import Attempt, Pick, new_attempt, replace
 from . import repair as _repair
-from .confidence import NO_CONFIDENCE, check_threshold
-from .conformal import PickSetPolicy, check_on
-from .extract import extract_action
+from .confidence import NO_CONFIDENCE
+from .conformal import PickSetPolicy
 from .modes import MenuMode, Mode
 from .options import (
     Menu,
     Option,
-    call_function,
-    check_context,
-    normalize,
     option_infos,
     render_menu,
     safe_key,
 )
-from .options.shortlist import defer_tools, narrow
+from .options.shortlist import defer_tools
+from .reask import DECISION_FINISH_INSTRUCTION, DEFAULT_REASK, reask_prompt, render_options
 from .schema.budget import checking_until
-from .settings import ALL, PARSE, Settings, takes_settings
+from .settings import Settings
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is for annotations here, and they are never evaluated
     from collections.abc import Callable, Sequence
     from typing import Any, NoReturn
 
-    from typing_extensions import Unpack
-
-    from ..base.type_names import Options
     from .extract import Extraction
-    from .settings import Keywords
 
-__all__ = ["make", "amake", "render_options", "extract_action", "parse_args", "resolve_decision",
-           "DECISION_FINISH_INSTRUCTION", "DEFAULT_REASK", "Decider", "reask_prompt", "Plan",
-           "attempt_gate"]
+__all__ = ["Decider", "attempt_gate", "DECISION_FINISH_INSTRUCTION", "DEFAULT_REASK",
+           "reask_prompt", "render_options"]
 
-DECISION_FINISH_INSTRUCTION = (
-    "Do the work the request needs first (reason, call tools). Then finish: end your reply with "
-    "your decision, one JSON object in a ```json fenced block that picks exactly one of the "
-    "options below, written as in its \"Call:\" line. Write nothing after it.")
-
-_REASK_REPLY_LIMIT = 4000
 #: Finish reasons that mean the reply hit the token limit (OpenAI's, Anthropic's).
 TRUNCATED = ("length", "max_tokens")
 
-
-def render_options(options: Options) -> str:
-    """The menu text for an option set (rules R1-R3 of docs/rules.md)."""
-    return render_menu(normalize(options))
-
-
-DEFAULT_REASK = (
-    "Your previous reply could not be used as a decision.\n\n"
-    "The request was:\n{request}\n\n"
-    "Your previous reply was:\n<<<\n{reply}\n>>>\n\n"
-    "The problem ({kind}{at_path}): {error}\n{advice}\n\n"
-    "Reply again, ending with exactly one JSON object that picks one option, written as in "
-    "its \"Call:\" line.\n\n"
-    "{menu}")
 
 #: Called before each attempt's model call, in every decision made in this context: an
 #: evaluation row's stop check (a row of a stopped run makes no further model call). Whatever it
 #: raises ends that decision, whose trace finishes as failed.
 attempt_gate: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
     "openprogram_attempt_gate", default=None)
-
-
-def reask_prompt(request: str, reply: Any, err: AttemptError, menu_text: str,
-                 reask: Callable[[Reask], str] | None = None, attempt: int = 1) -> str:
-    """The re-ask (P7): by default the request, the previous reply, the problem, and the menu
-    again; `reask` (a checked `reask=`, settings.py) writes the user's own text from the same
-    facts."""
-    shown = cut_middle(reply if isinstance(reply, str) else repr(reply), _REASK_REPLY_LIMIT,
-                       "\n[... {n} characters left out ...]\n")
-    hint = err.hint  # the fix a repair level above would have made (decision/repair/)
-    facts = Reask(request=request, reply=shown, kind=err.kind, error=err.message,
-                  path=err.path or "", menu=menu_text, attempt=attempt, hint=hint)
-    if reask is not None:
-        text = reask(facts)
-        if not isinstance(text, str):
-            raise UsageError(f"reask= callable returned {type(text).__name__}; it must return "
-                            f"the text to send (a str)")
-        return text
-    return DEFAULT_REASK.format(request=request, reply=shown, kind=err.kind, error=err.message,
-                               menu=menu_text, advice=explain(err.kind) + (
-                                   f"\n{hint}" if hint else ""),
-                               at_path=f" at {err.path}" if err.path else "")
 
 
 class Decider:
@@ -670,133 +613,3 @@ def _reply_shown(att: Attempt) -> Any:
         return "\n".join(f"{c['name']}({json.dumps(c.get('args'), ensure_ascii=False)})"
                          for c in att.tool_calls)
     return att.reply
-
-
-# ---------------------------------------------------------------------------------------------
-# Public entry points
-# ---------------------------------------------------------------------------------------------
-
-
-class Plan:
-    """A decision's settings checked against its options and runtime once — the menu normalized
-    and rendered, the way of asking and the confidence source checked against the runtime —
-    then run for one prompt at a time (`run`). `make` builds one per call; an evaluation builds
-    one for all its rows, so a row does only what depends on its prompt. `where` is the public
-    function the plan serves (its errors and its DAG span name it); the trace records the way
-    in as `entry` ("make")."""
-
-    __slots__ = ("runtime", "menu", "menu_text", "settings", "where")
-    entry = "make"
-
-    def __init__(self, options: Options, settings: Settings, *, where: str = "decision.make",
-                 runtime: ModelCaller | None = None) -> None:
-        self.where = where
-        run = current_run.get()  # a fork may give this decision another option set
-        self.menu = menu = normalize(options if run is None or not run.edits_options
-                                     else run.options(options))
-        check_context(menu, settings.context)
-        self.runtime = rt = resolve_runtime(runtime if runtime is not None else settings.runtime,
-                                            where)
-        way = settings.mode
-        check_modes(rt, way.name)
-        if getattr(menu, "held", False) and (settings.min_confidence is not None
-                                             or settings.pick_set is not None):
-            # a fork held this decision to the option it picks (openprogram.runs): the pick
-            # is the user's, so no threshold judges it
-            settings = settings.bound(min_confidence=None, pick_set=None)
-        source = settings.confidence.on(rt, way, where)
-        if settings.min_confidence is not None or settings.pick_set is not None:
-            # a low_confidence= option is on the menu; a pick set was fitted on this one
-            check_threshold(settings.min_confidence, settings.low_confidence, source,
-                            [o.name for o in menu], where, settings.pick_set)
-        self.settings = settings.bound(confidence=source)
-        # without a shortlist the model sees the whole menu, the same text for every prompt
-        self.menu_text = render_menu(menu) if settings.shortlist is None else None
-        if settings.pick_set is not None:
-            check_on(settings.pick_set, [o.name for o in menu],
-                     self.menu_text or render_menu(menu), way, source, settings.shortlist, where)
-
-    async def run(self, prompt: str, *, sync: bool,
-                  keep: list[DecisionTrace] | None = None) -> Any:
-        """The decision for `prompt`: its result, or its DecisionError. `keep` gets the
-        decision's trace as soon as it starts (a row keeps it whatever ends the decision)."""
-        if not isinstance(prompt, str):
-            raise UsageError(f"prompt must be a str, got {type(prompt).__name__}")
-        rt, settings, menu, menu_text = self.runtime, self.settings, self.menu, self.menu_text
-        deadline = deadline_after(settings.timeout_s)
-        listing = None
-        if menu_text is None:  # the model sees, and may pick, these only
-            menu, listing = narrow(settings.shortlist, prompt, menu, runtime=rt,
-                                   way=settings.mode)
-            menu_text = render_menu(menu)
-        with rt.dag.span("decision", self.where):
-            d = Decider(rt, menu, settings, request=prompt, entry=self.entry, deadline=deadline,
-                        menu_text=menu_text, sync=sync, mode=settings.mode(menu),
-                        shortlist=listing)
-            if keep is not None:
-                keep.append(d.trace)
-            with d.running():
-                text = d.mode.prompt(prompt, menu_text)
-                d.new_attempt(text)
-                await d.call([{"role": "user", "content": text}])
-                return await d.settle()
-
-
-async def _make(prompt: str, options: Options, keywords: Keywords, where: str,
-                sync: bool) -> Any:
-    if not isinstance(prompt, str):
-        raise UsageError(f"prompt must be a str, got {type(prompt).__name__}")
-    return await Plan(options, Settings.of(keywords, where), where=where).run(prompt, sync=sync)
-
-
-@takes_settings(ALL)
-def make(prompt: str, options: Options, **settings: Unpack[Keywords]) -> Any:
-    """Pure decision (rule E1 of docs/rules.md): send `prompt + "\\n\\n" + menu` in one model
-    call and return the resolved result of the model's pick. Your prompt must ask the model to
-    pick. Works with async models and async options too, also inside a running event loop (a
-    notebook cell): they are finished before the result comes back."""
-    return run_sync(_make(prompt, options, settings, "decision.make", sync=True))
-
-
-@takes_settings(ALL)
-async def amake(prompt: str, options: Options, **settings: Unpack[Keywords]) -> Any:
-    """`make`, awaitable: the model call goes through the runtime's async path
-    (`acall_model`), async options are awaited, and many `amake`s run concurrently on one
-    event loop. Cancelling the task finishes its trace as failed."""
-    return await _make(prompt, options, settings, "decision.amake", sync=False)
-
-
-@takes_settings(PARSE)
-def parse_args(reply: Any, options: Options, *, prompt: str = "",
-               **settings: Unpack[Keywords]) -> tuple[Any, dict[str, Any]]:
-    """Parse and validate a reply (rules P1-P7 of docs/rules.md) into `(chosen, kwargs)`: the
-    function for a function option, the name for a value or schema option. On a bad reply,
-    re-asks through the runtime (`max_retries` times); with no runtime, a bad reply raises
-    DecisionError at once."""
-    checked = Settings.of(settings, "parse_args", PARSE)
-    menu = normalize(options)
-    check_context(menu, checked.context)
-    runtime = checked.runtime if checked.runtime is not None else current_runtime()
-    d = Decider(runtime, menu, checked, request=prompt, entry="parse",
-                max_attempts=None if runtime is not None else 1)
-    with d.running():
-        d.new_attempt(prompt)
-        d.received(reply)
-        option, kwargs = run_sync(d.settle(run=False))
-        d.finish("resolved", result=None)
-    return option.chosen(), kwargs
-
-
-def resolve_decision(chosen: Any, kwargs: dict[str, Any], options: Options | None = None) -> Any:
-    """Turn a pick into the next step's result (rule Z1 of docs/rules.md): call a function with the
-    kwargs; look a name up in the option set (a value, or `{"decision": name, **kwargs}` for a
-    schema)."""
-    if callable(chosen):
-        return call_function(chosen, kwargs)
-    if options is None:
-        raise UsageError("resolve_decision needs the option set to look up the name "
-                        f"{chosen!r}: resolve_decision(chosen, kwargs, options)")
-    for o in normalize(options):
-        if o.name == chosen:
-            return o.resolve(kwargs)
-    raise KeyError(f"{chosen!r} is not an option of this option set")

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from ..base.errors import ArgumentError, ModelCallError, UsageError
 from ..base.json_form import json_ready
 from ..base.model_protocol import ModelCaller, ModelResponse, ToolCall, run_sync
-from .loop import Plan
+from .entry import Plan
 from .settings import PLAN, Settings, takes_settings
 
 TYPE_CHECKING = False

@@ -20,7 +20,8 @@ import time
 from ..base.errors import OpenProgramError
 from ..base.model_protocol import ModelCaller as Runtime
 from ..base.model_protocol import run_sync
-from ..decision.loop import Plan, attempt_gate
+from ..decision.entry import Plan
+from ..decision.loop import attempt_gate
 from ..decision.options import Option
 from ..decision.settings import Settings
 from ..trace.decision_trace import DecisionTrace

@@ -31,11 +31,11 @@ def test_a_variant_with_an_unknown_mode_is_refused_when_written():
 
 def test_the_package_exports_the_decision_and_evaluation_functions_and_result_classes():
     import openprogram
-    from openprogram.decision import loop
+    from openprogram.decision import entry
     from openprogram.decision import recheck as revalidate
     from openprogram.evaluation import comparison
     from openprogram.evaluation import results as evaluate_results
-    assert openprogram.make is loop.make and openprogram.amake is loop.amake
+    assert openprogram.make is entry.make and openprogram.amake is entry.amake
     assert openprogram.evaluate is decision.evaluate and openprogram.aevaluate is decision.aevaluate
     assert openprogram.revalidate is decision.revalidate
     assert openprogram.EvaluationResult is evaluate_results.EvaluationResult

@@ -88,7 +88,7 @@ def keyword_proposer(name: str, description: str, evidence: dict) -> str | None:
 def ask_model(proposer: Any, spent: Spent) -> Callable[[str, str, dict], str | None]:
     """A runtime as a proposer: asked through the decision mechanism, with one option whose
     argument is the new description. Its calls go on `spent`, cached ones too."""
-    from ...decision.loop import make
+    from ...decision.entry import make
 
     def rewrite(description: str) -> str:
         """Use this new description of the option."""
