@@ -641,9 +641,11 @@ def test_a_repaired_pick_that_fails_validation_is_reasked_with_its_trace(reply, 
         decision.make("Say it.", [wants_text], runtime=ScriptedRuntime([reply]),
                       max_retries=0)
     assert info.value.kind == first.error_kind and info.value.trace.attempts[0].repairs
-    # an evaluation's row is re-asked like any other
+    # an evaluation's row is re-asked like any other (one row at a time: the replies are one
+    # queue, and two rows at once could each take the other's)
     res = decision.evaluate("Say it: {n}", [wants_text], [{"n": 1}, {"n": 2}],
-                            runtime=ScriptedRuntime([reply, ok, reply, ok]), progress=False)
+                            runtime=ScriptedRuntime([reply, ok, reply, ok]), progress=False,
+                            concurrency=1)
     assert res.statuses == ["resolved", "resolved"] and res.results == ["fine", "fine"]
 
 
