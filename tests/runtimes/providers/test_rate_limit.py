@@ -93,7 +93,9 @@ def test_429s_pause_the_run_and_every_row_resolves(provider, server, make_runtim
 def test_patience_spent_fails_the_row_with_a_clear_error(provider, server, make_runtime):
     server.responder = lambda body: status(429, "slow down", err_type="rate_limit_error",
                                            headers={"retry-after-ms": "20"})
-    limit = RateLimit(requests_per_minute=6000, patience_s=0.1)
+    # patience for several 20 ms pauses even on a loaded machine (at 0.1 s, a slow first
+    # request left no time for a second, and the count below failed)
+    limit = RateLimit(requests_per_minute=6000, patience_s=0.5)
     res = evaluate("Message: {m}", OPTIONS, ROWS[:2], runtime=make_runtime(max_retries=3),
                    concurrency=2, progress=False, rate_limit=limit)
     frame = res.to_frame()
