@@ -41,4 +41,4 @@ __all__ = ["LEVELS", "DEFAULT_REPAIR", "KINDS", "Repair", "RepairLevel", "NoRepa
            "SyntaxRepair", "MenuRepair", "REPAIR_LEVELS", "repair_level", "repair_syntax",
            "repair_name", "repair_value", "repair_wrapper", "value_fix", "near_names",
            "repair_extraction", "redact_repairs", "allows", "MAX_VALUE_FIXES", "name_hint",
-           "value_hint", "value_span"]
+           "value_hint", "value_span", "may_enclose"]
