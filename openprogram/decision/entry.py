@@ -62,8 +62,7 @@ class Plan:
                                             where)
         way = settings.mode
         check_modes(rt, way.name)
-        if getattr(menu, "held", False) and (settings.min_confidence is not None
-                                             or settings.pick_set is not None):
+        if menu.held and (settings.min_confidence is not None or settings.pick_set is not None):
             # a fork held this decision to the option it picks (openprogram.runs): the pick
             # is the user's, so no threshold judges it
             settings = settings.bound(min_confidence=None, pick_set=None)

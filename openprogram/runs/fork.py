@@ -347,8 +347,8 @@ class ForkPlan:
             return options
         if own and not option.llm_params:   # nothing for the model to fill: no model call
             self.synthetic = option
-        # marked held: the pick is the fork's, so no threshold (min_confidence=, pick_set=)
-        # judges it, and its low_confidence= option need not be on this one-option menu
+        # held (Menu.held): no threshold judges the fork's pick, and the decision's
+        # low_confidence= option need not be on this one-option menu
         held = Menu(normalize([option]))
         held.held = True
         return held

@@ -282,9 +282,8 @@ def _warn_again(menu: Menu) -> None:
     """The warnings its options gave when the menu was built, given again: a list served from
     the cache warns as the same list read afresh would (under `pytest.warns` or a
     `catch_warnings` block too)."""
-    for option in menu:
-        for message in getattr(option, "warnings", ()):
-            warnings.warn(message, OptionWarning, stacklevel=user_stacklevel())
+    for message in menu.warnings:   # (gathered once: a hit on 1,841 tools walks none of them)
+        warnings.warn(message, OptionWarning, stacklevel=user_stacklevel())
 
 
 def _immutable(item: Any) -> bool:

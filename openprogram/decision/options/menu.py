@@ -30,6 +30,10 @@ class Menu(tuple):
     decision, and rebuilding these was about half of a decision's own time; a tuple, so what
     they are derived from cannot change under them."""
 
+    #: Held by a fork to the one option it picks (`openprogram.runs`, `fork(pick=)`): the pick
+    #: is the user's, so no threshold (min_confidence=, pick_set=) judges it.
+    held = False
+
     @functools.cached_property
     def text(self) -> str:
         return _render_menu(self)
@@ -41,6 +45,12 @@ class Menu(tuple):
     @functools.cached_property
     def by_name(self) -> dict[str, Option]:
         return {o.name: o for o in self}
+
+    @functools.cached_property
+    def warnings(self) -> tuple[str, ...]:
+        """The OptionWarnings its options gave when they were built (a tool definition's
+        unchecked annotations, ...), for a menu served from a cache to give again."""
+        return tuple(m for o in self for m in getattr(o, "warnings", ()))
 
     @functools.cached_property
     def hidden(self) -> tuple[tuple[Option, list[Param]], ...]:
