@@ -357,7 +357,7 @@ class ForkPlan:
     def finish(self, fork: Any) -> None:
         """Raise what stopped the fork, or what kept its edit from applying."""
         err = self.diverged
-        raised = getattr(fork, "error", None)
+        raised = fork.error
         if err is None and len(fork.decisions) <= self.k and raised is not None:
             # the program failed on its way: say with what, not that it read the clock
             err = self._diverge(
